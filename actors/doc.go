@@ -1,0 +1,20 @@
+// Package actors is egrid's runtime on protoactor-go: one topic actor per topic and, as its
+// supervised children, one subscription actor per event subscription (DESIGN.md §3).
+//
+// The router appends a publish to the topic's journal and then tells the topic actor
+// ([Appended]); the topic actor evaluates each subscription's filter and hands the matching
+// entries to the subscription actors ([Deliver]). A subscription actor owns everything about
+// delivery to its destination: the window of events it has taken in, batching, the attempts in
+// flight (run off the mailbox, results come back as messages), per-event attempt counts and due
+// times, the retry timer and the endpoint's probation state. It keeps at most a bounded window in
+// memory; when it falls behind it reads the journal from its cursor instead, so a dead endpoint
+// makes the journal grow on disk, not the heap.
+//
+// Failure and restart: the state that matters (cursor, parked retries) is in the store, written
+// before an attempt's outcome is acted on. A subscription actor that panics — or whose sink
+// panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
+// goes on; its siblings never notice. Timers only send a message to the actor itself; due times
+// are data, so timers are rebuilt after a restart.
+//
+// actors imports schemas, router/filter, router/retry, router/store, router/metrics and sinks.
+package actors

@@ -1,0 +1,630 @@
+package actors
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// Defaults of a [SubscriptionConfig].
+const (
+	// DefaultMaxInFlight bounds the attempts one subscription runs at once.
+	DefaultMaxInFlight = 16
+	// DefaultWindow bounds the events a subscription keeps in memory; the rest waits in the
+	// journal.
+	DefaultWindow = 4096
+	// DefaultMaxEventsPerBatch and DefaultPreferredBatchBytes apply when batching is on and only
+	// one of the two limits is set (SPEC §2.3).
+	DefaultMaxEventsPerBatch   = 5000
+	DefaultPreferredBatchBytes = 64 * 1024
+)
+
+// SubscriptionConfig is everything a subscription actor needs. It is immutable once the actor
+// is spawned; an update replaces the actor.
+type SubscriptionConfig struct {
+	Topic, Name    string
+	TopicID        string         // stamped into Event Grid events; the CloudEvents source
+	InputSchema    schemas.Schema // the topic's input schema
+	DeliverySchema schemas.Schema // how events are encoded for the sink
+	Filter         *filter.Filter // nil matches everything
+	Policy         *retry.Policy  // retry, TTL and dead-letter policy
+	Sink           sinks.Sink
+
+	// Batching is off when both are zero: one event per request (SPEC §2.3). Setting either
+	// turns it on; the other takes its default.
+	MaxEventsPerBatch   int
+	PreferredBatchBytes int
+
+	MaxInFlight int           // attempts at once; 0 = DefaultMaxInFlight
+	Timeout     time.Duration // per-attempt response timeout; 0 = sinks.DefaultTimeout
+	Window      int           // events kept in memory; 0 = DefaultWindow
+	Headers     map[string]string
+
+	Store   store.Store
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+
+	// OnDeadLetter receives every event that ends without delivery when the policy has a
+	// dead-letter destination. It must not block.
+	OnDeadLetter func(*DeadLetter)
+	// OnAttempt, when set, receives a record of every finished attempt. It must not block.
+	OnAttempt func(*AttemptRecord)
+}
+
+func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
+	if c.MaxEventsPerBatch == 0 && c.PreferredBatchBytes == 0 {
+		return 1, 0
+	}
+	events, bytes = c.MaxEventsPerBatch, c.PreferredBatchBytes
+	if events == 0 {
+		events = DefaultMaxEventsPerBatch
+	}
+	if bytes == 0 {
+		bytes = DefaultPreferredBatchBytes
+	}
+	return events, bytes
+}
+
+// SubscriptionProps returns the props of a subscription actor.
+func SubscriptionProps(cfg *SubscriptionConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg} })
+}
+
+type itemState uint8
+
+const (
+	stateReady itemState = iota + 1
+	stateInFlight
+	stateWaiting // parked until due
+	stateEnded
+)
+
+// item is one event a subscription has taken in and not yet finished with.
+type item struct {
+	seq          uint64
+	publish      time.Time
+	ev           *schemas.Event
+	state        itemState
+	parked       bool // a Parked record for it is in the store
+	attempts     int
+	firstAttempt time.Time
+	lastAttempt  time.Time
+	due          time.Time
+	lastOutcome  schemas.Outcome
+	lastStatus   int
+	heapIndex    int
+}
+
+type batch struct {
+	items   []*item
+	started time.Time
+	probe   bool
+}
+
+var batchIDs atomic.Uint64
+
+// subscription is the subscription actor. All fields are owned by the actor's Receive.
+type subscription struct {
+	cfg    *SubscriptionConfig
+	self   *actor.PID
+	system *actor.ActorSystem
+	log    *slog.Logger
+	scope  string
+
+	ctx    context.Context // cancelled when the actor stops or restarts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	cursor uint64 // durable: every event up to it is settled
+	next   uint64 // next journal sequence number to take in
+	head   uint64 // highest journal sequence number known to exist
+	behind bool   // entries in (next, head] are in the journal, not in memory
+
+	items   map[uint64]*item
+	order   []uint64 // taken-in sequence numbers, oldest first (lazily pruned)
+	ready   []*item
+	waiting dueHeap
+	batches map[uint64]*batch
+
+	probation  retry.Probation
+	needProbe  bool
+	probing    bool
+	timer      *time.Timer
+	timerAt    time.Time
+	timerGen   uint64
+	maxEvents  int
+	maxBytes   int
+	encodeBuf  []byte
+	pendingPut []store.Parked
+	pendingDel []uint64
+}
+
+// Receive implements actor.Actor.
+func (s *subscription) Receive(c actor.Context) {
+	switch msg := c.Message().(type) {
+	case *actor.Started:
+		s.start(c)
+	case *Deliver:
+		s.takeIn(msg)
+		s.fill()
+		s.dispatch()
+		s.persist()
+	case *attemptDone:
+		s.finish(msg)
+		s.fill()
+		s.dispatch()
+		s.persist()
+		if msg.panicked != nil {
+			panic(fmt.Sprintf("sink of subscription %s panicked: %v", s.scope, msg.panicked))
+		}
+	case *wake:
+		if msg.gen != s.timerGen {
+			return
+		}
+		s.timerAt = time.Time{}
+		s.promoteDue(time.Now())
+		s.dispatch()
+		s.persist()
+	case *GetStatus:
+		c.Respond(s.status())
+	case *EndProbation:
+		s.probation.End()
+		s.needProbe = false
+		s.dispatch()
+		s.persist()
+		c.Respond(s.status())
+	case *actor.Restarting, *actor.Stopping:
+		s.stop()
+	}
+}
+
+func (s *subscription) start(c actor.Context) {
+	s.self = c.Self()
+	s.system = c.ActorSystem()
+	s.scope = metrics.SubscriptionScope(s.cfg.Topic, s.cfg.Name)
+	s.log = s.cfg.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("topic", s.cfg.Topic, "subscription", s.cfg.Name)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.items = make(map[uint64]*item)
+	s.batches = make(map[uint64]*batch)
+	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
+
+	st, err := s.cfg.Store.LoadSubscription(s.ctx, s.cfg.Topic, s.cfg.Name)
+	if err != nil {
+		panic(fmt.Errorf("loading subscription %s: %w", s.scope, err))
+	}
+	head, err := s.cfg.Store.LastSeq(s.ctx, s.cfg.Topic)
+	if err != nil {
+		panic(fmt.Errorf("loading journal head of topic %s: %w", s.cfg.Topic, err))
+	}
+	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, head
+	s.behind = s.next <= s.head
+	for _, p := range st.Parked {
+		it := &item{
+			seq: p.Seq, publish: p.PublishTime, ev: p.Event, state: stateWaiting, parked: true,
+			attempts: p.Attempts, firstAttempt: p.FirstAttempt, lastAttempt: p.LastAttempt,
+			due: p.NextDue, lastOutcome: p.LastOutcome, lastStatus: p.LastStatus,
+		}
+		s.items[p.Seq] = it
+		heap.Push(&s.waiting, it)
+	}
+	s.fill()
+	s.promoteDue(time.Now())
+	s.dispatch()
+	s.persist()
+}
+
+func (s *subscription) stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerGen++
+	s.wg.Wait()
+}
+
+func (s *subscription) window() int {
+	if s.cfg.Window > 0 {
+		return s.cfg.Window
+	}
+	return DefaultWindow
+}
+
+// takeIn accepts the entries of a Deliver that the subscription has not seen yet, as far as the
+// window allows.
+func (s *subscription) takeIn(d *Deliver) {
+	if d.Through > s.head {
+		s.head = d.Through
+	}
+	if s.behind || d.Through < s.next {
+		return
+	}
+	for _, e := range d.Entries {
+		if e.Seq < s.next {
+			continue
+		}
+		if len(s.items) >= s.window() {
+			s.next = e.Seq
+			s.behind = true
+			return
+		}
+		s.add(e)
+	}
+	s.next = d.Through + 1
+}
+
+// fill reads the journal while the subscription is behind and the window has room.
+func (s *subscription) fill() {
+	for s.behind {
+		room := s.window() - len(s.items)
+		if room <= 0 {
+			return
+		}
+		entries, err := s.cfg.Store.Read(s.ctx, s.cfg.Topic, s.next, min(room, 1024))
+		if err != nil {
+			panic(fmt.Errorf("reading journal of topic %s from %d: %w", s.cfg.Topic, s.next, err))
+		}
+		for _, e := range entries {
+			if s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event) {
+				s.add(e)
+			}
+			s.next = e.Seq + 1
+		}
+		if len(entries) == 0 || s.next > s.head {
+			if s.next <= s.head {
+				s.next = s.head + 1 // the journal was trimmed or the events never matched
+			}
+			s.behind = false
+		}
+	}
+}
+
+func (s *subscription) add(e store.Entry) {
+	if _, ok := s.items[e.Seq]; ok {
+		return // parked before a restart
+	}
+	it := &item{seq: e.Seq, publish: e.PublishTime, ev: e.Event, state: stateReady}
+	s.items[e.Seq] = it
+	s.order = append(s.order, e.Seq)
+	s.ready = append(s.ready, it)
+}
+
+// promoteDue moves parked events whose time has come to the ready queue, ending those whose time
+// to live has passed (SPEC §2.1: the TTL is checked only when the next attempt comes due).
+func (s *subscription) promoteDue(now time.Time) {
+	for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
+		it := heap.Pop(&s.waiting).(*item)
+		it.state = stateReady
+		s.ready = append(s.ready, it)
+	}
+}
+
+// dispatch starts attempts while there is room and nothing holds deliveries back.
+func (s *subscription) dispatch() {
+	now := time.Now()
+	maxInFlight := s.cfg.MaxInFlight
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	for len(s.ready) > 0 && len(s.batches) < maxInFlight {
+		if s.probation.Active(now) {
+			if s.probation.ClientError() {
+				s.endReady(now)
+				continue
+			}
+			break
+		}
+		if s.probing {
+			break // one probe at a time; its result decides
+		}
+		b := s.nextBatch(now)
+		if b == nil {
+			continue
+		}
+		if s.needProbe {
+			b.probe, s.probing = true, true
+		}
+		s.send(b)
+	}
+	s.armTimer(now)
+}
+
+// endReady ends every ready event without an attempt: the endpoint is on probation caused by a
+// client error (SPEC §2.2).
+func (s *subscription) endReady(now time.Time) {
+	for _, it := range s.ready {
+		it.lastOutcome = schemas.Probation
+		s.end(it, schemas.UndeliverableDueToProbationCausedByClientError, now)
+	}
+	s.ready = s.ready[:0]
+}
+
+// nextBatch takes events off the ready queue into a batch: never more than the maximum count,
+// never over the preferred size unless a single event is larger (it goes alone), never waiting
+// to fill (SPEC §2.3). Events whose time to live has passed end here instead.
+func (s *subscription) nextBatch(now time.Time) *batch {
+	b := &batch{started: now}
+	size := 0
+	n := 0
+	for n < len(s.ready) && len(b.items) < s.maxEvents {
+		it := s.ready[n]
+		if d, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
+			s.ready = append(s.ready[:n], s.ready[n+1:]...)
+			s.end(it, d.Reason, now)
+			continue
+		}
+		sz := it.ev.Size()
+		if len(b.items) > 0 && s.maxBytes > 0 && size+sz > s.maxBytes {
+			break
+		}
+		b.items = append(b.items, it)
+		size += sz
+		n++
+	}
+	s.ready = s.ready[n:]
+	if len(b.items) == 0 {
+		return nil
+	}
+	return b
+}
+
+func (s *subscription) send(b *batch) {
+	id := batchIDs.Add(1)
+	s.batches[id] = b
+	events := make([]*schemas.Event, len(b.items))
+	count := 0
+	for i, it := range b.items {
+		events[i] = it.ev
+		count = max(count, it.attempts)
+		it.state = stateInFlight
+	}
+	body, contentType, err := schemas.EncodeBatch(nil, s.cfg.InputSchema, s.cfg.DeliverySchema, s.cfg.TopicID, events)
+	if err != nil {
+		// Refused at create time; reaching it is a wiring bug.
+		panic(fmt.Errorf("encoding batch for %s: %w", s.scope, err))
+	}
+	sb := &sinks.Batch{
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Schema: s.cfg.DeliverySchema,
+		Body: body, ContentType: contentType, Events: events, DeliveryCount: count,
+		Headers: s.cfg.Headers,
+	}
+	timeout := s.cfg.Timeout
+	if timeout <= 0 {
+		timeout = sinks.DefaultTimeout
+	}
+	root, self, sink, parent := s.system.Root, s.self, s.cfg.Sink, s.ctx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		start := time.Now()
+		done := &attemptDone{id: id}
+		defer func() {
+			if r := recover(); r != nil {
+				done.panicked = r
+				done.err = &sinks.DeliveryError{Outcome: schemas.GenericError, Err: fmt.Errorf("sink panicked: %v", r)}
+			}
+			done.duration = time.Since(start)
+			root.Send(self, done)
+		}()
+		ctx, cancel := context.WithTimeout(parent, timeout)
+		defer cancel()
+		done.err = sink.Deliver(ctx, sb)
+	}()
+}
+
+// finish applies the outcome of one attempt to every event of its batch.
+func (s *subscription) finish(d *attemptDone) {
+	b, ok := s.batches[d.id]
+	if !ok {
+		return // from before a restart
+	}
+	delete(s.batches, d.id)
+	now := time.Now()
+	m := s.cfg.Metrics
+	m.Add(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope}, d.duration.Milliseconds())
+	rec := &AttemptRecord{Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration}
+	if b.probe {
+		s.probing = false
+	}
+	if d.err == nil {
+		rec.Outcome = schemas.Delivered
+		s.probation.Succeeded()
+		s.needProbe = false
+		m.Add(metrics.Key{Name: metrics.DeliverySuccessCount, Scope: s.scope}, int64(len(b.items)))
+		for _, it := range b.items {
+			it.attempts++
+			rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+			rec.Decisions = append(rec.Decisions, retry.Decision{})
+			s.settle(it)
+		}
+		s.record(rec)
+		return
+	}
+	de := sinks.AsDeliveryError(d.err)
+	rec.Outcome, rec.StatusCode = de.Outcome, de.StatusCode
+	m.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: de.Outcome.String()}, int64(len(b.items)))
+	wasActive := s.probation.Active(now)
+	s.probation.Failed(de.Outcome, now, s.cfg.Policy.TimeScale)
+	if !wasActive && s.probation.Active(now) {
+		s.needProbe = true
+		s.log.Warn("endpoint on probation", "cause", s.probation.Cause().String(), "until", s.probation.Until())
+	}
+	f := retry.Failure{Outcome: de.Outcome, StatusCode: de.StatusCode, RetryAfter: de.RetryAfter}
+	for _, it := range b.items {
+		it.attempts++
+		if it.firstAttempt.IsZero() {
+			it.firstAttempt = b.started
+		}
+		it.lastAttempt = b.started
+		it.lastOutcome, it.lastStatus = de.Outcome, de.StatusCode
+		dec := s.cfg.Policy.AfterFailure(f, it.attempts, it.ev.ID, it.publish, now)
+		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+		rec.Decisions = append(rec.Decisions, dec)
+		if dec.Action == retry.Retry {
+			it.state, it.due, it.parked = stateWaiting, dec.At, true
+			heap.Push(&s.waiting, it)
+			s.pendingPut = append(s.pendingPut, s.parkedRecord(it))
+			continue
+		}
+		s.end(it, dec.Reason, now)
+	}
+	s.record(rec)
+}
+
+func (s *subscription) record(rec *AttemptRecord) {
+	if s.cfg.OnAttempt != nil {
+		s.cfg.OnAttempt(rec)
+	}
+}
+
+func (s *subscription) parkedRecord(it *item) store.Parked {
+	return store.Parked{
+		Seq: it.seq, PublishTime: it.publish, Event: it.ev, Attempts: it.attempts,
+		FirstAttempt: it.firstAttempt, LastAttempt: it.lastAttempt, NextDue: it.due,
+		LastOutcome: it.lastOutcome, LastStatus: it.lastStatus,
+	}
+}
+
+// settle forgets a delivered or ended event.
+func (s *subscription) settle(it *item) {
+	it.state = stateEnded
+	if it.parked {
+		s.pendingDel = append(s.pendingDel, it.seq)
+	}
+	delete(s.items, it.seq)
+}
+
+// end finishes an event without delivery: dead-lettered when the policy has a destination,
+// dropped otherwise; counted either way.
+func (s *subscription) end(it *item, reason schemas.Reason, now time.Time) {
+	if it.state == stateWaiting {
+		heap.Remove(&s.waiting, it.heapIndex)
+	}
+	s.settle(it)
+	if s.cfg.Policy.DeadLetter {
+		s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeadLetteredCount, Scope: s.scope, Dim: string(reason)}, 1)
+		if s.cfg.OnDeadLetter != nil {
+			s.cfg.OnDeadLetter(&DeadLetter{
+				Topic: s.cfg.Topic, Subscription: s.cfg.Name, TopicID: s.cfg.TopicID,
+				InputSchema: s.cfg.InputSchema, DeliverySchema: s.cfg.DeliverySchema,
+				Event: it.ev, Reason: reason, DeliveryAttempts: it.attempts,
+				LastOutcome: it.lastOutcome, LastHTTPStatus: it.lastStatus,
+				PublishTime: it.publish, LastAttemptTime: it.lastAttempt,
+			})
+		}
+		return
+	}
+	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
+	s.log.Info("event dropped", "id", it.ev.ID, "reason", string(reason), "attempts", it.attempts)
+}
+
+// persist writes the cursor and parked-set changes in one atomic update.
+func (s *subscription) persist() {
+	cursor := s.next - 1
+	for len(s.order) > 0 {
+		it, ok := s.items[s.order[0]]
+		if ok && !it.parked {
+			cursor = it.seq - 1
+			break
+		}
+		s.order = s.order[1:]
+	}
+	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 {
+		return
+	}
+	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel}
+	if cursor > s.cursor {
+		u.Cursor, s.cursor = cursor, cursor
+	}
+	if err := s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err != nil {
+		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
+	}
+	s.pendingPut, s.pendingDel = nil, nil
+}
+
+// armTimer makes sure a wake message arrives when the earliest parked event comes due or
+// probation ends.
+func (s *subscription) armTimer(now time.Time) {
+	var at time.Time
+	if s.waiting.Len() > 0 {
+		at = s.waiting[0].due
+	}
+	if u := s.probation.Until(); u.After(now) && len(s.ready) > 0 && (at.IsZero() || u.Before(at)) {
+		at = u
+	}
+	if at.IsZero() || at.Equal(s.timerAt) {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerGen++
+	s.timerAt = at
+	gen, root, self := s.timerGen, s.system.Root, s.self
+	s.timer = time.AfterFunc(at.Sub(now), func() { root.Send(self, &wake{gen: gen}) })
+}
+
+func (s *subscription) status() *Status {
+	st := &Status{
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Backlog: len(s.items), InFlight: len(s.batches),
+		Cursor: s.cursor,
+	}
+	if s.behind && s.head >= s.next {
+		st.Backlog += int(s.head - s.next + 1)
+	}
+	for _, it := range s.items {
+		if st.OldestUndelivered.IsZero() || it.publish.Before(st.OldestUndelivered) {
+			st.OldestUndelivered = it.publish
+		}
+	}
+	now := time.Now()
+	if s.probation.Active(now) {
+		st.Probation = ProbationStatus{Active: true, Until: s.probation.Until(), Cause: s.probation.Cause()}
+	}
+	return st
+}
+
+// dueHeap orders parked events by due time.
+type dueHeap []*item
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if h[i].due.Equal(h[j].due) {
+		return h[i].seq < h[j].seq
+	}
+	return h[i].due.Before(h[j].due)
+}
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *dueHeap) Push(x any) {
+	it := x.(*item)
+	it.heapIndex = len(*h)
+	*h = append(*h, it)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	it.heapIndex = -1
+	return it
+}

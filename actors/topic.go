@@ -1,0 +1,176 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/router/metrics"
+)
+
+// TopicConfig is what a topic actor needs.
+type TopicConfig struct {
+	Name    string
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+	// Subscriptions are started when the actor starts.
+	Subscriptions []*SubscriptionConfig
+	// RestartBackoff is the first delay before a failed subscription actor is restarted; it
+	// doubles with each failure in a row up to MaxRestartBackoff. Defaults 100 ms and 1 min.
+	RestartBackoff, MaxRestartBackoff time.Duration
+}
+
+// TopicProps returns the props of a topic actor.
+func TopicProps(cfg *TopicConfig) *actor.Props {
+	initial, maxDelay := cfg.RestartBackoff, cfg.MaxRestartBackoff
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	if maxDelay <= 0 {
+		maxDelay = time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return actor.PropsFromProducer(
+		func() actor.Actor { return &topic{cfg: cfg} },
+		actor.WithSupervisor(&restartWithBackoff{initial: initial, max: maxDelay, log: log.With("topic", cfg.Name)}),
+	)
+}
+
+type child struct {
+	cfg *SubscriptionConfig
+	pid *actor.PID
+}
+
+// topic is the topic actor: it fans journal entries out to its subscription actors, filtering
+// for each.
+type topic struct {
+	cfg  *TopicConfig
+	subs map[string]*child
+	// order keeps fan-out deterministic.
+	order []string
+}
+
+// Receive implements actor.Actor.
+func (t *topic) Receive(c actor.Context) {
+	switch msg := c.Message().(type) {
+	case *actor.Started:
+		t.subs = make(map[string]*child)
+		t.order = t.order[:0]
+		for _, sc := range t.cfg.Subscriptions {
+			t.add(c, sc)
+		}
+	case *Appended:
+		t.fanOut(c, msg)
+	case *AddSubscription:
+		t.add(c, msg.Config)
+		c.Respond(true)
+	case *RemoveSubscription:
+		t.remove(c, msg.Name)
+		c.Respond(true)
+	case *GetStatus:
+		t.forward(c, msg.Subscription)
+	case *EndProbation:
+		t.forward(c, msg.Subscription)
+	}
+}
+
+func (t *topic) forward(c actor.Context, name string) {
+	ch, ok := t.subs[name]
+	if !ok {
+		c.Respond(fmt.Errorf("subscription %q of topic %q is not running", name, t.cfg.Name))
+		return
+	}
+	c.Forward(ch.pid)
+}
+
+func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
+	if old, ok := t.subs[sc.Name]; ok {
+		c.Stop(old.pid) // its state is in the store; the new actor picks it up
+	} else {
+		t.order = append(t.order, sc.Name)
+	}
+	pid := c.Spawn(SubscriptionProps(sc))
+	t.subs[sc.Name] = &child{cfg: sc, pid: pid}
+}
+
+func (t *topic) remove(c actor.Context, name string) {
+	ch, ok := t.subs[name]
+	if !ok {
+		return
+	}
+	c.Stop(ch.pid)
+	delete(t.subs, name)
+	for i, n := range t.order {
+		if n == name {
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (t *topic) fanOut(c actor.Context, a *Appended) {
+	if len(a.Entries) == 0 {
+		return
+	}
+	through := a.Entries[len(a.Entries)-1].Seq
+	matchedAny := make([]bool, len(a.Entries))
+	for _, name := range t.order {
+		ch := t.subs[name]
+		d := &Deliver{Through: through}
+		if ch.cfg.Filter == nil {
+			d.Entries = a.Entries
+			for i := range matchedAny {
+				matchedAny[i] = true
+			}
+		} else {
+			for i, e := range a.Entries {
+				if ch.cfg.Filter.Match(e.Event) {
+					d.Entries = append(d.Entries, e)
+					matchedAny[i] = true
+				}
+			}
+		}
+		if n := len(d.Entries); n > 0 {
+			t.cfg.Metrics.Add(metrics.Key{Name: metrics.MatchedEventCount, Scope: metrics.SubscriptionScope(t.cfg.Name, name)}, int64(n))
+		}
+		c.Send(ch.pid, d)
+	}
+	unmatched := 0
+	for _, m := range matchedAny {
+		if !m {
+			unmatched++
+		}
+	}
+	if unmatched > 0 {
+		t.cfg.Metrics.Add(metrics.Key{Name: metrics.UnmatchedEventCount, Scope: t.cfg.Name}, int64(unmatched))
+	}
+}
+
+// restartWithBackoff restarts a failed subscription actor after a delay that doubles with each
+// failure in a row (OneForOne: siblings are untouched). It never gives up: a subscription's
+// events are in the store, and a crash loop is visible in the logs and restart counts.
+type restartWithBackoff struct {
+	initial, max time.Duration
+	log          *slog.Logger
+}
+
+// HandleFailure implements actor.SupervisorStrategy.
+func (r *restartWithBackoff) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
+	if rs.NumberOfFailures(r.max*2) == 0 {
+		rs.Reset()
+	}
+	rs.Fail()
+	n := rs.FailureCount()
+	delay := r.max
+	if n < 32 {
+		delay = time.Duration(math.Min(float64(r.initial)*math.Pow(2, float64(n-1)), float64(r.max)))
+	}
+	r.log.Error("subscription actor failed; restarting", "actor", child.Id, "reason", fmt.Sprint(reason), "failures", n, "backoff", delay)
+	time.AfterFunc(delay, func() { supervisor.RestartChildren(child) })
+}

@@ -1,0 +1,105 @@
+package egrid_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/egridio/egrid"
+
+// allowed lists, for each package (or package prefix ending in "/"), the egrid packages it may
+// import directly. The arrows of DESIGN.md §2: pure packages at the bottom, actors above them,
+// router above actors, cmd at the top; testkit only in tests and examples.
+var allowed = map[string][]string{
+	"":               {},
+	"schemas":        {},
+	"router/metrics": {},
+	"router/sas":     {},
+	"router/filter":  {"schemas"},
+	"router/retry":   {"schemas"},
+	"sinks":          {"schemas"},
+	"sinks/":         {"sinks", "schemas"},
+	"router/store":   {"schemas"},
+	"router/store/":  {"router/store", "schemas"},
+	"actors":         {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "sinks"},
+	"router":         {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/sas", "sinks", "sinks/", "actors"},
+	"cmd/":           {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
+	"testkit":        {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
+	"testkit/":       {"schemas", "router", "router/", "sinks", "sinks/", "actors", "testkit"},
+	"examples/":      {"schemas", "router", "router/metrics", "sinks", "sinks/"},
+}
+
+func rule(pkg string) ([]string, bool) {
+	if r, ok := allowed[pkg]; ok {
+		return r, true
+	}
+	best := ""
+	for k := range allowed {
+		if strings.HasSuffix(k, "/") && strings.HasPrefix(pkg, k) && len(k) > len(best) {
+			best = k
+		}
+	}
+	r, ok := allowed[best]
+	return r, ok && best != ""
+}
+
+func permitted(imp string, rules []string) bool {
+	for _, r := range rules {
+		if imp == r || strings.HasSuffix(r, "/") && strings.HasPrefix(imp, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportArrows fails when a package imports against DESIGN.md §2 (non-test code only).
+func TestImportArrows(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		rules, ok := rule(pkg)
+		if !ok {
+			t.Errorf("package %q has no import rule: add it to the table in arch_test.go (and DESIGN.md §2)", pkg)
+			continue
+		}
+		checked++
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if !permitted(dep, rules) {
+				t.Errorf("%s imports %s, against the arrows of DESIGN.md §2", pkg, dep)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d packages; is go list working?", checked)
+	}
+}
+
+// TestRuleTable checks the checker itself: a few imports it must refuse.
+func TestRuleTable(t *testing.T) {
+	for _, c := range []struct{ pkg, imp string }{
+		{"schemas", "router"},
+		{"router/retry", "actors"},
+		{"actors", "router"},
+		{"sinks/webhook", "router"},
+		{"router", "testkit"},
+		{"router/store/disk", "actors"},
+	} {
+		rules, ok := rule(c.pkg)
+		if !ok {
+			t.Fatalf("no rule for %s", c.pkg)
+		}
+		if permitted(c.imp, rules) {
+			t.Errorf("%s may import %s, but the arrows forbid it", c.pkg, c.imp)
+		}
+	}
+}

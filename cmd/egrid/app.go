@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+)
+
+// env is what the CLI takes from its surroundings, injected so tests run it in-process.
+type env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+func osEnv() env { return env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv} }
+
+// run runs the CLI and returns the process exit code.
+func run(ctx context.Context, args []string, e env) int {
+	app := newApp(e)
+	if err := app.RunContext(ctx, args); err != nil {
+		fmt.Fprintln(e.Stderr, "egrid:", err)
+		var exit cli.ExitCoder
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+// newApp builds the CLI. Command names follow `az eventgrid` where it has them.
+func newApp(e env) *cli.App {
+	return &cli.App{
+		Name:      "egrid",
+		Usage:     "a self-hosted event router with Azure Event Grid's push-delivery semantics",
+		Version:   version(),
+		Writer:    e.Stdout,
+		ErrWriter: e.Stderr,
+		Commands: []*cli.Command{
+			serveCommand(e),
+			validateCommand(e),
+			publishCommand(e),
+			topicCommand(e),
+			subscriptionCommand(e),
+			versionCommand(e),
+		},
+		HideHelpCommand: true,
+		// run reports errors and picks the exit code; cli must not call os.Exit itself.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func versionCommand(e env) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the egrid version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintln(e.Stdout, "egrid", version())
+			return nil
+		},
+	}
+}

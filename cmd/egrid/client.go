@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
+)
+
+// client talks to a running egrid server.
+type client struct {
+	server, token string
+	http          *http.Client
+}
+
+func serverFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "server", Usage: "egrid server URL (env EGRID_SERVER)", Value: "http://" + defaultListen},
+		&cli.StringFlag{Name: "admin-token", Usage: "admin bearer token (env EGRID_ADMIN_TOKEN)"},
+	}
+}
+
+func newClient(c *cli.Context, e env) *client {
+	server := c.String("server")
+	if !c.IsSet("server") && e.Getenv("EGRID_SERVER") != "" {
+		server = e.Getenv("EGRID_SERVER")
+	}
+	token := c.String("admin-token")
+	if token == "" {
+		token = e.Getenv("EGRID_ADMIN_TOKEN")
+	}
+	return &client{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// do sends a request and decodes a JSON answer into out (when non-nil). Error answers become an
+// error carrying the server's message.
+func (cl *client) do(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, cl.server+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cl.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling %s: %w (is `egrid serve` running? use --server)", cl.server, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode >= 300 {
+		return serverError(resp.StatusCode, raw)
+	}
+	if out != nil && len(raw) > 0 {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+func serverError(status int, raw []byte) error {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Details []struct {
+				Message string `json:"message"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+		msg := fmt.Sprintf("%d %s: %s", status, e.Error.Code, e.Error.Message)
+		if len(e.Error.Details) > 1 {
+			for _, d := range e.Error.Details {
+				msg += "\n  - " + d.Message
+			}
+		}
+		return cli.Exit(msg, 1)
+	}
+	return cli.Exit(fmt.Sprintf("%d: %s", status, strings.TrimSpace(string(raw))), 1)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table"}
+}
+
+func publishCommand(e env) *cli.Command {
+	return &cli.Command{
+		Name:  "publish",
+		Usage: "publish events to a topic",
+		Description: `Posts events to /topics/<topic>/api/events with the topic key. --data or --file holds a
+JSON array of events (a single JSON object is wrapped in an array). CloudEvents (objects with
+"specversion") are sent as application/cloudevents-batch+json.
+
+Example:
+   egrid publish --topic orders --key "$KEY" --data '[{"id":"1","subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{}}]'`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "server", Usage: "egrid server URL (env EGRID_SERVER)", Value: "http://" + defaultListen},
+			&cli.StringFlag{Name: "topic", Usage: "topic name", Required: true},
+			&cli.StringFlag{Name: "key", Usage: "topic key, sent as aeg-sas-key (env EGRID_TOPIC_KEY); omit against --insecure-dev servers"},
+			&cli.StringFlag{Name: "data", Usage: "the events as JSON"},
+			&cli.StringFlag{Name: "file", Usage: "file with the events as JSON (- for standard input)"},
+		},
+		Action: func(c *cli.Context) error {
+			body, err := publishBody(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			cl := newClient(c, e)
+			ct := "application/json"
+			if bytes.Contains(body, []byte(`"specversion"`)) {
+				ct = "application/cloudevents-batch+json; charset=utf-8"
+			}
+			req, err := http.NewRequest(http.MethodPost, cl.server+"/topics/"+c.String("topic")+"/api/events?api-version=2018-01-01", bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", ct)
+			key := c.String("key")
+			if key == "" {
+				key = e.Getenv("EGRID_TOPIC_KEY")
+			}
+			if key != "" {
+				req.Header.Set("aeg-sas-key", key)
+			}
+			resp, err := cl.http.Do(req)
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("publishing to %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return serverError(resp.StatusCode, raw)
+			}
+			fmt.Fprintln(e.Stdout, "published")
+			return nil
+		},
+	}
+}
+
+func publishBody(c *cli.Context) ([]byte, error) {
+	var raw []byte
+	switch {
+	case c.String("data") != "" && c.String("file") != "":
+		return nil, fmt.Errorf("use --data or --file, not both")
+	case c.String("data") != "":
+		raw = []byte(c.String("data"))
+	case c.String("file") == "-":
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return nil, err
+		}
+		raw = b
+	case c.String("file") != "":
+		b, err := os.ReadFile(c.String("file"))
+		if err != nil {
+			return nil, err
+		}
+		raw = b
+	default:
+		return nil, fmt.Errorf("give the events with --data or --file")
+	}
+	raw = bytes.TrimSpace(raw)
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("the events are not valid JSON")
+	}
+	if len(raw) > 0 && raw[0] == '{' {
+		raw = append(append([]byte{'['}, raw...), ']')
+	}
+	return raw, nil
+}
+
+type armTopic struct {
+	Name       string           `json:"name"`
+	Properties router.TopicSpec `json:"properties"`
+}
+
+func topicCommand(e env) *cli.Command {
+	nameFlag := &cli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "topic name", Required: true}
+	return &cli.Command{
+		Name:  "topic",
+		Usage: "manage topics on a running server",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "create",
+				Usage: "create a topic",
+				Flags: append(serverFlags(), nameFlag, outputFlag(),
+					&cli.StringFlag{Name: "input-schema", Usage: "EventGridSchema, CloudEventSchemaV1_0 or CustomEventSchema", Value: "EventGridSchema"},
+					&cli.StringFlag{Name: "kind", Usage: `"" for a custom topic, "namespace" for a namespace topic`}),
+				Action: func(c *cli.Context) error {
+					var out armTopic
+					body := map[string]any{"properties": router.TopicSpec{InputSchema: c.String("input-schema"), Kind: c.String("kind")}}
+					if err := newClient(c, e).do(http.MethodPut, "/admin/topics/"+c.String("name"), body, &out); err != nil {
+						return err
+					}
+					return printTopics(e, c.String("output"), out)
+				},
+			},
+			{
+				Name: "show", Usage: "show a topic", Flags: append(serverFlags(), nameFlag, outputFlag()),
+				Action: func(c *cli.Context) error {
+					var out armTopic
+					if err := newClient(c, e).do(http.MethodGet, "/admin/topics/"+c.String("name"), nil, &out); err != nil {
+						return err
+					}
+					return printTopics(e, c.String("output"), out)
+				},
+			},
+			{
+				Name: "list", Usage: "list topics", Flags: append(serverFlags(), outputFlag()),
+				Action: func(c *cli.Context) error {
+					var out struct{ Value []armTopic }
+					if err := newClient(c, e).do(http.MethodGet, "/admin/topics", nil, &out); err != nil {
+						return err
+					}
+					return printTopics(e, c.String("output"), out.Value...)
+				},
+			},
+			{
+				Name: "delete", Usage: "delete a topic and its event subscriptions", Flags: append(serverFlags(), nameFlag),
+				Action: func(c *cli.Context) error {
+					if err := newClient(c, e).do(http.MethodDelete, "/admin/topics/"+c.String("name"), nil, nil); err != nil {
+						return err
+					}
+					fmt.Fprintln(e.Stdout, "deleted topic", c.String("name"))
+					return nil
+				},
+			},
+			{
+				Name: "key", Usage: "topic access keys",
+				Subcommands: []*cli.Command{{
+					Name: "list", Usage: "print the topic's key1 and key2", Flags: append(serverFlags(), nameFlag, outputFlag()),
+					Action: func(c *cli.Context) error {
+						var keys map[string]string
+						if err := newClient(c, e).do(http.MethodPost, "/admin/topics/"+c.String("name")+"/listKeys", nil, &keys); err != nil {
+							return err
+						}
+						if c.String("output") == "json" {
+							return printJSON(e.Stdout, keys)
+						}
+						fmt.Fprintf(e.Stdout, "key1  %s\nkey2  %s\n", keys["key1"], keys["key2"])
+						return nil
+					},
+				}},
+			},
+		},
+	}
+}
+
+func printTopics(e env, format string, ts ...armTopic) error {
+	if format == "json" {
+		if len(ts) == 1 {
+			return printJSON(e.Stdout, ts[0])
+		}
+		return printJSON(e.Stdout, ts)
+	}
+	fmt.Fprintf(e.Stdout, "%-30s %-22s %s\n", "NAME", "INPUT SCHEMA", "KIND")
+	for _, t := range ts {
+		schema, kind := t.Properties.InputSchema, t.Properties.Kind
+		if schema == "" {
+			schema = "EventGridSchema"
+		}
+		if kind == "" {
+			kind = "custom"
+		}
+		fmt.Fprintf(e.Stdout, "%-30s %-22s %s\n", t.Name, schema, kind)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/disk"
+)
+
+func serveCommand(e env) *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the event router: the HTTP data plane (publish) and admin plane on one address",
+		Description: `Runs egrid standalone. Events are kept in the embedded store under --data-dir, so
+acknowledged events survive restarts. Topics and event subscriptions come from --config (YAML)
+and from the admin API. Settings are taken from flags, then EGRID_* environment variables, then
+the config file, then defaults.
+
+Example (local development, no keys or admin token needed):
+   egrid serve --insecure-dev --data-dir ./data`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Usage: "address to listen on (env EGRID_LISTEN)", Value: defaultListen},
+			&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded store (env EGRID_DATA_DIR)", Value: defaultDataDir},
+			&cli.StringFlag{Name: "config", Usage: "YAML file with server settings, topics and event subscriptions"},
+			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin API requires (env EGRID_ADMIN_TOKEN)"},
+			&cli.BoolFlag{Name: "insecure-dev", Usage: "accept publishes without credentials and admin calls without a token (development only; env EGRID_INSECURE_DEV)"},
+			&cli.Float64Flag{Name: "time-scale", Usage: "run every policy delay N times faster (retry schedule, probation, time to live); HTTP timeouts are not scaled (env EGRID_TIME_SCALE)", Value: 1},
+			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
+		},
+		Action: func(c *cli.Context) error { return serve(c, e) },
+	}
+}
+
+func serve(c *cli.Context, e env) error {
+	var file *fileConfig
+	if path := c.String("config"); path != "" {
+		var err error
+		if file, err = loadConfig(path); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		if err := file.validate(); err != nil {
+			return cli.Exit(fmt.Sprintf("config %s:\n%v", path, err), 2)
+		}
+	}
+	s, err := resolveSettings(c, e.Getenv, file)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return cli.Exit(fmt.Sprintf("--log-level %q: use debug, info, warn or error", c.String("log-level")), 2)
+	}
+	log := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: level}))
+
+	st, err := disk.Open(s.DataDir, disk.Options{Logger: log})
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
+	}
+	defer st.Close()
+	r, err := router.New(s.routerConfig(), router.Deps{Store: st, Logger: log})
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	defer r.Close(context.Background())
+	if file != nil {
+		if err := applyDeclared(c.Context, r, file); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+	}
+	return listenAndServe(c.Context, s, r, st, log)
+}
+
+// applyDeclared creates (or updates) the topics and subscriptions the config declares.
+func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) error {
+	var errs []error
+	for _, t := range file.Topics {
+		if _, err := r.CreateTopic(ctx, t.Name, t.Properties); err != nil {
+			errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
+			continue
+		}
+		for _, sd := range t.EventSubscriptions {
+			if err := r.CreateSubscription(ctx, t.Name, sd.Name, sd.Properties); err != nil {
+				errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st store.Store, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	scheme := "http"
+	errc := make(chan error, 1)
+	go func() {
+		if s.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, s.TLSCert, s.TLSKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	if s.TLSCert != "" {
+		scheme = "https"
+	}
+	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), "dataDir", s.DataDir, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: refusing new requests, finishing deliveries in progress")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	if err := r.Close(shutdownCtx); err != nil {
+		log.Warn("router close", "err", err)
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("closing the store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func validateCommand(e env) *cli.Command {
+	return &cli.Command{
+		Name:      "validate",
+		Usage:     "check a config file and report every problem at once",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "YAML config file", Required: true},
+		},
+		Action: func(c *cli.Context) error {
+			path := c.String("config")
+			file, err := loadConfig(path)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			errs := []error{file.validate()}
+			if _, err := resolveSettings(c, func(string) string { return "" }, file); err != nil {
+				errs = append(errs, err)
+			}
+			// Build every declared resource on a throwaway in-memory router, exactly as serve does.
+			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale}, router.Deps{})
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				errs = append(errs, applyDeclared(c.Context, r, file))
+				_ = r.Close(context.Background())
+			}
+			if err := errors.Join(errs...); err != nil {
+				return cli.Exit(fmt.Sprintf("config %s is invalid:\n%v", path, err), 2)
+			}
+			fmt.Fprintf(e.Stdout, "config %s is valid: %d topics\n", path, len(file.Topics))
+			return nil
+		},
+	}
+}

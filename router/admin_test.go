@@ -1,0 +1,153 @@
+package router_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/egridio/egrid/router"
+)
+
+func adminDo(t *testing.T, srv *httptest.Server, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: body %q is not JSON", method, path, raw)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func TestAdminAPI(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "s3cret"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+
+	if status, _ := adminDo(t, srv, "", "PUT", "/admin/topics/orders", `{}`); status != 401 {
+		t.Fatalf("PUT without token: %d, want 401", status)
+	}
+	if status, _ := adminDo(t, srv, "wrong", "GET", "/admin/topics", ""); status != 401 {
+		t.Fatalf("GET with a wrong token: %d, want 401", status)
+	}
+	status, topic := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", `{"properties":{"inputSchema":"eventgridschema"}}`)
+	if status != 201 {
+		t.Fatalf("PUT topic: %d %v", status, topic)
+	}
+	props := topic["properties"].(map[string]any)
+	if _, leaked := props["key1"]; leaked {
+		t.Errorf("topic read returned key1: keys must only come from listKeys")
+	}
+	if !strings.HasSuffix(props["endpoint"].(string), "/topics/orders/api/events") {
+		t.Errorf("endpoint %v", props["endpoint"])
+	}
+	status, keys := adminDo(t, srv, "s3cret", "POST", "/admin/topics/orders/listKeys", "")
+	if status != 200 || keys["key1"] == "" || keys["key2"] == "" || keys["key1"] == keys["key2"] {
+		t.Fatalf("listKeys: %d %v, want two distinct generated keys", status, keys)
+	}
+
+	// Every problem of a subscription is reported at once, its name's included.
+	status, bad := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders/eventSubscriptions/s1",
+		`{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"ftp://x","maxEventsPerBatch":9000}},"retryPolicy":{"maxDeliveryAttempts":31},"eventDeliverySchema":"Nope"}}`)
+	if status != 400 {
+		t.Fatalf("bad subscription: %d %v", status, bad)
+	}
+	details := bad["error"].(map[string]any)["details"].([]any)
+	joined := ""
+	for _, d := range details {
+		joined += d.(map[string]any)["message"].(string) + "\n"
+	}
+	for _, want := range []string{"name \"s1\"", "endpointUrl", "maxEventsPerBatch", "maxDeliveryAttempts", "eventDeliverySchema"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems %q do not mention %s", joined, want)
+		}
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders/eventSubscriptions/billing", `{"properties":{"destinaton":{}}}`); status != 400 {
+		t.Errorf("misspelt property: %d, want 400", status)
+	}
+
+	status, sub := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders/eventSubscriptions/billing",
+		`{"properties":{"destination":{"endpointType":"webhook","properties":{"endpointUrl":"http://127.0.0.1:9/hook","maxEventsPerBatch":10,"preferredBatchSizeInKilobytes":64}},"retryPolicy":{"maxDeliveryAttempts":10,"eventTimeToLiveInMinutes":60},"eventDeliverySchema":"CloudEventSchemaV1_0"}}`)
+	if status != 201 {
+		t.Fatalf("PUT subscription: %d %v", status, sub)
+	}
+	status, got := adminDo(t, srv, "s3cret", "GET", "/admin/topics/orders/eventSubscriptions/billing", "")
+	if status != 200 {
+		t.Fatalf("GET subscription: %d", status)
+	}
+	gp := got["properties"].(map[string]any)
+	if gp["eventDeliverySchema"] != "CloudEventSchemaV1_0" || gp["retryPolicy"].(map[string]any)["maxDeliveryAttempts"].(float64) != 10 {
+		t.Errorf("subscription read back as %v", gp)
+	}
+	if ds, ok := gp["deliveryState"].(map[string]any); !ok || ds["backlog"].(float64) != 0 {
+		t.Errorf("deliveryState %v, want backlog 0", gp["deliveryState"])
+	}
+	status, list := adminDo(t, srv, "s3cret", "GET", "/admin/topics/orders/eventSubscriptions", "")
+	if status != 200 || len(list["value"].([]any)) != 1 {
+		t.Errorf("list: %d %v", status, list)
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "DELETE", "/admin/topics/orders/eventSubscriptions/billing", ""); status != 200 {
+		t.Errorf("DELETE subscription: %d", status)
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "GET", "/admin/topics/orders/eventSubscriptions/billing", ""); status != 404 {
+		t.Errorf("GET deleted subscription: %d, want 404", status)
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "DELETE", "/admin/topics/orders", ""); status != 200 {
+		t.Errorf("DELETE topic: %d", status)
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "GET", "/admin/topics/orders", ""); status != 404 {
+		t.Errorf("GET deleted topic: %d, want 404", status)
+	}
+}
+
+func TestAdminDisabledWithoutToken(t *testing.T) {
+	r, err := router.New(router.Config{}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	if status, body := adminDo(t, srv, "", "GET", "/admin/topics", ""); status != 403 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "adminToken") {
+		t.Errorf("admin without a configured token: %d %v, want 403 naming adminToken", status, body)
+	}
+}
+
+func TestNamesAreValidated(t *testing.T) {
+	r, err := router.New(router.Config{}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	for _, name := range []string{"ab", strings.Repeat("a", 51), "has_underscore", "space d"} {
+		if _, err := r.CreateTopic(context.Background(), name, router.TopicSpec{}); err == nil {
+			t.Errorf("topic name %q accepted", name)
+		}
+	}
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{InputSchema: "Nope", Kind: "odd"}); err == nil ||
+		!strings.Contains(err.Error(), "inputSchema") || !strings.Contains(err.Error(), "kind") {
+		t.Errorf("bad topic spec error %v, want both problems", err)
+	}
+}

@@ -1,0 +1,118 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// maxCommitEvents bounds the events one journal append gathers.
+const maxCommitEvents = 20000
+
+// committer appends a topic's publishes to its journal: one goroutine per topic gathers every
+// request waiting at that moment into one store append (one sync for all of them), then tells
+// the topic actor and answers the requests. Appends of one topic are therefore sequential, so
+// the topic actor sees its journal in order with no gaps.
+type committer struct {
+	r    *Router
+	t    *topicRuntime
+	reqs chan *appendReq
+	mu   sync.RWMutex // guards closed against sends on reqs
+	shut bool
+	done chan struct{}
+}
+
+type appendReq struct {
+	ctx    context.Context
+	events []*schemas.Event
+	err    chan error
+}
+
+func newCommitter(r *Router, t *topicRuntime) *committer {
+	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), done: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// append makes events durable; it returns ErrClosed after close.
+func (c *committer) append(ctx context.Context, events []*schemas.Event) error {
+	req := &appendReq{ctx: ctx, events: events, err: make(chan error, 1)}
+	c.mu.RLock()
+	if c.shut {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case c.reqs <- req:
+		c.mu.RUnlock()
+	case <-ctx.Done():
+		c.mu.RUnlock()
+		return ctx.Err()
+	}
+	// Once queued the append is not abandoned: the answer must say whether it is durable.
+	return <-req.err
+}
+
+// close stops accepting requests, finishes the queued ones and waits for the goroutine.
+func (c *committer) close() {
+	c.mu.Lock()
+	if !c.shut {
+		c.shut = true
+		close(c.reqs)
+	}
+	c.mu.Unlock()
+	<-c.done
+}
+
+func (c *committer) run() {
+	defer close(c.done)
+	var batch []*appendReq
+	for req := range c.reqs {
+		batch = append(batch[:0], req)
+		n := len(req.events)
+	gather:
+		for n < maxCommitEvents {
+			select {
+			case more, ok := <-c.reqs:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, more)
+				n += len(more.events)
+			default:
+				break gather
+			}
+		}
+		c.commit(batch, n)
+	}
+}
+
+func (c *committer) commit(batch []*appendReq, n int) {
+	events := make([]*schemas.Event, 0, n)
+	for _, req := range batch {
+		events = append(events, req.events...)
+	}
+	now := c.r.deps.Now().UTC()
+	last, err := c.r.store.Append(context.Background(), c.t.name, now, events)
+	if err != nil {
+		err = fmt.Errorf("appending to the journal of topic %q: %w: %w", c.t.name, ErrUnavailable, err)
+		c.r.log.Error("publish failed", "topic", c.t.name, "events", n, "err", err)
+		for _, req := range batch {
+			req.err <- err
+		}
+		return
+	}
+	entries := make([]store.Entry, len(events))
+	first := last - uint64(len(events)) + 1
+	for i, ev := range events {
+		entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: now, Event: ev}
+	}
+	c.r.system.Root.Send(c.t.pid, &actors.Appended{Entries: entries})
+	for _, req := range batch {
+		req.err <- nil
+	}
+}

@@ -1,0 +1,80 @@
+// Package filter implements Event Grid event subscription filters (SPEC.md §3,
+// eventgrid-behaviour.md §4): a subscription's ARM "filter" object ([Spec]) is checked and
+// compiled once with [Compile] into a [Filter], which the topic actor then asks, event by event,
+// whether the event goes to the subscription ([Filter.Match]).
+//
+// # Model
+//
+// A filter has up to four kinds of condition, and an event must pass every kind present (they
+// are ANDed):
+//
+//   - includedEventTypes: the event's type (eventType, or CloudEvents type) is one of the list.
+//     Absent, null or empty means every type, and so does the legacy list ["All"]. The
+//     comparison ignores case, as Event Grid does in practice for event types.
+//   - subjectBeginsWith / subjectEndsWith: a literal prefix and suffix of the subject, without
+//     wildcards. Both ignore case unless isSubjectCaseSensitive is true.
+//   - advancedFilters: each names an operator, a key and one value ("value") or a list
+//     ("values"). The values of one filter are ORed; the filters are ANDed. String comparisons
+//     always ignore case.
+//
+// # Keys
+//
+// Which keys exist depends on the topic's input schema:
+//
+//   - Event Grid schema: the envelope fields id, topic, subject, eventType, dataVersion and
+//     eventTime, or a path into the event data: data, data.key1, data.a.b. Any other key is
+//     refused by Compile, because it could never match.
+//   - CloudEvents 1.0: the attributes id, source, type, subject, specversion, time, dataschema,
+//     datacontenttype, any extension attribute by name, and dotted paths from the top level
+//     (data.appinfoA).
+//   - Custom schema: any top-level field of the published object and dotted paths below it.
+//
+// A dot always means nesting (Event Grid has no escape for field names containing a dot), and a
+// path never walks into an array. Key names ignore case: envelope names outright; in a JSON
+// object a field whose name matches the segment exactly is preferred, and otherwise one that
+// matches ignoring case is taken (the documentation writes both Data.Key1 and data.key1). When
+// an object repeats a name, the first occurrence wins (this lets the scan stop early, see
+// Cost; RFC 8259 leaves duplicates to the implementation). A CloudEvents subject
+// or time that is empty counts as absent (CloudEvents forbids empty values for them).
+//
+// # Operators, missing keys and arrays
+//
+// Every operator of eventgrid-behaviour.md §4.5 is supported. Values are typed: NumberX
+// operators see only JSON numbers (the string "5" is not the number 5, so NumberIn [5] does not
+// match it and NumberNotIn [5] does), BoolEquals sees only JSON booleans and StringX operators
+// only JSON strings (a number is not stringified). A key whose value has another type fails the
+// positive operators and passes their Not forms, exactly as an array whose elements all have
+// another type does.
+//
+// A missing key and a JSON null behave the same. They match IsNullOrUndefined, NumberNotIn,
+// StringNotIn and NumberNotInRange (decided here by analogy with NumberNotIn; the documentation
+// is silent), and nothing else: StringNotContains, StringNotBeginsWith and StringNotEndsWith do
+// not match a missing key, as the documentation says.
+//
+// An array-valued key matches no operator unless enableAdvancedFilteringOnArrays is set. With
+// it, the positive operators match when any element matches and the Not operators fail when any
+// element would match the positive form; elements whose JSON type differs from the filter's are
+// ignored, so an empty array behaves like an array of nothing that matches. IsNotNull and
+// IsNullOrUndefined test presence, not content, so they treat an array (even an empty one) as a
+// present, non-null value whether or not array filtering is enabled.
+//
+// # Limits
+//
+// Compile refuses, naming the filter, more than [MaxAdvancedFilters] advanced filters, more
+// than [MaxFilterValues] values across all of them (a [lo, hi] range counts as one value, a
+// single "value" as one, IsNullOrUndefined and IsNotNull as none), and string values longer
+// than [MaxStringValueLength] characters. Every problem is reported at once.
+//
+// # Cost
+//
+// Envelope keys are read from the decoded [schemas.Event] and cost nothing. Data paths need the
+// event's raw JSON: Match reads it only when a filter that needs it is reached (after the type,
+// subject and envelope conditions have passed), and then scans it at most once, decoding only
+// the values at the filter's paths, skipping everything else without building maps, and
+// stopping as soon as every path has an exactly named value. Match expects the valid JSON
+// object ingress stores; given malformed JSON it does not panic, and keys after the fault (or,
+// if the scan reaches it, all keys) are missing.
+//
+// filter is pure: it imports only schemas, does no I/O and never reads the clock. A compiled
+// [Filter] is immutable and safe for concurrent use.
+package filter

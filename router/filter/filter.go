@@ -1,0 +1,215 @@
+package filter
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/egridio/egrid/schemas"
+)
+
+// Filter is a compiled [Spec]. It is immutable and safe for concurrent use; a nil *Filter
+// matches every event, like [All].
+type Filter struct {
+	types         []string // nil: every type
+	prefix        string
+	suffix        string
+	caseSensitive bool
+	arrays        bool
+	conds         []cond // envelope conditions first, then raw ones
+	root          *pathNode
+	nslots        int
+}
+
+// All is the filter that matches every event; [Compile] returns it for a [Spec] without
+// conditions, so a caller can skip matching with f == filter.All.
+var All = &Filter{}
+
+// field says where a condition reads its key.
+type field uint8
+
+const (
+	fieldRaw             field = iota // a path in the event's raw JSON
+	fieldID                           // Event.ID
+	fieldSource                       // Event.Source: CloudEvents source, Event Grid topic
+	fieldSubject                      // Event.Subject
+	fieldType                         // Event.Type
+	fieldDataVersion                  // Event.DataVersion
+	fieldTime                         // Event.Time
+	fieldSpecVersion                  // Event.SpecVersion
+	fieldSubjectOptional              // Event.Subject, absent when empty (CloudEvents)
+	fieldTimeOptional                 // Event.Time, absent when empty (CloudEvents)
+)
+
+// cond is one compiled advanced filter.
+type cond struct {
+	op     Operator
+	field  field
+	slot   int // index into the extracted raw values when field == fieldRaw
+	num    float64
+	b      bool
+	nums   []float64
+	ranges [][2]float64
+	strs   []string
+	folded []string // strs case-folded, for StringContains and StringNotContains
+}
+
+// Match reports whether ev passes every part of the filter: event type, subject prefix and
+// suffix, and every advanced filter (SPEC.md §3). It reads ev.Raw only if an advanced filter
+// on a raw key is reached, and scans it at most once.
+func (f *Filter) Match(ev *schemas.Event) bool {
+	if f == nil {
+		return true
+	}
+	if f.types != nil && !slices.ContainsFunc(f.types, func(t string) bool { return strings.EqualFold(t, ev.Type) }) {
+		return false
+	}
+	if f.caseSensitive {
+		if !strings.HasPrefix(ev.Subject, f.prefix) || !strings.HasSuffix(ev.Subject, f.suffix) {
+			return false
+		}
+	} else if !hasPrefixFold(ev.Subject, f.prefix) || !hasSuffixFold(ev.Subject, f.suffix) {
+		return false
+	}
+	var buf [4]value // raw values of a filter with few paths stay off the heap
+	var raw []value
+	for i := range f.conds {
+		c := &f.conds[i]
+		var v value
+		if c.field == fieldRaw {
+			if raw == nil {
+				if f.nslots <= len(buf) {
+					raw = buf[:f.nslots]
+				} else {
+					raw = make([]value, f.nslots)
+				}
+				extract(ev.Raw, f.root, raw, f.arrays)
+			}
+			v = raw[c.slot]
+		} else {
+			v = envelopeValue(ev, c.field)
+		}
+		if !c.eval(&v, f.arrays) {
+			return false
+		}
+	}
+	return true
+}
+
+// envelopeValue reads an envelope field from the decoded event.
+func envelopeValue(ev *schemas.Event, f field) value {
+	var s string
+	switch f {
+	case fieldID:
+		s = ev.ID
+	case fieldSource:
+		s = ev.Source
+	case fieldSubject:
+		s = ev.Subject
+	case fieldType:
+		s = ev.Type
+	case fieldDataVersion:
+		s = ev.DataVersion
+	case fieldTime:
+		s = ev.Time
+	case fieldSpecVersion:
+		s = ev.SpecVersion
+	case fieldSubjectOptional:
+		s = ev.Subject
+	case fieldTimeOptional:
+		s = ev.Time
+	}
+	if s == "" && (f == fieldSubjectOptional || f == fieldTimeOptional) {
+		return value{} // absent
+	}
+	return value{kind: kindString, s: s}
+}
+
+// eval applies the condition to a key's value (eventgrid-behaviour.md §4.5; the package
+// documentation lists the decisions for missing keys, null, types and arrays).
+func (c *cond) eval(v *value, arrays bool) bool {
+	info := c.op.info()
+	switch c.op {
+	case IsNullOrUndefined:
+		return v.kind == kindMissing || v.kind == kindNull
+	case IsNotNull:
+		return v.kind != kindMissing && v.kind != kindNull
+	}
+	var hit bool
+	switch v.kind {
+	case kindMissing, kindNull:
+		return info.matchesMissing
+	case kindArray:
+		if !arrays {
+			return false
+		}
+		for i := range v.elems {
+			if c.holds(&v.elems[i]) {
+				hit = true
+				break
+			}
+		}
+	default:
+		hit = c.holds(v)
+	}
+	return hit != info.negated
+}
+
+// holds reports whether the positive form of the operator holds for a scalar; a value of
+// another JSON type never does.
+func (c *cond) holds(v *value) bool {
+	switch c.op {
+	case NumberIn, NumberNotIn:
+		return v.kind == kindNumber && slices.Contains(c.nums, v.n)
+	case NumberLessThan:
+		return v.kind == kindNumber && v.n < c.num
+	case NumberGreaterThan:
+		return v.kind == kindNumber && v.n > c.num
+	case NumberLessThanOrEquals:
+		return v.kind == kindNumber && v.n <= c.num
+	case NumberGreaterThanOrEquals:
+		return v.kind == kindNumber && v.n >= c.num
+	case NumberInRange, NumberNotInRange:
+		if v.kind != kindNumber {
+			return false
+		}
+		for _, r := range c.ranges {
+			if r[0] <= v.n && v.n <= r[1] {
+				return true
+			}
+		}
+		return false
+	case BoolEquals:
+		return v.kind == kindBool && v.b == c.b
+	}
+	if v.kind != kindString {
+		return false
+	}
+	switch c.op {
+	case StringIn, StringNotIn:
+		for _, s := range c.strs {
+			if strings.EqualFold(v.s, s) {
+				return true
+			}
+		}
+	case StringContains, StringNotContains:
+		folded := foldString(v.s)
+		for _, s := range c.folded {
+			if strings.Contains(folded, s) {
+				return true
+			}
+		}
+	case StringBeginsWith, StringNotBeginsWith:
+		for _, s := range c.strs {
+			if hasPrefixFold(v.s, s) {
+				return true
+			}
+		}
+	case StringEndsWith, StringNotEndsWith:
+		for _, s := range c.strs {
+			if hasSuffixFold(v.s, s) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,244 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/egridio/egrid/router/sas"
+	"github.com/egridio/egrid/schemas"
+)
+
+// Handler returns the HTTP data plane and admin plane:
+//
+//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1)
+//	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents
+//	PUT|GET|DELETE /admin/topics/{topic}     topics, ARM-shaped bodies (SPEC §1.2)
+//	GET /admin/topics
+//	POST /admin/topics/{topic}/listKeys
+//	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
+//	GET /admin/topics/{topic}/eventSubscriptions
+//	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
+//
+// Mount it at the root of a server or under a prefix with http.StripPrefix.
+func (r *Router) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /topics/{topic}/api/events", r.handleClassicPublish)
+	mux.HandleFunc("POST /topics/{topicAction}", r.handleNamespacePublish)
+	r.adminRoutes(mux)
+	return mux
+}
+
+// apiError is Event Grid's error body.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Code    string        `json:"code"`
+	Message string        `json:"message"`
+	Details []errorDetail `json:"details,omitempty"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, details ...errorDetail) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorBody{Code: code, Message: msg, Details: details}})
+}
+
+func (r *Router) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
+	r.publishHTTP(w, req, req.PathValue("topic"), false)
+}
+
+func (r *Router) handleNamespacePublish(w http.ResponseWriter, req *http.Request) {
+	name, action, ok := strings.Cut(req.PathValue("topicAction"), ":")
+	if !ok || action != "publish" {
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish", req.URL.Path))
+		return
+	}
+	r.publishHTTP(w, req, name, true)
+}
+
+func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
+	t, err := r.topic(name)
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; retry against another instance or later")
+			return
+		}
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
+		return
+	}
+	if status, msg := r.authorize(req, t); status != 0 {
+		writeError(w, status, "Unauthorized", msg)
+		return
+	}
+	lim := schemas.ClassicLimits
+	if namespace || t.spec.Kind == KindNamespace {
+		lim = schemas.NamespaceLimits
+	}
+	if req.ContentLength > int64(lim.MaxRequestBytes) {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is %d bytes; the limit is %d bytes (1 MB): split the request", req.ContentLength, lim.MaxRequestBytes))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, int64(lim.MaxRequestBytes)+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+		return
+	}
+	if len(body) > lim.MaxRequestBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is over the limit of %d bytes (1 MB): split the request", lim.MaxRequestBytes))
+		return
+	}
+	evs, err := r.decodeHTTP(req, t, body, namespace, lim)
+	if err != nil {
+		writeDecodeError(w, err)
+		return
+	}
+	if err := r.ingest(req.Context(), t, evs); err != nil {
+		if errors.Is(err, ErrClosed) {
+			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; nothing was accepted: retry later")
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the events could not be made durable and none was accepted: retry later ("+err.Error()+")")
+		return
+	}
+	if namespace {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("{}"))
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// decodeHTTP picks the decoder from the topic's input schema and the request's Content-Type.
+func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, body []byte, namespace bool, lim schemas.Limits) ([]*schemas.Event, error) {
+	ct := req.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if namespace && t.schema != schemas.CloudEvents {
+		return nil, &schemas.ValidationError{Index: -1, Field: "", Reason: fmt.Sprintf("topic %q takes %s; :publish is for CloudEvents topics: post to /topics/%s/api/events", t.name, t.schema, t.name)}
+	}
+	switch t.schema {
+	case schemas.CloudEvents:
+		switch {
+		case req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json":
+			// Binary mode: the attributes are ce-* headers, the body is the data.
+			attrs := make(map[string]string)
+			for k, v := range req.Header {
+				lk := strings.ToLower(k)
+				if strings.HasPrefix(lk, "ce-") && len(v) > 0 {
+					attrs[strings.TrimPrefix(lk, "ce-")] = v[0]
+				}
+			}
+			ev, err := schemas.DecodeCloudEventBinary(attrs, ct, body, lim)
+			if err != nil {
+				return nil, err
+			}
+			return []*schemas.Event{ev}, nil
+		case mt == "application/cloudevents+json" || mt == "application/cloudevents-batch+json" || mt == "application/json":
+			return schemas.DecodeCloudEvents(body, lim)
+		}
+		return nil, contentTypeError(ct, "application/cloudevents+json, application/cloudevents-batch+json, or binary mode with ce-* headers")
+	default:
+		if mt != "application/json" && mt != "text/json" {
+			return nil, contentTypeError(ct, "application/json")
+		}
+		return r.decode(t, body)
+	}
+}
+
+func contentTypeError(got, want string) error {
+	if got == "" {
+		got = "(none)"
+	}
+	return &schemas.ValidationError{Index: -1, Field: "Content-Type", Reason: fmt.Sprintf("%s is not accepted by this topic: send %s", got, want)}
+}
+
+// writeDecodeError maps decoding errors to Event Grid's statuses: 413 for size, 400 otherwise,
+// with one detail per problem.
+func writeDecodeError(w http.ResponseWriter, err error) {
+	var tooLarge *schemas.TooLargeError
+	if errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", tooLarge.Error())
+		return
+	}
+	var details []errorDetail
+	for _, e := range flatten(err) {
+		var ve *schemas.ValidationError
+		code := "InvalidRequest"
+		if errors.As(e, &ve) && ve.Index >= 0 {
+			code = "InvalidEvent"
+		}
+		details = append(details, errorDetail{Code: code, Message: e.Error()})
+	}
+	msg := err.Error()
+	if len(details) > 1 {
+		msg = fmt.Sprintf("%d problems in the request; nothing was accepted: %s", len(details), details[0].Message)
+	}
+	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
+// on, or a status and a message that says what to do.
+func (r *Router) authorize(req *http.Request, t *topicRuntime) (int, string) {
+	keys := []string{t.spec.Key1, t.spec.Key2}
+	authz := req.Header.Get("Authorization")
+	switch {
+	case req.Header.Get("aeg-sas-key") != "":
+		if sas.KeyMatches(req.Header.Get("aeg-sas-key"), keys) {
+			return 0, ""
+		}
+		return http.StatusUnauthorized, "the aeg-sas-key header does not match key1 or key2 of topic " + t.name + ": get the keys with egrid topic key list or POST /admin/topics/" + t.name + "/listKeys"
+	case req.URL.Query().Get("aeg-sas-key") != "":
+		if sas.KeyMatches(req.URL.Query().Get("aeg-sas-key"), keys) {
+			return 0, ""
+		}
+		return http.StatusUnauthorized, "the aeg-sas-key query parameter does not match key1 or key2 of topic " + t.name
+	case req.Header.Get("aeg-sas-token") != "" || hasScheme(authz, "SharedAccessSignature"):
+		token := req.Header.Get("aeg-sas-token")
+		if token == "" {
+			token = authz
+		}
+		if err := sas.Verify(token, req.URL.Path, keys, r.deps.Now()); err != nil {
+			return http.StatusUnauthorized, "the SAS token is not valid for topic " + t.name + ": " + err.Error()
+		}
+		return 0, ""
+	case hasScheme(authz, "SharedAccessKey"):
+		if sas.KeyMatches(strings.TrimSpace(authz[len("SharedAccessKey"):]), keys) {
+			return 0, ""
+		}
+		return http.StatusUnauthorized, "the SharedAccessKey does not match key1 or key2 of topic " + t.name
+	case hasScheme(authz, "Bearer"):
+		return http.StatusUnauthorized, "Microsoft Entra ID tokens are not supported: authenticate with aeg-sas-key, a SAS token or Authorization: SharedAccessKey"
+	}
+	if r.cfg.InsecureDev {
+		return 0, ""
+	}
+	return http.StatusUnauthorized, "the request has no credentials: send the topic key in the aeg-sas-key header (or a SAS token in aeg-sas-token), or run the server with --insecure-dev for local development"
+}
+
+func hasScheme(authz, scheme string) bool {
+	return len(authz) > len(scheme) && strings.EqualFold(authz[:len(scheme)], scheme) && authz[len(scheme)] == ' '
+}

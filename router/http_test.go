@@ -1,0 +1,175 @@
+package router_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/sas"
+)
+
+type server struct {
+	t    *testing.T
+	r    *router.Router
+	srv  *httptest.Server
+	key1 string
+}
+
+func newServer(t *testing.T, cfg router.Config) *server {
+	t.Helper()
+	r, err := router.New(cfg, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	spec, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(context.Background(), "ns-orders", router.TopicSpec{Kind: router.KindNamespace, Key1: spec.Key1}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.Handler())
+	t.Cleanup(srv.Close)
+	return &server{t: t, r: r, srv: srv, key1: spec.Key1}
+}
+
+func (s *server) post(path, contentType string, body []byte, header http.Header) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+func egEvent(id string) string {
+	return fmt.Sprintf(`{"id":%q,"subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{"n":1},"dataVersion":"1.0"}`, id)
+}
+
+func TestBadPublishesAreRefusedWithAReason(t *testing.T) {
+	s := newServer(t, router.Config{})
+	key := http.Header{"Aeg-Sas-Key": {s.key1}}
+	expired, err := sas.Sign(s.srv.URL+"/topics/orders/api/events", time.Now().Add(-time.Minute), s.key1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var many []string
+	for i := range 5001 {
+		many = append(many, fmt.Sprintf(`{"id":"%d","subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":1}`, i))
+	}
+	big := `[{"id":"1","subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":"` + strings.Repeat("x", 1<<20) + `"}]`
+	const classic = "/topics/orders/api/events?api-version=2018-01-01"
+	for _, c := range []struct {
+		name        string
+		path, ctype string
+		body        string
+		header      http.Header
+		status      int
+		mention     string
+	}{
+		{"malformed JSON", classic, "application/json", `[{"id":`, key, 400, "JSON"},
+		{"object where an array is required", classic, "application/json", egEvent("1"), key, 400, "array"},
+		{"missing id", classic, "application/json", `[{"subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":{}}]`, key, 400, "id"},
+		{"wrong content type", classic, "text/plain", "[" + egEvent("1") + "]", key, 400, "Content-Type"},
+		{"event over 1 MB", classic, "application/json", big, key, 413, "1048576"},
+		{"5001 events", classic, "application/json", "[" + strings.Join(many, ",") + "]", key, 400, "5000"},
+		{"unknown topic", "/topics/nope/api/events", "application/json", "[" + egEvent("1") + "]", key, 404, "nope"},
+		{"wrong key", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Key": {"d3Jvbmc="}}, 401, "aeg-sas-key"},
+		{"expired SAS token", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Token": {expired}}, 401, "expire"},
+		{"no credentials", classic, "application/json", "[" + egEvent("1") + "]", nil, 401, "aeg-sas-key"},
+		{"Entra token", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Authorization": {"Bearer x"}}, 401, "Entra"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := s.post(c.path, c.ctype, []byte(c.body), c.header)
+			if status != c.status {
+				t.Fatalf("status %d, want %d; body %s", status, c.status, body)
+			}
+			var e struct {
+				Error struct {
+					Code, Message string
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("body %q is not Event Grid's error shape", body)
+			}
+			if !strings.Contains(strings.ToLower(e.Error.Message), strings.ToLower(c.mention)) {
+				t.Errorf("message %q does not mention %q", e.Error.Message, c.mention)
+			}
+		})
+	}
+	if got := s.r.Metrics().Snapshot().Sum("PublishSuccessCount", "orders"); got != 0 {
+		t.Errorf("%d events accepted by bad publishes, want 0", got)
+	}
+}
+
+func TestEveryCredentialFormIsAccepted(t *testing.T) {
+	s := newServer(t, router.Config{})
+	token, err := sas.Sign("https://example.invalid/topics/orders", time.Now().Add(time.Hour), s.key1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("[" + egEvent("1") + "]")
+	for name, c := range map[string]struct {
+		path   string
+		header http.Header
+	}{
+		"aeg-sas-key header":    {"/topics/orders/api/events", http.Header{"Aeg-Sas-Key": {s.key1}}},
+		"aeg-sas-key query":     {"/topics/orders/api/events?aeg-sas-key=" + strings.NewReplacer("+", "%2B", "/", "%2F", "=", "%3D").Replace(s.key1), nil},
+		"aeg-sas-token":         {"/topics/orders/api/events", http.Header{"Aeg-Sas-Token": {token}}},
+		"SharedAccessSignature": {"/topics/orders/api/events", http.Header{"Authorization": {"SharedAccessSignature " + token}}},
+		"SharedAccessKey":       {"/topics/orders/api/events", http.Header{"Authorization": {"SharedAccessKey " + s.key1}}},
+		"namespace with key":    {"/topics/ns-orders:publish", http.Header{"Aeg-Sas-Key": {s.key1}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ct, b := "application/json", body
+			if strings.Contains(c.path, ":publish") {
+				ct, b = "application/cloudevents+json; charset=utf-8", []byte(`{"specversion":"1.0","id":"1","source":"/s","type":"t","data":{}}`)
+			}
+			if status, resp := s.post(c.path, ct, b, c.header); status != 200 {
+				t.Fatalf("status %d: %s", status, resp)
+			}
+		})
+	}
+}
+
+func TestNamespacePublishForms(t *testing.T) {
+	s := newServer(t, router.Config{InsecureDev: true})
+	for name, c := range map[string]struct {
+		ctype  string
+		body   string
+		header http.Header
+	}{
+		"single": {"application/cloudevents+json; charset=utf-8", `{"specversion":"1.0","id":"1","source":"/s","type":"t"}`, nil},
+		"batch":  {"application/cloudevents-batch+json; charset=utf-8", `[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","source":"/s","type":"t"}]`, nil},
+		"binary": {"application/json", `{"n":1}`, http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"b1"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, body := s.post("/topics/ns-orders:publish?api-version=2023-11-01", c.ctype, []byte(c.body), c.header)
+			if status != 200 || body != "{}" {
+				t.Fatalf("status %d body %q, want 200 {}", status, body)
+			}
+		})
+	}
+	if status, body := s.post("/topics/orders:publish", "application/cloudevents+json", []byte(`{}`), nil); status != 400 || !strings.Contains(body, "api/events") {
+		t.Errorf(":publish to an Event Grid schema topic: %d %s, want 400 pointing at /api/events", status, body)
+	}
+}

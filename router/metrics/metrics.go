@@ -1,0 +1,110 @@
+// Package metrics holds egrid's counters under Event Grid's metric names (SPEC §7):
+// PublishSuccessCount, PublishFailCount, MatchedEventCount, UnmatchedEventCount,
+// DeliverySuccessCount, DeliveryAttemptFailCount (by error), DroppedEventCount (by reason),
+// DeadLetteredCount (by reason) and DestinationProcessingDurationInMs, each per topic or
+// subscription. A [Set] is cheap to update from many goroutines and can be read at any time as a
+// [Snapshot]; Prometheus export reads the same Set.
+//
+// metrics imports no other egrid package.
+package metrics
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Metric names, as Event Grid spells them.
+const (
+	PublishSuccessCount               = "PublishSuccessCount"
+	PublishFailCount                  = "PublishFailCount"
+	MatchedEventCount                 = "MatchedEventCount"
+	UnmatchedEventCount               = "UnmatchedEventCount"
+	DeliverySuccessCount              = "DeliverySuccessCount"
+	DeliveryAttemptFailCount          = "DeliveryAttemptFailCount"
+	DroppedEventCount                 = "DroppedEventCount"
+	DeadLetteredCount                 = "DeadLetteredCount"
+	DestinationProcessingDurationInMs = "DestinationProcessingDurationInMs"
+)
+
+// Key identifies one counter: a metric name and its dimensions. Scope is the topic for topic
+// metrics and "topic/subscription" for subscription metrics; Dim is the Error, DropReason or
+// DeadLetterReason dimension, or empty.
+type Key struct {
+	Name  string
+	Scope string
+	Dim   string
+}
+
+// String renders the key as name{scope,dim}.
+func (k Key) String() string {
+	var b strings.Builder
+	b.WriteString(k.Name)
+	b.WriteString("{")
+	b.WriteString(k.Scope)
+	if k.Dim != "" {
+		b.WriteString(",")
+		b.WriteString(k.Dim)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// Set is a set of counters. The zero value is ready to use and safe for concurrent use.
+type Set struct {
+	m sync.Map // Key -> *atomic.Int64
+}
+
+// Add adds n to the counter k.
+func (s *Set) Add(k Key, n int64) {
+	if v, ok := s.m.Load(k); ok {
+		v.(*atomic.Int64).Add(n)
+		return
+	}
+	v, _ := s.m.LoadOrStore(k, new(atomic.Int64))
+	v.(*atomic.Int64).Add(n)
+}
+
+// Get returns the value of counter k (0 when it was never added to).
+func (s *Set) Get(k Key) int64 {
+	if v, ok := s.m.Load(k); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// Snapshot is a point-in-time copy of a Set.
+type Snapshot map[Key]int64
+
+// Snapshot copies every counter.
+func (s *Set) Snapshot() Snapshot {
+	out := make(Snapshot)
+	s.m.Range(func(k, v any) bool {
+		out[k.(Key)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Sum adds up every counter with the given name and scope, across dimensions.
+func (s Snapshot) Sum(name, scope string) int64 {
+	var n int64
+	for k, v := range s {
+		if k.Name == name && k.Scope == scope {
+			n += v
+		}
+	}
+	return n
+}
+
+// Keys returns the snapshot's keys in a stable order.
+func (s Snapshot) Keys() []Key {
+	keys := slices.Collect(maps.Keys(s))
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return keys
+}
+
+// SubscriptionScope is the Scope of a subscription's counters.
+func SubscriptionScope(topic, sub string) string { return topic + "/" + sub }

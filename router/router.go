@@ -1,0 +1,605 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/sas"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/webhook"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrTopicNotFound        = errors.New("topic not found")
+	ErrSubscriptionNotFound = errors.New("event subscription not found")
+	ErrClosed               = errors.New("router closed")
+	// ErrUnavailable wraps a failure to make a publish durable; nothing of it was accepted.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Config is the router's data. Zero values take the documented defaults.
+type Config struct {
+	// InsecureDev accepts publishes that carry no credentials and admin calls without a token.
+	// Requests with wrong credentials are still refused. Development only.
+	InsecureDev bool `json:"insecureDev,omitempty" yaml:"insecureDev,omitempty"`
+	// AdminToken is the bearer token the admin API requires.
+	AdminToken string `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
+	// TimeScale divides every policy delay (retry schedule, floors, probation, time to live,
+	// dead-letter delay) but not HTTP timeouts: 600 runs a 24-hour schedule in 144 s. 0 means 1.
+	TimeScale float64 `json:"timeScale,omitempty" yaml:"timeScale,omitempty"`
+	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
+	MaxSubscriptionsPerTopic int `json:"maxSubscriptionsPerTopic,omitempty" yaml:"maxSubscriptionsPerTopic,omitempty"`
+	// MaxInFlight bounds the attempts one subscription runs at once (default 16).
+	MaxInFlight int `json:"maxInFlight,omitempty" yaml:"maxInFlight,omitempty"`
+	// ResourceIDPrefix builds a topic's ARM-style ID, stamped into Event Grid events' `topic`
+	// and used as the CloudEvents `source`: <prefix>/<topic name>. Default
+	// "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics".
+	ResourceIDPrefix string `json:"resourceIdPrefix,omitempty" yaml:"resourceIdPrefix,omitempty"`
+}
+
+// DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
+const DefaultResourceIDPrefix = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics"
+
+func (c Config) withDefaults() Config {
+	if c.TimeScale <= 0 {
+		c.TimeScale = 1
+	}
+	if c.MaxSubscriptionsPerTopic <= 0 {
+		c.MaxSubscriptionsPerTopic = 500
+	}
+	if c.ResourceIDPrefix == "" {
+		c.ResourceIDPrefix = DefaultResourceIDPrefix
+	}
+	return c
+}
+
+// Validate reports every problem of the config at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.TimeScale < 0 {
+		errs = append(errs, fmt.Errorf("timeScale %v is invalid: use a number >= 1 (or 0 for real time)", c.TimeScale))
+	}
+	if c.MaxSubscriptionsPerTopic < 0 {
+		errs = append(errs, fmt.Errorf("maxSubscriptionsPerTopic %d is invalid: use a positive number", c.MaxSubscriptionsPerTopic))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("maxInFlight %d is invalid: use a positive number", c.MaxInFlight))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the router's live dependencies.
+type Deps struct {
+	// Store keeps journals and subscription state; nil means a new in-memory store that the
+	// router closes.
+	Store store.Store
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// HTTPClient is used by webhook sinks; nil means webhook.SharedClient().
+	HTTPClient *http.Client
+	// Sinks are Go sinks that subscriptions with endpointType Sink name.
+	Sinks map[string]sinks.Sink
+	// Metrics receives the counters; nil means a new set (see [Router.Metrics]).
+	Metrics *metrics.Set
+	// OnDeadLetter receives events that end without delivery on subscriptions with a dead-letter
+	// destination.
+	OnDeadLetter func(*actors.DeadLetter)
+	// OnAttempt receives a record of every finished delivery attempt.
+	OnAttempt func(*actors.AttemptRecord)
+	// Now is the clock of publish times; nil means time.Now. (Tests use synctest instead.)
+	Now func() time.Time
+}
+
+// Router routes events from topics to event subscriptions. It is safe for concurrent use.
+type Router struct {
+	cfg       Config
+	deps      Deps
+	log       *slog.Logger
+	store     store.Store
+	ownsStore bool
+	metrics   *metrics.Set
+	system    *actor.ActorSystem
+
+	mu     sync.RWMutex
+	topics map[string]*topicRuntime
+	sinks  map[string]sinks.Sink
+	closed bool
+}
+
+// topicRuntime is a running topic.
+type topicRuntime struct {
+	name   string
+	spec   TopicSpec
+	schema schemas.Schema
+	id     string
+	pid    *actor.PID
+	subs   map[string]*SubscriptionSpec
+	commit *committer
+}
+
+// New builds a router and starts the topics and subscriptions found in the store.
+func New(cfg Config, deps Deps) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid router config: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	r := &Router{
+		cfg: cfg, deps: deps, log: deps.Logger, store: deps.Store, metrics: deps.Metrics,
+		topics: make(map[string]*topicRuntime), sinks: make(map[string]sinks.Sink),
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.store == nil {
+		r.store, r.ownsStore = store.NewMemory(), true
+	}
+	if r.metrics == nil {
+		r.metrics = new(metrics.Set)
+	}
+	if r.deps.Now == nil {
+		r.deps.Now = time.Now
+	}
+	maps := deps.Sinks
+	for name, s := range maps {
+		r.sinks[name] = s
+	}
+	log := r.log
+	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("component", "actors")
+	}))
+	if err := r.restore(context.Background()); err != nil {
+		r.system.Shutdown()
+		return nil, err
+	}
+	return r, nil
+}
+
+// restore starts every topic and subscription in the store.
+func (r *Router) restore(ctx context.Context) error {
+	defs, err := r.store.Topics(ctx)
+	if err != nil {
+		return fmt.Errorf("loading topics: %w", err)
+	}
+	for _, d := range defs {
+		var spec TopicSpec
+		if err := json.Unmarshal(d.Spec, &spec); err != nil {
+			return fmt.Errorf("loading topic %q: %w", d.Name, err)
+		}
+		subDefs, err := r.store.Subscriptions(ctx, d.Name)
+		if err != nil {
+			return fmt.Errorf("loading subscriptions of topic %q: %w", d.Name, err)
+		}
+		t := r.newTopicRuntime(d.Name, spec)
+		var cfgs []*actors.SubscriptionConfig
+		for _, sd := range subDefs {
+			var ss SubscriptionSpec
+			if err := json.Unmarshal(sd.Spec, &ss); err != nil {
+				return fmt.Errorf("loading subscription %q of topic %q: %w", sd.Name, d.Name, err)
+			}
+			sc, err := r.subscriptionConfig(t, sd.Name, &ss)
+			if err != nil {
+				return fmt.Errorf("loading subscription %q of topic %q: %w", sd.Name, d.Name, err)
+			}
+			t.subs[sd.Name] = &ss
+			cfgs = append(cfgs, sc)
+		}
+		r.startTopic(t, cfgs)
+	}
+	return nil
+}
+
+func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
+	return &topicRuntime{
+		name: name, spec: spec, schema: spec.schema(), id: r.cfg.ResourceIDPrefix + "/" + name,
+		subs: make(map[string]*SubscriptionSpec),
+	}
+}
+
+func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) {
+	t.pid = r.system.Root.Spawn(actors.TopicProps(&actors.TopicConfig{
+		Name: t.name, Metrics: r.metrics, Logger: r.log, Subscriptions: subs,
+	}))
+	t.commit = newCommitter(r, t)
+	r.topics[t.name] = t
+}
+
+// RegisterSink makes a Go sink available to subscriptions with endpointType Sink and
+// destination.properties.sinkName name. Register sinks before creating (or, after a restart,
+// before restoring) the subscriptions that use them: pass them in [Deps.Sinks] for the latter.
+func (r *Router) RegisterSink(name string, s sinks.Sink) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sinks[name] = s
+}
+
+// Metrics returns the router's counters.
+func (r *Router) Metrics() *metrics.Set { return r.metrics }
+
+// TopicID returns the ARM-style resource ID of a topic (its `topic` field and CloudEvents source).
+func (r *Router) TopicID(name string) string { return r.cfg.ResourceIDPrefix + "/" + name }
+
+// CreateTopic creates a topic, or updates the keys of an existing one (its schema is fixed at
+// creation, as in Event Grid). Missing keys are generated. It returns the stored spec.
+func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
+	var errs []error
+	if err := ValidateTopicName(name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := spec.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return TopicSpec{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return TopicSpec{}, ErrClosed
+	}
+	if t, ok := r.topics[name]; ok {
+		if t.spec.schema() != spec.schema() || t.spec.Kind != spec.Kind {
+			return TopicSpec{}, fmt.Errorf("topic %q exists with input schema %s and kind %q; delete it first to change them", name, t.schema, t.spec.Kind)
+		}
+		if spec.Key1 == "" {
+			spec.Key1 = t.spec.Key1
+		}
+		if spec.Key2 == "" {
+			spec.Key2 = t.spec.Key2
+		}
+	}
+	for _, k := range []*string{&spec.Key1, &spec.Key2} {
+		if *k == "" {
+			key, err := sas.NewKey()
+			if err != nil {
+				return TopicSpec{}, fmt.Errorf("generating a topic key: %w", err)
+			}
+			*k = key
+		}
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return TopicSpec{}, err
+	}
+	if err := r.store.PutTopic(ctx, name, raw); err != nil {
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", name, err)
+	}
+	if t, ok := r.topics[name]; ok {
+		t.spec = spec
+		return spec, nil
+	}
+	r.startTopic(r.newTopicRuntime(name, spec), nil)
+	r.log.Info("topic created", "topic", name, "inputSchema", spec.schema().String())
+	return spec, nil
+}
+
+// Topic returns a topic's spec.
+func (r *Router) Topic(name string) (TopicSpec, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.topics[name]
+	if !ok {
+		return TopicSpec{}, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	}
+	return t.spec, nil
+}
+
+// Topics lists the topic names in order.
+func (r *Router) Topics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.topics))
+	for n := range r.topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// DeleteTopic deletes a topic with its subscriptions and everything stored for them.
+func (r *Router) DeleteTopic(ctx context.Context, name string) error {
+	r.mu.Lock()
+	t, ok := r.topics[name]
+	if !ok {
+		r.mu.Unlock()
+		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	}
+	delete(r.topics, name)
+	r.mu.Unlock()
+	t.commit.close()
+	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
+		return fmt.Errorf("stopping topic %q: %w", name, err)
+	}
+	if err := r.store.DeleteTopic(ctx, name); err != nil {
+		return fmt.Errorf("deleting topic %q: %w", name, err)
+	}
+	r.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+// CreateSubscription creates or replaces an event subscription. The spec is checked against
+// its topic first, with every problem reported at once. A new subscription receives the events
+// published after it was created.
+func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
+	nameErr := ValidateSubscriptionName(name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	t, ok := r.topics[topic]
+	if !ok {
+		return errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
+	}
+	if _, exists := t.subs[name]; !exists && len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
+		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", topic, len(t.subs))
+	}
+	sc, err := r.subscriptionConfig(t, name, &spec)
+	if err != nil || nameErr != nil {
+		return errors.Join(nameErr, err)
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := r.store.PutSubscription(ctx, topic, name, raw); err != nil {
+		return fmt.Errorf("saving event subscription %q: %w", name, err)
+	}
+	t.subs[name] = &spec
+	if _, err := r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: sc}, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("starting event subscription %q: %w", name, err)
+	}
+	r.log.Info("event subscription created", "topic", topic, "subscription", name)
+	return nil
+}
+
+// subscriptionConfig validates spec and builds the actor's config. Called with r.mu held.
+func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *SubscriptionSpec) (*actors.SubscriptionConfig, error) {
+	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	if err != nil {
+		return nil, fmt.Errorf("event subscription %q: %w", name, err)
+	}
+	var sink sinks.Sink
+	switch res.endpointType {
+	case EndpointWebHook:
+		client := r.deps.HTTPClient
+		sink, err = webhook.New(webhook.Config{URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout}, client)
+		if err != nil {
+			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
+		}
+	case EndpointSink:
+		s, ok := r.sinks[spec.Destination.Properties.SinkName]
+		if !ok {
+			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, spec.Destination.Properties.SinkName)
+		}
+		sink = s
+	}
+	res.policy.JitterSeed = seedFor(t.name, name)
+	return &actors.SubscriptionConfig{
+		Topic: t.name, Name: name, TopicID: t.id, InputSchema: t.schema, DeliverySchema: res.deliverySchema,
+		Filter: res.filter, Policy: res.policy, Sink: sink,
+		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
+		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
+		MaxInFlight:         r.cfg.MaxInFlight, Timeout: res.timeout,
+		Store: r.store, Metrics: r.metrics, Logger: r.log,
+		OnDeadLetter: r.deps.OnDeadLetter, OnAttempt: r.deps.OnAttempt,
+	}, nil
+}
+
+func seedFor(topic, sub string) uint64 {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(topic + "/" + sub) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Subscription returns a subscription's spec.
+func (r *Router) Subscription(topic, name string) (SubscriptionSpec, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.topics[topic]
+	if !ok {
+		return SubscriptionSpec{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	s, ok := t.subs[name]
+	if !ok {
+		return SubscriptionSpec{}, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+	}
+	return *s, nil
+}
+
+// Subscriptions lists a topic's subscription names in order.
+func (r *Router) Subscriptions(topic string) ([]string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	names := make([]string, 0, len(t.subs))
+	for n := range t.subs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// DeleteSubscription deletes an event subscription and its delivery state.
+func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.topics[topic]
+	if !ok {
+		return fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	if _, ok := t.subs[name]; !ok {
+		return fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+	}
+	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("stopping event subscription %q: %w", name, err)
+	}
+	delete(t.subs, name)
+	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
+		return fmt.Errorf("deleting event subscription %q: %w", name, err)
+	}
+	r.log.Info("event subscription deleted", "topic", topic, "subscription", name)
+	return nil
+}
+
+// Status returns a subscription's delivery state: backlog, oldest undelivered event, probation.
+func (r *Router) Status(ctx context.Context, topic, name string) (*actors.Status, error) {
+	return r.askSubscription(ctx, topic, name, &actors.GetStatus{Subscription: name})
+}
+
+// EndProbation ends a subscription's probation now (an operator's call, SPEC §2.2) and
+// returns its new state.
+func (r *Router) EndProbation(ctx context.Context, topic, name string) (*actors.Status, error) {
+	return r.askSubscription(ctx, topic, name, &actors.EndProbation{Subscription: name})
+}
+
+func (r *Router) askSubscription(ctx context.Context, topic, name string, msg any) (*actors.Status, error) {
+	r.mu.RLock()
+	t, ok := r.topics[topic]
+	var exists bool
+	if ok {
+		_, exists = t.subs[name]
+	}
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	if !exists {
+		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+	}
+	timeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	res, err := r.system.Root.RequestFuture(t.pid, msg, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("asking event subscription %q: %w", name, err)
+	}
+	switch v := res.(type) {
+	case *actors.Status:
+		return v, nil
+	case error:
+		return nil, v
+	}
+	return nil, fmt.Errorf("asking event subscription %q: unexpected answer %T", name, res)
+}
+
+// Publish publishes events to a topic from Go, with the same validation and durability as the
+// HTTP data plane: each event is marshalled to JSON (structs, maps or json.RawMessage) and the
+// array is decoded as the topic's input schema. It returns once every event is durable, or an
+// error and nothing accepted.
+func (r *Router) Publish(ctx context.Context, topic string, events ...any) error {
+	body, err := json.Marshal(events)
+	if err != nil {
+		return fmt.Errorf("encoding events: %w", err)
+	}
+	t, err := r.topic(topic)
+	if err != nil {
+		return err
+	}
+	evs, err := r.decode(t, body)
+	if err != nil {
+		return err
+	}
+	return r.ingest(ctx, t, evs)
+}
+
+func (r *Router) topic(name string) (*topicRuntime, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	t, ok := r.topics[name]
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	}
+	return t, nil
+}
+
+// decode decodes a JSON array body in the topic's input schema.
+func (r *Router) decode(t *topicRuntime, body []byte) ([]*schemas.Event, error) {
+	lim := schemas.ClassicLimits
+	if t.spec.Kind == KindNamespace {
+		lim = schemas.NamespaceLimits
+	}
+	switch t.schema {
+	case schemas.CloudEvents:
+		return schemas.DecodeCloudEvents(body, lim)
+	case schemas.Custom:
+		return schemas.DecodeCustom(body, t.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
+	default:
+		return schemas.DecodeEventGrid(body, t.id, lim)
+	}
+}
+
+// ingest makes events durable and hands them to the topic actor.
+func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Event) error {
+	start := time.Now()
+	err := t.commit.append(ctx, evs)
+	if err != nil {
+		r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: t.name, Dim: "ServiceUnavailable"}, int64(len(evs)))
+		return err
+	}
+	r.metrics.Add(metrics.Key{Name: metrics.PublishSuccessCount, Scope: t.name}, int64(len(evs)))
+	r.metrics.Add(metrics.Key{Name: "PublishSuccessLatencyInMs", Scope: t.name}, time.Since(start).Milliseconds())
+	return nil
+}
+
+// Close shuts the router down in order: it refuses new publishes, lets appends in progress
+// finish, stops the actors (attempts in flight are cancelled; their events are attempted again
+// after a restart), and closes the store if the router opened it. Close is idempotent; ctx
+// bounds the wait.
+func (r *Router) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	topics := make([]*topicRuntime, 0, len(r.topics))
+	for _, t := range r.topics {
+		topics = append(topics, t)
+	}
+	r.mu.Unlock()
+	for _, t := range topics {
+		t.commit.close()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, t := range topics {
+			_ = r.system.Root.StopFuture(t.pid).Wait()
+		}
+		r.system.Shutdown()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("closing router: %w", ctx.Err())
+	}
+	if r.ownsStore {
+		return r.store.Close()
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/schemas"
+)
+
+var (
+	topicNameRE = regexp.MustCompile(`^[A-Za-z0-9-]{3,50}$`)
+	subNameRE   = regexp.MustCompile(`^[A-Za-z0-9-]{3,64}$`)
+)
+
+// ValidateTopicName checks a topic name: 3-50 characters of letters, digits and '-' (SPEC §8).
+func ValidateTopicName(name string) error {
+	if !topicNameRE.MatchString(name) {
+		return fmt.Errorf("topic name %q is invalid: use 3-50 characters, letters, digits and '-' only", name)
+	}
+	return nil
+}
+
+// ValidateSubscriptionName checks an event subscription name: 3-64 characters of letters, digits
+// and '-' (SPEC §8).
+func ValidateSubscriptionName(name string) error {
+	if !subNameRE.MatchString(name) {
+		return fmt.Errorf("event subscription name %q is invalid: use 3-64 characters, letters, digits and '-' only", name)
+	}
+	return nil
+}
+
+// TopicKind says whether a topic behaves as a classic custom topic or a namespace topic.
+const (
+	KindCustom    = ""          // classic custom topic (the default)
+	KindNamespace = "namespace" // namespace topic: CloudEvents input, `namespace` retry profile
+)
+
+// TopicSpec is a topic's definition: the `properties` of Event Grid's ARM topic resource plus
+// egrid's own fields.
+type TopicSpec struct {
+	// InputSchema is EventGridSchema (default), CloudEventSchemaV1_0 or CustomEventSchema.
+	InputSchema string `json:"inputSchema,omitempty" yaml:"inputSchema,omitempty"`
+	// InputSchemaMapping maps a custom schema's fields (CustomEventSchema only).
+	InputSchemaMapping *InputSchemaMapping `json:"inputSchemaMapping,omitempty" yaml:"inputSchemaMapping,omitempty"`
+	// Kind is "" for a classic custom topic or "namespace" for a namespace topic (egrid).
+	Kind string `json:"kind,omitempty" yaml:"kind,omitempty"`
+	// Key1 and Key2 are the topic's access keys (base64). Generated when empty; never returned
+	// by reads, only by listKeys (egrid: ARM keeps them out of the resource too).
+	Key1 string `json:"key1,omitempty" yaml:"key1,omitempty"`
+	Key2 string `json:"key2,omitempty" yaml:"key2,omitempty"`
+}
+
+// InputSchemaMapping is ARM's inputSchemaMapping object.
+type InputSchemaMapping struct {
+	InputSchemaMappingType string                `json:"inputSchemaMappingType,omitempty" yaml:"inputSchemaMappingType,omitempty"`
+	Properties             *schemas.InputMapping `json:"properties,omitempty" yaml:"properties,omitempty"`
+}
+
+func (s *TopicSpec) schema() schemas.Schema {
+	sc, err := schemas.ParseInputSchema(s.InputSchema)
+	if err != nil {
+		return 0
+	}
+	if s.Kind == KindNamespace && s.InputSchema == "" {
+		return schemas.CloudEvents
+	}
+	return sc
+}
+
+// Validate reports every problem of the spec at once.
+func (s *TopicSpec) Validate() error {
+	var errs []error
+	sc, err := schemas.ParseInputSchema(s.InputSchema)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("inputSchema: %w", err))
+	}
+	switch strings.ToLower(s.Kind) {
+	case KindCustom:
+	case KindNamespace:
+		s.Kind = KindNamespace
+		if s.InputSchema != "" && sc != schemas.CloudEvents {
+			errs = append(errs, errors.New("inputSchema: a namespace topic takes CloudEventSchemaV1_0 only"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kind %q is invalid: use \"\" (custom topic) or \"namespace\"", s.Kind))
+	}
+	if sc == schemas.Custom {
+		if s.InputSchemaMapping == nil || s.InputSchemaMapping.Properties == nil {
+			errs = append(errs, errors.New("inputSchemaMapping: required for CustomEventSchema"))
+		} else if err := s.InputSchemaMapping.Properties.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("inputSchemaMapping: %w", err))
+		}
+	} else if s.InputSchemaMapping != nil {
+		errs = append(errs, errors.New("inputSchemaMapping: only allowed with inputSchema CustomEventSchema"))
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoint types of a subscription's destination.
+const (
+	EndpointWebHook = "WebHook"
+	// EndpointSink delivers to a Go [sinks.Sink] registered with the router under
+	// destination.properties.sinkName (egrid).
+	EndpointSink = "Sink"
+)
+
+// SubscriptionSpec is an event subscription's definition: the `properties` of Event Grid's ARM
+// eventSubscriptions resource (names as ARM spells them), plus egrid's own fields marked so.
+type SubscriptionSpec struct {
+	Destination           Destination            `json:"destination" yaml:"destination"`
+	Filter                filter.Spec            `json:"filter,omitzero" yaml:"filter,omitempty"`
+	RetryPolicy           RetryPolicy            `json:"retryPolicy,omitzero" yaml:"retryPolicy,omitempty"`
+	DeadLetterDestination *DeadLetterDestination `json:"deadLetterDestination,omitempty" yaml:"deadLetterDestination,omitempty"`
+	EventDeliverySchema   string                 `json:"eventDeliverySchema,omitempty" yaml:"eventDeliverySchema,omitempty"`
+	Labels                []string               `json:"labels,omitempty" yaml:"labels,omitempty"`
+}
+
+// Destination is ARM's polymorphic destination object.
+type Destination struct {
+	EndpointType string                `json:"endpointType" yaml:"endpointType"`
+	Properties   DestinationProperties `json:"properties" yaml:"properties"`
+}
+
+// DestinationProperties are the properties of a WebHook (or egrid Sink) destination.
+type DestinationProperties struct {
+	EndpointURL                   string `json:"endpointUrl,omitempty" yaml:"endpointUrl,omitempty"`
+	MaxEventsPerBatch             int    `json:"maxEventsPerBatch,omitempty" yaml:"maxEventsPerBatch,omitempty"`
+	PreferredBatchSizeInKilobytes int    `json:"preferredBatchSizeInKilobytes,omitempty" yaml:"preferredBatchSizeInKilobytes,omitempty"`
+	// ResponseTimeoutInSeconds is the per-attempt response timeout (egrid; default 30).
+	ResponseTimeoutInSeconds int `json:"responseTimeoutInSeconds,omitempty" yaml:"responseTimeoutInSeconds,omitempty"`
+	// SinkName names a registered Go sink (endpointType Sink; egrid).
+	SinkName string `json:"sinkName,omitempty" yaml:"sinkName,omitempty"`
+}
+
+// RetryPolicy is ARM's retryPolicy plus egrid's profile choice.
+type RetryPolicy struct {
+	MaxDeliveryAttempts      int `json:"maxDeliveryAttempts,omitempty" yaml:"maxDeliveryAttempts,omitempty"`
+	EventTimeToLiveInMinutes int `json:"eventTimeToLiveInMinutes,omitempty" yaml:"eventTimeToLiveInMinutes,omitempty"`
+	// Profile is eventgrid (default for custom topics), eventgrid-2019 or namespace (default
+	// for namespace topics) (egrid; SPEC §2.1).
+	Profile string `json:"profile,omitempty" yaml:"profile,omitempty"`
+}
+
+// DeadLetterDestination is ARM's deadLetterDestination: a StorageBlob container (a MinIO
+// bucket in egrid).
+type DeadLetterDestination struct {
+	EndpointType string `json:"endpointType" yaml:"endpointType"`
+	Properties   struct {
+		BlobContainerName string `json:"blobContainerName" yaml:"blobContainerName"`
+		ResourceID        string `json:"resourceId,omitempty" yaml:"resourceId,omitempty"`
+	} `json:"properties" yaml:"properties"`
+}
+
+// WebHook returns a WebHook destination for url.
+func WebHook(url string) Destination {
+	return Destination{EndpointType: EndpointWebHook, Properties: DestinationProperties{EndpointURL: url}}
+}
+
+// SinkDestination returns a destination that delivers to the Go sink registered as name.
+func SinkDestination(name string) Destination {
+	return Destination{EndpointType: EndpointSink, Properties: DestinationProperties{SinkName: name}}
+}
+
+// resolved is a validated subscription spec with its derived values.
+type resolved struct {
+	deliverySchema schemas.Schema
+	filter         *filter.Filter
+	policy         *retry.Policy
+	endpointType   string
+	timeout        time.Duration
+}
+
+// validate checks the spec against its topic and reports every problem at once.
+func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved, error) {
+	var errs []error
+	r := &resolved{}
+	switch {
+	case strings.EqualFold(s.Destination.EndpointType, EndpointWebHook):
+		r.endpointType = EndpointWebHook
+		if err := validateEndpointURL(s.Destination.Properties.EndpointURL); err != nil {
+			errs = append(errs, fmt.Errorf("destination.properties.endpointUrl: %w", err))
+		}
+	case strings.EqualFold(s.Destination.EndpointType, EndpointSink):
+		r.endpointType = EndpointSink
+		if s.Destination.Properties.SinkName == "" {
+			errs = append(errs, errors.New("destination.properties.sinkName: required for endpointType Sink"))
+		}
+	case s.Destination.EndpointType == "":
+		errs = append(errs, errors.New("destination.endpointType: required (WebHook or Sink)"))
+	default:
+		errs = append(errs, fmt.Errorf("destination.endpointType %q is not supported: use WebHook or Sink", s.Destination.EndpointType))
+	}
+	p := s.Destination.Properties
+	if p.MaxEventsPerBatch < 0 || p.MaxEventsPerBatch > 5000 {
+		errs = append(errs, fmt.Errorf("destination.properties.maxEventsPerBatch %d is out of range: use 1-5000", p.MaxEventsPerBatch))
+	}
+	if p.PreferredBatchSizeInKilobytes < 0 || p.PreferredBatchSizeInKilobytes > 1024 {
+		errs = append(errs, fmt.Errorf("destination.properties.preferredBatchSizeInKilobytes %d is out of range: use 1-1024", p.PreferredBatchSizeInKilobytes))
+	}
+	if p.ResponseTimeoutInSeconds < 0 || p.ResponseTimeoutInSeconds > 300 {
+		errs = append(errs, fmt.Errorf("destination.properties.responseTimeoutInSeconds %d is out of range: use 1-300", p.ResponseTimeoutInSeconds))
+	}
+	r.timeout = time.Duration(p.ResponseTimeoutInSeconds) * time.Second
+
+	in := t.schema()
+	out, err := schemas.ParseDeliverySchema(s.EventDeliverySchema)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("eventDeliverySchema: %w", err))
+	}
+	if out == 0 {
+		out = in
+		if in == schemas.Custom {
+			out = schemas.EventGrid
+		}
+	}
+	if in != 0 && out != 0 && !schemas.CanDeliver(in, out) {
+		errs = append(errs, fmt.Errorf("eventDeliverySchema %s: events of a topic with input schema %s cannot be delivered in it", out.DeliveryName(), in))
+	}
+	r.deliverySchema = out
+
+	if f, err := filter.Compile(s.Filter, in); err != nil {
+		errs = append(errs, fmt.Errorf("filter: %w", err))
+	} else {
+		r.filter = f
+	}
+
+	profileName := s.RetryPolicy.Profile
+	if profileName == "" {
+		profileName = "eventgrid"
+		if t.Kind == KindNamespace {
+			profileName = "namespace"
+		}
+	}
+	profile, err := retry.ProfileByName(profileName)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retryPolicy.profile: %w", err))
+	} else {
+		pol := &retry.Policy{
+			Profile:             profile,
+			MaxDeliveryAttempts: s.RetryPolicy.MaxDeliveryAttempts,
+			EventTimeToLive:     time.Duration(s.RetryPolicy.EventTimeToLiveInMinutes) * time.Minute,
+			DeadLetter:          s.DeadLetterDestination != nil,
+			TimeScale:           timeScale,
+		}
+		if err := pol.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("retryPolicy: %w", err))
+		}
+		r.policy = pol
+	}
+	if d := s.DeadLetterDestination; d != nil {
+		if !strings.EqualFold(d.EndpointType, "StorageBlob") {
+			errs = append(errs, fmt.Errorf("deadLetterDestination.endpointType %q is not supported: use StorageBlob", d.EndpointType))
+		}
+		if d.Properties.BlobContainerName == "" {
+			errs = append(errs, errors.New("deadLetterDestination.properties.blobContainerName: required"))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func validateEndpointURL(raw string) error {
+	if raw == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a valid URL: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q must be an absolute http or https URL", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	return nil
+}

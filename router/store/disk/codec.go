@@ -1,0 +1,235 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// formatV1 is the first byte of every encoded value this version writes. A later format gets
+// a new number and the decoders keep reading the old ones.
+const formatV1 = 1
+
+// errCorrupt marks a stored value that does not decode.
+var errCorrupt = errors.New("corrupt value")
+
+// appendDef encodes a topic or subscription definition: version, uvarint id, spec.
+func appendDef(dst []byte, id uint64, spec []byte) []byte {
+	dst = append(dst, formatV1)
+	dst = binary.AppendUvarint(dst, id)
+	return append(dst, spec...)
+}
+
+// decodeDef decodes a definition; spec is a copy (nil when empty).
+func decodeDef(b []byte) (id uint64, spec []byte, err error) {
+	d := decoder{b: b}
+	d.readVersion()
+	id = d.readUvarint()
+	if d.err != nil {
+		return 0, nil, d.err
+	}
+	if len(d.b) > 0 {
+		spec = append([]byte(nil), d.b...)
+	}
+	return id, spec, nil
+}
+
+// appendEntry encodes a journal entry's value (the Seq is in the key): version, publish time,
+// event.
+func appendEntry(dst []byte, publishTime time.Time, ev *schemas.Event) []byte {
+	dst = append(dst, formatV1)
+	dst = appendTime(dst, publishTime)
+	return appendEvent(dst, ev)
+}
+
+// encodedEntrySize is an upper bound of appendEntry's output, to size batches.
+func encodedEntrySize(ev *schemas.Event) int {
+	return 1 + 2*binary.MaxVarintLen64 + encodedEventSize(ev)
+}
+
+func decodeEntry(seq uint64, b []byte) (store.Entry, error) {
+	d := decoder{b: b}
+	d.readVersion()
+	e := store.Entry{Seq: seq, PublishTime: d.readTime()}
+	e.Event = d.readEvent()
+	return e, d.err
+}
+
+// appendParked encodes a parked event's value (the Seq is in the key): version, varint
+// attempts, four times, outcome byte, varint status, event.
+func appendParked(dst []byte, p *store.Parked) []byte {
+	dst = append(dst, formatV1)
+	dst = binary.AppendVarint(dst, int64(p.Attempts))
+	dst = appendTime(dst, p.PublishTime)
+	dst = appendTime(dst, p.FirstAttempt)
+	dst = appendTime(dst, p.LastAttempt)
+	dst = appendTime(dst, p.NextDue)
+	dst = append(dst, byte(p.LastOutcome))
+	dst = binary.AppendVarint(dst, int64(p.LastStatus))
+	return appendEvent(dst, p.Event)
+}
+
+func decodeParked(seq uint64, b []byte) (store.Parked, error) {
+	d := decoder{b: b}
+	d.readVersion()
+	p := store.Parked{Seq: seq}
+	p.Attempts = int(d.readVarint())
+	p.PublishTime = d.readTime()
+	p.FirstAttempt = d.readTime()
+	p.LastAttempt = d.readTime()
+	p.NextDue = d.readTime()
+	p.LastOutcome = schemas.Outcome(d.readByte())
+	p.LastStatus = int(d.readVarint())
+	p.Event = d.readEvent()
+	return p, d.err
+}
+
+// appendTime encodes an instant as varint Unix seconds and uvarint nanoseconds. The zone and
+// monotonic reading are not kept; the zero time round-trips to an instant IsZero reports.
+func appendTime(dst []byte, t time.Time) []byte {
+	dst = binary.AppendVarint(dst, t.Unix())
+	return binary.AppendUvarint(dst, uint64(t.Nanosecond()))
+}
+
+// Event encoding: a presence byte (0 for a nil event, 1 otherwise), the eight string lengths
+// as uvarints, the eight strings back to back, and Raw as the rest of the value. Keeping the
+// strings together lets the decoder allocate them as one string.
+const (
+	eventAbsent  = 0
+	eventPresent = 1
+)
+
+func eventStrings(ev *schemas.Event) [8]string {
+	return [8]string{ev.ID, ev.Type, ev.Subject, ev.Time, ev.DataVersion, ev.Source, ev.SpecVersion, ev.Traceparent}
+}
+
+func appendEvent(dst []byte, ev *schemas.Event) []byte {
+	if ev == nil {
+		return append(dst, eventAbsent)
+	}
+	dst = append(dst, eventPresent)
+	strs := eventStrings(ev)
+	for _, s := range strs {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+	}
+	for _, s := range strs {
+		dst = append(dst, s...)
+	}
+	return append(dst, ev.Raw...)
+}
+
+// encodedEventSize is an upper bound of appendEvent's output, to size batches.
+func encodedEventSize(ev *schemas.Event) int {
+	if ev == nil {
+		return 1
+	}
+	n := 1 + 8*binary.MaxVarintLen32 + len(ev.Raw)
+	for _, s := range eventStrings(ev) {
+		n += len(s)
+	}
+	return n
+}
+
+// decoder reads a value; the first problem sticks in err and later reads return zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad %s", errCorrupt, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) readVersion() {
+	if v := d.readByte(); d.err == nil && v != formatV1 {
+		d.err = fmt.Errorf("%w: unknown format version %d", errCorrupt, v)
+	}
+}
+
+func (d *decoder) readByte() byte {
+	if len(d.b) < 1 {
+		d.fail("length")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) readUvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) readVarint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) readTime() time.Time {
+	sec := d.readVarint()
+	nsec := d.readUvarint()
+	if d.err != nil {
+		return time.Time{}
+	}
+	if nsec >= uint64(time.Second) {
+		d.fail("nanoseconds")
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// event decodes an event; it copies out of d.b, which belongs to pebble.
+func (d *decoder) readEvent() *schemas.Event {
+	switch d.readByte() {
+	case eventAbsent:
+		return nil
+	case eventPresent:
+	default:
+		d.fail("event marker")
+		return nil
+	}
+	var lens [8]uint64
+	var total uint64
+	for i := range lens {
+		lens[i] = d.readUvarint()
+		total += lens[i]
+		if d.err != nil || lens[i] > uint64(len(d.b)) || total > uint64(len(d.b)) {
+			d.fail("event string length")
+			return nil
+		}
+	}
+	all := string(d.b[:total]) // one allocation for the eight strings
+	var strs [8]string
+	var off uint64
+	for i, n := range lens {
+		strs[i] = all[off : off+n]
+		off += n
+	}
+	ev := &schemas.Event{
+		ID: strs[0], Type: strs[1], Subject: strs[2], Time: strs[3],
+		DataVersion: strs[4], Source: strs[5], SpecVersion: strs[6], Traceparent: strs[7],
+	}
+	if rest := d.b[total:]; len(rest) > 0 {
+		ev.Raw = append([]byte(nil), rest...)
+	}
+	d.b = nil
+	return ev
+}

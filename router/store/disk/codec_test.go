@@ -1,0 +1,148 @@
+package disk
+
+import (
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+var goldenTime = time.Date(2026, 11, 22, 10, 30, 15, 123456789, time.UTC)
+
+func goldenEvent() *schemas.Event {
+	return &schemas.Event{
+		ID: "id-1", Type: "T", Subject: "/s", Time: "2026-11-22T10:30:15Z", DataVersion: "1.0",
+		Source: "/src", SpecVersion: "1.0", Traceparent: "00-01-02-01", Raw: []byte(`{"id":"id-1"}`),
+	}
+}
+
+func goldenParked() store.Parked {
+	return store.Parked{
+		Seq: 7, PublishTime: goldenTime, Event: goldenEvent(), Attempts: 3,
+		FirstAttempt: goldenTime.Add(time.Second), LastAttempt: goldenTime.Add(time.Minute),
+		NextDue: goldenTime.Add(time.Hour), LastOutcome: schemas.Busy, LastStatus: 503,
+	}
+}
+
+// The stored format is what a later version must still read: a change to the encoding shows
+// up here, and the golden bytes must still decode to the same values.
+func TestFormatV1Golden(t *testing.T) {
+	values := []struct {
+		name    string
+		encoded []byte
+		decode  func(b []byte) (any, error)
+		want    any
+	}{
+		{
+			name:    "entry",
+			encoded: appendEntry(nil, goldenTime, goldenEvent()),
+			decode:  func(b []byte) (any, error) { return decodeEntry(7, b) },
+			want:    store.Entry{Seq: 7, PublishTime: goldenTime, Event: goldenEvent()},
+		},
+		{
+			name:    "parked",
+			encoded: appendParked(nil, new(goldenParked())),
+			decode:  func(b []byte) (any, error) { return decodeParked(7, b) },
+			want:    goldenParked(),
+		},
+		{
+			name:    "entry with a nil event",
+			encoded: appendEntry(nil, time.Time{}, nil),
+			decode:  func(b []byte) (any, error) { return decodeEntry(1, b) },
+			want:    store.Entry{Seq: 1, PublishTime: time.Time{}.UTC()},
+		},
+	}
+	var lines []string
+	for _, v := range values {
+		lines = append(lines, v.name+": "+hex.EncodeToString(v.encoded))
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	path := filepath.Join("testdata", "format_v1.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(golden) != got {
+		t.Errorf("encoding changed; a new encoding needs a new format version and the old one still decoded\ngot:\n%s\nwant:\n%s", got, golden)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(golden)), "\n") {
+		b, err := hex.DecodeString(line[strings.Index(line, ": ")+2:])
+		if err != nil {
+			t.Fatalf("golden line %d: %v", i, err)
+		}
+		v, err := values[i].decode(b)
+		if err != nil {
+			t.Fatalf("decoding golden %s: %v", values[i].name, err)
+		}
+		if !reflect.DeepEqual(v, values[i].want) {
+			t.Errorf("golden %s decodes to %+v, want %+v", values[i].name, v, values[i].want)
+		}
+	}
+}
+
+func TestDecodeRejectsCorruptValues(t *testing.T) {
+	entry := appendEntry(nil, goldenTime, goldenEvent())
+	tests := []struct {
+		name  string
+		value []byte
+	}{
+		{"empty", nil},
+		{"unknown version", append([]byte{2}, entry[1:]...)},
+		{"cut in the time", entry[:3]},
+		{"cut in the string lengths", entry[:14]},
+		{"bad event marker", append(append([]byte{}, entry[:len(appendTime(nil, goldenTime))+1]...), 9)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := decodeEntry(1, tc.value); err == nil {
+				t.Errorf("decodeEntry(%x) returned no error", tc.value)
+			}
+		})
+	}
+}
+
+// The decoders never panic, and what decodes encodes to bytes that decode to the same value.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add(appendEntry(nil, goldenTime, goldenEvent()))
+	f.Add(appendEntry(nil, time.Time{}, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEntry(1, b)
+		if err != nil {
+			return
+		}
+		again := appendEntry(nil, e.PublishTime, e.Event)
+		e2, err := decodeEntry(1, again)
+		if err != nil || !reflect.DeepEqual(e, e2) {
+			t.Errorf("%x decodes to %+v, which encodes to %x, which decodes to %+v, %v", b, e, again, e2, err)
+		}
+	})
+}
+
+func FuzzDecodeParked(f *testing.F) {
+	f.Add(appendParked(nil, new(goldenParked())))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodeParked(1, b)
+		if err != nil {
+			return
+		}
+		again := appendParked(nil, &p)
+		p2, err := decodeParked(1, again)
+		if err != nil || !reflect.DeepEqual(p, p2) {
+			t.Errorf("%x decodes to %+v, which encodes to %x, which decodes to %+v, %v", b, p, again, p2, err)
+		}
+	})
+}

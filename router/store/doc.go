@@ -1,0 +1,14 @@
+// Package store is egrid's durable state behind one small interface ([Store]): per topic a
+// journal of accepted events, per subscription a cursor and the set of events parked for a
+// later attempt, and the topic and subscription definitions (DESIGN.md §4).
+//
+// The model: a topic's journal is an append-only sequence numbered from 1. A subscription's
+// cursor says every event up to it is settled (delivered, parked, or ended); events after it
+// are still to be looked at. A parked event carries its own copy of the event, so the journal
+// can be trimmed up to the lowest cursor of a topic's subscriptions.
+//
+// Implementations: [Memory] (tests, embedding without durability) and the disk store. Both pass
+// the conformance suite in package storetest.
+//
+// store imports only schemas.
+package store

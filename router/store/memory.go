@@ -1,0 +1,245 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+)
+
+// Memory is a [Store] that keeps everything in memory. It is what tests and embedders that do
+// not need durability use; it loses everything when the process ends. The zero value is not
+// usable: call [NewMemory].
+type Memory struct {
+	mu     sync.Mutex
+	topics map[string]*memTopic
+	closed bool
+}
+
+type memTopic struct {
+	spec    []byte
+	journal []Entry // ordered by Seq, contiguous
+	last    uint64
+	subs    map[string]*memSub
+}
+
+type memSub struct {
+	spec   []byte
+	cursor uint64
+	parked map[uint64]Parked
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{topics: make(map[string]*memTopic)} }
+
+func (m *Memory) topic(name string) (*memTopic, error) {
+	if m.closed {
+		return nil, fmt.Errorf("store: closed")
+	}
+	t, ok := m.topics[name]
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", name, ErrNotFound)
+	}
+	return t, nil
+}
+
+// Append implements [Store].
+func (m *Memory) Append(_ context.Context, topic string, publishTime time.Time, events []*schemas.Event) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return 0, err
+	}
+	for _, ev := range events {
+		t.last++
+		t.journal = append(t.journal, Entry{Seq: t.last, PublishTime: publishTime, Event: ev})
+	}
+	return t.last, nil
+}
+
+// Read implements [Store].
+func (m *Memory) Read(_ context.Context, topic string, from uint64, max int) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(t.journal), func(i int) bool { return t.journal[i].Seq >= from })
+	j := min(len(t.journal), i+max)
+	return slices.Clone(t.journal[i:j]), nil
+}
+
+// LastSeq implements [Store].
+func (m *Memory) LastSeq(_ context.Context, topic string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return 0, err
+	}
+	return t.last, nil
+}
+
+// Trim implements [Store].
+func (m *Memory) Trim(_ context.Context, topic string, through uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return err
+	}
+	i := sort.Search(len(t.journal), func(i int) bool { return t.journal[i].Seq > through })
+	t.journal = slices.Clone(t.journal[i:])
+	return nil
+}
+
+func (m *Memory) sub(topic, name string) (*memSub, error) {
+	t, err := m.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := t.subs[name]
+	if !ok {
+		return nil, fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrNotFound)
+	}
+	return s, nil
+}
+
+// LoadSubscription implements [Store].
+func (m *Memory) LoadSubscription(_ context.Context, topic, name string) (SubscriptionState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.sub(topic, name)
+	if err != nil {
+		return SubscriptionState{}, err
+	}
+	st := SubscriptionState{Cursor: s.cursor}
+	for _, p := range s.parked {
+		st.Parked = append(st.Parked, p)
+	}
+	slices.SortFunc(st.Parked, func(a, b Parked) int { return cmp.Compare(a.Seq, b.Seq) })
+	return st, nil
+}
+
+// UpdateSubscription implements [Store].
+func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Update) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.sub(topic, name)
+	if err != nil {
+		return err
+	}
+	if u.Cursor > s.cursor {
+		s.cursor = u.Cursor
+	}
+	for _, seq := range u.Delete {
+		delete(s.parked, seq)
+	}
+	for _, p := range u.Put {
+		s.parked[p.Seq] = p
+	}
+	return nil
+}
+
+// PutTopic implements [Store].
+func (m *Memory) PutTopic(_ context.Context, name string, spec []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("store: closed")
+	}
+	if t, ok := m.topics[name]; ok {
+		t.spec = slices.Clone(spec)
+		return nil
+	}
+	m.topics[name] = &memTopic{spec: slices.Clone(spec), subs: make(map[string]*memSub)}
+	return nil
+}
+
+// DeleteTopic implements [Store].
+func (m *Memory) DeleteTopic(_ context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.topic(name); err != nil {
+		return err
+	}
+	delete(m.topics, name)
+	return nil
+}
+
+// Topics implements [Store].
+func (m *Memory) Topics(_ context.Context) ([]Definition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defs := make([]Definition, 0, len(m.topics))
+	for name, t := range m.topics {
+		defs = append(defs, Definition{Name: name, Spec: slices.Clone(t.spec)})
+	}
+	slices.SortFunc(defs, func(a, b Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+// PutSubscription implements [Store].
+func (m *Memory) PutSubscription(_ context.Context, topic, name string, spec []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return err
+	}
+	if s, ok := t.subs[name]; ok {
+		s.spec = slices.Clone(spec)
+		return nil
+	}
+	t.subs[name] = &memSub{spec: slices.Clone(spec), cursor: t.last, parked: make(map[uint64]Parked)}
+	return nil
+}
+
+// DeleteSubscription implements [Store].
+func (m *Memory) DeleteSubscription(_ context.Context, topic, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return err
+	}
+	if _, ok := t.subs[name]; !ok {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrNotFound)
+	}
+	delete(t.subs, name)
+	return nil
+}
+
+// Subscriptions implements [Store].
+func (m *Memory) Subscriptions(_ context.Context, topic string) ([]Definition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	defs := make([]Definition, 0, len(t.subs))
+	for name, s := range t.subs {
+		defs = append(defs, Definition{Name: name, Spec: slices.Clone(s.spec)})
+	}
+	slices.SortFunc(defs, func(a, b Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+// Close implements [Store].
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+var _ Store = (*Memory)(nil)

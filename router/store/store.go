@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+)
+
+// ErrNotFound is returned when a topic or subscription has no stored definition.
+var ErrNotFound = errors.New("store: not found")
+
+// Entry is one journal entry.
+type Entry struct {
+	Seq         uint64
+	PublishTime time.Time
+	Event       *schemas.Event
+}
+
+// Parked is an event a subscription will attempt again later.
+type Parked struct {
+	Seq          uint64
+	PublishTime  time.Time
+	Event        *schemas.Event
+	Attempts     int             // attempts made so far
+	FirstAttempt time.Time       // time of the first attempt
+	LastAttempt  time.Time       // time of the latest attempt
+	NextDue      time.Time       // when the next attempt is due
+	LastOutcome  schemas.Outcome // outcome of the latest attempt
+	LastStatus   int             // HTTP status of the latest attempt, 0 if none
+}
+
+// SubscriptionState is what a subscription actor reloads after a restart.
+type SubscriptionState struct {
+	Cursor uint64
+	Parked []Parked // ordered by Seq
+}
+
+// Update changes a subscription's state atomically: either all of it is applied or none.
+type Update struct {
+	// Cursor, when non-zero, is the new cursor. A cursor never moves backwards: a lower value
+	// is ignored.
+	Cursor uint64
+	// Put adds or replaces parked events (by Seq).
+	Put []Parked
+	// Delete removes parked events by Seq; unknown ones are ignored.
+	Delete []uint64
+}
+
+// Definition is a stored topic or subscription definition. The store treats Spec as opaque.
+type Definition struct {
+	Name string
+	Spec []byte
+}
+
+// Store is the durable state of a router.
+//
+// All methods are safe for concurrent use. Append is durable when it returns nil (synced to
+// stable storage for a disk store); concurrent Appends may share one sync. Other writes are
+// applied in order and survive a clean Close; after a crash a store may lose the latest
+// UpdateSubscription calls but never reorders them and never loses an acknowledged Append.
+// Returned slices and events are owned by the caller and must not be modified.
+type Store interface {
+	// Append adds events to a topic's journal and returns the sequence number of the last one
+	// (the first is last-len(events)+1). The topic must exist (PutTopic).
+	Append(ctx context.Context, topic string, publishTime time.Time, events []*schemas.Event) (last uint64, err error)
+	// Read returns up to max journal entries with Seq >= from, in order.
+	Read(ctx context.Context, topic string, from uint64, max int) ([]Entry, error)
+	// LastSeq returns the sequence number of the newest entry (0 when the journal is empty).
+	LastSeq(ctx context.Context, topic string) (uint64, error)
+	// Trim deletes journal entries with Seq <= through.
+	Trim(ctx context.Context, topic string, through uint64) error
+
+	// LoadSubscription returns a subscription's cursor and parked events (zero state when new).
+	LoadSubscription(ctx context.Context, topic, sub string) (SubscriptionState, error)
+	// UpdateSubscription applies u atomically.
+	UpdateSubscription(ctx context.Context, topic, sub string, u Update) error
+
+	// PutTopic creates or replaces a topic definition.
+	PutTopic(ctx context.Context, name string, spec []byte) error
+	// DeleteTopic removes a topic with its journal, subscriptions and their state.
+	DeleteTopic(ctx context.Context, name string) error
+	// Topics lists the topic definitions, ordered by name.
+	Topics(ctx context.Context) ([]Definition, error)
+	// PutSubscription creates or replaces a subscription definition. A new subscription's
+	// cursor starts at the topic's current LastSeq: it sees only events published after it.
+	PutSubscription(ctx context.Context, topic, name string, spec []byte) error
+	// DeleteSubscription removes a subscription with its state.
+	DeleteSubscription(ctx context.Context, topic, name string) error
+	// Subscriptions lists a topic's subscription definitions, ordered by name.
+	Subscriptions(ctx context.Context, topic string) ([]Definition, error)
+
+	// Close releases the store. It is idempotent.
+	Close() error
+}

@@ -1,0 +1,27 @@
+// Package storetest is the conformance suite for [store.Store] implementations: every store
+// (the in-memory reference and the disk store) runs the same tests, so a fake used by other
+// packages' tests behaves like the real thing (DESIGN.md §4).
+//
+// [Run] checks the whole contract on a fresh store per subtest: journal numbering and reads,
+// Trim, topic and subscription definitions, subscription state, DeleteTopic, concurrent
+// Appends and Close. [RunReopen] checks, for durable stores, that everything written before
+// Close is there after the store is opened again on the same directory.
+//
+// Where store.go is silent the suite fixes the behaviour, and the tests name it:
+//   - Append with no events appends nothing and returns the topic's LastSeq.
+//   - Read with max <= 0 returns no entries; from 0 reads from the first entry.
+//   - Trim never changes LastSeq: after trimming everything the next Append continues the
+//     numbering (a durable store keeps this across a reopen).
+//   - PutTopic and PutSubscription on an existing name replace only the spec; journal, cursor
+//     and parked events stay. The store copies spec: changing the slice afterwards changes
+//     nothing stored.
+//   - DeleteTopic, DeleteSubscription, LoadSubscription, UpdateSubscription and Subscriptions
+//     return an error matching [store.ErrNotFound] (errors.Is) for an unknown name, as do the
+//     journal methods for an unknown topic.
+//   - After DeleteTopic a topic created again under the same name starts empty: LastSeq 0, no
+//     subscriptions, and the first Append gets sequence number 1.
+//   - UpdateSubscription applies Delete before Put, so a Seq in both ends up parked.
+//   - Every method fails after Close; a second Close returns nil.
+//
+// storetest imports only store and schemas (and testing).
+package storetest

@@ -1,0 +1,709 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// Run runs the conformance suite on the stores open returns. open must return a new, empty
+// store each time; it is called once per subtest, from parallel subtests, and the suite closes
+// every store it gets (so Close must be idempotent, as the contract says).
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s store.Store)
+	}{
+		{"AppendNumbersPerTopic", testAppendNumbering},
+		{"AppendNoEvents", testAppendNoEvents},
+		{"ReadRanges", testReadRanges},
+		{"Trim", testTrim},
+		{"TopicDefinitions", testTopicDefinitions},
+		{"PutTopicKeepsState", testPutTopicKeepsState},
+		{"SubscriptionDefinitions", testSubscriptionDefinitions},
+		{"PutSubscriptionKeepsState", testPutSubscriptionKeepsState},
+		{"NewSubscriptionCursor", testNewSubscriptionCursor},
+		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
+		{"UpdateSubscription", testUpdateSubscription},
+		{"SubscriptionStateIsolated", testSubscriptionIsolation},
+		{"DeleteTopic", testDeleteTopic},
+		{"NotFound", testNotFound},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"ConcurrentMixed", testConcurrentMixed},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.run(t, s)
+		})
+	}
+}
+
+func testAppendNumbering(t *testing.T, s store.Store) {
+	putTopic(t, s, "orders")
+	putTopic(t, s, "audit")
+	t1 := t0.Add(1500 * time.Millisecond)
+	o1, o2, a1 := events("orders", 0, 3), events("orders", 3, 2), events("audit", 0, 1)
+
+	if got := lastSeq(t, s, "orders"); got != 0 {
+		t.Errorf("LastSeq of an empty journal = %d, want 0", got)
+	}
+	if got := appendOK(t, s, "orders", t0, o1); got != 3 {
+		t.Errorf("first Append of 3 events returned %d, want 3", got)
+	}
+	if got := appendOK(t, s, "orders", t1, o2); got != 5 {
+		t.Errorf("second Append of 2 events returned %d, want 5", got)
+	}
+	if got := appendOK(t, s, "audit", t1, a1); got != 1 {
+		t.Errorf("Append to another topic returned %d, want 1: numbering is per topic", got)
+	}
+	if got := lastSeq(t, s, "orders"); got != 5 {
+		t.Errorf("LastSeq(orders) = %d, want 5", got)
+	}
+	if got := lastSeq(t, s, "audit"); got != 1 {
+		t.Errorf("LastSeq(audit) = %d, want 1", got)
+	}
+	want := append(entries(1, t0, o1), entries(4, t1, o2)...)
+	checkEntries(t, "Read(orders, 1, 100)", read(t, s, "orders", 1, 100), want)
+	checkEntries(t, "Read(audit, 1, 100)", read(t, s, "audit", 1, 100), entries(1, t1, a1))
+}
+
+// Append with no events appends nothing and returns LastSeq (suite-defined, see doc.go).
+func testAppendNoEvents(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	if got := appendOK(t, s, "t", t0, nil); got != 0 {
+		t.Errorf("Append(nil) on an empty journal returned %d, want 0", got)
+	}
+	evs := events("t", 0, 2)
+	appendOK(t, s, "t", t0, evs)
+	if got := appendOK(t, s, "t", t0, []*schemas.Event{}); got != 2 {
+		t.Errorf("Append(empty) after 2 events returned %d, want 2", got)
+	}
+	checkEntries(t, "journal", read(t, s, "t", 1, 100), entries(1, t0, evs))
+}
+
+func testReadRanges(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	evs := events("t", 0, 10)
+	appendOK(t, s, "t", t0, evs)
+	all := entries(1, t0, evs)
+	tests := []struct {
+		name  string
+		from  uint64
+		max   int
+		first uint64 // Seq of the first entry expected
+		n     int    // number of entries expected
+	}{
+		{name: "from 0 reads from the first", from: 0, max: 100, first: 1, n: 10},
+		{name: "whole journal", from: 1, max: 10, first: 1, n: 10},
+		{name: "max limits", from: 1, max: 3, first: 1, n: 3},
+		{name: "middle", from: 4, max: 3, first: 4, n: 3},
+		{name: "max beyond the end", from: 9, max: 5, first: 9, n: 2},
+		{name: "last entry", from: 10, max: 1, first: 10, n: 1},
+		{name: "from just beyond the end", from: 11, max: 5},
+		{name: "from far beyond the end", from: 1 << 40, max: 5},
+		{name: "max 0", from: 1, max: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []store.Entry
+			if tc.n > 0 {
+				want = all[tc.first-1 : int(tc.first-1)+tc.n]
+			}
+			checkEntries(t, fmt.Sprintf("Read(from %d, max %d)", tc.from, tc.max), read(t, s, "t", tc.from, tc.max), want)
+		})
+	}
+}
+
+// Trim deletes entries <= through and never changes LastSeq or the numbering.
+func testTrim(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	evs := events("t", 0, 10)
+	appendOK(t, s, "t", t0, evs)
+	all := entries(1, t0, evs)
+	steps := []struct {
+		name    string
+		through uint64
+		want    []store.Entry // Read(0, 100) afterwards
+	}{
+		{name: "trim 0 is a no-op", through: 0, want: all},
+		{name: "trim a prefix", through: 4, want: all[4:]},
+		{name: "trim the same again", through: 4, want: all[4:]},
+		{name: "trim lower than before", through: 2, want: all[4:]},
+		{name: "trim further", through: 7, want: all[7:]},
+		{name: "trim beyond the end", through: 100, want: nil},
+	}
+	for _, step := range steps {
+		if err := s.Trim(ctx, "t", step.through); err != nil {
+			t.Fatalf("%s: Trim(%d): %v", step.name, step.through, err)
+		}
+		checkEntries(t, step.name, read(t, s, "t", 0, 100), step.want)
+		if got := lastSeq(t, s, "t"); got != 10 {
+			t.Errorf("%s: LastSeq = %d, want 10 (Trim must not change it)", step.name, got)
+		}
+	}
+	// Appending after everything was trimmed continues the numbering, and a Trim beyond the
+	// end did not reach the entries appended after it. Read from a trimmed Seq starts at the
+	// first entry left.
+	more := events("t", 10, 2)
+	if got := appendOK(t, s, "t", t0, more); got != 12 {
+		t.Errorf("Append of 2 after trimming everything returned %d, want 12", got)
+	}
+	checkEntries(t, "Read(3, 100) after trimming", read(t, s, "t", 3, 100), entries(11, t0, more))
+}
+
+func testTopicDefinitions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	topics, err := s.Topics(ctx)
+	if err != nil {
+		t.Fatalf("Topics on an empty store: %v", err)
+	}
+	checkDefs(t, "Topics of an empty store", topics, nil)
+
+	spec := []byte("spec-b")
+	for _, d := range []store.Definition{{Name: "b", Spec: spec}, def("a", "spec-a"), def("c", "spec-c")} {
+		if err := s.PutTopic(ctx, d.Name, d.Spec); err != nil {
+			t.Fatalf("PutTopic(%q): %v", d.Name, err)
+		}
+	}
+	spec[0] = 'X' // the store must have copied it
+	steps := []struct {
+		name string
+		do   func() error
+		want []store.Definition
+	}{
+		{
+			name: "listed by name",
+			do:   func() error { return nil },
+			want: []store.Definition{def("a", "spec-a"), def("b", "spec-b"), def("c", "spec-c")},
+		},
+		{
+			name: "put replaces the spec",
+			do:   func() error { return s.PutTopic(ctx, "b", []byte("spec-b2")) },
+			want: []store.Definition{def("a", "spec-a"), def("b", "spec-b2"), def("c", "spec-c")},
+		},
+		{
+			name: "delete removes",
+			do:   func() error { return s.DeleteTopic(ctx, "b") },
+			want: []store.Definition{def("a", "spec-a"), def("c", "spec-c")},
+		},
+		{
+			name: "empty spec",
+			do:   func() error { return s.PutTopic(ctx, "aa", nil) },
+			want: []store.Definition{def("a", "spec-a"), def("aa", ""), def("c", "spec-c")},
+		},
+	}
+	for _, step := range steps {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got, err := s.Topics(ctx)
+		if err != nil {
+			t.Fatalf("%s: Topics: %v", step.name, err)
+		}
+		checkDefs(t, step.name, got, step.want)
+	}
+	checkNotFound(t, "DeleteTopic of a deleted topic", s.DeleteTopic(ctx, "b"))
+}
+
+// PutTopic on an existing topic replaces only its spec.
+func testPutTopicKeepsState(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	evs := events("t", 0, 3)
+	appendOK(t, s, "t", t0, evs)
+	update(t, s, "t", "sub", store.Update{Cursor: 2, Put: []store.Parked{parked(1, 1)}})
+
+	if err := s.PutTopic(t.Context(), "t", []byte("new spec")); err != nil {
+		t.Fatalf("PutTopic on an existing topic: %v", err)
+	}
+	if got := lastSeq(t, s, "t"); got != 3 {
+		t.Errorf("LastSeq = %d after PutTopic replaced the spec, want 3", got)
+	}
+	checkEntries(t, "journal", read(t, s, "t", 0, 100), entries(1, t0, evs))
+	subs, err := s.Subscriptions(t.Context(), "t")
+	if err != nil {
+		t.Fatalf("Subscriptions: %v", err)
+	}
+	checkDefs(t, "Subscriptions", subs, []store.Definition{def("sub", `{"sub":"sub"}`)})
+	checkState(t, "subscription state", load(t, s, "t", "sub"),
+		store.SubscriptionState{Cursor: 2, Parked: []store.Parked{parked(1, 1)}})
+}
+
+func testSubscriptionDefinitions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "x")
+	putTopic(t, s, "y")
+	putTopic(t, s, "empty")
+	spec := []byte("x-s2")
+	for _, d := range []store.Definition{{Name: "s2", Spec: spec}, def("s1", "x-s1"), def("s3", "x-s3")} {
+		if err := s.PutSubscription(ctx, "x", d.Name, d.Spec); err != nil {
+			t.Fatalf("PutSubscription(x, %q): %v", d.Name, err)
+		}
+	}
+	spec[0] = 'X' // the store must have copied it
+	if err := s.PutSubscription(ctx, "y", "s1", []byte("y-s1")); err != nil {
+		t.Fatalf("PutSubscription(y, s1): %v", err)
+	}
+	steps := []struct {
+		name  string
+		do    func() error
+		wantX []store.Definition
+	}{
+		{
+			name:  "listed by name",
+			do:    func() error { return nil },
+			wantX: []store.Definition{def("s1", "x-s1"), def("s2", "x-s2"), def("s3", "x-s3")},
+		},
+		{
+			name:  "put replaces the spec",
+			do:    func() error { return s.PutSubscription(ctx, "x", "s2", []byte("x-s2b")) },
+			wantX: []store.Definition{def("s1", "x-s1"), def("s2", "x-s2b"), def("s3", "x-s3")},
+		},
+		{
+			name:  "delete removes",
+			do:    func() error { return s.DeleteSubscription(ctx, "x", "s1") },
+			wantX: []store.Definition{def("s2", "x-s2b"), def("s3", "x-s3")},
+		},
+	}
+	for _, step := range steps {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		for _, c := range []struct {
+			topic string
+			want  []store.Definition
+		}{
+			{"x", step.wantX},
+			{"y", []store.Definition{def("s1", "y-s1")}},
+			{"empty", nil},
+		} {
+			got, err := s.Subscriptions(ctx, c.topic)
+			if err != nil {
+				t.Fatalf("%s: Subscriptions(%q): %v", step.name, c.topic, err)
+			}
+			checkDefs(t, step.name+": Subscriptions("+c.topic+")", got, c.want)
+		}
+	}
+	checkNotFound(t, "DeleteSubscription of a deleted subscription", s.DeleteSubscription(ctx, "x", "s1"))
+	checkNotFound(t, "LoadSubscription of a deleted subscription", func() error {
+		_, err := s.LoadSubscription(ctx, "x", "s1")
+		return err
+	}())
+}
+
+// PutSubscription on an existing subscription replaces only its spec.
+func testPutSubscriptionKeepsState(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	appendOK(t, s, "t", t0, events("t", 0, 4))
+	want := store.SubscriptionState{Cursor: 3, Parked: []store.Parked{parked(2, 1)}}
+	update(t, s, "t", "sub", store.Update{Cursor: 3, Put: want.Parked})
+	appendOK(t, s, "t", t0, events("t", 4, 2))
+
+	if err := s.PutSubscription(t.Context(), "t", "sub", []byte("new spec")); err != nil {
+		t.Fatalf("PutSubscription on an existing subscription: %v", err)
+	}
+	checkState(t, "state after replacing the spec", load(t, s, "t", "sub"), want)
+	subs, err := s.Subscriptions(t.Context(), "t")
+	if err != nil {
+		t.Fatalf("Subscriptions: %v", err)
+	}
+	checkDefs(t, "Subscriptions", subs, []store.Definition{def("sub", "new spec")})
+}
+
+// A new subscription's cursor starts at the topic's LastSeq (store.go, PutSubscription).
+func testNewSubscriptionCursor(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "first")
+	appendOK(t, s, "t", t0, events("t", 0, 5))
+	putSub(t, s, "t", "second")
+	appendOK(t, s, "t", t0, events("t", 5, 3))
+	putSub(t, s, "t", "third")
+	if err := s.Trim(ctx, "t", 8); err != nil {
+		t.Fatalf("Trim: %v", err)
+	}
+	putSub(t, s, "t", "after-trim")
+
+	for _, c := range []struct {
+		sub  string
+		want uint64
+	}{
+		{"first", 0},
+		{"second", 5},
+		{"third", 8},
+		{"after-trim", 8},
+	} {
+		checkState(t, "new subscription "+c.sub, load(t, s, "t", c.sub), store.SubscriptionState{Cursor: c.want})
+	}
+}
+
+// A subscription deleted and created again starts like a new one.
+func testRecreatedSubscription(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	appendOK(t, s, "t", t0, events("t", 0, 3))
+	update(t, s, "t", "sub", store.Update{Cursor: 3, Put: []store.Parked{parked(1, 2), parked(3, 1)}})
+	if err := s.DeleteSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatalf("DeleteSubscription: %v", err)
+	}
+	appendOK(t, s, "t", t0, events("t", 3, 2))
+	putSub(t, s, "t", "sub")
+	checkState(t, "recreated subscription", load(t, s, "t", "sub"), store.SubscriptionState{Cursor: 5})
+}
+
+func testUpdateSubscription(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	steps := []struct {
+		name string
+		u    store.Update
+		want store.SubscriptionState
+	}{
+		{
+			name: "put out of order, loaded by seq",
+			u:    store.Update{Cursor: 7, Put: []store.Parked{parked(7, 1), parked(3, 2), parked(5, 0)}},
+			want: store.SubscriptionState{Cursor: 7, Parked: []store.Parked{parked(3, 2), parked(5, 0), parked(7, 1)}},
+		},
+		{
+			name: "cursor 0 leaves the cursor",
+			u:    store.Update{Put: []store.Parked{parked(9, 3)}},
+			want: store.SubscriptionState{Cursor: 7, Parked: []store.Parked{parked(3, 2), parked(5, 0), parked(7, 1), parked(9, 3)}},
+		},
+		{
+			name: "lower cursor is ignored",
+			u:    store.Update{Cursor: 4},
+			want: store.SubscriptionState{Cursor: 7, Parked: []store.Parked{parked(3, 2), parked(5, 0), parked(7, 1), parked(9, 3)}},
+		},
+		{
+			name: "delete, unknown seq ignored",
+			u:    store.Update{Delete: []uint64{5, 99}},
+			want: store.SubscriptionState{Cursor: 7, Parked: []store.Parked{parked(3, 2), parked(7, 1), parked(9, 3)}},
+		},
+		{
+			name: "put replaces by seq",
+			u:    store.Update{Put: []store.Parked{parked(3, 5)}},
+			want: store.SubscriptionState{Cursor: 7, Parked: []store.Parked{parked(3, 5), parked(7, 1), parked(9, 3)}},
+		},
+		{
+			name: "cursor, delete and put together",
+			u:    store.Update{Cursor: 12, Delete: []uint64{7}, Put: []store.Parked{parked(11, 1)}},
+			want: store.SubscriptionState{Cursor: 12, Parked: []store.Parked{parked(3, 5), parked(9, 3), parked(11, 1)}},
+		},
+		{
+			name: "delete is applied before put",
+			u:    store.Update{Delete: []uint64{9}, Put: []store.Parked{parked(9, 4)}},
+			want: store.SubscriptionState{Cursor: 12, Parked: []store.Parked{parked(3, 5), parked(9, 4), parked(11, 1)}},
+		},
+		{
+			name: "delete everything",
+			u:    store.Update{Delete: []uint64{3, 9, 11}},
+			want: store.SubscriptionState{Cursor: 12},
+		},
+		{
+			name: "empty update",
+			u:    store.Update{},
+			want: store.SubscriptionState{Cursor: 12},
+		},
+	}
+	for _, step := range steps {
+		update(t, s, "t", "sub", step.u)
+		checkState(t, step.name, load(t, s, "t", "sub"), step.want)
+	}
+}
+
+// Subscription state belongs to one subscription of one topic.
+func testSubscriptionIsolation(t *testing.T, s store.Store) {
+	for _, topic := range []string{"x", "y"} {
+		putTopic(t, s, topic)
+		putSub(t, s, topic, "a")
+		putSub(t, s, topic, "b")
+	}
+	want := map[[2]string]store.SubscriptionState{
+		{"x", "a"}: {Cursor: 4, Parked: []store.Parked{parked(2, 1)}},
+		{"x", "b"}: {Cursor: 6, Parked: []store.Parked{parked(3, 2), parked(5, 1)}},
+		{"y", "a"}: {Cursor: 1, Parked: []store.Parked{parked(1, 3)}},
+		{"y", "b"}: {},
+	}
+	for key, st := range want {
+		update(t, s, key[0], key[1], store.Update{Cursor: st.Cursor, Put: st.Parked})
+	}
+	for key, st := range want {
+		checkState(t, key[0]+"/"+key[1], load(t, s, key[0], key[1]), st)
+	}
+}
+
+// DeleteTopic releases the journal, subscriptions and their state; a topic created again
+// under the same name starts empty and numbers from 1 (suite-defined, see doc.go).
+func testDeleteTopic(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "gone")
+	putTopic(t, s, "kept")
+	putSub(t, s, "gone", "sub")
+	putSub(t, s, "kept", "sub")
+	appendOK(t, s, "gone", t0, events("gone", 0, 5))
+	keptEvents := events("kept", 0, 2)
+	appendOK(t, s, "kept", t0, keptEvents)
+	update(t, s, "gone", "sub", store.Update{Cursor: 4, Put: []store.Parked{parked(2, 1)}})
+	keptState := store.SubscriptionState{Cursor: 1, Parked: []store.Parked{parked(1, 1)}}
+	update(t, s, "kept", "sub", store.Update{Cursor: 1, Put: keptState.Parked})
+
+	if err := s.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	topics, err := s.Topics(ctx)
+	if err != nil {
+		t.Fatalf("Topics: %v", err)
+	}
+	checkDefs(t, "Topics after DeleteTopic", topics, []store.Definition{def("kept", `{"name":"kept"}`)})
+	_, err = s.LastSeq(ctx, "gone")
+	checkNotFound(t, "LastSeq of a deleted topic", err)
+	_, err = s.Read(ctx, "gone", 0, 10)
+	checkNotFound(t, "Read of a deleted topic", err)
+	_, err = s.Subscriptions(ctx, "gone")
+	checkNotFound(t, "Subscriptions of a deleted topic", err)
+	_, err = s.LoadSubscription(ctx, "gone", "sub")
+	checkNotFound(t, "LoadSubscription of a deleted topic", err)
+
+	putTopic(t, s, "gone")
+	if got := lastSeq(t, s, "gone"); got != 0 {
+		t.Errorf("LastSeq of a re-created topic = %d, want 0", got)
+	}
+	checkEntries(t, "journal of a re-created topic", read(t, s, "gone", 0, 100), nil)
+	subs, err := s.Subscriptions(ctx, "gone")
+	if err != nil {
+		t.Fatalf("Subscriptions of a re-created topic: %v", err)
+	}
+	checkDefs(t, "Subscriptions of a re-created topic", subs, nil)
+	_, err = s.LoadSubscription(ctx, "gone", "sub")
+	checkNotFound(t, "LoadSubscription of a re-created topic", err)
+
+	fresh := events("fresh", 0, 2)
+	if got := appendOK(t, s, "gone", t0, fresh); got != 2 {
+		t.Errorf("first Append of 2 to a re-created topic returned %d, want 2 (numbering restarts at 1)", got)
+	}
+	checkEntries(t, "journal of a re-created topic", read(t, s, "gone", 0, 100), entries(1, t0, fresh))
+	putSub(t, s, "gone", "sub")
+	checkState(t, "subscription of a re-created topic", load(t, s, "gone", "sub"), store.SubscriptionState{Cursor: 2})
+
+	// The other topic is untouched.
+	checkEntries(t, "journal of the other topic", read(t, s, "kept", 0, 100), entries(1, t0, keptEvents))
+	checkState(t, "subscription of the other topic", load(t, s, "kept", "sub"), keptState)
+}
+
+func testNotFound(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	tests := []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"Append to an unknown topic", func(ctx context.Context) error {
+			_, err := s.Append(ctx, "ghost", t0, events("g", 0, 1))
+			return err
+		}},
+		{"Read of an unknown topic", func(ctx context.Context) error { _, err := s.Read(ctx, "ghost", 0, 1); return err }},
+		{"LastSeq of an unknown topic", func(ctx context.Context) error { _, err := s.LastSeq(ctx, "ghost"); return err }},
+		{"Trim of an unknown topic", func(ctx context.Context) error { return s.Trim(ctx, "ghost", 1) }},
+		{"DeleteTopic of an unknown topic", func(ctx context.Context) error { return s.DeleteTopic(ctx, "ghost") }},
+		{"Subscriptions of an unknown topic", func(ctx context.Context) error { _, err := s.Subscriptions(ctx, "ghost"); return err }},
+		{"PutSubscription on an unknown topic", func(ctx context.Context) error { return s.PutSubscription(ctx, "ghost", "sub", nil) }},
+		{"DeleteSubscription on an unknown topic", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "ghost", "sub") }},
+		{"DeleteSubscription of an unknown subscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "ghost") }},
+		{"LoadSubscription on an unknown topic", func(ctx context.Context) error { _, err := s.LoadSubscription(ctx, "ghost", "sub"); return err }},
+		{"LoadSubscription of an unknown subscription", func(ctx context.Context) error { _, err := s.LoadSubscription(ctx, "t", "ghost"); return err }},
+		{"UpdateSubscription on an unknown topic", func(ctx context.Context) error {
+			return s.UpdateSubscription(ctx, "ghost", "sub", store.Update{Cursor: 1})
+		}},
+		{"UpdateSubscription of an unknown subscription", func(ctx context.Context) error {
+			return s.UpdateSubscription(ctx, "t", "ghost", store.Update{Cursor: 1})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { checkNotFound(t, tc.name, tc.call(t.Context())) })
+	}
+	// A subscription of the same name on another topic is not found either.
+	putTopic(t, s, "other")
+	_, err := s.LoadSubscription(t.Context(), "other", "sub")
+	checkNotFound(t, "LoadSubscription of a name only another topic has", err)
+}
+
+// Concurrent Appends get unique, contiguous sequence numbers: each Append's events are
+// numbered last-n+1..last in order, and once Append returns they are readable.
+func testConcurrentAppends(t *testing.T, s store.Store) {
+	const writers, appendsPerWriter = 32, 16
+	putTopic(t, s, "t")
+	type appended struct {
+		last uint64
+		evs  []*schemas.Event
+	}
+	results := make([][]appended, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			ctx := t.Context()
+			for i := range appendsPerWriter {
+				evs := events(fmt.Sprintf("w%d-%d", w, i), 0, 1+(w+i)%3)
+				last, err := s.Append(ctx, "t", t0, evs)
+				if err != nil {
+					t.Errorf("writer %d: Append: %v", w, err)
+					return
+				}
+				first := last - uint64(len(evs)) + 1
+				got, err := s.Read(ctx, "t", first, len(evs))
+				if err != nil {
+					t.Errorf("writer %d: Read: %v", w, err)
+					return
+				}
+				checkEntries(t, fmt.Sprintf("writer %d reading back its Append", w), got, entries(first, t0, evs))
+				results[w] = append(results[w], appended{last, evs})
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	var total int
+	for _, rs := range results {
+		for _, r := range rs {
+			total += len(r.evs)
+		}
+	}
+	want := make([]store.Entry, total)
+	for w, rs := range results {
+		for _, r := range rs {
+			first := r.last - uint64(len(r.evs)) + 1
+			if first < 1 || r.last > uint64(total) {
+				t.Fatalf("writer %d: Append of %d returned %d, outside 1..%d", w, len(r.evs), r.last, total)
+			}
+			for i, ev := range r.evs {
+				seq := first + uint64(i)
+				if want[seq-1].Event != nil {
+					t.Fatalf("sequence number %d given to two Appends", seq)
+				}
+				want[seq-1] = store.Entry{Seq: seq, PublishTime: t0, Event: ev}
+			}
+		}
+	}
+	// Every number 1..total was given out exactly once, so the journal must hold exactly want.
+	if got := lastSeq(t, s, "t"); got != uint64(total) {
+		t.Errorf("LastSeq = %d after %d concurrently appended events, want %d", got, total, total)
+	}
+	checkEntries(t, "journal after concurrent appends", read(t, s, "t", 1, total+10), want)
+}
+
+// Appends to several topics, subscription updates and reads run concurrently; each
+// goroutine owns what it checks, so the final state is exact.
+func testConcurrentMixed(t *testing.T, s store.Store) {
+	const topics, writersPerTopic, appendsPerWriter, updates = 3, 4, 10, 20
+	for i := range topics {
+		putTopic(t, s, fmt.Sprint("t", i))
+		putSub(t, s, fmt.Sprint("t", i), "sub")
+	}
+	var wg sync.WaitGroup
+	for i := range topics {
+		topic := fmt.Sprint("t", i)
+		for w := range writersPerTopic {
+			wg.Go(func() {
+				for j := range appendsPerWriter {
+					if _, err := s.Append(t.Context(), topic, t0, events(fmt.Sprintf("%s-w%d-%d", topic, w, j), 0, 2)); err != nil {
+						t.Errorf("Append(%s): %v", topic, err)
+						return
+					}
+					if _, err := s.Read(t.Context(), topic, 0, 5); err != nil {
+						t.Errorf("Read(%s): %v", topic, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for j := range updates {
+				seq := uint64(j + 1)
+				u := store.Update{Cursor: seq, Put: []store.Parked{parked(seq, j%4)}}
+				if j%2 == 1 {
+					u.Delete = []uint64{seq - 1}
+				}
+				if err := s.UpdateSubscription(t.Context(), topic, "sub", u); err != nil {
+					t.Errorf("UpdateSubscription(%s): %v", topic, err)
+					return
+				}
+				if _, err := s.LoadSubscription(t.Context(), topic, "sub"); err != nil {
+					t.Errorf("LoadSubscription(%s): %v", topic, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Update j puts seq j+1, and an odd j deletes seq j, put by update j-1: the odd seqs are
+	// deleted again and the even ones 2, 4, …, 20 stay.
+	want := store.SubscriptionState{Cursor: updates}
+	for j := 1; j < updates; j += 2 {
+		want.Parked = append(want.Parked, parked(uint64(j+1), j%4))
+	}
+	for i := range topics {
+		topic := fmt.Sprint("t", i)
+		if got := lastSeq(t, s, topic); got != writersPerTopic*appendsPerWriter*2 {
+			t.Errorf("LastSeq(%s) = %d, want %d", topic, got, writersPerTopic*appendsPerWriter*2)
+		}
+		checkState(t, "state of "+topic, load(t, s, topic, "sub"), want)
+	}
+}
+
+// Every method fails after Close, and Close is idempotent.
+func testClosed(t *testing.T, s store.Store) {
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	appendOK(t, s, "t", t0, events("t", 0, 2))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil (Close is idempotent)", err)
+	}
+	tests := []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"Append", func(ctx context.Context) error { _, err := s.Append(ctx, "t", t0, events("t", 2, 1)); return err }},
+		{"Read", func(ctx context.Context) error { _, err := s.Read(ctx, "t", 0, 10); return err }},
+		{"LastSeq", func(ctx context.Context) error { _, err := s.LastSeq(ctx, "t"); return err }},
+		{"Trim", func(ctx context.Context) error { return s.Trim(ctx, "t", 1) }},
+		{"LoadSubscription", func(ctx context.Context) error { _, err := s.LoadSubscription(ctx, "t", "sub"); return err }},
+		{"UpdateSubscription", func(ctx context.Context) error {
+			return s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1})
+		}},
+		{"PutTopic", func(ctx context.Context) error { return s.PutTopic(ctx, "u", nil) }},
+		{"DeleteTopic", func(ctx context.Context) error { return s.DeleteTopic(ctx, "t") }},
+		{"Topics", func(ctx context.Context) error { _, err := s.Topics(ctx); return err }},
+		{"PutSubscription", func(ctx context.Context) error { return s.PutSubscription(ctx, "t", "sub2", nil) }},
+		{"DeleteSubscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "sub") }},
+		{"Subscriptions", func(ctx context.Context) error { _, err := s.Subscriptions(ctx, "t"); return err }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(t.Context()); err == nil {
+				t.Errorf("%s after Close returned nil error, want an error", tc.name)
+			}
+		})
+	}
+}

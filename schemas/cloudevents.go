@@ -1,0 +1,413 @@
+package schemas
+
+import (
+	"encoding/base64"
+	"mime"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// specVersionCE is the only CloudEvents version egrid accepts.
+const specVersionCE = "1.0"
+
+// maxExtensionName is Event Grid's bound on extension attribute names
+// (eventgrid-behaviour.md §1.3).
+const maxExtensionName = 20
+
+// The context attributes and data members of a structured-mode CloudEvent.
+const (
+	ceID = iota
+	ceSource
+	ceSpecVersion
+	ceType
+	ceTime
+	ceSubject
+	ceDataContentType
+	ceDataSchema
+	ceData
+	ceDataBase64
+	ceTraceparent
+	ceMembers
+)
+
+var ceNames = [ceMembers]string{"id", "source", "specversion", "type", "time", "subject", "datacontenttype", "dataschema", "data", "data_base64", "traceparent"}
+
+func ceIndex(key []byte) int {
+	switch string(key) {
+	case "id":
+		return ceID
+	case "source":
+		return ceSource
+	case "specversion":
+		return ceSpecVersion
+	case "type":
+		return ceType
+	case "time":
+		return ceTime
+	case "subject":
+		return ceSubject
+	case "datacontenttype":
+		return ceDataContentType
+	case "dataschema":
+		return ceDataSchema
+	case "data":
+		return ceData
+	case "data_base64":
+		return ceDataBase64
+	case "traceparent":
+		return ceTraceparent
+	}
+	return -1
+}
+
+// extensionNameProblem returns why name cannot be a CloudEvents extension attribute name, or "".
+func extensionNameProblem(name string) string {
+	if name == "" || len(name) > maxExtensionName {
+		return "is not a valid attribute name: extension attribute names are 1 to 20 lower-case letters and digits (a-z, 0-9)"
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return "is not a valid attribute name: extension attribute names are 1 to 20 lower-case letters and digits (a-z, 0-9)"
+		}
+	}
+	return ""
+}
+
+// DecodeCloudEvents decodes a structured-mode CloudEvents 1.0 publish (SPEC §4,
+// eventgrid-behaviour.md §1.3, §1.6, §2.2): a JSON array of events (a batch) or a single event
+// object, told apart by the first non-space byte. A single event is index 0 in errors.
+//
+// Each event must have the string attributes id, source and type (non-empty) and specversion
+// "1.0". Optional: time (an RFC 3339 date-time), subject, datacontenttype and dataschema
+// (non-empty strings when present, as CloudEvents requires), data (any JSON value) or
+// data_base64 (a base64 string), not both, and extension attributes whose names are 1 to 20
+// lower-case letters and digits and whose values are strings, numbers or booleans. Attributes
+// sent as JSON null count as absent; an attribute sent twice is an error.
+//
+// Event.Raw is the object as published, compacted. Event.Traceparent is the traceparent
+// extension when it is a string. Errors are those of [DecodeEventGrid].
+func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
+	if err := checkRequestSize(len(body), lim); err != nil {
+		return nil, err
+	}
+	s := &scanner{buf: body}
+	s.skipWS()
+	var p problems
+	if s.peek() == '{' {
+		start := s.pos
+		ev, err := decodeCloudEventObject(s, 0, &p, false)
+		if err != nil {
+			return nil, syntaxProblem(err)
+		}
+		if err := s.end(); err != nil {
+			return nil, syntaxProblem(err)
+		}
+		if err := checkEventSize(0, s.pos-start, lim); err != nil {
+			return nil, err
+		}
+		if err := p.err(); err != nil {
+			return nil, err
+		}
+		return []*Event{ev}, nil
+	}
+	if err := openArray(s, "a CloudEvents publish", "a CloudEvent object or a JSON array of them"); err != nil {
+		return nil, err
+	}
+	var events []*Event
+	err := scanEvents(s, lim, &p, func(i int) error {
+		ev, err := decodeCloudEventObject(s, i, &p, false)
+		if ev != nil && len(p.errs) == 0 {
+			events = append(events, ev)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// decodeCloudEventObject scans one event object, reports its problems to p and returns the
+// event when it has none. binary words the messages for attributes that came from ce-*
+// headers. The error is a scanner error.
+func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event, error) {
+	start := s.pos
+	s.ws = false
+	var m [ceMembers]member
+	var extensions [][]byte // names seen, to refuse duplicates
+	bad := false
+	fail := func(field, reason string) {
+		p.add(i, field, reason)
+		bad = true
+	}
+	empty, _ := s.objectStart()
+	for !empty {
+		key, _, err := s.objectKey()
+		if err != nil {
+			return nil, err
+		}
+		if k := ceIndex(key); k >= 0 {
+			if m[k].kind != kindNone {
+				fail(ceNames[k], "appears more than once: send each attribute once")
+			}
+			err = s.scanMember(&m[k])
+			if k == ceTraceparent && (m[k].kind == kindObject || m[k].kind == kindArray) {
+				fail("traceparent", "is an extension attribute and must be a string, number or boolean, got "+m[k].kind.String())
+			}
+		} else {
+			name := string(key)
+			if reason := extensionNameProblem(name); reason != "" {
+				fail(name, reason)
+			} else if slices.ContainsFunc(extensions, func(e []byte) bool { return string(e) == name }) {
+				fail(name, "appears more than once: send each attribute once")
+			} else {
+				extensions = append(extensions, key)
+			}
+			var kind jsonKind
+			if kind, err = s.skipValue(1); err == nil && (kind == kindObject || kind == kindArray) {
+				fail(name, "is an extension attribute and must be a string, number or boolean, got "+kind.String())
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		more, err := s.objectNext()
+		if err != nil {
+			return nil, err
+		}
+		empty = !more
+	}
+	if p.full() {
+		return nil, nil
+	}
+	raw := s.buf[start:s.pos]
+	ws := s.ws
+
+	str := func(k int, required bool) string {
+		switch {
+		case !m[k].present():
+			if required {
+				reason := "is required"
+				if binary {
+					reason += ": send it as the ce-" + ceNames[k] + " header"
+				}
+				fail(ceNames[k], reason)
+			}
+			return ""
+		case m[k].kind != kindString:
+			fail(ceNames[k], "must be a string, got "+m[k].kind.String())
+			return ""
+		}
+		v := unquote(m[k].tok, m[k].esc)
+		if v == "" {
+			fail(ceNames[k], "must not be empty")
+		}
+		return v
+	}
+	ev := &Event{}
+	ev.ID = str(ceID, true)
+	ev.Source = str(ceSource, true)
+	ev.SpecVersion = str(ceSpecVersion, true)
+	if ev.SpecVersion != "" && ev.SpecVersion != specVersionCE {
+		fail("specversion", "is "+quote(ev.SpecVersion)+", but only CloudEvents \"1.0\" is supported")
+	}
+	ev.Type = str(ceType, true)
+	ev.Time = str(ceTime, false)
+	if ev.Time != "" {
+		if reason := checkTime(ev.Time); reason != "" {
+			fail("time", reason)
+		}
+	}
+	ev.Subject = str(ceSubject, false)
+	str(ceDataContentType, false)
+	str(ceDataSchema, false)
+	if m[ceData].present() && m[ceDataBase64].present() {
+		fail("data_base64", "cannot be sent together with data: send binary payloads as data_base64 and JSON or text as data")
+	}
+	if m[ceDataBase64].present() {
+		if m[ceDataBase64].kind != kindString {
+			fail("data_base64", "must be a base64 string, got "+m[ceDataBase64].kind.String())
+		} else if _, err := base64.StdEncoding.DecodeString(unquote(m[ceDataBase64].tok, m[ceDataBase64].esc)); err != nil {
+			fail("data_base64", "is not valid base64 (standard alphabet, with padding): "+err.Error())
+		}
+	}
+	if m[ceTraceparent].kind == kindString {
+		ev.Traceparent = unquote(m[ceTraceparent].tok, m[ceTraceparent].esc)
+	}
+	if bad || len(p.errs) > 0 {
+		return nil, nil
+	}
+	if ws {
+		ev.Raw = appendCompact(make([]byte, 0, len(raw)), raw)
+	} else {
+		ev.Raw = append(make([]byte, 0, len(raw)), raw...)
+	}
+	return ev, nil
+}
+
+// DecodeCloudEventBinary builds one event from a binary-mode HTTP publish (SPEC §1.1,
+// eventgrid-behaviour.md §1.3). attrs are the ce-* headers keyed by attribute name in lower
+// case without the "ce-" prefix; their values are percent-decoded as the CloudEvents HTTP
+// binding asks (a '%' not followed by two hex digits is kept as it is). contentType is the
+// request's Content-Type, the media type of data. A caller that takes the distributed-tracing
+// extension from the HTTP traceparent header passes it as attrs["traceparent"].
+//
+// ce-datacontenttype must not be sent: the Content-Type header takes its place and becomes the
+// datacontenttype attribute. data becomes the "data" member as JSON for JSON media types
+// (application/json, text/json, */*+json; it must then be valid JSON), a JSON string for text/*
+// media types in UTF-8, and "data_base64" otherwise (also for text in another charset or
+// that is not valid UTF-8). An empty body gives an event without data.
+//
+// The event is then validated like a structured one ([DecodeCloudEvents]) and Event.Raw is its
+// structured form: specversion, id, source, type, time, subject, dataschema, the extensions in
+// name order, datacontenttype and the data. The limits: a *[TooLargeError] with Index -1 when
+// data is over lim.MaxRequestBytes, with Index 0 when data and attribute values together are
+// over lim.MaxEventBytes.
+func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []byte, lim Limits) (*Event, error) {
+	if err := checkRequestSize(len(data), lim); err != nil {
+		return nil, err
+	}
+	size := len(data)
+	for _, v := range attrs {
+		size += len(v)
+	}
+	if err := checkEventSize(0, size, lim); err != nil {
+		return nil, err
+	}
+	// Every problem is reported at once: attributes that cannot be written into the
+	// structured form are reported here and left out of it, the rest is reported when the
+	// structured form is validated.
+	var p problems
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		switch name {
+		case "datacontenttype":
+			p.add(0, name, "must not be sent as a ce-datacontenttype header in binary mode: the Content-Type header carries the data's media type")
+		case "data", "data_base64":
+			p.add(0, name, "is not a context attribute: in binary mode the data is the request body")
+		default:
+			if reason := extensionNameProblem(name); reason != "" {
+				p.add(0, name, reason)
+			} else {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	slices.SortFunc(p.errs, func(a, b error) int { // map order must not decide the message
+		return strings.Compare(a.(*ValidationError).Field, b.(*ValidationError).Field)
+	})
+	var dataKey string
+	var dataTok []byte
+	if len(data) > 0 {
+		var problem string
+		dataKey, dataTok, problem = binaryData(contentType, data)
+		if problem != "" {
+			p.add(0, "data", problem)
+		}
+	}
+
+	raw := make([]byte, 0, size+len(contentType)+len(names)*8+64)
+	raw = append(raw, '{')
+	member := func(name, value string) {
+		if len(raw) > 1 {
+			raw = append(raw, ',')
+		}
+		raw = appendString(raw, name)
+		raw = append(raw, ':')
+		raw = appendString(raw, value)
+	}
+	// Context attributes first, in a fixed order, then extensions by name.
+	fixed := []string{"specversion", "id", "source", "type", "time", "subject", "dataschema"}
+	for _, name := range fixed {
+		if v, ok := attrs[name]; ok {
+			member(name, percentDecode(v))
+		}
+	}
+	for _, name := range names {
+		if !slices.Contains(fixed, name) { // extensions
+			member(name, percentDecode(attrs[name]))
+		}
+	}
+	if contentType != "" {
+		member("datacontenttype", contentType)
+	}
+	if dataKey != "" {
+		raw = append(raw, ',')
+		raw = appendString(raw, dataKey)
+		raw = append(raw, ':')
+		raw = append(raw, dataTok...)
+	}
+	raw = append(raw, '}')
+
+	s := &scanner{buf: raw}
+	ev, err := decodeCloudEventObject(s, 0, &p, true)
+	if err != nil {
+		// raw is built from valid parts; this is a bug, reported rather than hidden.
+		return nil, syntaxProblem(err)
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	ev.Raw = raw
+	return ev, nil
+}
+
+// binaryData decides how a binary-mode body is carried in the structured event: the member
+// name ("data" or "data_base64") and its JSON token, or a problem.
+func binaryData(contentType string, data []byte) (key string, tok []byte, problem string) {
+	mediaType, params, err := mime.ParseMediaType(contentType)
+	if contentType != "" && err != nil {
+		return "", nil, "cannot be interpreted: the Content-Type " + quote(contentType) + " is not a valid media type (" + err.Error() + ")"
+	}
+	switch {
+	case mediaType == "application/json" || mediaType == "text/json" || strings.HasSuffix(mediaType, "+json"):
+		s := &scanner{buf: data}
+		s.skipWS()
+		if _, err := s.skipValue(0); err != nil {
+			return "", nil, "is not valid JSON, but the Content-Type " + quote(contentType) + " says it is: " + err.Error()
+		}
+		if err := s.end(); err != nil {
+			return "", nil, "is not valid JSON, but the Content-Type " + quote(contentType) + " says it is: " + err.Error()
+		}
+		return "data", appendCompact(nil, data), ""
+	case strings.HasPrefix(mediaType, "text/") && isUTF8Charset(params["charset"]) && utf8.Valid(data):
+		return "data", appendString(nil, string(data)), ""
+	}
+	tok = make([]byte, 0, base64.StdEncoding.EncodedLen(len(data))+2)
+	tok = append(tok, '"')
+	tok = base64.StdEncoding.AppendEncode(tok, data)
+	return "data_base64", append(tok, '"'), ""
+}
+
+func isUTF8Charset(charset string) bool {
+	switch strings.ToLower(charset) {
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
+		return true
+	}
+	return false
+}
+
+// percentDecode decodes %XX sequences of a ce-* header value (CloudEvents HTTP binding
+// §3.1.3.2); a '%' not followed by two hex digits stays as it is.
+func percentDecode(v string) string {
+	i := strings.IndexByte(v, '%')
+	if i < 0 {
+		return v
+	}
+	b := make([]byte, 0, len(v))
+	b = append(b, v[:i]...)
+	for ; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) && unhex(v[i+1]) >= 0 && unhex(v[i+2]) >= 0 {
+			b = append(b, byte(unhex(v[i+1])<<4|unhex(v[i+2])))
+			i += 2
+			continue
+		}
+		b = append(b, v[i])
+	}
+	return string(b)
+}

@@ -1,0 +1,46 @@
+// Package schemas owns egrid's wire formats: Event Grid schema events, CloudEvents 1.0
+// (structured single, batch and binary mode), their validation, the stamping of `topic` and
+// `metadataVersion`, the encoding of a delivery batch and the Event Grid → CloudEvents
+// conversion. It also holds the Event Grid wire vocabulary (outcomes, reasons, header names) as
+// named constants, so every package speaks one language.
+//
+// A topic decodes a publish into []*[Event]: the envelope fields the router routes and filters
+// on, plus the event's JSON object as it will be delivered in its input schema. Encoding picks
+// the body and Content-Type for a subscription's delivery schema.
+//
+// # Decoding a publish
+//
+// One decoder per input schema: [DecodeEventGrid], [DecodeCloudEvents] (structured single or
+// batch), [DecodeCloudEventBinary] (binary mode) and [DecodeCustom] (with an [InputMapping]).
+// Each validates the whole request against [Limits] in one pass over the bytes, with a small
+// strict JSON scanner rather than encoding/json: no maps, no reflection, and every value's
+// published bytes are kept, so an event's data is delivered exactly as it was sent. A publish
+// is all or nothing (SPEC §1.1): a decoder returns either every event or an error and no
+// events. Errors are data an HTTP front end turns into an answer:
+//
+//   - *[TooLargeError]: 413, the request or one event is over its byte limit;
+//   - *[TooManyEventsError]: 400, too many events in one request;
+//   - *[ValidationError]: 400, one per problem, naming the event index and field; several are
+//     joined with errors.Join (at most 20 per request) and [ValidationErrors] lists them.
+//
+// Decisions where Event Grid's documents are silent or disagree (SPEC §4, §8; each decoder's
+// comment has the details):
+//
+//   - Event Grid schema data may be JSON null (it counts as present); optional members sent as
+//     null count as absent; a known member sent twice is refused; member names are
+//     case-sensitive, and a "missing" member that was sent in another case says so.
+//   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes).
+//   - The per-event limit counts the bytes the event takes in the request as published.
+//   - A mapped custom-schema eventType is required: an event that ends up without one is
+//     refused, and [InputMapping.Validate] refuses a mapping that can give none.
+//
+// # Encoding a delivery
+//
+// [EncodeBatch] builds one delivery body from events of one input schema in a subscription's
+// delivery schema, following the conversion matrix of [CanDeliver]; [MetadataVersion] gives its
+// aeg-metadata-version header. It appends to a caller-owned buffer and parses nothing except
+// to find data in an Event Grid → CloudEvents conversion.
+//
+// schemas is pure: it imports no other egrid package, does no I/O and never reads the clock
+// ([DecodeCustom] takes now and an id generator).
+package schemas

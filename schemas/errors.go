@@ -1,0 +1,162 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Limits bounds one publish request (SPEC §8). A zero field means "no limit".
+type Limits struct {
+	// MaxEventBytes bounds one event, counted as the bytes it takes in the request body (for
+	// binary-mode CloudEvents: the data plus the ce-* attribute values).
+	MaxEventBytes int
+	// MaxRequestBytes bounds the request body.
+	MaxRequestBytes int
+	// MaxEvents bounds the number of events in one request.
+	MaxEvents int
+}
+
+// ClassicLimits are the limits of a classic topic: 1 MB per event and per request, 5000
+// events per request (SPEC §8).
+var ClassicLimits = Limits{MaxEventBytes: 1 << 20, MaxRequestBytes: 1 << 20, MaxEvents: 5000}
+
+// NamespaceLimits are the limits of a namespace topic: 1 MB per event and per request, 1000
+// events per request (SPEC §8).
+var NamespaceLimits = Limits{MaxEventBytes: 1 << 20, MaxRequestBytes: 1 << 20, MaxEvents: 1000}
+
+// maxReported bounds how many *ValidationError one decode reports, so a request of 5000 bad
+// events gets a readable answer.
+const maxReported = 20
+
+// ValidationError is a problem with one event (Index >= 0, counted from 0 in the request) or
+// with the whole request (Index == -1). Field names the offending JSON member or attribute,
+// or is empty when the problem is not about one field. An HTTP front end answers 400 with it.
+//
+// When a decode finds several problems it returns them joined with [errors.Join]; use
+// [ValidationErrors] to list them.
+type ValidationError struct {
+	Index  int    // the event's index in the request, or -1 for the whole request
+	Field  string // the member or attribute at fault, or ""
+	Reason string // what is wrong and what to do, after the field name
+}
+
+// Error reads like `event 3: field "id": is required` or `request: body is not valid JSON:
+// ...`.
+func (e *ValidationError) Error() string {
+	b := make([]byte, 0, 32+len(e.Field)+len(e.Reason))
+	if e.Index < 0 {
+		b = append(b, "request: "...)
+	} else {
+		b = append(b, "event "...)
+		b = strconv.AppendInt(b, int64(e.Index), 10)
+		b = append(b, ": "...)
+	}
+	if e.Field != "" {
+		b = append(b, "field "...)
+		b = strconv.AppendQuote(b, e.Field)
+		b = append(b, ": "...)
+	}
+	b = append(b, e.Reason...)
+	return string(b)
+}
+
+// ValidationErrors returns every [*ValidationError] in err's tree (err itself, or the errors
+// joined in it), in order, so an HTTP front end can list each problem as an error detail.
+func ValidationErrors(err error) []*ValidationError {
+	var out []*ValidationError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *ValidationError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// TooLargeError reports a request (Index == -1) or one event (Index >= 0) over its byte
+// limit. An HTTP front end answers 413 Payload Too Large with it (SPEC §1.1).
+type TooLargeError struct {
+	Index int // the event's index, or -1 for the whole request
+	Size  int // its size in bytes
+	Limit int // the limit it is over
+}
+
+// Error says which limit was exceeded and what to do.
+func (e *TooLargeError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("request: body is %d bytes, over the limit of %d bytes per request: split the events into smaller requests", e.Size, e.Limit)
+	}
+	return fmt.Sprintf("event %d: %d bytes, over the limit of %d bytes per event: make the event smaller, for example by sending a reference to large data", e.Index, e.Size, e.Limit)
+}
+
+// TooManyEventsError reports more events in one request than [Limits.MaxEvents]. An HTTP front
+// end answers 400 with it.
+type TooManyEventsError struct {
+	Count int // events in the request
+	Limit int // events allowed per request
+}
+
+// Error says how many events were sent and that the request must be split.
+func (e *TooManyEventsError) Error() string {
+	return fmt.Sprintf("request: %d events, over the limit of %d events per request: split the events into several requests", e.Count, e.Limit)
+}
+
+// problems collects the validation errors of one decode, up to maxReported.
+type problems struct {
+	errs []error
+}
+
+func (p *problems) full() bool { return len(p.errs) >= maxReported }
+
+func (p *problems) add(index int, field, reason string) {
+	if !p.full() {
+		p.errs = append(p.errs, &ValidationError{Index: index, Field: field, Reason: reason})
+	}
+}
+
+// err returns nil, the single error, or every error joined.
+func (p *problems) err() error {
+	switch len(p.errs) {
+	case 0:
+		return nil
+	case 1:
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
+}
+
+// requestError is a ValidationError about the whole request.
+func requestError(reason string) error {
+	return &ValidationError{Index: -1, Reason: reason}
+}
+
+// syntaxProblem turns a scanner error into the request-level ValidationError a client sees.
+func syntaxProblem(err error) error {
+	return requestError("body is not valid JSON: " + err.Error())
+}
+
+// checkRequestSize refuses a body over lim.MaxRequestBytes.
+func checkRequestSize(n int, lim Limits) error {
+	if lim.MaxRequestBytes > 0 && n > lim.MaxRequestBytes {
+		return &TooLargeError{Index: -1, Size: n, Limit: lim.MaxRequestBytes}
+	}
+	return nil
+}
+
+// checkEventSize refuses an event over lim.MaxEventBytes.
+func checkEventSize(index, n int, lim Limits) error {
+	if lim.MaxEventBytes > 0 && n > lim.MaxEventBytes {
+		return &TooLargeError{Index: index, Size: n, Limit: lim.MaxEventBytes}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package schemas
+
+import (
+	"strings"
+	"time"
+)
+
+// The members of an Event Grid schema event, in the order Raw writes them.
+const (
+	egID = iota
+	egTopic
+	egSubject
+	egEventType
+	egEventTime
+	egData
+	egDataVersion
+	egMetadataVersion
+	egMembers
+)
+
+var egNames = [egMembers]string{"id", "topic", "subject", "eventType", "eventTime", "data", "dataVersion", "metadataVersion"}
+
+func egIndex(key []byte) int {
+	switch string(key) {
+	case "id":
+		return egID
+	case "topic":
+		return egTopic
+	case "subject":
+		return egSubject
+	case "eventType":
+		return egEventType
+	case "eventTime":
+		return egEventTime
+	case "data":
+		return egData
+	case "dataVersion":
+		return egDataVersion
+	case "metadataVersion":
+		return egMetadataVersion
+	}
+	return -1
+}
+
+// member is one scanned member value.
+type member struct {
+	tok  []byte   // the value's bytes as published
+	kind jsonKind // kindNone when the member is absent
+	esc  bool     // a string with escapes
+	ws   bool     // tok holds insignificant whitespace
+}
+
+// present reports whether the member was sent with a non-null value.
+func (m *member) present() bool { return m.kind != kindNone && m.kind != kindNull }
+
+// scanMember scans the value s is positioned at into m.
+func (s *scanner) scanMember(m *member) error {
+	start := s.pos
+	if s.peek() == '"' {
+		esc, err := s.scanString()
+		*m = member{tok: s.buf[start:s.pos], kind: kindString, esc: esc}
+		return err
+	}
+	outer := s.ws
+	s.ws = false
+	kind, err := s.skipValue(1)
+	*m = member{tok: s.buf[start:s.pos], kind: kind, ws: s.ws}
+	s.ws = s.ws || outer
+	return err
+}
+
+// metadataVersionEG is the only metadataVersion of the Event Grid schema.
+const metadataVersionEG = "1"
+
+// DecodeEventGrid decodes a publish in the Event Grid schema (SPEC §4, eventgrid-behaviour.md
+// §1.3 and §1.6): a JSON array of event objects, even for a single event.
+//
+// Each event must have string members id (non-empty), subject (may be empty), eventType
+// (non-empty) and eventTime (an RFC 3339 date-time), and a data member of any JSON kind. A
+// data of JSON null counts as present and is delivered as null: the SDKs serialise "no data"
+// that way and receivers handle it. dataVersion is optional and stamped "" when absent.
+// topic, when present, must equal topicID case-insensitively (ARM resource IDs are) and is
+// stamped with topicID either way; metadataVersion, when present, must be "1" and is stamped
+// "1". Optional members sent as JSON null count as absent. Member names are case-sensitive;
+// unknown members are dropped, and a known member sent twice is an error.
+//
+// Event.Raw is the normalised, compact object
+// {"id","topic","subject","eventType","eventTime","data","dataVersion","metadataVersion"}
+// with the published bytes of each value (data compacted when it held whitespace).
+// Event.Source is topicID.
+//
+// Errors: a *[TooLargeError] for a body over lim.MaxRequestBytes (Index -1) or an event over
+// lim.MaxEventBytes (its index); a *[TooManyEventsError] for more than lim.MaxEvents events;
+// a request-level *[ValidationError] (Index -1) for malformed JSON (with the byte offset), an
+// empty array or a body that is not an array; otherwise up to 20 per-event *ValidationError
+// joined with errors.Join. No events are returned with an error: a publish is all or nothing.
+func DecodeEventGrid(body []byte, topicID string, lim Limits) ([]*Event, error) {
+	if err := checkRequestSize(len(body), lim); err != nil {
+		return nil, err
+	}
+	s := &scanner{buf: body}
+	if err := openArray(s, "an Event Grid schema publish", "a JSON array of events"); err != nil {
+		return nil, err
+	}
+	topicTok := appendString(nil, topicID)
+	var p problems
+	var events []*Event
+	err := scanEvents(s, lim, &p, func(i int) error {
+		ev, err := decodeEventGridObject(s, i, topicID, topicTok, &p)
+		if ev != nil && len(p.errs) == 0 {
+			events = append(events, ev)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// decodeEventGridObject scans one event object, reports its problems to p and returns the
+// event when it has none. The error is a scanner error.
+func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p *problems) (*Event, error) {
+	var m [egMembers]member
+	var misnamed [egMembers][]byte
+	bad := false
+	empty, _ := s.objectStart()
+	for !empty {
+		key, _, err := s.objectKey()
+		if err != nil {
+			return nil, err
+		}
+		if k := egIndex(key); k >= 0 {
+			if m[k].kind != kindNone {
+				p.add(i, egNames[k], "appears more than once: send each member once")
+				bad = true
+			}
+			err = s.scanMember(&m[k])
+		} else {
+			for k, name := range egNames {
+				if misnamed[k] == nil && strings.EqualFold(string(key), name) {
+					misnamed[k] = key
+				}
+			}
+			_, err = s.skipValue(1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		more, err := s.objectNext()
+		if err != nil {
+			return nil, err
+		}
+		empty = !more
+	}
+	if p.full() {
+		return nil, nil
+	}
+
+	// str validates a string member and returns its value.
+	str := func(k int, required bool) string {
+		switch {
+		case !m[k].present():
+			if required {
+				reason := "is required"
+				if misnamed[k] != nil {
+					reason += " (the event has \"" + string(misnamed[k]) + "\": member names are case-sensitive)"
+				}
+				p.add(i, egNames[k], reason)
+				bad = true
+			}
+			return ""
+		case m[k].kind != kindString:
+			p.add(i, egNames[k], "must be a string, got "+m[k].kind.String())
+			bad = true
+			return ""
+		}
+		return unquote(m[k].tok, m[k].esc)
+	}
+	ev := &Event{Source: topicID}
+	ev.ID = str(egID, true)
+	if m[egID].kind == kindString && ev.ID == "" {
+		p.add(i, "id", "must not be empty")
+		bad = true
+	}
+	if topic := str(egTopic, false); m[egTopic].kind == kindString && !strings.EqualFold(topic, topicID) {
+		p.add(i, "topic", "is "+quote(topic)+", but this topic's resource ID is "+quote(topicID)+": send the topic's ID or leave topic out and it is stamped")
+		bad = true
+	}
+	ev.Subject = str(egSubject, true)
+	ev.Type = str(egEventType, true)
+	if m[egEventType].kind == kindString && ev.Type == "" {
+		p.add(i, "eventType", "must not be empty")
+		bad = true
+	}
+	ev.Time = str(egEventTime, true)
+	if m[egEventTime].kind == kindString {
+		if reason := checkTime(ev.Time); reason != "" {
+			p.add(i, "eventTime", reason)
+			bad = true
+		}
+	}
+	if m[egData].kind == kindNone {
+		reason := "is required: send the event's payload as data (null when it has none)"
+		if misnamed[egData] != nil {
+			reason += " (the event has \"" + string(misnamed[egData]) + "\": member names are case-sensitive)"
+		}
+		p.add(i, "data", reason)
+		bad = true
+	}
+	ev.DataVersion = str(egDataVersion, false)
+	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && mv != metadataVersionEG {
+		p.add(i, "metadataVersion", "is "+quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
+		bad = true
+	}
+	if bad || len(p.errs) > 0 {
+		return nil, nil
+	}
+	ev.Raw = appendEventGridRaw(m, topicTok)
+	return ev, nil
+}
+
+// appendEventGridRaw builds the normalised object of a valid event.
+func appendEventGridRaw(m [egMembers]member, topicTok []byte) []byte {
+	n := len(`{"id":,"topic":,"subject":,"eventType":,"eventTime":,"data":,"dataVersion":,"metadataVersion":"1"}`) +
+		len(m[egID].tok) + len(topicTok) + len(m[egSubject].tok) + len(m[egEventType].tok) +
+		len(m[egEventTime].tok) + len(m[egData].tok) + len(m[egDataVersion].tok) + 2
+	b := make([]byte, 0, n)
+	b = append(b, `{"id":`...)
+	b = append(b, m[egID].tok...)
+	b = append(b, `,"topic":`...)
+	b = append(b, topicTok...)
+	b = append(b, `,"subject":`...)
+	b = append(b, m[egSubject].tok...)
+	b = append(b, `,"eventType":`...)
+	b = append(b, m[egEventType].tok...)
+	b = append(b, `,"eventTime":`...)
+	b = append(b, m[egEventTime].tok...)
+	b = append(b, `,"data":`...)
+	if m[egData].ws {
+		b = appendCompact(b, m[egData].tok)
+	} else {
+		b = append(b, m[egData].tok...)
+	}
+	b = append(b, `,"dataVersion":`...)
+	if m[egDataVersion].kind == kindString {
+		b = append(b, m[egDataVersion].tok...)
+	} else {
+		b = append(b, `""`...)
+	}
+	b = append(b, `,"metadataVersion":"1"}`...)
+	return b
+}
+
+// checkTime returns why v is not an RFC 3339 date-time, or "".
+func checkTime(v string) string {
+	if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+		return "is " + quote(v) + ", not an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""
+	}
+	return ""
+}
+
+// quote renders a value inside a message, shortened so a 1 MB value does not make a 1 MB
+// message.
+func quote(v string) string {
+	const limit = 128
+	if len(v) > limit {
+		cut := limit
+		for cut > 0 && v[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
+			cut--
+		}
+		return string(appendString(nil, v[:cut])) + "..."
+	}
+	return string(appendString(nil, v))
+}

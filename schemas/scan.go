@@ -1,0 +1,551 @@
+package schemas
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file is a small, strict JSON scanner. The decoders use it instead of encoding/json so
+// that a publish is validated in one pass without maps or reflection, every value's bytes are
+// kept (data is re-emitted verbatim) and every error names a byte offset.
+//
+// It accepts exactly RFC 8259 JSON with UTF-8 strings: unlike encoding/json it refuses invalid
+// UTF-8 instead of replacing it, so a byte that was accepted is a byte that can be delivered.
+
+// maxDepth bounds the nesting of arrays and objects so that a hostile body cannot exhaust the
+// stack; encoding/json uses the same bound.
+const maxDepth = 10000
+
+// jsonKind is the kind of a JSON value, named in type errors ("must be a string, got number").
+type jsonKind uint8
+
+const (
+	kindNone jsonKind = iota // absent
+	kindObject
+	kindArray
+	kindString
+	kindNumber
+	kindBool
+	kindNull
+)
+
+func (k jsonKind) String() string {
+	switch k {
+	case kindObject:
+		return "object"
+	case kindArray:
+		return "array"
+	case kindString:
+		return "string"
+	case kindNumber:
+		return "number"
+	case kindBool:
+		return "boolean"
+	case kindNull:
+		return "null"
+	}
+	return "nothing"
+}
+
+// kindOf gives the kind of the value starting with c, or kindNone when no value starts so.
+func kindOf(c byte) jsonKind {
+	switch {
+	case c == '{':
+		return kindObject
+	case c == '[':
+		return kindArray
+	case c == '"':
+		return kindString
+	case c == '-' || (c >= '0' && c <= '9'):
+		return kindNumber
+	case c == 't' || c == 'f':
+		return kindBool
+	case c == 'n':
+		return kindNull
+	}
+	return kindNone
+}
+
+// syntaxError is malformed JSON at a byte offset of the scanned buffer.
+type syntaxError struct {
+	offset int
+	msg    string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("%s at offset %d", e.msg, e.offset) }
+
+// plain[c] is true for ASCII bytes that stand for themselves inside a JSON string.
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanner walks one JSON text. Value methods expect pos at the first byte of the value
+// (whitespace already skipped) and leave it just after the value.
+type scanner struct {
+	buf []byte
+	pos int
+	// ws is set whenever whitespace is skipped, so a caller can tell whether a value's bytes
+	// are already compact.
+	ws bool
+}
+
+func (s *scanner) skipWS() {
+	for s.pos < len(s.buf) {
+		switch s.buf[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+			s.ws = true
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the byte at pos, or 0 at the end.
+func (s *scanner) peek() byte {
+	if s.pos < len(s.buf) {
+		return s.buf[s.pos]
+	}
+	return 0
+}
+
+// expected reports that the byte at pos is not what the grammar wants.
+func (s *scanner) expected(what string) error {
+	if s.pos >= len(s.buf) {
+		return &syntaxError{s.pos, "unexpected end of input, expected " + what}
+	}
+	return &syntaxError{s.pos, "invalid character " + quoteByte(s.buf[s.pos]) + ", expected " + what}
+}
+
+func quoteByte(c byte) string {
+	if c >= 0x20 && c < utf8.RuneSelf {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+// scanString consumes a string token and reports whether it holds escapes.
+func (s *scanner) scanString() (esc bool, err error) {
+	start := s.pos
+	s.pos++ // opening quote
+	for {
+		// Skip plain ASCII eight bytes at a time, then byte by byte up to the next byte that
+		// needs a look.
+		for s.pos+8 <= len(s.buf) && !special(binary.LittleEndian.Uint64(s.buf[s.pos:])) {
+			s.pos += 8
+		}
+		for s.pos < len(s.buf) {
+			c := s.buf[s.pos]
+			if c >= utf8.RuneSelf || !plain[c] {
+				break
+			}
+			s.pos++
+		}
+		if s.pos >= len(s.buf) {
+			return esc, &syntaxError{start, "unterminated string"}
+		}
+		switch c := s.buf[s.pos]; {
+		case c == '"':
+			s.pos++
+			return esc, nil
+		case c == '\\':
+			esc = true
+			if s.pos+1 >= len(s.buf) {
+				return esc, &syntaxError{start, "unterminated string"}
+			}
+			switch s.buf[s.pos+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos += 2
+			case 'u':
+				if s.pos+6 > len(s.buf) {
+					return esc, &syntaxError{s.pos, "incomplete \\u escape in string"}
+				}
+				for _, h := range s.buf[s.pos+2 : s.pos+6] {
+					if unhex(h) < 0 {
+						return esc, &syntaxError{s.pos, "invalid \\u escape in string"}
+					}
+				}
+				s.pos += 6
+			default:
+				return esc, &syntaxError{s.pos, "invalid escape " + quoteByte(s.buf[s.pos+1]) + " in string"}
+			}
+		case c < 0x20:
+			return esc, &syntaxError{s.pos, "control character " + quoteByte(c) + " in string (escape it)"}
+		default:
+			r, size := utf8.DecodeRune(s.buf[s.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return esc, &syntaxError{s.pos, "invalid UTF-8 in string"}
+			}
+			s.pos += size
+		}
+	}
+}
+
+// special reports whether any of the eight bytes in x is not plain inside a JSON string: a
+// control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence. Each test is the
+// exact "some byte is zero / less than n" bit trick.
+func special(x uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(v uint64) uint64 { return (v - lsb) & ^v & msb }
+	return (x&msb)|((x-lsb*0x20)&^x&msb)|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\')) != 0
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// scanNumber consumes a number token.
+func (s *scanner) scanNumber() error {
+	b := s.buf
+	if s.pos < len(b) && b[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(b) && b[s.pos] == '0':
+		s.pos++
+	case s.pos < len(b) && b[s.pos] >= '1' && b[s.pos] <= '9':
+		for s.pos < len(b) && b[s.pos] >= '0' && b[s.pos] <= '9' {
+			s.pos++
+		}
+	default:
+		return s.expected("a digit")
+	}
+	if s.pos < len(b) && b[s.pos] == '.' {
+		s.pos++
+		if s.pos >= len(b) || b[s.pos] < '0' || b[s.pos] > '9' {
+			return s.expected("a digit after the decimal point")
+		}
+		for s.pos < len(b) && b[s.pos] >= '0' && b[s.pos] <= '9' {
+			s.pos++
+		}
+	}
+	if s.pos < len(b) && (b[s.pos] == 'e' || b[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(b) && (b[s.pos] == '+' || b[s.pos] == '-') {
+			s.pos++
+		}
+		if s.pos >= len(b) || b[s.pos] < '0' || b[s.pos] > '9' {
+			return s.expected("a digit in the exponent")
+		}
+		for s.pos < len(b) && b[s.pos] >= '0' && b[s.pos] <= '9' {
+			s.pos++
+		}
+	}
+	return nil
+}
+
+func (s *scanner) literal(word string) error {
+	if len(s.buf)-s.pos >= len(word) && string(s.buf[s.pos:s.pos+len(word)]) == word {
+		s.pos += len(word)
+		return nil
+	}
+	// Point at the first byte that differs.
+	for i := 0; i < len(word); i++ {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != word[i] {
+			return s.expected(strconv.Quote(word))
+		}
+		s.pos++
+	}
+	return nil // unreachable
+}
+
+// skipValue consumes and validates one value of any kind and returns its kind.
+func (s *scanner) skipValue(depth int) (jsonKind, error) {
+	if s.pos >= len(s.buf) {
+		return kindNone, s.expected("a value")
+	}
+	switch c := s.buf[s.pos]; c {
+	case '{':
+		if depth >= maxDepth {
+			return kindNone, &syntaxError{s.pos, "nesting too deep"}
+		}
+		empty, err := s.objectStart()
+		if err != nil || empty {
+			return kindObject, err
+		}
+		for {
+			if _, _, err := s.objectKey(); err != nil {
+				return kindObject, err
+			}
+			if _, err := s.skipValue(depth + 1); err != nil {
+				return kindObject, err
+			}
+			more, err := s.objectNext()
+			if err != nil || !more {
+				return kindObject, err
+			}
+		}
+	case '[':
+		if depth >= maxDepth {
+			return kindNone, &syntaxError{s.pos, "nesting too deep"}
+		}
+		empty, err := s.arrayStart()
+		if err != nil || empty {
+			return kindArray, err
+		}
+		for {
+			if _, err := s.skipValue(depth + 1); err != nil {
+				return kindArray, err
+			}
+			more, err := s.arrayNext()
+			if err != nil || !more {
+				return kindArray, err
+			}
+		}
+	case '"':
+		_, err := s.scanString()
+		return kindString, err
+	case 't':
+		return kindBool, s.literal("true")
+	case 'f':
+		return kindBool, s.literal("false")
+	case 'n':
+		return kindNull, s.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return kindNumber, s.scanNumber()
+		}
+		return kindNone, s.expected("a value")
+	}
+}
+
+// objectStart consumes '{' and following whitespace and reports whether the object is empty
+// (then the closing '}' is consumed too).
+func (s *scanner) objectStart() (empty bool, err error) {
+	s.pos++
+	s.skipWS()
+	if s.peek() == '}' {
+		s.pos++
+		return true, nil
+	}
+	return false, nil
+}
+
+// objectKey consumes a member name, the colon and whitespace around it. key is the name's
+// content without quotes, decoded when it holds escapes (then it is a fresh slice).
+func (s *scanner) objectKey() (key []byte, esc bool, err error) {
+	if s.peek() != '"' {
+		return nil, false, s.expected("a string naming an object member")
+	}
+	start := s.pos
+	if esc, err = s.scanString(); err != nil {
+		return nil, esc, err
+	}
+	key = s.buf[start+1 : s.pos-1]
+	if esc {
+		key = appendUnquoted(nil, s.buf[start:s.pos])
+	}
+	s.skipWS()
+	if s.peek() != ':' {
+		return nil, esc, s.expected("':' after object member name")
+	}
+	s.pos++
+	s.skipWS()
+	return key, esc, nil
+}
+
+// objectNext consumes whitespace and then ',' (more members follow) or '}' (the end).
+func (s *scanner) objectNext() (more bool, err error) {
+	s.skipWS()
+	switch s.peek() {
+	case ',':
+		s.pos++
+		s.skipWS()
+		return true, nil
+	case '}':
+		s.pos++
+		return false, nil
+	}
+	return false, s.expected("',' or '}' after object member")
+}
+
+// arrayStart consumes '[' and following whitespace and reports whether the array is empty
+// (then the closing ']' is consumed too).
+func (s *scanner) arrayStart() (empty bool, err error) {
+	s.pos++
+	s.skipWS()
+	if s.peek() == ']' {
+		s.pos++
+		return true, nil
+	}
+	return false, nil
+}
+
+// arrayNext consumes whitespace and then ',' (more elements follow) or ']' (the end).
+func (s *scanner) arrayNext() (more bool, err error) {
+	s.skipWS()
+	switch s.peek() {
+	case ',':
+		s.pos++
+		s.skipWS()
+		return true, nil
+	case ']':
+		s.pos++
+		return false, nil
+	}
+	return false, s.expected("',' or ']' after array element")
+}
+
+// end checks that only whitespace follows the top-level value.
+func (s *scanner) end() error {
+	s.skipWS()
+	if s.pos < len(s.buf) {
+		return &syntaxError{s.pos, "unexpected " + quoteByte(s.buf[s.pos]) + " after the top-level value"}
+	}
+	return nil
+}
+
+// unquote returns the content of a scanned string token (quotes included in tok).
+func unquote(tok []byte, esc bool) string {
+	if !esc {
+		return string(tok[1 : len(tok)-1])
+	}
+	return string(appendUnquoted(nil, tok))
+}
+
+// appendUnquoted appends the decoded content of a scanned (hence valid) string token. Lone
+// surrogates in \u escapes become U+FFFD, as encoding/json does.
+func appendUnquoted(dst, tok []byte) []byte {
+	b := tok[1 : len(tok)-1]
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch b[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hex4(b[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, hex4(b[i+2:])); dec != utf8.RuneError {
+						dst = utf8.AppendRune(dst, dec)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, b[i+1])
+		}
+		i += 2
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	return rune(unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3]))
+}
+
+// appendCompact appends the valid JSON value v without insignificant whitespace.
+func appendCompact(dst, v []byte) []byte {
+	inString := false
+	start := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case ' ', '\t', '\n', '\r':
+			dst = append(dst, v[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, v[start:]...)
+}
+
+// hexDigits are the digits of \u escapes written by appendString.
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Like encoding/json it escapes control characters,
+// '"', '\\', U+2028 and U+2029, and replaces invalid UTF-8 with U+FFFD; it does not escape
+// HTML characters.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if plain[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

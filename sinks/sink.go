@@ -1,0 +1,102 @@
+package sinks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+)
+
+// Sink delivers batches of events to one destination.
+//
+// Deliver is safe for concurrent use: a subscription keeps several batches in flight. It
+// returns nil only when the destination accepted the whole batch (Event Grid's success codes,
+// 200-204, for HTTP). Any failure is reported as a *[DeliveryError] (possibly wrapped); a
+// plain error is treated as GenericError. When ctx is done Deliver returns promptly with a
+// TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns.
+type Sink interface {
+	Deliver(ctx context.Context, b *Batch) error
+}
+
+// Closer is implemented by sinks that hold resources. Close is idempotent.
+type Closer interface {
+	Close() error
+}
+
+// Batch is one delivery request: one or more events encoded in the subscription's delivery
+// schema. All events in a batch share one outcome (SPEC §2.3).
+type Batch struct {
+	// Topic and Subscription name where the batch comes from.
+	Topic, Subscription string
+	// Schema is the delivery schema of Body.
+	Schema schemas.Schema
+	// Body is the encoded request body and ContentType its media type.
+	Body        []byte
+	ContentType string
+	// Events are the events in Body, in order.
+	Events []*schemas.Event
+	// DeliveryCount is the number of earlier attempts (aeg-delivery-count): 0 on a first
+	// attempt. In a batch of events with different histories it is the largest.
+	DeliveryCount int
+	// Headers are extra delivery headers (custom delivery attributes), name → value.
+	Headers map[string]string
+}
+
+// Func adapts a Go function to a [Sink]. The function gets the same retry, batching and
+// dead-letter semantics as a webhook: return nil for success, a *[DeliveryError] to report a
+// specific outcome, or any other error for GenericError. A panic in the function is a bug:
+// supervision restarts the subscription and the batch is delivered again.
+type Func func(ctx context.Context, b *Batch) error
+
+// Deliver calls f.
+func (f Func) Deliver(ctx context.Context, b *Batch) error { return f(ctx, b) }
+
+// DeliveryError describes a failed attempt.
+type DeliveryError struct {
+	// Outcome classifies the failure (never schemas.Delivered).
+	Outcome schemas.Outcome
+	// StatusCode is the HTTP status the destination answered with, or 0 when there was no
+	// HTTP response.
+	StatusCode int
+	// RetryAfter is the destination's Retry-After header verbatim (seconds or an HTTP date),
+	// or empty. router/retry interprets it.
+	RetryAfter string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// Error describes the failure.
+func (e *DeliveryError) Error() string {
+	msg := e.Outcome.String()
+	if e.StatusCode != 0 {
+		msg = fmt.Sprintf("%s (HTTP %d)", msg, e.StatusCode)
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// AsDeliveryError turns any non-nil error from [Sink.Deliver] into a *DeliveryError: a wrapped
+// one is returned as is, context errors become TimedOut or Canceled, anything else is a
+// GenericError.
+func AsDeliveryError(err error) *DeliveryError {
+	var de *DeliveryError
+	switch {
+	case errors.As(err, &de):
+		return de
+	case errors.Is(err, context.DeadlineExceeded):
+		return &DeliveryError{Outcome: schemas.TimedOut, Err: err}
+	case errors.Is(err, context.Canceled):
+		return &DeliveryError{Outcome: schemas.Canceled, Err: err}
+	}
+	return &DeliveryError{Outcome: schemas.GenericError, Err: err}
+}
+
+// DefaultTimeout is the response timeout of one attempt (SPEC §2.1).
+const DefaultTimeout = 30 * time.Second

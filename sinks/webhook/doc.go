@@ -1,0 +1,38 @@
+// Package webhook is egrid's HTTP push sink: it POSTs a [sinks.Batch] to one endpoint URL the
+// way Azure Event Grid delivers to a WebHook destination, and reports what happened as facts.
+//
+// The model: one [Sink] per destination URL, immutable after [New] and safe for concurrent
+// use. Each [Sink.Deliver] is one attempt: a single POST with the batch's encoded body and
+// Event Grid's delivery headers (SPEC §2.4), bounded by the attempt timeout (SPEC §2.1, 30 s
+// by default). The sink never retries, waits or gives up; router/retry decides that from the
+// *[sinks.DeliveryError] it returns:
+//
+//   - 200-204 is success (nil).
+//   - Any other HTTP status is classified by [schemas.OutcomeForStatus], with StatusCode set
+//     and, on 429 and 503, the Retry-After header passed on verbatim.
+//   - No response is classified by cause (SPEC §2.1): the attempt timeout or a network
+//     timeout is TimedOut; a failed name lookup is ResolutionError; a refused or reset
+//     connection, an early EOF or a failed TLS handshake or certificate check is SocketError;
+//     an address the request can never reach (a TLS certificate for another name, an invalid
+//     address) is InvalidDestination; the caller's cancelled ctx is Canceled (its deadline,
+//     TimedOut).
+//
+// Decisions where Event Grid is silent:
+//   - Redirects are not followed by the shared client: a 3xx is a failure (GenericError with
+//     its StatusCode), since Event Grid counts only 200-204 as delivered (SPEC §2.1). A client
+//     passed to [New] keeps its own redirect policy.
+//   - Custom delivery headers (Batch.Headers) never replace the protocol headers
+//     (aeg-*, Content-Type, traceparent); a custom header whose name or value is not valid
+//     HTTP is dropped, as Event Grid drops non-conformant header values on webhook deliveries
+//     (eventgrid-behaviour.md §3.4).
+//   - Error messages name the endpoint without its query string and user info, because Event
+//     Grid users put secrets there (eventgrid-behaviour.md §5.1).
+//   - The response body is read up to 64 KB and discarded so the connection is reused; a
+//     longer body ends the connection instead.
+//
+// Buffers: Deliver does not read b.Body after it returns, even when the endpoint answers
+// before it has read the whole request (net/http may keep writing the body in the
+// background; the sink cuts that off).
+//
+// webhook imports only sinks and schemas from egrid.
+package webhook

@@ -1,0 +1,4 @@
+package webhook
+
+// Classify exposes classify to the black-box table test.
+var Classify = classify

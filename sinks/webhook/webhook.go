@@ -1,0 +1,314 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// Config describes one webhook destination. It is data: the HTTP client is a parameter of
+// [New].
+type Config struct {
+	// URL is the endpoint, an absolute http or https URL with a host. Its query string is
+	// sent on every delivery (eventgrid-behaviour.md §5.1), so it may carry a secret.
+	URL string `json:"url" yaml:"url"`
+	// Timeout is the response timeout of one attempt, covering connect, request, response
+	// headers and reading the response body. Zero means [sinks.DefaultTimeout] (30 s,
+	// SPEC §2.1).
+	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
+
+// ConfigError is one problem with a [Config]. [Config.Validate] joins one per problem.
+type ConfigError struct {
+	// Field is the Config field at fault ("url", "timeout").
+	Field string
+	// Reason says what is wrong and what to do.
+	Reason string
+}
+
+// Error describes the problem.
+func (e *ConfigError) Error() string { return "webhook " + e.Field + ": " + e.Reason }
+
+// Validate reports every problem with c at once (joined *[ConfigError] values), or nil.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := parseURL(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, &ConfigError{Field: "timeout", Reason: fmt.Sprintf("%s is negative; use a positive duration, or 0 for the default %s", c.Timeout, sinks.DefaultTimeout)})
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = sinks.DefaultTimeout
+	}
+	return c
+}
+
+// parseURL checks an endpoint URL. It does not print the URL back: it may hold a secret.
+func parseURL(raw string) (*url.URL, error) {
+	bad := func(reason string) (*url.URL, error) {
+		return nil, &ConfigError{Field: "url", Reason: reason}
+	}
+	if raw == "" {
+		return bad("is empty; set the endpoint, e.g. https://example.com/events")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the whole URL
+		}
+		return bad(fmt.Sprintf("cannot be parsed (%v); use an absolute http or https URL", err))
+	}
+	if !u.IsAbs() {
+		return bad("is not absolute; use an http:// or https:// URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return bad(fmt.Sprintf("scheme %q is not supported; use http or https", u.Scheme))
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return bad("has no host; use scheme://host[:port]/path")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad(fmt.Sprintf("port %q is out of range; use 1-65535", p))
+		}
+	}
+	return u, nil
+}
+
+// Sink delivers batches to one webhook endpoint. It implements [sinks.Sink]; it is immutable
+// after [New] and safe for concurrent use.
+type Sink struct {
+	url     string
+	display string // url without query string and user info, for error messages
+	timeout time.Duration
+	// timeoutCause ends an attempt's context when the attempt timeout passes, so a timeout
+	// reads as such in the error chain. It wraps context.DeadlineExceeded.
+	timeoutCause error
+	client       *http.Client
+}
+
+// New validates cfg and returns a sink for its URL. client is the HTTP client to use; nil
+// means [SharedClient]. A client's own Timeout, if set, applies in addition to cfg.Timeout.
+func New(cfg Config, client *http.Client) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	u, _ := parseURL(cfg.URL) // validated above
+	if client == nil {
+		client = SharedClient()
+	}
+	display := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+	return &Sink{
+		url:          cfg.URL,
+		display:      display,
+		timeout:      cfg.Timeout,
+		timeoutCause: fmt.Errorf("no response within the %s attempt timeout: %w", cfg.Timeout, context.DeadlineExceeded),
+		client:       client,
+	}, nil
+}
+
+// URL returns the endpoint URL, query string included.
+func (s *Sink) URL() string { return s.url }
+
+// maxDrain is how much of a response body Deliver reads so the connection can be reused.
+const maxDrain = 64 << 10
+
+// Canonical forms of the header names, computed once so Deliver does not canonicalise per
+// request.
+var (
+	hdrEventType        = http.CanonicalHeaderKey(schemas.HeaderEventType)
+	hdrSubscriptionName = http.CanonicalHeaderKey(schemas.HeaderSubscriptionName)
+	hdrDeliveryCount    = http.CanonicalHeaderKey(schemas.HeaderDeliveryCount)
+	hdrMetadataVersion  = http.CanonicalHeaderKey(schemas.HeaderMetadataVersion)
+	hdrDataVersion      = http.CanonicalHeaderKey(schemas.HeaderDataVersion)
+	hdrOutputEventID    = http.CanonicalHeaderKey(schemas.HeaderOutputEventID)
+	hdrTraceparent      = http.CanonicalHeaderKey(schemas.HeaderTraceparent)
+	hdrContentType      = "Content-Type"
+	hdrRetryAfter       = "Retry-After"
+)
+
+// Deliver POSTs b to the endpoint: one attempt (see the package documentation for the
+// headers and the outcome classification). It returns nil when the endpoint answered
+// 200-204, and a *[sinks.DeliveryError] otherwise. It does not read b after it returns.
+func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
+	actx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, nil)
+	if err != nil { // cannot happen for a URL New accepted
+		return &sinks.DeliveryError{Outcome: schemas.InvalidDestination, Err: fmt.Errorf("building request for %s: %w", s.display, err)}
+	}
+	req.Header = header(b)
+	body := newGuardedBody(b.Body)
+	defer body.release()
+	req.ContentLength = int64(len(b.Body))
+	if len(b.Body) > 0 {
+		req.Body = body.reader()
+		req.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
+	} else {
+		req.Body = http.NoBody
+	}
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error prints the whole URL, query string and all
+		}
+		return &sinks.DeliveryError{
+			Outcome: classify(err, ctx.Err()),
+			Err:     fmt.Errorf("delivering to %s: %w", s.display, err),
+		}
+	}
+	// Read what is left of the body so the connection goes back to the pool. Errors here do
+	// not change the outcome: the status has already been received.
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	_ = resp.Body.Close()
+
+	code := resp.StatusCode
+	outcome := schemas.OutcomeForStatus(code)
+	if outcome == schemas.Delivered {
+		return nil
+	}
+	de := &sinks.DeliveryError{
+		Outcome:    outcome,
+		StatusCode: code,
+		Err:        fmt.Errorf("%s answered %s", s.display, resp.Status),
+	}
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		de.RetryAfter = resp.Header.Get(hdrRetryAfter)
+	}
+	return de
+}
+
+// header builds the delivery headers of b (SPEC §2.4).
+func header(b *sinks.Batch) http.Header {
+	h := make(http.Header, 8+len(b.Headers))
+	for name, value := range b.Headers {
+		if validHeaderName(name) && validHeaderValue(value) {
+			h.Set(name, value)
+		}
+	}
+	// One backing array for the protocol header values; each gets a one-element slice of it.
+	vals := make([]string, 0, 8)
+	set := func(name, value string) {
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	schema := b.Schema
+	if schema == 0 {
+		schema = schemas.EventGrid
+	}
+	set(hdrEventType, schemas.EventTypeNotification)
+	set(hdrSubscriptionName, strings.ToUpper(b.Subscription))
+	set(hdrDeliveryCount, strconv.Itoa(b.DeliveryCount))
+	set(hdrMetadataVersion, metadataVersion(schema))
+	contentType := b.ContentType
+	if contentType == "" {
+		contentType = defaultContentType(schema, len(b.Events))
+	}
+	set(hdrContentType, contentType)
+	if len(b.Events) > 0 && b.Events[0] != nil {
+		first := b.Events[0]
+		set(hdrOutputEventID, first.ID)
+		if schema != schemas.CloudEvents {
+			set(hdrDataVersion, first.DataVersion)
+		}
+		if first.Traceparent != "" {
+			set(hdrTraceparent, first.Traceparent)
+		}
+	}
+	return h
+}
+
+// metadataVersion is the aeg-metadata-version value for a delivery schema
+// (eventgrid-behaviour.md §5.1): Event Grid's metadataVersion "1", or the CloudEvents
+// specversion "1.0".
+func metadataVersion(s schemas.Schema) string {
+	if s == schemas.CloudEvents {
+		return "1.0"
+	}
+	return "1"
+}
+
+// defaultContentType is the Content-Type for a batch that does not name one (SPEC §2.3).
+func defaultContentType(s schemas.Schema, events int) string {
+	switch {
+	case s != schemas.CloudEvents:
+		return schemas.ContentTypeJSON
+	case events > 1:
+		return schemas.ContentTypeCloudEventsBatch
+	}
+	return schemas.ContentTypeCloudEvent
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110 §5.1).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v can be sent as a header value: no control characters
+// other than horizontal tab (RFC 9110 §5.5).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// SharedClient returns the HTTP client [New] uses when given nil, so a router can share it
+// (for the validation handshake, say). It is tuned for connection reuse: keep-alive, up to
+// 256 idle connections per host, no compression (response bodies are discarded), no overall
+// Timeout (each attempt is bounded by its context) and no redirects (a 3xx is a failed
+// attempt). It honours the HTTP_PROXY, HTTPS_PROXY and NO_PROXY environment variables.
+func SharedClient() *http.Client { return sharedClient() }
+
+var sharedClient = sync.OnceValue(func() *http.Client {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+})
