@@ -267,19 +267,21 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 	return r, nil
 }
 
+// validateEndpointURL checks a webhook URL. Its messages never repeat the URL: its query string
+// may carry a secret (Event Grid hides it on reads too).
 func validateEndpointURL(raw string) error {
 	if raw == "" {
-		return errors.New("required")
+		return errors.New("required: set the webhook URL, e.g. https://example.com/events")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%q is not a valid URL: %w", raw, err)
+		return errors.New("is not a valid URL: use an absolute http or https URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q must be an absolute http or https URL", raw)
+		return fmt.Errorf("has scheme %q: use an absolute http or https URL", u.Scheme)
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", raw)
+		return errors.New("has no host: use an absolute http or https URL")
 	}
 	return nil
 }

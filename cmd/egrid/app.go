@@ -47,6 +47,7 @@ func newApp(e env) *cli.App {
 			publishCommand(e),
 			topicCommand(e),
 			subscriptionCommand(e),
+			benchCommand(e),
 			versionCommand(e),
 		},
 		HideHelpCommand: true,
