@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestBenchRuns runs a short bench of every cheap scenario and checks the report's shape: every
+// scenario produced a positive value, and ratio rows carry their same-run baseline.
+func TestBenchRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench smoke test runs real servers on 127.0.0.1 for a few seconds; skipped with -short")
+	}
+	code, out := cliRun(t, "bench", "--scenario", "publish1", "--scenario", "e2e1", "--scenario", "e2e100", "--scenario", "idle",
+		"--duration", "300ms", "--idle-subscriptions", "200", "--dir", t.TempDir(), "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench exited %d:\n%s", code, out)
+	}
+	var rs []benchResult
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "["):]), &rs); err != nil {
+		t.Fatalf("bench -o json printed no JSON array: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, r := range rs {
+		seen[r.Scenario] = true
+		if r.Value <= 0 && r.Scenario != "idle" {
+			t.Errorf("%s %s = %v, want a positive measurement", r.Scenario, r.Metric, r.Value)
+		}
+		if r.Ratio != 0 && r.Baseline <= 0 {
+			t.Errorf("%s has a ratio without a baseline", r.Scenario)
+		}
+	}
+	for _, s := range []string{"publish1", "e2e1", "e2e100", "idle"} {
+		if !seen[s] {
+			t.Errorf("scenario %s missing from the report", s)
+		}
+	}
+}
