@@ -55,7 +55,8 @@ type cond struct {
 
 // Match reports whether ev passes every part of the filter: event type, subject prefix and
 // suffix, and every advanced filter (SPEC.md §3). It reads ev.Raw only if an advanced filter
-// on a raw key is reached, and scans it at most once.
+// on a raw key is reached, and scans it at most once. ev must not be nil; Match does not
+// modify it.
 func (f *Filter) Match(ev *schemas.Event) bool {
 	if f == nil {
 		return true

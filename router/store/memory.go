@@ -40,7 +40,7 @@ func NewMemory() *Memory { return &Memory{topics: make(map[string]*memTopic)} }
 
 func (m *Memory) topic(name string) (*memTopic, error) {
 	if m.closed {
-		return nil, fmt.Errorf("store: closed")
+		return nil, ErrClosed
 	}
 	t, ok := m.topics[name]
 	if !ok {
@@ -71,6 +71,9 @@ func (m *Memory) Read(_ context.Context, topic string, from uint64, max int) ([]
 	t, err := m.topic(topic)
 	if err != nil {
 		return nil, err
+	}
+	if max <= 0 {
+		return nil, nil
 	}
 	i := sort.Search(len(t.journal), func(i int) bool { return t.journal[i].Seq >= from })
 	j := min(len(t.journal), i+max)
@@ -154,7 +157,7 @@ func (m *Memory) PutTopic(_ context.Context, name string, spec []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return fmt.Errorf("store: closed")
+		return ErrClosed
 	}
 	if t, ok := m.topics[name]; ok {
 		t.spec = slices.Clone(spec)
@@ -179,6 +182,9 @@ func (m *Memory) DeleteTopic(_ context.Context, name string) error {
 func (m *Memory) Topics(_ context.Context) ([]Definition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	defs := make([]Definition, 0, len(m.topics))
 	for name, t := range m.topics {
 		defs = append(defs, Definition{Name: name, Spec: slices.Clone(t.spec)})

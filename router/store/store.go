@@ -8,8 +8,13 @@ import (
 	"github.com/egridio/egrid/schemas"
 )
 
-// ErrNotFound is returned when a topic or subscription has no stored definition.
-var ErrNotFound = errors.New("store: not found")
+// Sentinel errors of every store.
+var (
+	// ErrNotFound is returned when a topic or subscription has no stored definition.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("store: closed")
+)
 
 // Entry is one journal entry.
 type Entry struct {
@@ -55,6 +60,11 @@ type Definition struct {
 }
 
 // Store is the durable state of a router.
+//
+// Journal reads never run ahead of a gap: Read and LastSeq stop before a sequence number whose
+// Append has not finished. A failed Append may still be on disk (publishers retry, so
+// duplicates are possible: delivery is at least once). After a crash, numbers that were never
+// acknowledged may leave a hole in the journal or be handed out again.
 //
 // All methods are safe for concurrent use. Append is durable when it returns nil (synced to
 // stable storage for a disk store); concurrent Appends may share one sync. Other writes are

@@ -220,7 +220,7 @@ func header(b *sinks.Batch) http.Header {
 	set(hdrEventType, schemas.EventTypeNotification)
 	set(hdrSubscriptionName, strings.ToUpper(b.Subscription))
 	set(hdrDeliveryCount, strconv.Itoa(b.DeliveryCount))
-	set(hdrMetadataVersion, metadataVersion(schema))
+	set(hdrMetadataVersion, schemas.MetadataVersion(schema))
 	contentType := b.ContentType
 	if contentType == "" {
 		contentType = defaultContentType(schema, len(b.Events))
@@ -237,16 +237,6 @@ func header(b *sinks.Batch) http.Header {
 		}
 	}
 	return h
-}
-
-// metadataVersion is the aeg-metadata-version value for a delivery schema
-// (eventgrid-behaviour.md §5.1): Event Grid's metadataVersion "1", or the CloudEvents
-// specversion "1.0".
-func metadataVersion(s schemas.Schema) string {
-	if s == schemas.CloudEvents {
-		return "1.0"
-	}
-	return "1"
 }
 
 // defaultContentType is the Content-Type for a batch that does not name one (SPEC §2.3).

@@ -11,12 +11,13 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
 )
+
+var errInjected = errors.New("injected disk failure")
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent use.
 type syncBuffer struct {
@@ -43,12 +44,12 @@ func TestWriteFailure(t *testing.T) {
 	ctx := t.Context()
 	mem := vfs.NewMem()
 	var failing atomic.Bool
-	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failing.Load() && strings.HasSuffix(op.Path, ".log") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			return errorfs.ErrInjected
+	fs := logFS{mem, func(string) error {
+		if failing.Load() {
+			return errInjected
 		}
 		return nil
-	}))
+	}}
 	var logs syncBuffer
 	s, err := disk.OpenFS("db", disk.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, fs)
 	if err != nil {
@@ -68,11 +69,12 @@ func TestWriteFailure(t *testing.T) {
 
 	failing.Store(true)
 	_, err = s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("during")})
-	if !errors.Is(err, disk.ErrFailed) || !errors.Is(err, errorfs.ErrInjected) {
+	if !errors.Is(err, disk.ErrFailed) || !errors.Is(err, errInjected) {
 		t.Fatalf("Append while the log fails: err = %v, want one matching disk.ErrFailed and the injected error", err)
 	}
-	if !strings.Contains(logs.String(), "pebble: fatal") {
-		t.Errorf("the logger got %q, want pebble's fatal message", logs.String())
+	t.Logf("Append while the log fails: %v", err)
+	if l := logs.String(); !strings.Contains(l, "component=pebble fatal=true") || !strings.Contains(l, "injected disk failure") {
+		t.Errorf("the logger got %q, want pebble's fatal message with the cause", l)
 	}
 	failing.Store(false)
 
@@ -120,13 +122,12 @@ func TestWriteFailureConcurrent(t *testing.T) {
 	var logWrites atomic.Int64
 	const failAfter = 40 // log writes and syncs before the disk "fails"
 	var armed atomic.Bool
-	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if armed.Load() && strings.HasSuffix(op.Path, ".log") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite &&
-			logWrites.Add(1) > failAfter {
-			return errorfs.ErrInjected
+	fs := logFS{mem, func(string) error {
+		if armed.Load() && logWrites.Add(1) > failAfter {
+			return errInjected
 		}
 		return nil
-	}))
+	}}
 	s, err := disk.OpenFS("db", disk.Options{}, fs)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

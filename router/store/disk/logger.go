@@ -20,7 +20,7 @@ func (l pebbleLogger) Errorf(format string, args ...any) { l.output(slog.LevelEr
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	l.log.Error("pebble: fatal: "+msg, "component", "pebble")
+	l.log.Error(msg, "component", "pebble", "fatal", true)
 	f := &fatalError{msg: msg}
 	for _, a := range args {
 		if err, ok := a.(error); ok {
@@ -33,7 +33,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 
 func (l pebbleLogger) output(level slog.Level, format string, args []any) {
 	if l.log.Enabled(context.Background(), level) {
-		l.log.Log(context.Background(), level, "pebble: "+fmt.Sprintf(format, args...), "component", "pebble")
+		l.log.Log(context.Background(), level, fmt.Sprintf(format, args...), "component", "pebble")
 	}
 }
 

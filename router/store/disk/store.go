@@ -17,8 +17,8 @@ import (
 	"github.com/egridio/egrid/schemas"
 )
 
-// ErrClosed is returned by every method of a closed [Store].
-var ErrClosed = errors.New("disk store: closed")
+// ErrClosed is returned by every method of a closed [Store]; it is [store.ErrClosed].
+var ErrClosed = store.ErrClosed
 
 // ErrFailed is returned, wrapped with the cause, once a write to disk has failed. The store
 // then refuses every call: pebble cannot go on after a failed log write, and what it holds in
@@ -28,7 +28,8 @@ var ErrFailed = errors.New("disk store: a write to disk failed; restart to recov
 
 // Options configures [Open]. The zero value is usable.
 type Options struct {
-	// Logger receives pebble's own messages, prefixed "pebble: ". Nil discards them.
+	// Logger receives pebble's own messages (with the attribute component=pebble) and the
+	// store's report of a failed write. Nil discards them.
 	Logger *slog.Logger
 	// MemTableSize is the size of pebble's memtable in bytes: how much is written before it is
 	// flushed to a table file. Up to four memtables can be in memory while flushes catch up.
@@ -102,7 +103,8 @@ type sub struct {
 }
 
 // Open opens or creates the store in dir.
-func Open(dir string, opts Options) (*Store, error) {
+func Open(dir string, opts Options) (_ *Store, err error) {
+	defer catchFatal(&err)
 	opts = opts.withDefaults()
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
@@ -265,6 +267,18 @@ func (s *Store) fail(cause error) error {
 		s.log.Error("disk store: write failed; refusing further calls until restarted", "err", cause)
 	}
 	return *s.failure.Load()
+}
+
+// catchFatal, deferred, turns a *fatalError panic (pebble's Fatalf) into an error joined to
+// *err; other panics go on.
+func catchFatal(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(*fatalError)
+		if !ok {
+			panic(r)
+		}
+		*err = errors.Join(*err, f)
+	}
 }
 
 // commit commits b. A failed commit fails the store: pebble reports a failed log write by
@@ -476,10 +490,11 @@ func (s *Store) LastSeq(ctx context.Context, topicName string) (uint64, error) {
 	return t.lastSeq(), nil
 }
 
-// Trim implements [store.Store]. It deletes the range with one range tombstone, without a
-// sync, and never past LastSeq (an Append under way keeps its entries). It records the
-// highest trimmed seq in the same batch, so that numbering continues after a reopen even
-// when nothing is left in the journal.
+// Trim implements [store.Store]. It deletes the entries after the previous Trim with one
+// range tombstone, without a sync, and never past LastSeq (an Append under way keeps its
+// entries). Starting at the previous Trim keeps tombstones disjoint: nested ones from 0 would
+// pile up in every read of the topic. It records the highest trimmed seq in the same batch,
+// so that numbering continues after a reopen even when nothing is left in the journal.
 func (s *Store) Trim(ctx context.Context, topicName string, through uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -498,7 +513,7 @@ func (s *Store) Trim(ctx context.Context, topicName string, through uint64) erro
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.DeleteRange(seqKey(prefixJournal, t.id, 0), seqKey(prefixJournal, t.id, through+1), nil); err != nil {
+	if err := b.DeleteRange(seqKey(prefixJournal, t.id, t.floor+1), seqKey(prefixJournal, t.id, through+1), nil); err != nil {
 		return fmt.Errorf("trimming topic %q: %w", topicName, err)
 	}
 	if err := b.Set(idKey(prefixFloor, t.id), encodeUint64(through), nil); err != nil {
@@ -786,15 +801,7 @@ func (s *Store) Close() (err error) {
 		return nil
 	}
 	s.closed = true
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(*fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = errors.Join(err, fmt.Errorf("closing disk store: %w", f))
-		}
-	}()
+	defer catchFatal(&err)
 	var errs []error
 	if s.failure.Load() == nil {
 		if err := s.db.Flush(); err != nil {

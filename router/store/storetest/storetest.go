@@ -590,10 +590,10 @@ func testConcurrentAppends(t *testing.T, s store.Store) {
 	want := make([]store.Entry, total)
 	for w, rs := range results {
 		for _, r := range rs {
-			first := r.last - uint64(len(r.evs)) + 1
-			if first < 1 || r.last > uint64(total) {
+			if r.last < uint64(len(r.evs)) || r.last > uint64(total) {
 				t.Fatalf("writer %d: Append of %d returned %d, outside 1..%d", w, len(r.evs), r.last, total)
 			}
+			first := r.last - uint64(len(r.evs)) + 1
 			for i, ev := range r.evs {
 				seq := first + uint64(i)
 				if want[seq-1].Event != nil {

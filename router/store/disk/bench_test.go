@@ -1,0 +1,128 @@
+package disk_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/egridio/egrid/router/store/disk"
+	"github.com/egridio/egrid/schemas"
+)
+
+// benchEvent is an event whose Raw is exactly 1 KB.
+func benchEvent() *schemas.Event {
+	ev := testEvent("bench")
+	ev.Raw = []byte(`{"pad":"` + strings.Repeat("x", 1024-len(`{"pad":""}`)) + `"}`)
+	return ev
+}
+
+// openBench opens a store on the OS file system in b's temp dir, counting the syncs of
+// pebble's write-ahead log, and creates topic "t".
+func openBench(b *testing.B) (*disk.Store, *atomic.Int64) {
+	b.Helper()
+	var syncs atomic.Int64
+	fs := logFS{vfs.Default, func(op string) error {
+		if op == "sync" {
+			syncs.Add(1)
+		}
+		return nil
+	}}
+	s, err := disk.OpenFS(b.TempDir(), disk.Options{}, fs)
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	if err := s.PutTopic(b.Context(), "t", nil); err != nil {
+		b.Fatalf("PutTopic: %v", err)
+	}
+	return s, &syncs
+}
+
+func report(b *testing.B, events int, syncs *atomic.Int64) {
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	if n := syncs.Load(); n > 0 {
+		b.ReportMetric(float64(events)/float64(n), "events/sync")
+	}
+}
+
+// BenchmarkAppend1 appends one 1 KB event per call from 32×GOMAXPROCS goroutines: the
+// publish path at batch size 1, where only group commit (concurrent synced commits sharing one
+// log fsync) lifts throughput above the disk's fsync rate (BenchmarkRawFsync).
+func BenchmarkAppend1(b *testing.B) {
+	s, syncs := openBench(b)
+	evs := []*schemas.Event{benchEvent()}
+	b.SetParallelism(32)
+	b.SetBytes(1024)
+	syncs.Store(0)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Append(b.Context(), "t", publishTime, evs); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	report(b, b.N, syncs)
+}
+
+// BenchmarkAppend1Serial is BenchmarkAppend1 from one goroutine: one fsync per event.
+func BenchmarkAppend1Serial(b *testing.B) {
+	s, syncs := openBench(b)
+	evs := []*schemas.Event{benchEvent()}
+	b.SetBytes(1024)
+	syncs.Store(0)
+	for b.Loop() {
+		if _, err := s.Append(b.Context(), "t", publishTime, evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report(b, b.N, syncs)
+}
+
+// BenchmarkAppend100 appends 100 1 KB events per call from one goroutine: a publish of a
+// 100-event array.
+func BenchmarkAppend100(b *testing.B) {
+	s, syncs := openBench(b)
+	evs := make([]*schemas.Event, 100)
+	for i := range evs {
+		evs[i] = benchEvent()
+	}
+	b.SetBytes(100 * 1024)
+	syncs.Store(0)
+	for b.Loop() {
+		if _, err := s.Append(b.Context(), "t", publishTime, evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report(b, 100*b.N, syncs)
+}
+
+// BenchmarkRawFsync writes 1 KB and fsyncs a plain file in the same kind of temp dir: the
+// disk's own ceiling for one durable event per sync, measured in the same run.
+func BenchmarkRawFsync(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := []byte(strings.Repeat("x", 1024))
+	b.SetBytes(1024)
+	for b.Loop() {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
