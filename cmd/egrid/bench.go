@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ requests), e2e1 (publish to delivery, batching off), e2e100 (maxEventsPerBatch 1
 			&cli.IntFlag{Name: "rate", Usage: "events/s of the latency scenario", Value: 5000},
 			&cli.IntFlag{Name: "idle-subscriptions", Usage: "subscriptions of the idle scenario", Value: 10000},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the stores (default: a temporary directory)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof)"},
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -73,6 +75,17 @@ requests), e2e1 (publish to delivery, batching off), e2e100 (maxEventsPerBatch 1
 				}
 				defer os.RemoveAll(dir)
 				b.dir = dir
+			}
+			if path := c.String("cpuprofile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			results, err := b.run(c.Context, scen)
 			if err != nil {
