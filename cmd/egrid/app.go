@@ -47,6 +47,7 @@ func newApp(e env) *cli.App {
 			publishCommand(e),
 			topicCommand(e),
 			subscriptionCommand(e),
+			receiveCommand(e),
 			benchCommand(e),
 			versionCommand(e),
 		},
