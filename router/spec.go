@@ -237,7 +237,7 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 			profileName = "namespace"
 		}
 	}
-	profile, err := retry.ProfileByName(profileName)
+	profile, err := builtinProfile(profileName)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("retryPolicy.profile: %w", err))
 	} else {
