@@ -60,11 +60,21 @@ type Status struct {
 	Probation ProbationStatus
 }
 
-// ProbationStatus describes an endpoint's probation.
+// ProbationStatus describes an endpoint's probation (SPEC §2.2).
 type ProbationStatus struct {
+	// Active is true while the probation period runs: nothing is sent before Until.
 	Active bool
-	Until  time.Time
-	Cause  schemas.Outcome // zero when not on probation
+	// State is where the endpoint stands in the probation cycle: Healthy, OnProbation (Active),
+	// AwaitingProbe (the period is over and the next batch sent is the probe) or ProbeInFlight.
+	State retry.ProbationState
+	// Until is when the current probation period ends (in the past while the endpoint awaits
+	// or runs its probe); zero when the endpoint is healthy.
+	Until time.Time
+	// Cause is the outcome that caused the probation; zero when the endpoint is healthy.
+	Cause schemas.Outcome
+	// ConsecutiveFailures counts the failed attempts since the last success, up to
+	// retry.ConsecutiveFailureThreshold.
+	ConsecutiveFailures int
 }
 
 // DeadLetter is an event that ended without delivery: it goes to the dead-letter destination
@@ -83,17 +93,35 @@ type DeadLetter struct {
 	LastAttemptTime     time.Time
 }
 
-// AttemptRecord describes one finished attempt; [SubscriptionConfig.OnAttempt] receives it.
-// It is what delivery timelines and `egrid explain` are built from.
+// AttemptRecord describes one finished attempt, or events that ended when they came due
+// without an attempt; [SubscriptionConfig.OnAttempt] receives it. Together the records are an
+// event's whole delivery history: what delivery timelines and `egrid explain` are built from.
+//
+// Events end without an attempt in two cases (NoAttempt is set): their time to live had passed
+// when their next attempt came due (SPEC §2.1; Outcome is zero and the decision's reason is
+// TimeToLiveExceeded), or they came due while a probation caused by a client error was in
+// force (SPEC §2.2; Outcome is schemas.Probation).
 type AttemptRecord struct {
 	Topic, Subscription string
-	EventIDs            []string
-	Time                time.Time // when the attempt started
-	Duration            time.Duration
-	Outcome             schemas.Outcome
-	StatusCode          int
-	// Decision per event, in order: Delivered, or the retry decision.
+	// EventIDs are the events of the attempt, in the order of the request body.
+	EventIDs []string
+	// Attempts holds, per event, the number of this attempt for that event (1 for its first):
+	// events in one batch keep their own counts (SPEC §2.3). For a NoAttempt record it is the
+	// number of attempts the event had had.
+	Attempts []int
+	// Time is when the attempt started, or when the events ended for a NoAttempt record.
+	Time time.Time
+	// Duration is how long the attempt took; the decisions were made at Time+Duration.
+	Duration   time.Duration
+	Outcome    schemas.Outcome
+	StatusCode int
+	// Decisions holds the decision per event, in order: the zero Decision for a delivered
+	// event, else the retry decision or how the delivery ended.
 	Decisions []retry.Decision
+	// Probe is set when the attempt was the probe sent after a probation ended (SPEC §2.2).
+	Probe bool
+	// NoAttempt is set when the record describes events that ended without an attempt.
+	NoAttempt bool
 }
 
 // attemptDone is the result of one sink call, sent by the goroutine that ran it.

@@ -44,7 +44,9 @@ type SubscriptionConfig struct {
 	Sink           sinks.Sink
 
 	// Batching is off when both are zero: one event per request (SPEC §2.3). Setting either
-	// turns it on; the other takes its default.
+	// turns it on; the other takes its default. With batching on, CloudEvents deliveries always
+	// use the batch framing (a JSON array, application/cloudevents-batch+json), even for a
+	// batch of one.
 	MaxEventsPerBatch   int
 	PreferredBatchBytes int
 
@@ -60,7 +62,9 @@ type SubscriptionConfig struct {
 	// OnDeadLetter receives every event that ends without delivery when the policy has a
 	// dead-letter destination. It must not block.
 	OnDeadLetter func(*DeadLetter)
-	// OnAttempt, when set, receives a record of every finished attempt. It must not block.
+	// OnAttempt, when set, receives a record of every finished attempt, and of every event
+	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
+	// from the actor and must not block.
 	OnAttempt func(*AttemptRecord)
 }
 
@@ -140,14 +144,11 @@ type subscription struct {
 	batches map[uint64]*batch
 
 	probation  retry.Probation
-	needProbe  bool
-	probing    bool
 	timer      *time.Timer
 	timerAt    time.Time
 	timerGen   uint64
 	maxEvents  int
 	maxBytes   int
-	encodeBuf  []byte
 	pendingPut []store.Parked
 	pendingDel []uint64
 }
@@ -176,13 +177,16 @@ func (s *subscription) Receive(c actor.Context) {
 		}
 		s.timerAt = time.Time{}
 		s.promoteDue(time.Now())
+		s.fill() // events that ended at their due time made room
 		s.dispatch()
 		s.persist()
 	case *GetStatus:
 		c.Respond(s.status())
 	case *EndProbation:
+		if s.probation.State(time.Now()) != retry.Healthy {
+			s.log.Info("probation ended by an operator", "cause", s.probation.Cause().String())
+		}
 		s.probation.End()
-		s.needProbe = false
 		s.dispatch()
 		s.persist()
 		c.Respond(s.status())
@@ -307,68 +311,93 @@ func (s *subscription) add(e store.Entry) {
 	s.ready = append(s.ready, it)
 }
 
-// promoteDue moves parked events whose time has come to the ready queue, ending those whose time
-// to live has passed (SPEC §2.1: the TTL is checked only when the next attempt comes due).
+// promoteDue moves parked events whose time has come to the ready queue. An event whose time to
+// live has passed ends here, at its due time and without an attempt (SPEC §2.1: the TTL is
+// checked only when the next attempt comes due, so an event can end later than its TTL, never
+// sooner).
 func (s *subscription) promoteDue(now time.Time) {
 	for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
 		it := heap.Pop(&s.waiting).(*item)
 		it.state = stateReady
+		if dec, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
+			s.endUnattempted(it, dec, 0, now)
+			continue
+		}
 		s.ready = append(s.ready, it)
 	}
 }
 
-// dispatch starts attempts while there is room and nothing holds deliveries back.
+// dispatch starts attempts while there is room and the endpoint's probation allows (SPEC
+// §2.2):
+//
+//   - Healthy: batches go out until MaxInFlight are in flight.
+//   - OnProbation: nothing is sent and ready events wait — or, when a client error caused the
+//     probation, they end now without an attempt.
+//   - AwaitingProbe: exactly one batch goes out, as the probe.
+//   - ProbeInFlight: nothing is sent until the probe's result.
 func (s *subscription) dispatch() {
 	now := time.Now()
 	maxInFlight := s.cfg.MaxInFlight
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	for len(s.ready) > 0 && len(s.batches) < maxInFlight {
-		if s.probation.Active(now) {
-			if s.probation.ClientError() {
-				s.endReady(now)
-				continue
+	switch s.probation.State(now) {
+	case retry.OnProbation:
+		if s.probation.ClientError() {
+			s.endReady(now)
+		}
+	case retry.ProbeInFlight:
+	default:
+		for len(s.ready) > 0 && len(s.batches) < maxInFlight {
+			b := s.nextBatch(now)
+			if b == nil {
+				continue // every event it looked at had outlived its time to live
 			}
-			break
+			if s.probation.State(now) == retry.AwaitingProbe {
+				s.probation.ProbeStarted(now)
+				b.probe = true
+				s.send(b)
+				break // one probe; its result decides
+			}
+			s.send(b)
 		}
-		if s.probing {
-			break // one probe at a time; its result decides
-		}
-		b := s.nextBatch(now)
-		if b == nil {
-			continue
-		}
-		if s.needProbe {
-			b.probe, s.probing = true, true
-		}
-		s.send(b)
 	}
 	s.armTimer(now)
 }
 
-// endReady ends every ready event without an attempt: the endpoint is on probation caused by a
-// client error (SPEC §2.2).
+// endReady ends every ready event without an attempt because the endpoint is on probation
+// caused by a client error (SPEC §2.2): dead-lettered (or dropped) with lastDeliveryOutcome
+// Probation and reason UndeliverableDueToProbationCausedByClientError. An event whose time to
+// live has also passed ends with TimeToLiveExceeded instead, as it would at an attempt.
 func (s *subscription) endReady(now time.Time) {
 	for _, it := range s.ready {
+		if dec, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
+			s.endUnattempted(it, dec, 0, now)
+			continue
+		}
 		it.lastOutcome = schemas.Probation
-		s.end(it, schemas.UndeliverableDueToProbationCausedByClientError, now)
+		s.endUnattempted(it, s.cfg.Policy.End(schemas.UndeliverableDueToProbationCausedByClientError), schemas.Probation, now)
 	}
+	clear(s.ready)
 	s.ready = s.ready[:0]
 }
 
-// nextBatch takes events off the ready queue into a batch: never more than the maximum count,
-// never over the preferred size unless a single event is larger (it goes alone), never waiting
-// to fill (SPEC §2.3). Events whose time to live has passed end here instead.
+// nextBatch takes events off the front of the ready queue into a batch (SPEC §2.3): never more
+// than the maximum count, never over the preferred size unless a single event is larger (it
+// goes alone), never waiting to fill — what is ready goes. Retried events and new ones share
+// the queue, so they are batched together, each keeping its own attempt count and time to
+// live. An event whose time to live passed while it waited (behind a probation, or behind
+// other batches) ends here without an attempt; nextBatch returns nil when that leaves the
+// batch empty.
 func (s *subscription) nextBatch(now time.Time) *batch {
 	b := &batch{started: now}
 	size := 0
 	n := 0
 	for n < len(s.ready) && len(b.items) < s.maxEvents {
 		it := s.ready[n]
-		if d, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
-			s.ready = append(s.ready[:n], s.ready[n+1:]...)
-			s.end(it, d.Reason, now)
+		if dec, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
+			n++
+			s.endUnattempted(it, dec, 0, now)
 			continue
 		}
 		sz := it.ev.Size()
@@ -379,11 +408,17 @@ func (s *subscription) nextBatch(now time.Time) *batch {
 		size += sz
 		n++
 	}
+	clear(s.ready[:n]) // drop the references so the backing array does not pin settled events
 	s.ready = s.ready[n:]
 	if len(b.items) == 0 {
 		return nil
 	}
 	return b
+}
+
+// batching reports whether batching is on for the subscription (SPEC §2.3).
+func (s *subscription) batching() bool {
+	return s.cfg.MaxEventsPerBatch > 0 || s.cfg.PreferredBatchBytes > 0
 }
 
 func (s *subscription) send(b *batch) {
@@ -400,6 +435,13 @@ func (s *subscription) send(b *batch) {
 	if err != nil {
 		// Refused at create time; reaching it is a wiring bug.
 		panic(fmt.Errorf("encoding batch for %s: %w", s.scope, err))
+	}
+	if contentType == schemas.ContentTypeCloudEvent && s.batching() {
+		// With batching on, a CloudEvents subscription always gets the batch framing, also for
+		// a batch that happens to hold one event, so its receiver sees one format (SPEC §2.3;
+		// Event Grid does not document the framing of batched CloudEvents).
+		body = append(append(append(make([]byte, 0, len(body)+2), '['), body...), ']')
+		contentType = schemas.ContentTypeCloudEventsBatch
 	}
 	sb := &sinks.Batch{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Schema: s.cfg.DeliverySchema,
@@ -440,18 +482,22 @@ func (s *subscription) finish(d *attemptDone) {
 	now := time.Now()
 	m := s.cfg.Metrics
 	m.Add(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope}, d.duration.Milliseconds())
-	rec := &AttemptRecord{Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration}
-	if b.probe {
-		s.probing = false
+	rec := &AttemptRecord{
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration, Probe: b.probe,
+		EventIDs: make([]string, 0, len(b.items)), Attempts: make([]int, 0, len(b.items)),
+		Decisions: make([]retry.Decision, 0, len(b.items)),
 	}
 	if d.err == nil {
 		rec.Outcome = schemas.Delivered
+		if b.probe {
+			s.log.Info("probe delivered; probation over", "cause", s.probation.Cause().String())
+		}
 		s.probation.Succeeded()
-		s.needProbe = false
 		m.Add(metrics.Key{Name: metrics.DeliverySuccessCount, Scope: s.scope}, int64(len(b.items)))
 		for _, it := range b.items {
 			it.attempts++
 			rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+			rec.Attempts = append(rec.Attempts, it.attempts)
 			rec.Decisions = append(rec.Decisions, retry.Decision{})
 			s.settle(it)
 		}
@@ -460,12 +506,19 @@ func (s *subscription) finish(d *attemptDone) {
 	}
 	de := sinks.AsDeliveryError(d.err)
 	rec.Outcome, rec.StatusCode = de.Outcome, de.StatusCode
+	// DeliveryAttemptFailCount counts every failed attempt of every event, by outcome.
 	m.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: de.Outcome.String()}, int64(len(b.items)))
-	wasActive := s.probation.Active(now)
-	s.probation.Failed(de.Outcome, now, s.cfg.Policy.TimeScale)
-	if !wasActive && s.probation.Active(now) {
-		s.needProbe = true
-		s.log.Warn("endpoint on probation", "cause", s.probation.Cause().String(), "until", s.probation.Until())
+	// While the probe is out, only the probe's result moves probation on: a batch that was
+	// sent before the probation began reports old news about the endpoint.
+	if b.probe || s.probation.State(now) != retry.ProbeInFlight {
+		wasHealthy := s.probation.State(now) == retry.Healthy
+		s.probation.Failed(de.Outcome, now, s.cfg.Policy.TimeScale)
+		switch {
+		case wasHealthy && s.probation.State(now) != retry.Healthy:
+			s.log.Warn("endpoint on probation", "cause", s.probation.Cause().String(), "until", s.probation.Until())
+		case b.probe:
+			s.log.Warn("probe failed; endpoint back on probation", "outcome", de.Outcome.String(), "until", s.probation.Until())
+		}
 	}
 	f := retry.Failure{Outcome: de.Outcome, StatusCode: de.StatusCode, RetryAfter: de.RetryAfter}
 	for _, it := range b.items {
@@ -477,6 +530,7 @@ func (s *subscription) finish(d *attemptDone) {
 		it.lastOutcome, it.lastStatus = de.Outcome, de.StatusCode
 		dec := s.cfg.Policy.AfterFailure(f, it.attempts, it.ev.ID, it.publish, now)
 		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
 		if dec.Action == retry.Retry {
 			it.state, it.due, it.parked = stateWaiting, dec.At, true
@@ -484,7 +538,7 @@ func (s *subscription) finish(d *attemptDone) {
 			s.pendingPut = append(s.pendingPut, s.parkedRecord(it))
 			continue
 		}
-		s.end(it, dec.Reason, now)
+		s.end(it, dec)
 	}
 	s.record(rec)
 }
@@ -512,14 +566,31 @@ func (s *subscription) settle(it *item) {
 	delete(s.items, it.seq)
 }
 
-// end finishes an event without delivery: dead-lettered when the policy has a destination,
-// dropped otherwise; counted either way.
-func (s *subscription) end(it *item, reason schemas.Reason, now time.Time) {
+// endUnattempted ends an event that came due but was not attempted (its time to live had
+// passed, or a client-error probation was in force) and reports it in a NoAttempt
+// [AttemptRecord], so the event's history shows when and why it ended. An event that never had
+// an attempt and ends while the endpoint is not healthy was held back by the probation, so
+// its lastDeliveryOutcome is Probation; otherwise it keeps its last attempt's outcome.
+func (s *subscription) endUnattempted(it *item, dec retry.Decision, outcome schemas.Outcome, now time.Time) {
+	if it.attempts == 0 && s.probation.State(now) != retry.Healthy {
+		it.lastOutcome = schemas.Probation
+	}
+	s.end(it, dec)
+	s.record(&AttemptRecord{
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: now, Outcome: outcome, NoAttempt: true,
+		EventIDs: []string{it.ev.ID}, Attempts: []int{it.attempts}, Decisions: []retry.Decision{dec},
+	})
+}
+
+// end finishes an event without delivery as dec says: dead-lettered (handed to OnDeadLetter)
+// or dropped, and counted either way (SPEC §5: nothing ends silently).
+func (s *subscription) end(it *item, dec retry.Decision) {
 	if it.state == stateWaiting {
 		heap.Remove(&s.waiting, it.heapIndex)
 	}
 	s.settle(it)
-	if s.cfg.Policy.DeadLetter {
+	reason := dec.Reason
+	if dec.Action == retry.DeadLetter {
 		s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeadLetteredCount, Scope: s.scope, Dim: string(reason)}, 1)
 		if s.cfg.OnDeadLetter != nil {
 			s.cfg.OnDeadLetter(&DeadLetter{
@@ -596,8 +667,10 @@ func (s *subscription) status() *Status {
 		}
 	}
 	now := time.Now()
-	if s.probation.Active(now) {
-		st.Probation = ProbationStatus{Active: true, Until: s.probation.Until(), Cause: s.probation.Cause()}
+	st.Probation = ProbationStatus{
+		Active: s.probation.Active(now), State: s.probation.State(now),
+		Until: s.probation.Until(), Cause: s.probation.Cause(),
+		ConsecutiveFailures: s.probation.ConsecutiveFailures(),
 	}
 	return st
 }

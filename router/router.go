@@ -42,6 +42,10 @@ type Config struct {
 	// TimeScale divides every policy delay (retry schedule, floors, probation, time to live,
 	// dead-letter delay) but not HTTP timeouts: 600 runs a 24-hour schedule in 144 s. 0 means 1.
 	TimeScale float64 `json:"timeScale,omitempty" yaml:"timeScale,omitempty"`
+	// NoJitter turns off the 0-10 % jitter added to retry delays (SPEC §2.1: "can be turned
+	// off for tests"), so delivery timelines are exact. Leave it off in production: the jitter
+	// spreads the retries of events that failed together.
+	NoJitter bool `json:"noJitter,omitempty" yaml:"noJitter,omitempty"`
 	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
 	MaxSubscriptionsPerTopic int `json:"maxSubscriptionsPerTopic,omitempty" yaml:"maxSubscriptionsPerTopic,omitempty"`
 	// MaxInFlight bounds the attempts one subscription runs at once (default 16).
@@ -389,6 +393,7 @@ func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *Subscrip
 		sink = s
 	}
 	res.policy.JitterSeed = seedFor(t.name, name)
+	res.policy.NoJitter = r.cfg.NoJitter
 	return &actors.SubscriptionConfig{
 		Topic: t.name, Name: name, TopicID: t.id, InputSchema: t.schema, DeliverySchema: res.deliverySchema,
 		Filter: res.filter, Policy: res.policy, Sink: sink,

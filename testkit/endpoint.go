@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -21,7 +22,7 @@ type Response struct {
 }
 
 // Behavior scripts an endpoint: given the 0-based number of the attempt at this endpoint and
-// the request, it returns the response.
+// the request (whose body it may read), it returns the response.
 type Behavior func(n int, r *http.Request) Response
 
 // Always answers every attempt with status.
@@ -50,6 +51,20 @@ func Sequence(statuses ...int) Behavior {
 func RetryAfter(status int, d time.Duration) Behavior {
 	return func(int, *http.Request) Response {
 		return Response{Status: status, Header: http.Header{"Retry-After": {strconv.Itoa(int(d / time.Second))}}}
+	}
+}
+
+// RejectEvents answers status to every request that carries one of the event ids (a poison
+// event) and 200 to the others, so the endpoint stays healthy while those events fail.
+func RejectEvents(status int, ids ...string) Behavior {
+	return func(_ int, r *http.Request) Response {
+		body, _ := io.ReadAll(r.Body)
+		for _, id := range (Attempt{Body: body}).EventIDs() {
+			if slices.Contains(ids, id) {
+				return Response{Status: status}
+			}
+		}
+		return Response{Status: http.StatusOK}
 	}
 }
 
@@ -109,6 +124,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := len(e.attempts)
 	e.attempts = append(e.attempts, Attempt{At: e.h.Elapsed(), Header: r.Header.Clone(), Body: body})
 	e.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	resp := e.behavior(n, r)
 	if resp.Hang {
 		<-r.Context().Done()

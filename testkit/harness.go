@@ -25,6 +25,7 @@ import (
 type Harness struct {
 	t         testing.TB
 	start     time.Time
+	cfg       router.Config
 	transport *Transport
 	store     store.Store
 	router    *router.Router
@@ -42,13 +43,19 @@ type Harness struct {
 type Option func(*options)
 
 type options struct {
-	cfg   router.Config
-	store store.Store
-	sinks map[string]sinks.Sink
+	cfg      router.Config
+	noJitter bool
+	store    store.Store
+	sinks    map[string]sinks.Sink
 }
 
 // WithConfig sets the router config (InsecureDev is always on in the harness).
 func WithConfig(cfg router.Config) Option { return func(o *options) { o.cfg = cfg } }
+
+// WithoutJitter turns off the 0-10 % retry jitter (router.Config.NoJitter), whatever
+// [WithConfig] says, so retries happen exactly on the schedule: what golden delivery timelines
+// need.
+func WithoutJitter() Option { return func(o *options) { o.noJitter = true } }
 
 // WithStore runs the router on st instead of a new in-memory store.
 func WithStore(st store.Store) Option { return func(o *options) { o.store = st } }
@@ -91,6 +98,8 @@ func New(t testing.TB, opts ...Option) *Harness {
 	}
 	cfg := o.cfg
 	cfg.InsecureDev = true
+	cfg.NoJitter = cfg.NoJitter || o.noJitter
+	h.cfg = cfg
 	r, err := router.New(cfg, router.Deps{
 		Store:        h.store,
 		HTTPClient:   &http.Client{Transport: h.transport},
@@ -118,14 +127,14 @@ func (h *Harness) Close() {
 	}
 }
 
-// Restart closes the router and starts a new one on the same store: what a process restart
-// does. Endpoints, dead letters and timelines are kept.
+// Restart closes the router and starts a new one with the same config on the same store: what
+// a process restart does. Endpoints, dead letters and timelines are kept.
 func (h *Harness) Restart() {
 	h.t.Helper()
 	if err := h.router.Close(context.Background()); err != nil {
 		h.t.Fatalf("closing the router: %v", err)
 	}
-	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
+	r, err := router.New(h.cfg, router.Deps{
 		Store: h.store, HTTPClient: &http.Client{Transport: h.transport}, Sinks: h.sinks,
 		OnDeadLetter: h.deadLettered, OnAttempt: h.attempted,
 	})
@@ -146,6 +155,9 @@ func (h *Harness) Metrics() metrics.Snapshot { return h.router.Metrics().Snapsho
 
 // Elapsed is the virtual time since the harness started.
 func (h *Harness) Elapsed() time.Duration { return time.Since(h.start) }
+
+// Offset returns how long after the harness started t is: the "+offset" of timelines.
+func (h *Harness) Offset(t time.Time) time.Duration { return t.Sub(h.start) }
 
 // Settle waits until every goroutine of the bubble is blocked: everything that can happen
 // without the clock moving has happened.
@@ -248,29 +260,55 @@ func (h *Harness) attempted(a *actors.AttemptRecord) {
 	h.timelines[a.Subscription] = append(h.timelines[a.Subscription], a)
 }
 
-// Timeline renders a subscription's delivery attempts, one line per attempt and event: the
-// virtual offset since the harness started, the outcome and status, and the decision. It is
-// the format of the golden timeline files.
-func (h *Harness) Timeline(subscription string) string {
+// AttemptRecords returns the records of a subscription's attempts (and of its events that
+// ended without an attempt) so far, in the order they happened.
+func (h *Harness) AttemptRecords(subscription string) []*actors.AttemptRecord {
 	h.mu.Lock()
-	recs := append([]*actors.AttemptRecord(nil), h.timelines[subscription]...)
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	return append([]*actors.AttemptRecord(nil), h.timelines[subscription]...)
+}
+
+// Timeline renders a subscription's delivery history, one line per attempt and event, in the
+// format of the golden timeline files:
+//
+//	+10s         evt-1    #2   500  GenericError    retry at +40s (in 30s)
+//	+46m40s      evt-1    -    -    -               deadletter TimeToLiveExceeded
+//
+// The columns are: the virtual offset since the harness started at which the attempt began
+// (or the event ended without one); the event id; the event's attempt number ("-" when the
+// event ended without an attempt); the HTTP status ("-" without one); the outcome ("-" for an
+// event whose time to live had passed when it came due, Probation for one ended by a
+// client-error probation); and the decision: "delivered", "retry at +<offset> (in <delay
+// after the attempt ended>)", or "deadletter <reason>" / "drop <reason>". An attempt that was
+// the probe after a probation ends with "[probe]".
+func (h *Harness) Timeline(subscription string) string {
 	var b strings.Builder
-	for _, a := range recs {
-		status := "-"
+	for _, a := range h.AttemptRecords(subscription) {
+		status, outcome := "-", "-"
 		if a.StatusCode != 0 {
 			status = fmt.Sprint(a.StatusCode)
 		}
+		if a.Outcome != 0 {
+			outcome = a.Outcome.String()
+		}
+		probe := ""
+		if a.Probe {
+			probe = "  [probe]"
+		}
 		for i, id := range a.EventIDs {
+			attempt := "-"
+			if !a.NoAttempt && i < len(a.Attempts) {
+				attempt = fmt.Sprintf("#%d", a.Attempts[i])
+			}
 			d := a.Decisions[i]
 			decision := "delivered"
 			switch {
 			case d.Ends():
 				decision = fmt.Sprintf("%s %s", strings.ToLower(d.Action.String()), d.Reason)
 			case !d.At.IsZero():
-				decision = "retry at +" + fmtOffset(d.At.Sub(h.start))
+				decision = fmt.Sprintf("retry at +%s (in %s)", fmtOffset(d.At.Sub(h.start)), fmtOffset(d.At.Sub(a.Time.Add(a.Duration))))
 			}
-			fmt.Fprintf(&b, "+%-9s %-14s %-4s %-8s %s\n", fmtOffset(a.Time.Sub(h.start)), a.Outcome, status, id, decision)
+			fmt.Fprintf(&b, "%-12s %-8s %-4s %-4s %-15s %s%s\n", "+"+fmtOffset(a.Time.Sub(h.start)), id, attempt, status, outcome, decision, probe)
 		}
 	}
 	return b.String()
