@@ -55,7 +55,10 @@ type SubscriptionConfig struct {
 	Window      int           // events kept in memory; 0 = DefaultWindow
 	Headers     map[string]string
 
-	Store   store.Store
+	Store store.Store
+	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
+	// the actor writes them itself.
+	Writer  *StateWriter
 	Metrics *metrics.Set
 	Logger  *slog.Logger
 
@@ -243,6 +246,12 @@ func (s *subscription) stop() {
 	}
 	s.timerGen++
 	s.wg.Wait()
+	if s.cfg.Writer != nil {
+		// The next incarnation loads what this one decided.
+		if err := s.cfg.Writer.Flush(s.cfg.Name); err != nil {
+			s.log.Error("flushing subscription state", "err", err)
+		}
+	}
 }
 
 func (s *subscription) window() int {
@@ -625,7 +634,13 @@ func (s *subscription) persist() {
 	if cursor > s.cursor {
 		u.Cursor, s.cursor = cursor, cursor
 	}
-	if err := s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err != nil {
+	var err error
+	if s.cfg.Writer != nil {
+		err = s.cfg.Writer.Enqueue(s.cfg.Name, u)
+	} else {
+		err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u)
+	}
+	if err != nil {
 		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
 	}
 	s.pendingPut, s.pendingDel = nil, nil

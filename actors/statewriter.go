@@ -1,0 +1,143 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// StateWriter writes the subscription state updates of one topic (cursor moves, parked
+// retries) to the store off the subscription actors' mailboxes, one goroutine per topic.
+//
+// Why: a disk store commits in order, so a state write issued while a publish's synced journal
+// append is in progress waits for that fsync; done inside Receive it would stall delivery
+// behind ingest. Updates of one subscription are applied in the order they were queued —
+// merged when several are waiting — so the store always holds a prefix of the actor's
+// history: after a crash an event is at worst attempted again, never lost.
+//
+// A subscription actor flushes its queued updates before it stops or restarts, so the next
+// incarnation loads what the last one decided. The owner (the router, per topic) calls Close
+// after the topic's actors have stopped.
+type StateWriter struct {
+	store store.Store
+	topic string
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending map[string]*mergedUpdate // by subscription, not yet taken by the writer
+	order   []string                 // subscriptions with pending updates, oldest first
+	busy    map[string]bool          // subscriptions whose update is being written
+	err     error                    // first write failure; the store is then unusable
+	closed  bool
+	done    chan struct{}
+}
+
+type mergedUpdate struct {
+	cursor uint64
+	ops    map[uint64]*store.Parked // nil value = delete
+}
+
+// NewStateWriter starts a writer for topic's subscriptions.
+func NewStateWriter(st store.Store, topic string) *StateWriter {
+	w := &StateWriter{
+		store: st, topic: topic, pending: make(map[string]*mergedUpdate),
+		busy: make(map[string]bool), done: make(chan struct{}),
+	}
+	w.cond = sync.NewCond(&w.mu)
+	go w.run()
+	return w
+}
+
+// Enqueue queues u for subscription sub. It never blocks on I/O. It returns the first write
+// failure of the writer, if any: the caller should crash and restart from the store.
+func (w *StateWriter) Enqueue(sub string, u store.Update) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return fmt.Errorf("state writer of topic %s: closed", w.topic)
+	}
+	m, ok := w.pending[sub]
+	if !ok {
+		m = &mergedUpdate{ops: make(map[uint64]*store.Parked)}
+		w.pending[sub] = m
+		w.order = append(w.order, sub)
+	}
+	m.cursor = max(m.cursor, u.Cursor)
+	for _, seq := range u.Delete {
+		m.ops[seq] = nil
+	}
+	for i := range u.Put {
+		p := u.Put[i]
+		m.ops[p.Seq] = &p
+	}
+	w.cond.Broadcast()
+	return nil
+}
+
+// Flush waits until every update queued for sub so far is written (or failed).
+func (w *StateWriter) Flush(sub string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for (w.pending[sub] != nil || w.busy[sub]) && w.err == nil {
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// Close writes what is queued and stops the writer. It is idempotent.
+func (w *StateWriter) Close() error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		w.cond.Broadcast()
+	}
+	w.mu.Unlock()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *StateWriter) run() {
+	defer close(w.done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for len(w.order) == 0 && !w.closed {
+			w.cond.Wait()
+		}
+		if len(w.order) == 0 && w.closed {
+			return
+		}
+		sub := w.order[0]
+		w.order = w.order[1:]
+		m := w.pending[sub]
+		delete(w.pending, sub)
+		w.busy[sub] = true
+		w.mu.Unlock()
+		err := w.write(sub, m)
+		w.mu.Lock()
+		delete(w.busy, sub)
+		if err != nil && w.err == nil {
+			w.err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, sub, err)
+		}
+		w.cond.Broadcast()
+	}
+}
+
+func (w *StateWriter) write(sub string, m *mergedUpdate) error {
+	u := store.Update{Cursor: m.cursor}
+	for seq, p := range m.ops {
+		if p == nil {
+			u.Delete = append(u.Delete, seq)
+		} else {
+			u.Put = append(u.Put, *p)
+		}
+	}
+	return w.store.UpdateSubscription(context.Background(), w.topic, sub, u)
+}
