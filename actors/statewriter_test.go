@@ -1,0 +1,81 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/store"
+)
+
+// failingStore fails every UpdateSubscription.
+type failingStore struct{ store.Store }
+
+func (failingStore) UpdateSubscription(context.Context, string, string, store.Update) error {
+	return errors.New("disk gone")
+}
+
+func TestStateWriterKeepsTheOrderOfUpdates(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	if err := st.PutTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"a", "b"} {
+		if err := st.PutSubscription(ctx, "orders", sub, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := actors.NewStateWriter(st, "orders")
+	updates := []store.Update{
+		{Cursor: 3, Put: []store.Parked{{Seq: 2, Attempts: 1}, {Seq: 3, Attempts: 1}}},
+		{Cursor: 5, Delete: []uint64{2}},             // 2 delivered on its retry
+		{Put: []store.Parked{{Seq: 3, Attempts: 2}}}, // 3 failed again
+		{Cursor: 4}, // a lower cursor never moves it back
+	}
+	for _, u := range updates {
+		if err := w.Enqueue("a", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Enqueue("b", store.Update{Cursor: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush("a"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.LoadSubscription(ctx, "orders", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cursor != 5 || len(got.Parked) != 1 || got.Parked[0].Seq != 3 || got.Parked[0].Attempts != 2 {
+		t.Errorf("state of a = %+v, want cursor 5 and only seq 3 parked with 2 attempts", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if got, _ := st.LoadSubscription(ctx, "orders", "b"); got.Cursor != 7 {
+		t.Errorf("cursor of b = %d after Close, want 7: Close must write what is queued", got.Cursor)
+	}
+	if err := w.Enqueue("a", store.Update{Cursor: 9}); err == nil {
+		t.Error("Enqueue after Close succeeded")
+	}
+}
+
+func TestStateWriterReportsAFailedWrite(t *testing.T) {
+	w := actors.NewStateWriter(failingStore{store.NewMemory()}, "orders")
+	defer w.Close()
+	if err := w.Enqueue("a", store.Update{Cursor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush("a"); err == nil {
+		t.Fatal("Flush after a failed write returned nil")
+	}
+	if err := w.Enqueue("a", store.Update{Cursor: 2}); err == nil {
+		t.Fatal("Enqueue after a failed write returned nil: the actor must learn the store is gone")
+	}
+}
