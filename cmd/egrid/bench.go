@@ -326,6 +326,7 @@ func (b *bench) startEgrid(cfg router.Config) (*egridServer, error) {
 	}
 	cfg.InsecureDev = true
 	cfg.MaxSubscriptionsPerTopic = 1 << 20
+	cfg.SkipEndpointValidation = true // the bench's sinks (and its idle 127.0.0.1:9) do not implement the handshake
 	r, err := router.New(cfg, router.Deps{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		st.Close()
@@ -558,7 +559,7 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 	}
 	defer sink.close()
 	var mu sync.Mutex
-	var lat []time.Duration
+	var lat, ack []time.Duration
 	sink.onEvent = func(_ string, body []byte) {
 		now := time.Now()
 		var evs []struct {
@@ -574,6 +575,15 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 			mu.Unlock()
 		}
 	}
+	// Baseline: the same paced single-event requests into the read+fsync server.
+	base, err := startSyncServer(b.dir)
+	if err != nil {
+		return nil, err
+	}
+	baseAck := b.paced(ctx, "baseline read+fsync", base.url+"/", int(float64(b.rate)*b.duration.Seconds()/2))
+	base.close()
+	slices.Sort(baseAck)
+
 	eg, err := b.startEgrid(router.Config{MaxInFlight: 64})
 	if err != nil {
 		return nil, err
@@ -610,9 +620,13 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 			body := fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q,"sent":%d}}]`, i, pad, time.Now().UnixNano())
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, eg.url+"/topics/bench/api/events", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
+			sent := time.Now()
 			if resp, err := client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				mu.Lock()
+				ack = append(ack, time.Since(sent))
+				mu.Unlock()
 			}
 		}(i)
 	}
@@ -625,9 +639,14 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 		return nil, fmt.Errorf("nothing was delivered")
 	}
 	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	slices.Sort(ack)
+	pctOf := func(d []time.Duration, p float64) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
 	}
+	pct := func(p float64) float64 { return pctOf(lat, p) }
 	p99 := pct(0.99)
 	met := p99 <= 10
 	return []benchResult{
@@ -635,7 +654,50 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 		{Scenario: "latency", Metric: "publish→delivery p99", Value: p99, Unit: "ms", Target: "≤ 10 ms", Met: &met},
 		{Scenario: "latency", Metric: "publish→delivery p999", Value: pct(0.999), Unit: "ms",
 			Note: fmt.Sprintf("%d events at %d/s", len(lat), b.rate)},
+		{Scenario: "latency", Metric: "publish→durable ack p50", Value: pctOf(ack, 0.50), Unit: "ms", Baseline: pctOf(baseAck, 0.50), Ratio: pctOf(ack, 0.50) / pctOf(baseAck, 0.50)},
+		{Scenario: "latency", Metric: "publish→durable ack p99", Value: pctOf(ack, 0.99), Unit: "ms", Baseline: pctOf(baseAck, 0.99), Ratio: pctOf(ack, 0.99) / pctOf(baseAck, 0.99),
+			Note: "baseline: the same paced requests into the read+fsync server"},
 	}, nil
+}
+
+// paced posts total single-event requests to url at the scenario's rate and returns each
+// request's time to its answer.
+func (b *bench) paced(ctx context.Context, label, url string, total int) []time.Duration {
+	client := loadClient(b.conc)
+	defer client.CloseIdleConnections()
+	pad := strings.Repeat("x", 820)
+	interval := time.Second / time.Duration(b.rate)
+	sem := make(chan struct{}, b.conc)
+	var mu sync.Mutex
+	var acks []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := b.progress(label, func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("%d answered", len(acks)) })
+	defer stop()
+	for i := 0; i < total && ctx.Err() == nil; i++ {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			body := fmt.Sprintf(`[{"id":"b-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}]`, i, pad)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			sent := time.Now()
+			if resp, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				acks = append(acks, time.Since(sent))
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	return acks
 }
 
 func (b *bench) fanout(ctx context.Context) ([]benchResult, error) {
@@ -798,6 +860,9 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 		base, ratio, met := "", "", ""
 		if r.Baseline != 0 {
 			base = fmt.Sprintf("%.0f", r.Baseline)
+			if r.Unit == "ms" {
+				base = fmt.Sprintf("%.2f", r.Baseline)
+			}
 			ratio = fmt.Sprintf("%.2f", r.Ratio)
 		}
 		if r.Met != nil {
