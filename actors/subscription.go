@@ -254,6 +254,18 @@ func (s *subscription) stop() {
 	}
 }
 
+// room is how many more events the subscription may take in. Events parked for a retry do not
+// count against the window (thousands of events waiting hours for their next attempt must not
+// stop new events), but at most maxParkedFactor windows of them are kept in memory: past that
+// the rest waits in the journal until retries settle.
+func (s *subscription) room() int {
+	active := len(s.items) - s.waiting.Len()
+	return min(s.window()-active, maxParkedFactor*s.window()-len(s.items))
+}
+
+// maxParkedFactor bounds the parked events in memory, in windows.
+const maxParkedFactor = 16
+
 func (s *subscription) window() int {
 	if s.cfg.Window > 0 {
 		return s.cfg.Window
@@ -274,7 +286,7 @@ func (s *subscription) takeIn(d *Deliver) {
 		if e.Seq < s.next {
 			continue
 		}
-		if len(s.items) >= s.window() {
+		if s.room() <= 0 {
 			s.next = e.Seq
 			s.behind = true
 			return
@@ -287,7 +299,7 @@ func (s *subscription) takeIn(d *Deliver) {
 // fill reads the journal while the subscription is behind and the window has room.
 func (s *subscription) fill() {
 	for s.behind {
-		room := s.window() - len(s.items)
+		room := s.room()
 		if room <= 0 {
 			return
 		}

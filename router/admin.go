@@ -22,6 +22,10 @@ func (r *Router) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}", r.admin(r.getSubscription))
 	mux.HandleFunc("DELETE /admin/topics/{topic}/eventSubscriptions/{name}", r.admin(r.deleteSubscription))
 	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", r.admin(r.endProbation))
+	r.deadLetterRoutes(mux)
+	// The validationUrl of a manual validation: no admin token, the URL's token is the
+	// credential (SPEC §2.5).
+	mux.HandleFunc("GET "+validationPath, r.handleValidationURL)
 }
 
 // admin wraps an admin handler with bearer-token authentication.
@@ -169,12 +173,26 @@ func (r *Router) listKeys(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"key1": spec.Key1, "key2": spec.Key2})
 }
 
-// subscriptionView is what reads return: the spec, its state and its delivery state.
+// subscriptionView is what reads return: the spec without its secrets (see
+// [SubscriptionSpec.redacted]), its provisioning state and its delivery state.
 type subscriptionView struct {
 	SubscriptionSpec
-	Topic             string         `json:"topic"`
-	ProvisioningState string         `json:"provisioningState"`
-	DeliveryState     *deliveryState `json:"deliveryState,omitempty"`
+	Topic             string `json:"topic"`
+	ProvisioningState string `json:"provisioningState"`
+	// ProvisioningMessage says why the state is not Succeeded (egrid).
+	ProvisioningMessage string         `json:"provisioningMessage,omitempty"`
+	DeliveryState       *deliveryState `json:"deliveryState,omitempty"`
+}
+
+// subscriptionBody is what a PUT takes: the spec, plus the read-only properties a read
+// returns, accepted and ignored so a definition read back can be PUT again unchanged (as ARM
+// does).
+type subscriptionBody struct {
+	SubscriptionSpec
+	Topic               json.RawMessage `json:"topic,omitempty"`
+	ProvisioningState   json.RawMessage `json:"provisioningState,omitempty"`
+	ProvisioningMessage json.RawMessage `json:"provisioningMessage,omitempty"`
+	DeliveryState       json.RawMessage `json:"deliveryState,omitempty"`
 }
 
 // deliveryState is egrid's addition to a subscription read.
@@ -188,8 +206,11 @@ type deliveryState struct {
 }
 
 func (r *Router) subscriptionResource(req *http.Request, topic, name string, spec SubscriptionSpec, withState bool) armResource[subscriptionView] {
-	v := subscriptionView{SubscriptionSpec: spec, Topic: r.TopicID(topic), ProvisioningState: "Succeeded"}
-	if withState {
+	v := subscriptionView{SubscriptionSpec: spec.redacted(), Topic: r.TopicID(topic), ProvisioningState: StateSucceeded}
+	if p, err := r.Provisioning(topic, name); err == nil {
+		v.ProvisioningState, v.ProvisioningMessage = p.State, p.Message
+	}
+	if withState && v.ProvisioningState == StateSucceeded {
 		if st, err := r.Status(req.Context(), topic, name); err == nil {
 			ds := &deliveryState{Backlog: st.Backlog, InFlight: st.InFlight, Probation: st.Probation.Active}
 			if !st.OldestUndelivered.IsZero() {
@@ -225,14 +246,29 @@ func (r *Router) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// putSubscription creates or replaces a subscription. The validationUrl of its handshake
+// points at Config.PublicURL, or else at the scheme and Host this request came to.
 func (r *Router) putSubscription(w http.ResponseWriter, req *http.Request) {
-	var spec SubscriptionSpec
-	if !readARM(w, req, &spec) {
+	var body subscriptionBody
+	if !readARM(w, req, &body) {
 		return
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	_, existed := r.Subscription(topic, name)
-	if err := r.CreateSubscription(req.Context(), topic, name, spec); err != nil {
+	base := r.cfg.PublicURL
+	if base == "" {
+		scheme := "http"
+		if req.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + req.Host
+	}
+	if _, err := r.applySubscription(req.Context(), topic, name, body.SubscriptionSpec, base); err != nil {
+		writeAdminError(w, err)
+		return
+	}
+	spec, err := r.Subscription(topic, name)
+	if err != nil { // deleted meanwhile
 		writeAdminError(w, err)
 		return
 	}

@@ -115,4 +115,5 @@ func (c *committer) commit(batch []*appendReq, n int) {
 	for _, req := range batch {
 		req.err <- nil
 	}
+	c.r.trim.appended(c.t.name, len(events))
 }

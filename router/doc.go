@@ -9,7 +9,19 @@
 // sync — and answered only once its events are durable. The topic actor then fans the entries
 // out to the subscription actors (package actors).
 //
-// Shutdown order ([Router.Close]): refuse new publishes, finish the appends in progress, stop the
+// Subscriptions (SPEC §1.2, §2.4, §2.5): [Router.CreateSubscription] checks a spec against its
+// topic and reports every problem at once; a WebHook endpoint is then validated without
+// holding the router's lock (the Event Grid validation event, or the CloudEvents OPTIONS
+// request), and only a validated subscription gets a delivery actor. One whose endpoint
+// answered without the code waits AwaitingManualAction until its validationUrl — served by
+// [Router.Handler], token in the URL — is fetched, for [ManualValidationWindow], then becomes
+// Failed. The store keeps each subscription's provisioning record next to its spec (the
+// token's hash, the window's deadline, a CloudEvents endpoint's WebHook-Allowed-Rate), and the
+// timers that close validation windows and delete subscriptions at their expirationTimeUtc are
+// rebuilt from it when a router starts. Admin reads hide secrets: the endpoint's query string
+// and secret static header values.
+//
+// Shutdown order ([Router.Close]): stop the subscription timers, refuse new publishes, finish the appends in progress, stop the
 // topic actors (each subscription actor lets its attempts finish or cancels them), stop the
 // actor system, and close the store when the router opened it.
 //

@@ -23,6 +23,7 @@ import (
 //	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
 //	GET /admin/topics/{topic}/eventSubscriptions
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
+//	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
 //
 // Mount it at the root of a server or under a prefix with http.StripPrefix.
 func (r *Router) Handler() http.Handler {

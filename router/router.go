@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/broker"
 	"github.com/egridio/egrid/sinks/webhook"
 )
 
@@ -50,6 +52,20 @@ type Config struct {
 	MaxSubscriptionsPerTopic int `json:"maxSubscriptionsPerTopic,omitempty" yaml:"maxSubscriptionsPerTopic,omitempty"`
 	// MaxInFlight bounds the attempts one subscription runs at once (default 16).
 	MaxInFlight int `json:"maxInFlight,omitempty" yaml:"maxInFlight,omitempty"`
+	// SkipEndpointValidation turns the endpoint validation handshake of SPEC §2.5 off for
+	// every WebHook subscription of this router (a subscription can opt out by itself with
+	// destination.properties.skipValidation). For test harnesses whose scripted endpoints do
+	// not implement it, and `egrid validate`, which must not call endpoints.
+	SkipEndpointValidation bool `json:"skipEndpointValidation,omitempty" yaml:"skipEndpointValidation,omitempty"`
+	// PublicURL is the base URL at which webhook endpoints reach this router's Handler, e.g.
+	// https://egrid.example.com; the validationUrl of the validation handshake points there.
+	// Include the path prefix the Handler is mounted under, if any. When empty, subscriptions
+	// created through the admin API use the scheme and Host of the admin request, and those
+	// created from Go offer no validationUrl.
+	PublicURL string `json:"publicUrl,omitempty" yaml:"publicUrl,omitempty"`
+	// DeadLetters configures dead-lettering: the delay, the notification topic, the namespace of
+	// namespace topics' keys (see [DeadLetterConfig]).
+	DeadLetters DeadLetterConfig `json:"deadLetters,omitzero" yaml:"deadLetters,omitempty"`
 	// ResourceIDPrefix builds a topic's ARM-style ID, stamped into Event Grid events' `topic`
 	// and used as the CloudEvents `source`: <prefix>/<topic name>. Default
 	// "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics".
@@ -69,6 +85,7 @@ func (c Config) withDefaults() Config {
 	if c.ResourceIDPrefix == "" {
 		c.ResourceIDPrefix = DefaultResourceIDPrefix
 	}
+	c.DeadLetters = c.DeadLetters.withDefaults()
 	return c
 }
 
@@ -84,6 +101,10 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("maxInFlight %d is invalid: use a positive number", c.MaxInFlight))
 	}
+	if err := checkPublicURL(c.PublicURL); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.DeadLetters.Validate())
 	return errors.Join(errs...)
 }
 
@@ -100,11 +121,27 @@ type Deps struct {
 	Sinks map[string]sinks.Sink
 	// Metrics receives the counters; nil means a new set (see [Router.Metrics]).
 	Metrics *metrics.Set
-	// OnDeadLetter receives events that end without delivery on subscriptions with a dead-letter
-	// destination.
+	// DeadLetterStore is where dead-letter objects are written (SPEC §5): a *blob.Store on
+	// MinIO, or any sinks.ObjectStore. With it the router runs the dead-letter actor and
+	// creates the notification topic (Config.DeadLetters.SystemTopic). Without it, a
+	// subscription with a deadLetterDestination is refused at create time unless OnDeadLetter
+	// is set.
+	DeadLetterStore sinks.ObjectStore
+	// OnDeadLetter observes every event that ends without delivery on a subscription with a
+	// dead-letter destination, before it goes to the dead-letter actor. Without a
+	// DeadLetterStore it is the only place dead letters go (tests use this). It must not
+	// block.
 	OnDeadLetter func(*actors.DeadLetter)
 	// OnAttempt receives a record of every finished delivery attempt.
 	OnAttempt func(*actors.AttemptRecord)
+	// Publishers are the watermill publishers of subscriptions with a broker endpointType
+	// (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel), by broker; broker.Open
+	// makes them from the server config. Any other watermill publisher is a destination
+	// through RegisterSink with a broker.Sink.
+	Publishers map[broker.Kind]message.Publisher
+	// Subscribers are the watermill subscribers sources read from ([Router.AddSource]), by
+	// broker; broker.Open makes them from the server config.
+	Subscribers map[broker.Kind]message.Subscriber
 	// Now is the clock of publish times; nil means time.Now. (Tests use synctest instead.)
 	Now func() time.Time
 }
@@ -116,8 +153,13 @@ type Router struct {
 	log       *slog.Logger
 	store     store.Store
 	ownsStore bool
+	dead      *deadLetterRuntime // nil without a dead-letter store
 	metrics   *metrics.Set
 	system    *actor.ActorSystem
+	trim      *trimmer
+
+	life lifecycle // provisioning states, manual validations, expiry timers
+	srcs sourceSet // broker sources feeding topics (sources.go)
 
 	mu     sync.RWMutex
 	topics map[string]*topicRuntime
@@ -134,6 +176,7 @@ type topicRuntime struct {
 	pid    *actor.PID
 	subs   map[string]*SubscriptionSpec
 	commit *committer
+	writer *actors.StateWriter // subscription state writes, off the actors' mailboxes
 }
 
 // New builds a router and starts the topics and subscriptions found in the store.
@@ -158,6 +201,20 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if r.deps.Now == nil {
 		r.deps.Now = time.Now
 	}
+	// Every finished attempt is logged at debug level, so an operator can follow deliveries
+	// with --log-level debug. The line is written in the subscription actor's turn that also
+	// saves the attempt's outcome, and a shutdown lets that turn finish: once it is out, a
+	// retry is saved (cmd/egrid's restart test relies on it).
+	if onAttempt, log := deps.OnAttempt, r.log; log.Enabled(context.Background(), slog.LevelDebug) {
+		r.deps.OnAttempt = func(rec *actors.AttemptRecord) {
+			log.Debug("delivery attempt", "topic", rec.Topic, "subscription", rec.Subscription,
+				"outcome", rec.Outcome.String(), "status", rec.StatusCode, "events", len(rec.EventIDs),
+				"attempts", rec.Attempts, "probe", rec.Probe, "noAttempt", rec.NoAttempt)
+			if onAttempt != nil {
+				onAttempt(rec)
+			}
+		}
+	}
 	maps := deps.Sinks
 	for name, s := range maps {
 		r.sinks[name] = s
@@ -166,15 +223,25 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("component", "actors")
 	}))
+	r.startDeadLetters()
 	if err := r.restore(context.Background()); err != nil {
+		r.life.close()
 		r.system.Shutdown()
 		return nil, err
 	}
+	r.trim = newTrimmer(r)
+	if err := r.ensureSystemTopic(context.Background()); err != nil {
+		_ = r.Close(context.Background())
+		return nil, err
+	}
+	r.life.release() // expiry and validation timers armed by restore may run now
 	return r, nil
 }
 
 // restore starts every topic and subscription in the store.
 func (r *Router) restore(ctx context.Context) error {
+	r.mu.Lock() // timers armed here run callbacks that take it
+	defer r.mu.Unlock()
 	defs, err := r.store.Topics(ctx)
 	if err != nil {
 		return fmt.Errorf("loading topics: %w", err)
@@ -191,16 +258,13 @@ func (r *Router) restore(ctx context.Context) error {
 		t := r.newTopicRuntime(d.Name, spec)
 		var cfgs []*actors.SubscriptionConfig
 		for _, sd := range subDefs {
-			var ss SubscriptionSpec
-			if err := json.Unmarshal(sd.Spec, &ss); err != nil {
-				return fmt.Errorf("loading subscription %q of topic %q: %w", sd.Name, d.Name, err)
-			}
-			sc, err := r.subscriptionConfig(t, sd.Name, &ss)
+			sc, err := r.restoreSubscription(t, sd)
 			if err != nil {
 				return fmt.Errorf("loading subscription %q of topic %q: %w", sd.Name, d.Name, err)
 			}
-			t.subs[sd.Name] = &ss
-			cfgs = append(cfgs, sc)
+			if sc != nil { // nil: awaiting validation, failed or expired
+				cfgs = append(cfgs, sc)
+			}
 		}
 		r.startTopic(t, cfgs)
 	}
@@ -210,7 +274,7 @@ func (r *Router) restore(ctx context.Context) error {
 func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
 	return &topicRuntime{
 		name: name, spec: spec, schema: spec.schema(), id: r.cfg.ResourceIDPrefix + "/" + name,
-		subs: make(map[string]*SubscriptionSpec),
+		subs: make(map[string]*SubscriptionSpec), writer: actors.NewStateWriter(r.store, name),
 	}
 }
 
@@ -324,10 +388,12 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	}
 	delete(r.topics, name)
 	r.mu.Unlock()
+	r.stopReplays(name, "")
 	t.commit.close()
 	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
 		return fmt.Errorf("stopping topic %q: %w", name, err)
 	}
+	_ = t.writer.Close() // after the actors: they flush on stop
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
@@ -338,41 +404,31 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 // CreateSubscription creates or replaces an event subscription. The spec is checked against
 // its topic first, with every problem reported at once. A new subscription receives the events
 // published after it was created.
+//
+// A WebHook endpoint is validated first (SPEC §2.5) unless the subscription sets
+// destination.properties.skipValidation or the router [Config.SkipEndpointValidation]: an
+// endpoint that refuses fails the call with an error wrapping [ErrValidationFailed], and
+// nothing changes. An endpoint that answers the validation event with 200 but without the code
+// leaves the subscription AwaitingManualAction (see [Router.Provisioning]) and CreateSubscription
+// returns nil: it delivers once the endpoint GETs the validationUrl, which points at
+// [Config.PublicURL] (without it, this answer fails the call). An update validates again only
+// when it changes the endpoint URL or the handshake (the delivery schema).
+//
+// Values that admin reads hide are kept from the stored subscription when spec leaves them
+// empty: the endpoint URL, and the value of a secret static header of the same name.
 func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
-	nameErr := ValidateSubscriptionName(name)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return ErrClosed
-	}
-	t, ok := r.topics[topic]
-	if !ok {
-		return errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
-	}
-	if _, exists := t.subs[name]; !exists && len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
-		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", topic, len(t.subs))
-	}
-	sc, err := r.subscriptionConfig(t, name, &spec)
-	if err != nil || nameErr != nil {
-		return errors.Join(nameErr, err)
-	}
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	if err := r.store.PutSubscription(ctx, topic, name, raw); err != nil {
-		return fmt.Errorf("saving event subscription %q: %w", name, err)
-	}
-	t.subs[name] = &spec
-	if _, err := r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: sc}, 10*time.Second).Result(); err != nil {
-		return fmt.Errorf("starting event subscription %q: %w", name, err)
-	}
-	r.log.Info("event subscription created", "topic", topic, "subscription", name)
-	return nil
+	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL)
+	return err
 }
 
 // subscriptionConfig validates spec and builds the actor's config. Called with r.mu held.
 func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *SubscriptionSpec) (*actors.SubscriptionConfig, error) {
+	return r.subscriptionConfigWith(t, name, spec, r.life.get(subKey{t.name, name}))
+}
+
+// subscriptionConfigWith is subscriptionConfig for the provisioning record prov (nil: none),
+// whose WebHook-Allowed-Rate caps the webhook's request rate. Called with r.mu held.
+func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *SubscriptionSpec, prov *provisioned) (*actors.SubscriptionConfig, error) {
 	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
 	if err != nil {
 		return nil, fmt.Errorf("event subscription %q: %w", name, err)
@@ -381,7 +437,10 @@ func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *Subscrip
 	switch res.endpointType {
 	case EndpointWebHook:
 		client := r.deps.HTTPClient
-		sink, err = webhook.New(webhook.Config{URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout}, client)
+		sink, err = webhook.New(webhook.Config{
+			URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout,
+			Headers: res.headers, MaxRequestsPerMinute: prov.deliveryRate(),
+		}, client)
 		if err != nil {
 			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
 		}
@@ -390,7 +449,13 @@ func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *Subscrip
 		if !ok {
 			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, spec.Destination.Properties.SinkName)
 		}
-		sink = s
+		sink = withHeaders(s, res.headers)
+	default: // a broker (validate accepts nothing else)
+		bs, err := r.brokerSink(res.endpointType, spec.Destination.Properties)
+		if err != nil {
+			return nil, fmt.Errorf("event subscription %q: %w", name, err)
+		}
+		sink = withHeaders(bs, res.headers)
 	}
 	res.policy.JitterSeed = seedFor(t.name, name)
 	res.policy.NoJitter = r.cfg.NoJitter
@@ -399,9 +464,9 @@ func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *Subscrip
 		Filter: res.filter, Policy: res.policy, Sink: sink,
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
-		MaxInFlight:         r.cfg.MaxInFlight, Timeout: res.timeout,
-		Store: r.store, Metrics: r.metrics, Logger: r.log,
-		OnDeadLetter: r.deps.OnDeadLetter, OnAttempt: r.deps.OnAttempt,
+		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
+		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
+		OnDeadLetter: r.deadLetterHandoff(t, name, spec, res.deliverySchema), OnAttempt: r.deps.OnAttempt,
 	}, nil
 }
 
@@ -459,10 +524,13 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
 		return fmt.Errorf("stopping event subscription %q: %w", name, err)
 	}
+	r.stopReplays(topic, name)
 	delete(t.subs, name)
+	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
 		return fmt.Errorf("deleting event subscription %q: %w", name, err)
 	}
+	r.trim.kick(topic) // it may have been holding the journal back
 	r.log.Info("event subscription deleted", "topic", topic, "subscription", name)
 	return nil
 }
@@ -576,6 +644,8 @@ func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Eve
 // after a restart), and closes the store if the router opened it. Close is idempotent; ctx
 // bounds the wait.
 func (r *Router) Close(ctx context.Context) error {
+	r.srcs.stop()  // stop ingress from brokers first: messages in hand are acked or nacked
+	r.life.close() // stop expiry and validation timers first: their callbacks take r.mu
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -590,12 +660,17 @@ func (r *Router) Close(ctx context.Context) error {
 	for _, t := range topics {
 		t.commit.close()
 	}
+	r.trim.close()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for _, t := range topics {
 			_ = r.system.Root.StopFuture(t.pid).Wait()
+			if err := t.writer.Close(); err != nil {
+				r.log.Error("writing subscription state at shutdown", "topic", t.name, "err", err)
+			}
 		}
+		r.closeDeadLetters(ctx) // write what is waiting, then stop the dead-letter actor
 		r.system.Shutdown()
 	}()
 	select {

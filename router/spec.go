@@ -11,6 +11,7 @@ import (
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 var (
@@ -112,13 +113,24 @@ const (
 
 // SubscriptionSpec is an event subscription's definition: the `properties` of Event Grid's ARM
 // eventSubscriptions resource (names as ARM spells them), plus egrid's own fields marked so.
+//
+// Reads through the admin API never return secrets: the endpoint URL is returned only when it
+// has no query string or user info (endpointBaseUrl always is), and static delivery headers
+// marked isSecret come back without their value. A PUT that leaves such a value out keeps the
+// stored one (see [Router.CreateSubscription]).
 type SubscriptionSpec struct {
 	Destination           Destination            `json:"destination" yaml:"destination"`
 	Filter                filter.Spec            `json:"filter,omitzero" yaml:"filter,omitempty"`
 	RetryPolicy           RetryPolicy            `json:"retryPolicy,omitzero" yaml:"retryPolicy,omitempty"`
 	DeadLetterDestination *DeadLetterDestination `json:"deadLetterDestination,omitempty" yaml:"deadLetterDestination,omitempty"`
 	EventDeliverySchema   string                 `json:"eventDeliverySchema,omitempty" yaml:"eventDeliverySchema,omitempty"`
-	Labels                []string               `json:"labels,omitempty" yaml:"labels,omitempty"`
+	// Labels are user labels, stored and returned; egrid gives them no meaning (nor does
+	// Event Grid).
+	Labels []string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	// ExpirationTimeUTC, when set, is the instant the subscription is deleted by itself. It
+	// must be in the future when the subscription is created or updated
+	// (eventgrid-behaviour.md §3.1).
+	ExpirationTimeUTC time.Time `json:"expirationTimeUtc,omitzero" yaml:"expirationTimeUtc,omitempty"`
 }
 
 // Destination is ARM's polymorphic destination object.
@@ -129,13 +141,69 @@ type Destination struct {
 
 // DestinationProperties are the properties of a WebHook (or egrid Sink) destination.
 type DestinationProperties struct {
-	EndpointURL                   string `json:"endpointUrl,omitempty" yaml:"endpointUrl,omitempty"`
+	// EndpointURL is the webhook URL, query string included: Event Grid users put secrets in
+	// it, so reads leave it out when it has a query string or user info.
+	EndpointURL string `json:"endpointUrl,omitempty" yaml:"endpointUrl,omitempty"`
+	// EndpointBaseURL is read-only: the endpoint URL without query string and user info.
+	// Reads fill it in; a PUT may carry it back (it is then only checked, see
+	// [Router.CreateSubscription]).
+	EndpointBaseURL               string `json:"endpointBaseUrl,omitempty" yaml:"endpointBaseUrl,omitempty"`
 	MaxEventsPerBatch             int    `json:"maxEventsPerBatch,omitempty" yaml:"maxEventsPerBatch,omitempty"`
 	PreferredBatchSizeInKilobytes int    `json:"preferredBatchSizeInKilobytes,omitempty" yaml:"preferredBatchSizeInKilobytes,omitempty"`
+	// DeliveryAttributeMappings are up to 10 custom delivery headers (SPEC §2.4).
+	DeliveryAttributeMappings []DeliveryAttributeMapping `json:"deliveryAttributeMappings,omitempty" yaml:"deliveryAttributeMappings,omitempty"`
 	// ResponseTimeoutInSeconds is the per-attempt response timeout (egrid; default 30).
 	ResponseTimeoutInSeconds int `json:"responseTimeoutInSeconds,omitempty" yaml:"responseTimeoutInSeconds,omitempty"`
+	// SkipValidation turns off the endpoint validation handshake of SPEC §2.5 for this
+	// WebHook subscription: for trusted internal endpoints that do not implement it (egrid).
+	SkipValidation bool `json:"skipValidation,omitempty" yaml:"skipValidation,omitempty"`
 	// SinkName names a registered Go sink (endpointType Sink; egrid).
 	SinkName string `json:"sinkName,omitempty" yaml:"sinkName,omitempty"`
+	// BrokerProperties say where a broker endpointType publishes (egrid; see brokers.go).
+	BrokerProperties `yaml:",inline"`
+}
+
+// Types of a [DeliveryAttributeMapping].
+const (
+	MappingStatic  = "Static"
+	MappingDynamic = "Dynamic"
+)
+
+// DeliveryAttributeMapping is one custom delivery header in ARM's shape
+// (eventgrid-behaviour.md §3.4):
+//
+//	{"name": "X-Api-Key", "type": "Static", "properties": {"value": "...", "isSecret": true}}
+//	{"name": "X-Tenant", "type": "Dynamic", "properties": {"sourceField": "data.tenant"}}
+type DeliveryAttributeMapping struct {
+	// Name is the header name; names starting with "aeg-" are refused.
+	Name string `json:"name" yaml:"name"`
+	// Type is Static or Dynamic (matched ignoring case).
+	Type       string                             `json:"type" yaml:"type"`
+	Properties DeliveryAttributeMappingProperties `json:"properties" yaml:"properties"`
+}
+
+// DeliveryAttributeMappingProperties are a mapping's properties: Value and IsSecret for a
+// Static mapping, SourceField for a Dynamic one.
+type DeliveryAttributeMappingProperties struct {
+	// Value is a static header's value, at most 4096 bytes. Reads leave it out when IsSecret.
+	Value string `json:"value,omitempty" yaml:"value,omitempty"`
+	// IsSecret keeps Value out of reads and logs.
+	IsSecret bool `json:"isSecret,omitempty" yaml:"isSecret,omitempty"`
+	// SourceField is a dynamic header's dotted JSON path into the event, e.g. data.key1; the
+	// header is sent when it holds a string, number or boolean.
+	SourceField string `json:"sourceField,omitempty" yaml:"sourceField,omitempty"`
+}
+
+// String describes the properties without a secret value, so printing a spec with %v does
+// not show it.
+func (p DeliveryAttributeMappingProperties) String() string {
+	switch {
+	case p.SourceField != "":
+		return "{sourceField: " + p.SourceField + "}"
+	case p.IsSecret:
+		return "{value: <hidden>, isSecret: true}"
+	}
+	return "{value: " + p.Value + "}"
 }
 
 // RetryPolicy is ARM's retryPolicy plus egrid's profile choice.
@@ -174,6 +242,7 @@ type resolved struct {
 	policy         *retry.Policy
 	endpointType   string
 	timeout        time.Duration
+	headers        sinks.HeaderMappings
 }
 
 // validate checks the spec against its topic and reports every problem at once.
@@ -191,10 +260,12 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 		if s.Destination.Properties.SinkName == "" {
 			errs = append(errs, errors.New("destination.properties.sinkName: required for endpointType Sink"))
 		}
+	case isBrokerEndpoint(s.Destination.EndpointType):
+		r.endpointType, errs = validateBrokerDestination(s.Destination, errs)
 	case s.Destination.EndpointType == "":
 		errs = append(errs, errors.New("destination.endpointType: required (WebHook or Sink)"))
 	default:
-		errs = append(errs, fmt.Errorf("destination.endpointType %q is not supported: use WebHook or Sink", s.Destination.EndpointType))
+		errs = append(errs, fmt.Errorf("destination.endpointType %q is not supported: use WebHook, Sink or a broker (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel)", s.Destination.EndpointType))
 	}
 	p := s.Destination.Properties
 	if p.MaxEventsPerBatch < 0 || p.MaxEventsPerBatch > 5000 {
@@ -207,6 +278,14 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 		errs = append(errs, fmt.Errorf("destination.properties.responseTimeoutInSeconds %d is out of range: use 1-300", p.ResponseTimeoutInSeconds))
 	}
 	r.timeout = time.Duration(p.ResponseTimeoutInSeconds) * time.Second
+	if p.SkipValidation && r.endpointType != EndpointWebHook {
+		errs = append(errs, errors.New("destination.properties.skipValidation: applies to endpointType WebHook only"))
+	}
+	headers, err := headerMappings(p.DeliveryAttributeMappings)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	r.headers = headers
 
 	in := t.schema()
 	out, err := schemas.ParseDeliverySchema(s.EventDeliverySchema)
@@ -284,4 +363,71 @@ func validateEndpointURL(raw string) error {
 		return errors.New("has no host: use an absolute http or https URL")
 	}
 	return nil
+}
+
+// headerMappings checks ARM delivery attribute mappings and converts them, reporting every
+// problem at once with its ARM path. Messages never contain a static value.
+func headerMappings(ms []DeliveryAttributeMapping) (sinks.HeaderMappings, error) {
+	const path = "destination.properties.deliveryAttributeMappings"
+	var errs []error
+	out := make(sinks.HeaderMappings, 0, len(ms))
+	for i, m := range ms {
+		hm := sinks.HeaderMapping{Name: m.Name}
+		switch {
+		case strings.EqualFold(m.Type, MappingStatic):
+			if m.Properties.SourceField != "" {
+				errs = append(errs, fmt.Errorf("%s[%d] %q: sourceField applies to Dynamic mappings only: remove it, or use type Dynamic", path, i, m.Name))
+			}
+			hm.Value = m.Properties.Value
+		case strings.EqualFold(m.Type, MappingDynamic):
+			if m.Properties.Value != "" || m.Properties.IsSecret {
+				errs = append(errs, fmt.Errorf("%s[%d] %q: value and isSecret apply to Static mappings only: remove them, or use type Static", path, i, m.Name))
+			}
+			if m.Properties.SourceField == "" {
+				errs = append(errs, fmt.Errorf("%s[%d] %q: a Dynamic mapping needs properties.sourceField, a JSON path into the event such as data.key1", path, i, m.Name))
+				continue
+			}
+			hm.SourceField = m.Properties.SourceField
+		case m.Type == "":
+			errs = append(errs, fmt.Errorf("%s[%d] %q: type is required: use Static or Dynamic", path, i, m.Name))
+			continue
+		default:
+			errs = append(errs, fmt.Errorf("%s[%d] %q: type %q is not supported: use Static or Dynamic", path, i, m.Name, m.Type))
+			continue
+		}
+		out = append(out, hm)
+	}
+	if err := out.Validate(); err != nil {
+		for _, e := range flatten(err) {
+			var he *sinks.HeaderMappingError
+			if errors.As(e, &he) && he.Index >= 0 {
+				// Point at the ARM index: out skips mappings refused above.
+				he = &sinks.HeaderMappingError{Index: armIndex(ms, he.Index), Name: he.Name, Reason: he.Reason}
+				errs = append(errs, fmt.Errorf("%s%v", path, he))
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s: %v", path, e))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// armIndex maps an index into the converted list back to the ARM list it came from.
+func armIndex(ms []DeliveryAttributeMapping, i int) int {
+	n := -1
+	for j, m := range ms {
+		if strings.EqualFold(m.Type, MappingStatic) || (strings.EqualFold(m.Type, MappingDynamic) && m.Properties.SourceField != "") {
+			n++
+		}
+		if n == i {
+			return j
+		}
+	}
+	return i
 }

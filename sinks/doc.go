@@ -6,5 +6,10 @@
 // Concrete sinks live in subpackages: sinks/webhook (HTTP push), sinks/broker (watermill
 // publishers). A plain Go function is a sink through [Func].
 //
+// [HeaderMappings] are a destination's custom delivery headers (Event Grid's delivery
+// attribute mappings, SPEC §2.4): static values, or dynamic ones read from the event, checked
+// by [HeaderMappings.Validate] and resolved per batch by [HeaderMappings.Resolve]. Static
+// values may be secrets: no message or String method of this package prints them.
+//
 // sinks imports only schemas.
 package sinks

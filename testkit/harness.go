@@ -30,6 +30,8 @@ type Harness struct {
 	store     store.Store
 	router    *router.Router
 	sinks     map[string]sinks.Sink
+	objects   *ObjectStore       // the dead-letter objects, in memory
+	dlStore   *FaultyObjectStore // the dead-letter store the router writes to (objects, faults injectable)
 
 	mu          sync.Mutex
 	endpoints   map[string]*Endpoint
@@ -49,7 +51,8 @@ type options struct {
 	sinks    map[string]sinks.Sink
 }
 
-// WithConfig sets the router config (InsecureDev is always on in the harness).
+// WithConfig sets the router config (InsecureDev and SkipEndpointValidation are always on in
+// the harness).
 func WithConfig(cfg router.Config) Option { return func(o *options) { o.cfg = cfg } }
 
 // WithoutJitter turns off the 0-10 % retry jitter (router.Config.NoJitter), whatever
@@ -96,16 +99,22 @@ func New(t testing.TB, opts ...Option) *Harness {
 	if h.store == nil {
 		h.store = store.NewMemory()
 	}
+	h.objects = NewObjectStore()
+	h.dlStore = NewFaultyObjectStore(h.objects)
 	cfg := o.cfg
 	cfg.InsecureDev = true
+	// The kit's scripted endpoints count every request and do not implement the validation
+	// handshake (SPEC §2.5); router tests cover the handshake.
+	cfg.SkipEndpointValidation = true
 	cfg.NoJitter = cfg.NoJitter || o.noJitter
 	h.cfg = cfg
 	r, err := router.New(cfg, router.Deps{
-		Store:        h.store,
-		HTTPClient:   &http.Client{Transport: h.transport},
-		Sinks:        o.sinks,
-		OnDeadLetter: h.deadLettered,
-		OnAttempt:    h.attempted,
+		Store:           h.store,
+		HTTPClient:      &http.Client{Transport: h.transport},
+		Sinks:           o.sinks,
+		DeadLetterStore: h.dlStore,
+		OnDeadLetter:    h.deadLettered,
+		OnAttempt:       h.attempted,
 	})
 	if err != nil {
 		t.Fatalf("starting the router: %v", err)
@@ -136,7 +145,7 @@ func (h *Harness) Restart() {
 	}
 	r, err := router.New(h.cfg, router.Deps{
 		Store: h.store, HTTPClient: &http.Client{Transport: h.transport}, Sinks: h.sinks,
-		OnDeadLetter: h.deadLettered, OnAttempt: h.attempted,
+		DeadLetterStore: h.dlStore, OnDeadLetter: h.deadLettered, OnAttempt: h.attempted,
 	})
 	if err != nil {
 		h.t.Fatalf("restarting the router: %v", err)

@@ -22,7 +22,7 @@ func osEnv() env { return env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.G
 // run runs the CLI and returns the process exit code.
 func run(ctx context.Context, args []string, e env) int {
 	app := newApp(e)
-	if err := app.RunContext(ctx, args); err != nil {
+	if err := app.RunContext(ctx, joinFlagWords(args)); err != nil {
 		fmt.Fprintln(e.Stderr, "egrid:", err)
 		var exit cli.ExitCoder
 		if errors.As(err, &exit) {
@@ -47,6 +47,7 @@ func newApp(e env) *cli.App {
 			publishCommand(e),
 			topicCommand(e),
 			subscriptionCommand(e),
+			deadletterCommand(e),
 			receiveCommand(e),
 			benchCommand(e),
 			versionCommand(e),

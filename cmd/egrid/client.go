@@ -37,7 +37,9 @@ func newClient(c *cli.Context, e env) *client {
 	if token == "" {
 		token = e.Getenv("EGRID_ADMIN_TOKEN")
 	}
-	return &client{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}}
+	// Creating a webhook subscription may wait for its validation handshake: two tries of up
+	// to 30 s each, 5 s apart (router.ValidationRetryDelay).
+	return &client{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: 2 * time.Minute}}
 }
 
 // do sends a request and decodes a JSON answer into out (when non-nil). Error answers become an

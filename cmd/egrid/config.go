@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/sinks/broker"
 )
 
 // fileConfig is the YAML config of `egrid serve --config` (and `egrid validate`):
@@ -23,6 +26,14 @@ import (
 //	  timeScale: 1
 //	  tlsCert: cert.pem
 //	  tlsKey: key.pem
+//	  publicUrl: https://egrid.example.com   # where endpoints GET their validationUrl
+//	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false}
+//	  deadLetterDelay: 5m
+//	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
+//	    nats: {url: nats://127.0.0.1:4222}
+//	    rabbitmq: {url: amqp://guest:guest@127.0.0.1:5672/}
+//	    redis: {addr: 127.0.0.1:6379}
+//	    postgres: {dsn: postgres://postgres@127.0.0.1:5432/egrid?sslmode=disable}
 //	topics:
 //	  - name: orders
 //	    properties: {inputSchema: EventGridSchema, key1: ..., key2: ...}
@@ -31,9 +42,16 @@ import (
 //	        properties:            # Event Grid's ARM properties, copied as they are
 //	          destination: {endpointType: WebHook, properties: {endpointUrl: https://...}}
 //	          retryPolicy: {maxDeliveryAttempts: 10, eventTimeToLiveInMinutes: 60}
+//	      - name: audit
+//	        properties:
+//	          destination: {endpointType: NatsJetStream, properties: {subject: audit.orders}}
+//	sources:                       # topics fed from brokers
+//	  - {name: orders-in, broker: NatsJetStream, from: orders.in, topic: orders, poisonQueue: orders.poison}
 type fileConfig struct {
 	Server serverConfig `yaml:"server"`
 	Topics []topicDecl  `yaml:"topics"`
+	// Sources feed topics from brokers (router.SourceSpec); they start after the topics.
+	Sources []router.SourceSpec `yaml:"sources"`
 }
 
 type serverConfig struct {
@@ -47,6 +65,13 @@ type serverConfig struct {
 	MaxInFlight int     `yaml:"maxInFlight"`
 	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
 	MaxSubscriptionsPerTopic int `yaml:"maxSubscriptionsPerTopic"`
+	// PublicURL is the base URL webhook endpoints reach this server at (router.Config.PublicURL).
+	PublicURL string `yaml:"publicUrl"`
+	// MinIO is where dead letters are written; DeadLetterDelay how long they wait first.
+	MinIO           minioFileConfig `yaml:"minio"`
+	DeadLetterDelay time.Duration   `yaml:"deadLetterDelay"`
+	// Brokers are the connection settings of broker destinations and sources.
+	Brokers broker.Servers `yaml:"brokers"`
 }
 
 type topicDecl struct {
@@ -91,6 +116,10 @@ func (c *fileConfig) validate() error {
 	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
 		errs = append(errs, errors.New("server.tlsCert and server.tlsKey: set both or neither"))
 	}
+	if err := (router.Config{PublicURL: c.Server.PublicURL}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("server.%w", err))
+	}
+	errs = append(errs, c.validateBrokers())
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
 		if seen[t.Name] {
@@ -112,9 +141,11 @@ func (c *fileConfig) validate() error {
 // in one place (resolveSettings).
 type serveSettings struct {
 	Listen, DataDir, AdminToken, TLSCert, TLSKey string
+	PublicURL                                    string
 	InsecureDev                                  bool
 	TimeScale                                    float64
 	MaxInFlight, MaxSubscriptionsPerTopic        int
+	DeadLetters                                  deadLetterSettings
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -141,6 +172,10 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		AdminToken: str("admin-token", "EGRID_ADMIN_TOKEN", fs.AdminToken, ""),
 		TLSCert:    str("tls-cert", "EGRID_TLS_CERT", fs.TLSCert, ""),
 		TLSKey:     str("tls-key", "EGRID_TLS_KEY", fs.TLSKey, ""),
+		PublicURL:  str("public-url", "EGRID_PUBLIC_URL", fs.PublicURL, ""),
+	}
+	if s.PublicURL == "" {
+		s.PublicURL = listenURL(s.Listen, s.TLSCert != "")
 	}
 	switch {
 	case c.IsSet("insecure-dev"):
@@ -175,12 +210,60 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		errs = append(errs, errors.New("--tls-cert and --tls-key: set both or neither"))
 	}
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
+	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
+	s.DeadLetters, errs = dl, append(errs, dlErrs...)
 	return s, errors.Join(errs...)
 }
 
 func (s serveSettings) routerConfig() router.Config {
 	return router.Config{
-		InsecureDev: s.InsecureDev, AdminToken: s.AdminToken, TimeScale: s.TimeScale,
+		InsecureDev: s.InsecureDev, AdminToken: s.AdminToken, TimeScale: s.TimeScale, PublicURL: s.PublicURL,
 		MaxInFlight: s.MaxInFlight, MaxSubscriptionsPerTopic: s.MaxSubscriptionsPerTopic,
+		DeadLetters: router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
 	}
+}
+
+// listenURL is the URL of a listen address when it names a host and a port ("" for
+// ":8080", "0.0.0.0:8080" or port 0): the default public URL, which validationUrls point at.
+func listenURL(listen string, tls bool) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// validateBrokers checks the broker settings and the sources, every problem at once: a source
+// must name a broker with settings (GoChannel needs none) and a unique name.
+func (c *fileConfig) validateBrokers() error {
+	var errs []error
+	if err := c.Server.Brokers.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("server.brokers: %w", err))
+	}
+	b := c.Server.Brokers
+	configured := map[broker.Kind]bool{
+		broker.NATSJetStream: b.NATS != nil, broker.RabbitMQ: b.RabbitMQ != nil,
+		broker.RedisStream: b.Redis != nil, broker.PostgreSQL: b.Postgres != nil, broker.GoChannel: true,
+	}
+	names := map[string]bool{}
+	for i, src := range c.Sources {
+		if err := src.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("sources[%d]: %w", i, err))
+		}
+		if names[src.Name] {
+			errs = append(errs, fmt.Errorf("sources[%d]: source %q is declared twice", i, src.Name))
+		}
+		names[src.Name] = true
+		if k, ok := broker.ParseKind(src.Broker); ok && !configured[k] {
+			errs = append(errs, fmt.Errorf("sources[%d]: broker %s has no settings: add server.brokers.%s", i, k, k.Setting()))
+		}
+	}
+	return errors.Join(errs...)
 }

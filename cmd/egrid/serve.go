@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
+	"github.com/egridio/egrid/sinks/broker"
 )
 
 func serveCommand(e env) *cli.Command {
@@ -27,7 +29,7 @@ the config file, then defaults.
 
 Example (local development, no keys or admin token needed):
    egrid serve --insecure-dev --data-dir ./data`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "address to listen on (env EGRID_LISTEN)", Value: defaultListen},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded store (env EGRID_DATA_DIR)", Value: defaultDataDir},
 			&cli.StringFlag{Name: "config", Usage: "YAML file with server settings, topics and event subscriptions"},
@@ -37,7 +39,8 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
-		},
+			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
+		}, deadLetterFlags()...),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -68,7 +71,23 @@ func serve(c *cli.Context, e env) error {
 		return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
 	}
 	defer st.Close()
-	r, err := router.New(s.routerConfig(), router.Deps{Store: st, Logger: log})
+	dls, err := deadLetterStore(c.Context, s.DeadLetters, log)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	var declared fileConfig
+	if file != nil {
+		declared = *file
+	}
+	brokers, err := broker.Open(declared.Server.Brokers, log)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("server.brokers: %v", err), 2)
+	}
+	defer brokers.Close() // after the router: its sources and subscriptions use them
+	r, err := router.New(s.routerConfig(), router.Deps{
+		Store: st, Logger: log, DeadLetterStore: dls,
+		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
+	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
@@ -76,6 +95,11 @@ func serve(c *cli.Context, e env) error {
 	if file != nil {
 		if err := applyDeclared(c.Context, r, file); err != nil {
 			return cli.Exit(err.Error(), 2)
+		}
+		for i, src := range file.Sources {
+			if err := r.AddSource(src); err != nil {
+				return cli.Exit(fmt.Sprintf("sources[%d]: %v", i, err), 2)
+			}
 		}
 	}
 	return listenAndServe(c.Context, s, r, st, log)
@@ -157,7 +181,7 @@ func validateCommand(e env) *cli.Command {
 				errs = append(errs, err)
 			}
 			// Build every declared resource on a throwaway in-memory router, exactly as serve does.
-			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale}, router.Deps{})
+			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, SkipEndpointValidation: true /* validate never calls endpoints */}, router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers)})
 			if err != nil {
 				errs = append(errs, err)
 			} else {
@@ -171,4 +195,16 @@ func validateCommand(e env) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// offlineBrokers returns publishers for the configured brokers that never connect, so
+// `egrid validate` builds broker subscriptions exactly as serve would without touching a
+// broker. Invalid settings give none (validate reports them already).
+func offlineBrokers(s broker.Servers) map[broker.Kind]message.Publisher {
+	b, err := broker.Open(s, nil)
+	if err != nil {
+		return nil
+	}
+	_ = b.Close() // nothing was dialled; the closed publishers refuse to
+	return b.Publishers()
 }

@@ -104,6 +104,21 @@ func (m *Memory) Trim(_ context.Context, topic string, through uint64) error {
 	return nil
 }
 
+// Cursors implements [Store].
+func (m *Memory) Cursors(_ context.Context, topic string) (map[string]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	cursors := make(map[string]uint64, len(t.subs))
+	for name, s := range t.subs {
+		cursors[name] = s.cursor
+	}
+	return cursors, nil
+}
+
 func (m *Memory) sub(topic, name string) (*memSub, error) {
 	t, err := m.topic(topic)
 	if err != nil {

@@ -69,7 +69,8 @@ type Definition struct {
 // All methods are safe for concurrent use. Append is durable when it returns nil (synced to
 // stable storage for a disk store); concurrent Appends may share one sync. Other writes are
 // applied in order and survive a clean Close; after a crash a store may lose the latest
-// UpdateSubscription calls but never reorders them and never loses an acknowledged Append.
+// UpdateSubscription and Trim calls but never reorders writes and never loses an
+// acknowledged Append: a Trim kept after a crash comes with every cursor it was based on.
 // Returned slices and events are owned by the caller and must not be modified.
 type Store interface {
 	// Append adds events to a topic's journal and returns the sequence number of the last one
@@ -79,8 +80,18 @@ type Store interface {
 	Read(ctx context.Context, topic string, from uint64, max int) ([]Entry, error)
 	// LastSeq returns the sequence number of the newest entry (0 when the journal is empty).
 	LastSeq(ctx context.Context, topic string) (uint64, error)
-	// Trim deletes journal entries with Seq <= through.
+	// Trim deletes journal entries with Seq <= through. Callers trim in coarse steps (a disk
+	// store writes one range deletion per call) and never past the lowest of [Store.Cursors]:
+	// the router's trimmer decides when (router/trim.go).
 	Trim(ctx context.Context, topic string, through uint64) error
+	// Cursors returns the cursor of every subscription of a topic, by subscription name: an
+	// empty map when the topic has none. It reflects every UpdateSubscription that returned,
+	// synced or not, and costs no disk read, so it can be asked often. Every journal entry up
+	// to the lowest cursor is settled for every subscription, so the journal can be trimmed up
+	// to it (up to LastSeq when there is no subscription). A subscription created after the
+	// call starts at LastSeq (PutSubscription), so a bound taken from LastSeq read before
+	// Cursors stays safe while subscriptions are being created.
+	Cursors(ctx context.Context, topic string) (map[string]uint64, error)
 
 	// LoadSubscription returns a subscription's cursor and parked events (zero state when new).
 	LoadSubscription(ctx context.Context, topic, sub string) (SubscriptionState, error)

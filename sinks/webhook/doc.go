@@ -30,6 +30,17 @@
 //   - The response body is read up to 64 KB and discarded so the connection is reused; a
 //     longer body ends the connection instead.
 //
+// Custom delivery headers ([Config].Headers) are resolved per request: static values as
+// configured, dynamic ones from the batch's first event. A rate cap ([Config].
+// MaxRequestsPerMinute, from a CloudEvents endpoint's WebHook-Allowed-Rate) spaces requests
+// evenly; Deliver waits for its turn, honouring ctx, before the attempt timeout starts.
+//
+// Endpoint validation (SPEC §2.5) is two single-attempt functions whose retry policy is the
+// caller's: [ValidateSubscription] sends the Event Grid SubscriptionValidationEvent and reads
+// the echoed code (or its absence: manual validation), and [RequestDelivery] performs the
+// CloudEvents OPTIONS abuse-protection handshake and returns the allowed rate. Both report a
+// refusal as a *[HandshakeError] whose message names the endpoint without its query string.
+//
 // Buffers: Deliver does not read b.Body after it returns, even when the endpoint answers
 // before it has read the whole request (net/http may keep writing the body in the
 // background; the sink cuts that off).

@@ -27,6 +27,15 @@ type Config struct {
 	// headers and reading the response body. Zero means [sinks.DefaultTimeout] (30 s,
 	// SPEC §2.1).
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Headers are custom delivery headers (Event Grid's delivery attribute mappings, SPEC
+	// §2.4), sent with every request; dynamic ones are resolved from the first event of each
+	// batch. A batch's own Headers are sent too; these win on a name clash.
+	Headers sinks.HeaderMappings `json:"headers,omitempty" yaml:"headers,omitempty"`
+	// MaxRequestsPerMinute caps the request rate, as a CloudEvents endpoint asks with
+	// WebHook-Allowed-Rate (SPEC §2.5): requests are spaced at least a minute divided by it
+	// apart, and Deliver waits for its turn before the attempt timeout starts. Zero means no
+	// cap.
+	MaxRequestsPerMinute int `json:"maxRequestsPerMinute,omitempty" yaml:"maxRequestsPerMinute,omitempty"`
 }
 
 // ConfigError is one problem with a [Config]. [Config.Validate] joins one per problem.
@@ -48,6 +57,14 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, &ConfigError{Field: "timeout", Reason: fmt.Sprintf("%s is negative; use a positive duration, or 0 for the default %s", c.Timeout, sinks.DefaultTimeout)})
+	}
+	if err := c.Headers.Validate(); err != nil {
+		for _, e := range flatten(err) {
+			errs = append(errs, &ConfigError{Field: "headers", Reason: e.Error()})
+		}
+	}
+	if c.MaxRequestsPerMinute < 0 {
+		errs = append(errs, &ConfigError{Field: "maxRequestsPerMinute", Reason: fmt.Sprintf("%d is negative; use a positive number, or 0 for no cap", c.MaxRequestsPerMinute)})
 	}
 	return errors.Join(errs...)
 }
@@ -102,6 +119,8 @@ type Sink struct {
 	// reads as such in the error chain. It wraps context.DeadlineExceeded.
 	timeoutCause error
 	client       *http.Client
+	headers      sinks.HeaderMappings
+	pace         *pacer // nil without a rate cap
 }
 
 // New validates cfg and returns a sink for its URL. client is the HTTP client to use; nil
@@ -122,6 +141,8 @@ func New(cfg Config, client *http.Client) (*Sink, error) {
 		timeout:      cfg.Timeout,
 		timeoutCause: fmt.Errorf("no response within the %s attempt timeout: %w", cfg.Timeout, context.DeadlineExceeded),
 		client:       client,
+		headers:      cfg.Headers,
+		pace:         newPacer(cfg.MaxRequestsPerMinute),
 	}, nil
 }
 
@@ -149,6 +170,9 @@ var (
 // headers and the outcome classification). It returns nil when the endpoint answered
 // 200-204, and a *[sinks.DeliveryError] otherwise. It does not read b after it returns.
 func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
+	if err := s.pace.wait(ctx); err != nil {
+		return &sinks.DeliveryError{Outcome: classify(err, ctx.Err()), Err: fmt.Errorf("waiting for the request rate %s allows: %w", s.display, err)}
+	}
 	actx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)
 	defer cancel()
 
@@ -156,7 +180,7 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err != nil { // cannot happen for a URL New accepted
 		return &sinks.DeliveryError{Outcome: schemas.InvalidDestination, Err: fmt.Errorf("building request for %s: %w", s.display, err)}
 	}
-	req.Header = header(b)
+	req.Header = header(b, s.custom(b))
 	body := newGuardedBody(b.Body)
 	defer body.release()
 	req.ContentLength = int64(len(b.Body))
@@ -199,12 +223,28 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	return de
 }
 
-// header builds the delivery headers of b (SPEC §2.4).
-func header(b *sinks.Batch) http.Header {
-	h := make(http.Header, 8+len(b.Headers))
-	for name, value := range b.Headers {
-		if validHeaderName(name) && validHeaderValue(value) {
-			h.Set(name, value)
+// custom returns the configured custom headers resolved for b: dynamic values come from the
+// batch's first event (see [sinks.HeaderMappings.Resolve]).
+func (s *Sink) custom(b *sinks.Batch) map[string]string {
+	if len(s.headers) == 0 {
+		return nil
+	}
+	var first *schemas.Event
+	if len(b.Events) > 0 {
+		first = b.Events[0]
+	}
+	return s.headers.Resolve(first)
+}
+
+// header builds the delivery headers of b (SPEC §2.4): the batch's custom headers, then the
+// sink's (custom), then the protocol headers, each later set winning.
+func header(b *sinks.Batch, custom map[string]string) http.Header {
+	h := make(http.Header, 8+len(b.Headers)+len(custom))
+	for _, m := range []map[string]string{b.Headers, custom} {
+		for name, value := range m {
+			if validHeaderName(name) && validHeaderValue(value) {
+				h.Set(name, value)
+			}
 		}
 	}
 	// One backing array for the protocol header values; each gets a one-element slice of it.

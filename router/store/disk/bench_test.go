@@ -1,6 +1,7 @@
 package disk_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,4 +126,22 @@ func BenchmarkRawFsync(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkCursors asks for the cursors of a topic with 500 subscriptions (the default limit
+// per topic): the price of one look by the router's trimmer, which makes one every 1024
+// appended events per topic and on an idle timer.
+func BenchmarkCursors(b *testing.B) {
+	s, _ := openBench(b)
+	for i := range 500 {
+		if err := s.PutSubscription(b.Context(), "t", fmt.Sprint("sub-", i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		c, err := s.Cursors(b.Context(), "t")
+		if err != nil || len(c) != 500 {
+			b.Fatalf("Cursors: %d, %v", len(c), err)
+		}
+	}
 }

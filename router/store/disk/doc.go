@@ -42,6 +42,15 @@
 // Names are the rest of the key, so Topics and Subscriptions list in name order with one
 // range scan. DeleteTopic and DeleteSubscription are range deletions over the ids.
 //
+// # Trimming and releasing space
+//
+// Cursors are kept in memory (loaded at Open), so [Store.Cursors] — asked by the router each
+// time it considers trimming a journal — reads no disk. Trim writes one range deletion from
+// the previous trim floor, so tombstones never nest; DeleteTopic and DeleteSubscription are
+// range deletions too. Pebble drops the deleted keys when it flushes or compacts them, and
+// deletes outright the table files a range deletion wholly covers (delete-only compactions),
+// so space comes back without rewriting what is kept. TestDeletesReleaseSpace measures it.
+//
 // # Values
 //
 // Values start with a format version byte (1) so the format can change and old data still

@@ -1,9 +1,48 @@
 package disk
 
-import "github.com/cockroachdb/pebble/v2/vfs"
+import (
+	"context"
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
 
 // OpenFS is Open on the file system fs (an in-memory or fault-injecting one), for tests.
 func OpenFS(dir string, opts Options, fs vfs.FS) (*Store, error) {
 	opts.fs = fs
 	return Open(dir, opts)
 }
+
+// CompactedSize flushes the memtable, compacts the whole key space and returns the bytes the
+// table files take on disk: what the store really holds once pebble has dropped deleted keys.
+func (s *Store) CompactedSize(ctx context.Context) (uint64, error) {
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
+		return 0, err
+	}
+	return s.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
+}
+
+// Keys counts the live keys whose first byte is prefix (a key kind; keys.go).
+func (s *Store) Keys(prefix byte) (n int, err error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	for valid := it.First(); valid; valid = it.Next() {
+		n++
+	}
+	return n, it.Error()
+}
+
+// Key kinds, for Keys.
+const (
+	KindJournal = prefixJournal
+	KindParked  = prefixParked
+	KindCursor  = prefixCursor
+	KindSubDef  = prefixSub
+)

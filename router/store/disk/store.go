@@ -526,6 +526,28 @@ func (s *Store) Trim(ctx context.Context, topicName string, through uint64) erro
 	return nil
 }
 
+// Cursors implements [store.Store]. It reads the cursors kept in memory: no disk read. A
+// cursor is taken there only after its update is committed, so a Trim based on it is written
+// to the log after that update, and a crash that keeps the Trim keeps the update too.
+func (s *Store) Cursors(ctx context.Context, topicName string) (map[string]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, err := s.topic(topicName)
+	if err != nil {
+		return nil, err
+	}
+	cursors := make(map[string]uint64, len(t.subs))
+	for name, sb := range t.subs {
+		sb.mu.Lock()
+		cursors[name] = sb.cursor
+		sb.mu.Unlock()
+	}
+	return cursors, nil
+}
+
 // LoadSubscription implements [store.Store].
 func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (store.SubscriptionState, error) {
 	if err := ctx.Err(); err != nil {

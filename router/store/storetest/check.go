@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -226,6 +227,28 @@ func checkDefs(t *testing.T, what string, got, want []store.Definition) {
 	}
 }
 
+func cursors(t *testing.T, s store.Store, topic string) map[string]uint64 {
+	t.Helper()
+	c, err := s.Cursors(t.Context(), topic)
+	if err != nil {
+		t.Fatalf("Cursors(%q): %v", topic, err)
+	}
+	return c
+}
+
+// checkCursors reports a difference between two cursor maps. A nil map is a failure: the
+// contract promises an empty map for a topic without subscriptions.
+func checkCursors(t *testing.T, what string, got, want map[string]uint64) {
+	t.Helper()
+	if got == nil {
+		t.Errorf("%s: Cursors returned a nil map, want %v", what, want)
+		return
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: Cursors = %v, want %v", what, got, want)
+	}
+}
+
 // checkNotFound reports err unless it matches store.ErrNotFound.
 func checkNotFound(t *testing.T, what string, err error) {
 	t.Helper()
@@ -241,6 +264,7 @@ type snapshot struct {
 	last    map[string]uint64                  // by topic
 	journal map[string][]store.Entry           // by topic
 	states  map[string]store.SubscriptionState // by "topic/sub"
+	cursors map[string]map[string]uint64       // by topic
 }
 
 func takeSnapshot(ctx context.Context, t *testing.T, s store.Store) snapshot {
@@ -250,6 +274,7 @@ func takeSnapshot(ctx context.Context, t *testing.T, s store.Store) snapshot {
 		last:    map[string]uint64{},
 		journal: map[string][]store.Entry{},
 		states:  map[string]store.SubscriptionState{},
+		cursors: map[string]map[string]uint64{},
 	}
 	var err error
 	if snap.topics, err = s.Topics(ctx); err != nil {
@@ -264,6 +289,7 @@ func takeSnapshot(ctx context.Context, t *testing.T, s store.Store) snapshot {
 		snap.subs[name] = subs
 		snap.last[name] = lastSeq(t, s, name)
 		snap.journal[name] = read(t, s, name, 0, 1<<20)
+		snap.cursors[name] = cursors(t, s, name)
 		for _, sub := range subs {
 			snap.states[name+"/"+sub.Name] = load(t, s, name, sub.Name)
 		}
@@ -281,6 +307,7 @@ func checkSnapshot(t *testing.T, got, want snapshot) {
 			t.Errorf("LastSeq(%q) = %d, want %d", name, got.last[name], want.last[name])
 		}
 		checkEntries(t, "journal of "+name, got.journal[name], want.journal[name])
+		checkCursors(t, "Cursors("+name+")", got.cursors[name], want.cursors[name])
 	}
 	for key, st := range want.states {
 		checkState(t, "state of "+key, got.states[key], st)

@@ -3,9 +3,9 @@
 // packages' tests behaves like the real thing (DESIGN.md §4).
 //
 // [Run] checks the whole contract on a fresh store per subtest: journal numbering and reads,
-// Trim, topic and subscription definitions, subscription state, DeleteTopic, concurrent
-// Appends and Close. [RunReopen] checks, for durable stores, that everything written before
-// Close is there after the store is opened again on the same directory.
+// Trim, topic and subscription definitions, subscription state and Cursors, DeleteTopic,
+// concurrent Appends and Close. [RunReopen] checks, for durable stores, that everything written
+// before Close is there after the store is opened again on the same directory.
 //
 // Where store.go is silent the suite fixes the behaviour, and the tests name it:
 //   - Append with no events appends nothing and returns the topic's LastSeq.
@@ -21,6 +21,7 @@
 //   - After DeleteTopic a topic created again under the same name starts empty: LastSeq 0, no
 //     subscriptions, and the first Append gets sequence number 1.
 //   - UpdateSubscription applies Delete before Put, so a Seq in both ends up parked.
+//   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //
 // storetest imports only store and schemas (and testing).

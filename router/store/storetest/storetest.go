@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NewSubscriptionCursor", testNewSubscriptionCursor},
 		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
 		{"UpdateSubscription", testUpdateSubscription},
+		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
 		{"NotFound", testNotFound},
@@ -428,6 +429,81 @@ func testUpdateSubscription(t *testing.T, s store.Store) {
 	}
 }
 
+// Cursors reports every subscription's cursor as UpdateSubscription left it: a new one at
+// LastSeq, never moving backwards, gone with its subscription, and per topic.
+func testCursors(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	putTopic(t, s, "other")
+	putSub(t, s, "other", "elsewhere")
+	update(t, s, "other", "elsewhere", store.Update{Cursor: 40})
+	steps := []struct {
+		name string
+		do   func()
+		want map[string]uint64
+	}{
+		{name: "no subscriptions", do: func() {}, want: map[string]uint64{}},
+		{
+			name: "new subscriptions start at LastSeq",
+			do: func() {
+				putSub(t, s, "t", "early")
+				appendOK(t, s, "t", t0, events("t", 0, 5))
+				putSub(t, s, "t", "late")
+			},
+			want: map[string]uint64{"early": 0, "late": 5},
+		},
+		{
+			name: "updates move them",
+			do: func() {
+				update(t, s, "t", "early", store.Update{Cursor: 3, Put: []store.Parked{parked(2, 1)}})
+				appendOK(t, s, "t", t0, events("t", 5, 3))
+				update(t, s, "t", "late", store.Update{Cursor: 8})
+			},
+			want: map[string]uint64{"early": 3, "late": 8},
+		},
+		{
+			name: "a lower cursor and an update without one leave it",
+			do: func() {
+				update(t, s, "t", "late", store.Update{Cursor: 6})
+				update(t, s, "t", "early", store.Update{Delete: []uint64{2}})
+			},
+			want: map[string]uint64{"early": 3, "late": 8},
+		},
+		{
+			name: "replacing the spec keeps it",
+			do: func() {
+				if err := s.PutSubscription(ctx, "t", "early", []byte("v2")); err != nil {
+					t.Fatalf("PutSubscription: %v", err)
+				}
+			},
+			want: map[string]uint64{"early": 3, "late": 8},
+		},
+		{
+			name: "a deleted subscription is gone",
+			do: func() {
+				if err := s.DeleteSubscription(ctx, "t", "late"); err != nil {
+					t.Fatalf("DeleteSubscription: %v", err)
+				}
+			},
+			want: map[string]uint64{"early": 3},
+		},
+		{
+			name: "trimming changes none",
+			do: func() {
+				if err := s.Trim(ctx, "t", 3); err != nil {
+					t.Fatalf("Trim: %v", err)
+				}
+			},
+			want: map[string]uint64{"early": 3},
+		},
+	}
+	for _, step := range steps {
+		step.do()
+		checkCursors(t, step.name, cursors(t, s, "t"), step.want)
+	}
+	checkCursors(t, "the other topic", cursors(t, s, "other"), map[string]uint64{"elsewhere": 40})
+}
+
 // Subscription state belongs to one subscription of one topic.
 func testSubscriptionIsolation(t *testing.T, s store.Store) {
 	for _, topic := range []string{"x", "y"} {
@@ -534,6 +610,7 @@ func testNotFound(t *testing.T, s store.Store) {
 		{"UpdateSubscription of an unknown subscription", func(ctx context.Context) error {
 			return s.UpdateSubscription(ctx, "t", "ghost", store.Update{Cursor: 1})
 		}},
+		{"Cursors of an unknown topic", func(ctx context.Context) error { _, err := s.Cursors(ctx, "ghost"); return err }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { checkNotFound(t, tc.name, tc.call(t.Context())) })
@@ -698,6 +775,7 @@ func testClosed(t *testing.T, s store.Store) {
 		{"PutSubscription", func(ctx context.Context) error { return s.PutSubscription(ctx, "t", "sub2", nil) }},
 		{"DeleteSubscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "sub") }},
 		{"Subscriptions", func(ctx context.Context) error { _, err := s.Subscriptions(ctx, "t"); return err }},
+		{"Cursors", func(ctx context.Context) error { _, err := s.Cursors(ctx, "t"); return err }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,680 @@
+package actors
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// This file is the dead-letter actor (SPEC §5, DESIGN.md §1 step 4): one per router, a sibling of
+// the topic actors. Subscription actors hand it the events that ended without delivery
+// ([EnqueueDeadLetter]); it keeps them in an outbox, waits the dead-letter delay after each
+// event's last attempt, and writes the records that are due together as one object per
+// subscription per flush. Writes run off the mailbox; a failed write is retried with back-off,
+// and records still unwritten four hours after their first write attempt are dropped, counted
+// and logged.
+
+// Defaults of a [DeadLetterConfig] (SPEC §5, eventgrid-behaviour.md §7.1 and §7.5).
+const (
+	// DefaultDeadLetterDelay is how long a record waits after its event's last attempt before
+	// it is written: Event Grid batches blob writes this way.
+	DefaultDeadLetterDelay = 5 * time.Minute
+	// DefaultDeadLetterGiveUp is how long a record may stay unwritten after its first write
+	// attempt before it is dropped.
+	DefaultDeadLetterGiveUp = 4 * time.Hour
+	// DefaultMaxRecordsPerObject bounds the records of one object; a larger flush of one
+	// subscription is split.
+	DefaultMaxRecordsPerObject = 5000
+	// DefaultDeadLetterWriteTimeout bounds one write (it is not scaled by TimeScale).
+	DefaultDeadLetterWriteTimeout = time.Minute
+)
+
+// DefaultDeadLetterBackoff is the delay after the n-th failed write (the last value repeats):
+// 10 s, 1 min, then every 5 min, the dead-letter write retries of eventgrid-behaviour.md §7.5.
+var DefaultDeadLetterBackoff = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute}
+
+// DeadLetterTarget says where and how one subscription's dead letters are written.
+type DeadLetterTarget struct {
+	// Bucket is the subscription's blobContainerName.
+	Bucket string
+	// Prefix starts every object key: see [DeadLetterPrefix].
+	Prefix string
+	// Format is the record layout (SPEC §5).
+	Format schemas.DeadLetterFormat
+	// Notify asks for a notification ([DeadLetterConfig.OnWritten]) once an object is written.
+	Notify bool
+}
+
+// DeadLetterPrefix returns the key prefix of a subscription's dead-letter objects (SPEC §5,
+// eventgrid-behaviour.md §7.2 and §7.5): the subscription's name in upper case for a classic
+// topic (Event Grid upper-cases it deliberately), "<namespace>/<topic>/<subscription>" for a
+// namespace topic (namespace non-empty).
+func DeadLetterPrefix(namespace, topic, subscription string) string {
+	if namespace == "" {
+		return strings.ToUpper(subscription)
+	}
+	return namespace + "/" + topic + "/" + subscription
+}
+
+// DeadLetterKey returns the key of a dead-letter object written at t:
+// "<prefix>/<YYYY>/<M>/<D>/<H>/<id>.json", in UTC and not zero-padded, as Event Grid names its
+// blobs (eventgrid-behaviour.md §7.2). It is pure: the caller passes the time and the id.
+func DeadLetterKey(prefix string, t time.Time, id string) string {
+	t = t.UTC()
+	return fmt.Sprintf("%s/%d/%d/%d/%d/%s.json", prefix, t.Year(), int(t.Month()), t.Day(), t.Hour(), id)
+}
+
+// EnqueueDeadLetter hands the dead-letter actor one event that ended without delivery.
+type EnqueueDeadLetter struct {
+	Letter *DeadLetter
+	Target DeadLetterTarget
+}
+
+// FlushDeadLetters asks the dead-letter actor to write every record now, whatever its delay or
+// back-off (the router's shutdown does this). The answer, a *[DeadLetterStatus], comes once no
+// write is running any more; records whose write failed are still counted in it.
+type FlushDeadLetters struct{}
+
+// GetDeadLetterStatus asks the dead-letter actor for its state; the answer is a
+// *[DeadLetterStatus].
+type GetDeadLetterStatus struct{}
+
+// DeadLetterStatus is the dead-letter actor's state at one instant.
+type DeadLetterStatus struct {
+	// Waiting counts records waiting out their delay; Writing those in a write now; Retrying
+	// those whose write failed and waits for its next try.
+	Waiting, Writing, Retrying int
+	// ObjectsWritten, RecordsWritten and RecordsDropped count since the actor started.
+	ObjectsWritten, RecordsWritten, RecordsDropped int
+}
+
+// Pending counts the records not yet written.
+func (s *DeadLetterStatus) Pending() int { return s.Waiting + s.Writing + s.Retrying }
+
+// DeadLetterObject describes a written dead-letter object; [DeadLetterConfig.OnWritten]
+// receives it.
+type DeadLetterObject struct {
+	Topic, Subscription string
+	Target              DeadLetterTarget
+	Info                sinks.ObjectInfo
+	Records             int
+}
+
+// OutboxRecord is one dead letter in the outbox. ID is stable for the record's life, so a
+// durable outbox can key it.
+type OutboxRecord struct {
+	ID     uint64
+	Letter *DeadLetter
+	Target DeadLetterTarget
+	// Due is when the record may be written: its event's last attempt plus the delay.
+	Due time.Time
+	// FirstWriteAttempt is when a write of the record was first tried (zero before); the
+	// four-hour limit counts from it.
+	FirstWriteAttempt time.Time
+	// WriteAttempts counts the writes tried.
+	WriteAttempts int
+}
+
+// DeadLetterOutbox keeps the records the dead-letter actor has not written yet. The actor
+// calls it from its mailbox, one call at a time: Load when it starts, Put when a record arrives
+// or its write state changes, Delete once its object is written or it is dropped. Returned
+// records are owned by the caller.
+//
+// [MemoryOutbox] is the default; it survives actor restarts but not the process. A durable
+// implementation (on the router's store) plugs in here.
+type DeadLetterOutbox interface {
+	Load(ctx context.Context) ([]OutboxRecord, error)
+	Put(ctx context.Context, recs []OutboxRecord) error
+	Delete(ctx context.Context, ids []uint64) error
+}
+
+// MemoryOutbox is a [DeadLetterOutbox] in memory. Its records are lost when the process ends:
+// the dead-letter actor counts those still unwritten when it stops as dropped.
+type MemoryOutbox struct {
+	mu   sync.Mutex
+	recs map[uint64]OutboxRecord
+}
+
+// NewMemoryOutbox returns an empty in-memory outbox.
+func NewMemoryOutbox() *MemoryOutbox { return &MemoryOutbox{recs: make(map[uint64]OutboxRecord)} }
+
+// Load implements [DeadLetterOutbox].
+func (m *MemoryOutbox) Load(context.Context) ([]OutboxRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Collect(maps.Values(m.recs))
+	slices.SortFunc(out, func(a, b OutboxRecord) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Put implements [DeadLetterOutbox].
+func (m *MemoryOutbox) Put(_ context.Context, recs []OutboxRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range recs {
+		m.recs[r.ID] = r
+	}
+	return nil
+}
+
+// Delete implements [DeadLetterOutbox].
+func (m *MemoryOutbox) Delete(_ context.Context, ids []uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.recs, id)
+	}
+	return nil
+}
+
+// DeadLetterConfig is what the dead-letter actor needs. Durations are policy durations:
+// divided by TimeScale, like the retry schedule (WriteTimeout is not).
+type DeadLetterConfig struct {
+	// Store is where objects are written. Required.
+	Store sinks.ObjectStore
+	// Outbox keeps the unwritten records; nil means a new [MemoryOutbox].
+	Outbox DeadLetterOutbox
+	// Delay is how long a record waits after its event's last attempt (default
+	// DefaultDeadLetterDelay).
+	Delay time.Duration
+	// Slack is how much longer the first record due waits for others to share its object
+	// (default Delay/10): records that fail close together land in one object, each written
+	// between Delay and Delay+Slack after its last attempt.
+	Slack time.Duration
+	// Backoff is the delay after the n-th failed write; the last repeats (default
+	// DefaultDeadLetterBackoff).
+	Backoff []time.Duration
+	// GiveUpAfter is how long after its first write attempt an unwritten record is dropped
+	// (default DefaultDeadLetterGiveUp).
+	GiveUpAfter time.Duration
+	// TimeScale divides the durations above (0 means 1).
+	TimeScale float64
+	// MaxRecordsPerObject bounds one object (default DefaultMaxRecordsPerObject).
+	MaxRecordsPerObject int
+	// WriteTimeout bounds one write (default DefaultDeadLetterWriteTimeout).
+	WriteTimeout time.Duration
+	// NewID names objects; nil means uuid.NewString.
+	NewID   func() string
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+	// OnWritten, when set, is called after each object whose target asks for it is written,
+	// before its records leave the outbox; it runs off the mailbox (ctx ends when the actor
+	// stops) and must be safe for concurrent use. The router publishes the BlobCreated
+	// notification from it.
+	OnWritten func(ctx context.Context, o *DeadLetterObject)
+}
+
+func (c *DeadLetterConfig) scale(d time.Duration) time.Duration {
+	if c.TimeScale <= 1 {
+		return d
+	}
+	return time.Duration(float64(d) / c.TimeScale)
+}
+
+func (c *DeadLetterConfig) withDefaults() *DeadLetterConfig {
+	d := *c
+	if d.Delay <= 0 {
+		d.Delay = DefaultDeadLetterDelay
+	}
+	if d.Slack <= 0 {
+		d.Slack = d.Delay / 10
+	}
+	if len(d.Backoff) == 0 {
+		d.Backoff = DefaultDeadLetterBackoff
+	}
+	if d.GiveUpAfter <= 0 {
+		d.GiveUpAfter = DefaultDeadLetterGiveUp
+	}
+	if d.MaxRecordsPerObject <= 0 {
+		d.MaxRecordsPerObject = DefaultMaxRecordsPerObject
+	}
+	if d.WriteTimeout <= 0 {
+		d.WriteTimeout = DefaultDeadLetterWriteTimeout
+	}
+	if d.NewID == nil {
+		d.NewID = uuid.NewString
+	}
+	if d.Metrics == nil {
+		d.Metrics = new(metrics.Set)
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Outbox == nil {
+		d.Outbox = NewMemoryOutbox()
+	}
+	return &d
+}
+
+// DeadLetterProps returns the props of a dead-letter actor. The outbox is created here (when
+// cfg has none), so a restarted actor finds its records again.
+func DeadLetterProps(cfg *DeadLetterConfig) *actor.Props {
+	if cfg.Store == nil {
+		panic("actors: DeadLetterConfig.Store is required")
+	}
+	c := cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return &deadLetters{cfg: c} })
+}
+
+// pendingObject is a group of records assigned to one object key; it keeps the key across
+// retries, so a write that did land but whose answer was lost is replaced, not duplicated.
+type pendingObject struct {
+	id         uint64
+	key        string
+	topic, sub string
+	target     DeadLetterTarget
+	recs       []*OutboxRecord
+	first      time.Time
+	attempts   int
+	next       time.Time
+	writing    bool
+}
+
+// dlWritten is the result of one object write, sent by the goroutine that ran it.
+type dlWritten struct {
+	id        uint64
+	info      sinks.ObjectInfo
+	err       error
+	permanent bool // the records cannot be encoded: retrying cannot help
+}
+
+// dlWake is sent by the actor's timer.
+type dlWake struct{ gen uint64 }
+
+// deadLetters is the dead-letter actor. All fields are owned by Receive.
+type deadLetters struct {
+	cfg    *DeadLetterConfig
+	self   *actor.PID
+	system *actor.ActorSystem
+	log    *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	recs    map[uint64]*OutboxRecord
+	waiting recordHeap
+	objects map[uint64]*pendingObject
+	nextRec uint64
+	nextObj uint64
+	stats   DeadLetterStatus
+
+	flushers []*actor.PID
+	timer    *time.Timer
+	timerAt  time.Time
+	timerGen uint64
+}
+
+// Receive implements actor.Actor.
+func (d *deadLetters) Receive(c actor.Context) {
+	switch msg := c.Message().(type) {
+	case *actor.Started:
+		d.start(c)
+	case *EnqueueDeadLetter:
+		d.enqueue(msg)
+		d.arm(time.Now())
+	case *dlWake:
+		if msg.gen != d.timerGen {
+			return
+		}
+		d.timerAt = time.Time{}
+		d.run(time.Now(), false)
+	case *dlWritten:
+		d.written(msg)
+		d.answerFlushers(c)
+		d.arm(time.Now())
+	case *FlushDeadLetters:
+		d.flushers = append(d.flushers, c.Sender())
+		d.run(time.Now(), true)
+		d.answerFlushers(c)
+	case *GetDeadLetterStatus:
+		c.Respond(d.status())
+	case *actor.Restarting:
+		d.stop(false)
+	case *actor.Stopping:
+		d.stop(true)
+	}
+}
+
+func (d *deadLetters) start(c actor.Context) {
+	d.self, d.system = c.Self(), c.ActorSystem()
+	d.log = d.cfg.Logger.With("component", "dead-letters")
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.recs = make(map[uint64]*OutboxRecord)
+	d.objects = make(map[uint64]*pendingObject)
+	d.waiting = d.waiting[:0]
+	d.stats = DeadLetterStatus{}
+	loaded, err := d.cfg.Outbox.Load(d.ctx)
+	if err != nil {
+		panic(fmt.Errorf("loading the dead-letter outbox: %w", err))
+	}
+	now := time.Now()
+	// Records whose write was tried before a restart are grouped again by their first write
+	// attempt and retried at once; the others wait out their delay.
+	type group struct {
+		target     DeadLetterTarget
+		topic, sub string
+		first      time.Time
+	}
+	groups := map[group]*pendingObject{}
+	for i := range loaded {
+		r := loaded[i]
+		d.recs[r.ID] = &r
+		d.nextRec = max(d.nextRec, r.ID)
+		if r.FirstWriteAttempt.IsZero() {
+			heap.Push(&d.waiting, &r)
+			continue
+		}
+		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt}
+		o, ok := groups[g]
+		if !ok {
+			o = d.newObject(g.topic, g.sub, r.Target, now)
+			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
+			groups[g] = o
+		}
+		o.recs = append(o.recs, &r)
+	}
+	if len(loaded) > 0 {
+		d.log.Info("dead-letter outbox loaded", "records", len(loaded))
+	}
+	d.arm(now)
+}
+
+func (d *deadLetters) stop(final bool) {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.timerGen++
+	d.wg.Wait()
+	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !inMemory || len(d.recs) == 0 {
+		return
+	}
+	// The in-memory outbox dies with the process: what is still in it is lost, and said so.
+	ids := slices.Sorted(maps.Keys(d.recs))
+	for _, id := range ids {
+		d.drop(d.recs[id], "the router stopped before the record could be written")
+	}
+	_ = d.cfg.Outbox.Delete(context.Background(), ids)
+}
+
+func (d *deadLetters) enqueue(m *EnqueueDeadLetter) {
+	if m.Letter == nil || m.Letter.Event == nil {
+		return
+	}
+	d.nextRec++
+	base := m.Letter.LastAttemptTime
+	if base.IsZero() {
+		base = time.Now()
+	}
+	r := &OutboxRecord{ID: d.nextRec, Letter: m.Letter, Target: m.Target, Due: base.Add(d.cfg.scale(d.cfg.Delay))}
+	if err := d.cfg.Outbox.Put(d.ctx, []OutboxRecord{*r}); err != nil {
+		panic(fmt.Errorf("saving a dead letter to the outbox: %w", err))
+	}
+	d.recs[r.ID] = r
+	heap.Push(&d.waiting, r)
+}
+
+func (d *deadLetters) newObject(topic, sub string, t DeadLetterTarget, now time.Time) *pendingObject {
+	d.nextObj++
+	o := &pendingObject{
+		id: d.nextObj, topic: topic, sub: sub, target: t,
+		key: DeadLetterKey(t.Prefix, now, d.cfg.NewID()),
+	}
+	d.objects[o.id] = o
+	return o
+}
+
+// run starts the writes that are due at now: objects whose retry has come, then the waiting
+// records due, grouped one object per subscription. With flush everything is due.
+func (d *deadLetters) run(now time.Time, flush bool) {
+	for _, id := range slices.Sorted(maps.Keys(d.objects)) {
+		o := d.objects[id]
+		if o.writing || (!flush && o.next.After(now)) {
+			continue
+		}
+		if !flush && now.Sub(o.first) >= d.cfg.scale(d.cfg.GiveUpAfter) {
+			d.dropObject(o, d.unavailableFor(o, now))
+			continue
+		}
+		d.write(o, now)
+	}
+	type group struct {
+		target     DeadLetterTarget
+		topic, sub string
+	}
+	var order []group
+	due := map[group][]*OutboxRecord{}
+	for d.waiting.Len() > 0 && (flush || !d.waiting[0].Due.After(now)) {
+		r := heap.Pop(&d.waiting).(*OutboxRecord)
+		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription}
+		if _, ok := due[g]; !ok {
+			order = append(order, g)
+		}
+		due[g] = append(due[g], r)
+	}
+	for _, g := range order {
+		recs := due[g]
+		for len(recs) > 0 {
+			n := min(len(recs), d.cfg.MaxRecordsPerObject)
+			o := d.newObject(g.topic, g.sub, g.target, now)
+			o.recs, recs = recs[:n], recs[n:]
+			d.write(o, now)
+		}
+	}
+	d.arm(now)
+}
+
+// write starts one object write off the mailbox.
+func (d *deadLetters) write(o *pendingObject, now time.Time) {
+	o.writing = true
+	o.attempts++
+	if o.first.IsZero() {
+		o.first = now
+	}
+	changed := make([]OutboxRecord, len(o.recs))
+	for i, r := range o.recs {
+		if r.FirstWriteAttempt.IsZero() {
+			r.FirstWriteAttempt = o.first
+		}
+		r.WriteAttempts = o.attempts
+		changed[i] = *r
+	}
+	if err := d.cfg.Outbox.Put(d.ctx, changed); err != nil {
+		panic(fmt.Errorf("saving dead letters to the outbox: %w", err))
+	}
+	recs := make([]schemas.DeadLetterRecord, len(o.recs))
+	for i, r := range o.recs {
+		l := r.Letter
+		recs[i] = schemas.DeadLetterRecord{
+			Event: l.Event, Reason: l.Reason, DeliveryAttempts: l.DeliveryAttempts, LastOutcome: l.LastOutcome,
+			LastHTTPStatus: l.LastHTTPStatus, PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
+		}
+	}
+	id, key, target, topic, sub := o.id, o.key, o.target, o.topic, o.sub
+	root, self, parent, cfg := d.system.Root, d.self, d.ctx, d.cfg
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		res := &dlWritten{id: id}
+		defer func() { root.Send(self, res) }()
+		body, err := schemas.AppendDeadLetters(nil, target.Format, recs)
+		if err != nil {
+			res.err, res.permanent = err, true
+			return
+		}
+		ctx, cancel := context.WithTimeout(parent, cfg.WriteTimeout)
+		res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, schemas.ContentTypeDeadLetters)
+		cancel()
+		if res.err == nil && target.Notify && cfg.OnWritten != nil {
+			cfg.OnWritten(parent, &DeadLetterObject{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: len(recs)})
+		}
+	}()
+}
+
+// written applies the result of one write.
+func (d *deadLetters) written(m *dlWritten) {
+	o, ok := d.objects[m.id]
+	if !ok {
+		return // from before a restart
+	}
+	o.writing = false
+	now := time.Now()
+	if m.err == nil {
+		ids := make([]uint64, len(o.recs))
+		for i, r := range o.recs {
+			ids[i] = r.ID
+			delete(d.recs, r.ID)
+		}
+		if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
+			panic(fmt.Errorf("removing written dead letters from the outbox: %w", err))
+		}
+		delete(d.objects, o.id)
+		d.stats.ObjectsWritten++
+		d.stats.RecordsWritten += len(o.recs)
+		d.log.Info("dead letters written", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+			"key", o.key, "records", len(o.recs), "attempts", o.attempts)
+		return
+	}
+	if m.permanent {
+		d.log.Error("dead letters cannot be encoded; dropping them", "topic", o.topic, "subscription", o.sub, "err", m.err)
+		d.dropObject(o, "the records cannot be encoded: "+m.err.Error())
+		return
+	}
+	giveUp := o.first.Add(d.cfg.scale(d.cfg.GiveUpAfter))
+	if !now.Before(giveUp) {
+		d.log.Warn("writing dead letters failed", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+			"key", o.key, "records", len(o.recs), "attempts", o.attempts, "err", m.err)
+		d.dropObject(o, d.unavailableFor(o, now))
+		return
+	}
+	delay := d.cfg.Backoff[min(o.attempts, len(d.cfg.Backoff))-1]
+	o.next = now.Add(d.cfg.scale(delay))
+	if o.next.After(giveUp) {
+		o.next = giveUp // the records are dropped exactly at the limit
+	}
+	d.log.Warn("writing dead letters failed; will retry", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+		"key", o.key, "records", len(o.recs), "attempts", o.attempts, "retryIn", o.next.Sub(now), "err", m.err)
+}
+
+func (d *deadLetters) unavailableFor(o *pendingObject, now time.Time) string {
+	return fmt.Sprintf("the dead-letter destination was unavailable for %s after the first write attempt", now.Sub(o.first).Round(time.Second))
+}
+
+// dropObject drops every record of an object that cannot be written, saying why.
+func (d *deadLetters) dropObject(o *pendingObject, why string) {
+	ids := make([]uint64, len(o.recs))
+	for i, r := range o.recs {
+		ids[i] = r.ID
+		d.drop(r, why)
+	}
+	if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
+		panic(fmt.Errorf("removing dropped dead letters from the outbox: %w", err))
+	}
+	delete(d.objects, o.id)
+}
+
+// drop forgets one record: counted as DroppedEventCount with reason
+// DeadLetterDestinationUnavailable (SPEC §5) and logged with its event id.
+func (d *deadLetters) drop(r *OutboxRecord, why string) {
+	l := r.Letter
+	delete(d.recs, r.ID)
+	d.stats.RecordsDropped++
+	d.cfg.Metrics.Add(metrics.Key{
+		Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),
+		Dim: string(schemas.DeadLetterDestinationUnavailable),
+	}, 1)
+	d.log.Warn("dead letter dropped", "id", l.Event.ID, "topic", l.Topic, "subscription", l.Subscription,
+		"bucket", r.Target.Bucket, "reason", string(schemas.DeadLetterDestinationUnavailable),
+		"deadLetterReason", string(l.Reason), "why", why)
+}
+
+func (d *deadLetters) answerFlushers(c actor.Context) {
+	if len(d.flushers) == 0 {
+		return
+	}
+	for _, o := range d.objects {
+		if o.writing {
+			return
+		}
+	}
+	st := d.status()
+	for _, p := range d.flushers {
+		if p != nil {
+			c.Send(p, st)
+		}
+	}
+	d.flushers = nil
+}
+
+// arm makes sure a wake arrives when the next write is due: the earliest waiting record's due
+// time plus the slack, or the earliest retry.
+func (d *deadLetters) arm(now time.Time) {
+	var at time.Time
+	if d.waiting.Len() > 0 {
+		at = d.waiting[0].Due.Add(d.cfg.scale(d.cfg.Slack))
+	}
+	for _, o := range d.objects {
+		if !o.writing && (at.IsZero() || o.next.Before(at)) {
+			at = o.next
+		}
+	}
+	if at.IsZero() || at.Equal(d.timerAt) {
+		return
+	}
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.timerGen++
+	d.timerAt = at
+	gen, root, self := d.timerGen, d.system.Root, d.self
+	d.timer = time.AfterFunc(max(at.Sub(now), 0), func() { root.Send(self, &dlWake{gen: gen}) })
+}
+
+func (d *deadLetters) status() *DeadLetterStatus {
+	st := d.stats
+	st.Waiting = d.waiting.Len()
+	for _, o := range d.objects {
+		if o.writing {
+			st.Writing += len(o.recs)
+		} else {
+			st.Retrying += len(o.recs)
+		}
+	}
+	return &st
+}
+
+// recordHeap orders waiting records by due time, then id.
+type recordHeap []*OutboxRecord
+
+func (h recordHeap) Len() int { return len(h) }
+func (h recordHeap) Less(i, j int) bool {
+	if h[i].Due.Equal(h[j].Due) {
+		return h[i].ID < h[j].ID
+	}
+	return h[i].Due.Before(h[j].Due)
+}
+func (h recordHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *recordHeap) Push(x any)   { *h = append(*h, x.(*OutboxRecord)) }
+func (h *recordHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}

@@ -1,0 +1,192 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// This file is the replay actor (SPEC §5): it re-delivers dead-lettered events to one
+// subscription, with a fresh attempt budget and the same event ids, and no other subscription
+// sees them.
+//
+// It does so with the subscription actor itself: the replay actor runs, as its supervised
+// child, a second subscription actor with the live subscription's config (same sink, policy,
+// delivery schema, headers and hooks, no filter) reading a private in-memory journal that holds
+// just the replayed events. Delivery semantics are therefore exactly those of the subscription:
+// batching, retries, probation, dead-lettering again when an event still cannot be delivered.
+// The replay actor counts the events as they settle and stops when all have.
+
+// ReplayConfig is what a replay actor needs.
+type ReplayConfig struct {
+	// Subscription is the config of the live subscription to replay into (the router builds a
+	// fresh one). Its Store is replaced by the replay's own journal and its filter dropped.
+	Subscription *SubscriptionConfig
+	// Events are the events to re-deliver, in the topic's input schema, each id once.
+	Events []*schemas.Event
+	// PublishTime is the publish time the replayed events get: their time to live starts
+	// again from it.
+	PublishTime time.Time
+	// OnProgress, when set, is called from the actor as events settle (delivered, or ended
+	// again). It must not block.
+	OnProgress func(settled, total int)
+	// OnDone, when set, is called once: when every event has settled, or when the replay is
+	// stopped before that (Stopped set). It must not block.
+	OnDone func(ReplayResult)
+}
+
+// ReplayResult is how a replay ended.
+type ReplayResult struct {
+	Total        int
+	Delivered    int
+	DeadLettered int
+	Dropped      int
+	// Stopped is set when the replay was stopped (router closed, subscription deleted or
+	// replaced) before every event settled.
+	Stopped bool
+}
+
+// ReplayProps returns the props of a replay actor.
+// Its subscription actor is restarted with back-off when it fails, like a topic actor's.
+func ReplayProps(cfg *ReplayConfig) *actor.Props {
+	log := cfg.Subscription.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &replay{cfg: cfg} },
+		actor.WithSupervisor(&restartWithBackoff{initial: 100 * time.Millisecond, max: time.Minute, log: log.With("replay", cfg.Subscription.Name)}))
+}
+
+// replaySettled reports events of the replay that settled.
+type replaySettled struct {
+	ids     []string
+	outcome replayOutcome
+}
+
+type replayOutcome uint8
+
+const (
+	replayDelivered replayOutcome = iota + 1
+	replayDeadLettered
+	replayDropped
+)
+
+// replay is the replay actor.
+type replay struct {
+	cfg     *ReplayConfig
+	settled map[string]replayOutcome
+	result  ReplayResult
+	done    bool
+}
+
+// Receive implements actor.Actor.
+func (r *replay) Receive(c actor.Context) {
+	switch msg := c.Message().(type) {
+	case *actor.Started:
+		r.start(c)
+	case *replaySettled:
+		for _, id := range msg.ids {
+			if _, ok := r.settled[id]; ok || r.done {
+				continue // delivered again after a restart: counted once
+			}
+			r.settled[id] = msg.outcome
+			switch msg.outcome {
+			case replayDelivered:
+				r.result.Delivered++
+			case replayDeadLettered:
+				r.result.DeadLettered++
+			case replayDropped:
+				r.result.Dropped++
+			}
+		}
+		if r.cfg.OnProgress != nil && !r.done {
+			r.cfg.OnProgress(len(r.settled), r.result.Total)
+		}
+		if len(r.settled) >= r.result.Total {
+			r.finish(false)
+			c.Stop(c.Self())
+		}
+	case *GetStatus:
+		c.Respond(&Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - len(r.settled)})
+	case *actor.Stopping:
+		r.finish(true)
+	}
+}
+
+func (r *replay) start(c actor.Context) {
+	r.settled = make(map[string]replayOutcome)
+	r.result = ReplayResult{Total: len(r.cfg.Events)}
+	if r.result.Total == 0 {
+		r.finish(false)
+		c.Stop(c.Self())
+		return
+	}
+	live := r.cfg.Subscription
+	ctx := context.Background()
+	journal := store.NewMemory()
+	if err := journal.PutTopic(ctx, live.Topic, nil); err != nil {
+		panic(fmt.Errorf("preparing the replay journal: %w", err))
+	}
+	if err := journal.PutSubscription(ctx, live.Topic, live.Name, nil); err != nil {
+		panic(fmt.Errorf("preparing the replay journal: %w", err))
+	}
+	if _, err := journal.Append(ctx, live.Topic, r.cfg.PublishTime, r.cfg.Events); err != nil {
+		panic(fmt.Errorf("preparing the replay journal: %w", err))
+	}
+	root, self := c.ActorSystem().Root, c.Self()
+	sc := *live
+	sc.Store = journal
+	sc.Filter = nil // these events matched once; a replay re-delivers them all
+	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter
+	sc.OnAttempt = func(a *AttemptRecord) {
+		if onAttempt != nil {
+			onAttempt(a)
+		}
+		var delivered, dropped []string
+		for i, id := range a.EventIDs {
+			if i >= len(a.Decisions) {
+				break
+			}
+			switch dec := a.Decisions[i]; {
+			case dec.Action == retry.Drop:
+				dropped = append(dropped, id)
+			case dec.Action == 0 && a.Outcome == schemas.Delivered:
+				delivered = append(delivered, id)
+			}
+		}
+		if len(delivered) > 0 {
+			root.Send(self, &replaySettled{ids: delivered, outcome: replayDelivered})
+		}
+		if len(dropped) > 0 {
+			root.Send(self, &replaySettled{ids: dropped, outcome: replayDropped})
+		}
+	}
+	sc.OnDeadLetter = func(d *DeadLetter) {
+		if onDeadLetter != nil {
+			onDeadLetter(d)
+		}
+		root.Send(self, &replaySettled{ids: []string{d.Event.ID}, outcome: replayDeadLettered})
+	}
+	if live.Logger != nil {
+		live.Logger.Info("replaying dead letters", "topic", live.Topic, "subscription", live.Name, "events", r.result.Total)
+	}
+	c.Spawn(SubscriptionProps(&sc))
+}
+
+func (r *replay) finish(stopped bool) {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.result.Stopped = stopped
+	if r.cfg.OnDone != nil {
+		r.cfg.OnDone(r.result)
+	}
+}

@@ -1,0 +1,147 @@
+package actors_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
+)
+
+// replaySink fails every attempt of the event ids in failing and accepts the rest.
+type replaySink struct {
+	mu        sync.Mutex
+	failing   map[string]bool
+	delivered []string
+	attempts  map[string]int
+}
+
+func (s *replaySink) Deliver(_ context.Context, b *sinks.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attempts == nil {
+		s.attempts = map[string]int{}
+	}
+	for _, e := range b.Events {
+		s.attempts[e.ID]++
+	}
+	if s.failing[b.Events[0].ID] {
+		return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: 500}
+	}
+	for _, e := range b.Events {
+		s.delivered = append(s.delivered, e.ID)
+	}
+	return nil
+}
+
+func replayEvents(t *testing.T, ids ...string) []*schemas.Event {
+	t.Helper()
+	var out []*schemas.Event
+	for _, id := range ids {
+		out = append(out, dlLetter(t, "sub-a", id, time.Now()).Event)
+	}
+	return out
+}
+
+// A replay re-delivers through the subscription's own config: same sink, fresh attempts, the
+// same ids; an event that fails again is dead-lettered again through the subscription's
+// hook; the filter is not applied a second time.
+func TestReplayRedeliversToOneSubscription(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		sink := &replaySink{failing: map[string]bool{"bad": true}}
+		f, err := filter.Compile(filter.Spec{IncludedEventTypes: []string{"Something.Else"}}, schemas.EventGrid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var deadLettered []*actors.DeadLetter
+		var progress [][2]int
+		done := make(chan actors.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Filter: f, Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, DeadLetter: true, NoJitter: true},
+			Sink: sink, Metrics: new(metrics.Set),
+			OnDeadLetter: func(d *actors.DeadLetter) {
+				mu.Lock()
+				deadLettered = append(deadLettered, d)
+				mu.Unlock()
+			},
+		}
+		published := time.Now()
+		h.Spawn(actors.ReplayProps(&actors.ReplayConfig{
+			Subscription: cfg, Events: replayEvents(t, "e1", "bad", "e2"), PublishTime: published,
+			OnProgress: func(settled, total int) {
+				mu.Lock()
+				progress = append(progress, [2]int{settled, total})
+				mu.Unlock()
+			},
+			OnDone: func(r actors.ReplayResult) { done <- r },
+		}))
+		h.Advance(time.Minute)
+		res := <-done
+		if res != (actors.ReplayResult{Total: 3, Delivered: 2, DeadLettered: 1}) {
+			t.Errorf("result %+v, want 2 delivered and 1 dead-lettered of 3", res)
+		}
+		sink.mu.Lock()
+		if d := slices.Sorted(slices.Values(sink.delivered)); !slices.Equal(d, []string{"e1", "e2"}) || sink.attempts["bad"] != 2 {
+			t.Errorf("delivered %v with %d attempts of bad, want e1 and e2 once and bad attempted 2 times (a fresh budget)", d, sink.attempts["bad"])
+		}
+		sink.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(deadLettered) != 1 || deadLettered[0].Event.ID != "bad" || deadLettered[0].DeliveryAttempts != 2 || !deadLettered[0].PublishTime.Equal(published) {
+			t.Errorf("dead-lettered again: %+v, want bad after 2 attempts, published at the replay", deadLettered)
+		}
+		if len(progress) == 0 || progress[len(progress)-1] != [2]int{3, 3} {
+			t.Errorf("progress %v, want it to end at 3 of 3", progress)
+		}
+	})
+}
+
+// A replay stopped before its events settle says so.
+func TestReplayStopped(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		sink := &replaySink{failing: map[string]bool{"e1": true}}
+		done := make(chan actors.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), DeadLetter: true}, Sink: sink, Metrics: new(metrics.Set),
+		}
+		pid := h.Spawn(actors.ReplayProps(&actors.ReplayConfig{
+			Subscription: cfg, Events: replayEvents(t, "e1"), PublishTime: time.Now(),
+			OnDone: func(r actors.ReplayResult) { done <- r },
+		}))
+		h.Advance(time.Minute)
+		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-done; !res.Stopped || res.Delivered != 0 {
+			t.Errorf("result %+v, want Stopped", res)
+		}
+	})
+}
+
+func TestReplayOfNothingEndsAtOnce(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		done := make(chan actors.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{Topic: "orders", Name: "sub-a", Policy: &retry.Policy{}, Sink: &replaySink{}, Metrics: new(metrics.Set)}
+		h.Spawn(actors.ReplayProps(&actors.ReplayConfig{Subscription: cfg, OnDone: func(r actors.ReplayResult) { done <- r }}))
+		h.Settle()
+		select {
+		case res := <-done:
+			if res.Stopped || res.Total != 0 {
+				t.Errorf("result %+v, want a completed empty replay", res)
+			}
+		default:
+			t.Fatal("an empty replay did not finish")
+		}
+	})
+}

@@ -1,0 +1,71 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
+)
+
+// Events parked for a retry do not fill the window: a subscription whose window is full of
+// failing events still delivers new ones at once.
+func TestParkedEventsDoNotBlockNewOnes(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		_ = st.PutTopic(ctx, "orders", nil)
+		_ = st.PutSubscription(ctx, "orders", "audit", nil)
+		var body []string
+		for i := 1; i <= 4; i++ {
+			body = append(body, fmt.Sprintf(`{"id":"e%d","subject":"/o","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`, i))
+		}
+		evs, err := schemas.DecodeEventGrid([]byte("["+strings.Join(body, ",")+"]"), "/topics/orders", schemas.ClassicLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		delivered := map[string]time.Duration{}
+		sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+			id := b.Events[0].ID
+			if id == "e1" || id == "e2" {
+				return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: 500}
+			}
+			mu.Lock()
+			delivered[id] = time.Since(start)
+			mu.Unlock()
+			return nil
+		})
+		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
+			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
+			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{NoJitter: true}, Sink: sink, Store: st, Metrics: new(metrics.Set), Window: 2,
+		}))
+		last, err := st.Append(ctx, "orders", start, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := st.Read(ctx, "orders", 1, 10)
+		h.System().Root.Send(pid, &actors.Deliver{Entries: entries[:2], Through: 2})
+		h.Settle() // e1 and e2 fail and are parked for +10 s: the window of 2 is full of them
+		h.System().Root.Send(pid, &actors.Deliver{Entries: entries[2:], Through: last})
+		h.Settle()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range []string{"e3", "e4"} {
+			if at, ok := delivered[id]; !ok || at != 0 {
+				t.Errorf("%s delivered at %v (ok=%v), want at +0s while e1 and e2 wait for their retry", id, at, ok)
+			}
+		}
+	})
+}

@@ -1,0 +1,479 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/blob"
+)
+
+// minioFileConfig is `server.minio` in the YAML config: where dead letters are written.
+type minioFileConfig struct {
+	Endpoint  string `yaml:"endpoint"`
+	AccessKey string `yaml:"accessKey"`
+	SecretKey string `yaml:"secretKey"`
+	Secure    bool   `yaml:"secure"`
+	Region    string `yaml:"region"`
+	// CreateBuckets creates a subscription's bucket on its first dead letter (default true).
+	CreateBuckets *bool `yaml:"createBuckets"`
+}
+
+// deadLetterSettings are the resolved dead-letter settings of `egrid serve`.
+type deadLetterSettings struct {
+	// MinIO is the dead-letter store; Endpoint is empty when none is configured.
+	MinIO blob.Config
+	// Delay is the dead-letter delay (0: the router's default, 5 min).
+	Delay time.Duration
+}
+
+// deadLetterFlags are serve's dead-letter flags.
+func deadLetterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "minio-endpoint", Usage: "MinIO host:port dead letters are written to; without it, event subscriptions with a deadLetterDestination are refused (env EGRID_MINIO_ENDPOINT)"},
+		&cli.StringFlag{Name: "minio-access-key", Usage: "MinIO access key (env EGRID_MINIO_ACCESS_KEY)"},
+		&cli.StringFlag{Name: "minio-secret-key", Usage: "MinIO secret key (env EGRID_MINIO_SECRET_KEY)"},
+		&cli.BoolFlag{Name: "minio-secure", Usage: "reach MinIO over HTTPS (env EGRID_MINIO_SECURE)"},
+		&cli.DurationFlag{Name: "dead-letter-delay", Usage: "how long a dead letter waits after its last attempt before it is written, divided by --time-scale (default 5m; env EGRID_DEAD_LETTER_DELAY)"},
+	}
+}
+
+// resolveDeadLetters merges the dead-letter flags, environment and file settings (flag > env >
+// file > default), reporting every problem at once.
+func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverConfig) (deadLetterSettings, []error) {
+	var errs []error
+	str := func(flag, envName, fileVal string) string {
+		switch {
+		case c.IsSet(flag):
+			return c.String(flag)
+		case getenv(envName) != "":
+			return getenv(envName)
+		}
+		return fileVal
+	}
+	m := fs.MinIO
+	s := deadLetterSettings{MinIO: blob.Config{
+		Endpoint:      str("minio-endpoint", "EGRID_MINIO_ENDPOINT", m.Endpoint),
+		AccessKey:     str("minio-access-key", "EGRID_MINIO_ACCESS_KEY", m.AccessKey),
+		SecretKey:     str("minio-secret-key", "EGRID_MINIO_SECRET_KEY", m.SecretKey),
+		Region:        m.Region,
+		Secure:        m.Secure,
+		CreateBuckets: m.CreateBuckets == nil || *m.CreateBuckets,
+	}}
+	switch {
+	case c.IsSet("minio-secure"):
+		s.MinIO.Secure = c.Bool("minio-secure")
+	case getenv("EGRID_MINIO_SECURE") != "":
+		v, err := strconv.ParseBool(getenv("EGRID_MINIO_SECURE"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("EGRID_MINIO_SECURE=%q: use true or false", getenv("EGRID_MINIO_SECURE")))
+		}
+		s.MinIO.Secure = v
+	}
+	switch {
+	case c.IsSet("dead-letter-delay"):
+		s.Delay = c.Duration("dead-letter-delay")
+	case getenv("EGRID_DEAD_LETTER_DELAY") != "":
+		v, err := time.ParseDuration(getenv("EGRID_DEAD_LETTER_DELAY"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("EGRID_DEAD_LETTER_DELAY=%q: use a duration such as 5m", getenv("EGRID_DEAD_LETTER_DELAY")))
+		}
+		s.Delay = v
+	default:
+		s.Delay = fs.DeadLetterDelay
+	}
+	if s.Delay < 0 {
+		errs = append(errs, fmt.Errorf("dead-letter delay %v: use a positive duration such as 5m", s.Delay))
+	}
+	if s.MinIO.Endpoint != "" {
+		if err := s.MinIO.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if s.MinIO.AccessKey != "" || s.MinIO.SecretKey != "" {
+		errs = append(errs, errors.New("minio access key given without an endpoint: set --minio-endpoint (or server.minio.endpoint)"))
+	}
+	return s, errs
+}
+
+// deadLetterStore opens the MinIO store of the settings, or returns nil when none is
+// configured. An unreachable server is only a warning: the dead-letter actor retries.
+func deadLetterStore(ctx context.Context, s deadLetterSettings, log *slog.Logger) (sinks.ObjectStore, error) {
+	if s.MinIO.Endpoint == "" {
+		log.Info("no dead-letter store: event subscriptions with a deadLetterDestination are refused (use --minio-endpoint)")
+		return nil, nil
+	}
+	st, err := blob.New(s.MinIO, nil)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.Ping(pctx); err != nil {
+		log.Warn("MinIO is not reachable yet; dead letters wait and are retried", "endpoint", s.MinIO.Endpoint, "err", err)
+		return st, nil
+	}
+	log.Info("dead letters are written to MinIO", "endpoint", s.MinIO.Endpoint, "createBuckets", s.MinIO.CreateBuckets)
+	return st, nil
+}
+
+// acceptingStore stands in for MinIO in `egrid validate`'s throwaway router, so declared
+// deadLetterDestinations are checked as serve (given --minio-endpoint) would check them.
+type acceptingStore struct{}
+
+func (acceptingStore) Put(_ context.Context, bucket, key string, body []byte, ct string) (sinks.ObjectInfo, error) {
+	return sinks.ObjectInfo{Bucket: bucket, Key: key, Size: int64(len(body)), ContentType: ct}, nil
+}
+func (acceptingStore) List(context.Context, string, string) ([]sinks.ObjectInfo, error) {
+	return nil, nil
+}
+func (acceptingStore) Get(_ context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+	return nil, sinks.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, sinks.ErrObjectNotFound)
+}
+
+// deadletterCommand is `egrid deadletter list|show|replay|status`.
+func deadletterCommand(e env) *cli.Command {
+	topicFlag := &cli.StringFlag{Name: "topic", Usage: "topic name", Required: true}
+	subFlag := &cli.StringFlag{Name: "subscription", Aliases: []string{"s"}, Usage: "event subscription name", Required: true}
+	rangeFlags := []cli.Flag{
+		&cli.StringFlag{Name: "since", Usage: "only objects written at or after this time: RFC 3339 (2026-01-02T15:04:05Z) or a duration ago (2h)"},
+		&cli.StringFlag{Name: "until", Usage: "only objects written before this time: RFC 3339 or a duration ago"},
+	}
+	reasonFlag := &cli.StringFlag{Name: "reason", Usage: "only records with this deadLetterReason (e.g. MaxDeliveryAttemptsExceeded)"}
+	return &cli.Command{
+		Name:  "deadletter",
+		Usage: "read and replay an event subscription's dead letters (objects in MinIO)",
+		Description: `Dead-lettered events are written to the subscription's bucket (deadLetterDestination) as
+objects <SUBSCRIPTION>/<YYYY>/<M>/<D>/<H>/<uuid>.json, each a JSON array of records.
+
+Examples:
+   egrid deadletter list --topic orders --subscription billing --since 24h
+   egrid deadletter show --topic orders --subscription billing --reason UndeliverableDueToHttpBadRequest
+   egrid deadletter replay --topic orders --subscription billing --since 2h --dry-run
+   egrid deadletter replay --topic orders --subscription billing --since 2h`,
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list a subscription's dead-letter objects",
+				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag()), rangeFlags...),
+				Action: func(c *cli.Context) error {
+					sel, err := selection(c)
+					if err != nil {
+						return err
+					}
+					var out struct {
+						Value []struct {
+							Key          string    `json:"key"`
+							Size         int64     `json:"size"`
+							LastModified time.Time `json:"lastModified"`
+						} `json:"value"`
+					}
+					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "")+sel.query(), nil, &out); err != nil {
+						return err
+					}
+					if c.String("output") == "json" {
+						return printJSON(e.Stdout, out.Value)
+					}
+					fmt.Fprintf(e.Stdout, "%-24s %8s  %s\n", "WRITTEN", "SIZE", "KEY")
+					for _, o := range out.Value {
+						fmt.Fprintf(e.Stdout, "%-24s %8d  %s\n", o.LastModified.UTC().Format(time.RFC3339), o.Size, o.Key)
+					}
+					fmt.Fprintf(e.Stdout, "%d objects\n", len(out.Value))
+					return nil
+				},
+			},
+			{
+				Name:  "show",
+				Usage: "show dead-letter records: one object (--key) or every object in a range",
+				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
+					&cli.StringFlag{Name: "key", Usage: "the object's key (from deadletter list)"}), rangeFlags...),
+				Action: func(c *cli.Context) error {
+					sel, err := selection(c)
+					if err != nil {
+						return err
+					}
+					var out struct {
+						Objects  int                           `json:"objects"`
+						Value    []router.DeadLetterRecordView `json:"value"`
+						Problems []string                      `json:"problems"`
+					}
+					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &out); err != nil {
+						return err
+					}
+					for _, pr := range out.Problems {
+						fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+					}
+					if c.String("output") == "json" {
+						return printJSON(e.Stdout, out.Value)
+					}
+					fmt.Fprintf(e.Stdout, "%-36s %-48s %8s %-16s %6s  %s\n", "ID", "REASON", "ATTEMPTS", "LAST OUTCOME", "STATUS", "OBJECT")
+					for _, r := range out.Value {
+						status := "-"
+						if r.LastHTTPStatusCode != 0 {
+							status = strconv.Itoa(r.LastHTTPStatusCode)
+						}
+						fmt.Fprintf(e.Stdout, "%-36s %-48s %8d %-16s %6s  %s\n", r.ID, r.DeadLetterReason, r.DeliveryAttempts, r.LastDeliveryOutcome, status, r.Object)
+					}
+					fmt.Fprintf(e.Stdout, "%d records in %d objects\n", len(out.Value), out.Objects)
+					return nil
+				},
+			},
+			{
+				Name:  "replay",
+				Usage: "re-deliver dead-lettered events to this one subscription (fresh attempts, same event ids)",
+				Description: `Reads the subscription's dead-letter objects (in --since/--until), selects the records
+(--reason), and re-delivers each event once to this subscription only, as a new publish with a
+fresh attempt budget and its original id. Events that fail again are dead-lettered again. The
+objects are not changed. By default the command waits until every event is delivered or
+dead-lettered again, with a progress bar; --no-wait returns once the replay has started.
+--dry-run prints what would be replayed and changes nothing.`,
+				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
+					&cli.BoolFlag{Name: "dry-run", Usage: "print what would be replayed; re-deliver nothing"},
+					&cli.BoolFlag{Name: "no-wait", Usage: "return once the replay has started"}), rangeFlags...),
+				Action: func(c *cli.Context) error { return replay(c, e) },
+			},
+			{
+				Name:  "status",
+				Usage: "show the dead-letter outbox: records waiting, being written, retrying; written and dropped",
+				Flags: append(serverFlags(), outputFlag()),
+				Action: func(c *cli.Context) error {
+					var st map[string]int
+					if err := newClient(c, e).do(http.MethodGet, "/admin/deadLetters", nil, &st); err != nil {
+						return err
+					}
+					if c.String("output") == "json" {
+						return printJSON(e.Stdout, st)
+					}
+					fmt.Fprintf(e.Stdout, "waiting %d  writing %d  retrying %d  objects written %d  records written %d  dropped %d\n",
+						st["waiting"], st["writing"], st["retrying"], st["objectsWritten"], st["recordsWritten"], st["recordsDropped"])
+					return nil
+				},
+			},
+		},
+	}
+}
+
+// deadLetterPath is the admin path of the subscription's dead letters, plus tail.
+func deadLetterPath(c *cli.Context, tail string) string {
+	return "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" + url.PathEscape(c.String("subscription")) + "/deadLetters" + tail
+}
+
+// deadLetterSelection is what the --since, --until, --reason and --key flags select.
+type deadLetterSelection struct {
+	since, until time.Time
+	reason, key  string
+}
+
+// selection reads and checks the selection flags the command has.
+func selection(c *cli.Context) (deadLetterSelection, error) {
+	var sel deadLetterSelection
+	var errs []string
+	now := time.Now()
+	for name, dst := range map[string]*time.Time{"since": &sel.since, "until": &sel.until} {
+		if v := c.String(name); v != "" {
+			t, err := parseWhen(now, v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("--%s: %v", name, err))
+			}
+			*dst = t
+		}
+	}
+	if v := c.String("reason"); v != "" {
+		r, err := schemas.ParseReason(v)
+		if err != nil {
+			errs = append(errs, "--reason: "+err.Error())
+		}
+		sel.reason = string(r)
+	}
+	sel.key = c.String("key")
+	if len(errs) > 0 {
+		return sel, cli.Exit(strings.Join(errs, "\n"), 2)
+	}
+	return sel, nil
+}
+
+// query renders the selection as a query string ("" or "?...").
+func (s deadLetterSelection) query() string {
+	q := url.Values{}
+	if !s.since.IsZero() {
+		q.Set("since", s.since.UTC().Format(time.RFC3339Nano))
+	}
+	if !s.until.IsZero() {
+		q.Set("until", s.until.UTC().Format(time.RFC3339Nano))
+	}
+	if s.reason != "" {
+		q.Set("reason", s.reason)
+	}
+	if s.key != "" {
+		q.Set("key", s.key)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// parseWhen parses an RFC 3339 time or a duration before now ("90m", "2h").
+func parseWhen(now time.Time, v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration ago (2h)", v)
+}
+
+// replay runs `egrid deadletter replay`: it streams the server's progress into a progress bar
+// and prints the summary.
+func replay(c *cli.Context, e env) error {
+	sel, err := selection(c)
+	if err != nil {
+		return err
+	}
+	body := router.ReplayRequest{Since: sel.since, Until: sel.until, Reason: sel.reason, DryRun: c.Bool("dry-run"), Wait: !c.Bool("no-wait")}
+	cl := newClient(c, e)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(c.Context, http.MethodPost, cl.server+deadLetterPath(c, "/replay"), bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cl.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+	}
+	// No overall timeout: waiting for a replay can take as long as the retry schedule.
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return serverError(resp.StatusCode, msg)
+	}
+	bar := newProgressBar(e.Stderr)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var sum *router.ReplaySummary
+	for sc.Scan() {
+		var line router.ReplayStreamLine
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return cli.Exit(fmt.Sprintf("the server answered something that is not a replay report: %v", err), 1)
+		}
+		switch {
+		case line.Progress != nil:
+			bar.update(string(line.Progress.Stage), line.Progress.Done, line.Progress.Total)
+		case line.Error != nil:
+			bar.finish()
+			return cli.Exit("replay failed: "+line.Error.Message, 1)
+		case line.Summary != nil:
+			sum = line.Summary
+		}
+	}
+	bar.finish()
+	if err := sc.Err(); err != nil {
+		if errors.Is(c.Context.Err(), context.Canceled) {
+			return cli.Exit("stopped waiting; the replay goes on in the server", 1)
+		}
+		return cli.Exit(fmt.Sprintf("reading the replay report: %v", err), 1)
+	}
+	if sum == nil {
+		return cli.Exit("the server ended the replay report without a summary; see its log", 1)
+	}
+	return printReplaySummary(e, c.String("output"), sum)
+}
+
+func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
+	for _, pr := range sum.Problems {
+		fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+	}
+	if format == "json" {
+		return printJSON(e.Stdout, sum)
+	}
+	if sum.DryRun {
+		fmt.Fprintf(e.Stdout, "dry run: would replay %d events (%d records in %d objects, %d skipped); nothing was re-delivered\n",
+			sum.Replayed, sum.Found, sum.Objects, sum.Skipped)
+		if len(sum.Events) > 0 {
+			fmt.Fprintf(e.Stdout, "%-36s %-48s %s\n", "ID", "REASON", "OBJECT")
+			for _, ev := range sum.Events {
+				fmt.Fprintf(e.Stdout, "%-36s %-48s %s\n", ev.ID, ev.Reason, ev.Object)
+			}
+		}
+		return nil
+	}
+	fmt.Fprintf(e.Stdout, "replayed %d events (%d records in %d objects, %d skipped)\n", sum.Replayed, sum.Found, sum.Objects, sum.Skipped)
+	switch {
+	case sum.Completed:
+		fmt.Fprintf(e.Stdout, "delivered %d, dead-lettered again %d, dropped %d\n", sum.Delivered, sum.DeadLettered, sum.Dropped)
+	case sum.Replayed > 0:
+		fmt.Fprintln(e.Stdout, "the replay goes on in the server; `egrid deadletter list` shows events that fail again")
+	}
+	return nil
+}
+
+// progressBar draws a progress bar on a terminal, or prints a line per stage and tenth
+// elsewhere (logs, CI).
+type progressBar struct {
+	w        io.Writer
+	terminal bool
+	stage    string
+	lastStep int
+	drawn    bool
+}
+
+func newProgressBar(w io.Writer) *progressBar {
+	b := &progressBar{w: w, lastStep: -1}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			b.terminal = true
+		}
+	}
+	return b
+}
+
+func (b *progressBar) update(stage string, done, total int) {
+	if stage != b.stage {
+		b.finish()
+		b.stage, b.lastStep = stage, -1
+	}
+	if total <= 0 {
+		return
+	}
+	if b.terminal {
+		const width = 30
+		filled := done * width / total
+		fmt.Fprintf(b.w, "\r%-10s [%s%s] %d/%d", stage, strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total)
+		b.drawn = true
+		return
+	}
+	if step := done * 10 / total; step != b.lastStep {
+		b.lastStep = step
+		fmt.Fprintf(b.w, "%s: %d/%d\n", stage, done, total)
+	}
+}
+
+func (b *progressBar) finish() {
+	if b.terminal && b.drawn {
+		fmt.Fprintln(b.w)
+		b.drawn = false
+	}
+}

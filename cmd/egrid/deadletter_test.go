@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/sinks/blob"
+)
+
+// resolveWith runs resolveDeadLetters for serve's dead-letter flags given as args, an
+// environment and a file section.
+func resolveWith(t *testing.T, args []string, env map[string]string, fs serverConfig) (deadLetterSettings, error) {
+	t.Helper()
+	var got deadLetterSettings
+	var errs []error
+	app := &cli.App{
+		Flags: deadLetterFlags(),
+		Action: func(c *cli.Context) error {
+			got, errs = resolveDeadLetters(c, func(k string) string { return env[k] }, fs)
+			return nil
+		},
+	}
+	if err := app.Run(append([]string{"egrid"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return got, errors.Join(errs...)
+}
+
+// Flag beats environment beats file beats default, for every dead-letter setting.
+func TestResolveDeadLetters(t *testing.T) {
+	no := false
+	file := serverConfig{
+		MinIO:           minioFileConfig{Endpoint: "file:9000", AccessKey: "file-key", SecretKey: "file-secret", Region: "eu", CreateBuckets: &no},
+		DeadLetterDelay: 3 * time.Minute,
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		file    serverConfig
+		want    deadLetterSettings
+		wantErr string
+	}{
+		{name: "defaults: no MinIO, default delay", want: deadLetterSettings{MinIO: blob.Config{CreateBuckets: true}}},
+		{
+			name: "file", file: file,
+			want: deadLetterSettings{MinIO: blob.Config{Endpoint: "file:9000", AccessKey: "file-key", SecretKey: "file-secret", Region: "eu"}, Delay: 3 * time.Minute},
+		},
+		{
+			name: "environment beats file", file: file,
+			env:  map[string]string{"EGRID_MINIO_ENDPOINT": "env:9000", "EGRID_MINIO_SECURE": "true", "EGRID_DEAD_LETTER_DELAY": "90s"},
+			want: deadLetterSettings{MinIO: blob.Config{Endpoint: "env:9000", AccessKey: "file-key", SecretKey: "file-secret", Region: "eu", Secure: true}, Delay: 90 * time.Second},
+		},
+		{
+			name: "flag beats environment", file: file,
+			args: []string{"--minio-endpoint", "flag:9000", "--minio-secure=false", "--dead-letter-delay", "10s", "--minio-secret-key", "flag-secret"},
+			env:  map[string]string{"EGRID_MINIO_ENDPOINT": "env:9000", "EGRID_MINIO_SECURE": "true", "EGRID_DEAD_LETTER_DELAY": "90s"},
+			want: deadLetterSettings{MinIO: blob.Config{Endpoint: "flag:9000", AccessKey: "file-key", SecretKey: "flag-secret", Region: "eu"}, Delay: 10 * time.Second},
+		},
+		{
+			name: "buckets are created unless the file says otherwise",
+			args: []string{"--minio-endpoint", "m:9000", "--minio-access-key", "a", "--minio-secret-key", "b"},
+			want: deadLetterSettings{MinIO: blob.Config{Endpoint: "m:9000", AccessKey: "a", SecretKey: "b", CreateBuckets: true}},
+		},
+		{
+			name: "every problem at once", args: []string{"--minio-endpoint", "http://m:9000", "--dead-letter-delay", "-1s"},
+			env:     map[string]string{"EGRID_MINIO_SECURE": "maybe"},
+			wantErr: "EGRID_MINIO_SECURE|without a scheme|access key and secret key|dead-letter delay -1s",
+		},
+		{name: "keys without an endpoint", args: []string{"--minio-access-key", "a"}, wantErr: "without an endpoint"},
+		{name: "bad delay in the environment", env: map[string]string{"EGRID_DEAD_LETTER_DELAY": "soon"}, wantErr: "EGRID_DEAD_LETTER_DELAY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolveWith(t, tt.args, tt.env, tt.file)
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("resolved %+v, want errors %s", got, tt.wantErr)
+				}
+				for _, w := range strings.Split(tt.wantErr, "|") {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("resolved\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigWithMinIO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egrid.yaml")
+	err := os.WriteFile(path, []byte(`server:
+  minio: {endpoint: 127.0.0.1:9000, accessKey: a, secretKey: b, secure: true, createBuckets: false}
+  deadLetterDelay: 2m
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Server.MinIO
+	if m.Endpoint != "127.0.0.1:9000" || m.AccessKey != "a" || m.SecretKey != "b" || !m.Secure || m.CreateBuckets == nil || *m.CreateBuckets || cfg.Server.DeadLetterDelay != 2*time.Minute {
+		t.Errorf("server section %+v (delay %v), want the MinIO settings and a 2m delay", m, cfg.Server.DeadLetterDelay)
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Time
+		bad  bool
+	}{
+		{in: "2026-01-02T12:00:00Z", want: time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)},
+		{in: "2h", want: now.Add(-2 * time.Hour)},
+		{in: "90m", want: now.Add(-90 * time.Minute)},
+		{in: "yesterday", bad: true},
+		{in: "-1h", bad: true},
+	}
+	for _, tt := range tests {
+		got, err := parseWhen(now, tt.in)
+		if tt.bad {
+			if err == nil {
+				t.Errorf("parseWhen(%q) = %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("parseWhen(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,406 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// Provisioning states of an event subscription: the values of ARM's provisioningState that
+// egrid uses (eventgrid-behaviour.md §3.1).
+const (
+	// StateSucceeded: the subscription is active and delivers.
+	StateSucceeded = "Succeeded"
+	// StateAwaitingManualAction: the endpoint must still GET its validationUrl; nothing is
+	// delivered until it does (SPEC §2.5).
+	StateAwaitingManualAction = "AwaitingManualAction"
+	// StateFailed: the manual validation window passed; nothing is delivered. Update the
+	// subscription to validate again, or delete it.
+	StateFailed = "Failed"
+)
+
+// Provisioning is an event subscription's provisioning state with egrid's explanation.
+type Provisioning struct {
+	// State is StateSucceeded, StateAwaitingManualAction or StateFailed.
+	State string
+	// Message says why the state is not Succeeded and what to do; empty when Succeeded.
+	Message string
+}
+
+// record is what the store keeps for a subscription: its spec and, under "egrid", its
+// provisioning record. Readers that know only SubscriptionSpec ignore the latter.
+type record struct {
+	SubscriptionSpec
+	Egrid *provisioned `json:"egrid,omitempty"`
+}
+
+// provisioned is a subscription's provisioning record. nil means Succeeded without a
+// handshake (a subscription stored before egrid kept records, or a non-WebHook one).
+type provisioned struct {
+	// State is "" (Succeeded), AwaitingManualAction or Failed.
+	State   string `json:"provisioningState,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Handshake is the handshake the endpoint passed (or is passing): SubscriptionValidation,
+	// AbuseProtection, or "" when none was needed.
+	Handshake string `json:"handshake,omitempty"`
+	// DeliveryRate is the WebHook-Allowed-Rate a CloudEvents endpoint answered, in requests
+	// per minute; 0 means no cap.
+	DeliveryRate int `json:"deliveryRate,omitempty"`
+	// TokenHash (sha256, hex) and Deadline describe the validationUrl of a subscription
+	// AwaitingManualAction. The token itself is never stored.
+	TokenHash string    `json:"tokenHash,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+}
+
+func (p *provisioned) state() string {
+	if p == nil || p.State == "" {
+		return StateSucceeded
+	}
+	return p.State
+}
+
+func (p *provisioned) deliveryRate() int {
+	if p == nil {
+		return 0
+	}
+	return p.DeliveryRate
+}
+
+// Provisioning returns a subscription's provisioning state.
+func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.topics[topic]
+	if !ok {
+		return Provisioning{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	if _, ok := t.subs[name]; !ok {
+		return Provisioning{}, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+	}
+	p := r.life.get(subKey{topic, name})
+	msg := ""
+	if p != nil {
+		msg = p.Message
+	}
+	return Provisioning{State: p.state(), Message: msg}, nil
+}
+
+// applySubscription creates or replaces a subscription (SPEC §1.2, §2.5): it checks the spec
+// (every problem at once), keeps the hidden values a read-back definition leaves out,
+// validates a WebHook endpoint when it is new or its URL or handshake changed — without
+// holding the router's lock, since a handshake takes up to a minute —, then stores the
+// subscription and starts its delivery, or leaves it AwaitingManualAction. baseURL is the
+// router's own address for the validationUrl ("" offers none).
+func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
+	k := subKey{topic, name}
+	nameErr := ValidateSubscriptionName(name)
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return Provisioning{}, ErrClosed
+	}
+	t, ok := r.topics[topic]
+	if !ok {
+		r.mu.RUnlock()
+		return Provisioning{}, errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
+	}
+	var prev *SubscriptionSpec
+	var prevProv *provisioned
+	if ps, exists := t.subs[name]; exists {
+		prev, prevProv = ps, r.life.get(k)
+	} else if len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
+		r.mu.RUnlock()
+		return Provisioning{}, fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", topic, len(t.subs))
+	}
+	var problems []error
+	if prev != nil {
+		if err := keepHidden(&spec, prev); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	spec.Destination.Properties.EndpointBaseURL = "" // read-only; reads compute it
+	if exp := spec.ExpirationTimeUTC; !exp.IsZero() && !exp.After(r.deps.Now()) {
+		problems = append(problems, fmt.Errorf("expirationTimeUtc %s is not in the future (invalid expiration time): use a later time, or leave it out for a subscription that does not expire", exp.UTC().Format(time.RFC3339)))
+	}
+	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	var specErr error
+	if err := errors.Join(problems...); err != nil {
+		specErr = fmt.Errorf("event subscription %q: %w", name, err)
+	}
+	if err := errors.Join(nameErr, specErr, r.checkDeadLetterDestination(name, &spec)); err != nil {
+		r.mu.RUnlock()
+		return Provisioning{}, err
+	}
+	if _, err := r.subscriptionConfigWith(t, name, &spec, nil); err != nil { // a sink that is not registered
+		r.mu.RUnlock()
+		return Provisioning{}, err
+	}
+	topicID := t.id
+	r.mu.RUnlock()
+
+	kind := r.handshakeKind(&spec, res.deliverySchema)
+	var prov *provisioned
+	switch {
+	case kind == "":
+		prov = &provisioned{}
+	case prev != nil && prevProv.state() == StateSucceeded && prevProv != nil && prevProv.Handshake == kind &&
+		prev.Destination.Properties.EndpointURL == spec.Destination.Properties.EndpointURL:
+		// Same endpoint, same handshake, validated before: Event Grid validates on update,
+		// egrid only when the update changes what was validated (a label change must not stop
+		// deliveries to an endpoint that validates by hand).
+		prov = &provisioned{Handshake: kind, DeliveryRate: prevProv.DeliveryRate}
+	default:
+		if prov, err = r.handshake(ctx, k, kind, &spec, res, topicID, baseURL); err != nil {
+			return Provisioning{}, err
+		}
+	}
+	if err := r.commitSubscription(ctx, t, k, &spec, prov); err != nil {
+		if prov.TokenHash != "" {
+			r.life.drop(prov.TokenHash)
+		}
+		return Provisioning{}, err
+	}
+	return Provisioning{State: prov.state(), Message: prov.Message}, nil
+}
+
+// commitSubscription stores a checked (and validated) subscription and starts or stops its
+// delivery according to prov.
+func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if cur, ok := r.topics[k.topic]; !ok || cur != t {
+		return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
+	}
+	_, existed := t.subs[k.name]
+	if !existed && len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
+		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, len(t.subs))
+	}
+	if prov.state() == StateAwaitingManualAction && !r.life.commit(prov.TokenHash, ManualValidationWindow, func() { r.closeValidationWindow(prov.TokenHash) }) {
+		// The endpoint fetched its validationUrl before we got here.
+		prov = &provisioned{Handshake: prov.Handshake}
+	}
+	var sc *actors.SubscriptionConfig
+	if prov.state() == StateSucceeded {
+		var err error
+		if sc, err = r.subscriptionConfigWith(t, k.name, spec, prov); err != nil {
+			return err
+		}
+	}
+	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
+		return err
+	}
+	t.subs[k.name] = spec
+	r.life.set(k, prov)
+	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
+	var msg any = &actors.RemoveSubscription{Name: k.name}
+	if sc != nil {
+		msg = &actors.AddSubscription{Config: sc}
+	}
+	if _, err := r.system.Root.RequestFuture(t.pid, msg, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("starting event subscription %q: %w", k.name, err)
+	}
+	r.stopReplays(k.topic, k.name) // a replay runs with the replaced config
+	verb := "created"
+	if existed {
+		verb = "updated"
+	}
+	r.log.Info("event subscription "+verb, "topic", k.topic, "subscription", k.name, "provisioningState", prov.state())
+	return nil
+}
+
+// storeSubscription writes a subscription's record. Called with r.mu held.
+func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+	rec := record{SubscriptionSpec: *spec}
+	if prov != nil && *prov != (provisioned{}) {
+		rec.Egrid = prov
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); err != nil {
+		return fmt.Errorf("saving event subscription %q: %w", k.name, err)
+	}
+	return nil
+}
+
+// restoreSubscription loads a stored subscription at startup. It returns the config of the
+// actor to start, or nil for a subscription that must not deliver (awaiting validation,
+// failed, or expired — its expiry timer deletes it at once). Called with r.mu held.
+func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*actors.SubscriptionConfig, error) {
+	var rec record
+	if err := json.Unmarshal(d.Spec, &rec); err != nil {
+		return nil, err
+	}
+	r.life.hold() // New releases the timers armed here once the router is complete
+	k := subKey{t.name, d.Name}
+	spec := rec.SubscriptionSpec
+	t.subs[d.Name] = &spec
+	r.life.set(k, rec.Egrid)
+	now := r.deps.Now()
+	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(now), spec.ExpirationTimeUTC, r.expire)
+	switch rec.Egrid.state() {
+	case StateAwaitingManualAction:
+		hash := rec.Egrid.TokenHash
+		r.life.begin(k, hash)
+		r.life.commit(hash, rec.Egrid.Deadline.Sub(now), func() { r.closeValidationWindow(hash) })
+		return nil, nil
+	case StateFailed:
+		return nil, nil
+	}
+	if !spec.ExpirationTimeUTC.IsZero() && !spec.ExpirationTimeUTC.After(now) {
+		return nil, nil
+	}
+	return r.subscriptionConfigWith(t, d.Name, &spec, rec.Egrid)
+}
+
+// keepHidden fills in what reads leave out — the endpoint URL and the values of secret static
+// headers — from the stored spec, so a definition read back and PUT again (or `egrid
+// event-subscription update`) keeps them. The endpoint URL is kept only when the PUT names no
+// other endpoint (endpointBaseUrl, when given, must match); a secret value only for a static
+// secret mapping of the same header name.
+func keepHidden(spec, prev *SubscriptionSpec) error {
+	np, pp := &spec.Destination.Properties, &prev.Destination.Properties
+	webhooks := strings.EqualFold(spec.Destination.EndpointType, EndpointWebHook) && strings.EqualFold(prev.Destination.EndpointType, EndpointWebHook)
+	if np.EndpointURL == "" && webhooks && pp.EndpointURL != "" {
+		if np.EndpointBaseURL != "" && np.EndpointBaseURL != baseURL(pp.EndpointURL) {
+			return errors.New("destination.properties.endpointUrl: required when endpointBaseUrl names another endpoint: set the full endpoint URL")
+		}
+		np.EndpointURL = pp.EndpointURL
+	}
+	if len(np.DeliveryAttributeMappings) > 0 {
+		np.DeliveryAttributeMappings = slices.Clone(np.DeliveryAttributeMappings)
+	}
+	for i := range np.DeliveryAttributeMappings {
+		m := &np.DeliveryAttributeMappings[i]
+		if !strings.EqualFold(m.Type, MappingStatic) || !m.Properties.IsSecret || m.Properties.Value != "" {
+			continue
+		}
+		for _, old := range pp.DeliveryAttributeMappings {
+			if strings.EqualFold(old.Name, m.Name) && strings.EqualFold(old.Type, MappingStatic) && old.Properties.IsSecret {
+				m.Properties.Value = old.Properties.Value
+			}
+		}
+	}
+	return nil
+}
+
+// redacted returns the spec as reads show it: endpointBaseUrl filled in, endpointUrl left out
+// when it has a query string or user info, and secret static header values left out.
+func (s SubscriptionSpec) redacted() SubscriptionSpec {
+	p := &s.Destination.Properties
+	if p.EndpointURL != "" {
+		p.EndpointBaseURL = baseURL(p.EndpointURL)
+		if p.EndpointBaseURL != p.EndpointURL {
+			p.EndpointURL = ""
+		}
+	}
+	if len(p.DeliveryAttributeMappings) > 0 {
+		ms := slices.Clone(p.DeliveryAttributeMappings)
+		for i := range ms {
+			if ms[i].Properties.IsSecret {
+				ms[i].Properties.Value = ""
+			}
+		}
+		p.DeliveryAttributeMappings = ms
+	}
+	return s
+}
+
+// baseURL is an endpoint URL without query string, fragment and user info ("" when it does
+// not parse).
+func baseURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+}
+
+// withHeaders gives a Go sink the subscription's custom delivery headers in Batch.Headers,
+// resolved like a webhook's (dynamic values from the batch's first event).
+func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
+	if len(hm) == 0 {
+		return s
+	}
+	return sinks.Func(func(ctx context.Context, b *sinks.Batch) error {
+		var first *schemas.Event
+		if len(b.Events) > 0 {
+			first = b.Events[0]
+		}
+		headers := hm.Resolve(first)
+		for name, v := range b.Headers {
+			if _, set := headers[name]; !set {
+				headers[name] = v
+			}
+		}
+		nb := *b
+		nb.Headers = headers
+		return s.Deliver(ctx, &nb)
+	})
+}
+
+// attemptBudget is the time a subscription actor gives one attempt: the response timeout,
+// plus, under a WebHook-Allowed-Rate cap, the longest wait for a turn when every attempt in
+// flight queues for the rate.
+func attemptBudget(timeout time.Duration, perMinute, maxInFlight int) time.Duration {
+	if timeout <= 0 {
+		timeout = sinks.DefaultTimeout
+	}
+	if perMinute <= 0 {
+		return timeout
+	}
+	if maxInFlight <= 0 {
+		maxInFlight = actors.DefaultMaxInFlight
+	}
+	return timeout + time.Duration(maxInFlight)*(time.Minute/time.Duration(perMinute))
+}
+
+// expire deletes a subscription whose expirationTimeUtc has come (eventgrid-behaviour.md
+// §3.1), unless it was updated to another expiration meanwhile.
+func (r *Router) expire(k subKey, at time.Time) {
+	r.mu.RLock()
+	var due bool
+	if t, ok := r.topics[k.topic]; ok {
+		if s, ok := t.subs[k.name]; ok {
+			due = s.ExpirationTimeUTC.Equal(at)
+		}
+	}
+	r.mu.RUnlock()
+	if !due {
+		return
+	}
+	if err := r.DeleteSubscription(context.Background(), k.topic, k.name); err != nil && !errors.Is(err, ErrSubscriptionNotFound) && !errors.Is(err, ErrTopicNotFound) {
+		r.log.Error("deleting an expired event subscription", "topic", k.topic, "subscription", k.name, "err", err)
+		return
+	}
+	r.log.Info("event subscription expired and was deleted", "topic", k.topic, "subscription", k.name, "expirationTimeUtc", at.UTC().Format(time.RFC3339))
+}
+
+// checkPublicURL checks [Config.PublicURL] ("" is fine).
+func checkPublicURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return fmt.Errorf("publicUrl %q is invalid: use the absolute http or https URL (without query string) at which endpoints reach this server, e.g. https://egrid.example.com", raw)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/broker"
+	"github.com/egridio/egrid/testkit/brokertest"
+)
+
+// sourceRig is a router with a NATS source feeding topic "orders", whose events a Go sink
+// collects; the test publishes to the source's subject with a plain NATS client.
+type sourceRig struct {
+	r                 *router.Router
+	brokers           *broker.Brokers
+	js                jetstream.JetStream
+	in, poison        string
+	stream            string
+	delivered         chan string
+	natsURL, consumer string
+}
+
+func newSourceRig(t *testing.T, log *slog.Logger) *sourceRig {
+	t.Helper()
+	n := brokertest.NATS(t)
+	u := strings.ReplaceAll(brokertest.Unique(""), "-", "")
+	rig := &sourceRig{in: "egrid.in." + u, poison: "egrid.poison." + u, stream: "EGRID_SRC_" + u, delivered: make(chan string, 64), natsURL: n.URL}
+	brokertest.CreateStream(t, n, rig.stream, rig.in, rig.poison)
+	rig.brokers = openBrokers(t, broker.Servers{NATS: &n})
+	collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			rig.delivered <- ev.ID
+		}
+		return nil
+	})
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
+		Publishers: rig.brokers.Publishers(), Subscribers: rig.brokers.Subscribers(),
+		Sinks: map[string]sinks.Sink{"collect": collect}, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig.r = r
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	rig.createTopic(t)
+	nc, err := nats.Connect(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if rig.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	rig.consumer = broker.DefaultConsumerGroup + "_" + strings.ReplaceAll(rig.in, ".", "_")
+	return rig
+}
+
+func (rig *sourceRig) createTopic(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := rig.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.r.CreateSubscription(ctx, "orders", "collect", router.SubscriptionSpec{Destination: router.SinkDestination("collect")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (rig *sourceRig) send(t *testing.T, subject, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := rig.js.Publish(ctx, subject, []byte(body)); err != nil {
+		t.Fatalf("publishing to %s: %v", subject, err)
+	}
+}
+
+func (rig *sourceRig) expect(t *testing.T, ids ...string) {
+	t.Helper()
+	got := map[string]bool{}
+	for len(got) < len(ids) {
+		select {
+		case id := <-rig.delivered:
+			got[id] = true
+		case <-time.After(brokerGuard):
+			t.Fatalf("delivered %v within %s; want %v", got, brokerGuard, ids)
+		}
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Fatalf("delivered %v; want %v", got, ids)
+		}
+	}
+}
+
+const validEvent = `{"id":"%s","subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-02T03:04:05Z","dataVersion":"1.0","data":{}}`
+
+func ev(id string) string { return strings.Replace(validEvent, "%s", id, 1) }
+
+// A NATS source feeds its topic: single events and batches are published to the topic and
+// acknowledged; a malformed message lands in the poison queue with its validation error and
+// is acknowledged too.
+func TestNATSSourceFeedsTopic(t *testing.T) {
+	rig := newSourceRig(t, nil)
+	if err := rig.r.AddSource(router.SourceSpec{
+		Name: "orders-in", Broker: "natsjetstream", From: rig.in, Topic: "orders", PoisonQueue: rig.poison,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rig.send(t, rig.in, ev("one"))
+	rig.send(t, rig.in, `[`+ev("two")+`,`+ev("three")+`]`)
+	rig.send(t, rig.in, `{"id":"bad","subject":"/orders/1","eventTime":"2026-01-02T03:04:05Z","data":{}}`) // no eventType
+	rig.send(t, rig.in, ev("four"))
+	rig.expect(t, "one", "two", "three", "four")
+
+	// The poisoned message, with the reason.
+	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
+	defer cancel()
+	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
+	if err != nil {
+		t.Fatalf("reading the poison queue: %v", err)
+	}
+	if !strings.Contains(string(m.Data()), `"id":"bad"`) {
+		t.Errorf("poison queue holds %s; want the malformed message", m.Data())
+	}
+	reason := m.Headers().Get(router.PoisonReasonKey)
+	if !strings.Contains(reason, "eventType") {
+		t.Errorf("poisoned message's %s = %q; want the validation error naming eventType", router.PoisonReasonKey, reason)
+	}
+	if got := m.Headers().Get(router.PoisonedFromKey); got != rig.in {
+		t.Errorf("poisoned message's %s = %q, want %q", router.PoisonedFromKey, got, rig.in)
+	}
+	if got := m.Headers().Get(router.PoisonSourceKey); got != "orders-in" {
+		t.Errorf("poisoned message's %s = %q, want orders-in", router.PoisonSourceKey, got)
+	}
+
+	// Everything read was acknowledged: after the router and the brokers are closed, the
+	// source's durable consumer has nothing pending.
+	if err := rig.r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.brokers.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info := consumerInfo(t, rig)
+	if info.NumAckPending != 0 || info.NumPending != 0 || info.Delivered.Consumer < 4 {
+		t.Errorf("source consumer after close: %d delivered, %d awaiting ack, %d pending; want all 4 delivered and acked",
+			info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+	}
+}
+
+// A message whose events the journal does not take is negatively acknowledged and delivered
+// again by the broker; it reaches the topic once the topic can take it.
+func TestNATSSourceRedeliversAfterATransientFailure(t *testing.T) {
+	failed := make(chan string, 16)
+	rig := newSourceRig(t, slog.New(signalHandler{msg: "source could not feed its topic", ch: failed}))
+	if err := rig.r.AddSource(router.SourceSpec{Name: "orders-in", Broker: "NatsJetStream", From: rig.in, Topic: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	rig.send(t, rig.in, ev("before"))
+	rig.expect(t, "before")
+	// Without its topic the source cannot feed anything: the message is nacked, and nacked
+	// again on each redelivery, until the topic is back.
+	if err := rig.r.DeleteTopic(context.Background(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	rig.send(t, rig.in, ev("during"))
+	select {
+	case <-failed:
+	case <-time.After(brokerGuard):
+		t.Fatal("the source never reported failing to feed the deleted topic")
+	}
+	rig.createTopic(t)
+	rig.expect(t, "during")
+}
+
+func TestAddSourceRefusesBadSpecs(t *testing.T) {
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec router.SourceSpec
+		want []string // substrings of the error, one per problem
+	}{
+		{name: "everything missing", spec: router.SourceSpec{}, want: []string{"source name", "broker: required", "topic"}},
+		{name: "unknown broker", spec: router.SourceSpec{Name: "src", Broker: "Kafka", From: "x", Topic: "orders"}, want: []string{`broker "Kafka" is not supported`}},
+		{name: "wildcard subject", spec: router.SourceSpec{Name: "src", Broker: "NatsJetStream", From: "orders.>", Topic: "orders"}, want: []string{"from (the subject to read)"}},
+		{name: "poison queue is the source", spec: router.SourceSpec{Name: "src", Broker: "RabbitMQ", From: "in", Topic: "orders", PoisonQueue: "in"}, want: []string{"poisonQueue: is the same as from"}},
+		{name: "broker not configured", spec: router.SourceSpec{Name: "src", Broker: "RedisStream", From: "in", Topic: "orders", PoisonQueue: "bad"}, want: []string{"server.brokers.redis", "poisonQueue"}},
+		{name: "unknown topic", spec: router.SourceSpec{Name: "src", Broker: "RedisStream", From: "in", Topic: "nope"}, want: []string{"topic", "not found"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := r.AddSource(tt.spec)
+			if err == nil {
+				t.Fatal("AddSource accepted it")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("AddSource = %v; want it to say %q", err, w)
+				}
+			}
+		})
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spec := router.SourceSpec{Name: "late", Broker: "GoChannel", From: "in", Topic: "orders"}
+	if err := r.AddSource(spec); !errors.Is(err, router.ErrClosed) && (err == nil || !strings.Contains(err.Error(), "closed")) {
+		t.Errorf("AddSource after Close = %v; want ErrClosed", err)
+	}
+}
+
+// signalHandler is a slog handler that reports records whose message is msg.
+type signalHandler struct {
+	msg string
+	ch  chan string
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.msg) {
+		select {
+		case h.ch <- r.Message:
+		default:
+		}
+	}
+	return nil
+}
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }
+
+func consumerInfo(t *testing.T, rig *sourceRig) *jetstream.ConsumerInfo {
+	t.Helper()
+	nc, err := nats.Connect(rig.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, rig.stream, rig.consumer)
+	if err != nil {
+		t.Fatalf("looking up the source's durable consumer %s: %v", rig.consumer, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}

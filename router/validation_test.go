@@ -1,0 +1,449 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/testkit"
+)
+
+func gridEvent(id string) map[string]any {
+	return map[string]any{"id": id, "subject": "/s", "eventType": "T", "eventTime": "2026-01-01T00:00:00Z", "data": map[string]any{}, "dataVersion": "1"}
+}
+
+// TestValidationHandshake runs the handshakes of SPEC §2.5 over real HTTP on 127.0.0.1,
+// through the admin API.
+func TestValidationHandshake(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "admin"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
+	adminDo(t, srv, "admin", "PUT", "/admin/topics/ce-orders", `{"properties":{"inputSchema":"CloudEventSchemaV1_0"}}`)
+	subscribe := func(topic, name, url, schema string) (int, map[string]any) {
+		body := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + url + `"}},"eventDeliverySchema":"` + schema + `"}}`
+		return adminDo(t, srv, "admin", "PUT", "/admin/topics/"+topic+"/eventSubscriptions/"+name, body)
+	}
+	state := func(topic, name string) string {
+		_, got := adminDo(t, srv, "admin", "GET", "/admin/topics/"+topic+"/eventSubscriptions/"+name, "")
+		s, _ := props(t, got, "properties")["provisioningState"].(string)
+		return s
+	}
+
+	t.Run("an endpoint that echoes the code is created", func(t *testing.T) {
+		h := newHook(nil)
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		if status, body := subscribe("orders", "echo", hs.URL+"/hook", "EventGridSchema"); status != 201 || props(t, body, "properties")["provisioningState"] != "Succeeded" {
+			t.Fatalf("PUT: %d %v; want 201 Succeeded", status, body)
+		}
+		if err := r.Publish(context.Background(), "orders", gridEvent("e1")); err != nil {
+			t.Fatal(err)
+		}
+		if ids := eventIDs(t, h.await(t, "Notification").body); !slices.Equal(ids, []string{"e1"}) {
+			t.Errorf("delivered %v; want e1", ids)
+		}
+		reqs := h.snapshot()
+		if reqs[0].header.Get("aeg-event-type") != "SubscriptionValidation" || reqs[0].header.Get("aeg-subscription-name") != "ECHO" {
+			t.Errorf("first request %v; want the validation event", reqs[0].header)
+		}
+	})
+
+	t.Run("an endpoint that answers without the code waits for its validationUrl", func(t *testing.T) {
+		h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) {})
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		status, body := subscribe("orders", "manual", hs.URL+"/hook", "")
+		if p := props(t, body, "properties"); status != 201 || p["provisioningState"] != "AwaitingManualAction" || !strings.Contains(p["provisioningMessage"].(string), "validationUrl") {
+			t.Fatalf("PUT: %d %v; want 201 AwaitingManualAction with a message", status, body)
+		}
+		v := validationData(h.snapshot()[0].body)
+		if !strings.HasPrefix(v.ValidationURL, srv.URL+"/eventsubscriptions/manual/validate?") || !strings.Contains(v.ValidationURL, "id="+v.ValidationCode) {
+			t.Fatalf("validationUrl %q; want egrid's own address with the code", v.ValidationURL)
+		}
+		// Published while awaiting: not delivered (no delivery actor runs), kept for later.
+		if err := r.Publish(context.Background(), "orders", gridEvent("early")); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.snapshot()); n != 1 || state("orders", "manual") != "AwaitingManualAction" {
+			t.Fatalf("%d requests and state %s before the validationUrl was fetched; want only the validation event", n, state("orders", "manual"))
+		}
+		// A wrong token is refused and changes nothing.
+		resp, err := http.Get(strings.Replace(v.ValidationURL, "token=", "token=x", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 || state("orders", "manual") != "AwaitingManualAction" {
+			t.Fatalf("GET with a wrong token: %d; want 404 and no change", resp.StatusCode)
+		}
+		resp, err = http.Get(v.ValidationURL) // no admin token needed
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET validationUrl: %d %s", resp.StatusCode, msg)
+		}
+		if s := state("orders", "manual"); s != "Succeeded" {
+			t.Fatalf("state after the GET: %s; want Succeeded", s)
+		}
+		if ids := eventIDs(t, h.await(t, "Notification").body); !slices.Equal(ids, []string{"early"}) {
+			t.Errorf("delivered %v; want the event published while awaiting", ids)
+		}
+		if resp, err := http.Get(v.ValidationURL); err != nil || resp.StatusCode != 404 {
+			t.Errorf("a second GET of the validationUrl: %v %v; want 404 (used)", resp.StatusCode, err)
+		}
+	})
+
+	t.Run("an endpoint that refuses fails the create", func(t *testing.T) {
+		h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) { w.WriteHeader(http.StatusForbidden) })
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		status, body := subscribe("orders", "refused", hs.URL+"/hook?code=s3cret", "")
+		raw, _ := json.Marshal(body)
+		if status != 400 || !strings.Contains(string(raw), "endpoint validation failed") || !strings.Contains(string(raw), "403 Forbidden") || strings.Contains(string(raw), "s3cret") {
+			t.Fatalf("PUT: %d %s; want 400 saying the endpoint answered 403, without the query string", status, raw)
+		}
+		if n := len(h.snapshot()); n != 1 {
+			t.Errorf("%d validation requests; want 1 (a 403 is not retried)", n)
+		}
+		if status, _ := adminDo(t, srv, "admin", "GET", "/admin/topics/orders/eventSubscriptions/refused", ""); status != 404 {
+			t.Errorf("GET after the refused create: %d; want 404", status)
+		}
+	})
+
+	t.Run("a CloudEvents endpoint answering OPTIONS is validated", func(t *testing.T) {
+		h := newHook(nil)
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		if status, body := subscribe("ce-orders", "ce-hook", hs.URL+"/ce", "CloudEventSchemaV1_0"); status != 201 || props(t, body, "properties")["provisioningState"] != "Succeeded" {
+			t.Fatalf("PUT: %d %v; want 201 Succeeded", status, body)
+		}
+		first := h.snapshot()[0]
+		if first.method != http.MethodOptions || first.header.Get("WebHook-Request-Origin") != "eventgrid.azure.net" {
+			t.Errorf("first request %s %v; want OPTIONS with WebHook-Request-Origin", first.method, first.header)
+		}
+	})
+
+	t.Run("a CloudEvents endpoint refusing OPTIONS fails the create", func(t *testing.T) {
+		h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) { w.WriteHeader(http.StatusMethodNotAllowed) })
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		if status, body := subscribe("ce-orders", "ce-refused", hs.URL+"/ce", "CloudEventSchemaV1_0"); status != 400 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "WebHook-Allowed-Origin") {
+			t.Fatalf("PUT: %d %v; want 400 explaining the consent", status, body)
+		}
+	})
+
+	t.Run("skipValidation opts out", func(t *testing.T) {
+		h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) { w.WriteHeader(http.StatusForbidden) })
+		hs := httptest.NewServer(h)
+		defer hs.Close()
+		body := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + hs.URL + `/hook","skipValidation":true}}}}`
+		if status, got := adminDo(t, srv, "admin", "PUT", "/admin/topics/orders/eventSubscriptions/trusted", body); status != 201 {
+			t.Fatalf("PUT: %d %v", status, got)
+		}
+		if n := len(h.snapshot()); n != 0 {
+			t.Errorf("%d requests; want none", n)
+		}
+	})
+}
+
+// bubble runs a router in a synctest bubble with a store that outlives it and endpoints served
+// in memory.
+type bubble struct {
+	t     *testing.T
+	cfg   router.Config
+	store store.Store
+	tr    *testkit.Transport
+	r     *router.Router
+}
+
+func newBubble(t *testing.T, cfg router.Config) *bubble {
+	b := &bubble{t: t, cfg: cfg, store: store.NewMemory(), tr: testkit.NewTransport()}
+	b.start()
+	t.Cleanup(func() { b.r.Close(context.Background()) })
+	if _, err := b.r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bubble) start() {
+	r, err := router.New(b.cfg, router.Deps{Store: b.store, HTTPClient: &http.Client{Transport: b.tr}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.r = r
+}
+
+func (b *bubble) restart() {
+	if err := b.r.Close(context.Background()); err != nil {
+		b.t.Fatal(err)
+	}
+	b.start()
+}
+
+func (b *bubble) state(name string) router.Provisioning {
+	p, err := b.r.Provisioning("orders", name)
+	if err != nil {
+		b.t.Fatalf("Provisioning(%s): %v", name, err)
+	}
+	return p
+}
+
+// timedHook serves a scripted answer per request and records when each came.
+type timedHook struct {
+	start  time.Time
+	mu     sync.Mutex
+	at     []time.Duration
+	kinds  []string
+	answer func(n int, w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+func (h *timedHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	n := len(h.at)
+	h.at = append(h.at, time.Since(h.start))
+	h.kinds = append(h.kinds, r.Method+" "+r.Header.Get("aeg-event-type"))
+	h.mu.Unlock()
+	h.answer(n, w, r, body)
+}
+
+func (h *timedHook) log() ([]time.Duration, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.at), slices.Clone(h.kinds)
+}
+
+func TestValidationTiming(t *testing.T) {
+	t.Run("a timed-out handshake is tried again after 5 s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{})
+			h := &timedHook{start: time.Now(), answer: func(n int, w http.ResponseWriter, r *http.Request, body []byte) {
+				if n == 0 {
+					<-r.Context().Done() // never answers: the 30 s timeout ends it
+					return
+				}
+				echoHandshake(w, r, body)
+			}}
+			b.tr.Handle("hook.test", h)
+			if err := b.r.CreateSubscription(context.Background(), "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+				t.Fatal(err)
+			}
+			at, _ := h.log()
+			if !slices.Equal(at, []time.Duration{0, 35 * time.Second}) || time.Since(h.start) != 35*time.Second {
+				t.Errorf("validation requests at %v, created after %v; want [0s 35s]: 30 s timeout, then 5 s", at, time.Since(h.start))
+			}
+		})
+	})
+
+	t.Run("a 503 twice fails the create after one retry", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{})
+			h := &timedHook{start: time.Now(), answer: func(int, http.ResponseWriter, *http.Request, []byte) {}}
+			h.answer = func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { w.WriteHeader(503) }
+			b.tr.Handle("hook.test", h)
+			err := b.r.CreateSubscription(context.Background(), "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")})
+			if !errors.Is(err, router.ErrValidationFailed) {
+				t.Fatalf("CreateSubscription = %v; want ErrValidationFailed", err)
+			}
+			if at, _ := h.log(); !slices.Equal(at, []time.Duration{0, 5 * time.Second}) {
+				t.Errorf("validation requests at %v; want [0s 5s]", at)
+			}
+		})
+	})
+
+	t.Run("without a public URL a manual answer fails the create", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{})
+			b.tr.Handle("hook.test", &timedHook{start: time.Now(), answer: func(int, http.ResponseWriter, *http.Request, []byte) {}})
+			err := b.r.CreateSubscription(context.Background(), "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")})
+			if !errors.Is(err, router.ErrValidationFailed) || !strings.Contains(err.Error(), "PublicURL") {
+				t.Fatalf("CreateSubscription = %v; want ErrValidationFailed naming PublicURL", err)
+			}
+		})
+	})
+
+	t.Run("the manual window closes after 10 minutes, also across a restart", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{PublicURL: "http://egrid.test"})
+			var urls []string
+			h := &timedHook{start: time.Now(), answer: func(_ int, _ http.ResponseWriter, _ *http.Request, body []byte) {
+				urls = append(urls, validationData(body).ValidationURL)
+			}}
+			b.tr.Handle("hook.test", h)
+			if err := b.r.CreateSubscription(context.Background(), "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+				t.Fatal(err)
+			}
+			if p := b.state("sub"); p.State != router.StateAwaitingManualAction || !strings.HasPrefix(urls[0], "http://egrid.test/eventsubscriptions/sub/validate?") {
+				t.Fatalf("state %+v, validationUrl %q; want AwaitingManualAction with a URL at the PublicURL", p, urls[0])
+			}
+			if err := b.r.Publish(context.Background(), "orders", gridEvent("e1")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(6 * time.Minute)
+			b.restart()
+			if p := b.state("sub"); p.State != router.StateAwaitingManualAction {
+				t.Fatalf("state after a restart: %+v; want AwaitingManualAction", p)
+			}
+			time.Sleep(4*time.Minute - time.Nanosecond)
+			synctest.Wait()
+			if p := b.state("sub"); p.State != router.StateAwaitingManualAction {
+				t.Fatalf("state just before 10 minutes: %+v", p)
+			}
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			if p := b.state("sub"); p.State != router.StateFailed || !strings.Contains(p.Message, "validationUrl") {
+				t.Fatalf("state after 10 minutes: %+v; want Failed saying why", p)
+			}
+			rec := httptest.NewRecorder()
+			b.r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, urls[0], nil))
+			if rec.Code != 404 {
+				t.Errorf("GET of the expired validationUrl: %d; want 404", rec.Code)
+			}
+			b.restart()
+			time.Sleep(time.Hour)
+			synctest.Wait()
+			if _, kinds := h.log(); !slices.Equal(kinds, []string{"POST SubscriptionValidation"}) {
+				t.Errorf("the endpoint got %v; want only the validation event: nothing is delivered to a failed subscription", kinds)
+			}
+		})
+	})
+
+	t.Run("a validationUrl fetched after a restart starts delivery", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{PublicURL: "http://egrid.test"})
+			var url string
+			h := &timedHook{start: time.Now(), answer: func(_ int, _ http.ResponseWriter, r *http.Request, body []byte) {
+				if r.Header.Get("aeg-event-type") == "SubscriptionValidation" {
+					url = validationData(body).ValidationURL
+				}
+			}}
+			b.tr.Handle("hook.test", h)
+			if err := b.r.CreateSubscription(context.Background(), "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.r.Publish(context.Background(), "orders", gridEvent("e1")); err != nil {
+				t.Fatal(err)
+			}
+			b.restart()
+			rec := httptest.NewRecorder()
+			b.r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+			if rec.Code != 200 {
+				t.Fatalf("GET validationUrl after a restart: %d %s", rec.Code, rec.Body)
+			}
+			synctest.Wait()
+			if _, kinds := h.log(); !slices.Equal(kinds, []string{"POST SubscriptionValidation", "POST Notification"}) {
+				t.Errorf("the endpoint got %v; want the validation event, then e1", kinds)
+			}
+			time.Sleep(time.Hour)
+			if p := b.state("sub"); p.State != router.StateSucceeded {
+				t.Errorf("state an hour later: %+v; want Succeeded (the window timer is gone)", p)
+			}
+		})
+	})
+
+	t.Run("WebHook-Allowed-Rate caps the delivery rate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBubble(t, router.Config{})
+			if _, err := b.r.CreateTopic(context.Background(), "ce-topic", router.TopicSpec{InputSchema: "CloudEventSchemaV1_0"}); err != nil {
+				t.Fatal(err)
+			}
+			h := &timedHook{answer: func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
+				if r.Method == http.MethodOptions {
+					w.Header().Set("WebHook-Allowed-Origin", "*")
+					w.Header().Set("WebHook-Allowed-Rate", "20") // one every 3 s
+				}
+			}}
+			b.tr.Handle("hook.test", h)
+			if err := b.r.CreateSubscription(context.Background(), "ce-topic", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/"), EventDeliverySchema: "CloudEventSchemaV1_0"}); err != nil {
+				t.Fatal(err)
+			}
+			b.restart() // the allowed rate is kept with the subscription
+			h.mu.Lock()
+			h.start = time.Now()
+			h.at, h.kinds = nil, nil
+			h.mu.Unlock()
+			var evs []any
+			for _, id := range []string{"a", "b", "c"} {
+				evs = append(evs, map[string]any{"specversion": "1.0", "id": id, "source": "/s", "type": "T"})
+			}
+			if err := b.r.Publish(context.Background(), "ce-topic", evs...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Minute)
+			if at, _ := h.log(); !slices.Equal(at, []time.Duration{0, 3 * time.Second, 6 * time.Second}) {
+				t.Errorf("deliveries at %v; want [0s 3s 6s] under WebHook-Allowed-Rate 20", at)
+			}
+		})
+	})
+}
+
+func TestExpiration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, router.Config{SkipEndpointValidation: true})
+		b.tr.Handle("hook.test", &timedHook{answer: func(int, http.ResponseWriter, *http.Request, []byte) {}})
+		create := func(name string, in time.Duration) {
+			spec := router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/"), ExpirationTimeUTC: time.Now().Add(in)}
+			if err := b.r.CreateSubscription(context.Background(), "orders", name, spec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exists := func(name string) bool {
+			_, err := b.r.Subscription("orders", name)
+			return err == nil
+		}
+		create("short", time.Hour)
+		create("long", 3*time.Hour)
+		create("moved", time.Hour)
+		spec, _ := b.r.Subscription("orders", "moved")
+		spec.ExpirationTimeUTC = time.Now().Add(5 * time.Hour) // an update moves the expiration
+		if err := b.r.CreateSubscription(context.Background(), "orders", "moved", spec); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour - time.Nanosecond)
+		synctest.Wait()
+		if !exists("short") {
+			t.Fatal("short expired early")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if exists("short") || !exists("long") || !exists("moved") {
+			t.Fatalf("after 1 h: short %v, long %v, moved %v; want only short gone", exists("short"), exists("long"), exists("moved"))
+		}
+		// The timers are rebuilt after a restart, and an expiration that passed while the
+		// router was down deletes the subscription at start.
+		if err := b.r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Hour)
+		b.start()
+		synctest.Wait()
+		if exists("long") || !exists("moved") {
+			t.Fatalf("after a restart at 4 h: long %v, moved %v; want long gone", exists("long"), exists("moved"))
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if exists("moved") {
+			t.Fatal("moved still exists after 5 h")
+		}
+	})
+}

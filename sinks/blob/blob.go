@@ -1,0 +1,223 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/egridio/egrid/sinks"
+)
+
+// Config says how to reach the MinIO server. Endpoint is required.
+type Config struct {
+	// Endpoint is host:port of the server, without a scheme (e.g. "127.0.0.1:9000").
+	Endpoint string `json:"endpoint" yaml:"endpoint"`
+	// AccessKey and SecretKey are the credentials (MinIO's root user and password, or an
+	// access key with read and write rights on the dead-letter buckets).
+	AccessKey string `json:"accessKey" yaml:"accessKey"`
+	SecretKey string `json:"secretKey" yaml:"secretKey"`
+	// Secure uses HTTPS.
+	Secure bool `json:"secure,omitempty" yaml:"secure,omitempty"`
+	// Region is the region buckets are created in (default: the server's).
+	Region string `json:"region,omitempty" yaml:"region,omitempty"`
+	// CreateBuckets creates a missing bucket on the first write to it.
+	CreateBuckets bool `json:"createBuckets,omitempty" yaml:"createBuckets,omitempty"`
+	// MaxRetries is how often minio-go tries one request; 0 means 1 (no retries of its own).
+	MaxRetries int `json:"maxRetries,omitempty" yaml:"maxRetries,omitempty"`
+}
+
+// Validate reports every problem of the config at once.
+func (c Config) Validate() error {
+	var errs []error
+	switch {
+	case c.Endpoint == "":
+		errs = append(errs, errors.New("minio endpoint: required (host:port, e.g. 127.0.0.1:9000)"))
+	case strings.Contains(c.Endpoint, "://"):
+		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port without a scheme; use secure for HTTPS", c.Endpoint))
+	case strings.Contains(c.Endpoint, "/"):
+		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port only, without a path", c.Endpoint))
+	}
+	if c.AccessKey == "" || c.SecretKey == "" {
+		errs = append(errs, errors.New("minio access key and secret key: both are required"))
+	}
+	if c.MaxRetries < 0 {
+		errs = append(errs, fmt.Errorf("minio maxRetries %d: use 0 or more", c.MaxRetries))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is a [sinks.ObjectStore] on a MinIO server. It is safe for concurrent use.
+type Store struct {
+	cfg    Config
+	client *minio.Client
+	scheme string
+
+	mu      sync.Mutex
+	buckets map[string]bool // buckets known to exist
+}
+
+var _ sinks.ObjectStore = (*Store)(nil)
+
+// New returns a store for the server cfg describes. It does not contact the server: a server
+// that is down shows up as errors from the calls (and the dead-letter actor retries them).
+// transport, when non-nil, carries the requests (tests; nil means minio-go's default).
+func New(cfg Config, transport http.RoundTripper) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	retries := cfg.MaxRetries
+	if retries == 0 {
+		retries = 1
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:    cfg.Secure,
+		Region:    cfg.Region,
+		Transport: transport,
+		// Path-style URLs: bucket names need no DNS entries, and URL gives a usable link.
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   retries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuring the minio client for %s: %w", cfg.Endpoint, err)
+	}
+	scheme := "http"
+	if cfg.Secure {
+		scheme = "https"
+	}
+	return &Store{cfg: cfg, client: client, scheme: scheme, buckets: make(map[string]bool)}, nil
+}
+
+// Endpoint returns the server's host:port.
+func (s *Store) Endpoint() string { return s.cfg.Endpoint }
+
+// Ping checks that the server answers and the credentials are accepted.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.client.ListBuckets(ctx); err != nil {
+		return fmt.Errorf("reaching minio at %s: %w", s.cfg.Endpoint, translate(err))
+	}
+	return nil
+}
+
+// url returns the path-style URL of an object.
+func (s *Store) url(bucket, key string) string {
+	return s.scheme + "://" + s.cfg.Endpoint + "/" + bucket + "/" + key
+}
+
+// Put implements [sinks.ObjectStore]. With CreateBuckets, a missing bucket is created first.
+func (s *Store) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+	if err := s.ensureBucket(ctx, bucket); err != nil {
+		return sinks.ObjectInfo{}, err
+	}
+	up, err := s.client.PutObject(ctx, bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{ContentType: contentType})
+	if err != nil {
+		err = translate(err)
+		if errors.Is(err, sinks.ErrBucketNotFound) {
+			s.forget(bucket)
+		}
+		return sinks.ObjectInfo{}, fmt.Errorf("writing %s/%s to minio at %s: %w", bucket, key, s.cfg.Endpoint, err)
+	}
+	modified := up.LastModified
+	if modified.IsZero() {
+		modified = time.Now() // a PUT response carries no Last-Modified
+	}
+	return sinks.ObjectInfo{
+		Bucket: bucket, Key: key, ETag: strings.Trim(up.ETag, `"`), Size: int64(len(body)),
+		ContentType: contentType, LastModified: modified, URL: s.url(bucket, key),
+	}, nil
+}
+
+func (s *Store) ensureBucket(ctx context.Context, bucket string) error {
+	if !s.cfg.CreateBuckets {
+		return nil
+	}
+	s.mu.Lock()
+	known := s.buckets[bucket]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	exists, err := s.client.BucketExists(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("checking bucket %s on minio at %s: %w", bucket, s.cfg.Endpoint, translate(err))
+	}
+	if !exists {
+		err := s.client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: s.cfg.Region})
+		if code := minio.ToErrorResponse(err).Code; err != nil && code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
+			return fmt.Errorf("creating bucket %s on minio at %s: %w", bucket, s.cfg.Endpoint, translate(err))
+		}
+	}
+	s.mu.Lock()
+	s.buckets[bucket] = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) forget(bucket string) {
+	s.mu.Lock()
+	delete(s.buckets, bucket)
+	s.mu.Unlock()
+}
+
+// List implements [sinks.ObjectStore].
+func (s *Store) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops minio-go's listing goroutine if we leave early
+	var out []sinks.ObjectInfo
+	for o := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, prefix, s.cfg.Endpoint, translate(o.Err))
+		}
+		out = append(out, sinks.ObjectInfo{
+			Bucket: bucket, Key: o.Key, ETag: strings.Trim(o.ETag, `"`), Size: o.Size,
+			ContentType: o.ContentType, LastModified: o.LastModified, URL: s.url(bucket, o.Key),
+		})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, prefix, s.cfg.Endpoint, err)
+	}
+	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Get implements [sinks.ObjectStore].
+func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+	}
+	defer obj.Close()
+	st, err := obj.Stat()
+	if err != nil {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+	}
+	body, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+	}
+	return body, sinks.ObjectInfo{
+		Bucket: bucket, Key: key, ETag: strings.Trim(st.ETag, `"`), Size: int64(len(body)),
+		ContentType: st.ContentType, LastModified: st.LastModified, URL: s.url(bucket, key),
+	}, nil
+}
+
+// translate maps MinIO's error codes to the sentinels of sinks, keeping the original error.
+func translate(err error) error {
+	switch minio.ToErrorResponse(err).Code {
+	case "NoSuchBucket":
+		return fmt.Errorf("%w (%w)", sinks.ErrBucketNotFound, err)
+	case "NoSuchKey":
+		return fmt.Errorf("%w (%w)", sinks.ErrObjectNotFound, err)
+	}
+	return err
+}

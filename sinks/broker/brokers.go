@@ -1,0 +1,448 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+)
+
+// Kind names a broker egrid connects to out of the box. Its value is the endpointType of a
+// subscription that publishes to the broker and the broker of a source that reads from it.
+type Kind string
+
+// The brokers egrid supports out of the box.
+const (
+	// NATSJetStream publishes to a NATS subject captured by a JetStream stream
+	// (watermill-nats v2, pkg/jetstream).
+	NATSJetStream Kind = "NatsJetStream"
+	// RabbitMQ publishes to a durable RabbitMQ queue through the default exchange, with
+	// publisher confirms (watermill-amqp v3).
+	RabbitMQ Kind = "RabbitMQ"
+	// RedisStream appends to a Redis stream (watermill-redisstream).
+	RedisStream Kind = "RedisStream"
+	// PostgreSQL inserts into the table of a watermill-sql topic (watermill-sql v3).
+	PostgreSQL Kind = "PostgreSQL"
+	// GoChannel publishes to an in-process watermill GoChannel: for embedding and tests.
+	GoChannel Kind = "GoChannel"
+)
+
+// Kinds lists the brokers egrid supports out of the box.
+var Kinds = []Kind{NATSJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel}
+
+// ParseKind returns the Kind named s, matched case-insensitively as ARM matches enum values.
+func ParseKind(s string) (Kind, bool) {
+	for _, k := range Kinds {
+		if strings.EqualFold(s, string(k)) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// String returns the endpointType name.
+func (k Kind) String() string { return string(k) }
+
+// Property is the name of the destination property that says where on the broker to publish:
+// "subject" (NatsJetStream), "queue" (RabbitMQ), "stream" (RedisStream) or "topic"
+// (PostgreSQL, GoChannel).
+func (k Kind) Property() string {
+	switch k {
+	case NATSJetStream:
+		return "subject"
+	case RabbitMQ:
+		return "queue"
+	case RedisStream:
+		return "stream"
+	}
+	return "topic"
+}
+
+// Setting is the key of the kind's connection settings under server.brokers in the YAML
+// config ("nats", "rabbitmq", "redis", "postgres"), or "" for GoChannel, which needs none.
+func (k Kind) Setting() string {
+	switch k {
+	case NATSJetStream:
+		return "nats"
+	case RabbitMQ:
+		return "rabbitmq"
+	case RedisStream:
+		return "redis"
+	case PostgreSQL:
+		return "postgres"
+	}
+	return ""
+}
+
+// ValidateName checks the subject, queue, stream or topic name a destination or source uses
+// on a broker of kind k, and says what is wrong with it.
+func (k Kind) ValidateName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("is empty; name the %s to use", k.Property())
+	case k == NATSJetStream && !natsSubjectRE.MatchString(name):
+		return fmt.Errorf("%q is not a NATS subject to publish to: use tokens of letters, digits, '-' and '_' separated by '.', without wildcards", name)
+	case k == PostgreSQL && !sqlTopicRE.MatchString(name):
+		return fmt.Errorf("%q cannot name a PostgreSQL topic: use letters, digits and - $ : . _ only", name)
+	case len(name) > 255:
+		return fmt.Errorf("is %d characters long; use at most 255", len(name))
+	}
+	return nil
+}
+
+var (
+	natsSubjectRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	sqlTopicRE    = regexp.MustCompile(`^[A-Za-z0-9\-$:._]+$`)
+)
+
+// Servers are the connection settings of the brokers (`server.brokers` in the YAML config).
+// A broker without settings is not available, except GoChannel, which is in-process.
+type Servers struct {
+	// NATS is a NATS server with JetStream enabled.
+	NATS *NATSServer `json:"nats,omitempty" yaml:"nats,omitempty"`
+	// RabbitMQ is a RabbitMQ (AMQP 0-9-1) server.
+	RabbitMQ *RabbitMQServer `json:"rabbitmq,omitempty" yaml:"rabbitmq,omitempty"`
+	// Redis is a Redis server (5.0 or newer, for streams).
+	Redis *RedisServer `json:"redis,omitempty" yaml:"redis,omitempty"`
+	// Postgres is a PostgreSQL database.
+	Postgres *PostgresServer `json:"postgres,omitempty" yaml:"postgres,omitempty"`
+	// ConsumerGroup names egrid as a consumer when sources read from a broker: the durable
+	// JetStream consumer (with the subject), the Redis consumer group and the PostgreSQL
+	// consumer group. Default "egrid".
+	ConsumerGroup string `json:"consumerGroup,omitempty" yaml:"consumerGroup,omitempty"`
+}
+
+// NATSServer are the settings of a NATS server.
+type NATSServer struct {
+	// URL is the server URL, e.g. nats://127.0.0.1:4222 (several may be given, comma
+	// separated, as nats.go takes them). Required.
+	URL string `json:"url" yaml:"url"`
+}
+
+// RabbitMQServer are the settings of a RabbitMQ server.
+type RabbitMQServer struct {
+	// URL is the AMQP URI, e.g. amqp://guest:guest@127.0.0.1:5672/. Required.
+	URL string `json:"url" yaml:"url"`
+}
+
+// RedisServer are the settings of a Redis server.
+type RedisServer struct {
+	// Addr is host:port, e.g. 127.0.0.1:6379. Required.
+	Addr string `json:"addr" yaml:"addr"`
+	// Username and Password authenticate (ACL user or requirepass), when set.
+	Username string `json:"username,omitempty" yaml:"username,omitempty"`
+	Password string `json:"password,omitempty" yaml:"password,omitempty"`
+	// DB is the database number (default 0).
+	DB int `json:"db,omitempty" yaml:"db,omitempty"`
+}
+
+// PostgresServer are the settings of a PostgreSQL database.
+type PostgresServer struct {
+	// DSN is a lib/pq connection string, e.g.
+	// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Required.
+	DSN string `json:"dsn" yaml:"dsn"`
+}
+
+// DefaultConsumerGroup is the default [Servers.ConsumerGroup].
+const DefaultConsumerGroup = "egrid"
+
+// Validate reports every problem with s at once (joined *[ConfigError] values), or nil.
+// Nothing is dialled.
+func (s Servers) Validate() error {
+	var errs []error
+	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: field, Reason: reason}) }
+	if s.NATS != nil {
+		if s.NATS.URL == "" {
+			bad("nats.url", "is empty; set the server URL, e.g. nats://127.0.0.1:4222")
+		}
+	}
+	if s.RabbitMQ != nil {
+		if u, err := url.Parse(s.RabbitMQ.URL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+			bad("rabbitmq.url", "is not an AMQP URI; use amqp://user:password@host:5672/vhost")
+		}
+	}
+	if s.Redis != nil {
+		if !strings.Contains(s.Redis.Addr, ":") {
+			bad("redis.addr", fmt.Sprintf("%q is not host:port; use e.g. 127.0.0.1:6379", s.Redis.Addr))
+		}
+		if s.Redis.DB < 0 {
+			bad("redis.db", fmt.Sprintf("%d is negative; use a database number >= 0", s.Redis.DB))
+		}
+	}
+	if s.Postgres != nil {
+		if s.Postgres.DSN == "" {
+			bad("postgres.dsn", "is empty; set a connection string, e.g. postgres://postgres@127.0.0.1:5432/egrid?sslmode=disable")
+		}
+	}
+	if s.ConsumerGroup != "" && !consumerGroupRE.MatchString(s.ConsumerGroup) {
+		bad("consumerGroup", fmt.Sprintf("%q is invalid; use letters, digits, '-' and '_' only", s.ConsumerGroup))
+	}
+	return errors.Join(errs...)
+}
+
+var consumerGroupRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Brokers holds the publishers and subscribers of the configured brokers. Connections are
+// made on first use and made again after they are lost, so egrid starts while a broker is
+// down: deliveries to it fail as SocketError and are retried by the subscription's policy.
+// Brokers is safe for concurrent use.
+type Brokers struct {
+	pubs map[Kind]*lazyPublisher
+	subs map[Kind]*lazySubscriber
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open validates s and returns the brokers it configures, plus GoChannel. It dials nothing.
+// logger receives the watermill libraries' logs (their Info level is logged at Debug); nil
+// discards them. Close the Brokers after the router that uses them.
+func Open(s Servers, logger *slog.Logger) (*Brokers, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if s.ConsumerGroup == "" {
+		s.ConsumerGroup = DefaultConsumerGroup
+	}
+	wlog := watermill.NewSlogLoggerWithLevelMapping(logger.With("component", "watermill"), map[slog.Level]slog.Level{
+		slog.LevelInfo: slog.LevelDebug,
+	})
+	b := &Brokers{pubs: make(map[Kind]*lazyPublisher), subs: make(map[Kind]*lazySubscriber)}
+	if n := s.NATS; n != nil {
+		b.add(NATSJetStream,
+			func() (message.Publisher, error) { return openNATSPublisher(*n, wlog) },
+			func() (message.Subscriber, error) { return openNATSSubscriber(*n, s.ConsumerGroup, wlog) })
+	}
+	if r := s.RabbitMQ; r != nil {
+		b.add(RabbitMQ,
+			func() (message.Publisher, error) { return openRabbitMQPublisher(*r, wlog) },
+			func() (message.Subscriber, error) { return openRabbitMQSubscriber(*r, wlog) })
+	}
+	if r := s.Redis; r != nil {
+		b.add(RedisStream,
+			func() (message.Publisher, error) { return openRedisPublisher(*r, wlog) },
+			func() (message.Subscriber, error) { return openRedisSubscriber(*r, s.ConsumerGroup, wlog) })
+	}
+	if p := s.Postgres; p != nil {
+		b.add(PostgreSQL,
+			func() (message.Publisher, error) { return openPostgresPublisher(*p, wlog) },
+			func() (message.Subscriber, error) { return openPostgresSubscriber(*p, s.ConsumerGroup, wlog) })
+	}
+	// One in-process pubsub for both directions, so a source can read what a subscription
+	// publishes. Publish blocks until every subscriber has acked: a delivery is accepted when
+	// the in-process consumers have it.
+	gc := gochannel.NewGoChannel(gochannel.Config{BlockPublishUntilSubscriberAck: true}, wlog)
+	b.add(GoChannel,
+		func() (message.Publisher, error) { return unclosable{gc}, nil },
+		func() (message.Subscriber, error) { return unclosable{gc}, nil })
+	b.pubs[GoChannel].closer = gc.Close
+	return b, nil
+}
+
+func (b *Brokers) add(k Kind, pub func() (message.Publisher, error), sub func() (message.Subscriber, error)) {
+	b.pubs[k] = &lazyPublisher{kind: k, open: pub}
+	b.subs[k] = &lazySubscriber{kind: k, open: sub}
+}
+
+// Publishers returns the publisher of every configured broker, by kind: what
+// router.Deps.Publishers takes.
+func (b *Brokers) Publishers() map[Kind]message.Publisher {
+	m := make(map[Kind]message.Publisher, len(b.pubs))
+	for k, p := range b.pubs {
+		m[k] = p
+	}
+	return m
+}
+
+// Subscribers returns the subscriber of every configured broker, by kind: what
+// router.Deps.Subscribers takes.
+func (b *Brokers) Subscribers() map[Kind]message.Subscriber {
+	m := make(map[Kind]message.Subscriber, len(b.subs))
+	for k, s := range b.subs {
+		m[k] = s
+	}
+	return m
+}
+
+// Publisher returns the publisher of broker k, or false when k is not configured.
+func (b *Brokers) Publisher(k Kind) (message.Publisher, bool) {
+	p, ok := b.pubs[k]
+	return p, ok
+}
+
+// Subscriber returns the subscriber of broker k, or false when k is not configured.
+func (b *Brokers) Subscriber(k Kind) (message.Subscriber, bool) {
+	s, ok := b.subs[k]
+	return s, ok
+}
+
+// Close closes every connection the Brokers made, subscribers first. Subscriptions' output
+// channels close. Close is idempotent.
+func (b *Brokers) Close() error {
+	b.closeOnce.Do(func() {
+		var errs []error
+		for _, k := range Kinds {
+			if s, ok := b.subs[k]; ok {
+				errs = append(errs, s.Close())
+			}
+		}
+		for _, k := range Kinds {
+			if p, ok := b.pubs[k]; ok {
+				errs = append(errs, p.Close())
+			}
+		}
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
+}
+
+// errBrokersClosed is the cause of a publish or subscribe after [Brokers.Close].
+var errBrokersClosed = errors.New("the broker connections are closed")
+
+// lazyPublisher opens its publisher on first use, and again when the publisher says its
+// connection is gone (see healthy).
+type lazyPublisher struct {
+	kind   Kind
+	open   func() (message.Publisher, error)
+	closer func() error // closes what the lazy publisher shares (GoChannel)
+
+	mu     sync.Mutex
+	pub    message.Publisher
+	closed bool
+	old    sync.WaitGroup // closing of replaced publishers
+}
+
+// healthy reports whether a publisher can still publish. Publishers that reconnect in the
+// background report false while disconnected, so the next publish dials at once instead of
+// waiting for their back-off.
+func healthy(p any) bool {
+	if h, ok := p.(interface{ connected() bool }); ok {
+		return h.connected()
+	}
+	return true
+}
+
+func (l *lazyPublisher) get() (message.Publisher, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errBrokersClosed
+	}
+	if l.pub != nil && healthy(l.pub) {
+		return l.pub, nil
+	}
+	if old := l.pub; old != nil {
+		l.pub = nil
+		l.old.Add(1)
+		go func() { defer l.old.Done(); _ = old.Close() }() // it may wait for publishes in flight
+	}
+	p, err := l.open()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.kind, err)
+	}
+	l.pub = p
+	return p, nil
+}
+
+// Publish implements [message.Publisher].
+func (l *lazyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p, err := l.get()
+	if err != nil {
+		return err
+	}
+	return p.Publish(topic, msgs...)
+}
+
+// Close implements [message.Publisher]. It is idempotent.
+func (l *lazyPublisher) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	p := l.pub
+	l.pub = nil
+	l.mu.Unlock()
+	var errs []error
+	if p != nil {
+		errs = append(errs, p.Close())
+	}
+	if l.closer != nil {
+		errs = append(errs, l.closer())
+	}
+	l.old.Wait()
+	return errors.Join(errs...)
+}
+
+// lazySubscriber opens its subscriber on first Subscribe and keeps it: watermill subscribers
+// reconnect by themselves once connected.
+type lazySubscriber struct {
+	kind Kind
+	open func() (message.Subscriber, error)
+
+	mu     sync.Mutex
+	sub    message.Subscriber
+	closed bool
+}
+
+func (l *lazySubscriber) get() (message.Subscriber, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errBrokersClosed
+	}
+	if l.sub != nil && healthy(l.sub) {
+		return l.sub, nil
+	}
+	if l.sub != nil {
+		_ = l.sub.Close()
+		l.sub = nil
+	}
+	s, err := l.open()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.kind, err)
+	}
+	l.sub = s
+	return s, nil
+}
+
+// Subscribe implements [message.Subscriber].
+func (l *lazySubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.Subscribe(ctx, topic)
+}
+
+// Close implements [message.Subscriber]. It is idempotent.
+func (l *lazySubscriber) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.sub == nil {
+		return nil
+	}
+	return l.sub.Close()
+}
+
+// unclosable shares one GoChannel between a publisher and a subscriber; the Brokers close it
+// once.
+type unclosable struct{ *gochannel.GoChannel }
+
+func (unclosable) Close() error { return nil }

@@ -1,0 +1,355 @@
+package broker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
+	wmsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	_ "github.com/lib/pq" // the PostgreSQL driver ("postgres")
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// dialTimeout bounds connecting to a broker.
+const dialTimeout = 5 * time.Second
+
+// NATS JetStream.
+
+func natsConnect(s NATSServer, name string) (*nats.Conn, error) {
+	return nats.Connect(s.URL,
+		nats.Name(name),
+		nats.Timeout(dialTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		// Publishes while disconnected fail at once instead of waiting in a buffer: the
+		// subscription's retry policy, not the client, decides when to try again.
+		nats.ReconnectBufSize(-1),
+	)
+}
+
+// natsPublisher publishes to JetStream in watermill-nats' wire format (its NATSMarshaler: the
+// UUID and metadata as headers, the payload as data), with the message UUID (the event id) as
+// Nats-Msg-Id so JetStream drops a republished duplicate within the stream's duplicate window.
+// Unlike watermill-nats' own publisher it waits for the stream's acknowledgement only as long
+// as the message's context allows, so an abandoned attempt does not linger.
+type natsPublisher struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	m  wmnats.NATSMarshaler
+}
+
+func openNATSPublisher(s NATSServer, _ watermill.LoggerAdapter) (message.Publisher, error) {
+	nc, err := natsConnect(s, "egrid publisher")
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &natsPublisher{nc: nc, js: js}, nil
+}
+
+func (p *natsPublisher) connected() bool { return p.nc.IsConnected() }
+
+// Publish implements [message.Publisher]: the messages go to the subject one by one, each
+// acknowledged by its stream before the next.
+func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error {
+	if !p.nc.IsConnected() {
+		return fmt.Errorf("publishing to NATS: %w", nats.ErrDisconnected)
+	}
+	for _, m := range msgs {
+		nm, err := p.m.Marshal(subject, m)
+		if err != nil {
+			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
+		}
+		nm.Header.Set(nats.MsgIdHdr, m.UUID)
+		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
+			return fmt.Errorf("publishing message %s to subject %s: %w", m.UUID, subject, err)
+		}
+	}
+	return nil
+}
+
+// Close implements [message.Publisher].
+func (p *natsPublisher) Close() error {
+	p.nc.Close()
+	return nil
+}
+
+// natsSubscriber is watermill-nats' JetStream subscriber on a durable consumer per subject.
+type natsSubscriber struct {
+	*wmjs.Subscriber
+	nc *nats.Conn
+}
+
+func (s natsSubscriber) connected() bool { return !s.nc.IsClosed() }
+
+func openNATSSubscriber(s NATSServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+	nc, err := natsConnect(s, "egrid source")
+	if err != nil {
+		return nil, err
+	}
+	sub, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{
+		Conn:                nc,
+		Logger:              wlog,
+		AckWaitTimeout:      30 * time.Second,
+		ResourceInitializer: durableConsumer(group),
+		// A nacked message comes back after a second, not at once, so a failing journal is
+		// not hammered.
+		NakDelay: wmjs.NewStaticDelay(time.Second),
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return natsSubscriber{Subscriber: sub, nc: nc}, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// durableConsumer reads a subject from whichever stream captures it, through a durable
+// consumer named <group>_<subject> that survives restarts (so nothing is read twice, or
+// missed, across them).
+func durableConsumer(group string) wmjs.ResourceInitializer {
+	return func(ctx context.Context, js jetstream.JetStream, subject string) (jetstream.Consumer, func(context.Context, watermill.LoggerAdapter), error) {
+		name, err := js.StreamNameBySubject(ctx, subject)
+		if err != nil {
+			return nil, nil, fmt.Errorf("finding the JetStream stream of subject %q (create a stream that captures it): %w", subject, err)
+		}
+		stream, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening JetStream stream %q: %w", name, err)
+		}
+		consumer, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       group + "_" + unsafeName.ReplaceAllString(subject, "_"),
+			FilterSubject: subject,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       30 * time.Second,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("creating the consumer of subject %q on stream %q: %w", subject, name, err)
+		}
+		return consumer, nil, nil
+	}
+}
+
+// RabbitMQ.
+
+func rabbitMQConfig(s RabbitMQServer) wmamqp.Config {
+	cfg := wmamqp.NewDurableQueueConfig(s.URL)
+	c := amqpConfig()
+	cfg.Connection.AmqpConfig = &c
+	return cfg
+}
+
+// rabbitMQPublisher publishes to durable queues through the default exchange in
+// watermill-amqp's wire format (its DefaultMarshaler: persistent messages, the UUID and
+// metadata as headers), so watermill-amqp subscribers read what it publishes. It declares each
+// queue before its first publish (RabbitMQ drops a message routed to no queue) and waits for
+// the broker's confirm of every message, as long as the message's context allows. It talks to
+// amqp091 directly rather than through watermill-amqp's publisher, whose background reconnect
+// is not safe to call into while it runs; a lost connection is dialled again by [Brokers].
+type rabbitMQPublisher struct {
+	conn     *amqp.Connection
+	m        wmamqp.DefaultMarshaler
+	mu       sync.Mutex
+	declared map[string]bool
+}
+
+func openRabbitMQPublisher(s RabbitMQServer, _ watermill.LoggerAdapter) (message.Publisher, error) {
+	conn, err := amqp.DialConfig(s.URL, amqpConfig())
+	if err != nil {
+		return nil, err
+	}
+	return &rabbitMQPublisher{conn: conn, declared: make(map[string]bool)}, nil
+}
+
+func amqpConfig() amqp.Config {
+	return amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: amqp.DefaultDial(dialTimeout)}
+}
+
+func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
+
+// Publish implements [message.Publisher]: the messages go to the queue on one channel in
+// confirm mode, each confirmed before Publish returns.
+func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) error {
+	ch, err := p.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening a channel: %w", err)
+	}
+	defer ch.Close()
+	p.mu.Lock()
+	declared := p.declared[queue]
+	p.mu.Unlock()
+	if !declared {
+		// As watermill-amqp's durable-queue subscriber declares it.
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declaring queue %q: %w", queue, err)
+		}
+		p.mu.Lock()
+		p.declared[queue] = true
+		p.mu.Unlock()
+	}
+	if err := ch.Confirm(false); err != nil {
+		return fmt.Errorf("putting the channel in confirm mode: %w", err)
+	}
+	for _, m := range msgs {
+		pub, err := p.m.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
+		}
+		ctx := m.Context()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, pub)
+		if err != nil {
+			return fmt.Errorf("publishing message %s to queue %s: %w", m.UUID, queue, err)
+		}
+		acked, err := dc.WaitContext(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for RabbitMQ to confirm message %s: %w", m.UUID, err)
+		}
+		if !acked {
+			return fmt.Errorf("RabbitMQ refused message %s (nack): %w", m.UUID, &amqp.Error{Code: amqp.ResourceError, Reason: "publish nacked by the broker", Server: true})
+		}
+	}
+	return nil
+}
+
+// Close implements [message.Publisher].
+func (p *rabbitMQPublisher) Close() error {
+	if err := p.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+type rabbitMQSubscriber struct{ *wmamqp.Subscriber }
+
+func (s rabbitMQSubscriber) connected() bool { return !s.Closed() }
+
+func openRabbitMQSubscriber(s RabbitMQServer, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+	sub, err := wmamqp.NewSubscriber(rabbitMQConfig(s), wlog)
+	if err != nil {
+		return nil, err
+	}
+	return rabbitMQSubscriber{sub}, nil
+}
+
+// Redis Streams.
+
+func redisClient(s RedisServer) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: s.Addr, Username: s.Username, Password: s.Password, DB: s.DB,
+		DialTimeout: dialTimeout,
+		// No hidden retries: the subscription's policy retries, and sees every failure.
+		MaxRetries: -1,
+	})
+}
+
+func openRedisPublisher(s RedisServer, wlog watermill.LoggerAdapter) (message.Publisher, error) {
+	return redisstream.NewPublisher(redisstream.PublisherConfig{Client: redisClient(s)}, wlog)
+}
+
+func openRedisSubscriber(s RedisServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+	return redisstream.NewSubscriber(redisstream.SubscriberConfig{
+		Client:        redisClient(s),
+		ConsumerGroup: group,
+		// A new consumer group reads the stream from its first entry.
+		OldestId:                      "0",
+		NackResendSleep:               time.Second,
+		DisableIndefiniteInitialBlock: true,
+	}, wlog)
+}
+
+// PostgreSQL.
+
+// postgresPublisher is watermill-sql's publisher with the database handle it owns.
+type postgresPublisher struct {
+	*wmsql.Publisher
+	db *sql.DB
+}
+
+func openPostgres(s PostgresServer) (*sql.DB, error) {
+	db, err := sql.Open("postgres", s.DSN)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(time.Minute)
+	return db, nil
+}
+
+func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (message.Publisher, error) {
+	db, err := openPostgres(s)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := wmsql.NewPublisher(db, wmsql.PublisherConfig{
+		SchemaAdapter:        wmsql.DefaultPostgreSQLSchema{},
+		AutoInitializeSchema: true,
+	}, wlog)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return postgresPublisher{Publisher: pub, db: db}, nil
+}
+
+// Close implements [message.Publisher].
+func (p postgresPublisher) Close() error {
+	err := p.Publisher.Close()
+	if cerr := p.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type postgresSubscriber struct {
+	*wmsql.Subscriber
+	db *sql.DB
+}
+
+func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+	db, err := openPostgres(s)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := wmsql.NewSubscriber(db, wmsql.SubscriberConfig{
+		ConsumerGroup:    group,
+		SchemaAdapter:    wmsql.DefaultPostgreSQLSchema{},
+		OffsetsAdapter:   wmsql.DefaultPostgreSQLOffsetsAdapter{},
+		InitializeSchema: true,
+		PollInterval:     100 * time.Millisecond,
+		ResendInterval:   time.Second,
+	}, wlog)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return postgresSubscriber{Subscriber: sub, db: db}, nil
+}
+
+// Close implements [message.Subscriber].
+func (s postgresSubscriber) Close() error {
+	err := s.Subscriber.Close()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,54 @@
+// Package broker is egrid's message-broker destination: a [Sink] publishes a subscription's
+// events to any watermill [message.Publisher] — NATS JetStream, RabbitMQ, Redis Streams,
+// PostgreSQL, an in-process GoChannel, or any other watermill Pub/Sub — with the same retry,
+// batching, probation and dead-letter semantics as a webhook. It is Event Grid's Service Bus,
+// Event Hubs and Storage Queue destinations, generalised (DESIGN.md §7).
+//
+// The model: one [Sink] per subscription, wrapping a publisher and a topic (the subject, queue,
+// stream or table to publish to). Each [Sink.Deliver] is one attempt, and the sink never
+// retries, waits or gives up; router/retry decides that from the *[sinks.DeliveryError] it
+// returns.
+//
+// Messages. Each event of a batch becomes one message ([Messages]):
+//   - UUID is the event id, stable across retries and replays, so consumers dedupe by it (on
+//     NATS it is also the Nats-Msg-Id, so JetStream drops a republished duplicate within its
+//     duplicate window).
+//   - The payload is the event alone in the subscription's delivery schema: one JSON object
+//     (an Event Grid event, a structured-mode CloudEvent, or the custom object), not a
+//     one-element array. A broker message is one event, as Event Grid's Service Bus and
+//     Storage Queue messages are; only the webhook body is an array (SPEC §2.3).
+//   - The metadata holds the delivery headers of SPEC §2.4 under their lower-case names
+//     (aeg-event-type, aeg-subscription-name, aeg-delivery-count, aeg-metadata-version,
+//     aeg-data-version for the Event Grid and custom schemas, aeg-output-event-id = the
+//     event's id), "content-type", "traceparent" when the event has one, and the
+//     subscription's custom delivery headers, which never replace those keys.
+//
+// All or nothing. A batch (maxEventsPerBatch > 1) is one Publish call of its messages and has
+// one outcome (SPEC §2.3): nil only when the publisher accepted every message. A failed batch
+// is published again whole on retry, so some of its messages may arrive twice; the UUID says
+// which. PostgreSQL inserts a batch in one statement, so there it is atomic.
+//
+// Outcomes. A publish error is classified in one function (SPEC §2.1's vocabulary): the
+// caller's expired context is TimedOut and its cancelled context Canceled; a refused, reset or
+// closed connection (and a publisher that is reconnecting) is SocketError; a broker timeout is
+// TimedOut; a failed name lookup is ResolutionError; a subject no JetStream stream captures, a
+// missing queue or table is NotFound; throttling, flow control, a locked resource or a busy
+// server is Busy; a full stream, disk or memory is Full; an oversized message is
+// PayloadTooLarge; refused credentials are Unauthorized and missing permissions Forbidden;
+// anything else is GenericError.
+//
+// Timeouts. watermill's Publish takes no context. Deliver returns as soon as its context is
+// done and leaves the publish to finish in the background with its own copy of the payloads
+// (publishers that read a context from the message, AMQP and Redis, stop too); [Sink.Close]
+// waits for such publishes.
+//
+// Connections. [Open] turns the server config's broker settings ([Servers]) into [Brokers]: a
+// publisher and a subscriber per configured broker, which dial on first use and dial again
+// after losing their connection, so egrid starts while a broker is down and a delivery to it
+// fails as SocketError until it is back. Topology: RabbitMQ queues are declared durable on
+// first publish; Redis streams and PostgreSQL tables are created by the first message; NATS
+// subjects must be captured by a JetStream stream the operator created (a subject without one
+// is NotFound).
+//
+// broker imports only sinks and schemas from egrid.
+package broker

@@ -1,0 +1,4 @@
+package broker
+
+// Classify exposes classify to the black-box table test.
+var Classify = classify

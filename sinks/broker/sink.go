@@ -1,0 +1,247 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// Metadata keys a delivered message carries besides the aeg-* delivery headers
+// ([schemas.HeaderEventType] and the others, under the same lower-case names).
+const (
+	// MetadataContentType is the media type of the payload: [schemas.ContentTypeJSON] for the
+	// Event Grid and custom schemas, [schemas.ContentTypeCloudEvent] for CloudEvents.
+	MetadataContentType = "content-type"
+)
+
+// Config describes one broker destination: where on a publisher a subscription's events go.
+// It is data; the publisher is a parameter of [New].
+type Config struct {
+	// Topic is the watermill topic to publish to: the NATS subject, RabbitMQ queue, Redis
+	// stream, PostgreSQL topic or GoChannel topic. Required.
+	Topic string `json:"topic" yaml:"topic"`
+	// Name describes the destination in error messages ("NatsJetStream subject orders").
+	// Default: the topic.
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+}
+
+// Validate reports every problem with c at once (joined *[ConfigError] values), or nil.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.Topic) == "" {
+		return &ConfigError{Field: "topic", Reason: "is empty; name the subject, queue, stream or topic to publish to"}
+	}
+	return nil
+}
+
+// ConfigError is one problem with a [Config] or a [Connections] setting.
+type ConfigError struct {
+	// Field is the setting at fault ("topic", "nats.url").
+	Field string
+	// Reason says what is wrong and what to do.
+	Reason string
+}
+
+// Error describes the problem.
+func (e *ConfigError) Error() string { return "broker " + e.Field + ": " + e.Reason }
+
+// closeWait bounds how long [Sink.Close] waits for publishes that outlived their attempt.
+const closeWait = 5 * time.Second
+
+// errClosed is the cause of a delivery to a closed sink.
+var errClosed = errors.New("broker sink is closed")
+
+// Sink publishes batches to one topic of a watermill [message.Publisher]. It implements
+// [sinks.Sink] and [sinks.Closer]; it is safe for concurrent use. See the package
+// documentation for the message shape and the outcome classification.
+type Sink struct {
+	pub   message.Publisher
+	topic string
+	name  string
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+// New validates cfg and returns a sink publishing to cfg.Topic on pub. The publisher stays the
+// caller's: several sinks may share it, and [Sink.Close] does not close it.
+func New(pub message.Publisher, cfg Config) (*Sink, error) {
+	var errs []error
+	if pub == nil {
+		errs = append(errs, &ConfigError{Field: "publisher", Reason: "is nil; pass a watermill message.Publisher"})
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	name := cfg.Name
+	if name == "" {
+		name = cfg.Topic
+	}
+	return &Sink{pub: pub, topic: cfg.Topic, name: name}, nil
+}
+
+// Topic returns the topic the sink publishes to.
+func (s *Sink) Topic() string { return s.topic }
+
+// Deliver publishes b: one message per event, all in one Publish call. It returns nil when
+// the publisher accepted every message, and a *[sinks.DeliveryError] otherwise. When ctx is
+// done first it returns at once (TimedOut for a deadline, Canceled otherwise); the publish goes
+// on in the background with its own copy of the payloads, and may still land: consumers
+// dedupe by message UUID, which is the event id. Deliver does not read b after it returns.
+func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return s.failed(err, err)
+	}
+	msgs, err := Messages(b)
+	if err != nil {
+		return &sinks.DeliveryError{Outcome: schemas.GenericError, Err: fmt.Errorf("publishing to %s: %w", s.name, err)}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return &sinks.DeliveryError{Outcome: schemas.Canceled, Err: fmt.Errorf("publishing to %s: %w", s.name, errClosed)}
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+
+	// Publishers that take a context read it from the messages (AMQP, Redis); the others are
+	// bounded by their own timeouts, and the select below stops waiting for them.
+	for _, m := range msgs {
+		m.SetContext(ctx)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer s.inflight.Done()
+		done <- s.pub.Publish(s.topic, msgs...)
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			return nil
+		}
+		return s.failed(err, ctx.Err())
+	case <-ctx.Done():
+		return s.failed(context.Cause(ctx), ctx.Err())
+	}
+}
+
+func (s *Sink) failed(err, parent error) error {
+	return &sinks.DeliveryError{Outcome: classify(err, parent), Err: fmt.Errorf("publishing to %s: %w", s.name, err)}
+}
+
+// Close refuses further deliveries and waits, for at most 5 s, for publishes still running
+// after their attempt ended. It does not close the publisher. Close is idempotent.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("closing the sink for %s: publishes still running after %s; the publisher does not honour its timeouts", s.name, closeWait)
+	}
+}
+
+// Messages turns a batch into the messages [Sink.Deliver] publishes, one per event in order:
+// UUID is the event id; the payload is the event alone in the batch's delivery schema (one
+// JSON object, copied out of b.Body); the metadata holds the delivery headers of SPEC §2.4
+// under their lower-case names, the payload's content type under [MetadataContentType], the
+// event's traceparent when it has one, and the batch's custom delivery headers (which never
+// replace the protocol keys). It is exported for publishers that wrap [Sink] and for tests.
+func Messages(b *sinks.Batch) ([]*message.Message, error) {
+	payloads, err := split(b.Body)
+	if err != nil {
+		return nil, err
+	}
+	if len(payloads) != len(b.Events) {
+		return nil, fmt.Errorf("the batch body holds %d events but the batch lists %d", len(payloads), len(b.Events))
+	}
+	schema := b.Schema
+	if schema == 0 {
+		schema = schemas.EventGrid
+	}
+	contentType := schemas.ContentTypeJSON
+	if schema == schemas.CloudEvents {
+		contentType = schemas.ContentTypeCloudEvent
+	}
+	subscription := strings.ToUpper(b.Subscription)
+	count := strconv.Itoa(b.DeliveryCount)
+	metadataVersion := schemas.MetadataVersion(schema)
+	msgs := make([]*message.Message, len(payloads))
+	for i, ev := range b.Events {
+		if ev == nil {
+			return nil, fmt.Errorf("event %d of the batch is nil", i)
+		}
+		md := make(message.Metadata, 8+len(b.Headers))
+		for k, v := range b.Headers {
+			if !reserved[strings.ToLower(k)] {
+				md[k] = v
+			}
+		}
+		md[schemas.HeaderEventType] = schemas.EventTypeNotification
+		md[schemas.HeaderSubscriptionName] = subscription
+		md[schemas.HeaderDeliveryCount] = count
+		md[schemas.HeaderMetadataVersion] = metadataVersion
+		md[schemas.HeaderOutputEventID] = ev.ID
+		md[MetadataContentType] = contentType
+		if schema != schemas.CloudEvents {
+			md[schemas.HeaderDataVersion] = ev.DataVersion
+		}
+		if ev.Traceparent != "" {
+			md[schemas.HeaderTraceparent] = ev.Traceparent
+		}
+		m := message.NewMessage(ev.ID, payloads[i])
+		m.Metadata = md
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
+// reserved are the metadata keys a custom delivery header cannot set, in lower case.
+var reserved = map[string]bool{
+	schemas.HeaderEventType: true, schemas.HeaderSubscriptionName: true, schemas.HeaderDeliveryCount: true,
+	schemas.HeaderMetadataVersion: true, schemas.HeaderDataVersion: true, schemas.HeaderOutputEventID: true,
+	schemas.HeaderTraceparent: true, MetadataContentType: true,
+}
+
+// split cuts a delivery body into its events, each a fresh copy: a JSON array gives its
+// elements, a single object (an unbatched CloudEvent) itself.
+func split(body []byte) ([][]byte, error) {
+	trimmed := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
+	if strings.HasPrefix(trimmed, "[") {
+		var elems []json.RawMessage // Unmarshal copies each element out of body
+		if err := json.Unmarshal(body, &elems); err != nil {
+			return nil, fmt.Errorf("the batch body is not a JSON array of events: %w", err)
+		}
+		out := make([][]byte, len(elems))
+		for i, e := range elems {
+			out[i] = e
+		}
+		return out, nil
+	}
+	if !json.Valid(body) {
+		return nil, errors.New("the batch body is neither a JSON array nor a JSON object")
+	}
+	return [][]byte{append([]byte(nil), body...)}, nil
+}

@@ -1,0 +1,224 @@
+package testkit
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// ObjectStore is an in-memory [sinks.ObjectStore]: the dead-letter store of the harness, and a
+// working fake for tests of anything that writes or reads dead-letter objects. It passes the
+// same testkit/sinktest conformance suite as the MinIO store. Buckets are created on the first
+// Put (like blob.Config.CreateBuckets). LastModified is the time of the Put, so in a synctest
+// bubble it is virtual.
+type ObjectStore struct {
+	mu      sync.Mutex
+	buckets map[string]map[string]storedObject
+	puts    int
+}
+
+type storedObject struct {
+	body []byte
+	info sinks.ObjectInfo
+}
+
+var _ sinks.ObjectStore = (*ObjectStore)(nil)
+
+// NewObjectStore returns an empty in-memory object store.
+func NewObjectStore() *ObjectStore {
+	return &ObjectStore{buckets: make(map[string]map[string]storedObject)}
+}
+
+// Put implements [sinks.ObjectStore].
+func (s *ObjectStore) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return sinks.ObjectInfo{}, fmt.Errorf("writing %s/%s: %w", bucket, key, err)
+	}
+	sum := md5.Sum(body)
+	info := sinks.ObjectInfo{
+		Bucket: bucket, Key: key, ETag: hex.EncodeToString(sum[:]), Size: int64(len(body)),
+		ContentType: contentType, LastModified: time.Now(), URL: "memory://" + bucket + "/" + key,
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.buckets[bucket]
+	if !ok {
+		b = make(map[string]storedObject)
+		s.buckets[bucket] = b
+	}
+	b[key] = storedObject{body: slices.Clone(body), info: info}
+	s.puts++
+	return info, nil
+}
+
+// List implements [sinks.ObjectStore].
+func (s *ObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", bucket, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.buckets[bucket]
+	if !ok {
+		return nil, fmt.Errorf("listing %s: %w", bucket, sinks.ErrBucketNotFound)
+	}
+	var out []sinks.ObjectInfo
+	for k, o := range b {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, o.info)
+		}
+	}
+	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Get implements [sinks.ObjectStore].
+func (s *ObjectStore) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.buckets[bucket]
+	if !ok {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, sinks.ErrBucketNotFound)
+	}
+	o, ok := b[key]
+	if !ok {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, sinks.ErrObjectNotFound)
+	}
+	return slices.Clone(o.body), o.info, nil
+}
+
+// Puts counts the successful Puts so far.
+func (s *ObjectStore) Puts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.puts
+}
+
+// Objects lists every object of bucket (none when the bucket does not exist), ordered by key.
+func (s *ObjectStore) Objects(bucket string) []sinks.ObjectInfo {
+	out, err := s.List(context.Background(), bucket, "")
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// Records decodes every dead-letter object of bucket whose key begins with prefix, in key
+// order, as records of input schema in published to topicID. It fails the test when an object
+// does not decode.
+func (s *ObjectStore) Records(t testing.TB, bucket, prefix string, in schemas.Schema, topicID string) []schemas.DeadLetterRecord {
+	t.Helper()
+	objs, err := s.List(context.Background(), bucket, prefix)
+	if err != nil && !errors.Is(err, sinks.ErrBucketNotFound) {
+		t.Fatalf("listing %s: %v", bucket, err)
+	}
+	var out []schemas.DeadLetterRecord
+	for _, o := range objs {
+		body, _, err := s.Get(context.Background(), bucket, o.Key)
+		if err != nil {
+			t.Fatalf("reading %s: %v", o.Key, err)
+		}
+		recs, err := schemas.DecodeDeadLetters(body, in, topicID)
+		if err != nil {
+			t.Fatalf("dead-letter object %s does not decode: %v\n%s", o.Key, err, body)
+		}
+		out = append(out, recs...)
+	}
+	return out
+}
+
+// ErrStoreDown is what a [FaultyObjectStore] returns while it is down.
+var ErrStoreDown = errors.New("object store is down (testkit fault injection)")
+
+// FaultyObjectStore wraps an object store and fails every call while it is down, the way an
+// unreachable MinIO does: for virtual-time tests of the dead-letter back-off and the four-hour
+// limit. It is safe for concurrent use.
+type FaultyObjectStore struct {
+	inner sinks.ObjectStore
+
+	mu       sync.Mutex
+	down     bool
+	failures int
+}
+
+var _ sinks.ObjectStore = (*FaultyObjectStore)(nil)
+
+// NewFaultyObjectStore wraps inner; it starts up.
+func NewFaultyObjectStore(inner sinks.ObjectStore) *FaultyObjectStore {
+	return &FaultyObjectStore{inner: inner}
+}
+
+// Down makes every later call fail with [ErrStoreDown] until [FaultyObjectStore.Up].
+func (f *FaultyObjectStore) Down() { f.set(true) }
+
+// Up ends a [FaultyObjectStore.Down].
+func (f *FaultyObjectStore) Up() { f.set(false) }
+
+func (f *FaultyObjectStore) set(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+
+// Failures counts the calls that failed because the store was down.
+func (f *FaultyObjectStore) Failures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failures
+}
+
+func (f *FaultyObjectStore) fail() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down {
+		return nil
+	}
+	f.failures++
+	return ErrStoreDown
+}
+
+// Put implements [sinks.ObjectStore].
+func (f *FaultyObjectStore) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+	if err := f.fail(); err != nil {
+		return sinks.ObjectInfo{}, fmt.Errorf("writing %s/%s: %w", bucket, key, err)
+	}
+	return f.inner.Put(ctx, bucket, key, body, contentType)
+}
+
+// List implements [sinks.ObjectStore].
+func (f *FaultyObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+	if err := f.fail(); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", bucket, err)
+	}
+	return f.inner.List(ctx, bucket, prefix)
+}
+
+// Get implements [sinks.ObjectStore].
+func (f *FaultyObjectStore) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+	if err := f.fail(); err != nil {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, err)
+	}
+	return f.inner.Get(ctx, bucket, key)
+}
+
+// DeadLetterObjects returns the in-memory store the harness's router writes dead-letter
+// objects to (after the dead-letter delay, in virtual time). [Harness.DeadLetters] shows the
+// same events as they are handed off, before any delay.
+func (h *Harness) DeadLetterObjects() *ObjectStore { return h.objects }
+
+// DeadLetterStore returns the fault-injecting wrapper the router writes through: Down makes
+// every write fail, as an unreachable MinIO does, until Up.
+func (h *Harness) DeadLetterStore() *FaultyObjectStore { return h.dlStore }

@@ -1,0 +1,185 @@
+package sinktest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/sinks"
+)
+
+// ObjectStore runs the [sinks.ObjectStore] conformance suite. newStore returns a store that
+// creates buckets on first write; bucket returns a bucket name no other subtest uses (the
+// suite may share one store between subtests).
+func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bucket func(t *testing.T) string) {
+	ctx := context.Background()
+
+	t.Run("PutThenGet", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		body := []byte(`[{"id":"1"}]`)
+		before := time.Now().Add(-time.Minute)
+		info, err := s.Put(ctx, b, "SUB-1/2026/1/2/3/a.json", body, "application/json")
+		if err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		if info.Bucket != b || info.Key != "SUB-1/2026/1/2/3/a.json" || info.Size != int64(len(body)) || info.ETag == "" || info.URL == "" {
+			t.Errorf("Put described the object as %+v", info)
+		}
+		if info.LastModified.Before(before) {
+			t.Errorf("LastModified %v is before the Put", info.LastModified)
+		}
+		got, ginfo, err := s.Get(ctx, b, "SUB-1/2026/1/2/3/a.json")
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if !bytes.Equal(got, body) {
+			t.Errorf("Get = %q, want %q", got, body)
+		}
+		if ginfo.ETag != info.ETag || ginfo.Size != info.Size || ginfo.ContentType != "application/json" {
+			t.Errorf("Get described the object as %+v, Put as %+v", ginfo, info)
+		}
+	})
+
+	t.Run("PutDoesNotRetainBody", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		body := []byte("original")
+		if _, err := s.Put(ctx, b, "k", body, "text/plain"); err != nil {
+			t.Fatal(err)
+		}
+		copy(body, "mutated!")
+		got, _, err := s.Get(ctx, b, "k")
+		if err != nil || string(got) != "original" {
+			t.Errorf("Get after the caller reused its buffer = %q, %v; want original", got, err)
+		}
+	})
+
+	t.Run("PutReplaces", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		if _, err := s.Put(ctx, b, "k.json", []byte("[1]"), "application/json"); err != nil {
+			t.Fatal(err)
+		}
+		second, err := s.Put(ctx, b, "k.json", []byte("[1,2]"), "application/json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.Get(ctx, b, "k.json")
+		if err != nil || string(got) != "[1,2]" {
+			t.Errorf("Get after a second Put = %q, %v; want [1,2]", got, err)
+		}
+		list, err := s.List(ctx, b, "")
+		if err != nil || len(list) != 1 || list[0].Size != second.Size {
+			t.Errorf("List after replacing = %+v, %v; want the one object", list, err)
+		}
+	})
+
+	t.Run("ListByPrefixInKeyOrder", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		keys := []string{"SUB/2026/1/10/0/c.json", "SUB/2026/1/2/23/a.json", "SUB-2/2026/1/1/0/x.json", "SUB/2026/1/2/3/b.json", "NS/orders/sub/2026/1/1/0/y.json"}
+		for i, k := range keys {
+			if _, err := s.Put(ctx, b, k, bytes.Repeat([]byte("x"), i+1), "application/json"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := s.List(ctx, b, "SUB/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"SUB/2026/1/10/0/c.json", "SUB/2026/1/2/23/a.json", "SUB/2026/1/2/3/b.json"}
+		if len(list) != len(want) {
+			t.Fatalf("List(SUB/) = %v, want %v", keysOf(list), want)
+		}
+		sizes := map[string]int64{"SUB/2026/1/10/0/c.json": 1, "SUB/2026/1/2/23/a.json": 2, "SUB/2026/1/2/3/b.json": 4}
+		for i, o := range list {
+			if o.Key != want[i] || o.Bucket != b || o.Size != sizes[o.Key] || o.LastModified.IsZero() {
+				t.Errorf("List(SUB/)[%d] = %+v, want key %s of %d bytes", i, o, want[i], sizes[want[i]])
+			}
+		}
+		all, err := s.List(ctx, b, "")
+		if err != nil || len(all) != len(keys) {
+			t.Errorf("List(\"\") = %v, %v; want all %d objects", keysOf(all), err, len(keys))
+		}
+		none, err := s.List(ctx, b, "NOPE/")
+		if err != nil || len(none) != 0 {
+			t.Errorf("List(NOPE/) = %v, %v; want nothing and no error", keysOf(none), err)
+		}
+	})
+
+	t.Run("MissingObject", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		if _, err := s.Put(ctx, b, "there", []byte("x"), "text/plain"); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := s.Get(ctx, b, "not-there")
+		if !errors.Is(err, sinks.ErrObjectNotFound) {
+			t.Errorf("Get of a missing key: %v, want ErrObjectNotFound", err)
+		}
+	})
+
+	t.Run("MissingBucket", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		if _, err := s.List(ctx, b, ""); !errors.Is(err, sinks.ErrBucketNotFound) {
+			t.Errorf("List of a missing bucket: %v, want ErrBucketNotFound", err)
+		}
+		if _, _, err := s.Get(ctx, b, "k"); !errors.Is(err, sinks.ErrBucketNotFound) {
+			t.Errorf("Get from a missing bucket: %v, want ErrBucketNotFound", err)
+		}
+	})
+
+	t.Run("CancelledContext", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Put(cctx, b, "k", []byte("x"), "text/plain"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Put with a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, err := s.List(cctx, b, ""); !errors.Is(err, context.Canceled) {
+			t.Errorf("List with a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, _, err := s.Get(cctx, b, "k"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Get with a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, _, err := s.Get(ctx, b, "k"); err == nil {
+			t.Errorf("a Put with a cancelled context stored the object")
+		}
+	})
+
+	t.Run("ConcurrentPuts", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for i := range 16 {
+			wg.Go(func() {
+				if _, err := s.Put(ctx, b, fmt.Sprintf("P/%02d.json", i), []byte(fmt.Sprintf("[%d]", i)), "application/json"); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("concurrent Put: %v", err)
+		}
+		list, err := s.List(ctx, b, "P/")
+		if err != nil || len(list) != 16 {
+			t.Fatalf("List after 16 concurrent Puts = %d objects, %v", len(list), err)
+		}
+		for i, o := range list {
+			got, _, err := s.Get(ctx, b, o.Key)
+			if err != nil || string(got) != fmt.Sprintf("[%d]", i) {
+				t.Errorf("%s = %q, %v", o.Key, got, err)
+			}
+		}
+	})
+}
+
+func keysOf(list []sinks.ObjectInfo) []string {
+	out := make([]string, len(list))
+	for i, o := range list {
+		out[i] = o.Key
+	}
+	return out
+}
