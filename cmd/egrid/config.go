@@ -42,6 +42,9 @@ import (
 //	        properties:            # Event Grid's ARM properties, copied as they are
 //	          destination: {endpointType: WebHook, properties: {endpointUrl: https://...}}
 //	          retryPolicy: {maxDeliveryAttempts: 10, eventTimeToLiveInMinutes: 60}
+//	          # deliveryAttributeMappings (under destination.properties), labels,
+//	          # expirationTimeUtc: the same ARM names. `egrid validate` builds everything without
+//	          # calling endpoints (no validation handshake).
 //	      - name: audit
 //	        properties:
 //	          destination: {endpointType: NatsJetStream, properties: {subject: audit.orders}}

@@ -134,8 +134,8 @@ func subscriptionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "enable-advanced-filtering-on-arrays", Usage: "Let advanced filters test array values element by element: true or false.", DefaultText: "false"},
 		&cli.IntFlag{Name: "max-delivery-attempts", Usage: "Maximum number of delivery attempts for an event, 1-30.", DefaultText: "30"},
 		&cli.IntFlag{Name: "event-ttl", Usage: "Event time to live in minutes, 1-1440.", DefaultText: "1440"},
-		&cli.IntFlag{Name: "max-events-per-batch", Usage: "Maximum number of events in a batch, 1-5000. Setting it turns batching on."},
-		&cli.IntFlag{Name: "preferred-batch-size-in-kilobytes", Usage: "Preferred batch size in kilobytes, 1-1024. Setting it turns batching on."},
+		&cli.IntFlag{Name: "max-events-per-batch", Usage: "Maximum number of events in a batch, 1-5000. Setting it turns batching on.", DefaultText: "batching off"},
+		&cli.IntFlag{Name: "preferred-batch-size-in-kilobytes", Usage: "Preferred batch size in kilobytes, 1-1024. Setting it turns batching on.", DefaultText: "batching off"},
 		&cli.StringFlag{Name: "deadletter-container", Usage: "MinIO bucket that receives the events that cannot be delivered. Empty turns dead-lettering off (update)."},
 		&cli.GenericFlag{Name: flagMapping, Usage: "A delivery attribute mapping (custom header): NAME static VALUE [true|false] or NAME dynamic JSON-PATH, as words or one quoted string; " +
 			"the last word of a static mapping says whether the value is secret (default false). Repeat the flag for more headers (at most 10). " +
