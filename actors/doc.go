@@ -10,11 +10,18 @@
 // memory; when it falls behind it reads the journal from its cursor instead, so a dead endpoint
 // makes the journal grow on disk, not the heap.
 //
-// Failure and restart: the state that matters (cursor, parked retries) is in the store, written
-// before an attempt's outcome is acted on. A subscription actor that panics — or whose sink
+// Failure and restart: the state that matters (cursor, parked retries) is in the store. A
+// [StateWriter] per topic writes it off the mailboxes, in order, so the store always holds a
+// prefix of what an actor decided: after a crash an event is at worst attempted again, never
+// lost. A subscription actor that panics — or whose sink
 // panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
 // goes on; its siblings never notice. Timers only send a message to the actor itself; due times
 // are data, so timers are rebuilt after a restart.
+//
+// Beside the topic actors, one dead-letter actor per router keeps the outbox of events that
+// ended without delivery and writes them, one object per subscription per flush, to an
+// object store ([DeadLetterProps]); a replay actor re-delivers dead-lettered events to one
+// subscription by running a second subscription actor over a private journal ([ReplayProps]).
 //
 // actors imports schemas, router/filter, router/retry, router/store, router/metrics and sinks.
 package actors

@@ -21,9 +21,10 @@
 // rebuilt from it when a router starts. Admin reads hide secrets: the endpoint's query string
 // and secret static header values.
 //
-// Shutdown order ([Router.Close]): stop the subscription timers, refuse new publishes, finish the appends in progress, stop the
-// topic actors (each subscription actor lets its attempts finish or cancels them), stop the
-// actor system, and close the store when the router opened it.
+// Shutdown order ([Router.Close]): stop the broker sources and the subscription timers, refuse
+// new publishes, finish the appends in progress, stop the trimmer, stop the topic actors (each
+// subscription actor cancels its attempts and flushes its state), flush the dead letters that
+// are waiting, stop the actor system, and close the store when the router opened it.
 //
 // router imports every other egrid package except cmd, testkit and examples.
 package router

@@ -11,5 +11,9 @@
 // by [HeaderMappings.Validate] and resolved per batch by [HeaderMappings.Resolve]. Static
 // values may be secrets: no message or String method of this package prints them.
 //
+// [ObjectStore] is the other contract here: where dead letters are written (one object per
+// subscription per flush). sinks/blob implements it on MinIO; the test kit has an in-memory one
+// and a fault-injecting one, and testkit/sinktest runs one conformance suite on all of them.
+//
 // sinks imports only schemas.
 package sinks
