@@ -86,9 +86,14 @@ func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
 }
 
 // SubscriptionProps returns the props of a subscription actor.
+//
+// Its mailbox is protoactor's lock-free linked queue rather than the default ring buffer: an idle
+// subscription then costs no queue storage, which matters at tens of thousands of them.
 func SubscriptionProps(cfg *SubscriptionConfig) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg} }, subscriptionMailbox)
 }
+
+var subscriptionMailbox = actor.WithMailbox(actor.UnboundedLockfree())
 
 type itemState uint8
 

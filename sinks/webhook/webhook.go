@@ -139,11 +139,22 @@ func New(cfg Config, client *http.Client) (*Sink, error) {
 		url:          cfg.URL,
 		display:      display,
 		timeout:      cfg.Timeout,
-		timeoutCause: fmt.Errorf("no response within the %s attempt timeout: %w", cfg.Timeout, context.DeadlineExceeded),
+		timeoutCause: timeoutCause(cfg.Timeout),
 		client:       client,
 		headers:      cfg.Headers,
 		pace:         newPacer(cfg.MaxRequestsPerMinute),
 	}, nil
+}
+
+// timeoutCauses shares one cause error per timeout value among sinks (most share the default).
+var timeoutCauses sync.Map // time.Duration -> error
+
+func timeoutCause(d time.Duration) error {
+	if err, ok := timeoutCauses.Load(d); ok {
+		return err.(error)
+	}
+	err, _ := timeoutCauses.LoadOrStore(d, fmt.Errorf("no response within the %s attempt timeout: %w", d, context.DeadlineExceeded))
+	return err.(error)
 }
 
 // URL returns the endpoint URL, query string included.
