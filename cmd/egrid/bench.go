@@ -557,7 +557,7 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 	}
 	defer sink.close()
 	var mu sync.Mutex
-	var lat, ack []time.Duration
+	var lat []time.Duration
 	sink.onEvent = func(_ string, body []byte) {
 		now := time.Now()
 		var evs []struct {
@@ -578,7 +578,10 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	baseAck := b.paced(ctx, "baseline read+fsync", base.url+"/", int(float64(b.rate)*b.duration.Seconds()/2))
+	pad := strings.Repeat("x", 820)
+	baseAck := b.paced(ctx, "baseline read+fsync", base.url+"/", int(float64(b.rate)*b.duration.Seconds()/2), func(i int) string {
+		return fmt.Sprintf(`[{"id":"b-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}]`, i, pad)
+	})
 	base.close()
 	slices.Sort(baseAck)
 
@@ -593,43 +596,10 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 	if err := eg.r.CreateSubscription(ctx, "bench", "sink", router.SubscriptionSpec{Destination: router.WebHook(sink.url + "/hook")}); err != nil {
 		return nil, err
 	}
-	client := loadClient(b.conc)
-	defer client.CloseIdleConnections()
-	pad := strings.Repeat("x", 820)
 	total := int(float64(b.rate) * b.duration.Seconds())
-	interval := time.Second / time.Duration(b.rate)
-	sem := make(chan struct{}, b.conc)
-	var wg sync.WaitGroup
-	start := time.Now()
-	stop := b.progress(fmt.Sprintf("publishing at %d/s", b.rate), func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprintf("%d delivered", len(lat))
+	ack := b.paced(ctx, fmt.Sprintf("publishing at %d/s", b.rate), eg.url+"/topics/bench/api/events", total, func(i int) string {
+		return fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q,"sent":%d}}]`, i, pad, time.Now().UnixNano())
 	})
-	for i := 0; i < total && ctx.Err() == nil; i++ {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			body := fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q,"sent":%d}}]`, i, pad, time.Now().UnixNano())
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, eg.url+"/topics/bench/api/events", strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			sent := time.Now()
-			if resp, err := client.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				mu.Lock()
-				ack = append(ack, time.Since(sent))
-				mu.Unlock()
-			}
-		}(i)
-	}
-	wg.Wait()
-	stop()
 	b.drain(ctx, "delivering", func() int64 { mu.Lock(); defer mu.Unlock(); return int64(len(lat)) }, int64(total), 60*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -658,12 +628,11 @@ func (b *bench) latency(ctx context.Context) ([]benchResult, error) {
 	}, nil
 }
 
-// paced posts total single-event requests to url at the scenario's rate and returns each
-// request's time to its answer.
-func (b *bench) paced(ctx context.Context, label, url string, total int) []time.Duration {
+// paced posts total single-event requests (body(i) gives the i-th) to url at the scenario's
+// rate and returns each request's time to its answer.
+func (b *bench) paced(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
 	client := loadClient(b.conc)
 	defer client.CloseIdleConnections()
-	pad := strings.Repeat("x", 820)
 	interval := time.Second / time.Duration(b.rate)
 	sem := make(chan struct{}, b.conc)
 	var mu sync.Mutex
@@ -681,8 +650,7 @@ func (b *bench) paced(ctx context.Context, label, url string, total int) []time.
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			body := fmt.Sprintf(`[{"id":"b-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}]`, i, pad)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body(i)))
 			req.Header.Set("Content-Type", "application/json")
 			sent := time.Now()
 			if resp, err := client.Do(req); err == nil {

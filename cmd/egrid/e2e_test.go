@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -69,49 +68,7 @@ var servingRE = regexp.MustCompile(`url=(https?://[0-9.:]+)`)
 // startServer runs `egrid serve args...` and waits (bounded) for its "serving" log line.
 func startServer(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{done: make(chan error, 1)}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	p.cmd.Env = append(os.Environ(), "EGRID_ADMIN_TOKEN=")
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := servingRE.FindStringSubmatch(line); m != nil && strings.Contains(line, "egrid serving") {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-		p.done <- p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.log())
-		}
-	})
-	select {
-	case p.url = <-urls:
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("egrid serve exited early: %v\n%s", err, p.log())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("egrid serve did not start within 60 s:\n%s", p.log())
-	}
-	return p
+	return startLogged(t, nil, "", args...)
 }
 
 func (p *proc) log() string {
