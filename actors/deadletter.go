@@ -134,8 +134,8 @@ type OutboxRecord struct {
 // or its write state changes, Delete once its object is written or it is dropped. Returned
 // records are owned by the caller.
 //
-// [MemoryOutbox] is the default; it survives actor restarts but not the process. A durable
-// implementation (on the router's store) plugs in here.
+// [MemoryOutbox] is the default; it survives actor restarts but not the process.
+// [StoreOutbox] keeps the records in the router's store, so they survive the process too.
 type DeadLetterOutbox interface {
 	Load(ctx context.Context) ([]OutboxRecord, error)
 	Put(ctx context.Context, recs []OutboxRecord) error

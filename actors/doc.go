@@ -10,11 +10,10 @@
 // memory; when it falls behind it reads the journal from its cursor instead, so a dead endpoint
 // makes the journal grow on disk, not the heap.
 //
-// Failure and restart: the state that matters (cursor, parked retries) is in the store. A
-// [StateWriter] per topic writes it off the mailboxes, in order, so the store always holds a
-// prefix of what an actor decided: after a crash an event is at worst attempted again, never
-// lost. A subscription actor that panics — or whose sink
-// panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
+// Failure and restart: the state that matters (cursor, parked retries, probation) is in the
+// store. A [StateWriter] per topic writes it off the mailboxes, in order, so the store always
+// holds a prefix of what an actor decided: after a crash an event is at worst attempted again,
+// never lost. A subscription actor that panics — or whose sink panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
 // goes on; its siblings never notice. Timers only send a message to the actor itself; due times
 // are data, so timers are rebuilt after a restart.
 //

@@ -35,8 +35,9 @@ type StateWriter struct {
 }
 
 type mergedUpdate struct {
-	cursor uint64
-	ops    map[uint64]*store.Parked // nil value = delete
+	cursor    uint64
+	ops       map[uint64]*store.Parked // nil value = delete
+	probation []byte                   // the latest non-nil Update.Probation; nil = unchanged
 }
 
 // NewStateWriter starts a writer for topic's subscriptions.
@@ -74,6 +75,9 @@ func (w *StateWriter) Enqueue(sub string, u store.Update) error {
 	for i := range u.Put {
 		p := u.Put[i]
 		m.ops[p.Seq] = &p
+	}
+	if u.Probation != nil {
+		m.probation = u.Probation // the latest state wins, clearing ([]byte{}) included
 	}
 	w.cond.Broadcast()
 	return nil
@@ -131,7 +135,7 @@ func (w *StateWriter) run() {
 }
 
 func (w *StateWriter) write(sub string, m *mergedUpdate) error {
-	u := store.Update{Cursor: m.cursor}
+	u := store.Update{Cursor: m.cursor, Probation: m.probation}
 	for seq, p := range m.ops {
 		if p == nil {
 			u.Delete = append(u.Delete, seq)

@@ -79,3 +79,76 @@ func TestStateWriterReportsAFailedWrite(t *testing.T) {
 		t.Fatal("Enqueue after a failed write returned nil: the actor must learn the store is gone")
 	}
 }
+
+// heldStore holds its first UpdateSubscription until release is closed, so that the
+// updates queued meanwhile are merged, and records every update it is asked to write.
+type heldStore struct {
+	store.Store
+	entered, release chan struct{}
+	first            bool
+	writes           []store.Update
+}
+
+func (g *heldStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if !g.first {
+		g.first = true
+		close(g.entered)
+		<-g.release
+	}
+	g.writes = append(g.writes, u)
+	return g.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+func TestStateWriterMergesProbation(t *testing.T) {
+	tests := []struct {
+		name   string
+		queued [][]byte // Probation of the updates queued while the first write is held
+		want   []byte   // stored probation afterwards
+	}{
+		{name: "last wins", queued: [][]byte{[]byte("busy"), nil, []byte("not found"), nil}, want: []byte("not found")},
+		{name: "clear wins", queued: [][]byte{[]byte("busy"), []byte{}, nil}, want: nil},
+		{name: "set after clear", queued: [][]byte{[]byte{}, []byte("busy")}, want: []byte("busy")},
+		{name: "unchanged", queued: [][]byte{nil, nil}, want: []byte("first")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := store.NewMemory()
+			if err := mem.PutTopic(ctx, "orders", nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := mem.PutSubscription(ctx, "orders", "a", nil); err != nil {
+				t.Fatal(err)
+			}
+			g := &heldStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+			w := actors.NewStateWriter(g, "orders")
+			defer w.Close()
+			if err := w.Enqueue("a", store.Update{Cursor: 1, Probation: []byte("first")}); err != nil {
+				t.Fatal(err)
+			}
+			<-g.entered
+			for i, p := range tt.queued {
+				if err := w.Enqueue("a", store.Update{Cursor: uint64(2 + i), Probation: p}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(g.release)
+			if err := w.Flush("a"); err != nil {
+				t.Fatal(err)
+			}
+			if len(g.writes) != 2 {
+				t.Fatalf("%d writes, want 2: the updates queued behind the first are merged into one", len(g.writes))
+			}
+			got, err := mem.LoadSubscription(ctx, "orders", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Probation) != string(tt.want) || (got.Probation == nil) != (tt.want == nil) {
+				t.Errorf("stored probation = %q, want %q", got.Probation, tt.want)
+			}
+			if want := uint64(1 + len(tt.queued)); got.Cursor != want {
+				t.Errorf("cursor = %d, want %d", got.Cursor, want)
+			}
+		})
+	}
+}

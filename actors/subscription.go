@@ -152,6 +152,7 @@ type subscription struct {
 	batches map[uint64]*batch
 
 	probation  retry.Probation
+	saved      retry.ProbationSnapshot // the probation state last handed to the store
 	timer      *time.Timer
 	timerAt    time.Time
 	timerGen   uint64
@@ -235,6 +236,16 @@ func (s *subscription) start(c actor.Context) {
 		}
 		s.items[p.Seq] = it
 		heap.Push(&s.waiting, it)
+	}
+	if len(st.Probation) > 0 {
+		snap, err := decodeProbation(st.Probation)
+		if err != nil {
+			// The state is advisory: starting healthy costs at most a few early attempts.
+			s.log.Error("discarding stored probation state", "err", err)
+		} else {
+			s.probation = retry.RestoreProbation(snap)
+			s.saved = s.probation.Snapshot()
+		}
 	}
 	s.fill()
 	s.promoteDue(time.Now())
@@ -633,7 +644,7 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 	s.log.Info("event dropped", "id", it.ev.ID, "reason", string(reason), "attempts", it.attempts)
 }
 
-// persist writes the cursor and parked-set changes in one atomic update.
+// persist writes the cursor, parked-set and probation changes in one atomic update.
 func (s *subscription) persist() {
 	cursor := s.next - 1
 	for len(s.order) > 0 {
@@ -644,12 +655,18 @@ func (s *subscription) persist() {
 		}
 		s.order = s.order[1:]
 	}
-	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 {
+	snap := s.probation.Snapshot()
+	probationChanged := snap != s.saved
+	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged {
 		return
 	}
 	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel}
 	if cursor > s.cursor {
 		u.Cursor, s.cursor = cursor, cursor
+	}
+	if probationChanged {
+		u.Probation = encodeProbation(snap)
+		s.saved = snap
 	}
 	var err error
 	if s.cfg.Writer != nil {

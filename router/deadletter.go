@@ -106,19 +106,32 @@ type deadLetterRuntime struct {
 	store sinks.ObjectStore
 	pid   *actor.PID
 	seq   atomic.Uint64
+	// durable: the outbox is in the router's store (Deps.Store), so the records waiting at
+	// Close are written by the next router at their due time instead of early.
+	durable bool
 
 	mu      sync.Mutex
 	replays map[string]*actor.PID // by topic/subscription
 }
 
-// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store.
+// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. With
+// a store of its caller's (Deps.Store) the outbox is kept in it ([actors.StoreOutbox]), so
+// dead letters not yet written survive a restart (issue 5); a router on its own in-memory
+// store keeps the outbox in memory.
 func (r *Router) startDeadLetters() {
 	if r.deps.DeadLetterStore == nil {
 		return
 	}
-	d := &deadLetterRuntime{cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID)}
+	d := &deadLetterRuntime{
+		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
+		durable: !r.ownsStore,
+	}
+	var outbox actors.DeadLetterOutbox
+	if d.durable {
+		outbox = actors.NewStoreOutbox(r.store, r.log)
+	}
 	d.pid = r.system.Root.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{
-		Store: d.store, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, Metrics: r.metrics, Logger: r.log,
+		Store: d.store, Outbox: outbox, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, Metrics: r.metrics, Logger: r.log,
 		OnWritten: r.notifyBlobCreated,
 	}))
 	r.dead = d
@@ -142,8 +155,9 @@ func (r *Router) ensureSystemTopic(ctx context.Context) error {
 	return nil
 }
 
-// closeDeadLetters stops the replays, writes every dead letter still waiting and stops the
-// dead-letter actor. Called by Close after the topic actors have stopped.
+// closeDeadLetters stops the replays, writes every dead letter still waiting — unless the
+// outbox is durable: then they stay in the store and the next router writes them at their due
+// time — and stops the dead-letter actor. Called by Close after the topic actors have stopped.
 func (r *Router) closeDeadLetters(ctx context.Context) {
 	d := r.dead
 	if d == nil {
@@ -154,6 +168,10 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	d.mu.Unlock()
 	for _, pid := range replays {
 		_ = r.system.Root.StopFuture(pid).Wait()
+	}
+	if d.durable {
+		_ = r.system.Root.StopFuture(d.pid).Wait()
+		return
 	}
 	timeout := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {

@@ -485,19 +485,88 @@ func TestNamespaceTopicDeadLetters(t *testing.T) {
 	})
 }
 
-// Close writes the dead letters still waiting out their delay.
-func TestCloseFlushesDeadLetters(t *testing.T) {
+// Issue 5: the dead-letter outbox is kept in the router's store. A router closed before the
+// delay passes leaves its dead letters there, and the next router on the same store writes
+// them once the delay after their last attempt has passed (SPEC §5), not earlier.
+func TestDeadLettersSurviveRestart(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		h.CreateSubscription("orders", "sub-1", h.Endpoint("hook", testkit.Always(http.StatusBadRequest)), router.RetryPolicy{})
-		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")), h.EventGridEvent(testkit.ID("e2")))
+		h.Settle()
+		ended := h.Elapsed() // 400 ends the events at their first attempt
 		h.Advance(time.Minute)
-		if h.DeadLetterObjects().Puts() != 0 {
-			t.Fatal("written before the delay")
+		h.Restart()
+		h.Settle()
+		if n := h.DeadLetterObjects().Puts(); n != 0 {
+			t.Fatalf("%d objects written by the restart, want none: the records wait in the store", n)
 		}
-		if err := h.Router().Close(context.Background()); err != nil {
+		h.Advance(actors.DefaultDeadLetterDelay - time.Minute - ended - time.Second)
+		if n := h.DeadLetterObjects().Puts(); n != 0 {
+			t.Fatalf("%d objects written %s after the events ended, before the delay", n, h.Elapsed()-ended)
+		}
+		h.Advance(time.Minute) // the delay and its slack (Delay/10 = 30 s) have passed
+		recs := h.DeadLetterObjects().Records(t, "deadletters", "", schemas.EventGrid, topicIDOf(h, "orders"))
+		var ids []string
+		for _, r := range recs {
+			ids = append(ids, r.Event.ID)
+			if r.Reason != schemas.UndeliverableDueToHTTPBadRequest || r.LastHTTPStatus != 400 {
+				t.Errorf("record of %s: reason %s, status %d; want UndeliverableDueToHttpBadRequest, 400", r.Event.ID, r.Reason, r.LastHTTPStatus)
+			}
+		}
+		if slices.Sort(ids); !slices.Equal(ids, []string{"e1", "e2"}) {
+			t.Fatalf("records written after the restart: %v, want e1 and e2", ids)
+		}
+		st, err := h.Router().DeadLetterStatus(context.Background())
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(h.DeadLetterObjects().Records(t, "deadletters", "", schemas.EventGrid, topicIDOf(h, "orders"))); n != 1 {
+		if st.Pending() != 0 || st.RecordsWritten != 2 {
+			t.Errorf("dead-letter status %+v, want both written and nothing pending", st)
+		}
+		// Written records leave the store: another restart writes nothing again.
+		h.Restart()
+		h.Advance(time.Hour)
+		if n := h.DeadLetterObjects().Puts(); n != 1 {
+			t.Errorf("%d objects after a second restart, want still 1", n)
+		}
+	})
+}
+
+// A router on its own in-memory store (no Deps.Store) keeps the outbox in memory: Close
+// writes the dead letters still waiting out their delay rather than lose them.
+func TestCloseFlushesAnInMemoryOutbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
+		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
+		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+		failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
+			return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
+		})}
+		objects := testkit.NewObjectStore()
+		r, err := router.New(router.Config{}, router.Deps{Sinks: failing, DeadLetterStore: objects})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if objects.Puts() != 0 {
+			t.Fatal("written before the delay")
+		}
+		topicID := r.TopicID("orders")
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(objects.Records(t, "deadletters", "", schemas.EventGrid, topicID)); n != 1 {
 			t.Errorf("%d records written by Close, want 1", n)
 		}
 	})

@@ -110,8 +110,10 @@ func (c Config) Validate() error {
 
 // Deps are the router's live dependencies.
 type Deps struct {
-	// Store keeps journals and subscription state; nil means a new in-memory store that the
-	// router closes.
+	// Store keeps journals, subscription state (cursors, parked retries, probation) and the
+	// dead-letter outbox; nil means a new in-memory store that the router closes, and then
+	// the outbox is kept in memory and Close writes what it holds. With a store given, Close
+	// leaves waiting dead letters in it for the next router to write at their due time.
 	Store store.Store
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
@@ -670,7 +672,7 @@ func (r *Router) Close(ctx context.Context) error {
 				r.log.Error("writing subscription state at shutdown", "topic", t.name, "err", err)
 			}
 		}
-		r.closeDeadLetters(ctx) // write what is waiting, then stop the dead-letter actor
+		r.closeDeadLetters(ctx) // write what is waiting (in-memory outbox), then stop the dead-letter actor
 		r.system.Shutdown()
 	}()
 	select {

@@ -217,3 +217,59 @@ func (p *Probation) ClientError() bool { return !p.until.IsZero() && IsClientErr
 // ConsecutiveFailures returns the number of failed attempts since the last success, counted
 // up to ConsecutiveFailureThreshold.
 func (p *Probation) ConsecutiveFailures() int { return p.consecutive }
+
+// ProbationSnapshot is the plain-data form of a [Probation], for keeping it across a restart
+// (issue 5). The zero value is a healthy endpoint. Callers encode it as they like; it holds
+// only exported fields of basic types.
+type ProbationSnapshot struct {
+	// Cause is the outcome that caused the current probation, 0 when healthy.
+	Cause schemas.Outcome
+	// Until is when the current probation period ends, zero when healthy.
+	Until time.Time
+	// Base is the unscaled duration of the current probation; a probe failing with an outcome
+	// that has no table entry re-enters probation for it.
+	Base time.Duration
+	// ConsecutiveFailures counts failed attempts since the last success, up to
+	// ConsecutiveFailureThreshold.
+	ConsecutiveFailures int
+	// Escalated reports whether the consecutive-failures rule is in force.
+	Escalated bool
+	// Doublings counts failed probes since the consecutive-failures rule came into force.
+	Doublings int
+	// Probing reports whether a probe was in flight when the snapshot was taken.
+	Probing bool
+	// ProbeStarted is when that probe was sent, zero when none was.
+	ProbeStarted time.Time
+}
+
+// Snapshot returns p's state as plain data.
+func (p *Probation) Snapshot() ProbationSnapshot {
+	return ProbationSnapshot{
+		Cause:               p.cause,
+		Until:               p.until,
+		Base:                p.base,
+		ConsecutiveFailures: p.consecutive,
+		Escalated:           p.escalated,
+		Doublings:           p.doublings,
+		Probing:             p.probing,
+		ProbeStarted:        p.probeStarted,
+	}
+}
+
+// RestoreProbation returns the Probation s was taken from. A probe in flight at snapshot time
+// cannot still be out after a restart, so it restores as awaiting a probe: the next batch
+// sent is the probe again. Counters out of range are clamped.
+func RestoreProbation(s ProbationSnapshot) Probation {
+	p := Probation{
+		cause:       s.Cause,
+		until:       s.Until,
+		base:        s.Base,
+		consecutive: min(max(s.ConsecutiveFailures, 0), ConsecutiveFailureThreshold),
+		escalated:   s.Escalated,
+		doublings:   min(max(s.Doublings, 0), maxDoublings),
+	}
+	if p.until.IsZero() {
+		p.cause, p.base = 0, 0
+	}
+	return p
+}

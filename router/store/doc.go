@@ -1,6 +1,8 @@
 // Package store is egrid's durable state behind one small interface ([Store]): per topic a
-// journal of accepted events, per subscription a cursor and the set of events parked for a
-// later attempt, and the topic and subscription definitions (DESIGN.md §4).
+// journal of accepted events, per subscription a cursor, the set of events parked for a
+// later attempt and the endpoint's probation state, the topic and subscription definitions
+// (DESIGN.md §4), and the router's dead-letter outbox. Probation state and outbox records are
+// opaque bytes to the store: the actors encode them.
 //
 // The model: a topic's journal is an append-only sequence numbered from 1. A subscription's
 // cursor says every event up to it is settled (delivered, parked, or ended); events after it

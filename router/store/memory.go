@@ -17,9 +17,10 @@ import (
 // not need durability use; it loses everything when the process ends. The zero value is not
 // usable: call [NewMemory].
 type Memory struct {
-	mu     sync.Mutex
-	topics map[string]*memTopic
-	closed bool
+	mu          sync.Mutex
+	topics      map[string]*memTopic
+	deadLetters map[string][]byte // the dead-letter outbox, payloads by ID
+	closed      bool
 }
 
 type memTopic struct {
@@ -30,13 +31,16 @@ type memTopic struct {
 }
 
 type memSub struct {
-	spec   []byte
-	cursor uint64
-	parked map[uint64]Parked
+	spec      []byte
+	cursor    uint64
+	parked    map[uint64]Parked
+	probation []byte // nil when none
 }
 
 // NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{topics: make(map[string]*memTopic)} }
+func NewMemory() *Memory {
+	return &Memory{topics: make(map[string]*memTopic), deadLetters: make(map[string][]byte)}
+}
 
 func (m *Memory) topic(name string) (*memTopic, error) {
 	if m.closed {
@@ -139,7 +143,7 @@ func (m *Memory) LoadSubscription(_ context.Context, topic, name string) (Subscr
 	if err != nil {
 		return SubscriptionState{}, err
 	}
-	st := SubscriptionState{Cursor: s.cursor}
+	st := SubscriptionState{Cursor: s.cursor, Probation: slices.Clone(s.probation)}
 	for _, p := range s.parked {
 		st.Parked = append(st.Parked, p)
 	}
@@ -163,6 +167,13 @@ func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Upd
 	}
 	for _, p := range u.Put {
 		s.parked[p.Seq] = p
+	}
+	switch {
+	case u.Probation == nil:
+	case len(u.Probation) == 0:
+		s.probation = nil
+	default:
+		s.probation = slices.Clone(u.Probation)
 	}
 	return nil
 }
@@ -260,6 +271,47 @@ func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
+	return nil
+}
+
+// PutDeadLetters implements [Store].
+func (m *Memory) PutDeadLetters(_ context.Context, recs []DeadLetterRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for _, r := range recs {
+		m.deadLetters[r.ID] = slices.Clone(r.Payload)
+	}
+	return nil
+}
+
+// DeadLetters implements [Store].
+func (m *Memory) DeadLetters(_ context.Context) ([]DeadLetterRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	recs := make([]DeadLetterRecord, 0, len(m.deadLetters))
+	for id, p := range m.deadLetters {
+		recs = append(recs, DeadLetterRecord{ID: id, Payload: slices.Clone(p)})
+	}
+	slices.SortFunc(recs, func(a, b DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
+	return recs, nil
+}
+
+// DeleteDeadLetters implements [Store].
+func (m *Memory) DeleteDeadLetters(_ context.Context, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for _, id := range ids {
+		delete(m.deadLetters, id)
+	}
 	return nil
 }
 

@@ -40,6 +40,10 @@ type Parked struct {
 type SubscriptionState struct {
 	Cursor uint64
 	Parked []Parked // ordered by Seq
+	// Probation is the subscription's probation state as last written by
+	// [Update.Probation], nil when none was or it was cleared. The store treats it as opaque:
+	// the subscription actor encodes it.
+	Probation []byte
 }
 
 // Update changes a subscription's state atomically: either all of it is applied or none.
@@ -51,6 +55,17 @@ type Update struct {
 	Put []Parked
 	// Delete removes parked events by Seq; unknown ones are ignored.
 	Delete []uint64
+	// Probation, when non-nil, replaces the subscription's stored probation state (opaque to
+	// the store); an empty non-nil slice clears it. nil leaves it unchanged.
+	Probation []byte
+}
+
+// DeadLetterRecord is one record of the router's dead-letter outbox: a dead letter waiting to
+// be written to its destination. The store treats Payload as opaque (the dead-letter actor
+// encodes it) and keys it by ID, which the actor keeps stable for the record's life.
+type DeadLetterRecord struct {
+	ID      string
+	Payload []byte
 }
 
 // Definition is a stored topic or subscription definition. The store treats Spec as opaque.
@@ -93,7 +108,8 @@ type Store interface {
 	// Cursors stays safe while subscriptions are being created.
 	Cursors(ctx context.Context, topic string) (map[string]uint64, error)
 
-	// LoadSubscription returns a subscription's cursor and parked events (zero state when new).
+	// LoadSubscription returns a subscription's cursor, parked events and probation state
+	// (zero state when new).
 	LoadSubscription(ctx context.Context, topic, sub string) (SubscriptionState, error)
 	// UpdateSubscription applies u atomically.
 	UpdateSubscription(ctx context.Context, topic, sub string, u Update) error
@@ -111,6 +127,15 @@ type Store interface {
 	DeleteSubscription(ctx context.Context, topic, name string) error
 	// Subscriptions lists a topic's subscription definitions, ordered by name.
 	Subscriptions(ctx context.Context, topic string) ([]Definition, error)
+
+	// PutDeadLetters adds or replaces dead-letter outbox records (by ID). It is durable when it
+	// returns nil (synced, like Append): a dead letter must outlive a crash.
+	PutDeadLetters(ctx context.Context, recs []DeadLetterRecord) error
+	// DeadLetters returns every dead-letter outbox record, ordered by ID.
+	DeadLetters(ctx context.Context) ([]DeadLetterRecord, error)
+	// DeleteDeadLetters removes dead-letter outbox records by ID; unknown ones are ignored. It
+	// is durable when it returns nil.
+	DeleteDeadLetters(ctx context.Context, ids []string) error
 
 	// Close releases the store. It is idempotent.
 	Close() error

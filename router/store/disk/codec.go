@@ -233,3 +233,23 @@ func (d *decoder) readEvent() *schemas.Event {
 	d.b = nil
 	return ev
 }
+
+// appendOpaque encodes a value the store does not interpret (a subscription's probation
+// state, a dead-letter outbox record): version, then the caller's bytes.
+func appendOpaque(dst, state []byte) []byte {
+	dst = append(dst, formatV1)
+	return append(dst, state...)
+}
+
+// decodeOpaque decodes what appendOpaque wrote; the result is a copy (nil when empty).
+func decodeOpaque(b []byte) ([]byte, error) {
+	d := decoder{b: b}
+	d.readVersion()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) == 0 {
+		return nil, nil
+	}
+	return append([]byte(nil), d.b...), nil
+}

@@ -60,6 +60,12 @@ func TestFormatV1Golden(t *testing.T) {
 			decode:  func(b []byte) (any, error) { return decodeEntry(1, b) },
 			want:    store.Entry{Seq: 1, PublishTime: time.Time{}.UTC()},
 		},
+		{
+			name:    "probation",
+			encoded: appendOpaque(nil, []byte(`{"cause":5}`)),
+			decode:  func(b []byte) (any, error) { return decodeOpaque(b) },
+			want:    []byte(`{"cause":5}`),
+		},
 	}
 	var lines []string
 	for _, v := range values {

@@ -8,7 +8,7 @@
 // write-ahead log (group commit): the publish path at one event per request gets far beyond
 // the disk's fsync rate when requests are concurrent (BenchmarkAppend1 against
 // BenchmarkRawFsync). Definitions (PutTopic, DeleteTopic, PutSubscription,
-// DeleteSubscription) are synced as well. UpdateSubscription and Trim are not: after a crash
+// DeleteSubscription) and dead-letter outbox writes are synced as well. UpdateSubscription and Trim are not: after a crash
 // the newest of them may be missing, but the log is replayed in commit order, so they are
 // never reordered, and any later synced write makes them durable too. Close flushes
 // everything.
@@ -38,6 +38,8 @@
 //	F topicID          trim floor: highest trimmed seq (8 bytes)
 //	C subID            cursor (8 bytes)
 //	P subID seq        parked event: version, attempts, four times, outcome, status, event
+//	B subID            probation state: version, the subscription actor's opaque bytes
+//	D id               dead-letter outbox record: version, the dead-letter actor's opaque bytes
 //
 // Names are the rest of the key, so Topics and Subscriptions list in name order with one
 // range scan. DeleteTopic and DeleteSubscription are range deletions over the ids.

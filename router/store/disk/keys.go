@@ -5,13 +5,15 @@ import "encoding/binary"
 // Key prefixes; doc.go describes the layout. Numbers in keys are 8-byte big-endian so that
 // byte order is numeric order.
 const (
-	prefixNextID  = 'N' // N → the highest id handed out
-	prefixTopic   = 'T' // T name → topic definition
-	prefixSub     = 'S' // S topicID name → subscription definition
-	prefixJournal = 'J' // J topicID seq → journal entry
-	prefixFloor   = 'F' // F topicID → highest trimmed seq
-	prefixCursor  = 'C' // C subID → cursor
-	prefixParked  = 'P' // P subID seq → parked event
+	prefixNextID     = 'N' // N → the highest id handed out
+	prefixTopic      = 'T' // T name → topic definition
+	prefixSub        = 'S' // S topicID name → subscription definition
+	prefixJournal    = 'J' // J topicID seq → journal entry
+	prefixFloor      = 'F' // F topicID → highest trimmed seq
+	prefixCursor     = 'C' // C subID → cursor
+	prefixParked     = 'P' // P subID seq → parked event
+	prefixProbation  = 'B' // B subID → probation state
+	prefixDeadLetter = 'D' // D id → dead-letter outbox record
 )
 
 var nextIDKey = []byte{prefixNextID}

@@ -574,6 +574,13 @@ func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (s
 	if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	}
+	if v, ok, err := s.get(idKey(prefixProbation, sb.id)); err != nil {
+		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
+	} else if ok {
+		if st.Probation, err = decodeOpaque(v); err != nil {
+			return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: probation state: %w", name, topicName, err)
+		}
+	}
 	return st, nil
 }
 
@@ -627,6 +634,13 @@ func (s *Store) buildUpdate(b *pebble.Batch, sb *sub, cursor uint64, u store.Upd
 		if err := b.Set(seqKey(prefixParked, sb.id, u.Put[i].Seq), buf, nil); err != nil {
 			return err
 		}
+	}
+	switch {
+	case u.Probation == nil:
+	case len(u.Probation) == 0:
+		return b.Delete(idKey(prefixProbation, sb.id), nil)
+	default:
+		return b.Set(idKey(prefixProbation, sb.id), appendOpaque(nil, u.Probation), nil)
 	}
 	return nil
 }
@@ -698,7 +712,11 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 
 func deleteSubState(b *pebble.Batch, sb *sub) []error {
 	lo, hi := idRange(prefixParked, sb.id)
-	return []error{b.Delete(idKey(prefixCursor, sb.id), nil), b.DeleteRange(lo, hi, nil)}
+	return []error{
+		b.Delete(idKey(prefixCursor, sb.id), nil),
+		b.DeleteRange(lo, hi, nil),
+		b.Delete(idKey(prefixProbation, sb.id), nil),
+	}
 }
 
 // Topics implements [store.Store].
@@ -837,3 +855,74 @@ func (s *Store) Close() (err error) {
 }
 
 var _ store.Store = (*Store)(nil)
+
+// PutDeadLetters implements [store.Store]. The records are one batch committed with a sync.
+func (s *Store) PutDeadLetters(ctx context.Context, recs []store.DeadLetterRecord) error {
+	return s.writeDeadLetters(ctx, "saving", func(b *pebble.Batch) error {
+		var errs []error
+		for _, r := range recs {
+			errs = append(errs, b.Set(nameKey(prefixDeadLetter, r.ID), appendOpaque(nil, r.Payload), nil))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// DeleteDeadLetters implements [store.Store]. The deletions are one batch committed with a
+// sync.
+func (s *Store) DeleteDeadLetters(ctx context.Context, ids []string) error {
+	return s.writeDeadLetters(ctx, "deleting", func(b *pebble.Batch) error {
+		var errs []error
+		for _, id := range ids {
+			errs = append(errs, b.Delete(nameKey(prefixDeadLetter, id), nil))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+func (s *Store) writeDeadLetters(ctx context.Context, what string, build func(b *pebble.Batch) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := build(b); err != nil {
+		return fmt.Errorf("%s dead letters: %w", what, err)
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return fmt.Errorf("%s dead letters: %w", what, err)
+	}
+	return nil
+}
+
+// DeadLetters implements [store.Store].
+func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	recs := []store.DeadLetterRecord{}
+	err := s.scan([]byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+		payload, err := decodeOpaque(v)
+		if err != nil {
+			return fmt.Errorf("dead letter %q: %w", k[1:], err)
+		}
+		recs = append(recs, store.DeadLetterRecord{ID: string(k[1:]), Payload: payload})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing dead letters: %w", err)
+	}
+	return recs, nil
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -177,6 +178,9 @@ func checkState(t *testing.T, what string, got, want store.SubscriptionState) {
 	t.Helper()
 	if got.Cursor != want.Cursor {
 		t.Errorf("%s: Cursor = %d, want %d", what, got.Cursor, want.Cursor)
+	}
+	if !bytes.Equal(got.Probation, want.Probation) || (got.Probation == nil) != (want.Probation == nil) {
+		t.Errorf("%s: Probation = %q, want %q", what, got.Probation, want.Probation)
 	}
 	if len(got.Parked) != len(want.Parked) {
 		t.Errorf("%s: parked %s, want %s", what, seqsOf(got.Parked, parkedSeq), seqsOf(want.Parked, parkedSeq))

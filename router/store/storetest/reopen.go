@@ -77,8 +77,11 @@ func testEverythingSurvives(t *testing.T, reopen func() store.Store) {
 		}
 		update(t, s, "orders", "billing", u)
 	}
-	update(t, s, "orders", "shipping", store.Update{Cursor: 5, Put: []store.Parked{parked(5, 0)}})
-	update(t, s, "audit", "billing", store.Update{Cursor: 1})
+	update(t, s, "orders", "shipping", store.Update{Cursor: 5, Put: []store.Parked{parked(5, 0)}, Probation: []byte("busy")})
+	update(t, s, "orders", "billing", store.Update{Probation: []byte("not found")})
+	update(t, s, "audit", "billing", store.Update{Cursor: 1, Probation: []byte("cleared below")})
+	update(t, s, "audit", "billing", store.Update{Probation: []byte{}})
+	update(t, s, "orders", "dropped", store.Update{Probation: []byte("deleted with its subscription")})
 	if err := s.Trim(ctx, "orders", 3); err != nil {
 		t.Fatalf("Trim: %v", err)
 	}
@@ -88,13 +91,25 @@ func testEverythingSurvives(t *testing.T, reopen func() store.Store) {
 	if err := s.DeleteTopic(ctx, "temp"); err != nil {
 		t.Fatalf("DeleteTopic: %v", err)
 	}
+	if err := s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "1", Payload: []byte("one")}, {ID: "2", Payload: []byte("two")}, {ID: "3", Payload: []byte("three")}}); err != nil {
+		t.Fatalf("PutDeadLetters: %v", err)
+	}
+	if err := s.DeleteDeadLetters(ctx, []string{"2"}); err != nil {
+		t.Fatalf("DeleteDeadLetters: %v", err)
+	}
 	before := takeSnapshot(ctx, t, s)
 	closeStore(t, s)
 
 	s = reopen()
 	after := takeSnapshot(ctx, t, s)
 	checkSnapshot(t, after, before)
+	if got, want := deadLetters(t, s), "1=one;3=three;"; got != want {
+		t.Errorf("dead-letter outbox after reopening = %q, want %q", got, want)
+	}
 	// Guard against a snapshot that compares nothing.
+	if string(before.states["orders/shipping"].Probation) != "busy" || string(before.states["orders/billing"].Probation) != "not found" {
+		t.Fatalf("probation before Close: %q, %q", before.states["orders/shipping"].Probation, before.states["orders/billing"].Probation)
+	}
 	if len(before.topics) != 2 || len(before.journal["orders"]) != 4 || len(before.states) != 3 {
 		t.Fatalf("snapshot before Close has %d topics, %d orders entries, %d subscriptions; want 2, 4, 3",
 			len(before.topics), len(before.journal["orders"]), len(before.states))
@@ -113,6 +128,8 @@ func testEverythingSurvives(t *testing.T, reopen func() store.Store) {
 	}
 	_, err := s.LoadSubscription(ctx, "orders", "dropped")
 	checkNotFound(t, "LoadSubscription of a subscription deleted before reopening", err)
+	putSub(t, s, "orders", "dropped")
+	checkState(t, "subscription recreated after reopening", load(t, s, "orders", "dropped"), store.SubscriptionState{Cursor: 9})
 }
 
 // A journal trimmed to nothing keeps its numbering across a reopen: a store that derived

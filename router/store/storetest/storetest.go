@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NewSubscriptionCursor", testNewSubscriptionCursor},
 		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
 		{"UpdateSubscription", testUpdateSubscription},
+		{"ProbationState", testProbationState},
+		{"DeadLetterOutbox", testDeadLetterOutbox},
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
@@ -776,6 +779,11 @@ func testClosed(t *testing.T, s store.Store) {
 		{"DeleteSubscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "sub") }},
 		{"Subscriptions", func(ctx context.Context) error { _, err := s.Subscriptions(ctx, "t"); return err }},
 		{"Cursors", func(ctx context.Context) error { _, err := s.Cursors(ctx, "t"); return err }},
+		{"PutDeadLetters", func(ctx context.Context) error {
+			return s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "1", Payload: []byte("x")}})
+		}},
+		{"DeadLetters", func(ctx context.Context) error { _, err := s.DeadLetters(ctx); return err }},
+		{"DeleteDeadLetters", func(ctx context.Context) error { return s.DeleteDeadLetters(ctx, []string{"1"}) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -783,5 +791,113 @@ func testClosed(t *testing.T, s store.Store) {
 				t.Errorf("%s after Close returned nil error, want an error", tc.name)
 			}
 		})
+	}
+}
+
+// The probation state is opaque bytes kept per subscription: nil leaves it, empty clears it,
+// it is written in the same update as the cursor and goes with the subscription.
+func testProbationState(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	putSub(t, s, "t", "other")
+	appendOK(t, s, "t", t0, events("t", 0, 3))
+	checkState(t, "new subscription", load(t, s, "t", "sub"), store.SubscriptionState{})
+
+	update(t, s, "t", "sub", store.Update{Cursor: 2, Probation: []byte("on probation")})
+	checkState(t, "cursor and probation in one update", load(t, s, "t", "sub"),
+		store.SubscriptionState{Cursor: 2, Probation: []byte("on probation")})
+	checkState(t, "the other subscription", load(t, s, "t", "other"), store.SubscriptionState{})
+
+	update(t, s, "t", "sub", store.Update{Cursor: 3, Put: []store.Parked{parked(3, 1)}})
+	checkState(t, "update without probation", load(t, s, "t", "sub"),
+		store.SubscriptionState{Cursor: 3, Parked: []store.Parked{parked(3, 1)}, Probation: []byte("on probation")})
+
+	update(t, s, "t", "sub", store.Update{Probation: []byte("escalated")})
+	if got := load(t, s, "t", "sub").Probation; string(got) != "escalated" {
+		t.Errorf("replaced probation = %q, want %q", got, "escalated")
+	}
+
+	// The caller's slices are not kept.
+	buf := []byte("mine")
+	update(t, s, "t", "other", store.Update{Probation: buf})
+	buf[0] = 'X'
+	got := load(t, s, "t", "other").Probation
+	if string(got) != "mine" {
+		t.Errorf("probation after the caller changed its slice = %q, want %q", got, "mine")
+	}
+	got[0] = 'Y'
+	if got := load(t, s, "t", "other").Probation; string(got) != "mine" {
+		t.Errorf("probation after the caller changed a loaded slice = %q, want %q", got, "mine")
+	}
+
+	update(t, s, "t", "sub", store.Update{Probation: []byte{}})
+	checkState(t, "cleared probation", load(t, s, "t", "sub"),
+		store.SubscriptionState{Cursor: 3, Parked: []store.Parked{parked(3, 1)}})
+
+	// Deleted with the subscription and with the topic.
+	update(t, s, "t", "sub", store.Update{Probation: []byte("again")})
+	if err := s.DeleteSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatalf("DeleteSubscription: %v", err)
+	}
+	putSub(t, s, "t", "sub")
+	checkState(t, "recreated subscription", load(t, s, "t", "sub"), store.SubscriptionState{Cursor: 3})
+	if err := s.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "other")
+	checkState(t, "subscription of a recreated topic", load(t, s, "t", "other"), store.SubscriptionState{})
+}
+
+func deadLetters(t *testing.T, s store.Store) string {
+	t.Helper()
+	recs, err := s.DeadLetters(t.Context())
+	if err != nil {
+		t.Fatalf("DeadLetters: %v", err)
+	}
+	var b strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&b, "%s=%s;", r.ID, r.Payload)
+	}
+	return b.String()
+}
+
+// The dead-letter outbox: records by ID, listed in ID order, replaced by ID, deleted by ID,
+// independent of topics.
+func testDeadLetterOutbox(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if got := deadLetters(t, s); got != "" {
+		t.Fatalf("new store's outbox = %q, want empty", got)
+	}
+	payload := []byte("b1")
+	if err := s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "0002", Payload: payload}, {ID: "0001", Payload: []byte("a1")}}); err != nil {
+		t.Fatalf("PutDeadLetters: %v", err)
+	}
+	payload[0] = 'X' // the store keeps its own copy
+	if got, want := deadLetters(t, s), "0001=a1;0002=b1;"; got != want {
+		t.Fatalf("outbox = %q, want %q", got, want)
+	}
+	if err := s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "0001", Payload: []byte("a2")}, {ID: "0003", Payload: []byte("c1")}}); err != nil {
+		t.Fatalf("PutDeadLetters: %v", err)
+	}
+	if got, want := deadLetters(t, s), "0001=a2;0002=b1;0003=c1;"; got != want {
+		t.Fatalf("outbox after replacing 0001 = %q, want %q", got, want)
+	}
+	putTopic(t, s, "t")
+	if err := s.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	if err := s.DeleteDeadLetters(ctx, []string{"0002", "0009"}); err != nil {
+		t.Fatalf("DeleteDeadLetters: %v", err)
+	}
+	if got, want := deadLetters(t, s), "0001=a2;0003=c1;"; got != want {
+		t.Fatalf("outbox after deleting 0002 = %q, want %q", got, want)
+	}
+	if err := s.PutDeadLetters(ctx, nil); err != nil {
+		t.Fatalf("PutDeadLetters(nil): %v", err)
+	}
+	if err := s.DeleteDeadLetters(ctx, nil); err != nil {
+		t.Fatalf("DeleteDeadLetters(nil): %v", err)
 	}
 }

@@ -1,0 +1,175 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// StoreOutbox is a [DeadLetterOutbox] kept in the router's [store.Store] (issue 5): its
+// records survive a restart of the process, so the next dead-letter actor writes them at
+// their original due time. Every Put and Delete is synced by the store. Records are stored as
+// JSON under their ID as a zero-padded decimal, so the store lists them in ID order.
+type StoreOutbox struct {
+	store store.Store
+	log   *slog.Logger
+}
+
+// NewStoreOutbox returns an outbox on st. Records that no longer decode are logged on log
+// (nil discards) and skipped by Load, left in the store for an operator to look at.
+func NewStoreOutbox(st store.Store, log *slog.Logger) *StoreOutbox {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &StoreOutbox{store: st, log: log}
+}
+
+// storedOutboxRecord is the stored form of an [OutboxRecord].
+type storedOutboxRecord struct {
+	Version           int            `json:"v"`
+	Letter            storedLetter   `json:"letter"`
+	Target            storedTarget   `json:"target"`
+	Due               time.Time      `json:"due"`
+	FirstWriteAttempt time.Time      `json:"firstWriteAttempt,omitzero"`
+	WriteAttempts     int            `json:"writeAttempts,omitempty"`
+	Event             *schemas.Event `json:"event"`
+}
+
+type storedLetter struct {
+	Topic            string    `json:"topic"`
+	Subscription     string    `json:"subscription"`
+	TopicID          string    `json:"topicId,omitempty"`
+	InputSchema      uint8     `json:"inputSchema"`
+	DeliverySchema   uint8     `json:"deliverySchema"`
+	Reason           string    `json:"reason"`
+	DeliveryAttempts int       `json:"deliveryAttempts"`
+	LastOutcome      uint8     `json:"lastOutcome,omitempty"`
+	LastHTTPStatus   int       `json:"lastHttpStatus,omitempty"`
+	PublishTime      time.Time `json:"publishTime"`
+	LastAttemptTime  time.Time `json:"lastAttemptTime,omitzero"`
+}
+
+type storedTarget struct {
+	Bucket    string `json:"bucket"`
+	Prefix    string `json:"prefix"`
+	Input     uint8  `json:"input"`
+	Delivery  uint8  `json:"delivery"`
+	Namespace bool   `json:"namespace,omitempty"`
+	TopicID   string `json:"topicId,omitempty"`
+	Notify    bool   `json:"notify,omitempty"`
+}
+
+const storedOutboxVersion = 1
+
+func outboxID(id uint64) string { return fmt.Sprintf("%020d", id) }
+
+func encodeOutboxRecord(r *OutboxRecord) ([]byte, error) {
+	if r.Letter == nil {
+		return nil, fmt.Errorf("dead letter %d has no letter", r.ID)
+	}
+	l, t := r.Letter, r.Target
+	return json.Marshal(storedOutboxRecord{
+		Version: storedOutboxVersion,
+		Letter: storedLetter{
+			Topic: l.Topic, Subscription: l.Subscription, TopicID: l.TopicID,
+			InputSchema: uint8(l.InputSchema), DeliverySchema: uint8(l.DeliverySchema), Reason: string(l.Reason),
+			DeliveryAttempts: l.DeliveryAttempts, LastOutcome: uint8(l.LastOutcome), LastHTTPStatus: l.LastHTTPStatus,
+			PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
+		},
+		Target: storedTarget{
+			Bucket: t.Bucket, Prefix: t.Prefix, Input: uint8(t.Format.Input), Delivery: uint8(t.Format.Delivery),
+			Namespace: t.Format.Namespace, TopicID: t.Format.TopicID, Notify: t.Notify,
+		},
+		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Event: l.Event,
+	})
+}
+
+func decodeOutboxRecord(id string, b []byte) (OutboxRecord, error) {
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return OutboxRecord{}, fmt.Errorf("dead letter id %q is not a number", id)
+	}
+	var s storedOutboxRecord
+	if err := json.Unmarshal(b, &s); err != nil {
+		return OutboxRecord{}, fmt.Errorf("dead letter %s: %w", id, err)
+	}
+	if s.Version != storedOutboxVersion {
+		return OutboxRecord{}, fmt.Errorf("dead letter %s: unknown version %d (this build reads %d)", id, s.Version, storedOutboxVersion)
+	}
+	if s.Event == nil {
+		return OutboxRecord{}, fmt.Errorf("dead letter %s has no event", id)
+	}
+	l := s.Letter
+	return OutboxRecord{
+		ID: n,
+		Letter: &DeadLetter{
+			Topic: l.Topic, Subscription: l.Subscription, TopicID: l.TopicID,
+			InputSchema: schemas.Schema(l.InputSchema), DeliverySchema: schemas.Schema(l.DeliverySchema),
+			Event: s.Event, Reason: schemas.Reason(l.Reason), DeliveryAttempts: l.DeliveryAttempts,
+			LastOutcome: schemas.Outcome(l.LastOutcome), LastHTTPStatus: l.LastHTTPStatus,
+			PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
+		},
+		Target: DeadLetterTarget{
+			Bucket: s.Target.Bucket, Prefix: s.Target.Prefix, Notify: s.Target.Notify,
+			Format: schemas.DeadLetterFormat{
+				Input: schemas.Schema(s.Target.Input), Delivery: schemas.Schema(s.Target.Delivery),
+				Namespace: s.Target.Namespace, TopicID: s.Target.TopicID,
+			},
+		},
+		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts,
+	}, nil
+}
+
+// Load implements [DeadLetterOutbox].
+func (o *StoreOutbox) Load(ctx context.Context) ([]OutboxRecord, error) {
+	stored, err := o.store.DeadLetters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the dead-letter outbox: %w", err)
+	}
+	recs := make([]OutboxRecord, 0, len(stored))
+	for _, s := range stored {
+		r, err := decodeOutboxRecord(s.ID, s.Payload)
+		if err != nil {
+			o.log.Error("skipping a dead letter of the outbox that does not decode", "err", err)
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// Put implements [DeadLetterOutbox].
+func (o *StoreOutbox) Put(ctx context.Context, recs []OutboxRecord) error {
+	stored := make([]store.DeadLetterRecord, 0, len(recs))
+	var errs []error
+	for i := range recs {
+		b, err := encodeOutboxRecord(&recs[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stored = append(stored, store.DeadLetterRecord{ID: outboxID(recs[i].ID), Payload: b})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("encoding dead letters: %w", err)
+	}
+	return o.store.PutDeadLetters(ctx, stored)
+}
+
+// Delete implements [DeadLetterOutbox].
+func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = outboxID(id)
+	}
+	return o.store.DeleteDeadLetters(ctx, keys)
+}
+
+var _ DeadLetterOutbox = (*StoreOutbox)(nil)
