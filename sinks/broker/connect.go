@@ -92,32 +92,122 @@ func (p *natsPublisher) Close() error {
 }
 
 // natsSubscriber is watermill-nats' JetStream subscriber on a durable consumer per subject.
+// natsSubscriber consumes JetStream subjects through durable consumers. It is egrid's own
+// rather than watermill-nats' Subscriber, whose output channel is closed by one goroutine while
+// its message callback may still send on it (a data race, and a possible panic, at every
+// unsubscribe); here one goroutine per subscription both sends and closes. Messages use
+// watermill-nats' wire format (its DefaultUnmarshaler).
 type natsSubscriber struct {
-	*wmjs.Subscriber
-	nc *nats.Conn
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	group   string
+	closing chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
-func (s natsSubscriber) connected() bool { return !s.nc.IsClosed() }
+func (s *natsSubscriber) connected() bool { return !s.nc.IsClosed() }
 
-func openNATSSubscriber(s NATSServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+func openNATSSubscriber(s NATSServer, group string, _ watermill.LoggerAdapter) (message.Subscriber, error) {
 	nc, err := natsConnect(s, "egrid source")
 	if err != nil {
 		return nil, err
 	}
-	sub, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{
-		Conn:                nc,
-		Logger:              wlog,
-		AckWaitTimeout:      30 * time.Second,
-		ResourceInitializer: durableConsumer(group),
-		// A nacked message comes back after a second, not at once, so a failing journal is
-		// not hammered.
-		NakDelay: wmjs.NewStaticDelay(time.Second),
-	})
+	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	return natsSubscriber{Subscriber: sub, nc: nc}, nil
+	return &natsSubscriber{nc: nc, js: js, group: group, closing: make(chan struct{})}, nil
+}
+
+// natsAckWait bounds how long a message handed out may stay unanswered; natsNakDelay is how
+// long a nacked message waits before it comes back, so a failing journal is not hammered.
+const (
+	natsAckWait  = 30 * time.Second
+	natsNakDelay = time.Second
+)
+
+// Subscribe implements message.Subscriber: messages of subject, one at a time, each acked or
+// nacked before the next is fetched. The channel closes when ctx ends or the subscriber closes.
+func (s *natsSubscriber) Subscribe(ctx context.Context, subject string) (<-chan *message.Message, error) {
+	cons, _, err := durableConsumer(s.group)(ctx, s.js, subject)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		for ctx.Err() == nil {
+			select {
+			case <-s.closing:
+				return
+			default:
+			}
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
+			if err != nil {
+				if s.nc.IsClosed() {
+					return
+				}
+				select { // a broken connection: try again shortly
+				case <-ctx.Done():
+				case <-s.closing:
+				case <-time.After(natsNakDelay):
+				}
+				continue
+			}
+			for msg := range batch.Messages() {
+				if !s.deliver(ctx, msg, out) {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// deliver hands one message out and answers JetStream as the handler answered it. It returns
+// false when the subscription must end.
+func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out chan<- *message.Message) bool {
+	m, err := wmjs.DefaultUnmarshaler{}.Unmarshal(msg)
+	if err != nil {
+		_ = msg.Term() // it can never be read
+		return true
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.SetContext(mctx)
+	select {
+	case out <- m:
+	case <-ctx.Done():
+		_ = msg.Nak()
+		return false
+	case <-s.closing:
+		_ = msg.Nak()
+		return false
+	}
+	timeout := time.NewTimer(natsAckWait)
+	defer timeout.Stop()
+	select {
+	case <-m.Acked():
+		_ = msg.Ack()
+	case <-m.Nacked():
+		_ = msg.NakWithDelay(natsNakDelay)
+	case <-timeout.C: // JetStream redelivers after its own AckWait
+	}
+	return true
+}
+
+// Close stops every subscription, waits for them and closes the connection. It is idempotent.
+func (s *natsSubscriber) Close() error {
+	s.once.Do(func() {
+		close(s.closing)
+		s.wg.Wait()
+		s.nc.Close()
+	})
+	return nil
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
