@@ -446,8 +446,7 @@ func TestRestoredWithoutAStoreDropsAndCounts(t *testing.T) {
 		if err := r2.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		testkit.Advance(time.Minute)
 		if got := r2.Metrics().Get(metrics.Key{Name: metrics.DroppedEventCount, Scope: "orders/sub-1", Dim: "DeadLetterDestinationUnavailable"}); got != 1 {
 			t.Errorf("DroppedEventCount = %d, want 1", got)
 		}
@@ -557,8 +556,7 @@ func TestCloseFlushesAnInMemoryOutbox(t *testing.T) {
 		if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		testkit.Advance(time.Minute)
 		if objects.Puts() != 0 {
 			t.Fatal("written before the delay")
 		}

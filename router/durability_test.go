@@ -21,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
 )
 
 var errInjected = errors.New("injected store failure")
@@ -197,8 +198,7 @@ func TestJournalIsTrimmed(t *testing.T) {
 			r := bubbleRouter(t, ws, nil)
 			publishN(t, r, "a", 6)
 			publishN(t, r, "b", 4)
-			time.Sleep(router.TrimIdleMax)
-			synctest.Wait()
+			testkit.Advance(router.TrimIdleMax)
 			if got := ws.journal(t, "orders"); len(got) != 0 {
 				t.Errorf("journal of a topic without subscriptions holds %v, want nothing", got)
 			}
@@ -218,8 +218,7 @@ func TestJournalIsTrimmed(t *testing.T) {
 			if got := len(ok.delivered()); got != 10 {
 				t.Fatalf("delivered %d events, want 10", got)
 			}
-			time.Sleep(router.TrimIdleMax)
-			synctest.Wait()
+			testkit.Advance(router.TrimIdleMax)
 			if got := ws.journal(t, "orders"); len(got) != 0 {
 				t.Errorf("journal holds %v after every event was delivered, want nothing", got)
 			}
@@ -233,8 +232,7 @@ func TestJournalIsTrimmed(t *testing.T) {
 			r := bubbleRouter(t, ws, map[string]sinks.Sink{"healthy": ok, "held": held})
 			publishN(t, r, "a", 10)
 			synctest.Wait()
-			time.Sleep(router.TrimIdleMax)
-			synctest.Wait()
+			testkit.Advance(router.TrimIdleMax)
 			if got, want := ws.journal(t, "orders"), seqRange(1, 10); !slices.Equal(got, want) {
 				t.Fatalf("journal holds %v while subscription held has 10 events in flight, want %v", got, want)
 			}
@@ -264,8 +262,7 @@ func TestJournalIsTrimmed(t *testing.T) {
 				synctest.Wait() // deliveries keep up
 			}
 			during := ws.trimCalls()
-			time.Sleep(router.TrimIdleMax)
-			synctest.Wait()
+			testkit.Advance(router.TrimIdleMax)
 			trims := ws.trimCalls()
 			t.Logf("trims (through, LastSeq): %v", trims)
 			const total = requests * perRequest

@@ -360,3 +360,12 @@ func (b *DeadLetterBox) RequireCount(t testing.TB, n int) {
 		t.Fatalf("subscription %s dead-lettered %d events, want %d", b.name, got, n)
 	}
 }
+
+// Advance moves the virtual time of the calling test's synctest bubble forward by d, letting
+// everything due in between happen, and settles: [Harness.Advance] for tests that run their
+// own bubble without a harness.
+func Advance(d time.Duration) {
+	synctest.Wait()
+	time.Sleep(d)
+	synctest.Wait()
+}
