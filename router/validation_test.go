@@ -299,17 +299,17 @@ func TestValidationTiming(t *testing.T) {
 			if err := b.r.Publish(context.Background(), "orders", gridEvent("e1")); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(6 * time.Minute)
+			testkit.Advance(6 * time.Minute)
 			b.restart()
 			if p := b.state("sub"); p.State != router.StateAwaitingManualAction {
 				t.Fatalf("state after a restart: %+v; want AwaitingManualAction", p)
 			}
-			time.Sleep(4*time.Minute - time.Nanosecond)
+			testkit.Advance(4*time.Minute - time.Nanosecond)
 			synctest.Wait()
 			if p := b.state("sub"); p.State != router.StateAwaitingManualAction {
 				t.Fatalf("state just before 10 minutes: %+v", p)
 			}
-			time.Sleep(time.Nanosecond)
+			testkit.Advance(time.Nanosecond)
 			synctest.Wait()
 			if p := b.state("sub"); p.State != router.StateFailed || !strings.Contains(p.Message, "validationUrl") {
 				t.Fatalf("state after 10 minutes: %+v; want Failed saying why", p)
@@ -320,7 +320,7 @@ func TestValidationTiming(t *testing.T) {
 				t.Errorf("GET of the expired validationUrl: %d; want 404", rec.Code)
 			}
 			b.restart()
-			time.Sleep(time.Hour)
+			testkit.Advance(time.Hour)
 			synctest.Wait()
 			if _, kinds := h.log(); !slices.Equal(kinds, []string{"POST SubscriptionValidation"}) {
 				t.Errorf("the endpoint got %v; want only the validation event: nothing is delivered to a failed subscription", kinds)
@@ -354,7 +354,7 @@ func TestValidationTiming(t *testing.T) {
 			if _, kinds := h.log(); !slices.Equal(kinds, []string{"POST SubscriptionValidation", "POST Notification"}) {
 				t.Errorf("the endpoint got %v; want the validation event, then e1", kinds)
 			}
-			time.Sleep(time.Hour)
+			testkit.Advance(time.Hour)
 			if p := b.state("sub"); p.State != router.StateSucceeded {
 				t.Errorf("state an hour later: %+v; want Succeeded (the window timer is gone)", p)
 			}
@@ -389,7 +389,7 @@ func TestValidationTiming(t *testing.T) {
 			if err := b.r.Publish(context.Background(), "ce-topic", evs...); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Minute)
+			testkit.Advance(time.Minute)
 			if at, _ := h.log(); !slices.Equal(at, []time.Duration{0, 3 * time.Second, 6 * time.Second}) {
 				t.Errorf("deliveries at %v; want [0s 3s 6s] under WebHook-Allowed-Rate 20", at)
 			}
@@ -419,12 +419,12 @@ func TestExpiration(t *testing.T) {
 		if err := b.r.CreateSubscription(context.Background(), "orders", "moved", spec); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Hour - time.Nanosecond)
+		testkit.Advance(time.Hour - time.Nanosecond)
 		synctest.Wait()
 		if !exists("short") {
 			t.Fatal("short expired early")
 		}
-		time.Sleep(time.Nanosecond)
+		testkit.Advance(time.Nanosecond)
 		synctest.Wait()
 		if exists("short") || !exists("long") || !exists("moved") {
 			t.Fatalf("after 1 h: short %v, long %v, moved %v; want only short gone", exists("short"), exists("long"), exists("moved"))
@@ -434,13 +434,13 @@ func TestExpiration(t *testing.T) {
 		if err := b.r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Hour)
+		testkit.Advance(3 * time.Hour)
 		b.start()
 		synctest.Wait()
 		if exists("long") || !exists("moved") {
 			t.Fatalf("after a restart at 4 h: long %v, moved %v; want long gone", exists("long"), exists("moved"))
 		}
-		time.Sleep(time.Hour)
+		testkit.Advance(time.Hour)
 		synctest.Wait()
 		if exists("moved") {
 			t.Fatal("moved still exists after 5 h")
