@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -75,6 +76,12 @@ type serverConfig struct {
 	DeadLetterDelay time.Duration   `yaml:"deadLetterDelay"`
 	// Brokers are the connection settings of broker destinations and sources.
 	Brokers broker.Servers `yaml:"brokers"`
+	// HTTP bounds what HTTP clients can hold: server.readHeaderTimeout, bodyTimeout,
+	// idleTimeout, maxHeaderBytes, maxConnections, maxPublishBodies, publishWait.
+	HTTP httpserver.Config `yaml:",inline"`
+	// LogFoldWindow folds a repeated log message within the window into one line (default
+	// 1s; 0 turns folding off).
+	LogFoldWindow *time.Duration `yaml:"logFoldWindow"`
 }
 
 type topicDecl struct {
@@ -123,6 +130,9 @@ func (c *fileConfig) validate() error {
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
 	errs = append(errs, c.validateBrokers())
+	if err := c.Server.HTTP.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("server.%w", err))
+	}
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
 		if seen[t.Name] {
@@ -149,6 +159,10 @@ type serveSettings struct {
 	TimeScale                                    float64
 	MaxInFlight, MaxSubscriptionsPerTopic        int
 	DeadLetters                                  deadLetterSettings
+	// HTTP bounds what HTTP clients can hold (zero fields: httpserver's defaults).
+	HTTP httpserver.Config
+	// LogFoldWindow is the window of logfold (0: no folding).
+	LogFoldWindow time.Duration
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -215,6 +229,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
+	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
+	s.HTTP, s.LogFoldWindow, errs = httpCfg, fold, append(errs, limitErrs...)
 	return s, errors.Join(errs...)
 }
 

@@ -22,7 +22,7 @@ import (
 // startLogged is startServer that also sends every log line containing match to lines (when
 // lines is not nil), so a test can wait for something the server logs. It never blocks the
 // server: lines must have room, or matches are dropped and the test's wait times out.
-func startLogged(t *testing.T, lines chan<- string, match string, args ...string) *proc {
+func startLogged(t testing.TB, lines chan<- string, match string, args ...string) *proc {
 	t.Helper()
 	p := &proc{done: make(chan error, 1)}
 	p.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)

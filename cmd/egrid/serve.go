@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/sinks/broker"
@@ -40,7 +42,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags()...),
+		}, append(deadLetterFlags(), serverLimitFlags()...)...),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -64,7 +66,13 @@ func serve(c *cli.Context, e env) error {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return cli.Exit(fmt.Sprintf("--log-level %q: use debug, info, warn or error", c.String("log-level")), 2)
 	}
-	log := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler = slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: level})
+	if s.LogFoldWindow > 0 {
+		fold := logfold.New(handler, logfold.Options{Window: s.LogFoldWindow})
+		defer fold.Flush()
+		handler = fold
+	}
+	log := slog.New(handler)
 
 	st, err := disk.Open(s.DataDir, disk.Options{Logger: log})
 	if err != nil {
@@ -105,6 +113,13 @@ func serve(c *cli.Context, e env) error {
 	return listenAndServe(c.Context, s, r, st, log)
 }
 
+// isPublish selects the data plane's publish requests, whose bodies
+// httpserver.Config.MaxPublishBodies bounds. The admin plane is not limited: it is
+// authenticated, and an operator must reach it when publishers flood the server.
+func isPublish(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/")
+}
+
 // applyDeclared creates (or updates) the topics and subscriptions the config declares.
 func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) error {
 	var errs []error
@@ -123,11 +138,12 @@ func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) erro
 }
 
 func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st store.Store, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", s.Listen)
+	limits := s.HTTP.WithDefaults()
+	ln, err := httpserver.Listen(limits, s.Listen, log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(limits, r.Handler(), isPublish, log)
 	scheme := "http"
 	errc := make(chan error, 1)
 	go func() {
@@ -141,6 +157,9 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		scheme = "https"
 	}
 	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), "dataDir", s.DataDir, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
+	log.Info("http limits", "readHeaderTimeout", limits.ReadHeaderTimeout, "bodyTimeout", limits.BodyTimeout,
+		"idleTimeout", limits.IdleTimeout, "maxHeaderBytes", limits.MaxHeaderBytes, "maxConnections", limits.MaxConnections,
+		"maxPublishBodies", limits.MaxPublishBodies, "publishWait", limits.PublishWait)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)

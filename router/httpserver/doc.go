@@ -1,0 +1,24 @@
+// Package httpserver hardens the HTTP server in front of an egrid [http.Handler]: the limits
+// that keep slow, idle and too many clients from holding file descriptors and memory (SPEC §8:
+// "the HTTP server bounds header, body and idle time and concurrent connections").
+//
+// The model, one bound per resource a client can hold:
+//
+//   - time to send the request headers: [Config.ReadHeaderTimeout] (it also bounds the TLS
+//     handshake and a connection that never sends a byte);
+//   - time to send a request body: [Config.BodyTimeout] on top of the header time (the server's
+//     ReadTimeout is their sum; net/http lifts that deadline once the body has been read, so a
+//     publish waiting for its fsync is not cut);
+//   - time a kept-alive connection may sit between requests: [Config.IdleTimeout];
+//   - header size: [Config.MaxHeaderBytes];
+//   - open connections: [Config.MaxConnections], enforced by [LimitListener], which stops
+//     accepting at the limit (new connections wait in the kernel's listen backlog, and are
+//     refused by the kernel once it is full) so the server never runs out of file descriptors
+//     that the store and outgoing deliveries need;
+//   - publish bodies in memory: [Config.MaxPublishBodies] requests at once, enforced by
+//     [LimitBodies]; a request that finds no slot within [Config.PublishWait] is answered 429
+//     with Retry-After, as Event Grid does when it sheds load (SPEC §1.1).
+//
+// [New] puts them all together. The package is independent of the router: it imports no egrid
+// package, and wraps any handler.
+package httpserver

@@ -1,0 +1,41 @@
+package httpserver
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+)
+
+// New returns an http.Server serving h with cfg's timeouts and header limit, and the requests
+// isPublish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]). A request must
+// be read whole within ReadHeaderTimeout + BodyTimeout of its first byte
+// (http.Server.ReadTimeout); net/http clears that deadline once the body has been read, so a
+// handler that then waits (a publish waiting for its fsync) keeps its context. The server's own errors (failed
+// accepts, TLS handshakes) are logged on log at warning level. Serve it on a listener from
+// [Listen] (or wrap one with [LimitListener]) to bound its connections too.
+func New(cfg Config, h http.Handler, isPublish func(*http.Request) bool, log *slog.Logger) *http.Server {
+	cfg = cfg.WithDefaults()
+	h = LimitBodies(h, cfg.MaxPublishBodies, cfg.PublishWait, isPublish)
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadHeaderTimeout + cfg.BodyTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+	}
+	if log != nil {
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	}
+	return srv
+}
+
+// Listen listens on the TCP address addr and keeps at most cfg.MaxConnections connections
+// open ([LimitListener]), warning on log when the limit is reached.
+func Listen(cfg Config, addr string, log *slog.Logger) (net.Listener, error) {
+	cfg = cfg.WithDefaults()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return LimitListener(ln, cfg.MaxConnections, log), nil
+}
