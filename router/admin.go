@@ -31,7 +31,9 @@ func (r *Router) adminRoutes(mux *http.ServeMux) {
 // admin wraps an admin handler with bearer-token authentication.
 func (r *Router) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
-		if !r.cfg.InsecureDev {
+		// A configured token is always required: InsecureDev only opens an admin API that
+		// has none.
+		if !r.cfg.InsecureDev || r.cfg.AdminToken != "" {
 			if r.cfg.AdminToken == "" {
 				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
 				return

@@ -36,7 +36,8 @@ var (
 
 // Config is the router's data. Zero values take the documented defaults.
 type Config struct {
-	// InsecureDev accepts publishes that carry no credentials and admin calls without a token.
+	// InsecureDev accepts publishes that carry no credentials and, when no AdminToken is
+	// configured, admin calls without a token; a configured AdminToken is still required.
 	// Requests with wrong credentials are still refused. Development only.
 	InsecureDev bool `json:"insecureDev,omitempty" yaml:"insecureDev,omitempty"`
 	// AdminToken is the bearer token the admin API requires.

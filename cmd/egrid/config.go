@@ -79,6 +79,8 @@ type serverConfig struct {
 	// HTTP bounds what HTTP clients can hold: server.readHeaderTimeout, bodyTimeout,
 	// idleTimeout, maxHeaderBytes, maxConnections, maxPublishBodies, publishWait.
 	HTTP httpserver.Config `yaml:",inline"`
+	// InsecureDevAnyAddress allows insecureDev with a listen address that is not loopback.
+	InsecureDevAnyAddress bool `yaml:"insecureDevAnyAddress"`
 	// LogFoldWindow folds a repeated log message within the window into one line (default
 	// 1s; 0 turns folding off).
 	LogFoldWindow *time.Duration `yaml:"logFoldWindow"`
@@ -163,6 +165,8 @@ type serveSettings struct {
 	HTTP httpserver.Config
 	// LogFoldWindow is the window of logfold (0: no folding).
 	LogFoldWindow time.Duration
+	// InsecureDevAnyAddress allows InsecureDev with a listen address that is not loopback.
+	InsecureDevAnyAddress bool
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -231,6 +235,9 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
 	s.HTTP, s.LogFoldWindow, errs = httpCfg, fold, append(errs, limitErrs...)
+	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)
+	s.InsecureDevAnyAddress = anyAddr
+	errs = append(errs, err, checkInsecureDev(s))
 	return s, errors.Join(errs...)
 }
 

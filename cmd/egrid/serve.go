@@ -36,13 +36,13 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded store (env EGRID_DATA_DIR)", Value: defaultDataDir},
 			&cli.StringFlag{Name: "config", Usage: "YAML file with server settings, topics and event subscriptions"},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin API requires (env EGRID_ADMIN_TOKEN)"},
-			&cli.BoolFlag{Name: "insecure-dev", Usage: "accept publishes without credentials and admin calls without a token (development only; env EGRID_INSECURE_DEV)"},
+			&cli.BoolFlag{Name: "insecure-dev", Usage: "accept publishes without credentials, and admin calls without a token when none is configured; only on a loopback --listen address (development only; env EGRID_INSECURE_DEV)"},
 			&cli.Float64Flag{Name: "time-scale", Usage: "run every policy delay N times faster (retry schedule, probation, time to live); HTTP timeouts are not scaled (env EGRID_TIME_SCALE)", Value: 1},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, append(deadLetterFlags(), serverLimitFlags()...)...),
+		}, append(append(deadLetterFlags(), serverLimitFlags()...), insecureDevFlags()...)...),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -73,6 +73,7 @@ func serve(c *cli.Context, e env) error {
 		handler = fold
 	}
 	log := slog.New(handler)
+	warnInsecureDev(log, s)
 
 	st, err := disk.Open(s.DataDir, disk.Options{Logger: log})
 	if err != nil {
