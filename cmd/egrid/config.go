@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpserver"
@@ -23,7 +20,7 @@ import (
 //	server:
 //	  listen: 127.0.0.1:8080
 //	  dataDir: ./data
-//	  adminToken: change-me
+//	  adminToken: change-me      # or adminTokenFile: /run/secrets/egrid-admin, or ${EGRID_ADMIN_TOKEN}
 //	  timeScale: 1
 //	  tlsCert: cert.pem
 //	  tlsKey: key.pem
@@ -59,14 +56,16 @@ type fileConfig struct {
 }
 
 type serverConfig struct {
-	Listen      string  `yaml:"listen"`
-	DataDir     string  `yaml:"dataDir"`
-	AdminToken  string  `yaml:"adminToken"`
-	InsecureDev bool    `yaml:"insecureDev"`
-	TimeScale   float64 `yaml:"timeScale"`
-	TLSCert     string  `yaml:"tlsCert"`
-	TLSKey      string  `yaml:"tlsKey"`
-	MaxInFlight int     `yaml:"maxInFlight"`
+	Listen     string `yaml:"listen"`
+	DataDir    string `yaml:"dataDir"`
+	AdminToken string `yaml:"adminToken"`
+	// AdminTokenFile is a file holding the admin token, instead of AdminToken.
+	AdminTokenFile string  `yaml:"adminTokenFile"`
+	InsecureDev    bool    `yaml:"insecureDev"`
+	TimeScale      float64 `yaml:"timeScale"`
+	TLSCert        string  `yaml:"tlsCert"`
+	TLSKey         string  `yaml:"tlsKey"`
+	MaxInFlight    int     `yaml:"maxInFlight"`
 	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
 	MaxSubscriptionsPerTopic int `yaml:"maxSubscriptionsPerTopic"`
 	// PublicURL is the base URL webhook endpoints reach this server at (router.Config.PublicURL).
@@ -103,19 +102,21 @@ const (
 	defaultDataDir = "./data"
 )
 
-// loadConfig reads and strictly decodes a YAML config file (unknown keys are errors).
-func loadConfig(path string) (*fileConfig, error) {
+// loadConfig reads and strictly decodes a YAML config file (unknown keys are errors),
+// expanding its ${NAME} references from the process environment (see decodeConfig).
+func loadConfig(path string) (*fileConfig, error) { return loadConfigEnv(path, os.Getenv) }
+
+// loadConfigEnv is loadConfig with the environment as getenv.
+func loadConfigEnv(path string, getenv func(string) string) (*fileConfig, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	var cfg fileConfig
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+	cfg, err := decodeConfig(raw, getenv)
+	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	return &cfg, nil
+	return cfg, nil
 }
 
 // validate reports every problem of the declared resources at once, by building them on a
@@ -188,16 +189,20 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		return def
 	}
 	s := serveSettings{
-		Listen:     str("listen", "EGRID_LISTEN", fs.Listen, defaultListen),
-		DataDir:    str("data-dir", "EGRID_DATA_DIR", fs.DataDir, defaultDataDir),
-		AdminToken: str("admin-token", "EGRID_ADMIN_TOKEN", fs.AdminToken, ""),
-		TLSCert:    str("tls-cert", "EGRID_TLS_CERT", fs.TLSCert, ""),
-		TLSKey:     str("tls-key", "EGRID_TLS_KEY", fs.TLSKey, ""),
-		PublicURL:  str("public-url", "EGRID_PUBLIC_URL", fs.PublicURL, ""),
+		Listen:    str("listen", "EGRID_LISTEN", fs.Listen, defaultListen),
+		DataDir:   str("data-dir", "EGRID_DATA_DIR", fs.DataDir, defaultDataDir),
+		TLSCert:   str("tls-cert", "EGRID_TLS_CERT", fs.TLSCert, ""),
+		TLSKey:    str("tls-key", "EGRID_TLS_KEY", fs.TLSKey, ""),
+		PublicURL: str("public-url", "EGRID_PUBLIC_URL", fs.PublicURL, ""),
 	}
 	if s.PublicURL == "" {
 		s.PublicURL = listenURL(s.Listen, s.TLSCert != "")
 	}
+	token, err := resolveSecret(c, getenv, secretSource{
+		flag: "admin-token", fileFlag: "admin-token-file", env: "EGRID_ADMIN_TOKEN", fileEnv: "EGRID_ADMIN_TOKEN_FILE",
+		key: "server.adminToken", fileKey: "server.adminTokenFile", fileVal: fs.AdminToken, filePath: fs.AdminTokenFile,
+	})
+	s.AdminToken, errs = token, append(errs, err)
 	switch {
 	case c.IsSet("insecure-dev"):
 		s.InsecureDev = c.Bool("insecure-dev")

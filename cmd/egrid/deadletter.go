@@ -29,8 +29,10 @@ type minioFileConfig struct {
 	Endpoint  string `yaml:"endpoint"`
 	AccessKey string `yaml:"accessKey"`
 	SecretKey string `yaml:"secretKey"`
-	Secure    bool   `yaml:"secure"`
-	Region    string `yaml:"region"`
+	// SecretKeyFile is a file holding the secret key, instead of SecretKey.
+	SecretKeyFile string `yaml:"secretKeyFile"`
+	Secure        bool   `yaml:"secure"`
+	Region        string `yaml:"region"`
 	// CreateBuckets creates a subscription's bucket on its first dead letter (default true).
 	CreateBuckets *bool `yaml:"createBuckets"`
 }
@@ -71,11 +73,18 @@ func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverCon
 	s := deadLetterSettings{MinIO: blob.Config{
 		Endpoint:      str("minio-endpoint", "EGRID_MINIO_ENDPOINT", m.Endpoint),
 		AccessKey:     str("minio-access-key", "EGRID_MINIO_ACCESS_KEY", m.AccessKey),
-		SecretKey:     str("minio-secret-key", "EGRID_MINIO_SECRET_KEY", m.SecretKey),
 		Region:        m.Region,
 		Secure:        m.Secure,
 		CreateBuckets: m.CreateBuckets == nil || *m.CreateBuckets,
 	}}
+	secret, err := resolveSecret(c, getenv, secretSource{
+		flag: "minio-secret-key", fileFlag: "minio-secret-key-file", env: "EGRID_MINIO_SECRET_KEY", fileEnv: "EGRID_MINIO_SECRET_KEY_FILE",
+		key: "server.minio.secretKey", fileKey: "server.minio.secretKeyFile", fileVal: m.SecretKey, filePath: m.SecretKeyFile,
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	s.MinIO.SecretKey = secret
 	switch {
 	case c.IsSet("minio-secure"):
 		s.MinIO.Secure = c.Bool("minio-secure")

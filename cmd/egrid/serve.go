@@ -42,7 +42,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, append(append(deadLetterFlags(), serverLimitFlags()...), insecureDevFlags()...)...),
+		}, append(append(append(deadLetterFlags(), serverLimitFlags()...), insecureDevFlags()...), secretFileFlags()...)...),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -51,7 +51,7 @@ func serve(c *cli.Context, e env) error {
 	var file *fileConfig
 	if path := c.String("config"); path != "" {
 		var err error
-		if file, err = loadConfig(path); err != nil {
+		if file, err = loadConfigEnv(path, e.Getenv); err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
 		if err := file.validate(); err != nil {
@@ -192,7 +192,7 @@ func validateCommand(e env) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			path := c.String("config")
-			file, err := loadConfig(path)
+			file, err := loadConfigEnv(path, e.Getenv)
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}

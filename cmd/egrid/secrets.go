@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// Secrets stay out of `ps` and shell history: every secret serve takes can come from a file
+// or the environment instead of a flag.
+//
+//   - The admin token and the MinIO secret key have a -file flag, an EGRID_*_FILE variable and
+//     a *File config key beside their value forms. A file holds the secret alone; trailing
+//     line ends are dropped. At one level (flags, environment or config file) give the value
+//     or the file, not both; across levels flag > environment > file, as for every setting.
+//   - Any string value of the YAML config — topic keys, passwords in broker URLs, the admin
+//     token — may reference an environment variable as ${NAME} or a file as ${file:PATH}
+//     (PATH relative to the working directory; trailing line ends dropped). A reference to an
+//     unset or empty variable or to an unreadable or empty file is an error; $${ is a
+//     literal ${. References
+//     expand to strings: numbers, booleans and durations have their EGRID_* variables.
+
+// secretFileFlags are serve's -file flags of its secrets.
+func secretFileFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "admin-token-file", Usage: "file holding the admin API's bearer token, instead of --admin-token (env EGRID_ADMIN_TOKEN_FILE)"},
+		&cli.StringFlag{Name: "minio-secret-key-file", Usage: "file holding the MinIO secret key, instead of --minio-secret-key (env EGRID_MINIO_SECRET_KEY_FILE)"},
+	}
+}
+
+// secretSource names where one secret may come from, at each level.
+type secretSource struct {
+	flag, fileFlag    string // --admin-token, --admin-token-file
+	env, fileEnv      string // EGRID_ADMIN_TOKEN, EGRID_ADMIN_TOKEN_FILE
+	key, fileKey      string // server.adminToken, server.adminTokenFile (for messages)
+	fileVal, filePath string // their values in the config file
+}
+
+// resolveSecret returns a secret by flag > environment > config file, each level giving the
+// value itself or a file that holds it (not both). "" when none is set.
+func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (string, error) {
+	level := func(val, path, valName, pathName string) (string, bool, error) {
+		switch {
+		case val != "" && path != "":
+			return "", true, fmt.Errorf("%s and %s are both set: give the secret or the file that holds it, not both", valName, pathName)
+		case path != "":
+			v, err := readSecretFile(path)
+			if err != nil {
+				return "", true, fmt.Errorf("%s: %w", pathName, err)
+			}
+			return v, true, nil
+		}
+		return val, val != "", nil
+	}
+	flagVal, flagPath := "", ""
+	if c.IsSet(s.flag) {
+		flagVal = c.String(s.flag)
+	}
+	if c.IsSet(s.fileFlag) {
+		flagPath = c.String(s.fileFlag)
+	}
+	for _, l := range []struct{ val, path, valName, pathName string }{
+		{flagVal, flagPath, "--" + s.flag, "--" + s.fileFlag},
+		{getenv(s.env), getenv(s.fileEnv), s.env, s.fileEnv},
+		{s.fileVal, s.filePath, s.key, s.fileKey},
+	} {
+		if v, ok, err := level(l.val, l.path, l.valName, l.pathName); ok || err != nil {
+			return v, err
+		}
+	}
+	return "", nil
+}
+
+// readSecretFile reads a secret from path: the whole file, trailing line ends dropped.
+func readSecretFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the secret: %w", err)
+	}
+	v := strings.TrimRight(string(raw), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("the secret file %s is empty", path)
+	}
+	return v, nil
+}
+
+// decodeConfig strictly decodes a YAML config (unknown keys are errors) and expands the
+// ${NAME} and ${file:PATH} references in its string values. Strictness is checked on the
+// text as written, so errors name the lines of the file.
+func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
+	var cfg fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &cfg, nil
+		}
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if !expandNode(&doc, getenv, &errs) {
+		return &cfg, nil // nothing to expand: cfg is the file as written
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	cfg = fileConfig{}
+	if err := doc.Decode(&cfg); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// expandNode expands the references in the scalar values under n (not in mapping keys),
+// reporting whether any was found.
+func expandNode(n *yaml.Node, getenv func(string) string, errs *[]error) bool {
+	found := false
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return false
+		}
+		v, err := expandRefs(n.Value, getenv)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("line %d: %w", n.Line, err))
+		}
+		n.Value, n.Tag = v, "!!str"
+		return true
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			found = expandNode(n.Content[i], getenv, errs) || found
+		}
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			found = expandNode(c, getenv, errs) || found
+		}
+	}
+	return found
+}
+
+// expandRefs replaces ${NAME} by the environment variable NAME, ${file:PATH} by the secret
+// in the file PATH, and $${ by ${.
+func expandRefs(s string, getenv func(string) string) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			b.WriteString(s[:i-1] + "${")
+			s = s[i+2:]
+			continue
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("%q has a ${ without its closing }: write ${NAME} or ${file:PATH}, or $${ for a literal ${", s)
+		}
+		ref := s[i+2 : i+end]
+		b.WriteString(s[:i])
+		s = s[i+end+1:]
+		if path, ok := strings.CutPrefix(ref, "file:"); ok {
+			v, err := readSecretFile(path)
+			if err != nil {
+				return "", fmt.Errorf("${file:%s}: %w", path, err)
+			}
+			b.WriteString(v)
+			continue
+		}
+		if ref == "" || strings.ContainsAny(ref, " :$") {
+			return "", fmt.Errorf("${%s} is not a reference: write ${NAME} for an environment variable or ${file:PATH} for a file", ref)
+		}
+		v := getenv(ref)
+		if v == "" {
+			return "", fmt.Errorf("${%s}: the environment variable %s is not set (or empty): export it, or write the value itself", ref, ref)
+		}
+		b.WriteString(v)
+	}
+}

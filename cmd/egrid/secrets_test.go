@@ -1,0 +1,222 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router/httpserver"
+)
+
+// resolveServe runs resolveSettings with serve's own flags given as args, an environment and
+// a config file section.
+func resolveServe(t *testing.T, args []string, env map[string]string, fs serverConfig) (serveSettings, error) {
+	t.Helper()
+	var got serveSettings
+	var err error
+	app := &cli.App{
+		Flags: serveCommand(env2(env)).Flags,
+		Action: func(c *cli.Context) error {
+			got, err = resolveSettings(c, func(k string) string { return env[k] }, &fileConfig{Server: fs})
+			return nil
+		},
+	}
+	if runErr := app.Run(append([]string{"egrid"}, args...)); runErr != nil {
+		t.Fatal(runErr)
+	}
+	return got, err
+}
+
+func env2(m map[string]string) env {
+	return env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: func(k string) string { return m[k] }}
+}
+
+func writeSecret(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Secrets come from a flag, a file named by a flag, the environment, a file named by the
+// environment, or the config file (value or file): flag > environment > file, and one level
+// gives the value or the file, not both.
+func TestResolveSecrets(t *testing.T) {
+	flagFile := writeSecret(t, "from-flag-file\n")
+	envFile := writeSecret(t, "from-env-file\r\n")
+	cfgFile := writeSecret(t, "from-config-file")
+	empty := writeSecret(t, "\n")
+	tests := []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		file        serverConfig
+		token, mkey string
+		wantErr     string
+	}{
+		{name: "none"},
+		{name: "flag file", args: []string{"--admin-token-file", flagFile}, token: "from-flag-file"},
+		{name: "environment file", env: map[string]string{"EGRID_ADMIN_TOKEN_FILE": envFile}, token: "from-env-file"},
+		{name: "config file's file", file: serverConfig{AdminTokenFile: cfgFile}, token: "from-config-file"},
+		{name: "config file's value", file: serverConfig{AdminToken: "v"}, token: "v"},
+		{
+			name: "flag beats environment beats config", args: []string{"--admin-token-file", flagFile},
+			env: map[string]string{"EGRID_ADMIN_TOKEN": "env"}, file: serverConfig{AdminToken: "cfg"}, token: "from-flag-file",
+		},
+		{name: "environment beats config", env: map[string]string{"EGRID_ADMIN_TOKEN_FILE": envFile}, file: serverConfig{AdminToken: "cfg"}, token: "from-env-file"},
+		{
+			name: "MinIO secret key from a file", args: []string{"--minio-endpoint", "m:9000", "--minio-access-key", "a", "--minio-secret-key-file", flagFile},
+			mkey: "from-flag-file",
+		},
+		{
+			name: "MinIO secret key file in the config", args: []string{"--minio-endpoint", "m:9000", "--minio-access-key", "a"},
+			file: serverConfig{MinIO: minioFileConfig{SecretKeyFile: cfgFile}}, mkey: "from-config-file",
+		},
+		{name: "value and file at one level", args: []string{"--admin-token", "x", "--admin-token-file", flagFile}, wantErr: "--admin-token and --admin-token-file are both set"},
+		{name: "value and file in the environment", env: map[string]string{"EGRID_MINIO_SECRET_KEY": "x", "EGRID_MINIO_SECRET_KEY_FILE": envFile}, wantErr: "EGRID_MINIO_SECRET_KEY and EGRID_MINIO_SECRET_KEY_FILE"},
+		{name: "empty file", args: []string{"--admin-token-file", empty}, wantErr: "--admin-token-file: the secret file " + empty + " is empty"},
+		{name: "missing file", file: serverConfig{AdminTokenFile: "/nonexistent/egrid-token"}, wantErr: "server.adminTokenFile: reading the secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolveServe(t, tt.args, tt.env, tt.file)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.AdminToken != tt.token || got.DeadLetters.MinIO.SecretKey != tt.mkey {
+				t.Errorf("admin token %q, MinIO secret key %q; want %q, %q", got.AdminToken, got.DeadLetters.MinIO.SecretKey, tt.token, tt.mkey)
+			}
+		})
+	}
+}
+
+// The HTTP limits resolve flag > environment > config file > default, like every setting.
+func TestResolveServerLimits(t *testing.T) {
+	file := serverConfig{HTTP: httpserver.Config{BodyTimeout: 3 * time.Second, MaxConnections: 30, IdleTimeout: time.Minute}}
+	got, err := resolveServe(t, []string{"--body-timeout", "1s", "--log-fold-window", "0"},
+		map[string]string{"EGRID_BODY_TIMEOUT": "2s", "EGRID_MAX_CONNECTIONS": "20"}, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := httpserver.Config{BodyTimeout: time.Second, MaxConnections: 20, IdleTimeout: time.Minute}
+	if got.HTTP != want || got.LogFoldWindow != 0 {
+		t.Errorf("resolved %+v, fold %v; want %+v, no folding", got.HTTP, got.LogFoldWindow, want)
+	}
+	got, err = resolveServe(t, nil, nil, serverConfig{})
+	if err != nil || got.HTTP != (httpserver.Config{}) || got.LogFoldWindow != defaultLogFoldWindow {
+		t.Errorf("defaults: %+v, fold %v, %v", got.HTTP, got.LogFoldWindow, err)
+	}
+	_, err = resolveServe(t, []string{"--max-publish-bodies", "-1"}, map[string]string{"EGRID_IDLE_TIMEOUT": "forever"}, serverConfig{})
+	if err == nil || !strings.Contains(err.Error(), "EGRID_IDLE_TIMEOUT") || !strings.Contains(err.Error(), "maxPublishBodies -1") {
+		t.Errorf("bad values: %v, want both reported", err)
+	}
+}
+
+// References in the YAML config expand to environment variables and files, in string values
+// only, and keep the file's line numbers in errors.
+func TestConfigReferences(t *testing.T) {
+	keyFile := writeSecret(t, "a2V5LWZyb20tZmlsZQ==\n")
+	env := map[string]string{"RABBIT_PASSWORD": "p@ss: #word", "TOKEN": "t0ken"}
+	getenv := func(k string) string { return env[k] }
+	raw := `server:
+  adminToken: ${TOKEN}
+  brokers:
+    rabbitmq: {url: "amqp://egrid:${RABBIT_PASSWORD}@127.0.0.1:5672/"}
+topics:
+  - name: orders
+    properties: {key1: "${file:` + keyFile + `}", key2: "plain$${NOT_A_REF}"}
+`
+	cfg, err := decodeConfig([]byte(raw), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.AdminToken != "t0ken" || cfg.Server.Brokers.RabbitMQ == nil || cfg.Server.Brokers.RabbitMQ.URL != "amqp://egrid:p@ss: #word@127.0.0.1:5672/" {
+		t.Errorf("server section %+v", cfg.Server)
+	}
+	if p := cfg.Topics[0].Properties; p.Key1 != "a2V5LWZyb20tZmlsZQ==" || p.Key2 != "plain${NOT_A_REF}" {
+		t.Errorf("topic keys %q, %q", p.Key1, p.Key2)
+	}
+
+	for _, c := range []struct{ name, yaml, want string }{
+		{"unset variable", "server:\n  listen: 127.0.0.1:8080\n  adminToken: ${NOPE}\n", "line 3: ${NOPE}: the environment variable NOPE is not set"},
+		{"missing file", "server:\n  adminToken: ${file:/nonexistent/x}\n", "line 2: ${file:/nonexistent/x}: reading the secret"},
+		{"unclosed", "server:\n  adminToken: ${TOKEN\n", "without its closing }"},
+		{"not a name", "server:\n  adminToken: ${TO KEN}\n", "${TO KEN} is not a reference"},
+		{"unknown key keeps its line", "server:\n  adminToken: ${TOKEN}\n  adminTokn: x\n", "line 3: field adminTokn not found"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decodeConfig([]byte(c.yaml), getenv)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestSecretsFromFilesAndEnvironment runs the server with its admin token in a file and a
+// topic key referenced from the environment in its config: neither is on the command line,
+// and both work.
+func TestSecretsFromFilesAndEnvironment(t *testing.T) {
+	const token, key = "admin-from-a-file", "dG9waWMta2V5LWZyb20tZW52"
+	tokenFile := writeSecret(t, token+"\n")
+	t.Setenv("EGRID_TEST_ORDERS_KEY", key)
+	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${EGRID_TEST_ORDERS_KEY}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--admin-token-file", tokenFile, "--config", cfg, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(srv.cmd.Process.Pid), "cmdline"))
+	if err == nil && (strings.Contains(string(cmdline), token) || strings.Contains(string(cmdline), key)) {
+		t.Errorf("a secret is on the command line: %q", cmdline)
+	}
+
+	admin := func(tok string) int {
+		req, _ := http.NewRequest(http.MethodGet, srv.url+"/admin/topics", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := oneShot.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := admin(token); code != http.StatusOK {
+		t.Errorf("admin call with the token from the file: %d", code)
+	}
+	if code := admin(""); code != http.StatusUnauthorized {
+		t.Errorf("admin call without a token: %d, want 401", code)
+	}
+	publish := func(k string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.url+"/topics/orders/api/events?api-version=2018-01-01", strings.NewReader(string(eventsBody([]string{"e1"}))))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("aeg-sas-key", k)
+		resp, err := oneShot.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := publish(key); code != http.StatusOK {
+		t.Errorf("publish with the key from the environment: %d", code)
+	}
+	if code := publish("d3Jvbmc="); code != http.StatusUnauthorized {
+		t.Errorf("publish with another key: %d, want 401", code)
+	}
+}
