@@ -244,3 +244,36 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatal("the waiting connection was not served within a minute of a slot being freed")
 	}
 }
+
+// TestLogFoldsAFlood: a flood of one failure — here clients that are not TLS talking to the
+// HTTPS server, each logging a failed handshake — is written once, then counted in one line
+// (written at the latest when the server stops).
+func TestLogFoldsAFlood(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir)
+	srv := startServer(t, "--insecure-dev", "--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile,
+		"--log-fold-window", "10m")
+	const clients = 20
+	for range clients {
+		c := dialServer(t, strings.Replace(srv.url, "https://", "http://", 1))
+		fmt.Fprint(c, "this is not a TLS handshake\r\n\r\n")
+		awaitClosedByServer(t, c, "a client that is not TLS")
+		c.Close()
+	}
+	srv.stop(t)
+	var plain, folded []string
+	for _, line := range strings.Split(srv.log(), "\n") {
+		if !strings.Contains(line, "TLS handshake error") {
+			continue
+		}
+		if strings.Contains(line, "moreLikeThis=") {
+			folded = append(folded, line)
+		} else {
+			plain = append(plain, line)
+		}
+	}
+	if len(plain) != 1 || len(folded) != 1 || !strings.Contains(folded[0], fmt.Sprintf("moreLikeThis=%d ", clients-1)) {
+		t.Fatalf("the log has %d handshake-error lines and %d folded ones, want 1 and 1 with moreLikeThis=%d:\n%s\n%s",
+			len(plain), len(folded), clients-1, strings.Join(plain, "\n"), strings.Join(folded, "\n"))
+	}
+}

@@ -10,8 +10,9 @@ import (
 // isPublish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]). A request must
 // be read whole within ReadHeaderTimeout + BodyTimeout of its first byte
 // (http.Server.ReadTimeout); net/http clears that deadline once the body has been read, so a
-// handler that then waits (a publish waiting for its fsync) keeps its context. The server's own errors (failed
-// accepts, TLS handshakes) are logged on log at warning level. Serve it on a listener from
+// handler that then waits (a publish waiting for its fsync) keeps its context. net/http's own
+// errors (failed accepts, TLS handshakes) are logged on log as structured records whose
+// message is constant, so a flood of them folds. Serve it on a listener from
 // [Listen] (or wrap one with [LimitListener]) to bound its connections too.
 func New(cfg Config, h http.Handler, isPublish func(*http.Request) bool, log *slog.Logger) *http.Server {
 	cfg = cfg.WithDefaults()
@@ -24,7 +25,7 @@ func New(cfg Config, h http.Handler, isPublish func(*http.Request) bool, log *sl
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 	}
 	if log != nil {
-		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+		srv.ErrorLog = errorLog(log)
 	}
 	return srv
 }
