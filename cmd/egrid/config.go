@@ -56,16 +56,14 @@ type fileConfig struct {
 }
 
 type serverConfig struct {
-	Listen     string `yaml:"listen"`
-	DataDir    string `yaml:"dataDir"`
-	AdminToken string `yaml:"adminToken"`
-	// AdminTokenFile is a file holding the admin token, instead of AdminToken.
-	AdminTokenFile string  `yaml:"adminTokenFile"`
-	InsecureDev    bool    `yaml:"insecureDev"`
-	TimeScale      float64 `yaml:"timeScale"`
-	TLSCert        string  `yaml:"tlsCert"`
-	TLSKey         string  `yaml:"tlsKey"`
-	MaxInFlight    int     `yaml:"maxInFlight"`
+	Listen      string  `yaml:"listen"`
+	DataDir     string  `yaml:"dataDir"`
+	AdminToken  string  `yaml:"adminToken"`
+	InsecureDev bool    `yaml:"insecureDev"`
+	TimeScale   float64 `yaml:"timeScale"`
+	TLSCert     string  `yaml:"tlsCert"`
+	TLSKey      string  `yaml:"tlsKey"`
+	MaxInFlight int     `yaml:"maxInFlight"`
 	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
 	MaxSubscriptionsPerTopic int `yaml:"maxSubscriptionsPerTopic"`
 	// PublicURL is the base URL webhook endpoints reach this server at (router.Config.PublicURL).
@@ -75,6 +73,8 @@ type serverConfig struct {
 	DeadLetterDelay time.Duration   `yaml:"deadLetterDelay"`
 	// Brokers are the connection settings of broker destinations and sources.
 	Brokers broker.Servers `yaml:"brokers"`
+	// AdminTokenFile is a file holding the admin token, instead of AdminToken.
+	AdminTokenFile string `yaml:"adminTokenFile"`
 	// HTTP bounds what HTTP clients can hold: server.readHeaderTimeout, bodyTimeout,
 	// idleTimeout, maxHeaderBytes, maxConnections, maxPublishBodies, publishWait.
 	HTTP httpserver.Config `yaml:",inline"`

@@ -29,12 +29,12 @@ type minioFileConfig struct {
 	Endpoint  string `yaml:"endpoint"`
 	AccessKey string `yaml:"accessKey"`
 	SecretKey string `yaml:"secretKey"`
-	// SecretKeyFile is a file holding the secret key, instead of SecretKey.
-	SecretKeyFile string `yaml:"secretKeyFile"`
-	Secure        bool   `yaml:"secure"`
-	Region        string `yaml:"region"`
+	Secure    bool   `yaml:"secure"`
+	Region    string `yaml:"region"`
 	// CreateBuckets creates a subscription's bucket on its first dead letter (default true).
 	CreateBuckets *bool `yaml:"createBuckets"`
+	// SecretKeyFile is a file holding the secret key, instead of SecretKey.
+	SecretKeyFile string `yaml:"secretKeyFile"`
 }
 
 // deadLetterSettings are the resolved dead-letter settings of `egrid serve`.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +32,7 @@ the config file, then defaults.
 
 Example (local development, no keys or admin token needed):
    egrid serve --insecure-dev --data-dir ./data`,
-		Flags: append([]cli.Flag{
+		Flags: slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "address to listen on (env EGRID_LISTEN)", Value: defaultListen},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded store (env EGRID_DATA_DIR)", Value: defaultDataDir},
 			&cli.StringFlag{Name: "config", Usage: "YAML file with server settings, topics and event subscriptions"},
@@ -42,7 +43,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, append(append(append(deadLetterFlags(), serverLimitFlags()...), insecureDevFlags()...), secretFileFlags()...)...),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
