@@ -101,8 +101,8 @@ func TestLimitListenerHoldsAcceptsAtTheLimit(t *testing.T) {
 	dial()
 	first := <-accepted
 	dial()
-	// The second connection is accepted only once the first is closed; what is observable is
-	// the order: nothing can come out of accepted before first.Close.
+	// The second connection is accepted once the first is closed (that it is not accepted
+	// before is checked against the binary by TestConnectionLimit in cmd/egrid).
 	first.Close()
 	select {
 	case c := <-accepted:
