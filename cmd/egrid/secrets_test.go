@@ -220,3 +220,20 @@ func TestSecretsFromFilesAndEnvironment(t *testing.T) {
 		t.Errorf("publish with another key: %d, want 401", code)
 	}
 }
+
+// The HTTP limits and the fold window are server.* keys of the config file.
+func TestServerLimitKeys(t *testing.T) {
+	cfg, err := decodeConfig([]byte("server:\n  readHeaderTimeout: 5s\n  bodyTimeout: 1m\n  idleTimeout: 30s\n  maxHeaderBytes: 8192\n  maxConnections: 100\n  maxPublishBodies: 8\n  publishWait: 250ms\n  logFoldWindow: 0s\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := httpserver.Config{ReadHeaderTimeout: 5 * time.Second, BodyTimeout: time.Minute, IdleTimeout: 30 * time.Second,
+		MaxHeaderBytes: 8192, MaxConnections: 100, MaxPublishBodies: 8, PublishWait: 250 * time.Millisecond}
+	if cfg.Server.HTTP != want || cfg.Server.LogFoldWindow == nil || *cfg.Server.LogFoldWindow != 0 {
+		t.Errorf("server section %+v, fold %v; want %+v and folding off", cfg.Server.HTTP, cfg.Server.LogFoldWindow, want)
+	}
+	bad := &fileConfig{Server: serverConfig{HTTP: httpserver.Config{MaxHeaderBytes: 100, IdleTimeout: -time.Second}}}
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "maxHeaderBytes 100") || !strings.Contains(err.Error(), "idleTimeout -1s") {
+		t.Errorf("validate: %v, want both problems", err)
+	}
+}
