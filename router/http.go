@@ -80,7 +80,11 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 		return
 	}
 	if status, msg := r.authorize(req, t); status != 0 {
-		writeError(w, status, "Unauthorized", msg)
+		code := "Unauthorized"
+		if status == http.StatusBadRequest {
+			code = "BadRequest"
+		}
+		writeError(w, status, code, msg)
 		return
 	}
 	lim := schemas.ClassicLimits
@@ -161,14 +165,17 @@ func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, body []byte, nam
 				return nil, err
 			}
 			return []*schemas.Event{ev}, nil
-		case mt == "application/cloudevents+json" || mt == "application/cloudevents-batch+json" || mt == "application/json":
+		case mt == "application/cloudevents+json" || mt == "application/cloudevents-batch+json" || mt == "application/json" || !namespace:
+			// The classic route takes a JSON body whatever its Content-Type says (see below).
 			return schemas.DecodeCloudEvents(body, lim)
 		}
 		return nil, contentTypeError(ct, "application/cloudevents+json, application/cloudevents-batch+json, or binary mode with ce-* headers")
 	default:
-		if mt != "application/json" && mt != "text/json" {
-			return nil, contentTypeError(ct, "application/json")
-		}
+		// Azure delivers a classic publish whose body parses as the topic's schema whatever
+		// its Content-Type: Microsoft's quickstart posts with `curl -d`, which sends
+		// application/x-www-form-urlencoded (learn.microsoft.com/azure/event-grid/custom-event-quickstart).
+		// So egrid does not look at the Content-Type here; a body that does not parse gets the
+		// decoder's own error.
 		return r.decode(t, body)
 	}
 }
@@ -180,6 +187,11 @@ func contentTypeError(got, want string) error {
 	return &schemas.ValidationError{Index: -1, Field: "Content-Type", Reason: fmt.Sprintf("%s is not accepted by this topic: send %s", got, want)}
 }
 
+// codeInputJSONInvalid is the detail code of Azure's 400 answer to a publish whose body does
+// not match the topic's schema (an Azure response quoted in microsoft/onefuzz#3285:
+// {"error":{"code":"BadRequest",...,"details":[{"code":"InputJsonInvalid",...}]}}).
+const codeInputJSONInvalid = "InputJsonInvalid"
+
 // writeDecodeError maps decoding errors to Event Grid's statuses: 413 for size, 400 otherwise,
 // with one detail per problem.
 func writeDecodeError(w http.ResponseWriter, err error) {
@@ -190,12 +202,7 @@ func writeDecodeError(w http.ResponseWriter, err error) {
 	}
 	var details []errorDetail
 	for _, e := range flatten(err) {
-		var ve *schemas.ValidationError
-		code := "InvalidRequest"
-		if errors.As(e, &ve) && ve.Index >= 0 {
-			code = "InvalidEvent"
-		}
-		details = append(details, errorDetail{Code: code, Message: e.Error()})
+		details = append(details, errorDetail{Code: codeInputJSONInvalid, Message: e.Error()})
 	}
 	msg := err.Error()
 	if len(details) > 1 {
@@ -216,7 +223,8 @@ func flatten(err error) []error {
 }
 
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
-// on, or a status and a message that says what to do.
+// on, or a status (401, or 400 for a SAS token that does not parse) and a message that says
+// what to do.
 func (r *Router) authorize(req *http.Request, t *topicRuntime) (int, string) {
 	keys := []string{t.spec.Key1, t.spec.Key2}
 	authz := req.Header.Get("Authorization")
@@ -237,6 +245,13 @@ func (r *Router) authorize(req *http.Request, t *topicRuntime) (int, string) {
 			token = authz
 		}
 		if err := sas.Verify(token, req.URL.Path, keys, r.deps.Now()); err != nil {
+			if errors.Is(err, sas.ErrMalformed) {
+				// Azure answers a token that does not parse (a plain key in aeg-sas-token,
+				// say) with 400 and this text; a well-formed token that does not verify is a
+				// 401. The format is the one the Learn page on SAS authentication describes
+				// (learn.microsoft.com/azure/event-grid/authenticate-with-access-keys-shared-access-signatures).
+				return http.StatusBadRequest, "Invalid key in aeg-sas-token. Valid format: r=UrlEncodedResource&e=UrlEncodedUtcExpiration&s=UrlEncodedSignature (" + err.Error() + "; a topic key goes in aeg-sas-key)"
+			}
 			return http.StatusUnauthorized, "the SAS token is not valid for topic " + t.name + ": " + err.Error()
 		}
 		return 0, ""

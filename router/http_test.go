@@ -48,7 +48,9 @@ func (s *server) post(path, contentType string, body []byte, header http.Header)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", contentType)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
@@ -89,7 +91,8 @@ func TestBadPublishesAreRefusedWithAReason(t *testing.T) {
 		{"malformed JSON", classic, "application/json", `[{"id":`, key, 400, "JSON"},
 		{"object where an array is required", classic, "application/json", egEvent("1"), key, 400, "array"},
 		{"missing id", classic, "application/json", `[{"subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":{}}]`, key, 400, "id"},
-		{"wrong content type", classic, "text/plain", "[" + egEvent("1") + "]", key, 400, "Content-Type"},
+		{"not JSON, whatever the content type", classic, "text/plain", "orders=1", key, 400, "not valid JSON"},
+		{"plain key in aeg-sas-token", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Token": {s.key1}}, 400, "Valid format: r=UrlEncodedResource&e=UrlEncodedUtcExpiration&s=UrlEncodedSignature"},
 		{"event over 1 MB", classic, "application/json", big, key, 413, "1048576"},
 		{"5001 events", classic, "application/json", "[" + strings.Join(many, ",") + "]", key, 400, "5000"},
 		{"unknown topic", "/topics/nope/api/events", "application/json", "[" + egEvent("1") + "]", key, 404, "nope"},
@@ -171,5 +174,57 @@ func TestNamespacePublishForms(t *testing.T) {
 	}
 	if status, body := s.post("/topics/orders:publish", "application/cloudevents+json", []byte(`{}`), nil); status != 400 || !strings.Contains(body, "api/events") {
 		t.Errorf(":publish to an Event Grid schema topic: %d %s, want 400 pointing at /api/events", status, body)
+	}
+}
+
+// Microsoft's quickstart publishes with `curl -X POST -H "aeg-sas-key: $key" -d "$event"`,
+// which sends curl's default Content-Type, application/x-www-form-urlencoded, and builds
+// eventTime with `date +%Y-%m-%dT%H:%M:%S%z` ("+0000"); Azure delivers it
+// (learn.microsoft.com/azure/event-grid/custom-event-quickstart). So does egrid, and also a
+// publish without any Content-Type.
+func TestQuickstartCurlPublishIsAccepted(t *testing.T) {
+	s := newServer(t, router.Config{})
+	key := http.Header{"Aeg-Sas-Key": {s.key1}}
+	event := `[{"id":"1","eventType":"recordInserted","subject":"myapp/vehicles/motorcycles","eventTime":"2026-01-01T10:00:00+0000","data":{"make":"Ducati","model":"Monster"},"dataVersion":"1.0"}]`
+	for _, ct := range []string{"application/x-www-form-urlencoded", "", "text/plain"} {
+		if status, body := s.post("/topics/orders/api/events", ct, []byte(event), key); status != 200 {
+			t.Errorf("Content-Type %q: status %d %s, want 200", ct, status, body)
+		}
+	}
+	if got := s.r.Metrics().Snapshot().Sum("PublishSuccessCount", "orders"); got != 3 {
+		t.Errorf("%d events accepted, want 3", got)
+	}
+}
+
+// Azure refuses a member the Event Grid schema does not have with 400, code BadRequest and
+// detail code InputJsonInvalid, naming the member (the Azure response quoted in
+// microsoft/onefuzz#3285: "This resource is configured for 'EventGridEvent' schema. Received
+// unexpected property 'sas_url' ..."). Every schema problem carries that detail code.
+func TestSchemaProblemsAnswerInputJsonInvalid(t *testing.T) {
+	s := newServer(t, router.Config{})
+	key := http.Header{"Aeg-Sas-Key": {s.key1}}
+	for name, c := range map[string]struct{ body, mention string }{
+		"unexpected property": {`[{"id":"1","subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":{},"sas_url":"x"}]`, `"sas_url": unexpected property`},
+		"missing id":          {`[{"subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":{}}]`, `"id": is required`},
+		"malformed JSON":      {`[{"id":`, "not valid JSON"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, body := s.post("/topics/orders/api/events", "application/json", []byte(c.body), key)
+			var e struct {
+				Error struct {
+					Code, Message string
+					Details       []struct{ Code, Message string }
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &e); err != nil {
+				t.Fatalf("body %q: %v", body, err)
+			}
+			if status != 400 || e.Error.Code != "BadRequest" || len(e.Error.Details) != 1 || e.Error.Details[0].Code != "InputJsonInvalid" {
+				t.Fatalf("got %d %s, want 400 BadRequest with one InputJsonInvalid detail", status, body)
+			}
+			if !strings.Contains(e.Error.Details[0].Message, c.mention) {
+				t.Errorf("detail %q does not mention %q", e.Error.Details[0].Message, c.mention)
+			}
+		})
 	}
 }

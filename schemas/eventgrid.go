@@ -82,7 +82,9 @@ const metadataVersionEG = "1"
 // topic, when present, must equal topicID case-insensitively (ARM resource IDs are) and is
 // stamped with topicID either way; metadataVersion, when present, must be "1" and is stamped
 // "1". Optional members sent as JSON null count as absent. Member names are case-sensitive;
-// unknown members are dropped, and a known member sent twice is an error.
+// a member the schema does not have is an error (Azure answers 400 InputJsonInvalid), and so
+// is a known member sent twice. eventTime may also carry an ISO 8601 offset without a colon
+// ("+0000"), which Azure accepts; it is normalised to RFC 3339 ("+00:00").
 //
 // Event.Raw is the normalised, compact object
 // {"id","topic","subject","eventType","eventTime","data","dataVersion","metadataVersion"}
@@ -126,6 +128,7 @@ func DecodeEventGrid(body []byte, topicID string, lim Limits) ([]*Event, error) 
 func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p *problems) (*Event, error) {
 	var m [egMembers]member
 	var misnamed [egMembers][]byte
+	var unexpected []string // member names that are not in the schema
 	bad := false
 	empty, _ := s.objectStart()
 	for !empty {
@@ -140,10 +143,17 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 			}
 			err = s.scanMember(&m[k])
 		} else {
+			known := false
 			for k, name := range egNames {
-				if misnamed[k] == nil && strings.EqualFold(string(key), name) {
-					misnamed[k] = key
+				if strings.EqualFold(string(key), name) {
+					known = true
+					if misnamed[k] == nil {
+						misnamed[k] = key
+					}
 				}
+			}
+			if !known {
+				unexpected = append(unexpected, string(key))
 			}
 			_, err = s.skipValue(1)
 		}
@@ -198,7 +208,10 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	}
 	ev.Time = str(egEventTime, true)
 	if m[egEventTime].kind == kindString {
-		if reason := checkTime(ev.Time); reason != "" {
+		if fixed, ok := offsetWithColon(ev.Time); ok {
+			ev.Time = fixed
+			m[egEventTime].tok = appendString(nil, fixed)
+		} else if reason := checkTime(ev.Time); reason != "" {
 			p.add(i, "eventTime", reason)
 			bad = true
 		}
@@ -215,6 +228,21 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && mv != metadataVersionEG {
 		p.add(i, "metadataVersion", "is "+quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
 		bad = true
+	}
+	// Azure refuses a member the schema does not have (an Azure response quoted in
+	// microsoft/onefuzz#3285: 400, detail code InputJsonInvalid, "This resource is configured
+	// for 'EventGridEvent' schema. Received unexpected property 'sas_url' ..."). A member that
+	// differs from a schema member only in case is reported as such; when that member is a
+	// missing required one, its "is required" problem says so already.
+	for _, key := range unexpected {
+		p.add(i, key, "unexpected property: this topic is configured for 'EventGridEvent' schema, whose members are id, topic, subject, eventType, eventTime, data, dataVersion and metadataVersion: move custom fields into data, or publish to a topic with inputSchema CustomEventSchema")
+		bad = true
+	}
+	for k, key := range misnamed {
+		if key != nil && (m[k].present() || !egRequired(k)) {
+			p.add(i, string(key), "unexpected property: member names are case-sensitive: send it as \""+egNames[k]+"\"")
+			bad = true
+		}
 	}
 	if bad || len(p.errs) > 0 {
 		return nil, nil
@@ -253,6 +281,37 @@ func appendEventGridRaw(m [egMembers]member, topicTok []byte) []byte {
 	}
 	b = append(b, `,"metadataVersion":"1"}`...)
 	return b
+}
+
+// egRequired reports whether the member k must be sent.
+func egRequired(k int) bool {
+	switch k {
+	case egID, egSubject, egEventType, egEventTime, egData:
+		return true
+	}
+	return false
+}
+
+// offsetWithColon returns v with a colon put into its numeric UTC offset when v is an ISO 8601
+// date-time whose offset has none ("2024-05-01T12:00:00+0000", what `date +%Y-%m-%dT%H:%M:%S%z`
+// prints, as Microsoft's curl quickstart for custom topics does), and false for any other v.
+// Azure accepts such a time; egrid delivers it in RFC 3339 form ("+00:00") so CloudEvents
+// receivers, which require RFC 3339, accept it after a conversion too.
+func offsetWithColon(v string) (string, bool) {
+	n := len(v)
+	if n < len("2006-01-02T15:04:05+0000") || (v[n-5] != '+' && v[n-5] != '-') {
+		return "", false
+	}
+	for _, c := range v[n-4:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	fixed := v[:n-2] + ":" + v[n-2:]
+	if checkTime(fixed) != "" {
+		return "", false
+	}
+	return fixed, true
 }
 
 // checkTime returns why v is not an RFC 3339 date-time, or "".

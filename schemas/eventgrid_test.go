@@ -24,8 +24,8 @@ func TestDecodeEventGridAccepts(t *testing.T) {
 			want:    []schemas.Event{{ID: "e1", Subject: "/orders/1", Type: "Orders.Created", Time: "2024-05-01T12:00:00Z", Source: topicID}},
 		},
 		{
-			name:    "members in any order, unknown members dropped, known ones written in canonical order",
-			body:    `[{"data":[1,"two"],"extra":{"x":1},"eventTime":"2024-05-01T12:00:00.1234567+02:00","dataVersion":"2.0","eventType":"T","subject":"","id":"x","metadataVersion":"1"}]`,
+			name:    "members in any order, written in canonical order",
+			body:    `[{"data":[1,"two"],"eventTime":"2024-05-01T12:00:00.1234567+02:00","dataVersion":"2.0","eventType":"T","subject":"","id":"x","metadataVersion":"1"}]`,
 			wantRaw: []string{`{"id":"x","topic":"` + topicID + `","subject":"","eventType":"T","eventTime":"2024-05-01T12:00:00.1234567+02:00","data":[1,"two"],"dataVersion":"2.0","metadataVersion":"1"}`},
 			want:    []schemas.Event{{ID: "x", Subject: "", Type: "T", Time: "2024-05-01T12:00:00.1234567+02:00", DataVersion: "2.0", Source: topicID}},
 		},
@@ -66,6 +66,21 @@ func TestDecodeEventGridAccepts(t *testing.T) {
 			body:    array(egEvent(`id="a\u0062\n\ud83d\ude00"`, `subject="/caf\u00e9"`)),
 			wantRaw: []string{`{"id":"a\u0062\n\ud83d\ude00","topic":"` + topicID + `","subject":"/caf\u00e9","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00Z","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`},
 			want:    []schemas.Event{{ID: "ab\n😀", Subject: "/café", Type: "Orders.Created", Time: "2024-05-01T12:00:00Z", Source: topicID}},
+		},
+		{
+			// Microsoft's curl quickstart for custom topics builds eventTime with
+			// `date +%Y-%m-%dT%H:%M:%S%z` ("+0000") and Azure delivers it
+			// (learn.microsoft.com/azure/event-grid/custom-event-quickstart).
+			name:    "eventTime with an ISO 8601 offset without colon is accepted and delivered as RFC 3339",
+			body:    array(egEvent(`eventTime="2024-05-01T12:00:00+0000"`), egEvent(`eventTime="2024-05-01T12:00:00.5-0730"`)),
+			wantRaw: []string{
+				`{"id":"e1","topic":"` + topicID + `","subject":"/orders/1","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00+00:00","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`,
+				`{"id":"e1","topic":"` + topicID + `","subject":"/orders/1","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00.5-07:30","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`,
+			},
+			want: []schemas.Event{
+				{ID: "e1", Subject: "/orders/1", Type: "Orders.Created", Time: "2024-05-01T12:00:00+00:00", Source: topicID},
+				{ID: "e1", Subject: "/orders/1", Type: "Orders.Created", Time: "2024-05-01T12:00:00.5-07:30", Source: topicID},
+			},
 		},
 		{
 			name:    "escaped member names are recognised",
@@ -147,6 +162,12 @@ func TestDecodeEventGridRejects(t *testing.T) {
 		{"metadataVersion other than 1", array(egEvent(`metadataVersion="2"`)), []wantProblem{{0, "metadataVersion", `the only metadata version is "1"`}}},
 		{"member sent twice", `[{"id":"a","id":"b","subject":"s","eventType":"T","eventTime":"2024-05-01T12:00:00Z","data":1}]`, []wantProblem{{0, "id", "appears more than once"}}},
 		{"member name in the wrong case", array(egEvent(`-eventType`, `EventType="T"`)), []wantProblem{{0, "eventType", `is required (the event has "EventType": member names are case-sensitive)`}}},
+		// Azure answers 400 InputJsonInvalid "This resource is configured for 'EventGridEvent'
+		// schema. Received unexpected property 'sas_url' ..." (quoted in microsoft/onefuzz#3285).
+		{"unexpected property", array(egEvent(`sas_url="https://x"`)), []wantProblem{{0, "sas_url", "unexpected property: this topic is configured for 'EventGridEvent' schema"}}},
+		{"unexpected CloudEvents property", array(egEvent(`source="/s"`, `specversion="1.0"`)), []wantProblem{{0, "source", "unexpected property"}, {0, "specversion", "unexpected property"}}},
+		{"optional member name in the wrong case", array(egEvent(`DataVersion="1"`)), []wantProblem{{0, "DataVersion", `unexpected property: member names are case-sensitive: send it as "dataVersion"`}}},
+		{"eventTime with a malformed offset", array(egEvent(`eventTime="2024-05-01T12:00:00+00"`)), []wantProblem{{0, "eventTime", "not an RFC 3339 date-time"}}},
 		{"element is not an object", array(egEvent(), `"e2"`, `[1]`), []wantProblem{{1, "", "must be a JSON object, got string"}, {2, "", "must be a JSON object, got array"}}},
 		{
 			name: "every problem of every event is reported with its index",
