@@ -625,7 +625,7 @@ func eventGridFromCloudEvent(ms []rawMember, topicID string) ([]byte, error) {
 	out = append(out, `,"data":`...)
 	out = append(out, data.value...)
 	out = append(out, `,"dataVersion":`...)
-	out = appendString(out, get("dataschema"))
+	out = appendString(out, strings.TrimPrefix(get("dataschema"), dataSchemaPrefix))
 	return append(out, `,"metadataVersion":"1"}`...), nil
 }
 
@@ -639,6 +639,9 @@ func customFromDelivered(ms []rawMember, isCE bool, topicID string) (*Event, err
 	var vals [5]string
 	for i, n := range names {
 		vals[i], _ = find(ms, n).str()
+	}
+	if isCE {
+		vals[4] = strings.TrimPrefix(vals[4], dataSchemaPrefix)
 	}
 	data := find(ms, "data")
 	if data == nil || data.kind != kindObject {

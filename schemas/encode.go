@@ -18,9 +18,11 @@ import (
 //     JSON array with [ContentTypeCloudEventsBatch]. From CloudEvents input these are the Raw
 //     objects. From Event Grid input each event is converted:
 //     {"specversion":"1.0","type":eventType,"source":topic,"id","time":eventTime,"subject",
-//     "dataschema":dataVersion,"datacontenttype":"application/json","data":data}, where
-//     subject is left out when empty (CloudEvents forbids an empty subject) and dataschema when
-//     dataVersion is empty. Custom input converts the same way from its Event Grid envelope.
+//     "dataschema":"#"+dataVersion,"datacontenttype":"application/json","data":data}, where
+//     subject is left out when empty (CloudEvents forbids an empty subject) and dataschema is
+//     "#" when dataVersion is empty, as Azure sends it. CloudEvents SDKs that require dataschema
+//     to be an absolute URI (sdk-go) refuse such events from Azure and egrid alike. Custom
+//     input converts the same way from its Event Grid envelope.
 //   - Custom out (only from custom input): a JSON array of the Raw objects, [ContentTypeJSON].
 //
 // topic is topicID, or the event's Source when topicID is empty. A pair that [CanDeliver]
@@ -109,6 +111,9 @@ func appendCloudEvent(dst []byte, in Schema, topicID string, e *Event) ([]byte, 
 	return appendConverted(dst, topicOf(topicID, e), e, e.Raw), nil // Custom: data is the object
 }
 
+// dataSchemaPrefix starts the dataschema of an Event Grid event converted to a CloudEvent.
+const dataSchemaPrefix = "#"
+
 // appendConverted appends the CloudEvent form of an Event Grid event (SPEC §4).
 func appendConverted(dst []byte, topic string, e *Event, data []byte) []byte {
 	dst = append(dst, `{"specversion":"1.0","type":`...)
@@ -125,10 +130,11 @@ func appendConverted(dst []byte, topic string, e *Event, data []byte) []byte {
 		dst = append(dst, `,"subject":`...)
 		dst = appendString(dst, e.Subject)
 	}
-	if e.DataVersion != "" {
-		dst = append(dst, `,"dataschema":`...)
-		dst = appendString(dst, e.DataVersion)
-	}
+	// Azure writes "#" followed by dataVersion ("#" when it is empty, "#1.0" for "1.0"): the
+	// converted storage event on learn.microsoft.com/azure/event-grid/cloudevents-schema has
+	// "dataschema": "#", and cloudevents/sdk-go#615 quotes a delivery carrying it.
+	dst = append(dst, `,"dataschema":`...)
+	dst = appendString(dst, dataSchemaPrefix+e.DataVersion)
 	dst = append(dst, `,"datacontenttype":"application/json","data":`...)
 	dst = append(dst, data...)
 	return append(dst, '}')

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/egridio/egrid/schemas"
@@ -194,5 +195,33 @@ func TestMetadataVersion(t *testing.T) {
 		if got := schemas.MetadataVersion(tt.out); got != tt.want {
 			t.Errorf("MetadataVersion(%v) = %q, want %q", tt.out, got, tt.want)
 		}
+	}
+}
+
+// An Event Grid event delivered as a CloudEvent carries dataschema "#" followed by its
+// dataVersion, as Azure sends it: the converted storage event on
+// learn.microsoft.com/azure/event-grid/cloudevents-schema has "dataschema": "#", and the Azure
+// delivery quoted in cloudevents/sdk-go#615 too.
+func TestConvertedDataSchemaIsHashAndDataVersion(t *testing.T) {
+	for _, tt := range []struct {
+		name, dataVersion, want string
+	}{
+		{"empty dataVersion", `dataVersion=""`, `"dataschema":"#"`},
+		{"absent dataVersion", `-dataVersion`, `"dataschema":"#"`},
+		{"dataVersion 1.0", `dataVersion="1.0"`, `"dataschema":"#1.0"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, err := schemas.DecodeEventGrid([]byte(array(egEvent(tt.dataVersion))), topicID, schemas.ClassicLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _, err := schemas.EncodeBatch(nil, schemas.EventGrid, schemas.CloudEvents, topicID, evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(body), tt.want) {
+				t.Errorf("body %s does not carry %s", body, tt.want)
+			}
+		})
 	}
 }
