@@ -130,7 +130,7 @@ func TestDeliveryTimelines(t *testing.T) {
 		},
 		{
 			name:     "always500-namespace",
-			title:    "always 500, namespace profile, defaults (10 attempts, TTL P1D): the 0 s first retry is raised to the 10 s floor",
+			title:    "always 500, namespace profile, defaults (10 attempts, TTL P1D): the first retry goes at once (seed 002: 0 s, immediate retry)",
 			behavior: testkit.Always(500), policy: router.RetryPolicy{Profile: "namespace"}, run: time.Hour, attempts: 10,
 			want: map[string]int64{"DeliveryAttemptFailCount{GenericError}": 10, "DeadLetteredCount{MaxDeliveryAttemptsExceeded}": 1},
 		},

@@ -225,7 +225,8 @@ func (p *Policy) End(reason schemas.Reason) Decision {
 //     UndeliverableDueToHttpBadRequest for 400 and UndeliverableDueToClientError otherwise.
 //  2. When attempts has reached the maximum, the delivery ends with
 //     MaxDeliveryAttemptsExceeded.
-//  3. Otherwise the event is retried after max(schedule delay, status floor, Retry-After),
+//  3. Otherwise the event is retried after max(schedule delay, status floor, Retry-After)
+//     (no floor for the profile's first UnflooredRetries retries),
 //     each divided by the time scale. Retry-After counts only on 429 and 503 and is capped at
 //     the event's remaining time to live. A 0-10 % jitter is then added to the delay — also
 //     when Retry-After decided it, since jitter only ever lengthens a delay and so never
@@ -250,7 +251,11 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 		return p.End(schemas.MaxDeliveryAttemptsExceeded)
 	}
 
-	delay := max(p.scale(prof.ScheduleDelay(attempts)), p.scale(prof.Floor(code)), 0)
+	floor := prof.Floor(code)
+	if attempts <= prof.UnflooredRetries {
+		floor = 0
+	}
+	delay := max(p.scale(prof.ScheduleDelay(attempts)), p.scale(floor), 0)
 	jitter := !p.NoJitter
 	if f.RetryAfter != "" && f.honoursRetryAfter(code) {
 		if ra, ok := ParseRetryAfter(f.RetryAfter, now); ok {

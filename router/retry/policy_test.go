@@ -39,8 +39,9 @@ func TestAfterFailureEffectiveSchedule(t *testing.T) {
 	}{
 		{"eventgrid", retry.EventGrid(), scheduleOf(29, 12*h, 10*s, 30*s, 1*m, 5*m, 10*m, 30*m, 1*h, 3*h, 6*h)},
 		{"eventgrid-2019", retry.EventGrid2019(), scheduleOf(29, 1*h, 10*s, 30*s, 1*m, 5*m, 10*m, 30*m, 1*h)},
-		// namespace: the documented immediate retry is raised to the 10 s floor (see Namespace).
-		{"namespace", retry.Namespace(), scheduleOf(9, 5*m, 10*s, 10*s, 30*s, 1*m, 5*m)},
+		// namespace: seed 002 lists "0 s (immediate retry)", 10 s, 30 s, 1 min, 5 min, then
+		// every 5 min; the first retry has no floor.
+		{"namespace", retry.Namespace(), scheduleOf(9, 5*m, 0, 10*s, 30*s, 1*m, 5*m)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,12 +86,15 @@ func TestAfterFailureFloors(t *testing.T) {
 		{"eventgrid-2019 413 without dead-letter 10s", retry.EventGrid2019(), status(413), 1, 10 * s},
 		{"eventgrid-2019 408 2m", retry.EventGrid2019(), status(408), 1, 2 * m},
 		{"eventgrid-2019 503 30s", retry.EventGrid2019(), status(503), 1, 30 * s},
-		{"namespace first retry raised from 0s to 10s", retry.Namespace(), status(500), 1, 10 * s},
-		{"namespace socket error first retry 10s", retry.Namespace(), retry.Failure{Outcome: schemas.SocketError}, 1, 10 * s},
-		{"namespace 408 2m", retry.Namespace(), status(408), 1, 2 * m},
-		{"namespace 503 30s", retry.Namespace(), status(503), 1, 30 * s},
+		// Seed 002: "0 s (immediate retry)" — no floor on the first retry, floors from the
+		// second on.
+		{"namespace first retry immediate", retry.Namespace(), status(500), 1, 0},
+		{"namespace socket error first retry immediate", retry.Namespace(), retry.Failure{Outcome: schemas.SocketError}, 1, 0},
+		{"namespace 408 first retry immediate", retry.Namespace(), status(408), 1, 0},
+		{"namespace 408 second retry 2m", retry.Namespace(), status(408), 2, 2 * m},
+		{"namespace 503 second retry 30s", retry.Namespace(), status(503), 2, 30 * s},
 		{"custom namespace without default floor retries at once", immediate, status(500), 1, 0},
-		{"custom namespace without default floor keeps 503 floor", immediate, status(503), 1, 30 * s},
+		{"custom namespace keeps the immediate first retry", immediate, status(503), 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -450,16 +454,16 @@ func TestTimelines(t *testing.T) {
 			wantEndAt:   1*m + 40*s,
 		},
 		{
-			// Seed 002's example (retention 20 min, max 10): the 10 s floor on the first
-			// retry shifts the documented offsets by 10 s; 8 attempts fit.
+			// Seed 002's example (retention 20 min, max 10), with the schedule read as delays
+			// after each failure: the first retry goes at once; 8 attempts fit.
 			name:    "namespace retention 20m max 10",
 			policy:  retry.Policy{Profile: retry.Namespace(), EventTimeToLive: 20 * m, NoJitter: true},
 			failure: status(500),
 			wantOffsets: []time.Duration{
-				0, 10 * s, 20 * s, 50 * s, 1*m + 50*s, 6*m + 50*s, 11*m + 50*s, 16*m + 50*s,
+				0, 0, 10 * s, 40 * s, 1*m + 40*s, 6*m + 40*s, 11*m + 40*s, 16*m + 40*s,
 			},
 			wantReason: schemas.TimeToLiveExceeded,
-			wantEndAt:  21*m + 50*s,
+			wantEndAt:  21*m + 40*s,
 		},
 		{
 			name:        "eventgrid-2019 hourly tail",

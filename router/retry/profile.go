@@ -54,6 +54,10 @@ type Profile struct {
 	// DefaultFloor is the minimum delay after any failure whose status has no entry in Floors,
 	// including failures without an HTTP response.
 	DefaultFloor time.Duration
+	// UnflooredRetries is how many first retries go out at their schedule delay with no
+	// floor (Floors and DefaultFloor apply from retry UnflooredRetries+1 on): the namespace
+	// profile's 1, for seed 002's "0 s (immediate retry)".
+	UnflooredRetries int
 
 	// MaxAttemptsLimit is the largest maxDeliveryAttempts a subscription may set (the smallest
 	// is 1), and DefaultMaxAttempts the value used when it sets none.
@@ -122,16 +126,14 @@ func EventGrid2019() *Profile {
 // Namespace returns the profile of namespace-topic push delivery (SPEC §2.1, seed 002):
 // delays 0 s, 10 s, 30 s, 1 m, 5 m, then 5 m repeating; 400, 401, 403, 404, 413 and 414 and
 // the outcome schemas.InvalidDestination are never retried; floors 408: 2 m, 503: 30 s,
-// anything else 10 s; maxDeliveryAttempts 1..10 (default 10); time to live PT1M..P7D (default
+// anything else 10 s, from the second retry on; maxDeliveryAttempts 1..10 (default 10); time to live PT1M..P7D (default
 // P1D).
 //
-// The schedule keeps the documented "0 s (immediate retry)" as data, but SPEC §2.1's formula
-// max(schedule, floor, Retry-After) raises it to the 10 s default floor, so the first retry
-// goes out 10 s after the first failure. That is deliberate: SPEC decides where the seeds
-// disagree, and it lists "other: 10 s" for this profile too; and an immediate retry could
-// rarely go out anyway, because the failures most worth retrying at once (Busy, TimedOut,
-// SocketError) put the endpoint on probation for 10-30 s (SPEC §2.2). A [CustomProfile] or an
-// edited copy with DefaultFloor 0 gives the immediate retry.
+// The first retry follows seed 002's schedule, "0 s (立即重试, immediate retry)": no status
+// floor applies to it (UnflooredRetries 1), so it goes out as soon as the first attempt has
+// failed — unless the failure put the endpoint on probation (Busy, TimedOut, SocketError:
+// 10-30 s, SPEC §2.2), which holds it like any other delivery. The floors apply from the
+// second retry on.
 func Namespace() *Profile {
 	return &Profile{
 		Name: NameNamespace,
@@ -144,6 +146,7 @@ func Namespace() *Profile {
 		DeadLetterAtOnceIfConfigured: map[int]bool{},
 		Floors:                       map[int]time.Duration{408: 2 * time.Minute, 503: 30 * time.Second},
 		DefaultFloor:                 10 * time.Second,
+		UnflooredRetries:             1,
 		MaxAttemptsLimit:             10,
 		DefaultMaxAttempts:           10,
 		MinTTL:                       time.Minute,
