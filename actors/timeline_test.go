@@ -242,7 +242,14 @@ func TestDeliveryTimelines(t *testing.T) {
 			want: map[string]int64{"DeliveryAttemptFailCount{Busy}": 5, "DeadLetteredCount{MaxDeliveryAttemptsExceeded}": 1},
 		},
 		{
-			name: "429-retry-after-90s", title: "429 with Retry-After: 90: no retry sooner than 90 s, then the schedule once it is longer; max attempts 5",
+			name: "429-retry-after-90s", title: "429 with Retry-After: 90 and honorRetryAfter (an egrid extension): no retry sooner than 90 s, then the schedule once it is longer; max attempts 5",
+			behavior: testkit.RetryAfter(429, 90*time.Second), policy: router.RetryPolicy{MaxDeliveryAttempts: 5, HonorRetryAfter: ptr(true)}, run: time.Hour, attempts: 5,
+			want: map[string]int64{"DeliveryAttemptFailCount{Busy}": 5, "DeadLetteredCount{MaxDeliveryAttemptsExceeded}": 1},
+		},
+		{
+			// Azure documents no Retry-After handling: by default egrid retries on the schedule
+			// and floors (learn.microsoft.com/azure/event-grid/delivery-and-retry).
+			name: "429-retry-after-ignored", title: "429 with Retry-After: 90, Azure's documented behaviour: the header is ignored, the schedule and floors apply; max attempts 5",
 			behavior: testkit.RetryAfter(429, 90*time.Second), policy: router.RetryPolicy{MaxDeliveryAttempts: 5}, run: time.Hour, attempts: 5,
 			want: map[string]int64{"DeliveryAttemptFailCount{Busy}": 5, "DeadLetteredCount{MaxDeliveryAttemptsExceeded}": 1},
 		},
@@ -418,3 +425,5 @@ func TestThirtyAttemptsInTwentyFourHours(t *testing.T) {
 	}, testkit.WithoutJitter())
 	t.Logf("30 attempts over 23h46m40s of virtual time took %v of real time", time.Since(wall))
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -71,6 +71,10 @@ type Config struct {
 	// and used as the CloudEvents `source`: <prefix>/<topic name>. Default
 	// "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics".
 	ResourceIDPrefix string `json:"resourceIdPrefix,omitempty" yaml:"resourceIdPrefix,omitempty"`
+	// HonorRetryAfter is the default of every subscription's retryPolicy.honorRetryAfter: let
+	// a 429 or 503 answer's Retry-After lengthen the retry delay. An egrid extension, off by
+	// default: Azure documents no Retry-After handling.
+	HonorRetryAfter bool `json:"honorRetryAfter,omitempty" yaml:"honorRetryAfter,omitempty"`
 }
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
@@ -462,6 +466,10 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 	}
 	res.policy.JitterSeed = seedFor(t.name, name)
 	res.policy.NoJitter = r.cfg.NoJitter
+	res.policy.HonorRetryAfter = r.cfg.HonorRetryAfter
+	if h := spec.RetryPolicy.HonorRetryAfter; h != nil {
+		res.policy.HonorRetryAfter = *h
+	}
 	return &actors.SubscriptionConfig{
 		Topic: t.name, Name: name, TopicID: t.id, InputSchema: t.schema, DeliverySchema: res.deliverySchema,
 		Filter: res.filter, Policy: res.policy, Sink: sink,

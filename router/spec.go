@@ -213,6 +213,11 @@ type RetryPolicy struct {
 	// Profile is eventgrid (default for custom topics), eventgrid-2019 or namespace (default
 	// for namespace topics) (egrid; SPEC §2.1).
 	Profile string `json:"profile,omitempty" yaml:"profile,omitempty"`
+	// HonorRetryAfter makes a 429 or 503 answer's Retry-After header lengthen the retry delay
+	// (capped at the event's remaining time to live). An egrid extension, off by default
+	// because Azure documents no Retry-After handling; nil takes the router's
+	// [Config.HonorRetryAfter].
+	HonorRetryAfter *bool `json:"honorRetryAfter,omitempty" yaml:"honorRetryAfter,omitempty"`
 }
 
 // DeadLetterDestination is ARM's deadLetterDestination: a StorageBlob container (a MinIO

@@ -83,6 +83,9 @@ type serverConfig struct {
 	// LogFoldWindow folds a repeated log message within the window into one line (default
 	// 1s; 0 turns folding off).
 	LogFoldWindow *time.Duration `yaml:"logFoldWindow"`
+	// HonorRetryAfter turns on the Retry-After extension for every subscription
+	// (router.Config.HonorRetryAfter).
+	HonorRetryAfter bool `yaml:"honorRetryAfter"`
 }
 
 type topicDecl struct {
@@ -168,6 +171,7 @@ type serveSettings struct {
 	LogFoldWindow time.Duration
 	// InsecureDevAnyAddress allows InsecureDev with a listen address that is not loopback.
 	InsecureDevAnyAddress bool
+	HonorRetryAfter       bool
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -236,6 +240,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		errs = append(errs, errors.New("--tls-cert and --tls-key: set both or neither"))
 	}
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
+	s.HonorRetryAfter = fs.HonorRetryAfter
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
@@ -250,7 +255,8 @@ func (s serveSettings) routerConfig() router.Config {
 	return router.Config{
 		InsecureDev: s.InsecureDev, AdminToken: s.AdminToken, TimeScale: s.TimeScale, PublicURL: s.PublicURL,
 		MaxInFlight: s.MaxInFlight, MaxSubscriptionsPerTopic: s.MaxSubscriptionsPerTopic,
-		DeadLetters: router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
+		DeadLetters:     router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
+		HonorRetryAfter: s.HonorRetryAfter,
 	}
 }
 

@@ -40,6 +40,10 @@ type Policy struct {
 	JitterSeed uint64
 	// NoJitter turns the jitter off, for tests that need exact times.
 	NoJitter bool
+	// HonorRetryAfter makes a 429 or 503 answer's Retry-After header count in the retry
+	// delay (an egrid extension: Azure documents no Retry-After handling, so the built-in
+	// profiles ignore the header unless this is set).
+	HonorRetryAfter bool
 	// TimeScale divides every policy duration — schedule delays, floors, Retry-After, the time
 	// to live — so `egrid serve --time-scale N` runs a 24-hour schedule N times faster
 	// (DESIGN.md §5). 0 and 1 mean real time; values between 0 and 1 slow time down.
@@ -227,8 +231,8 @@ func (p *Policy) End(reason schemas.Reason) Decision {
 //     MaxDeliveryAttemptsExceeded.
 //  3. Otherwise the event is retried after max(schedule delay, status floor, Retry-After)
 //     (no floor for the profile's first UnflooredRetries retries),
-//     each divided by the time scale. Retry-After counts only on 429 and 503 and is capped at
-//     the event's remaining time to live. A 0-10 % jitter is then added to the delay — also
+//     each divided by the time scale. Retry-After counts only with HonorRetryAfter, only on
+//     429 and 503, and is capped at the event's remaining time to live. A 0-10 % jitter is then added to the delay — also
 //     when Retry-After decided it, since jitter only ever lengthens a delay and so never
 //     breaks "retry no sooner than", while it spreads the herd of events that got the same
 //     Retry-After. The exception is a Retry-After capped at the time to live: that retry is
@@ -257,7 +261,7 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 	}
 	delay := max(p.scale(prof.ScheduleDelay(attempts)), p.scale(floor), 0)
 	jitter := !p.NoJitter
-	if f.RetryAfter != "" && f.honoursRetryAfter(code) {
+	if p.HonorRetryAfter && f.RetryAfter != "" && f.honoursRetryAfter(code) {
 		if ra, ok := ParseRetryAfter(f.RetryAfter, now); ok {
 			ra = p.scale(ra)
 			capped := false

@@ -224,7 +224,7 @@ func TestAfterFailureRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &retry.Policy{EventTimeToLive: tt.ttl, NoJitter: true}
+			p := &retry.Policy{EventTimeToLive: tt.ttl, NoJitter: true, HonorRetryAfter: true}
 			d := p.AfterFailure(tt.failure, tt.attempts, "event-1", tt.publish, t0)
 			if d.Action != retry.Retry {
 				t.Fatalf("AfterFailure = %v, want Retry", d)
@@ -236,9 +236,35 @@ func TestAfterFailureRetryAfter(t *testing.T) {
 	}
 }
 
+// Azure documents no Retry-After handling (learn.microsoft.com/azure/event-grid/delivery-and-retry
+// lists the schedule and the per-status floors only), so by default the built-in profiles
+// retry a 429 or 503 on their schedule and floors whatever Retry-After says; HonorRetryAfter
+// is egrid's opt-in extension.
+func TestAfterFailureIgnoresRetryAfterByDefault(t *testing.T) {
+	for name, prof := range map[string]*retry.Profile{"eventgrid": retry.EventGrid(), "eventgrid-2019": retry.EventGrid2019(), "namespace": retry.Namespace()} {
+		t.Run(name, func(t *testing.T) {
+			p := &retry.Policy{Profile: prof, NoJitter: true}
+			for _, f := range []retry.Failure{
+				{Outcome: schemas.Busy, StatusCode: 429, RetryAfter: "3600"},
+				{Outcome: schemas.Busy, StatusCode: 503, RetryAfter: "3600"},
+			} {
+				want := max(prof.ScheduleDelay(2), prof.Floor(f.StatusCode))
+				if got := p.AfterFailure(f, 2, "event-1", t0, t0).At.Sub(t0); got != want {
+					t.Errorf("%d with Retry-After 3600: delay %s, want %s (schedule and floor)", f.StatusCode, got, want)
+				}
+				p.HonorRetryAfter = true
+				if got := p.AfterFailure(f, 2, "event-1", t0, t0).At.Sub(t0); got != time.Hour {
+					t.Errorf("%d with HonorRetryAfter: delay %s, want 1h", f.StatusCode, got)
+				}
+				p.HonorRetryAfter = false
+			}
+		})
+	}
+}
+
 func TestAfterFailureRetryAfterJitter(t *testing.T) {
 	// Jitter still applies when Retry-After decides the delay...
-	p := &retry.Policy{JitterSeed: 7}
+	p := &retry.Policy{JitterSeed: 7, HonorRetryAfter: true}
 	f := retry.Failure{Outcome: schemas.Busy, StatusCode: 429, RetryAfter: "120"}
 	sawJitter := false
 	for i := range 50 {
@@ -336,7 +362,7 @@ func TestAfterFailureTimeScale(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &retry.Policy{TimeScale: tt.scale, NoJitter: true}
+			p := &retry.Policy{TimeScale: tt.scale, NoJitter: true, HonorRetryAfter: true}
 			if got := delayAfter(t, p, tt.failure, tt.attempts); got != tt.want {
 				t.Fatalf("delay = %s, want %s", got, tt.want)
 			}
@@ -344,7 +370,7 @@ func TestAfterFailureTimeScale(t *testing.T) {
 	}
 
 	// The time to live is scaled too, and a scaled Retry-After is capped at the scaled TTL.
-	p := &retry.Policy{TimeScale: 60, EventTimeToLive: 30 * m, NoJitter: true}
+	p := &retry.Policy{TimeScale: 60, EventTimeToLive: 30 * m, NoJitter: true, HonorRetryAfter: true}
 	if got := p.Deadline(t0); !got.Equal(t0.Add(30 * s)) {
 		t.Fatalf("scaled deadline = %s, want +30s", got.Sub(t0))
 	}

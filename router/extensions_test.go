@@ -1,0 +1,41 @@
+package router_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/testkit"
+)
+
+// Retry-After is an egrid extension (Azure documents no Retry-After handling:
+// learn.microsoft.com/azure/event-grid/delivery-and-retry). Config.HonorRetryAfter turns it on
+// for every subscription; retryPolicy.honorRetryAfter overrides it either way.
+func TestHonorRetryAfterSwitches(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		server    bool
+		sub       *bool
+		wantRetry time.Duration // when the second attempt goes out
+	}{
+		{"off by default: the 10 s floor", false, nil, 10 * time.Second},
+		{"server switch on", true, nil, 90 * time.Second},
+		{"subscription on", false, ptr(true), 90 * time.Second},
+		{"subscription off beats the server", true, ptr(false), 10 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+				hook := h.Endpoint("hook", testkit.RetryAfter(429, 90*time.Second))
+				h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{MaxDeliveryAttempts: 2, HonorRetryAfter: tt.sub})
+				h.Publish("orders", h.EventGridEvent())
+				h.Advance(5 * time.Minute)
+				hook.RequireAttempts(t, 2)
+				if got := hook.Attempts()[1].At - hook.Attempts()[0].At; got != tt.wantRetry {
+					t.Errorf("second attempt %s after the first, want %s", got, tt.wantRetry)
+				}
+			}, testkit.WithConfig(router.Config{HonorRetryAfter: tt.server}), testkit.WithoutJitter())
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
