@@ -97,8 +97,8 @@ func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
 
 // applySubscription creates or replaces a subscription (SPEC §1.2, §2.5): it checks the spec
 // (every problem at once), keeps the hidden values a read-back definition leaves out,
-// validates a WebHook endpoint when it is new or its URL or handshake changed — without
-// holding the router's lock, since a handshake takes up to a minute —, then stores the
+// validates a WebHook endpoint on every create and update — without holding the router's
+// lock, since a handshake takes up to a minute —, then stores the
 // subscription and starts its delivery, or leaves it AwaitingManualAction. baseURL is the
 // router's own address for the validationUrl ("" offers none).
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
@@ -115,9 +115,8 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 		return Provisioning{}, errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
 	}
 	var prev *SubscriptionSpec
-	var prevProv *provisioned
 	if ps, exists := t.subs[name]; exists {
-		prev, prevProv = ps, r.life.get(k)
+		prev = ps
 	} else if len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
 		r.mu.RUnlock()
 		return Provisioning{}, fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", topic, len(t.subs))
@@ -151,18 +150,14 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	topicID := t.id
 	r.mu.RUnlock()
 
+	// Event Grid validates the endpoint on every create and update of a WebHook subscription
+	// (eventgrid-behaviour.md §5.2, "triggered at subscription creation and update";
+	// learn.microsoft.com/azure/event-grid/end-point-validation-event-grid-events-schema). An
+	// update whose handshake fails returns here, before anything is stored: the previous
+	// definition stays in place and keeps delivering.
 	kind := r.handshakeKind(&spec, res.deliverySchema)
-	var prov *provisioned
-	switch {
-	case kind == "":
-		prov = &provisioned{}
-	case prev != nil && prevProv.state() == StateSucceeded && prevProv != nil && prevProv.Handshake == kind &&
-		prev.Destination.Properties.EndpointURL == spec.Destination.Properties.EndpointURL:
-		// Same endpoint, same handshake, validated before: Event Grid validates on update,
-		// egrid only when the update changes what was validated (a label change must not stop
-		// deliveries to an endpoint that validates by hand).
-		prov = &provisioned{Handshake: kind, DeliveryRate: prevProv.DeliveryRate}
-	default:
+	prov := &provisioned{}
+	if kind != "" {
 		if prov, err = r.handshake(ctx, k, kind, &spec, res, topicID, baseURL); err != nil {
 			return Provisioning{}, err
 		}

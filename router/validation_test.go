@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -446,4 +447,83 @@ func TestExpiration(t *testing.T) {
 			t.Fatal("moved still exists after 5 h")
 		}
 	})
+}
+
+// Event Grid sends the validation handshake on every create and update of a WebHook
+// subscription ("at the time of event subscription creation or update":
+// learn.microsoft.com/azure/event-grid/end-point-validation-event-grid-events-schema), not only
+// when the endpoint changes. An update whose validation fails leaves the previous definition
+// in place and delivering; skipValidation still opts out.
+func TestValidationOnUpdate(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "admin"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
+
+	var refuse sync.Mutex // guards refusing: whether the endpoint refuses validation
+	refusing := false
+	h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		refuse.Lock()
+		no := refusing
+		refuse.Unlock()
+		if no && r.Header.Get("aeg-event-type") == "SubscriptionValidation" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		echoHandshake(w, r, body)
+	})
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	put := func(label string, skip bool) (int, map[string]any) {
+		body := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + hs.URL + `/hook","skipValidation":` + strconv.FormatBool(skip) + `}},"labels":["` + label + `"]}}`
+		return adminDo(t, srv, "admin", "PUT", "/admin/topics/orders/eventSubscriptions/billing", body)
+	}
+	validations := func() int {
+		n := 0
+		for _, req := range h.snapshot() {
+			if req.header.Get("aeg-event-type") == "SubscriptionValidation" {
+				n++
+			}
+		}
+		return n
+	}
+
+	if status, body := put("v1", false); status != 201 {
+		t.Fatalf("create: %d %v", status, body)
+	}
+	if status, body := put("v2", false); status != 200 {
+		t.Fatalf("update with the same endpoint: %d %v", status, body)
+	}
+	if n := validations(); n != 2 {
+		t.Fatalf("%d validation events after a create and an update of the label; want 2", n)
+	}
+
+	refuse.Lock()
+	refusing = true
+	refuse.Unlock()
+	if status, body := put("v3", false); status != 400 {
+		t.Fatalf("update refused by the endpoint: %d %v; want 400", status, body)
+	}
+	spec, err := r.Subscription("orders", "billing")
+	if err != nil || !slices.Equal(spec.Labels, []string{"v2"}) {
+		t.Fatalf("after the refused update: labels %v (%v); want the previous definition, [v2]", spec.Labels, err)
+	}
+	if err := r.Publish(context.Background(), "orders", gridEvent("after-refusal")); err != nil {
+		t.Fatal(err)
+	}
+	if ids := eventIDs(t, h.await(t, "Notification").body); !slices.Equal(ids, []string{"after-refusal"}) {
+		t.Errorf("delivered %v after the refused update; want the previous definition still delivering", ids)
+	}
+
+	before := validations()
+	if status, body := put("v4", true); status != 200 {
+		t.Fatalf("update with skipValidation: %d %v", status, body)
+	}
+	if n := validations(); n != before {
+		t.Errorf("%d validation events for an update with skipValidation; want none", n-before)
+	}
 }
