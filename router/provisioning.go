@@ -14,6 +14,7 @@ import (
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/webhook"
 )
 
 // Provisioning states of an event subscription: the values of ARM's provisioningState that
@@ -67,6 +68,15 @@ func (p *provisioned) state() string {
 		return StateSucceeded
 	}
 	return p.State
+}
+
+// origin is the Origin header deliveries carry: the WebHook-Request-Origin of the CloudEvents
+// abuse-protection handshake the endpoint consented to, or "" when it passed none.
+func (p *provisioned) origin() string {
+	if p == nil || p.Handshake != handshakeAbuseProtection {
+		return ""
+	}
+	return webhook.DefaultRequestOrigin
 }
 
 func (p *provisioned) deliveryRate() int {

@@ -446,7 +446,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		client := r.deps.HTTPClient
 		sink, err = webhook.New(webhook.Config{
 			URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout,
-			Headers: res.headers, MaxRequestsPerMinute: prov.deliveryRate(),
+			Headers: res.headers, MaxRequestsPerMinute: prov.deliveryRate(), Origin: prov.origin(),
 		}, client)
 		if err != nil {
 			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)

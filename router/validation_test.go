@@ -527,3 +527,46 @@ func TestValidationOnUpdate(t *testing.T) {
 		t.Errorf("%d validation events for an update with skipValidation; want none", n-before)
 	}
 }
+
+// After a CloudEvents endpoint consented to the OPTIONS handshake, deliveries carry Origin with
+// the WebHook-Request-Origin of that handshake, as the CloudEvents webhook specification
+// (section 4.1) and learn.microsoft.com/azure/event-grid/end-point-validation-cloud-events-schema
+// describe. An Event Grid schema delivery, validated by the validation event, carries none.
+func TestOriginFollowsTheAbuseProtectionHandshake(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "admin"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
+	for _, c := range []struct {
+		schema, wantOrigin string
+	}{
+		{"CloudEventSchemaV1_0", "eventgrid.azure.net"},
+		{"EventGridSchema", ""},
+	} {
+		t.Run(c.schema, func(t *testing.T) {
+			h := newHook(nil)
+			hs := httptest.NewServer(h)
+			defer hs.Close()
+			body := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + hs.URL + `/hook"}},"eventDeliverySchema":"` + c.schema + `"}}`
+			if status, got := adminDo(t, srv, "admin", "PUT", "/admin/topics/orders/eventSubscriptions/"+strings.ToLower(c.schema[:5]), body); status != 201 {
+				t.Fatalf("PUT: %d %v", status, got)
+			}
+			if err := r.Publish(context.Background(), "orders", gridEvent("e1")); err != nil {
+				t.Fatal(err)
+			}
+			d := h.await(t, "Notification")
+			if got := d.header.Get("Origin"); got != c.wantOrigin {
+				t.Errorf("Origin %q, want %q", got, c.wantOrigin)
+			}
+			if c.wantOrigin != "" {
+				if first := h.snapshot()[0]; first.header.Get("WebHook-Request-Origin") != c.wantOrigin {
+					t.Errorf("handshake origin %q, delivery Origin %q: want the same", first.header.Get("WebHook-Request-Origin"), c.wantOrigin)
+				}
+			}
+		})
+	}
+}

@@ -658,3 +658,21 @@ func TestDeliverReleasesBody(t *testing.T) {
 		}
 	}
 }
+
+// Config.Origin is sent as the Origin header of every delivery (the CloudEvents webhook
+// specification, section 4.1: after the abuse-protection handshake, requests carry the
+// origin); without it no Origin goes out.
+func TestDeliverOrigin(t *testing.T) {
+	for _, origin := range []string{webhook.DefaultRequestOrigin, ""} {
+		srv, seen := captureServer(t)
+		s := newSink(t, webhook.Config{URL: srv.URL, Origin: origin}, nil)
+		b := &sinks.Batch{Subscription: "s", Schema: schemas.CloudEvents, Body: []byte(`{}`), Events: []*schemas.Event{{ID: "1"}}}
+		if err := s.Deliver(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		got := <-seen
+		if v, ok := got.header["Origin"]; origin == "" && ok || origin != "" && (len(v) != 1 || v[0] != origin) {
+			t.Errorf("Config.Origin %q: request Origin %v", origin, v)
+		}
+	}
+}
