@@ -1,6 +1,7 @@
 package router_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -39,3 +40,37 @@ func TestHonorRetryAfterSwitches(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Config.AzureSubscriptionID and Config.ResourceGroup give topics the ARM IDs the user's Azure
+// topics have (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.EventGrid/topics/<name>,
+// the shape of the topic field in learn.microsoft.com/azure/event-grid/event-schema), stamped
+// into every event's topic.
+func TestResourceIDsFollowTheConfig(t *testing.T) {
+	const want = "/subscriptions/5f0c1a52-8a3d-4f7e-9d51-0c6a8f7b2e10/resourceGroups/rg-prod/providers/Microsoft.EventGrid/topics/orders"
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		if got := h.Router().TopicID("orders"); got != want {
+			t.Errorf("TopicID = %s, want %s", got, want)
+		}
+		hook := h.Endpoint("hook")
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent())
+		h.Settle()
+		hook.RequireAttempts(t, 1)
+		if body := string(hook.Attempts()[0].Body); !strings.Contains(body, `"topic":"`+want+`"`) {
+			t.Errorf("delivered %s; want topic %s", body, want)
+		}
+	}, testkit.WithConfig(router.Config{AzureSubscriptionID: "5f0c1a52-8a3d-4f7e-9d51-0c6a8f7b2e10", ResourceGroup: "rg-prod"}))
+
+	for _, bad := range []router.Config{
+		{AzureSubscriptionID: "my-subscription"},
+		{ResourceGroup: "ends-with-a-dot."},
+		{ResourceGroup: "rg", ResourceIDPrefix: "/x"},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", bad)
+		}
+	}
+	if err := (router.Config{}).Validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+}

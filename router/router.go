@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -69,8 +70,14 @@ type Config struct {
 	DeadLetters DeadLetterConfig `json:"deadLetters,omitzero" yaml:"deadLetters,omitempty"`
 	// ResourceIDPrefix builds a topic's ARM-style ID, stamped into Event Grid events' `topic`
 	// and used as the CloudEvents `source`: <prefix>/<topic name>. Default
-	// "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics".
+	// "/subscriptions/<AzureSubscriptionID>/resourceGroups/<ResourceGroup>/providers/Microsoft.EventGrid/topics".
 	ResourceIDPrefix string `json:"resourceIdPrefix,omitempty" yaml:"resourceIdPrefix,omitempty"`
+	// AzureSubscriptionID and ResourceGroup make topic IDs match the user's Azure ones
+	// (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.EventGrid/topics/<name>),
+	// so handlers that check an event's topic work against egrid and Azure alike. Defaults
+	// 00000000-0000-0000-0000-000000000000 and egrid. Set them or ResourceIDPrefix, not both.
+	AzureSubscriptionID string `json:"azureSubscriptionId,omitempty" yaml:"azureSubscriptionId,omitempty"`
+	ResourceGroup       string `json:"resourceGroup,omitempty" yaml:"resourceGroup,omitempty"`
 	// HonorRetryAfter is the default of every subscription's retryPolicy.honorRetryAfter: let
 	// a 429 or 503 answer's Retry-After lengthen the retry delay. An egrid extension, off by
 	// default: Azure documents no Retry-After handling.
@@ -78,7 +85,21 @@ type Config struct {
 }
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
-const DefaultResourceIDPrefix = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/egrid/providers/Microsoft.EventGrid/topics"
+const DefaultResourceIDPrefix = "/subscriptions/" + DefaultAzureSubscriptionID + "/resourceGroups/" + DefaultResourceGroup + "/providers/Microsoft.EventGrid/topics"
+
+// Defaults of [Config.AzureSubscriptionID] and [Config.ResourceGroup].
+const (
+	DefaultAzureSubscriptionID = "00000000-0000-0000-0000-000000000000"
+	DefaultResourceGroup       = "egrid"
+)
+
+// azureSubscriptionIDRE matches an Azure subscription id (a GUID); resourceGroupRE a resource
+// group name as ARM allows it: 1-90 letters, digits, '-', '_', '.', '(' and ')', not ending
+// with '.'.
+var (
+	azureSubscriptionIDRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	resourceGroupRE       = regexp.MustCompile(`^[-\w._()]{0,89}[-\w_()]$`)
+)
 
 func (c Config) withDefaults() Config {
 	if c.TimeScale <= 0 {
@@ -88,7 +109,14 @@ func (c Config) withDefaults() Config {
 		c.MaxSubscriptionsPerTopic = 500
 	}
 	if c.ResourceIDPrefix == "" {
-		c.ResourceIDPrefix = DefaultResourceIDPrefix
+		sub, group := c.AzureSubscriptionID, c.ResourceGroup
+		if sub == "" {
+			sub = DefaultAzureSubscriptionID
+		}
+		if group == "" {
+			group = DefaultResourceGroup
+		}
+		c.ResourceIDPrefix = "/subscriptions/" + sub + "/resourceGroups/" + group + "/providers/Microsoft.EventGrid/topics"
 	}
 	c.DeadLetters = c.DeadLetters.withDefaults()
 	return c
@@ -108,6 +136,15 @@ func (c Config) Validate() error {
 	}
 	if err := checkPublicURL(c.PublicURL); err != nil {
 		errs = append(errs, err)
+	}
+	if c.AzureSubscriptionID != "" && !azureSubscriptionIDRE.MatchString(c.AzureSubscriptionID) {
+		errs = append(errs, fmt.Errorf("azureSubscriptionId %q is invalid: use the subscription's GUID, e.g. 00000000-0000-0000-0000-000000000000 (az account show --query id)", c.AzureSubscriptionID))
+	}
+	if c.ResourceGroup != "" && !resourceGroupRE.MatchString(c.ResourceGroup) {
+		errs = append(errs, fmt.Errorf("resourceGroup %q is invalid: use 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'", c.ResourceGroup))
+	}
+	if c.ResourceIDPrefix != "" && (c.AzureSubscriptionID != "" || c.ResourceGroup != "") {
+		errs = append(errs, errors.New("resourceIdPrefix and azureSubscriptionId/resourceGroup both set: set azureSubscriptionId and resourceGroup, or the whole resourceIdPrefix, not both"))
 	}
 	errs = append(errs, c.DeadLetters.Validate())
 	return errors.Join(errs...)
@@ -165,8 +202,9 @@ type Router struct {
 	system    *actor.ActorSystem
 	trim      *trimmer
 
-	life lifecycle // provisioning states, manual validations, expiry timers
-	srcs sourceSet // broker sources feeding topics (sources.go)
+	life    lifecycle       // provisioning states, manual validations, expiry timers
+	notices deletionNotices // SubscriptionDeletion notifications in flight (deletion.go)
+	srcs    sourceSet       // broker sources feeding topics (sources.go)
 
 	mu     sync.RWMutex
 	topics map[string]*topicRuntime
@@ -199,6 +237,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	r.notices.init()
 	if r.store == nil {
 		r.store, r.ownsStore = store.NewMemory(), true
 	}
@@ -418,8 +457,8 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 // nothing changes. An endpoint that answers the validation event with 200 but without the code
 // leaves the subscription AwaitingManualAction (see [Router.Provisioning]) and CreateSubscription
 // returns nil: it delivers once the endpoint GETs the validationUrl, which points at
-// [Config.PublicURL] (without it, this answer fails the call). An update validates again only
-// when it changes the endpoint URL or the handshake (the delivery schema).
+// [Config.PublicURL] (without it, this answer fails the call). Every update validates again,
+// as in Event Grid; an update the endpoint refuses leaves the previous definition in place.
 //
 // Values that admin reads hide are kept from the stored subscription when spec leaves them
 // empty: the endpoint URL, and the value of a secret static header of the same name.
@@ -521,7 +560,9 @@ func (r *Router) Subscriptions(topic string) ([]string, error) {
 	return names, nil
 }
 
-// DeleteSubscription deletes an event subscription and its delivery state.
+// DeleteSubscription deletes an event subscription and its delivery state. A delivering WebHook
+// subscription's endpoint is then sent Event Grid's SubscriptionDeletion notification, best
+// effort and without waiting for it (eventgrid-behaviour.md §5.4).
 func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -536,6 +577,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 		return fmt.Errorf("stopping event subscription %q: %w", name, err)
 	}
 	r.stopReplays(topic, name)
+	r.notifyDeletion(t, name, t.subs[name])
 	delete(t.subs, name)
 	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
@@ -668,6 +710,7 @@ func (r *Router) Close(ctx context.Context) error {
 		topics = append(topics, t)
 	}
 	r.mu.Unlock()
+	r.notices.close() // none starts once closed is set
 	for _, t := range topics {
 		t.commit.close()
 	}

@@ -570,3 +570,53 @@ func TestOriginFollowsTheAbuseProtectionHandshake(t *testing.T) {
 		})
 	}
 }
+
+// Deleting a WebHook subscription sends its endpoint the notification Event Grid sends
+// (eventgrid-behaviour.md §5.4; the data is SubscriptionDeletedEventData in the Azure SDKs'
+// system events, learn.microsoft.com/javascript/api/@azure/eventgrid/subscriptiondeletedeventdata):
+// aeg-event-type SubscriptionDeletion, eventType Microsoft.EventGrid.SubscriptionDeletedEvent,
+// data.eventSubscriptionId the subscription's ARM id. The delete does not wait for it: the
+// endpoint here answers only after the delete has returned.
+func TestSubscriptionDeletionNotification(t *testing.T) {
+	r, err := router.New(router.Config{}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	h := newHook(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Header.Get("aeg-event-type") == "SubscriptionDeletion" {
+			<-release
+		}
+		echoHandshake(w, r, body)
+	})
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	defer close(release)
+	if err := r.CreateSubscription(context.Background(), "orders", "billing", router.SubscriptionSpec{Destination: router.WebHook(hs.URL + "/hook")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteSubscription(context.Background(), "orders", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.await(t, "SubscriptionDeletion") // arrives while its answer is still held back
+	var evs []struct {
+		ID, Topic, Subject, EventType, EventTime, MetadataVersion, DataVersion string
+		Data                                                                   map[string]string
+	}
+	if err := json.Unmarshal(got.body, &evs); err != nil || len(evs) != 1 {
+		t.Fatalf("body %s: %v; want a one-event Event Grid array", got.body, err)
+	}
+	e := evs[0]
+	wantID := r.TopicID("orders") + "/providers/Microsoft.EventGrid/eventSubscriptions/billing"
+	if e.EventType != "Microsoft.EventGrid.SubscriptionDeletedEvent" || e.Subject != "" || e.DataVersion != "1" || e.MetadataVersion != "1" ||
+		e.Topic != r.TopicID("orders") || e.ID == "" || e.EventTime == "" || len(e.Data) != 1 || e.Data["eventSubscriptionId"] != wantID {
+		t.Errorf("event %+v; want the SubscriptionDeletedEvent of %s", e, wantID)
+	}
+	if got.header.Get("aeg-subscription-name") != "BILLING" || !strings.HasPrefix(got.header.Get("Content-Type"), "application/json") {
+		t.Errorf("headers %v", got.header)
+	}
+}

@@ -86,6 +86,10 @@ type serverConfig struct {
 	// HonorRetryAfter turns on the Retry-After extension for every subscription
 	// (router.Config.HonorRetryAfter).
 	HonorRetryAfter bool `yaml:"honorRetryAfter"`
+	// AzureSubscriptionID and ResourceGroup shape topic IDs like the user's Azure ones
+	// (router.Config.AzureSubscriptionID, router.Config.ResourceGroup).
+	AzureSubscriptionID string `yaml:"azureSubscriptionId"`
+	ResourceGroup       string `yaml:"resourceGroup"`
 }
 
 type topicDecl struct {
@@ -132,7 +136,7 @@ func (c *fileConfig) validate() error {
 	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
 		errs = append(errs, errors.New("server.tlsCert and server.tlsKey: set both or neither"))
 	}
-	if err := (router.Config{PublicURL: c.Server.PublicURL}).Validate(); err != nil {
+	if err := (router.Config{PublicURL: c.Server.PublicURL, AzureSubscriptionID: c.Server.AzureSubscriptionID, ResourceGroup: c.Server.ResourceGroup}).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
 	errs = append(errs, c.validateBrokers())
@@ -170,8 +174,9 @@ type serveSettings struct {
 	// LogFoldWindow is the window of logfold (0: no folding).
 	LogFoldWindow time.Duration
 	// InsecureDevAnyAddress allows InsecureDev with a listen address that is not loopback.
-	InsecureDevAnyAddress bool
-	HonorRetryAfter       bool
+	InsecureDevAnyAddress              bool
+	HonorRetryAfter                    bool
+	AzureSubscriptionID, ResourceGroup string
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -241,6 +246,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	}
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
 	s.HonorRetryAfter = fs.HonorRetryAfter
+	s.AzureSubscriptionID, s.ResourceGroup = fs.AzureSubscriptionID, fs.ResourceGroup
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
@@ -255,8 +261,9 @@ func (s serveSettings) routerConfig() router.Config {
 	return router.Config{
 		InsecureDev: s.InsecureDev, AdminToken: s.AdminToken, TimeScale: s.TimeScale, PublicURL: s.PublicURL,
 		MaxInFlight: s.MaxInFlight, MaxSubscriptionsPerTopic: s.MaxSubscriptionsPerTopic,
-		DeadLetters:     router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
-		HonorRetryAfter: s.HonorRetryAfter,
+		DeadLetters:         router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
+		HonorRetryAfter:     s.HonorRetryAfter,
+		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
 	}
 }
 

@@ -1,0 +1,60 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks/webhook"
+)
+
+// deletionNotices runs the SubscriptionDeletion notifications (eventgrid-behaviour.md §5.4):
+// best effort, one attempt each, off the deleting caller's path. Close cancels the ones in
+// flight and waits for them, so it stays bounded.
+type deletionNotices struct {
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (d *deletionNotices) init() { d.ctx, d.cancel = context.WithCancel(context.Background()) }
+
+// close cancels the notifications in flight and waits for them to return.
+func (d *deletionNotices) close() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// notifyDeletion sends a deleted WebHook subscription's endpoint the SubscriptionDeletion
+// notification Event Grid sends (aeg-event-type: SubscriptionDeletion, eventType
+// Microsoft.EventGrid.SubscriptionDeletedEvent, data.eventSubscriptionId the subscription's
+// ARM id; eventgrid-behaviour.md §5.4), in the subscription's delivery schema, in a goroutine
+// bounded by the subscription's response timeout. Only a subscription that was delivering
+// (provisioningState Succeeded) is notified; a failure is logged and changes nothing. Called
+// with r.mu held, before the subscription's provisioning record is forgotten.
+func (r *Router) notifyDeletion(t *topicRuntime, name string, spec *SubscriptionSpec) {
+	prov := r.life.get(subKey{t.name, name})
+	if r.closed || !strings.EqualFold(spec.Destination.EndpointType, EndpointWebHook) || prov.state() != StateSucceeded {
+		return
+	}
+	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	if err != nil {
+		return
+	}
+	dr := webhook.DeletionRequest{
+		URL: spec.Destination.Properties.EndpointURL, Subscription: name,
+		SubscriptionID: t.id + "/providers/Microsoft.EventGrid/eventSubscriptions/" + name,
+		TopicID:        t.id, EventID: uuid.NewString(), Time: r.deps.Now(),
+		CloudEvents: res.deliverySchema == schemas.CloudEvents, Origin: prov.origin(),
+		Headers: res.headers, Timeout: res.timeout,
+	}
+	client, log := r.deps.HTTPClient, r.log
+	r.notices.wg.Go(func() {
+		if err := webhook.NotifyDeletion(r.notices.ctx, client, dr); err != nil {
+			log.Warn("the SubscriptionDeletion notification was not accepted", "topic", t.name, "subscription", name, "err", err)
+		}
+	})
+}
