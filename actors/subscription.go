@@ -39,9 +39,11 @@ type SubscriptionConfig struct {
 	TopicID        string         // stamped into Event Grid events; the CloudEvents source
 	InputSchema    schemas.Schema // the topic's input schema
 	DeliverySchema schemas.Schema // how events are encoded for the sink
-	Filter         *filter.Filter // nil matches everything
-	Policy         *retry.Policy  // retry, TTL and dead-letter policy
-	Sink           sinks.Sink
+	// Encode holds egrid's extensions to the delivery encoding; the zero value is Azure's.
+	Encode schemas.EncodeOptions
+	Filter *filter.Filter // nil matches everything
+	Policy *retry.Policy  // retry, TTL and dead-letter policy
+	Sink   sinks.Sink
 
 	// Batching is off when both are zero: one event per request (SPEC §2.3). Setting either
 	// turns it on; the other takes its default. With batching on, CloudEvents deliveries always
@@ -468,7 +470,7 @@ func (s *subscription) send(b *batch) {
 		count = max(count, it.attempts)
 		it.state = stateInFlight
 	}
-	body, contentType, err := schemas.EncodeBatch(nil, s.cfg.InputSchema, s.cfg.DeliverySchema, s.cfg.TopicID, events)
+	body, contentType, err := schemas.EncodeBatchWith(nil, s.cfg.InputSchema, s.cfg.DeliverySchema, s.cfg.TopicID, events, s.cfg.Encode)
 	if err != nil {
 		// Refused at create time; reaching it is a wiring bug.
 		panic(fmt.Errorf("encoding batch for %s: %w", s.scope, err))

@@ -82,6 +82,12 @@ type Config struct {
 	// a 429 or 503 answer's Retry-After lengthen the retry delay. An egrid extension, off by
 	// default: Azure documents no Retry-After handling.
 	HonorRetryAfter bool `json:"honorRetryAfter,omitempty" yaml:"honorRetryAfter,omitempty"`
+	// OmitConvertedDataSchema leaves dataschema out of Event Grid events delivered as
+	// CloudEvents. Azure sends "#"+dataVersion, which the CloudEvents Go SDK's receiver refuses
+	// with 400 (it requires an absolute URI: cloudevents/sdk-go#615), so such a subscription's
+	// events are dead-lettered or dropped; this egrid extension makes them acceptable to it.
+	// Off by default.
+	OmitConvertedDataSchema bool `json:"omitConvertedDataSchema,omitempty" yaml:"omitConvertedDataSchema,omitempty"`
 }
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
@@ -511,6 +517,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 	}
 	return &actors.SubscriptionConfig{
 		Topic: t.name, Name: name, TopicID: t.id, InputSchema: t.schema, DeliverySchema: res.deliverySchema,
+		Encode: schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
 		Filter: res.filter, Policy: res.policy, Sink: sink,
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,

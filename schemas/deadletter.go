@@ -185,7 +185,7 @@ func appendDeadLetter(dst []byte, f DeadLetterFormat, r *DeadLetterRecord) ([]by
 	switch f.Delivery {
 	case CloudEvents:
 		var err error
-		if obj, err = appendCloudEvent(nil, f.Input, f.TopicID, r.Event); err != nil {
+		if obj, err = appendCloudEvent(nil, f.Input, f.TopicID, r.Event, false); err != nil {
 			return dst, err
 		}
 	default:

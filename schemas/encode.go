@@ -30,6 +30,21 @@ import (
 // with append, only the Event Grid → CloudEvents conversion scans Raw (to find data), and dst
 // grows at most once.
 func EncodeBatch(dst []byte, in, out Schema, topicID string, events []*Event) (body []byte, contentType string, err error) {
+	return EncodeBatchWith(dst, in, out, topicID, events, EncodeOptions{})
+}
+
+// EncodeOptions are egrid's extensions to the delivery encoding; the zero value encodes as
+// Azure does.
+type EncodeOptions struct {
+	// OmitConvertedDataSchema leaves dataschema out of Event Grid and custom-schema events
+	// delivered as CloudEvents, instead of Azure's "#"+dataVersion, for receivers that require
+	// dataschema to be an absolute URI and refuse Azure's (the CloudEvents Go SDK:
+	// cloudevents/sdk-go#615).
+	OmitConvertedDataSchema bool
+}
+
+// EncodeBatchWith is [EncodeBatch] with egrid's encoding extensions.
+func EncodeBatchWith(dst []byte, in, out Schema, topicID string, events []*Event, opts EncodeOptions) (body []byte, contentType string, err error) {
 	if !CanDeliver(in, out) {
 		return dst, "", fmt.Errorf("encoding a delivery batch: events published in %s cannot be delivered in %s (SPEC §4): CloudEvents input is delivered only as CloudEvents, and only custom input can use CustomInputSchema", in, out.DeliveryName())
 	}
@@ -47,7 +62,7 @@ func EncodeBatch(dst []byte, in, out Schema, topicID string, events []*Event) (b
 	dst = slices.Grow(dst, size)
 
 	if out == CloudEvents && len(events) == 1 {
-		dst, err = appendCloudEvent(dst, in, topicID, events[0])
+		dst, err = appendCloudEvent(dst, in, topicID, events[0], opts.OmitConvertedDataSchema)
 		if err != nil {
 			return dst, "", err
 		}
@@ -64,7 +79,7 @@ func EncodeBatch(dst []byte, in, out Schema, topicID string, events []*Event) (b
 		case out == EventGrid: // from Custom
 			dst = appendEventGridEnvelope(dst, topicOf(topicID, e), e)
 		default: // CloudEvents from EventGrid or Custom
-			if dst, err = appendCloudEvent(dst, in, topicID, e); err != nil {
+			if dst, err = appendCloudEvent(dst, in, topicID, e, opts.OmitConvertedDataSchema); err != nil {
 				return dst, "", fmt.Errorf("event %d: %w", i, err)
 			}
 		}
@@ -96,8 +111,9 @@ func topicOf(topicID string, e *Event) string {
 	return e.Source
 }
 
-// appendCloudEvent appends e, published in schema in, as a CloudEvent object.
-func appendCloudEvent(dst []byte, in Schema, topicID string, e *Event) ([]byte, error) {
+// appendCloudEvent appends e, published in schema in, as a CloudEvent object; a converted
+// event has no dataschema when omitDataSchema is set.
+func appendCloudEvent(dst []byte, in Schema, topicID string, e *Event, omitDataSchema bool) ([]byte, error) {
 	switch in {
 	case CloudEvents:
 		return append(dst, e.Raw...), nil
@@ -106,16 +122,16 @@ func appendCloudEvent(dst []byte, in Schema, topicID string, e *Event) ([]byte, 
 		if err != nil {
 			return dst, err
 		}
-		return appendConverted(dst, topicOf(topicID, e), e, data), nil
+		return appendConverted(dst, topicOf(topicID, e), e, data, omitDataSchema), nil
 	}
-	return appendConverted(dst, topicOf(topicID, e), e, e.Raw), nil // Custom: data is the object
+	return appendConverted(dst, topicOf(topicID, e), e, e.Raw, omitDataSchema), nil // Custom: data is the object
 }
 
 // dataSchemaPrefix starts the dataschema of an Event Grid event converted to a CloudEvent.
 const dataSchemaPrefix = "#"
 
 // appendConverted appends the CloudEvent form of an Event Grid event (SPEC §4).
-func appendConverted(dst []byte, topic string, e *Event, data []byte) []byte {
+func appendConverted(dst []byte, topic string, e *Event, data []byte, omitDataSchema bool) []byte {
 	dst = append(dst, `{"specversion":"1.0","type":`...)
 	dst = appendString(dst, e.Type)
 	dst = append(dst, `,"source":`...)
@@ -133,8 +149,10 @@ func appendConverted(dst []byte, topic string, e *Event, data []byte) []byte {
 	// Azure writes "#" followed by dataVersion ("#" when it is empty, "#1.0" for "1.0"): the
 	// converted storage event on learn.microsoft.com/azure/event-grid/cloudevents-schema has
 	// "dataschema": "#", and cloudevents/sdk-go#615 quotes a delivery carrying it.
-	dst = append(dst, `,"dataschema":`...)
-	dst = appendString(dst, dataSchemaPrefix+e.DataVersion)
+	if !omitDataSchema {
+		dst = append(dst, `,"dataschema":`...)
+		dst = appendString(dst, dataSchemaPrefix+e.DataVersion)
+	}
 	dst = append(dst, `,"datacontenttype":"application/json","data":`...)
 	dst = append(dst, data...)
 	return append(dst, '}')

@@ -225,3 +225,20 @@ func TestConvertedDataSchemaIsHashAndDataVersion(t *testing.T) {
 		})
 	}
 }
+
+// EncodeOptions.OmitConvertedDataSchema (an egrid extension) leaves dataschema out of converted
+// events, for receivers that refuse Azure's "#"+dataVersion (cloudevents/sdk-go#615); the
+// dead-letter and native CloudEvents encodings are unaffected.
+func TestEncodeOmitConvertedDataSchema(t *testing.T) {
+	evs, err := schemas.DecodeEventGrid([]byte(array(egEvent(`dataVersion="1.0"`))), topicID, schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := schemas.EncodeBatchWith(nil, schemas.EventGrid, schemas.CloudEvents, topicID, evs, schemas.EncodeOptions{OmitConvertedDataSchema: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "dataschema") {
+		t.Errorf("body %s carries dataschema; want none", body)
+	}
+}

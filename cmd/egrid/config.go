@@ -90,6 +90,8 @@ type serverConfig struct {
 	// (router.Config.AzureSubscriptionID, router.Config.ResourceGroup).
 	AzureSubscriptionID string `yaml:"azureSubscriptionId"`
 	ResourceGroup       string `yaml:"resourceGroup"`
+	// OmitConvertedDataSchema is router.Config.OmitConvertedDataSchema (an extension).
+	OmitConvertedDataSchema bool `yaml:"omitConvertedDataSchema"`
 }
 
 type topicDecl struct {
@@ -174,9 +176,11 @@ type serveSettings struct {
 	// LogFoldWindow is the window of logfold (0: no folding).
 	LogFoldWindow time.Duration
 	// InsecureDevAnyAddress allows InsecureDev with a listen address that is not loopback.
-	InsecureDevAnyAddress              bool
-	HonorRetryAfter                    bool
-	AzureSubscriptionID, ResourceGroup string
+	InsecureDevAnyAddress bool
+	// HonorRetryAfter, OmitConvertedDataSchema, AzureSubscriptionID and ResourceGroup are the
+	// router.Config fields of the same names.
+	HonorRetryAfter, OmitConvertedDataSchema bool
+	AzureSubscriptionID, ResourceGroup       string
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -245,7 +249,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		errs = append(errs, errors.New("--tls-cert and --tls-key: set both or neither"))
 	}
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
-	s.HonorRetryAfter = fs.HonorRetryAfter
+	s.HonorRetryAfter, s.OmitConvertedDataSchema = fs.HonorRetryAfter, fs.OmitConvertedDataSchema
 	s.AzureSubscriptionID, s.ResourceGroup = fs.AzureSubscriptionID, fs.ResourceGroup
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
@@ -264,6 +268,7 @@ func (s serveSettings) routerConfig() router.Config {
 		DeadLetters:         router.DeadLetterConfig{Delay: s.DeadLetters.Delay},
 		HonorRetryAfter:     s.HonorRetryAfter,
 		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
+		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
 	}
 }
 
