@@ -620,3 +620,44 @@ func TestSubscriptionDeletionNotification(t *testing.T) {
 		t.Errorf("headers %v", got.header)
 	}
 }
+
+// The SubscriptionDeletion notification never holds up the router: a delete returns while the
+// endpoint has not answered, and Close cancels the notification instead of waiting for the
+// endpoint's response timeout.
+func TestSubscriptionDeletionDoesNotBlockClose(t *testing.T) {
+	r, err := router.New(router.Config{SkipEndpointValidation: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	arrived, release := make(chan struct{}), make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("aeg-event-type") == "SubscriptionDeletion" {
+			close(arrived)
+			select {
+			case <-release:
+			case <-req.Context().Done(): // egrid gave up: Close cancelled the notification
+			}
+		}
+	}))
+	defer hs.Close()
+	defer close(release)
+	if err := r.CreateSubscription(context.Background(), "orders", "billing", router.SubscriptionSpec{Destination: router.WebHook(hs.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteSubscription(context.Background(), "orders", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no SubscriptionDeletion notification within 30 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // below the 30 s response timeout
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close with a notification in flight: %v; want it cancelled, not waited for", err)
+	}
+}

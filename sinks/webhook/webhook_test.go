@@ -676,3 +676,38 @@ func TestDeliverOrigin(t *testing.T) {
 		}
 	}
 }
+
+// NotifyDeletion sends Event Grid's SubscriptionDeletion notification (eventgrid-behaviour.md
+// §5.4): an Event Grid array of one Microsoft.EventGrid.SubscriptionDeletedEvent, or, for a
+// CloudEvents subscription, one structured CloudEvent, with aeg-event-type
+// SubscriptionDeletion and the static custom headers.
+func TestNotifyDeletion(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const subID = "/subscriptions/x/resourceGroups/rg/providers/Microsoft.EventGrid/topics/orders/providers/Microsoft.EventGrid/eventSubscriptions/billing"
+	for _, ce := range []bool{false, true} {
+		srv, seen := captureServer(t)
+		err := webhook.NotifyDeletion(context.Background(), nil, webhook.DeletionRequest{
+			URL: srv.URL + "/hook", Subscription: "billing", SubscriptionID: subID, TopicID: "/t", EventID: "e1", Time: at,
+			CloudEvents: ce, Origin: map[bool]string{true: webhook.DefaultRequestOrigin}[ce],
+			Headers: sinks.HeaderMappings{{Name: "X-Key", Value: "v"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := <-seen
+		want := `[{"id":"e1","topic":"/t","subject":"","data":{"eventSubscriptionId":"` + subID + `"},"eventType":"Microsoft.EventGrid.SubscriptionDeletedEvent","eventTime":"2026-01-02T03:04:05Z","metadataVersion":"1","dataVersion":"1"}]`
+		ct, origin := schemas.ContentTypeJSON, ""
+		if ce {
+			want = `{"specversion":"1.0","type":"Microsoft.EventGrid.SubscriptionDeletedEvent","source":"/t","id":"e1","time":"2026-01-02T03:04:05Z","dataschema":"#1","datacontenttype":"application/json","data":{"eventSubscriptionId":"` + subID + `"}}`
+			ct, origin = schemas.ContentTypeCloudEvent, webhook.DefaultRequestOrigin
+		}
+		if string(got.body) != want {
+			t.Errorf("CloudEvents %v: body\n%s\nwant\n%s", ce, got.body, want)
+		}
+		for k, v := range map[string]string{"aeg-event-type": "SubscriptionDeletion", "aeg-subscription-name": "BILLING", "Content-Type": ct, "X-Key": "v", "Origin": origin} {
+			if got.header.Get(k) != v {
+				t.Errorf("CloudEvents %v: %s %q, want %q", ce, k, got.header.Get(k), v)
+			}
+		}
+	}
+}
