@@ -71,8 +71,8 @@ func TestDecodeEventGridAccepts(t *testing.T) {
 			// Microsoft's curl quickstart for custom topics builds eventTime with
 			// `date +%Y-%m-%dT%H:%M:%S%z` ("+0000") and Azure delivers it
 			// (learn.microsoft.com/azure/event-grid/custom-event-quickstart).
-			name:    "eventTime with an ISO 8601 offset without colon is accepted and delivered as RFC 3339",
-			body:    array(egEvent(`eventTime="2024-05-01T12:00:00+0000"`), egEvent(`eventTime="2024-05-01T12:00:00.5-0730"`)),
+			name: "eventTime with an ISO 8601 offset without colon is accepted and delivered as RFC 3339",
+			body: array(egEvent(`eventTime="2024-05-01T12:00:00+0000"`), egEvent(`eventTime="2024-05-01T12:00:00.5-0730"`)),
 			wantRaw: []string{
 				`{"id":"e1","topic":"` + topicID + `","subject":"/orders/1","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00+00:00","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`,
 				`{"id":"e1","topic":"` + topicID + `","subject":"/orders/1","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00.5-07:30","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`,
