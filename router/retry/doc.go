@@ -10,8 +10,9 @@
 //     [EventGrid] (the default), [EventGrid2019] and [Namespace] — and [CustomProfile] puts a
 //     user's own schedule on top of a built-in status policy.
 //   - A [Policy] is one subscription's effective policy: a profile plus maxDeliveryAttempts,
-//     the event time to live, whether a dead-letter destination is configured, the jitter seed
-//     and the server's time scale.
+//     the event time to live, whether a dead-letter destination is configured, the jitter seed,
+//     the server's time scale, and whether the Retry-After extension is on (Azure documents no
+//     Retry-After handling, so it is off unless asked for).
 //   - [Policy.AfterFailure] turns a [Failure] (what a sink reported) into a [Decision]: retry at
 //     a given instant, dead-letter, or drop, with the Event Grid reason.
 //   - [Policy.AtDue] applies the time to live. Event Grid checks it only when the next attempt
