@@ -210,6 +210,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	ev := &Event{}
 	ev.ID = str(ceID, true)
+	if checkHeaderBound(p, i, "id", ev.ID, MaxIDBytes) {
+		bad = true
+	}
 	ev.Source = str(ceSource, true)
 	ev.SpecVersion = str(ceSpecVersion, true)
 	if ev.SpecVersion != "" && ev.SpecVersion != specVersionCE {
@@ -237,6 +240,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	if m[ceTraceparent].kind == kindString {
 		ev.Traceparent = unquote(m[ceTraceparent].tok, m[ceTraceparent].esc)
+		if checkHeaderBound(p, i, "traceparent", ev.Traceparent, MaxHeaderAttributeBytes) {
+			bad = true
+		}
 	}
 	if bad || len(p.errs) > 0 {
 		return nil, nil

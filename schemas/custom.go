@@ -76,6 +76,9 @@ func (m *InputMapping) Validate() error {
 		if fm.DefaultValue != "" && f <= mapEventTime {
 			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "defaultValue is not allowed: " + mapNames[f] + " can only come from a sourceField"})
 		}
+		if reason := HeaderValueProblem(fm.DefaultValue, MaxHeaderAttributeBytes); reason != "" && f == mapDataVersion {
+			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "defaultValue " + reason})
+		}
 		if fm.SourceField != "" && strings.Contains("."+fm.SourceField+".", "..") {
 			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "sourceField " + quote(fm.SourceField) + " has an empty path segment: name a top-level field or a dotted path such as \"header.type\""})
 		}
@@ -246,6 +249,7 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	ev := &Event{Source: c.topicID}
 	if id, ok := value(mapID); ok {
 		ev.ID = id
+		bad = checkHeaderBound(p, i, c.paths[mapID].full, id, MaxIDBytes) || bad
 	} else {
 		ev.ID = c.newID()
 	}
@@ -272,6 +276,9 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	}
 	ev.Subject = orDefault(mapSubject)
 	ev.DataVersion = orDefault(mapDataVersion)
+	if field := c.paths[mapDataVersion].full; field != "" {
+		bad = checkHeaderBound(p, i, field, ev.DataVersion, MaxHeaderAttributeBytes) || bad
+	}
 	if bad || len(p.errs) > 0 {
 		return nil, nil
 	}

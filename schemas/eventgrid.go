@@ -196,6 +196,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		p.add(i, "id", "must not be empty")
 		bad = true
 	}
+	bad = checkHeaderBound(p, i, "id", ev.ID, MaxIDBytes) || bad
 	if topic := str(egTopic, false); m[egTopic].kind == kindString && !strings.EqualFold(topic, topicID) {
 		p.add(i, "topic", "is "+quote(topic)+", but this topic's resource ID is "+quote(topicID)+": send the topic's ID or leave topic out and it is stamped")
 		bad = true
@@ -225,6 +226,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		bad = true
 	}
 	ev.DataVersion = str(egDataVersion, false)
+	bad = checkHeaderBound(p, i, "dataVersion", ev.DataVersion, MaxHeaderAttributeBytes) || bad
 	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && mv != metadataVersionEG {
 		p.add(i, "metadataVersion", "is "+quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
 		bad = true

@@ -63,9 +63,9 @@ func TestDecodeEventGridAccepts(t *testing.T) {
 		},
 		{
 			name:    "escaped strings are decoded in the fields and kept verbatim in Raw",
-			body:    array(egEvent(`id="a\u0062\n\ud83d\ude00"`, `subject="/caf\u00e9"`)),
-			wantRaw: []string{`{"id":"a\u0062\n\ud83d\ude00","topic":"` + topicID + `","subject":"/caf\u00e9","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00Z","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`},
-			want:    []schemas.Event{{ID: "ab\n😀", Subject: "/café", Type: "Orders.Created", Time: "2024-05-01T12:00:00Z", Source: topicID}},
+			body:    array(egEvent(`id="a\u0062\/\ud83d\ude00"`, `subject="/caf\u00e9"`)),
+			wantRaw: []string{`{"id":"a\u0062\/\ud83d\ude00","topic":"` + topicID + `","subject":"/caf\u00e9","eventType":"Orders.Created","eventTime":"2024-05-01T12:00:00Z","data":{"n":1},"dataVersion":"","metadataVersion":"1"}`},
+			want:    []schemas.Event{{ID: "ab/😀", Subject: "/café", Type: "Orders.Created", Time: "2024-05-01T12:00:00Z", Source: topicID}},
 		},
 		{
 			// Microsoft's curl quickstart for custom topics builds eventTime with
