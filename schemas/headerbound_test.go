@@ -26,7 +26,10 @@ func TestHeaderBoundFieldsRefusedAtPublish(t *testing.T) {
 		DataVersion: schemas.FieldMapping{SourceField: "v"},
 	}
 	decode := map[string]func(body string) error{
-		"eventgrid": func(b string) error { _, err := schemas.DecodeEventGrid([]byte(b), tid, schemas.ClassicLimits); return err },
+		"eventgrid": func(b string) error {
+			_, err := schemas.DecodeEventGrid([]byte(b), tid, schemas.ClassicLimits)
+			return err
+		},
 		"cloudevents": func(b string) error {
 			_, err := schemas.DecodeCloudEvents([]byte(b), schemas.ClassicLimits)
 			return err

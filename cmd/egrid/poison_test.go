@@ -105,7 +105,9 @@ var hostileBodies = []func(i int) []byte{
 	func(i int) []byte { return []byte("[" + poisonEvent(strings.Repeat("x", 100_000), "1") + "]") },
 	func(i int) []byte { return []byte(`[{"id":"p` + strconv.Itoa(i) + `","subject":`) }, // truncated JSON
 	func(i int) []byte { return []byte(`{"id":"not an array"}`) },
-	func(i int) []byte { return []byte(`[{"id":"p","eventType":"","eventTime":"yesterday","data":1,"subject":"s"}]`) },
+	func(i int) []byte {
+		return []byte(`[{"id":"p","eventType":"","eventTime":"yesterday","data":1,"subject":"s"}]`)
+	},
 	func(i int) []byte { return bytes.Repeat([]byte("["), 100_000) }, // deep nesting
 	func(i int) []byte { // 5000 poison events in one request
 		evs := make([]string, 5000)
