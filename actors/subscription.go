@@ -3,6 +3,7 @@ package actors
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -395,8 +396,10 @@ func (s *subscription) dispatch() {
 			if s.probation.State(now) == retry.AwaitingProbe {
 				s.probation.ProbeStarted(now)
 				b.probe = true
-				s.send(b)
-				break // one probe; its result decides
+				if s.send(b) {
+					break // one probe; its result decides
+				}
+				continue // none of it could be encoded: the next batch is the probe
 			}
 			s.send(b)
 		}
@@ -460,32 +463,37 @@ func (s *subscription) batching() bool {
 	return s.cfg.MaxEventsPerBatch > 0 || s.cfg.PreferredBatchBytes > 0
 }
 
-func (s *subscription) send(b *batch) {
-	id := batchIDs.Add(1)
-	s.batches[id] = b
+// send starts the attempt of b off the mailbox and reports whether it did. Events that cannot
+// be encoded end alone ([subscription.unsendable]) and the rest go back to the front of the
+// ready queue; send then returns false.
+func (s *subscription) send(b *batch) bool {
 	events := make([]*schemas.Event, len(b.items))
 	count := 0
 	for i, it := range b.items {
 		events[i] = it.ev
 		count = max(count, it.attempts)
-		it.state = stateInFlight
 	}
-	body, contentType, err := schemas.EncodeBatchWith(nil, s.cfg.InputSchema, s.cfg.DeliverySchema, s.cfg.TopicID, events, s.cfg.Encode)
+	enc := schemas.Encoding{In: s.cfg.InputSchema, Out: s.cfg.DeliverySchema, TopicID: s.cfg.TopicID, Batched: s.batching(), Options: s.cfg.Encode}
+	body, contentType, err := enc.AppendBatch(nil, events)
 	if err != nil {
-		// Refused at create time; reaching it is a wiring bug.
-		panic(fmt.Errorf("encoding batch for %s: %w", s.scope, err))
+		var ee *schemas.EncodeError
+		if !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(b.items) {
+			// Refused at create time; reaching it is a wiring bug.
+			panic(fmt.Errorf("encoding batch for %s: %w", s.scope, err))
+		}
+		s.unsendable(b, []sinks.EventFault{{Index: ee.Index, Err: ee}}, time.Now())
+		return false
 	}
-	if contentType == schemas.ContentTypeCloudEvent && s.batching() {
-		// With batching on, a CloudEvents subscription always gets the batch framing, also for
-		// a batch that happens to hold one event, so its receiver sees one format (SPEC §2.3;
-		// Event Grid does not document the framing of batched CloudEvents).
-		body = append(append(append(make([]byte, 0, len(body)+2), '['), body...), ']')
-		contentType = schemas.ContentTypeCloudEventsBatch
+	id := batchIDs.Add(1)
+	s.batches[id] = b
+	for _, it := range b.items {
+		it.state = stateInFlight
 	}
 	sb := &sinks.Batch{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Schema: s.cfg.DeliverySchema,
 		Body: body, ContentType: contentType, Events: events, DeliveryCount: count,
-		Headers: s.cfg.Headers,
+		Headers: s.cfg.Headers, InputSchema: s.cfg.InputSchema, TopicID: s.cfg.TopicID,
+		EncodeOptions: s.cfg.Encode,
 	}
 	timeout := s.cfg.Timeout
 	if timeout <= 0 {
@@ -509,6 +517,7 @@ func (s *subscription) send(b *batch) {
 		defer cancel()
 		done.err = sink.Deliver(ctx, sb)
 	}()
+	return true
 }
 
 // finish applies the outcome of one attempt to every event of its batch.
@@ -541,6 +550,10 @@ func (s *subscription) finish(d *attemptDone) {
 			s.settle(it)
 		}
 		s.record(rec)
+		return
+	}
+	var ue *sinks.UnsendableError
+	if errors.As(d.err, &ue) && s.unsendable(b, ue.Faults, now) {
 		return
 	}
 	de := sinks.AsDeliveryError(d.err)
@@ -580,6 +593,69 @@ func (s *subscription) finish(d *attemptDone) {
 		s.end(it, dec)
 	}
 	s.record(rec)
+}
+
+// unsendable handles a batch that was not sent because some of its events can never be sent
+// (SPEC §8): each of those ends alone, as router/retry decides for an unsendable event
+// (UndeliverableDueToEventContent), after an attempt that failed with GenericError; the
+// others go back to the front of the ready queue, in order, without an attempt counted, to be
+// sent again at once. Nothing reached the endpoint, so its probation is not touched, except
+// that a probe that was not sent is no probe. It returns false, changing nothing, when faults
+// do not name events of b (a sink's bug: the failure is then handled as a GenericError).
+func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.Time) bool {
+	faulty := make(map[int]error, len(faults))
+	for _, f := range faults {
+		if f.Index < 0 || f.Index >= len(b.items) || f.Err == nil {
+			return false
+		}
+		faulty[f.Index] = f.Err
+	}
+	if len(faulty) == 0 {
+		return false
+	}
+	if b.probe {
+		s.probation.ProbeAbandoned()
+	}
+	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: schemas.GenericError.String()}, int64(len(faulty)))
+	rec := &AttemptRecord{
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Outcome: schemas.GenericError, Probe: b.probe,
+	}
+	back := make([]*item, 0, len(b.items)-len(faulty))
+	for i, it := range b.items {
+		err, bad := faulty[i]
+		if !bad {
+			it.state = stateReady
+			back = append(back, it)
+			continue
+		}
+		it.attempts++
+		if it.firstAttempt.IsZero() {
+			it.firstAttempt = b.started
+		}
+		it.lastAttempt = b.started
+		it.lastOutcome, it.lastStatus = schemas.GenericError, 0
+		dec := s.cfg.Policy.AfterFailure(retry.Failure{Outcome: schemas.GenericError, Unsendable: true}, it.attempts, it.ev.ID, it.publish, now)
+		s.log.Warn("event can never be sent; ended without counting against the endpoint",
+			"id", shorten(it.ev.ID), "seq", it.seq, "decision", dec.String(), "err", err)
+		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+		rec.Attempts = append(rec.Attempts, it.attempts)
+		rec.Decisions = append(rec.Decisions, dec)
+		it.state = stateInFlight // not waiting: end must not look for it in the due heap
+		s.end(it, dec)
+	}
+	s.ready = append(back, s.ready...)
+	s.record(rec)
+	return true
+}
+
+// shorten cuts a value for a log line (an id may be 100 KB when it was stored before publish
+// validation refused such ids).
+func shorten(v string) string {
+	const limit = 128
+	if len(v) <= limit {
+		return v
+	}
+	return v[:limit] + "..."
 }
 
 func (s *subscription) record(rec *AttemptRecord) {

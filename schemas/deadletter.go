@@ -120,13 +120,14 @@ var namespaceReasonText = map[Reason]string{
 	UndeliverableDueToClientError:                  "Undeliverable due to client error",
 	UndeliverableDueToProbationCausedByClientError: "Undeliverable due to probation caused by client error.",
 	DeadLetterDestinationUnavailable:               "Dead-letter destination was unavailable.",
+	UndeliverableDueToEventContent:                 "Undeliverable because the event cannot be encoded or sent.",
 }
 
 // Reasons lists every [Reason] egrid writes, in a stable order.
 var Reasons = []Reason{
 	MaxDeliveryAttemptsExceeded, TimeToLiveExceeded, UndeliverableDueToHTTPBadRequest,
 	UndeliverableDueToClientError, UndeliverableDueToProbationCausedByClientError,
-	DeadLetterDestinationUnavailable,
+	DeadLetterDestinationUnavailable, UndeliverableDueToEventContent,
 }
 
 // ParseReason parses a dead-letter reason, case-insensitively.

@@ -26,7 +26,9 @@ import (
 //   - Custom out (only from custom input): a JSON array of the Raw objects, [ContentTypeJSON].
 //
 // topic is topicID, or the event's Source when topicID is empty. A pair that [CanDeliver]
-// refuses, or an empty events, is an error. This is the delivery hot path: bodies are built
+// refuses, or an empty events, is an error; an event that cannot be converted (its Raw is not
+// the object its schema says) is an *[EncodeError] with its index. [Encoding.AppendBatch] adds
+// the batch framing of subscriptions with batching on. This is the delivery hot path: bodies are built
 // with append, only the Event Grid → CloudEvents conversion scans Raw (to find data), and dst
 // grows at most once.
 func EncodeBatch(dst []byte, in, out Schema, topicID string, events []*Event) (body []byte, contentType string, err error) {
@@ -64,7 +66,7 @@ func EncodeBatchWith(dst []byte, in, out Schema, topicID string, events []*Event
 	if out == CloudEvents && len(events) == 1 {
 		dst, err = appendCloudEvent(dst, in, topicID, events[0], opts.OmitConvertedDataSchema)
 		if err != nil {
-			return dst, "", err
+			return dst, "", &EncodeError{Index: 0, Err: err}
 		}
 		return dst, ContentTypeCloudEvent, nil
 	}
@@ -80,7 +82,7 @@ func EncodeBatchWith(dst []byte, in, out Schema, topicID string, events []*Event
 			dst = appendEventGridEnvelope(dst, topicOf(topicID, e), e)
 		default: // CloudEvents from EventGrid or Custom
 			if dst, err = appendCloudEvent(dst, in, topicID, e, opts.OmitConvertedDataSchema); err != nil {
-				return dst, "", fmt.Errorf("event %d: %w", i, err)
+				return dst, "", &EncodeError{Index: i, Err: err}
 			}
 		}
 	}

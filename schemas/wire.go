@@ -96,6 +96,12 @@ const (
 	UndeliverableDueToClientError                  Reason = "UndeliverableDueToClientError"
 	UndeliverableDueToProbationCausedByClientError Reason = "UndeliverableDueToProbationCausedByClientError"
 	DeadLetterDestinationUnavailable               Reason = "DeadLetterDestinationUnavailable"
+	// UndeliverableDueToEventContent is egrid's own reason (Event Grid has none like it): the
+	// event itself cannot be encoded or sent — a delivery header it would set cannot be
+	// built, say — so no request could carry it. Publish validation refuses such events
+	// ([HeaderValueProblem]); this ends one that got past it (stored by an older version, or
+	// put into the store directly) without blaming the endpoint.
+	UndeliverableDueToEventContent Reason = "UndeliverableDueToEventContent"
 )
 
 // Delivery request header names (SPEC §2.4).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/egridio/egrid/schemas"
@@ -14,7 +15,8 @@ import (
 // Deliver is safe for concurrent use: a subscription keeps several batches in flight. It
 // returns nil only when the destination accepted the whole batch (Event Grid's success codes,
 // 200-204, for HTTP). Any failure is reported as a *[DeliveryError] (possibly wrapped); a
-// plain error is treated as GenericError. When ctx is done Deliver returns promptly with a
+// plain error is treated as GenericError. An *[UnsendableError] says some events can never be
+// sent and nothing was sent: the fault is theirs, not the destination's. When ctx is done Deliver returns promptly with a
 // TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns.
 type Sink interface {
 	Deliver(ctx context.Context, b *Batch) error
@@ -42,6 +44,29 @@ type Batch struct {
 	DeliveryCount int
 	// Headers are extra delivery headers (custom delivery attributes), name → value.
 	Headers map[string]string
+	// InputSchema is the topic's input schema, the schema of Events (0: the same as Schema),
+	// and TopicID the topic's resource ID. A sink that encodes events one by one (a broker
+	// publishing one message per event) encodes them with [Batch.Encoding].
+	InputSchema schemas.Schema
+	TopicID     string
+	// EncodeOptions are the subscription's extensions to the encoding (zero: Azure's).
+	EncodeOptions schemas.EncodeOptions
+}
+
+// Encoding returns how the batch's events are encoded in its delivery schema.
+func (b *Batch) Encoding() schemas.Encoding {
+	out := b.Schema
+	if out == 0 {
+		out = schemas.EventGrid
+	}
+	in := b.InputSchema
+	if in == 0 {
+		in = out
+	}
+	return schemas.Encoding{
+		In: in, Out: out, TopicID: b.TopicID, Batched: b.ContentType == schemas.ContentTypeCloudEventsBatch,
+		Options: b.EncodeOptions,
+	}
 }
 
 // Func adapts a Go function to a [Sink]. The function gets the same retry, batching and
@@ -96,6 +121,49 @@ func AsDeliveryError(err error) *DeliveryError {
 		return &DeliveryError{Outcome: schemas.Canceled, Err: err}
 	}
 	return &DeliveryError{Outcome: schemas.GenericError, Err: err}
+}
+
+// UnsendableError reports that a batch was not sent because some of its events can never be
+// sent, whatever the destination does: an event cannot be encoded in the delivery schema
+// (*[schemas.EncodeError]), or a delivery header cannot be built from it
+// (*[schemas.HeaderError], such as a control character in its id). It is the events' own
+// fault, not the destination's (SPEC §8). A sink returns it before sending anything of the
+// batch; the subscription then ends the listed events alone (router/retry decides how:
+// [schemas.UndeliverableDueToEventContent]) and sends the others again without them, never
+// counting it against the endpoint or its probation.
+type UnsendableError struct {
+	// Faults are the events at fault, in increasing Index order; there is at least one.
+	Faults []EventFault
+}
+
+// EventFault is one event of a batch that cannot be sent.
+type EventFault struct {
+	// Index is the event's position in [Batch.Events].
+	Index int
+	// Err says why it cannot be sent.
+	Err error
+}
+
+// Error lists the events at fault.
+func (e *UnsendableError) Error() string {
+	var b strings.Builder
+	b.WriteString("events that can never be sent, nothing was sent: ")
+	for i, f := range e.Faults {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "batch event %d: %v", f.Index, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the faults' errors.
+func (e *UnsendableError) Unwrap() []error {
+	errs := make([]error, len(e.Faults))
+	for i, f := range e.Faults {
+		errs[i] = f.Err
+	}
+	return errs
 }
 
 // DefaultTimeout is the response timeout of one attempt (SPEC §2.1).

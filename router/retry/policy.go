@@ -121,6 +121,11 @@ type Failure struct {
 	// RetryAfter is the endpoint's Retry-After header verbatim (delay-seconds or an HTTP
 	// date), or empty.
 	RetryAfter string
+	// Unsendable says the event itself can never be sent (it cannot be encoded, or a delivery
+	// header cannot be built from it: a *sinks.UnsendableError names it). No request reached
+	// the destination, so this is no fact about the endpoint: the caller must not count it
+	// against the endpoint's [Probation].
+	Unsendable bool
 }
 
 // status returns the HTTP status the status rules apply to: StatusCode, or, for a failure
@@ -224,6 +229,8 @@ func (p *Policy) End(reason schemas.Reason) Decision {
 //
 // The rules, in order:
 //
+//  0. An unsendable event ([Failure.Unsendable]) ends now with
+//     UndeliverableDueToEventContent: retrying cannot change the event.
 //  1. A never-retried status or outcome of the profile — or, when DeadLetter is set, a status
 //     in DeadLetterAtOnceIfConfigured — ends the delivery now, with reason
 //     UndeliverableDueToHttpBadRequest for 400 and UndeliverableDueToClientError otherwise.
@@ -246,6 +253,9 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 	prof := p.profile()
 	if attempts < 1 {
 		attempts = 1
+	}
+	if f.Unsendable {
+		return p.End(schemas.UndeliverableDueToEventContent)
 	}
 	code := f.status()
 	if reason, final := p.final(prof, f.Outcome, code); final {

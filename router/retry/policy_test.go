@@ -657,3 +657,24 @@ func BenchmarkAfterFailure(b *testing.B) {
 		})
 	}
 }
+
+// An event that can never be sent ends at its first attempt, whatever the profile, attempt
+// count and dead-letter setting, with egrid's UndeliverableDueToEventContent.
+func TestAfterFailureUnsendable(t *testing.T) {
+	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, p := range []*retry.Policy{
+		{}, {DeadLetter: true}, {Profile: retry.EventGrid2019(), DeadLetter: true}, {MaxDeliveryAttempts: 30},
+	} {
+		got := p.AfterFailure(retry.Failure{Outcome: schemas.GenericError, Unsendable: true}, 1, "e", now, now)
+		want := retry.DeadLetter
+		if !p.DeadLetter {
+			want = retry.Drop
+		}
+		if got.Action != want || got.Reason != schemas.UndeliverableDueToEventContent {
+			t.Errorf("policy %+v: %v, want %v (UndeliverableDueToEventContent)", p, got, want)
+		}
+		if plain := p.AfterFailure(retry.Failure{Outcome: schemas.GenericError}, 1, "e", now, now); plain.Action != retry.Retry {
+			t.Errorf("policy %+v: a plain GenericError gives %v, want a retry", p, plain)
+		}
+	}
+}

@@ -174,6 +174,13 @@ func (p *Probation) ProbeStarted(now time.Time) {
 	}
 }
 
+// ProbeAbandoned records that the probe was not sent after all: its events could never be sent
+// (an *sinks.UnsendableError), which says nothing about the endpoint. The endpoint is awaiting
+// a probe again, so the next batch becomes the probe; nothing else changes.
+func (p *Probation) ProbeAbandoned() {
+	p.probing, p.probeStarted = false, time.Time{}
+}
+
 // State returns where the endpoint stands at now.
 func (p *Probation) State(now time.Time) ProbationState {
 	switch {

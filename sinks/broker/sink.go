@@ -2,10 +2,8 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +104,10 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 		return s.failed(err, err)
 	}
 	msgs, err := Messages(b)
+	var unsendable *sinks.UnsendableError
+	if errors.As(err, &unsendable) {
+		return err
+	}
 	if err != nil {
 		return &sinks.DeliveryError{Outcome: schemas.GenericError, Err: fmt.Errorf("publishing to %s: %w", s.name, err)}
 	}
@@ -165,55 +167,49 @@ func (s *Sink) Close() error {
 
 // Messages turns a batch into the messages [Sink.Deliver] publishes, one per event in order:
 // UUID is the event id; the payload is the event alone in the batch's delivery schema (one
-// JSON object, copied out of b.Body); the metadata holds the delivery headers of SPEC §2.4
-// under their lower-case names, the payload's content type under [MetadataContentType], the
-// event's traceparent when it has one, and the batch's custom delivery headers (which never
-// replace the protocol keys). It is exported for publishers that wrap [Sink] and for tests.
+// JSON object, [schemas.Encoding.AppendEvent]); the metadata holds the protocol headers of
+// [schemas.DeliveryHeaders] for that event alone (lower-case names, the payload's content type
+// under [MetadataContentType], the event's traceparent when it has one) and the batch's custom
+// delivery headers (which never replace the protocol keys). Events that cannot be encoded or
+// whose header values cannot be sent give an *[sinks.UnsendableError] listing every one of
+// them, and no messages. It is exported for publishers that wrap [Sink] and for tests.
 func Messages(b *sinks.Batch) ([]*message.Message, error) {
-	payloads, err := split(b.Body)
-	if err != nil {
-		return nil, err
-	}
-	if len(payloads) != len(b.Events) {
-		return nil, fmt.Errorf("the batch body holds %d events but the batch lists %d", len(payloads), len(b.Events))
-	}
-	schema := b.Schema
-	if schema == 0 {
-		schema = schemas.EventGrid
-	}
-	contentType := schemas.ContentTypeJSON
-	if schema == schemas.CloudEvents {
-		contentType = schemas.ContentTypeCloudEvent
-	}
-	subscription := strings.ToUpper(b.Subscription)
-	count := strconv.Itoa(b.DeliveryCount)
-	metadataVersion := schemas.MetadataVersion(schema)
-	msgs := make([]*message.Message, len(payloads))
+	enc := b.Encoding()
+	msgs := make([]*message.Message, len(b.Events))
+	var faults []sinks.EventFault
+	var hdrs [8]schemas.Header
 	for i, ev := range b.Events {
 		if ev == nil {
 			return nil, fmt.Errorf("event %d of the batch is nil", i)
 		}
-		md := make(message.Metadata, 8+len(b.Headers))
+		payload, contentType, err := enc.AppendEvent(nil, ev)
+		if err != nil {
+			faults = append(faults, sinks.EventFault{Index: i, Err: err})
+			continue
+		}
+		protocol, err := schemas.DeliveryHeaders{
+			Schema: enc.Out, Subscription: b.Subscription, DeliveryCount: b.DeliveryCount,
+			ContentType: contentType, Event: ev,
+		}.Append(hdrs[:0])
+		if err != nil {
+			faults = append(faults, sinks.EventFault{Index: i, Err: err})
+			continue
+		}
+		md := make(message.Metadata, len(protocol)+len(b.Headers))
 		for k, v := range b.Headers {
 			if !reserved[strings.ToLower(k)] {
 				md[k] = v
 			}
 		}
-		md[schemas.HeaderEventType] = schemas.EventTypeNotification
-		md[schemas.HeaderSubscriptionName] = subscription
-		md[schemas.HeaderDeliveryCount] = count
-		md[schemas.HeaderMetadataVersion] = metadataVersion
-		md[schemas.HeaderOutputEventID] = ev.ID
-		md[MetadataContentType] = contentType
-		if schema != schemas.CloudEvents {
-			md[schemas.HeaderDataVersion] = ev.DataVersion
+		for _, h := range protocol {
+			md[h.Name] = h.Value
 		}
-		if ev.Traceparent != "" {
-			md[schemas.HeaderTraceparent] = ev.Traceparent
-		}
-		m := message.NewMessage(ev.ID, payloads[i])
+		m := message.NewMessage(ev.ID, payload)
 		m.Metadata = md
 		msgs[i] = m
+	}
+	if len(faults) > 0 {
+		return nil, &sinks.UnsendableError{Faults: faults}
 	}
 	return msgs, nil
 }
@@ -223,25 +219,4 @@ var reserved = map[string]bool{
 	schemas.HeaderEventType: true, schemas.HeaderSubscriptionName: true, schemas.HeaderDeliveryCount: true,
 	schemas.HeaderMetadataVersion: true, schemas.HeaderDataVersion: true, schemas.HeaderOutputEventID: true,
 	schemas.HeaderTraceparent: true, MetadataContentType: true,
-}
-
-// split cuts a delivery body into its events, each a fresh copy: a JSON array gives its
-// elements, a single object (an unbatched CloudEvent) itself.
-func split(body []byte) ([][]byte, error) {
-	trimmed := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
-	if strings.HasPrefix(trimmed, "[") {
-		var elems []json.RawMessage // Unmarshal copies each element out of body
-		if err := json.Unmarshal(body, &elems); err != nil {
-			return nil, fmt.Errorf("the batch body is not a JSON array of events: %w", err)
-		}
-		out := make([][]byte, len(elems))
-		for i, e := range elems {
-			out[i] = e
-		}
-		return out, nil
-	}
-	if !json.Valid(body) {
-		return nil, errors.New("the batch body is neither a JSON array nor a JSON object")
-	}
-	return [][]byte{append([]byte(nil), body...)}, nil
 }

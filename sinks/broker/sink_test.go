@@ -138,16 +138,62 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-func TestMessagesRefusesAMismatchedBatch(t *testing.T) {
+// Each message is encoded from its event, not cut out of the batch body: an Event Grid event
+// delivered as CloudEvents is converted, whatever the body holds.
+func TestMessagesEncodeEachEvent(t *testing.T) {
 	evs := sinktest.EventGridEvents(t, "mm", 2)
-	b := sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, evs)
-	b.Events = b.Events[:1]
-	if _, err := broker.Messages(b); err == nil {
-		t.Fatal("Messages accepted a body of 2 events for a batch listing 1")
-	}
+	b := sinktest.NewBatch(t, schemas.EventGrid, schemas.CloudEvents, evs)
 	b.Body = []byte("not json")
-	if _, err := broker.Messages(b); err == nil {
-		t.Fatal("Messages accepted a body that is not JSON")
+	msgs, err := broker.Messages(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs {
+		want, _, err := schemas.Encoding{In: schemas.EventGrid, Out: schemas.CloudEvents, TopicID: b.TopicID}.AppendEvent(nil, evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload) != string(want) || !strings.Contains(string(m.Payload), `"specversion":"1.0"`) {
+			t.Errorf("message %d payload %s, want the converted event %s", i, m.Payload, want)
+		}
+	}
+}
+
+// Events that can never be sent are listed, every one, in an *sinks.UnsendableError; no
+// message is published and the publisher is not called.
+func TestDeliverReportsUnsendableEvents(t *testing.T) {
+	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
+	defer pub.Close()
+	s, err := broker.New(pub, broker.Config{Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := sinktest.EventGridEvents(t, "u", 4)
+	bad1, bad3 := *evs[1], *evs[3]
+	bad1.ID = "bad\nid"
+	bad3.DataVersion = string([]byte{'1', 0x7f})
+	evs[1], evs[3] = &bad1, &bad3
+	msgs, err := pub.Subscribe(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, evs)
+	err = s.Deliver(context.Background(), b)
+	var ue *sinks.UnsendableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Deliver = %v, want *sinks.UnsendableError", err)
+	}
+	if len(ue.Faults) != 2 || ue.Faults[0].Index != 1 || ue.Faults[1].Index != 3 {
+		t.Fatalf("faults %+v, want events 1 and 3", ue.Faults)
+	}
+	var he *schemas.HeaderError
+	if !errors.As(ue.Faults[1].Err, &he) || he.Field != "dataVersion" || he.Header != schemas.HeaderDataVersion {
+		t.Errorf("fault of event 3 is %v, want a header error for dataVersion", ue.Faults[1].Err)
+	}
+	select {
+	case m := <-msgs:
+		t.Fatalf("message %s was published", m.UUID)
+	default:
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/egridio/egrid/schemas"
@@ -59,9 +58,9 @@ func NotifyDeletion(ctx context.Context, client *http.Client, dr DeletionRequest
 	data := map[string]string{"eventSubscriptionId": dr.SubscriptionID}
 	t := dr.Time.UTC().Format(time.RFC3339Nano)
 	var body []byte
-	contentType, metadataVersion := schemas.ContentTypeJSON, "1"
+	contentType := schemas.ContentTypeJSON
 	if dr.CloudEvents {
-		contentType, metadataVersion = schemas.ContentTypeCloudEvent, "1.0"
+		contentType = schemas.ContentTypeCloudEvent
 		body, err = json.Marshal(struct {
 			SpecVersion string            `json:"specversion"`
 			Type        string            `json:"type"`
@@ -93,15 +92,20 @@ func NotifyDeletion(ctx context.Context, client *http.Client, dr DeletionRequest
 			h.Set(name, value)
 		}
 	}
-	h.Set(hdrEventType, schemas.EventTypeSubscriptionDeletion)
-	h.Set(hdrSubscriptionName, strings.ToUpper(dr.Subscription))
-	h.Set(hdrDeliveryCount, "0")
-	h.Set(hdrMetadataVersion, metadataVersion)
-	if !dr.CloudEvents {
-		h.Set(hdrDataVersion, "1")
+	schema := schemas.EventGrid
+	if dr.CloudEvents {
+		schema = schemas.CloudEvents
 	}
-	h.Set(hdrOutputEventID, dr.EventID)
-	h.Set(hdrContentType, contentType)
+	protocol, err := schemas.DeliveryHeaders{
+		EventType: schemas.EventTypeSubscriptionDeletion, Schema: schema, Subscription: dr.Subscription,
+		ContentType: contentType, Event: &schemas.Event{ID: dr.EventID, DataVersion: "1"},
+	}.Append(nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range protocol {
+		h.Set(p.Name, p.Value)
+	}
 	if dr.Origin != "" {
 		h.Set(hdrOrigin, dr.Origin)
 	}

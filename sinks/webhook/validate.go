@@ -153,13 +153,17 @@ func ValidateSubscription(ctx context.Context, client *http.Client, vr Validatio
 			h.Set(name, value)
 		}
 	}
-	h.Set(hdrEventType, schemas.EventTypeSubscriptionValidation)
-	h.Set(hdrSubscriptionName, strings.ToUpper(vr.Subscription))
-	h.Set(hdrDeliveryCount, "0")
-	h.Set(hdrMetadataVersion, "1")
-	h.Set(hdrDataVersion, "1")
-	h.Set(hdrOutputEventID, vr.EventID)
-	h.Set(hdrContentType, schemas.ContentTypeJSON)
+	protocol, err := schemas.DeliveryHeaders{
+		EventType: schemas.EventTypeSubscriptionValidation, Schema: schemas.EventGrid,
+		Subscription: vr.Subscription, ContentType: schemas.ContentTypeJSON,
+		Event: &schemas.Event{ID: vr.EventID, DataVersion: "1"},
+	}.Append(nil)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range protocol {
+		h.Set(p.Name, p.Value)
+	}
 
 	resp, answer, herr := roundTrip(ctx, client, http.MethodPost, vr.URL, display, h, body, vr.Timeout, "the SubscriptionValidation event")
 	if herr != nil {

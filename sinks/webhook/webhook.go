@@ -171,25 +171,36 @@ func (s *Sink) URL() string { return s.url }
 // maxDrain is how much of a response body Deliver reads so the connection can be reused.
 const maxDrain = 64 << 10
 
-// Canonical forms of the header names, computed once so Deliver does not canonicalise per
-// request.
-var (
-	hdrEventType        = http.CanonicalHeaderKey(schemas.HeaderEventType)
-	hdrSubscriptionName = http.CanonicalHeaderKey(schemas.HeaderSubscriptionName)
-	hdrDeliveryCount    = http.CanonicalHeaderKey(schemas.HeaderDeliveryCount)
-	hdrMetadataVersion  = http.CanonicalHeaderKey(schemas.HeaderMetadataVersion)
-	hdrDataVersion      = http.CanonicalHeaderKey(schemas.HeaderDataVersion)
-	hdrOutputEventID    = http.CanonicalHeaderKey(schemas.HeaderOutputEventID)
-	hdrTraceparent      = http.CanonicalHeaderKey(schemas.HeaderTraceparent)
-	hdrContentType      = "Content-Type"
-	hdrRetryAfter       = "Retry-After"
-	hdrOrigin           = "Origin"
+// canonical maps the lower-case names of [schemas.DeliveryHeaders] to their canonical HTTP
+// forms, computed once so Deliver does not canonicalise per request.
+var canonical = func() map[string]string {
+	m := make(map[string]string)
+	for _, name := range []string{
+		schemas.HeaderEventType, schemas.HeaderSubscriptionName, schemas.HeaderDeliveryCount,
+		schemas.HeaderMetadataVersion, schemas.HeaderContentType, schemas.HeaderOutputEventID,
+		schemas.HeaderDataVersion, schemas.HeaderTraceparent,
+	} {
+		m[name] = http.CanonicalHeaderKey(name)
+	}
+	return m
+}()
+
+const (
+	hdrRetryAfter = "Retry-After"
+	hdrOrigin     = "Origin"
 )
 
 // Deliver POSTs b to the endpoint: one attempt (see the package documentation for the
 // headers and the outcome classification). It returns nil when the endpoint answered
 // 200-204, and a *[sinks.DeliveryError] otherwise. It does not read b after it returns.
 func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
+	if err := unsendable(b); err != nil {
+		return err
+	}
+	h, err := header(b, s.custom(b))
+	if err != nil { // checked above
+		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: err}}}
+	}
 	if err := s.pace.wait(ctx); err != nil {
 		return &sinks.DeliveryError{Outcome: classify(err, ctx.Err()), Err: fmt.Errorf("waiting for the request rate %s allows: %w", s.display, err)}
 	}
@@ -200,7 +211,7 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err != nil { // cannot happen for a URL New accepted
 		return &sinks.DeliveryError{Outcome: schemas.InvalidDestination, Err: fmt.Errorf("building request for %s: %w", s.display, err)}
 	}
-	req.Header = header(b, s.custom(b))
+	req.Header = h
 	if s.origin != "" {
 		req.Header.Set(hdrOrigin, s.origin)
 	}
@@ -259,10 +270,50 @@ func (s *Sink) custom(b *sinks.Batch) map[string]string {
 	return s.headers.Resolve(first)
 }
 
+// unsendable returns an *[sinks.UnsendableError] listing the events of b whose header-bound
+// values cannot be sent ([schemas.CheckHeaderBound]), or nil. Only the first event's values
+// go into this request's headers, but any event may be first in a retry, so none of them can
+// ever be delivered (SPEC §8).
+func unsendable(b *sinks.Batch) error {
+	out := b.Encoding().Out
+	var faults []sinks.EventFault
+	for i, ev := range b.Events {
+		if ev == nil {
+			continue
+		}
+		if err := schemas.CheckHeaderBound(out, ev); err != nil {
+			faults = append(faults, sinks.EventFault{Index: i, Err: err})
+		}
+	}
+	if faults == nil {
+		return nil
+	}
+	return &sinks.UnsendableError{Faults: faults}
+}
+
 // header builds the delivery headers of b (SPEC §2.4): the batch's custom headers, then the
-// sink's (custom), then the protocol headers, each later set winning.
-func header(b *sinks.Batch, custom map[string]string) http.Header {
-	h := make(http.Header, 8+len(b.Headers)+len(custom))
+// sink's (custom), then the protocol headers of [schemas.DeliveryHeaders], each later set
+// winning. A custom value that cannot be sent is left out; a protocol value taken from the
+// batch's first event that cannot be sent is the error (a *[schemas.HeaderError]).
+func header(b *sinks.Batch, custom map[string]string) (http.Header, error) {
+	enc := b.Encoding()
+	contentType := b.ContentType
+	if contentType == "" {
+		contentType = enc.ContentType(len(b.Events))
+	}
+	var first *schemas.Event
+	if len(b.Events) > 0 {
+		first = b.Events[0]
+	}
+	var buf [8]schemas.Header
+	protocol, err := schemas.DeliveryHeaders{
+		Schema: enc.Out, Subscription: b.Subscription, DeliveryCount: b.DeliveryCount,
+		ContentType: contentType, Event: first,
+	}.Append(buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(protocol)+len(b.Headers)+len(custom))
 	for _, m := range []map[string]string{b.Headers, custom} {
 		for name, value := range m {
 			if validHeaderName(name) && validHeaderValue(value) {
@@ -271,46 +322,12 @@ func header(b *sinks.Batch, custom map[string]string) http.Header {
 		}
 	}
 	// One backing array for the protocol header values; each gets a one-element slice of it.
-	vals := make([]string, 0, 8)
-	set := func(name, value string) {
-		vals = append(vals, value)
-		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	vals := make([]string, len(protocol))
+	for i, p := range protocol {
+		vals[i] = p.Value
+		h[canonical[p.Name]] = vals[i : i+1 : i+1]
 	}
-	schema := b.Schema
-	if schema == 0 {
-		schema = schemas.EventGrid
-	}
-	set(hdrEventType, schemas.EventTypeNotification)
-	set(hdrSubscriptionName, strings.ToUpper(b.Subscription))
-	set(hdrDeliveryCount, strconv.Itoa(b.DeliveryCount))
-	set(hdrMetadataVersion, schemas.MetadataVersion(schema))
-	contentType := b.ContentType
-	if contentType == "" {
-		contentType = defaultContentType(schema, len(b.Events))
-	}
-	set(hdrContentType, contentType)
-	if len(b.Events) > 0 && b.Events[0] != nil {
-		first := b.Events[0]
-		set(hdrOutputEventID, first.ID)
-		if schema != schemas.CloudEvents {
-			set(hdrDataVersion, first.DataVersion)
-		}
-		if first.Traceparent != "" {
-			set(hdrTraceparent, first.Traceparent)
-		}
-	}
-	return h
-}
-
-// defaultContentType is the Content-Type for a batch that does not name one (SPEC §2.3).
-func defaultContentType(s schemas.Schema, events int) string {
-	switch {
-	case s != schemas.CloudEvents:
-		return schemas.ContentTypeJSON
-	case events > 1:
-		return schemas.ContentTypeCloudEventsBatch
-	}
-	return schemas.ContentTypeCloudEvent
+	return h, nil
 }
 
 // validHeaderName reports whether name is an HTTP token (RFC 9110 §5.1).

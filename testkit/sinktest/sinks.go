@@ -367,7 +367,8 @@ func NewBatch(t testing.TB, in, out schemas.Schema, events []*schemas.Event) *si
 	return &sinks.Batch{
 		Topic: suiteTopic, Subscription: suiteSubscription, Schema: out,
 		Body: body, ContentType: ct, Events: events, DeliveryCount: 2,
-		Headers: map[string]string{customHeader: "yes"},
+		Headers:     map[string]string{customHeader: "yes"},
+		InputSchema: in, TopicID: suiteTopicID,
 	}
 }
 
