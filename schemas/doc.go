@@ -31,6 +31,9 @@
 //     case-sensitive, and a "missing" member that was sent in another case says so.
 //   - Strings must be valid UTF-8 (encoding/json would silently replace bad bytes).
 //   - The per-event limit counts the bytes the event takes in the request as published.
+//   - Fields egrid copies into delivery headers (id, dataVersion, traceparent; for custom
+//     schemas the mapped source fields) must hold no control character and at most 1024
+//     bytes: an event that could never be delivered is not accepted (SPEC §8).
 //   - A mapped custom-schema eventType is required: an event that ends up without one is
 //     refused, and [InputMapping.Validate] refuses a mapping that can give none.
 //
@@ -40,6 +43,20 @@
 // delivery schema, following the conversion matrix of [CanDeliver]; [MetadataVersion] gives its
 // aeg-metadata-version header. It appends to a caller-owned buffer and parses nothing except
 // to find data in an Event Grid → CloudEvents conversion.
+//
+// # One delivery request
+//
+// Every rule of Event Grid's delivery wire lives here, so the webhook and broker sinks (and the
+// webhook's validation handshake) build the same request: [Encoding] gives a request's body
+// with the CloudEvents batch framing ([Encoding.AppendBatch]) or one event alone, as a broker
+// message carries it ([Encoding.AppendEvent]); [DeliveryHeaders] gives its protocol headers
+// (aeg-*, Content-Type, traceparent). They are here rather than in sinks because they are
+// Event Grid's wire format, like the event encodings, and not the delivery contract: sinks
+// holds what a destination is (the Sink interface, the Batch, custom header mappings), schemas
+// what goes over the wire. Header-bound fields (id, dataVersion, traceparent) are refused at
+// publish when they could never be sent ([HeaderValueProblem], [MaxIDBytes]); an event stored
+// before that check gives an *[EncodeError] or *[HeaderError], which sinks report so that the
+// event ends alone ([UndeliverableDueToEventContent]).
 //
 // schemas is pure: it imports no other egrid package, does no I/O and never reads the clock
 // ([DecodeCustom] takes now and an id generator).

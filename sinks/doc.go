@@ -11,6 +11,12 @@
 // by [HeaderMappings.Validate] and resolved per batch by [HeaderMappings.Resolve]. Static
 // values may be secrets: no message or String method of this package prints them.
 //
+// A failure that is one event's own fault — it cannot be encoded, or a delivery header cannot
+// be built from it — is an *[UnsendableError] naming the events: the subscription ends those
+// alone and sends the rest, never blaming the destination. The protocol headers and body
+// encodings themselves are Event Grid's wire format and live in schemas
+// ([schemas.DeliveryHeaders], [schemas.Encoding]); every sink builds its requests with them.
+//
 // [ObjectStore] is the other contract here: where dead letters are written (one object per
 // subscription per flush). sinks/blob implements it on MinIO; the test kit has an in-memory one
 // and a fault-injecting one, and testkit/sinktest runs one conformance suite on all of them.
