@@ -93,6 +93,8 @@ type scanner struct {
 	// ws is set whenever whitespace is skipped, so a caller can tell whether a value's bytes
 	// are already compact.
 	ws bool
+	// lenient accepts invalid UTF-8 in strings, as encoding/json does (see [JSONScanner]).
+	lenient bool
 }
 
 func (s *scanner) skipWS() {
@@ -179,7 +181,7 @@ func (s *scanner) scanString() (esc bool, err error) {
 			return esc, &syntaxError{s.pos, "control character " + quoteByte(c) + " in string (escape it)"}
 		default:
 			r, size := utf8.DecodeRune(s.buf[s.pos:])
-			if r == utf8.RuneError && size <= 1 {
+			if r == utf8.RuneError && size <= 1 && !s.lenient {
 				return esc, &syntaxError{s.pos, "invalid UTF-8 in string"}
 			}
 			s.pos += size
@@ -418,11 +420,22 @@ func unquote(tok []byte, esc bool) string {
 }
 
 // appendUnquoted appends the decoded content of a scanned (hence valid) string token. Lone
-// surrogates in \u escapes become U+FFFD, as encoding/json does.
+// surrogates in \u escapes and bytes that are not UTF-8 (which only a lenient scan lets
+// through) become U+FFFD, as encoding/json does.
 func appendUnquoted(dst, tok []byte) []byte {
 	b := tok[1 : len(tok)-1]
 	for i := 0; i < len(b); {
 		c := b[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, b[i:i+size]...)
+			}
+			i += size
+			continue
+		}
 		if c != '\\' {
 			dst = append(dst, c)
 			i++

@@ -73,7 +73,9 @@
 // the values at the filter's paths, skipping everything else without building maps, and
 // stopping as soon as every path has an exactly named value. Match expects the valid JSON
 // object ingress stores; given malformed JSON it does not panic, and keys after the fault (or,
-// if the scan reaches it, all keys) are missing.
+// if the scan reaches it, all keys) are missing. The grammar is egrid's one JSON scanner,
+// [schemas.JSONScanner] (lenient about bytes that are not UTF-8, as encoding/json is); this
+// package only walks it, deciding which values to read and which to skip.
 //
 // filter is pure: it imports only schemas, does no I/O and never reads the clock. A compiled
 // [Filter] is immutable and safe for concurrent use.
