@@ -39,8 +39,9 @@ type HeaderMapping struct {
 	// SourceField makes the header dynamic: a dotted path into the event's JSON object as
 	// published ("data.key1", "subject", "data.customer.tier"). Only string, number and
 	// boolean values are sent: a string as its text, a number as written in the event, a
-	// boolean as true or false. Any other value, a missing field or a value over
-	// [MaxHeaderValueBytes] leaves the header out of that request.
+	// boolean as true or false. Any other value, a missing field, a value over
+	// [MaxHeaderValueBytes] or one holding control characters leaves the header out of that
+	// request.
 	SourceField string `json:"sourceField,omitempty" yaml:"sourceField,omitempty"`
 }
 
@@ -160,7 +161,8 @@ func (ms HeaderMappings) Static() map[string]string {
 
 // Resolve returns the headers to send with a request for ev, name → value: every static
 // header, and every dynamic header whose source field holds a string, number or boolean of
-// at most [MaxHeaderValueBytes] (the others are left out). A nil ev gives the static headers
+// at most [MaxHeaderValueBytes] without control characters (the others are left out: a value
+// no header can carry must not stop the delivery, whatever the sink). A nil ev gives the static headers
 // only. The caller owns the returned map.
 //
 // A batch carries several events but one set of headers: delivery sinks resolve dynamic
@@ -179,7 +181,7 @@ func (ms HeaderMappings) Resolve(ev *schemas.Event) map[string]string {
 		if ev == nil {
 			continue
 		}
-		if v, ok := lookupScalar(ev.Raw, m.SourceField); ok && len(v) <= MaxHeaderValueBytes {
+		if v, ok := lookupScalar(ev.Raw, m.SourceField); ok && len(v) <= MaxHeaderValueBytes && validValue(v) {
 			out[m.Name] = v
 		}
 	}

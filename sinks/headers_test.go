@@ -123,3 +123,13 @@ func TestHeaderMappingStringHidesStaticValue(t *testing.T) {
 		t.Errorf("formatting HeaderMappings shows the static value: %s", s)
 	}
 }
+
+// A dynamic value that no header can carry (a line break in the event's field) is left out, so
+// it cannot break the request of any sink; the other headers are still resolved.
+func TestHeaderMappingsResolveLeavesOutControlCharacters(t *testing.T) {
+	hm := sinks.HeaderMappings{{Name: "X-Note", SourceField: "data.note"}, {Name: "X-Tier", SourceField: "data.tier"}}
+	ev := &schemas.Event{Raw: []byte(`{"data":{"note":"line\r\nX-Injected: 1","tier":"gold\tplus"}}`)}
+	if got := hm.Resolve(ev); !maps.Equal(got, map[string]string{"X-Tier": "gold\tplus"}) {
+		t.Errorf("Resolve() = %q; want X-Tier only", got)
+	}
+}
