@@ -40,13 +40,6 @@ func HeaderValueProblem(v string, max int) string {
 	return ""
 }
 
-// ValidHeaderValue reports whether v holds no control character, so that it can be sent as a
-// header value (see [HeaderValueProblem]).
-func ValidHeaderValue(v string) bool {
-	i, _ := controlChar(v)
-	return i < 0
-}
-
 // controlChar returns the byte offset and value of the first control character in v (C0,
 // DEL, or C1 as UTF-8), or -1. Bytes that are not valid UTF-8 are not control characters.
 func controlChar(v string) (int, rune) {
