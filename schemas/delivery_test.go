@@ -101,7 +101,9 @@ func TestEncodingFraming(t *testing.T) {
 		{name: "event grid batched is an array as always", enc: schemas.Encoding{In: schemas.EventGrid, Out: schemas.EventGrid, Batched: true}, events: []*schemas.Event{eg},
 			body: "[" + string(eg.Raw) + "]", ct: schemas.ContentTypeJSON},
 		{name: "converted, batching on", enc: schemas.Encoding{In: schemas.EventGrid, Out: schemas.CloudEvents, TopicID: tid, Batched: true}, events: []*schemas.Event{eg},
-			body: `[{"specversion":"1.0","type":"T","source":"/t","id":"e1","time":"2024-05-01T12:00:00Z","datacontenttype":"application/json","data":{"n":1}}]`, ct: schemas.ContentTypeCloudEventsBatch},
+			body: `[{"specversion":"1.0","type":"T","source":"/t","id":"e1","time":"2024-05-01T12:00:00Z","dataschema":"#","datacontenttype":"application/json","data":{"n":1}}]`, ct: schemas.ContentTypeCloudEventsBatch},
+		{name: "converted with options", enc: schemas.Encoding{In: schemas.EventGrid, Out: schemas.CloudEvents, TopicID: tid, Options: schemas.EncodeOptions{OmitConvertedDataSchema: true}}, events: []*schemas.Event{eg},
+			body: `{"specversion":"1.0","type":"T","source":"/t","id":"e1","time":"2024-05-01T12:00:00Z","datacontenttype":"application/json","data":{"n":1}}`, ct: schemas.ContentTypeCloudEvent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
