@@ -211,7 +211,8 @@ func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec)
 // topics use the namespace key layout and record shape, and so does the namespace profile's
 // record shape (SPEC §5).
 func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) actors.DeadLetterTarget {
-	namespaceTopic := t.spec.Kind == KindNamespace
+	st := t.load()
+	namespaceTopic := st.spec.Kind == KindNamespace
 	prefixNS := ""
 	if namespaceTopic {
 		prefixNS = r.cfg.DeadLetters.Namespace
@@ -221,7 +222,7 @@ func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *Subscripti
 		Bucket: spec.DeadLetterDestination.Properties.BlobContainerName,
 		Prefix: actors.DeadLetterPrefix(prefixNS, t.name, name),
 		Format: schemas.DeadLetterFormat{
-			Input: t.schema, Delivery: delivery, TopicID: t.id,
+			Input: st.schema, Delivery: delivery, TopicID: t.id,
 			Namespace: namespaceTopic || strings.EqualFold(spec.RetryPolicy.Profile, "namespace"),
 		},
 		// Dead letters of the notification topic itself are not announced on it: a failing
@@ -377,7 +378,7 @@ func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *Subscript
 		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrNoDeadLetterDestination)
 	}
 	prefix := actors.DeadLetterPrefix("", topic, name)
-	if t.spec.Kind == KindNamespace {
+	if t.load().spec.Kind == KindNamespace {
 		prefix = actors.DeadLetterPrefix(r.cfg.DeadLetters.Namespace, topic, name)
 	}
 	return t, spec, prefix + "/", nil
@@ -443,7 +444,7 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 			continue
 		}
 		out.Objects++
-		recs, err := schemas.DecodeDeadLetters(body, t.schema, t.id)
+		recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
 		if err != nil {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s: %s", o.Key, strings.ReplaceAll(err.Error(), "\n", "; ")))
 			continue
@@ -585,18 +586,18 @@ func (r *Router) replayRunning(key string) bool {
 // runReplay spawns the replay actor and, with opts.Wait, waits for it.
 func (r *Router) runReplay(ctx context.Context, topic, name string, events []*schemas.Event, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
 	key := topic + "/" + name
-	r.mu.Lock()
+	r.mu.RLock()
 	t, ok := r.topics[topic]
 	var spec *SubscriptionSpec
 	if ok {
 		spec, ok = t.subs[name]
 	}
-	if !ok || r.closed {
-		r.mu.Unlock()
+	closed := r.closed
+	r.mu.RUnlock()
+	if !ok || closed {
 		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
 	}
 	sc, err := r.subscriptionConfig(t, name, spec)
-	r.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (r *Router) notifyDeletion(t *topicRuntime, name string, spec *Subscription
 	if r.closed || !strings.EqualFold(spec.Destination.EndpointType, EndpointWebHook) || prov.state() != StateSucceeded {
 		return
 	}
-	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	res, err := spec.validate(&t.load().spec, r.cfg.TimeScale)
 	if err != nil {
 		return
 	}

@@ -21,6 +21,12 @@
 // rebuilt from it when a router starts. Admin reads hide secrets: the endpoint's query string
 // and secret static header values.
 //
+// Concurrency: a topic's definition is immutable and replaced whole (an update that rotates
+// its keys swaps it atomically), so a publish reads it without a lock. The router's mutex
+// guards only its maps and is never held across I/O or across waiting on an actor; admin
+// operations of one topic (create, update, delete, and those of its subscriptions) take that
+// topic's turn instead, so a slow store write stalls neither publishes nor other topics.
+//
 // Shutdown order ([Router.Close]): stop the broker sources and the subscription timers, refuse
 // new publishes, finish the appends in progress, stop the trimmer, stop the topic actors (each
 // subscription actor cancels its attempts and flushes its state), flush the dead letters that

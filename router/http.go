@@ -79,7 +79,8 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
 		return
 	}
-	if status, msg := r.authorize(req, t); status != 0 {
+	st := t.load() // one definition for the whole request, whatever updates run meanwhile
+	if status, msg := r.authorize(req, t, st); status != 0 {
 		code := "Unauthorized"
 		if status == http.StatusBadRequest {
 			code = "BadRequest"
@@ -88,7 +89,7 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 		return
 	}
 	lim := schemas.ClassicLimits
-	if namespace || t.spec.Kind == KindNamespace {
+	if namespace || st.spec.Kind == KindNamespace {
 		lim = schemas.NamespaceLimits
 	}
 	if req.ContentLength > int64(lim.MaxRequestBytes) {
@@ -104,7 +105,7 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is over the limit of %d bytes (1 MB): split the request", lim.MaxRequestBytes))
 		return
 	}
-	evs, err := r.decodeHTTP(req, t, body, namespace, lim)
+	evs, err := r.decodeHTTP(req, t, st, body, namespace, lim)
 	if err != nil {
 		writeDecodeError(w, err)
 		return
@@ -142,13 +143,13 @@ func readBody(req *http.Request, limit int) ([]byte, error) {
 }
 
 // decodeHTTP picks the decoder from the topic's input schema and the request's Content-Type.
-func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, body []byte, namespace bool, lim schemas.Limits) ([]*schemas.Event, error) {
+func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, st *topicState, body []byte, namespace bool, lim schemas.Limits) ([]*schemas.Event, error) {
 	ct := req.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
-	if namespace && t.schema != schemas.CloudEvents {
-		return nil, &schemas.ValidationError{Index: -1, Field: "", Reason: fmt.Sprintf("topic %q takes %s; :publish is for CloudEvents topics: post to /topics/%s/api/events", t.name, t.schema, t.name)}
+	if namespace && st.schema != schemas.CloudEvents {
+		return nil, &schemas.ValidationError{Index: -1, Field: "", Reason: fmt.Sprintf("topic %q takes %s; :publish is for CloudEvents topics: post to /topics/%s/api/events", t.name, st.schema, t.name)}
 	}
-	switch t.schema {
+	switch st.schema {
 	case schemas.CloudEvents:
 		switch {
 		case req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json":
@@ -176,7 +177,7 @@ func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, body []byte, nam
 		// application/x-www-form-urlencoded (learn.microsoft.com/azure/event-grid/custom-event-quickstart).
 		// So egrid does not look at the Content-Type here; a body that does not parse gets the
 		// decoder's own error.
-		return r.decode(t, body)
+		return r.decode(t, st, body)
 	}
 }
 
@@ -225,8 +226,8 @@ func flatten(err error) []error {
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
 // on, or a status (401, or 400 for a SAS token that does not parse) and a message that says
 // what to do.
-func (r *Router) authorize(req *http.Request, t *topicRuntime) (int, string) {
-	keys := []string{t.spec.Key1, t.spec.Key2}
+func (r *Router) authorize(req *http.Request, t *topicRuntime, st *topicState) (int, string) {
+	keys := []string{st.spec.Key1, st.spec.Key2}
 	authz := req.Header.Get("Authorization")
 	switch {
 	case req.Header.Get("aeg-sas-key") != "":

@@ -11,7 +11,8 @@ type subKey struct{ topic, name string }
 // lifecycle is the router's bookkeeping of what happens to subscriptions outside delivery:
 // their provisioning state, the manual validations under way (by token hash) and the timers
 // that end validation windows and expire subscriptions. Its own mutex guards it; code that
-// also holds Router.mu takes Router.mu first. The zero value is ready to use.
+// also holds Router.mu takes Router.mu first. Timer callbacks take their topic's admin turn
+// (turns.go), never Router.mu across I/O. The zero value is ready to use.
 //
 // Timer callbacks run in their own goroutines; close stops the timers and waits for callbacks
 // already running, so none outlives the router.

@@ -141,7 +141,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if exp := spec.ExpirationTimeUTC; !exp.IsZero() && !exp.After(r.deps.Now()) {
 		problems = append(problems, fmt.Errorf("expirationTimeUtc %s is not in the future (invalid expiration time): use a later time, or leave it out for a subscription that does not expire", exp.UTC().Format(time.RFC3339)))
 	}
-	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	res, err := spec.validate(&t.load().spec, r.cfg.TimeScale)
 	if err != nil {
 		problems = append(problems, err)
 	}
@@ -159,6 +159,8 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	}
 	topicID := t.id
 	r.mu.RUnlock()
+	// The checks above ran under the read lock only (no I/O); the store write and the actor
+	// calls below run in the topic's turn without it.
 
 	// Event Grid validates the endpoint on every create and update of a WebHook subscription
 	// (eventgrid-behaviour.md §5.2, "triggered at subscription creation and update";
@@ -182,19 +184,28 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 }
 
 // commitSubscription stores a checked (and validated) subscription and starts or stops its
-// delivery according to prov.
+// delivery according to prov. It runs in the topic's turn, without holding r.mu across the
+// store write or the wait for the topic actor.
 func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	release, err := r.turns.acquire(ctx, k.topic)
+	if err != nil {
+		return fmt.Errorf("saving event subscription %q: %w", k.name, err)
+	}
+	defer release()
+	r.mu.RLock()
+	closed := r.closed
+	cur, ok := r.topics[k.topic]
+	_, existed := t.subs[k.name]
+	n := len(t.subs)
+	r.mu.RUnlock()
+	if closed {
 		return ErrClosed
 	}
-	if cur, ok := r.topics[k.topic]; !ok || cur != t {
+	if !ok || cur != t {
 		return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
 	}
-	_, existed := t.subs[k.name]
-	if !existed && len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
-		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, len(t.subs))
+	if !existed && n >= r.cfg.MaxSubscriptionsPerTopic {
+		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, n)
 	}
 	if prov.state() == StateAwaitingManualAction && !r.life.commit(prov.TokenHash, ManualValidationWindow, func() { r.closeValidationWindow(prov.TokenHash) }) {
 		// The endpoint fetched its validationUrl before we got here.
@@ -210,7 +221,9 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
 		return err
 	}
+	r.mu.Lock()
 	t.subs[k.name] = spec
+	r.mu.Unlock()
 	r.life.set(k, prov)
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
 	var msg any = &actors.RemoveSubscription{Name: k.name}
@@ -229,7 +242,8 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	return nil
 }
 
-// storeSubscription writes a subscription's record. Called with r.mu held.
+// storeSubscription writes a subscription's record. Called in the topic's turn, never with
+// r.mu held.
 func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
 	rec := record{SubscriptionSpec: *spec}
 	if prov != nil && *prov != (provisioned{}) {
@@ -247,7 +261,8 @@ func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *Subscrip
 
 // restoreSubscription loads a stored subscription at startup. It returns the config of the
 // actor to start, or nil for a subscription that must not deliver (awaiting validation,
-// failed, or expired — its expiry timer deletes it at once). Called with r.mu held.
+// failed, or expired — its expiry timer deletes it at once). Called by restore, before the
+// topic is added to the router.
 func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*actors.SubscriptionConfig, error) {
 	var rec record
 	if err := json.Unmarshal(d.Spec, &rec); err != nil {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -211,24 +212,45 @@ type Router struct {
 	life    lifecycle       // provisioning states, manual validations, expiry timers
 	notices deletionNotices // SubscriptionDeletion notifications in flight (deletion.go)
 	srcs    sourceSet       // broker sources feeding topics (sources.go)
+	turns   turns           // admin operations, one at a time per topic (turns.go)
 
+	// mu guards the maps below and closed. It is held only to read or change them, never
+	// across I/O or across waiting on an actor: a publish takes its read side to find its
+	// topic, and nothing may stall it.
 	mu     sync.RWMutex
 	topics map[string]*topicRuntime
-	sinks  map[string]sinks.Sink
 	closed bool
+
+	sinkMu sync.RWMutex
+	sinks  map[string]sinks.Sink
 }
 
-// topicRuntime is a running topic.
+// topicRuntime is a running topic. Its identity (name, actor, committer) is fixed; its
+// definition is a [topicState] replaced whole, so a publish reads one consistent spec without
+// a lock while an update rotates the keys.
 type topicRuntime struct {
 	name   string
-	spec   TopicSpec
-	schema schemas.Schema
 	id     string
 	pid    *actor.PID
-	subs   map[string]*SubscriptionSpec
 	commit *committer
 	writer *actors.StateWriter // subscription state writes, off the actors' mailboxes
+	state  atomic.Pointer[topicState]
+	subs   map[string]*SubscriptionSpec // guarded by Router.mu
 }
+
+// topicState is a topic's definition as publishes see it. It is immutable: an update stores
+// a new one.
+type topicState struct {
+	spec   TopicSpec
+	schema schemas.Schema
+}
+
+func newTopicState(spec TopicSpec) *topicState {
+	return &topicState{spec: spec, schema: spec.schema()}
+}
+
+// load returns the topic's current definition.
+func (t *topicRuntime) load() *topicState { return t.state.Load() }
 
 // New builds a router and starts the topics and subscriptions found in the store.
 func New(cfg Config, deps Deps) (*Router, error) {
@@ -290,10 +312,9 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	return r, nil
 }
 
-// restore starts every topic and subscription in the store.
+// restore starts every topic and subscription in the store. The timers it arms wait for
+// New's release (lifecycle.hold), so nothing else touches the router meanwhile.
 func (r *Router) restore(ctx context.Context) error {
-	r.mu.Lock() // timers armed here run callbacks that take it
-	defer r.mu.Unlock()
 	defs, err := r.store.Topics(ctx)
 	if err != nil {
 		return fmt.Errorf("loading topics: %w", err)
@@ -318,32 +339,48 @@ func (r *Router) restore(ctx context.Context) error {
 				cfgs = append(cfgs, sc)
 			}
 		}
-		r.startTopic(t, cfgs)
+		if err := r.startTopic(t, cfgs); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
-	return &topicRuntime{
-		name: name, spec: spec, schema: spec.schema(), id: r.cfg.ResourceIDPrefix + "/" + name,
+	t := &topicRuntime{
+		name: name, id: r.cfg.ResourceIDPrefix + "/" + name,
 		subs: make(map[string]*SubscriptionSpec), writer: actors.NewStateWriter(r.store, name),
 	}
+	t.state.Store(newTopicState(spec))
+	return t
 }
 
-func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) {
+// startTopic spawns a topic's actor and committer and adds it to the router; a closed router
+// refuses it (and stops what was started).
+func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) error {
 	t.pid = r.system.Root.Spawn(actors.TopicProps(&actors.TopicConfig{
 		Name: t.name, Metrics: r.metrics, Logger: r.log, Subscriptions: subs,
 	}))
 	t.commit = newCommitter(r, t)
-	r.topics[t.name] = t
+	r.mu.Lock()
+	if !r.closed {
+		r.topics[t.name] = t
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	t.commit.close()
+	_ = r.system.Root.StopFuture(t.pid).Wait()
+	_ = t.writer.Close()
+	return ErrClosed
 }
 
 // RegisterSink makes a Go sink available to subscriptions with endpointType Sink and
 // destination.properties.sinkName name. Register sinks before creating (or, after a restart,
 // before restoring) the subscriptions that use them: pass them in [Deps.Sinks] for the latter.
 func (r *Router) RegisterSink(name string, s sinks.Sink) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.sinkMu.Lock()
+	defer r.sinkMu.Unlock()
 	r.sinks[name] = s
 }
 
@@ -366,20 +403,27 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if err := errors.Join(errs...); err != nil {
 		return TopicSpec{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	release, err := r.turns.acquire(ctx, name)
+	if err != nil {
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", name, err)
+	}
+	defer release()
+	r.mu.RLock()
+	closed, t := r.closed, r.topics[name]
+	r.mu.RUnlock()
+	if closed {
 		return TopicSpec{}, ErrClosed
 	}
-	if t, ok := r.topics[name]; ok {
-		if t.spec.schema() != spec.schema() || t.spec.Kind != spec.Kind {
-			return TopicSpec{}, fmt.Errorf("topic %q exists with input schema %s and kind %q; delete it first to change them", name, t.schema, t.spec.Kind)
+	if t != nil {
+		cur := t.load()
+		if cur.schema != spec.schema() || cur.spec.Kind != spec.Kind {
+			return TopicSpec{}, fmt.Errorf("topic %q exists with input schema %s and kind %q; delete it first to change them", name, cur.schema, cur.spec.Kind)
 		}
 		if spec.Key1 == "" {
-			spec.Key1 = t.spec.Key1
+			spec.Key1 = cur.spec.Key1
 		}
 		if spec.Key2 == "" {
-			spec.Key2 = t.spec.Key2
+			spec.Key2 = cur.spec.Key2
 		}
 	}
 	for _, k := range []*string{&spec.Key1, &spec.Key2} {
@@ -398,11 +442,13 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if err := r.store.PutTopic(ctx, name, raw); err != nil {
 		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", name, err)
 	}
-	if t, ok := r.topics[name]; ok {
-		t.spec = spec
+	if t != nil {
+		t.state.Store(newTopicState(spec)) // publishes see the old keys or the new ones, whole
 		return spec, nil
 	}
-	r.startTopic(r.newTopicRuntime(name, spec), nil)
+	if err := r.startTopic(r.newTopicRuntime(name, spec), nil); err != nil {
+		return TopicSpec{}, err
+	}
 	r.log.Info("topic created", "topic", name, "inputSchema", spec.schema().String())
 	return spec, nil
 }
@@ -415,7 +461,7 @@ func (r *Router) Topic(name string) (TopicSpec, error) {
 	if !ok {
 		return TopicSpec{}, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
 	}
-	return t.spec, nil
+	return t.load().spec, nil
 }
 
 // Topics lists the topic names in order.
@@ -432,6 +478,11 @@ func (r *Router) Topics() []string {
 
 // DeleteTopic deletes a topic with its subscriptions and everything stored for them.
 func (r *Router) DeleteTopic(ctx context.Context, name string) error {
+	release, err := r.turns.acquire(ctx, name)
+	if err != nil {
+		return fmt.Errorf("deleting topic %q: %w", name, err)
+	}
+	defer release()
 	r.mu.Lock()
 	t, ok := r.topics[name]
 	if !ok {
@@ -473,15 +524,16 @@ func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spe
 	return err
 }
 
-// subscriptionConfig validates spec and builds the actor's config. Called with r.mu held.
+// subscriptionConfig validates spec and builds the actor's config.
 func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *SubscriptionSpec) (*actors.SubscriptionConfig, error) {
 	return r.subscriptionConfigWith(t, name, spec, r.life.get(subKey{t.name, name}))
 }
 
 // subscriptionConfigWith is subscriptionConfig for the provisioning record prov (nil: none),
-// whose WebHook-Allowed-Rate caps the webhook's request rate. Called with r.mu held.
+// whose WebHook-Allowed-Rate caps the webhook's request rate.
 func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *SubscriptionSpec, prov *provisioned) (*actors.SubscriptionConfig, error) {
-	res, err := spec.validate(&t.spec, r.cfg.TimeScale)
+	st := t.load()
+	res, err := spec.validate(&st.spec, r.cfg.TimeScale)
 	if err != nil {
 		return nil, fmt.Errorf("event subscription %q: %w", name, err)
 	}
@@ -497,7 +549,9 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
 		}
 	case EndpointSink:
+		r.sinkMu.RLock()
 		s, ok := r.sinks[spec.Destination.Properties.SinkName]
+		r.sinkMu.RUnlock()
 		if !ok {
 			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, spec.Destination.Properties.SinkName)
 		}
@@ -516,7 +570,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		res.policy.HonorRetryAfter = *h
 	}
 	return &actors.SubscriptionConfig{
-		Topic: t.name, Name: name, TopicID: t.id, InputSchema: t.schema, DeliverySchema: res.deliverySchema,
+		Topic: t.name, Name: name, TopicID: t.id, InputSchema: st.schema, DeliverySchema: res.deliverySchema,
 		Encode: schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
 		Filter: res.filter, Policy: res.policy, Sink: sink,
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
@@ -571,21 +625,32 @@ func (r *Router) Subscriptions(topic string) ([]string, error) {
 // subscription's endpoint is then sent Event Grid's SubscriptionDeletion notification, best
 // effort and without waiting for it (eventgrid-behaviour.md §5.4).
 func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	release, err := r.turns.acquire(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("deleting event subscription %q: %w", name, err)
+	}
+	defer release()
+	r.mu.RLock()
 	t, ok := r.topics[topic]
+	var exists bool
+	if ok {
+		_, exists = t.subs[name]
+	}
+	r.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
 	}
-	if _, ok := t.subs[name]; !ok {
+	if !exists {
 		return fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
 	}
 	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
 		return fmt.Errorf("stopping event subscription %q: %w", name, err)
 	}
 	r.stopReplays(topic, name)
-	r.notifyDeletion(t, name, t.subs[name])
+	r.mu.Lock()
+	r.notifyDeletion(t, name, t.subs[name]) // under r.mu: it reads closed; it only starts a goroutine
 	delete(t.subs, name)
+	r.mu.Unlock()
 	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
 		return fmt.Errorf("deleting event subscription %q: %w", name, err)
@@ -650,7 +715,7 @@ func (r *Router) Publish(ctx context.Context, topic string, events ...any) error
 	if err != nil {
 		return err
 	}
-	evs, err := r.decode(t, body)
+	evs, err := r.decode(t, t.load(), body)
 	if err != nil {
 		return err
 	}
@@ -670,17 +735,18 @@ func (r *Router) topic(name string) (*topicRuntime, error) {
 	return t, nil
 }
 
-// decode decodes a JSON array body in the topic's input schema.
-func (r *Router) decode(t *topicRuntime, body []byte) ([]*schemas.Event, error) {
+// decode decodes a JSON array body in the input schema of st, the topic's definition loaded
+// once for the whole request.
+func (r *Router) decode(t *topicRuntime, st *topicState, body []byte) ([]*schemas.Event, error) {
 	lim := schemas.ClassicLimits
-	if t.spec.Kind == KindNamespace {
+	if st.spec.Kind == KindNamespace {
 		lim = schemas.NamespaceLimits
 	}
-	switch t.schema {
+	switch st.schema {
 	case schemas.CloudEvents:
 		return schemas.DecodeCloudEvents(body, lim)
 	case schemas.Custom:
-		return schemas.DecodeCustom(body, t.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
+		return schemas.DecodeCustom(body, st.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
 	default:
 		return schemas.DecodeEventGrid(body, t.id, lim)
 	}

@@ -258,7 +258,7 @@ func (s *source) handle(m *message.Message) {
 	r := s.r
 	t, err := r.topic(s.spec.Topic)
 	if err == nil {
-		evs, decodeErr := r.decode(t, asJSONArray(m.Payload))
+		evs, decodeErr := r.decode(t, t.load(), asJSONArray(m.Payload))
 		if decodeErr != nil {
 			s.poisoned(m, decodeErr)
 			return

@@ -196,9 +196,10 @@ func (tr *trimmer) trimAll() bool {
 func (tr *trimmer) trim(l look) bool {
 	r := tr.r
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	t, ok := r.topics[l.topic]
-	if !ok || r.closed {
+	closed := r.closed
+	r.mu.RUnlock()
+	if !ok || closed {
 		return false
 	}
 	ctx := context.Background()

@@ -190,8 +190,11 @@ func (r *Router) handleValidationURL(w http.ResponseWriter, req *http.Request) {
 // completeValidation ends a committed manual validation: the subscription becomes Succeeded and
 // its delivery starts.
 func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	release, err := r.turns.acquire(ctx, p.key.topic)
+	if err != nil {
+		return fmt.Errorf("completing the validation of event subscription %q: %w", p.key.name, err)
+	}
+	defer release()
 	t, spec, prov := r.awaiting(p)
 	if spec == nil {
 		return fmt.Errorf("event subscription %q of topic %q: %w", p.key.name, p.key.topic, ErrSubscriptionNotFound)
@@ -214,8 +217,11 @@ func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) e
 }
 
 // awaiting returns the subscription a manual validation belongs to while it is still
-// AwaitingManualAction with that validation, or nils. Called with r.mu held.
+// AwaitingManualAction with that validation, or nils. Called in the topic's turn, so what it
+// returns stays true until the turn is given back.
 func (r *Router) awaiting(p *pendingValidation) (*topicRuntime, *SubscriptionSpec, *provisioned) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	t, ok := r.topics[p.key.topic]
 	if !ok {
 		return nil, nil, nil
@@ -232,14 +238,17 @@ func (r *Router) awaiting(p *pendingValidation) (*topicRuntime, *SubscriptionSpe
 // cursor is reset, so events published while it waited are not kept for it: a later update
 // validates again and starts from then, like a new subscription.
 func (r *Router) closeValidationWindow(hash string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.life.mu.Lock()
 	p := r.life.pending[hash]
 	r.life.mu.Unlock()
 	if p == nil {
 		return
 	}
+	release, err := r.turns.acquire(context.Background(), p.key.topic)
+	if err != nil {
+		return
+	}
+	defer release()
 	r.life.drop(hash)
 	_, spec, prov := r.awaiting(p)
 	if spec == nil {
