@@ -106,6 +106,9 @@ type topicView struct {
 }
 
 func (r *Router) topicResource(req *http.Request, name string, spec TopicSpec) armResource[topicView] {
+	if display, err := r.TopicName(name); err == nil {
+		name = display // as first created
+	}
 	spec.Key1, spec.Key2 = "", ""
 	scheme := "http"
 	if req.TLS != nil {
@@ -208,6 +211,9 @@ type deliveryState struct {
 }
 
 func (r *Router) subscriptionResource(req *http.Request, topic, name string, spec SubscriptionSpec, withState bool) armResource[subscriptionView] {
+	if tn, sn, err := r.SubscriptionName(topic, name); err == nil {
+		topic, name = tn, sn // as first created
+	}
 	v := subscriptionView{SubscriptionSpec: spec.redacted(), Topic: r.TopicID(topic), ProvisioningState: StateSucceeded}
 	if p, err := r.Provisioning(topic, name); err == nil {
 		v.ProvisioningState, v.ProvisioningMessage = p.State, p.Message

@@ -363,14 +363,11 @@ func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *Subscript
 	if r.closed {
 		return nil, nil, "", ErrClosed
 	}
-	t, ok := r.topics[topic]
-	if !ok {
-		return nil, nil, "", fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	t, spec, name, err := r.lookupLocked(topic, name)
+	if err != nil {
+		return nil, nil, "", err
 	}
-	spec, ok := t.subs[name]
-	if !ok {
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
-	}
+	topic = t.name
 	if r.dead == nil {
 		return nil, nil, "", ErrDeadLettersUnavailable
 	}
@@ -537,7 +534,7 @@ type ReplayedEvent struct {
 // so a replay can be repeated; receivers deduplicate by event id. One replay per subscription
 // runs at a time; deleting or replacing the subscription stops it.
 func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts ReplayOptions) (*ReplaySummary, error) {
-	key := topic + "/" + name
+	key := replayKey(topic, name)
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
 		return nil, err
 	}
@@ -585,18 +582,15 @@ func (r *Router) replayRunning(key string) bool {
 
 // runReplay spawns the replay actor and, with opts.Wait, waits for it.
 func (r *Router) runReplay(ctx context.Context, topic, name string, events []*schemas.Event, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
-	key := topic + "/" + name
+	key := replayKey(topic, name)
 	r.mu.RLock()
-	t, ok := r.topics[topic]
-	var spec *SubscriptionSpec
-	if ok {
-		spec, ok = t.subs[name]
-	}
+	t, spec, display, err := r.lookupLocked(topic, name)
 	closed := r.closed
 	r.mu.RUnlock()
-	if !ok || closed {
+	if err != nil || closed {
 		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
 	}
+	name = display
 	sc, err := r.subscriptionConfig(t, name, spec)
 	if err != nil {
 		return nil, err
@@ -663,6 +657,9 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	}
 }
 
+// replayKey names a subscription's replay in deadLetterRuntime.replays.
+func replayKey(topic, name string) string { return fold(topic) + "/" + fold(name) }
+
 // stopReplays stops the replays of a subscription (all of a topic's when name is empty).
 func (r *Router) stopReplays(topic, name string) {
 	d := r.dead
@@ -672,7 +669,7 @@ func (r *Router) stopReplays(topic, name string) {
 	d.mu.Lock()
 	var pids []*actor.PID
 	for k, pid := range d.replays {
-		if k == topic+"/"+name || (name == "" && strings.HasPrefix(k, topic+"/")) {
+		if k == replayKey(topic, name) || (name == "" && strings.HasPrefix(k, fold(topic)+"/")) {
 			pids = append(pids, pid)
 		}
 	}

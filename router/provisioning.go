@@ -90,14 +90,11 @@ func (p *provisioned) deliveryRate() int {
 func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.topics[topic]
-	if !ok {
-		return Provisioning{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	t, _, name, err := r.lookupLocked(topic, name)
+	if err != nil {
+		return Provisioning{}, err
 	}
-	if _, ok := t.subs[name]; !ok {
-		return Provisioning{}, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
-	}
-	p := r.life.get(subKey{topic, name})
+	p := r.life.get(subKey{t.name, name})
 	msg := ""
 	if p != nil {
 		msg = p.Message
@@ -112,20 +109,21 @@ func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
 // subscription and starts its delivery, or leaves it AwaitingManualAction. baseURL is the
 // router's own address for the validationUrl ("" offers none).
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
-	k := subKey{topic, name}
 	nameErr := ValidateSubscriptionName(name)
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()
 		return Provisioning{}, ErrClosed
 	}
-	t, ok := r.topics[topic]
+	t, ok := r.topics[fold(topic)]
 	if !ok {
 		r.mu.RUnlock()
 		return Provisioning{}, errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
 	}
+	topic = t.name
 	var prev *SubscriptionSpec
-	if ps, exists := t.subs[name]; exists {
+	if ps, display, exists := t.sub(name); exists {
+		name = display // names are case-insensitive; the first case stays (names.go)
 		prev = ps
 	} else if len(t.subs) >= r.cfg.MaxSubscriptionsPerTopic {
 		r.mu.RUnlock()
@@ -159,6 +157,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	}
 	topicID := t.id
 	r.mu.RUnlock()
+	k := subKey{topic, name}
 	// The checks above ran under the read lock only (no I/O); the store write and the actor
 	// calls below run in the topic's turn without it.
 
@@ -194,8 +193,8 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	defer release()
 	r.mu.RLock()
 	closed := r.closed
-	cur, ok := r.topics[k.topic]
-	_, existed := t.subs[k.name]
+	cur, ok := r.topics[fold(k.topic)]
+	_, _, existed := t.sub(k.name)
 	n := len(t.subs)
 	r.mu.RUnlock()
 	if closed {
@@ -222,7 +221,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		return err
 	}
 	r.mu.Lock()
-	t.subs[k.name] = spec
+	t.putSub(k.name, spec)
 	r.mu.Unlock()
 	r.life.set(k, prov)
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
@@ -268,10 +267,16 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	if err := json.Unmarshal(d.Spec, &rec); err != nil {
 		return nil, err
 	}
+	if _, _, dup := t.sub(d.Name); dup {
+		// Stored by an egrid that compared names by case: the first one is served, the
+		// other is kept in the store untouched for an operator to export or delete.
+		r.log.Error("a stored event subscription differs from another only in case and is not served: names are case-insensitive", "topic", t.name, "subscription", d.Name)
+		return nil, nil
+	}
 	r.life.hold() // New releases the timers armed here once the router is complete
 	k := subKey{t.name, d.Name}
 	spec := rec.SubscriptionSpec
-	t.subs[d.Name] = &spec
+	t.putSub(d.Name, &spec)
 	r.life.set(k, rec.Egrid)
 	now := r.deps.Now()
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(now), spec.ExpirationTimeUTC, r.expire)
@@ -395,14 +400,10 @@ func attemptBudget(timeout time.Duration, perMinute, maxInFlight int) time.Durat
 // expire deletes a subscription whose expirationTimeUtc has come (eventgrid-behaviour.md
 // §3.1), unless it was updated to another expiration meanwhile.
 func (r *Router) expire(k subKey, at time.Time) {
-	r.mu.RLock()
 	var due bool
-	if t, ok := r.topics[k.topic]; ok {
-		if s, ok := t.subs[k.name]; ok {
-			due = s.ExpirationTimeUTC.Equal(at)
-		}
+	if _, s, _, err := r.lookup(k.topic, k.name); err == nil {
+		due = s.ExpirationTimeUTC.Equal(at)
 	}
-	r.mu.RUnlock()
 	if !due {
 		return
 	}

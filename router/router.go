@@ -235,7 +235,10 @@ type topicRuntime struct {
 	commit *committer
 	writer *actors.StateWriter // subscription state writes, off the actors' mailboxes
 	state  atomic.Pointer[topicState]
-	subs   map[string]*SubscriptionSpec // guarded by Router.mu
+	// subs and subNames are keyed by folded subscription name (names.go); subNames keeps the
+	// name as created. Guarded by Router.mu.
+	subs     map[string]*SubscriptionSpec
+	subNames map[string]string
 }
 
 // topicState is a topic's definition as publishes see it. It is immutable: an update stores
@@ -328,6 +331,12 @@ func (r *Router) restore(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("loading subscriptions of topic %q: %w", d.Name, err)
 		}
+		if _, dup := r.topics[fold(d.Name)]; dup {
+			// Stored by an egrid that compared names by case: the first one is served, the
+			// other is kept in the store untouched for an operator to export or delete.
+			r.log.Error("a stored topic differs from another only in case and is not served: topic names are case-insensitive", "topic", d.Name)
+			continue
+		}
 		t := r.newTopicRuntime(d.Name, spec)
 		var cfgs []*actors.SubscriptionConfig
 		for _, sd := range subDefs {
@@ -349,7 +358,8 @@ func (r *Router) restore(ctx context.Context) error {
 func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
 	t := &topicRuntime{
 		name: name, id: r.cfg.ResourceIDPrefix + "/" + name,
-		subs: make(map[string]*SubscriptionSpec), writer: actors.NewStateWriter(r.store, name),
+		subs: make(map[string]*SubscriptionSpec), subNames: make(map[string]string),
+		writer: actors.NewStateWriter(r.store, name),
 	}
 	t.state.Store(newTopicState(spec))
 	return t
@@ -364,7 +374,7 @@ func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) 
 	t.commit = newCommitter(r, t)
 	r.mu.Lock()
 	if !r.closed {
-		r.topics[t.name] = t
+		r.topics[fold(t.name)] = t
 		r.mu.Unlock()
 		return nil
 	}
@@ -387,11 +397,18 @@ func (r *Router) RegisterSink(name string, s sinks.Sink) {
 // Metrics returns the router's counters.
 func (r *Router) Metrics() *metrics.Set { return r.metrics }
 
-// TopicID returns the ARM-style resource ID of a topic (its `topic` field and CloudEvents source).
-func (r *Router) TopicID(name string) string { return r.cfg.ResourceIDPrefix + "/" + name }
+// TopicID returns the ARM-style resource ID of a topic (its `topic` field and CloudEvents
+// source), with the topic's name as created when it exists.
+func (r *Router) TopicID(name string) string {
+	if display, err := r.TopicName(name); err == nil {
+		name = display
+	}
+	return r.cfg.ResourceIDPrefix + "/" + name
+}
 
 // CreateTopic creates a topic, or updates the keys of an existing one (its schema is fixed at
-// creation, as in Event Grid). Missing keys are generated. It returns the stored spec.
+// creation, as in Event Grid). Missing keys are generated. It returns the stored spec. Names
+// are case-insensitive: an existing topic keeps the case it was created with.
 func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
 	var errs []error
 	if err := ValidateTopicName(name); err != nil {
@@ -409,12 +426,13 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	}
 	defer release()
 	r.mu.RLock()
-	closed, t := r.closed, r.topics[name]
+	closed, t := r.closed, r.topics[fold(name)]
 	r.mu.RUnlock()
 	if closed {
 		return TopicSpec{}, ErrClosed
 	}
 	if t != nil {
+		name = t.name
 		cur := t.load()
 		if cur.schema != spec.schema() || cur.spec.Kind != spec.Kind {
 			return TopicSpec{}, fmt.Errorf("topic %q exists with input schema %s and kind %q; delete it first to change them", name, cur.schema, cur.spec.Kind)
@@ -455,22 +473,20 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 
 // Topic returns a topic's spec.
 func (r *Router) Topic(name string) (TopicSpec, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.topics[name]
-	if !ok {
-		return TopicSpec{}, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	t, _, _, err := r.lookup(name, "")
+	if err != nil {
+		return TopicSpec{}, err
 	}
 	return t.load().spec, nil
 }
 
-// Topics lists the topic names in order.
+// Topics lists the topic names, as created, in order.
 func (r *Router) Topics() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	names := make([]string, 0, len(r.topics))
-	for n := range r.topics {
-		names = append(names, n)
+	for _, t := range r.topics {
+		names = append(names, t.name)
 	}
 	slices.Sort(names)
 	return names
@@ -484,13 +500,14 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	}
 	defer release()
 	r.mu.Lock()
-	t, ok := r.topics[name]
+	t, ok := r.topics[fold(name)]
 	if !ok {
 		r.mu.Unlock()
 		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
 	}
-	delete(r.topics, name)
+	delete(r.topics, fold(name))
 	r.mu.Unlock()
+	name = t.name
 	r.stopReplays(name, "")
 	t.commit.close()
 	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
@@ -592,29 +609,23 @@ func seedFor(topic, sub string) uint64 {
 
 // Subscription returns a subscription's spec.
 func (r *Router) Subscription(topic, name string) (SubscriptionSpec, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.topics[topic]
-	if !ok {
-		return SubscriptionSpec{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
-	}
-	s, ok := t.subs[name]
-	if !ok {
-		return SubscriptionSpec{}, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+	_, s, _, err := r.lookup(topic, name)
+	if err != nil {
+		return SubscriptionSpec{}, err
 	}
 	return *s, nil
 }
 
-// Subscriptions lists a topic's subscription names in order.
+// Subscriptions lists a topic's subscription names, as created, in order.
 func (r *Router) Subscriptions(topic string) ([]string, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.topics[topic]
-	if !ok {
-		return nil, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	t, _, _, err := r.lookupLocked(topic, "")
+	if err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(t.subs))
-	for n := range t.subs {
+	for _, n := range t.subNames {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -630,26 +641,18 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 		return fmt.Errorf("deleting event subscription %q: %w", name, err)
 	}
 	defer release()
-	r.mu.RLock()
-	t, ok := r.topics[topic]
-	var exists bool
-	if ok {
-		_, exists = t.subs[name]
+	t, _, display, err := r.lookup(topic, name)
+	if err != nil {
+		return err
 	}
-	r.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
-	}
-	if !exists {
-		return fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
-	}
+	topic, name = t.name, display
 	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
 		return fmt.Errorf("stopping event subscription %q: %w", name, err)
 	}
 	r.stopReplays(topic, name)
 	r.mu.Lock()
-	r.notifyDeletion(t, name, t.subs[name]) // under r.mu: it reads closed; it only starts a goroutine
-	delete(t.subs, name)
+	r.notifyDeletion(t, name, t.subs[fold(name)]) // under r.mu: it reads closed; it only starts a goroutine
+	t.delSub(name)
 	r.mu.Unlock()
 	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
@@ -662,34 +665,26 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 
 // Status returns a subscription's delivery state: backlog, oldest undelivered event, probation.
 func (r *Router) Status(ctx context.Context, topic, name string) (*actors.Status, error) {
-	return r.askSubscription(ctx, topic, name, &actors.GetStatus{Subscription: name})
+	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.GetStatus{Subscription: name} })
 }
 
 // EndProbation ends a subscription's probation now (an operator's call, SPEC §2.2) and
 // returns its new state.
 func (r *Router) EndProbation(ctx context.Context, topic, name string) (*actors.Status, error) {
-	return r.askSubscription(ctx, topic, name, &actors.EndProbation{Subscription: name})
+	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.EndProbation{Subscription: name} })
 }
 
-func (r *Router) askSubscription(ctx context.Context, topic, name string, msg any) (*actors.Status, error) {
-	r.mu.RLock()
-	t, ok := r.topics[topic]
-	var exists bool
-	if ok {
-		_, exists = t.subs[name]
-	}
-	r.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
-	}
-	if !exists {
-		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+// askSubscription asks a subscription's actor the message msg builds for its name as created.
+func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*actors.Status, error) {
+	t, _, name, err := r.lookup(topic, name)
+	if err != nil {
+		return nil, err
 	}
 	timeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	res, err := r.system.Root.RequestFuture(t.pid, msg, timeout).Result()
+	res, err := r.system.Root.RequestFuture(t.pid, msg(name), timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("asking event subscription %q: %w", name, err)
 	}
@@ -728,7 +723,7 @@ func (r *Router) topic(name string) (*topicRuntime, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	t, ok := r.topics[name]
+	t, ok := r.topics[fold(name)]
 	if !ok {
 		return nil, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
 	}

@@ -182,7 +182,7 @@ func (tr *trimmer) trimAll() bool {
 	// Forget the floors of topics that no longer run.
 	tr.r.mu.RLock()
 	for t := range tr.floors {
-		if tr.r.topics[t.name] != t {
+		if tr.r.topics[fold(t.name)] != t {
 			delete(tr.floors, t)
 		}
 	}
@@ -196,7 +196,7 @@ func (tr *trimmer) trimAll() bool {
 func (tr *trimmer) trim(l look) bool {
 	r := tr.r
 	r.mu.RLock()
-	t, ok := r.topics[l.topic]
+	t, ok := r.topics[fold(l.topic)]
 	closed := r.closed
 	r.mu.RUnlock()
 	if !ok || closed {

@@ -222,11 +222,11 @@ func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) e
 func (r *Router) awaiting(p *pendingValidation) (*topicRuntime, *SubscriptionSpec, *provisioned) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.topics[p.key.topic]
+	t, ok := r.topics[fold(p.key.topic)]
 	if !ok {
 		return nil, nil, nil
 	}
-	spec, ok := t.subs[p.key.name]
+	spec, _, ok := t.sub(p.key.name)
 	prov := r.life.get(p.key)
 	if !ok || prov.state() != StateAwaitingManualAction || prov.TokenHash != p.hash {
 		return nil, nil, nil

@@ -1,0 +1,84 @@
+package router
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Names of topics and event subscriptions are case-insensitive, as in Event Grid: "orders"
+// and "Orders" name the same topic, and "sub-a" and "SUB-A" the same subscription of a topic.
+// Every lookup — the Go API, the admin API, the data plane routes, a restore from the store —
+// folds the name, and a create with another case updates the existing one. A name keeps the
+// case it was first created with: reads, lists, resource ids, the store and the delivery
+// headers show that one.
+
+// fold is the key under which names are compared. Names are ASCII (letters, digits, '-').
+func fold(name string) string { return strings.ToLower(name) }
+
+// putSub records a subscription under its folded name; an existing one keeps its case.
+// Called with Router.mu held.
+func (t *topicRuntime) putSub(name string, spec *SubscriptionSpec) {
+	k := fold(name)
+	if _, ok := t.subs[k]; !ok {
+		t.subNames[k] = name
+	}
+	t.subs[k] = spec
+}
+
+// delSub forgets a subscription. Called with Router.mu held.
+func (t *topicRuntime) delSub(name string) {
+	delete(t.subs, fold(name))
+	delete(t.subNames, fold(name))
+}
+
+// sub returns a subscription's spec and its name as created. Called with Router.mu held.
+func (t *topicRuntime) sub(name string) (*SubscriptionSpec, string, bool) {
+	spec, ok := t.subs[fold(name)]
+	if !ok {
+		return nil, "", false
+	}
+	return spec, t.subNames[fold(name)], true
+}
+
+// lookupLocked finds a topic and, unless name is empty, one of its subscriptions, by names
+// in any case; it returns the subscription's name as created. Called with r.mu held.
+func (r *Router) lookupLocked(topic, name string) (*topicRuntime, *SubscriptionSpec, string, error) {
+	t, ok := r.topics[fold(topic)]
+	if !ok {
+		return nil, nil, "", fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+	}
+	if name == "" {
+		return t, nil, "", nil
+	}
+	spec, display, ok := t.sub(name)
+	if !ok {
+		return t, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, t.name, ErrSubscriptionNotFound)
+	}
+	return t, spec, display, nil
+}
+
+// lookup is lookupLocked taking r.mu's read side.
+func (r *Router) lookup(topic, name string) (*topicRuntime, *SubscriptionSpec, string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lookupLocked(topic, name)
+}
+
+// TopicName returns the name of a topic, given in any case, as it was first created.
+func (r *Router) TopicName(name string) (string, error) {
+	t, _, _, err := r.lookup(name, "")
+	if err != nil {
+		return "", err
+	}
+	return t.name, nil
+}
+
+// SubscriptionName returns the names of a topic and of its event subscription, given in any
+// case, as they were first created.
+func (r *Router) SubscriptionName(topic, name string) (topicName, subscriptionName string, err error) {
+	t, _, display, err := r.lookup(topic, name)
+	if err != nil {
+		return "", "", err
+	}
+	return t.name, display, nil
+}

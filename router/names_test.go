@@ -1,0 +1,188 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/sinks"
+)
+
+func nullSinks() map[string]sinks.Sink {
+	return map[string]sinks.Sink{"null": sinks.Func(func(context.Context, *sinks.Batch) error { return nil })}
+}
+
+// TestNamesAreCaseInsensitive: names differing only in case are the same topic or
+// subscription in every call of the Go API, and keep the case they were created with.
+func TestNamesAreCaseInsensitive(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	first, err := r.CreateTopic(ctx, "Orders", router.TopicSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.CreateTopic(ctx, "ORDERS", router.TopicSpec{Key1: first.Key1})
+	if err != nil {
+		t.Fatalf("CreateTopic in another case: %v", err)
+	}
+	if second.Key2 != first.Key2 {
+		t.Errorf("CreateTopic in another case made a new topic: key2 changed")
+	}
+	if got := r.Topics(); !slices.Equal(got, []string{"Orders"}) {
+		t.Errorf("Topics() = %v, want [Orders]: one topic, in the case it was created with", got)
+	}
+	if _, err := r.Topic("orders"); err != nil {
+		t.Errorf("Topic(orders): %v", err)
+	}
+	if id := r.TopicID("oRdErS"); !strings.HasSuffix(id, "/topics/Orders") {
+		t.Errorf("TopicID(oRdErS) = %s, want the name as created", id)
+	}
+
+	sub := router.SubscriptionSpec{Destination: router.SinkDestination("null")}
+	if err := r.CreateSubscription(ctx, "orders", "sub-a", sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Labels = []string{"second"}
+	if err := r.CreateSubscription(ctx, "ORDERS", "SUB-A", sub); err != nil {
+		t.Fatalf("CreateSubscription in another case: %v", err)
+	}
+	if got, _ := r.Subscriptions("orders"); !slices.Equal(got, []string{"sub-a"}) {
+		t.Errorf("Subscriptions = %v, want [sub-a]: SUB-A updates sub-a", got)
+	}
+	if got, err := r.Subscription("Orders", "Sub-A"); err != nil || !slices.Equal(got.Labels, []string{"second"}) {
+		t.Errorf("Subscription(Orders, Sub-A) = %v, %v: want the update", got.Labels, err)
+	}
+	if tn, sn, err := r.SubscriptionName("ORDERS", "SUB-A"); err != nil || tn != "Orders" || sn != "sub-a" {
+		t.Errorf("SubscriptionName = %q %q %v, want Orders sub-a", tn, sn, err)
+	}
+	if p, err := r.Provisioning("orders", "SUB-A"); err != nil || p.State != router.StateSucceeded {
+		t.Errorf("Provisioning: %+v %v", p, err)
+	}
+	if _, err := r.Status(ctx, "ORDERS", "Sub-A"); err != nil {
+		t.Errorf("Status in another case: %v", err)
+	}
+	if err := r.Publish(ctx, "oRdErS", egEventAt("e1")); err != nil {
+		t.Errorf("Publish in another case: %v", err)
+	}
+	if err := r.DeleteSubscription(ctx, "ORDERS", "SUB-A"); err != nil {
+		t.Fatalf("DeleteSubscription in another case: %v", err)
+	}
+	if got, _ := r.Subscriptions("Orders"); len(got) != 0 {
+		t.Errorf("after the delete: %v", got)
+	}
+	if err := r.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatalf("DeleteTopic in another case: %v", err)
+	}
+	if _, err := r.Topic("Orders"); !errors.Is(err, router.ErrTopicNotFound) {
+		t.Errorf("after the delete: %v", err)
+	}
+}
+
+// TestRestoreFoldsNames: a restarted router finds what the store keeps in any case; of two
+// stored names that differ only in case (written before names were folded) it serves the
+// first and leaves the other in the store.
+func TestRestoreFoldsNames(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	defer st.Close()
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{Store: st, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(ctx, "Orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "Orders", "Sub-A", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(router.SubscriptionSpec{Destination: router.SinkDestination("null")})
+	if err := st.PutSubscription(ctx, "Orders", "SUB-A", raw); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err = router.New(router.Config{InsecureDev: true}, router.Deps{Store: st, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatalf("restart with names that differ only in case: %v", err)
+	}
+	defer r.Close(ctx)
+	if got, err := r.Subscriptions("ORDERS"); err != nil || len(got) != 1 || !strings.EqualFold(got[0], "sub-a") {
+		t.Errorf("Subscriptions(ORDERS) after the restart = %v, %v: want one", got, err)
+	}
+	if _, err := r.Subscription("orders", "sub-a"); err != nil {
+		t.Errorf("Subscription(orders, sub-a) after the restart: %v", err)
+	}
+	defs, _ := st.Subscriptions(ctx, "Orders")
+	if len(defs) != 2 {
+		t.Errorf("the store keeps %d definitions, want both: nothing is deleted behind the operator's back", len(defs))
+	}
+}
+
+// TestAdminNamesAreCaseInsensitive: the admin API and the data plane routes fold names too,
+// and answers show the case a name was created with.
+func TestAdminNamesAreCaseInsensitive(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/Orders", `{}`); status != 201 {
+		t.Fatalf("PUT Orders: %d %v", status, body)
+	}
+	status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders", `{}`)
+	if status != 200 || body["name"] != "Orders" {
+		t.Fatalf("PUT orders: %d name %v, want 200 for the existing topic, named Orders", status, body["name"])
+	}
+	sub := `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders/eventSubscriptions/sub-a", sub); status != 201 {
+		t.Fatalf("PUT sub-a: %d %v", status, body)
+	}
+	status, body = adminDo(t, srv, "tok", "PUT", "/admin/topics/ORDERS/eventSubscriptions/SUB-A", sub)
+	if status != 200 || body["name"] != "sub-a" {
+		t.Fatalf("PUT SUB-A: %d name %v, want 200 for the existing sub-a", status, body["name"])
+	}
+	if !strings.HasSuffix(body["id"].(string), "/topics/Orders/providers/Microsoft.EventGrid/eventSubscriptions/sub-a") {
+		t.Errorf("id %v, want the names as created", body["id"])
+	}
+	status, body = adminDo(t, srv, "tok", "GET", "/admin/topics/ORDERS/eventSubscriptions", "")
+	if status != 200 || len(body["value"].([]any)) != 1 {
+		t.Fatalf("list: %d %v, want one subscription", status, body)
+	}
+	if status, _ := adminDo(t, srv, "tok", "GET", "/admin/topics/orders/eventSubscriptions/Sub-A", ""); status != 200 {
+		t.Errorf("GET Sub-A: %d", status)
+	}
+	_, keys := adminDo(t, srv, "tok", "POST", "/admin/topics/oRdErS/listKeys", "")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/topics/ORDERS/api/events", strings.NewReader(`[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("aeg-sas-key", keys["key1"].(string))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("publish to /topics/ORDERS: %d", resp.StatusCode)
+	}
+	if status, _ := adminDo(t, srv, "tok", "DELETE", "/admin/topics/Orders/eventSubscriptions/SUB-a", ""); status != 200 {
+		t.Errorf("DELETE SUB-a: %d", status)
+	}
+	if status, _ := adminDo(t, srv, "tok", "DELETE", "/admin/topics/ORDERS", ""); status != 200 {
+		t.Errorf("DELETE ORDERS: %d", status)
+	}
+}
