@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -110,14 +111,44 @@ func (r *Router) topicResource(req *http.Request, name string, spec TopicSpec) a
 		name = display // as first created
 	}
 	spec.Key1, spec.Key2 = "", ""
+	return armResource[topicView]{
+		ID: r.TopicID(name), Name: name, Type: "Microsoft.EventGrid/topics",
+		Properties: topicView{TopicSpec: spec, Endpoint: r.topicEndpoint(req, name), ProvisioningState: "Succeeded"},
+	}
+}
+
+// topicEndpoint is the publish URL a topic read shows: under [Config.PublicURL] when it is
+// set; else under the request's scheme and Host when that host is trusted — a loopback name
+// or address, by which only this machine reaches the server —; else the path alone, relative
+// to the server's address. A Host header is whatever the client sent, so a read must not
+// hand an arbitrary one back as the topic's endpoint.
+func (r *Router) topicEndpoint(req *http.Request, name string) string {
+	path := "/topics/" + name + "/api/events"
+	if r.cfg.PublicURL != "" {
+		return strings.TrimRight(r.cfg.PublicURL, "/") + path
+	}
+	if !trustedHost(req.Host) {
+		return path
+	}
 	scheme := "http"
 	if req.TLS != nil {
 		scheme = "https"
 	}
-	return armResource[topicView]{
-		ID: r.TopicID(name), Name: name, Type: "Microsoft.EventGrid/topics",
-		Properties: topicView{TopicSpec: spec, Endpoint: scheme + "://" + req.Host + "/topics/" + name + "/api/events", ProvisioningState: "Succeeded"},
+	return scheme + "://" + req.Host + path
+}
+
+// trustedHost reports whether a Host header names this machine's loopback interface
+// ("localhost", 127.0.0.0/8, ::1), with or without a port.
+func trustedHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (r *Router) listTopics(w http.ResponseWriter, req *http.Request) {
@@ -141,7 +172,7 @@ func (r *Router) putTopic(w http.ResponseWriter, req *http.Request) {
 	_, existed := r.Topic(name)
 	saved, err := r.CreateTopic(req.Context(), name, spec)
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	status := http.StatusCreated
@@ -155,7 +186,7 @@ func (r *Router) getTopic(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("topic")
 	spec, err := r.Topic(name)
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, r.topicResource(req, name, spec))
@@ -163,7 +194,7 @@ func (r *Router) getTopic(w http.ResponseWriter, req *http.Request) {
 
 func (r *Router) deleteTopic(w http.ResponseWriter, req *http.Request) {
 	if err := r.DeleteTopic(req.Context(), req.PathValue("topic")); err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -172,7 +203,7 @@ func (r *Router) deleteTopic(w http.ResponseWriter, req *http.Request) {
 func (r *Router) listKeys(w http.ResponseWriter, req *http.Request) {
 	spec, err := r.Topic(req.PathValue("topic"))
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"key1": spec.Key1, "key2": spec.Key2})
@@ -240,7 +271,7 @@ func (r *Router) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 	topic := req.PathValue("topic")
 	names, err := r.Subscriptions(topic)
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	out := struct {
@@ -272,12 +303,12 @@ func (r *Router) putSubscription(w http.ResponseWriter, req *http.Request) {
 		base = scheme + "://" + req.Host
 	}
 	if _, err := r.applySubscription(req.Context(), topic, name, body.SubscriptionSpec, base); err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	spec, err := r.Subscription(topic, name)
 	if err != nil { // deleted meanwhile
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	status := http.StatusCreated
@@ -291,7 +322,7 @@ func (r *Router) getSubscription(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	spec, err := r.Subscription(topic, name)
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, r.subscriptionResource(req, topic, name, spec, true))
@@ -299,7 +330,7 @@ func (r *Router) getSubscription(w http.ResponseWriter, req *http.Request) {
 
 func (r *Router) deleteSubscription(w http.ResponseWriter, req *http.Request) {
 	if err := r.DeleteSubscription(req.Context(), req.PathValue("topic"), req.PathValue("name")); err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -308,24 +339,29 @@ func (r *Router) deleteSubscription(w http.ResponseWriter, req *http.Request) {
 func (r *Router) endProbation(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	if _, err := r.EndProbation(req.Context(), topic, name); err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	spec, err := r.Subscription(topic, name)
 	if err != nil {
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, r.subscriptionResource(req, topic, name, spec, true))
 }
 
 // writeAdminError maps router errors to statuses; validation problems become one detail each.
-func writeAdminError(w http.ResponseWriter, err error) {
+func (r *Router) writeAdminError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrSubscriptionNotFound):
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
 	case errors.Is(err, ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
+	case errors.Is(err, ErrUnavailable):
+		// The store's own error can name files on the server: it goes to the log only.
+		r.log.Error("admin call failed: the store is unavailable", "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not save the change: retry later; the server log has the cause")
 	default:
 		var details []errorDetail
 		for _, e := range flatten(err) {

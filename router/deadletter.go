@@ -766,7 +766,7 @@ func deadLetterQuery(req *http.Request) (DeadLetterQuery, error) {
 }
 
 // writeDeadLetterError maps dead-letter errors to statuses.
-func writeDeadLetterError(w http.ResponseWriter, err error) {
+func (r *Router) writeDeadLetterError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrReplayRunning):
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -775,14 +775,14 @@ func writeDeadLetterError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrDeadLetterStoreUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
 	default:
-		writeAdminError(w, err)
+		r.writeAdminError(w, err)
 	}
 }
 
 func (r *Router) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
 	st, err := r.DeadLetterStatus(req.Context())
 	if err != nil {
-		writeDeadLetterError(w, err)
+		r.writeDeadLetterError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{
@@ -799,7 +799,7 @@ func (r *Router) listDeadLetterObjects(w http.ResponseWriter, req *http.Request)
 	}
 	objs, err := r.DeadLetterObjects(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
-		writeDeadLetterError(w, err)
+		r.writeDeadLetterError(w, err)
 		return
 	}
 	out := struct {
@@ -819,7 +819,7 @@ func (r *Router) listDeadLetterRecords(w http.ResponseWriter, req *http.Request)
 	}
 	read, err := r.DeadLetterRecords(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
-		writeDeadLetterError(w, err)
+		r.writeDeadLetterError(w, err)
 		return
 	}
 	out := struct {
@@ -879,11 +879,11 @@ func (r *Router) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request)
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
-		writeDeadLetterError(w, err)
+		r.writeDeadLetterError(w, err)
 		return
 	}
 	if !opts.DryRun && r.replayRunning(topic+"/"+name) {
-		writeDeadLetterError(w, fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning))
+		r.writeDeadLetterError(w, fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -25,13 +25,63 @@ import (
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
 //	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
 //
-// Mount it at the root of a server or under a prefix with http.StripPrefix.
+// Mount it at the root of a server or under a prefix with http.StripPrefix. Every error it
+// answers has Event Grid's JSON shape, the 404 and 405 of unknown routes and methods included.
+// (A request whose header is over the server's MaxHeaderBytes is answered 431 in plain text
+// by net/http itself, before any handler runs: that one cannot be JSON.)
 func (r *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /topics/{topic}/api/events", r.handleClassicPublish)
 	mux.HandleFunc("POST /topics/{topicAction}", r.handleNamespacePublish)
 	r.adminRoutes(mux)
-	return mux
+	return jsonErrors(mux)
+}
+
+// jsonErrors answers the requests mux has no route for — its own plain-text 404 and 405 —
+// with Event Grid's error body, keeping the status and the Allow header.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h, pattern := mux.Handler(req)
+		if pattern != "" {
+			mux.ServeHTTP(w, req)
+			return
+		}
+		probe := &statusProbe{header: make(http.Header)}
+		h.ServeHTTP(probe, req)
+		switch probe.status {
+		case http.StatusMethodNotAllowed:
+			if allow := probe.header.Get("Allow"); allow != "" {
+				w.Header().Set("Allow", allow)
+			}
+			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", req.Method, req.URL.Path, probe.header.Get("Allow")))
+		case http.StatusNotFound, 0:
+			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish; the admin API is under /admin/topics", req.Method, req.URL.Path))
+		default: // a redirect the mux makes (a cleaned path): pass it on
+			for k, v := range probe.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(probe.status)
+		}
+	})
+}
+
+// statusProbe records what the mux's own handler for an unrouted request answers.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
 }
 
 // apiError is Event Grid's error body.
@@ -76,6 +126,13 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; retry against another instance or later")
 			return
 		}
+		// An unknown topic answers exactly as a known one does to credentials that do not
+		// match its keys, so topic names cannot be probed without a key; only a request that
+		// passes without credentials (--insecure-dev) learns that the topic does not exist.
+		if status, msg := r.authorize(req, &topicRuntime{name: name}, &topicState{}); status != 0 {
+			writeError(w, status, "Unauthorized", msg)
+			return
+		}
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
 		return
 	}
@@ -115,8 +172,10 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; nothing was accepted: retry later")
 			return
 		}
+		// The store's error is logged by the committer; it can name files on the server, so
+		// the answer does not carry it.
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the events could not be made durable and none was accepted: retry later ("+err.Error()+")")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the events could not be made durable and none was accepted: retry later")
 		return
 	}
 	if namespace {

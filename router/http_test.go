@@ -95,7 +95,7 @@ func TestBadPublishesAreRefusedWithAReason(t *testing.T) {
 		{"plain key in aeg-sas-token", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Token": {s.key1}}, 400, "Valid format: r=UrlEncodedResource&e=UrlEncodedUtcExpiration&s=UrlEncodedSignature"},
 		{"event over 1 MB", classic, "application/json", big, key, 413, "1048576"},
 		{"5001 events", classic, "application/json", "[" + strings.Join(many, ",") + "]", key, 400, "5000"},
-		{"unknown topic", "/topics/nope/api/events", "application/json", "[" + egEvent("1") + "]", key, 404, "nope"},
+		{"unknown topic: 401 like a wrong key, so names cannot be probed", "/topics/nope/api/events", "application/json", "[" + egEvent("1") + "]", key, 401, "does not match key1 or key2 of topic nope"},
 		{"wrong key", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Key": {"d3Jvbmc="}}, 401, "aeg-sas-key"},
 		{"expired SAS token", classic, "application/json", "[" + egEvent("1") + "]", http.Header{"Aeg-Sas-Token": {expired}}, 401, "expire"},
 		{"no credentials", classic, "application/json", "[" + egEvent("1") + "]", nil, 401, "aeg-sas-key"},

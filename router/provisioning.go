@@ -188,7 +188,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
 	release, err := r.turns.acquire(ctx, k.topic)
 	if err != nil {
-		return fmt.Errorf("saving event subscription %q: %w", k.name, err)
+		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
 	}
 	defer release()
 	r.mu.RLock()
@@ -253,7 +253,7 @@ func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *Subscrip
 		return err
 	}
 	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); err != nil {
-		return fmt.Errorf("saving event subscription %q: %w", k.name, err)
+		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
 	}
 	return nil
 }

@@ -32,7 +32,11 @@ var (
 	ErrTopicNotFound        = errors.New("topic not found")
 	ErrSubscriptionNotFound = errors.New("event subscription not found")
 	ErrClosed               = errors.New("router closed")
-	// ErrUnavailable wraps a failure to make a publish durable; nothing of it was accepted.
+	// ErrUnavailable wraps a failure of the store: to make a publish durable (nothing of it
+	// was accepted), or to save or delete a definition (the call changed nothing that
+	// publishes or deliveries see, or, for a delete, the definition is gone from the router
+	// but not yet from the store: delete again). The admin API answers it 503 with
+	// Retry-After.
 	ErrUnavailable = errors.New("store unavailable")
 )
 
@@ -458,7 +462,7 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 		return TopicSpec{}, err
 	}
 	if err := r.store.PutTopic(ctx, name, raw); err != nil {
-		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", name, err)
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
 	}
 	if t != nil {
 		t.state.Store(newTopicState(spec)) // publishes see the old keys or the new ones, whole
@@ -515,7 +519,7 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	}
 	_ = t.writer.Close() // after the actors: they flush on stop
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
-		return fmt.Errorf("deleting topic %q: %w", name, err)
+		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
 	}
 	r.log.Info("topic deleted", "topic", name)
 	return nil
@@ -656,7 +660,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	r.mu.Unlock()
 	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
-		return fmt.Errorf("deleting event subscription %q: %w", name, err)
+		return fmt.Errorf("deleting event subscription %q: %w: %w", name, ErrUnavailable, err)
 	}
 	r.trim.kick(topic) // it may have been holding the journal back
 	r.log.Info("event subscription deleted", "topic", topic, "subscription", name)

@@ -178,7 +178,10 @@ func (r *Router) handleValidationURL(w http.ResponseWriter, req *http.Request) {
 				notFound()
 				return
 			}
-			writeError(w, http.StatusInternalServerError, "InternalServerError", "completing the validation failed: "+err.Error())
+			// The cause can name files on the server: it goes to the log only.
+			r.log.Error("completing a manual validation failed", "topic", p.key.topic, "subscription", p.key.name, "err", err)
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "completing the validation failed: fetch this validation URL again later")
 			return
 		}
 	}

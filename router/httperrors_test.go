@@ -1,0 +1,222 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// eventGridError decodes Event Grid's error body, failing the test when the body is not one.
+func eventGridError(t *testing.T, rec *httptest.ResponseRecorder) (code, message string) {
+	t.Helper()
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		t.Fatalf("body %q is not Event Grid's error shape", rec.Body)
+	}
+	return e.Error.Code, e.Error.Message
+}
+
+func serve(h http.Handler, method, target, body string, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestUnroutedRequestsAnswerJSON: the mux's own 404 and 405 come in Event Grid's error shape.
+func TestUnroutedRequestsAnswerJSON(t *testing.T) {
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	h := r.Handler()
+	for _, tt := range []struct {
+		name, method, path string
+		status             int
+		code, allow        string
+	}{
+		{"unknown path", "GET", "/nope", 404, "NotFound", ""},
+		{"unknown admin path", "GET", "/admin/nope", 404, "NotFound", ""},
+		{"wrong method on publish", "GET", "/topics/orders/api/events", 405, "MethodNotAllowed", "POST"},
+		{"wrong method on a topic", "PATCH", "/admin/topics/orders", 405, "MethodNotAllowed", "PUT"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := serve(h, tt.method, tt.path, "", nil)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d", rec.Code, tt.status)
+			}
+			code, _ := eventGridError(t, rec)
+			if code != tt.code {
+				t.Errorf("code %q, want %q", code, tt.code)
+			}
+			if !strings.Contains(rec.Header().Get("Allow"), tt.allow) {
+				t.Errorf("Allow %q, want it to list %s", rec.Header().Get("Allow"), tt.allow)
+			}
+		})
+	}
+}
+
+// TestUnknownTopicAnswersLikeAWrongKey: without valid credentials an unknown topic cannot be
+// told from a known one; --insecure-dev keeps the 404.
+func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.New(router.Config{}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "known", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Handler()
+	body := `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`
+	for _, creds := range []http.Header{
+		nil,
+		{"Aeg-Sas-Key": {"d3Jvbmc="}},
+		{"Authorization": {"SharedAccessKey d3Jvbmc="}},
+		{"Authorization": {"Bearer x"}},
+	} {
+		header := http.Header{"Content-Type": {"application/json"}}
+		for k, v := range creds {
+			header[k] = v
+		}
+		known := serve(h, "POST", "/topics/known/api/events", body, header)
+		unknown := serve(h, "POST", "/topics/unknwn/api/events", body, header)
+		if known.Code != 401 || unknown.Code != 401 {
+			t.Fatalf("credentials %v: known topic %d, unknown topic %d; want 401 for both", creds, known.Code, unknown.Code)
+		}
+		_, km := eventGridError(t, known)
+		_, um := eventGridError(t, unknown)
+		if strings.ReplaceAll(km, "known", "X") != strings.ReplaceAll(um, "unknwn", "X") {
+			t.Errorf("credentials %v: the answers tell the topics apart:\n known:   %s\n unknown: %s", creds, km, um)
+		}
+	}
+
+	dev, err := router.New(router.Config{InsecureDev: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close(ctx)
+	rec := serve(dev.Handler(), "POST", "/topics/unknwn/api/events", body, http.Header{"Content-Type": {"application/json"}})
+	if rec.Code != 404 {
+		t.Errorf("--insecure-dev, unknown topic: %d, want 404", rec.Code)
+	}
+}
+
+// failingStore fails every definition write and journal append with an error that names a
+// file, as a disk store's would.
+type failingStore struct{ store.Store }
+
+var errDisk = errors.New("open /var/lib/egrid/secret-dir/000042.log: no space left on device")
+
+func (failingStore) PutTopic(context.Context, string, []byte) error { return errDisk }
+func (failingStore) PutSubscription(context.Context, string, string, []byte) error {
+	return errDisk
+}
+func (failingStore) DeleteSubscription(context.Context, string, string) error { return errDisk }
+func (failingStore) Append(context.Context, string, time.Time, []*schemas.Event) (uint64, error) {
+	return 0, errDisk
+}
+
+// TestStoreFailuresAre503WithoutPaths: an admin write the store refuses is a 503 with
+// Retry-After, not a 400, and neither it nor a failed publish shows a server path.
+func TestStoreFailuresAre503WithoutPaths(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	ok, err := router.New(router.Config{}, router.Deps{Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ok.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	ok.Close(ctx)
+
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: failingStore{mem}, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "other", router.TopicSpec{}); !errors.Is(err, router.ErrUnavailable) {
+		t.Errorf("CreateTopic on a failing store: %v, want ErrUnavailable", err)
+	}
+	h := r.Handler()
+	admin := http.Header{"Authorization": {"Bearer tok"}}
+	spec, _ := r.Topic("orders")
+	for _, tt := range []struct{ name, method, path, body string }{
+		{"put topic", "PUT", "/admin/topics/orders", `{}`},
+		{"put subscription", "PUT", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`},
+	} {
+		rec := serve(h, tt.method, tt.path, tt.body, admin)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: %d, Retry-After %q; want 503 with Retry-After (%s)", tt.name, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+		}
+		if strings.Contains(rec.Body.String(), "/var/lib") {
+			t.Errorf("%s: the body shows a server path: %s", tt.name, rec.Body)
+		}
+	}
+	rec := serve(h, "POST", "/topics/orders/api/events", `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`,
+		http.Header{"Content-Type": {"application/json"}, "Aeg-Sas-Key": {spec.Key1}})
+	if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), "/var/lib") {
+		t.Errorf("publish on a failing store: %d %s; want 503 without the server path", rec.Code, rec.Body)
+	}
+}
+
+// TestTopicEndpointTrustsOnlyLoopbackHosts: a topic read builds its endpoint from publicUrl,
+// or from a loopback Host header; any other Host header is not echoed.
+func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, publicURL, host, want string
+	}{
+		{"untrusted host", "", "evil.example", "/topics/orders/api/events"},
+		{"untrusted host with port", "", "evil.example:443", "/topics/orders/api/events"},
+		{"loopback address", "", "127.0.0.1:8080", "http://127.0.0.1:8080/topics/orders/api/events"},
+		{"loopback v6", "", "[::1]:8080", "http://[::1]:8080/topics/orders/api/events"},
+		{"localhost", "", "localhost:8080", "http://localhost:8080/topics/orders/api/events"},
+		{"publicUrl wins", "https://egrid.example.com/", "evil.example", "https://egrid.example.com/topics/orders/api/events"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := router.New(router.Config{InsecureDev: true, PublicURL: tt.publicURL}, router.Deps{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/admin/topics/orders", nil)
+			req.Host = tt.host
+			rec := httptest.NewRecorder()
+			r.Handler().ServeHTTP(rec, req)
+			var got struct {
+				Properties struct{ Endpoint string }
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
+				t.Fatalf("GET topic: %d %s", rec.Code, rec.Body)
+			}
+			if got.Properties.Endpoint != tt.want {
+				t.Errorf("endpoint %q, want %q", got.Properties.Endpoint, tt.want)
+			}
+		})
+	}
+}
