@@ -681,7 +681,7 @@ func (r *Router) stopReplays(topic, name string) {
 
 // DeadLetterStatus returns the dead-letter actor's state: records waiting, being written or
 // retrying, and what it has written and dropped.
-func (r *Router) DeadLetterStatus(ctx context.Context) (*actors.DeadLetterStatus, error) {
+func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error) {
 	if r.dead == nil {
 		return nil, ErrDeadLettersUnavailable
 	}
@@ -693,7 +693,7 @@ func (r *Router) DeadLetterStatus(ctx context.Context) (*actors.DeadLetterStatus
 	if err != nil {
 		return nil, fmt.Errorf("asking the dead-letter actor: %w", err)
 	}
-	return res.(*actors.DeadLetterStatus), nil
+	return deadLetterStatusOf(res.(*actors.DeadLetterStatus)), nil
 }
 
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.

@@ -668,18 +668,18 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 }
 
 // Status returns a subscription's delivery state: backlog, oldest undelivered event, probation.
-func (r *Router) Status(ctx context.Context, topic, name string) (*actors.Status, error) {
+func (r *Router) Status(ctx context.Context, topic, name string) (*Status, error) {
 	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.GetStatus{Subscription: name} })
 }
 
 // EndProbation ends a subscription's probation now (an operator's call, SPEC §2.2) and
 // returns its new state.
-func (r *Router) EndProbation(ctx context.Context, topic, name string) (*actors.Status, error) {
+func (r *Router) EndProbation(ctx context.Context, topic, name string) (*Status, error) {
 	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.EndProbation{Subscription: name} })
 }
 
 // askSubscription asks a subscription's actor the message msg builds for its name as created.
-func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*actors.Status, error) {
+func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*Status, error) {
 	t, _, name, err := r.lookup(topic, name)
 	if err != nil {
 		return nil, err
@@ -694,7 +694,7 @@ func (r *Router) askSubscription(ctx context.Context, topic, name string, msg fu
 	}
 	switch v := res.(type) {
 	case *actors.Status:
-		return v, nil
+		return statusOf(v), nil
 	case error:
 		return nil, v
 	}

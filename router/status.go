@@ -1,0 +1,70 @@
+package router
+
+import (
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/schemas"
+)
+
+// Status is a subscription's delivery state ([Router.Status], [Router.EndProbation]).
+type Status struct {
+	Topic, Subscription string
+	// Backlog counts events taken in or still in the journal that are neither delivered nor
+	// ended: ready, in flight, parked for retry, or not yet read.
+	Backlog int
+	// OldestUndelivered is the publish time of the oldest event in the backlog (zero if none).
+	OldestUndelivered time.Time
+	// InFlight counts attempts currently running.
+	InFlight int
+	// Cursor is the subscription's durable cursor.
+	Cursor uint64
+	// Probation is the endpoint's probation state.
+	Probation ProbationStatus
+}
+
+// ProbationStatus describes an endpoint's probation (SPEC §2.2).
+type ProbationStatus struct {
+	// Active is true while the probation period runs: nothing is sent before Until.
+	Active bool
+	// State is where the endpoint stands in the probation cycle: Healthy, OnProbation (Active),
+	// AwaitingProbe (the period is over and the next batch sent is the probe) or ProbeInFlight.
+	State retry.ProbationState
+	// Until is when the current probation period ends (in the past while the endpoint awaits
+	// or runs its probe); zero when the endpoint is healthy.
+	Until time.Time
+	// Cause is the outcome that caused the probation; zero when the endpoint is healthy.
+	Cause schemas.Outcome
+	// ConsecutiveFailures counts the failed attempts since the last success, up to
+	// retry.ConsecutiveFailureThreshold.
+	ConsecutiveFailures int
+}
+
+func statusOf(s *actors.Status) *Status {
+	p := s.Probation
+	return &Status{
+		Topic: s.Topic, Subscription: s.Subscription, Backlog: s.Backlog, OldestUndelivered: s.OldestUndelivered,
+		InFlight: s.InFlight, Cursor: s.Cursor,
+		Probation: ProbationStatus{Active: p.Active, State: p.State, Until: p.Until, Cause: p.Cause, ConsecutiveFailures: p.ConsecutiveFailures},
+	}
+}
+
+// DeadLetterStatus is the dead-letter actor's state ([Router.DeadLetterStatus]).
+type DeadLetterStatus struct {
+	// Waiting counts records waiting out their delay; Writing those in a write now; Retrying
+	// those whose write failed and waits for its next try.
+	Waiting, Writing, Retrying int
+	// ObjectsWritten, RecordsWritten and RecordsDropped count since the actor started.
+	ObjectsWritten, RecordsWritten, RecordsDropped int
+}
+
+// Pending counts the records not yet written.
+func (s *DeadLetterStatus) Pending() int { return s.Waiting + s.Writing + s.Retrying }
+
+func deadLetterStatusOf(s *actors.DeadLetterStatus) *DeadLetterStatus {
+	return &DeadLetterStatus{
+		Waiting: s.Waiting, Writing: s.Writing, Retrying: s.Retrying,
+		ObjectsWritten: s.ObjectsWritten, RecordsWritten: s.RecordsWritten, RecordsDropped: s.RecordsDropped,
+	}
+}
