@@ -26,10 +26,11 @@ var allowed = map[string][]string{
 	"router/store/":     {"router/store", "schemas"},
 	"actors":            {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "sinks"},
 	"router":            {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/sas", "sinks", "sinks/", "actors"},
+	"router/httpapi":    {"schemas", "router", "router/sas"},
 	"cmd/":              {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
 	"testkit":           {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
 	"testkit/":          {"schemas", "router", "router/", "sinks", "sinks/", "actors", "testkit"},
-	"examples/":         {"schemas", "router", "router/metrics", "sinks", "sinks/"},
+	"examples/":         {"schemas", "router", "router/httpapi", "router/metrics", "sinks", "sinks/"},
 }
 
 func rule(pkg string) ([]string, bool) {
@@ -95,6 +96,9 @@ func TestRuleTable(t *testing.T) {
 		{"sinks/webhook", "router"},
 		{"router", "testkit"},
 		{"router/store/disk", "actors"},
+		{"router", "router/httpapi"},
+		{"router/httpapi", "actors"},
+		{"router/httpapi", "router/store"},
 	} {
 		rules, ok := rule(c.pkg)
 		if !ok {

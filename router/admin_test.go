@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 )
 
 func adminDo(t *testing.T, srv *httptest.Server, token, method, path, body string) (int, map[string]any) {
@@ -43,7 +44,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 
 	if status, _ := adminDo(t, srv, "", "PUT", "/admin/topics/orders", `{}`); status != 401 {
@@ -128,7 +129,7 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 	if status, body := adminDo(t, srv, "", "GET", "/admin/topics", ""); status != 403 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "adminToken") {
 		t.Errorf("admin without a configured token: %d %v, want 403 naming adminToken", status, body)

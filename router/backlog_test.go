@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store/disk"
 )
 
@@ -163,7 +164,7 @@ func TestBacklogStaysOnDisk(t *testing.T) {
 		work <- i
 	}
 	close(work)
-	h := r.Handler()
+	h := httpapi.New(r)
 	pad := strings.Repeat("x", 900)
 	var wg sync.WaitGroup
 	for range publishers {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store/disk"
 )
 
@@ -51,7 +52,7 @@ func benchmarkPublish(b *testing.B, perRequest, parallelism int) {
 		b.Fatal(err)
 	}
 	body := benchBody(perRequest)
-	h := r.Handler()
+	h := httpapi.New(r)
 	b.SetParallelism(parallelism)
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
@@ -30,7 +31,7 @@ func TestKeyRotationDuringPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := r.Handler()
+	h := httpapi.New(r)
 
 	const publishers, each, rotations = 64, 10, 40
 	var wg sync.WaitGroup

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -699,206 +697,15 @@ func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.
 var ErrDeadLetterStoreUnavailable = errors.New("dead-letter store unavailable")
 
-// deadLetterRoutes registers the dead-letter admin routes:
-//
-//	GET  /admin/deadLetters                                                 the dead-letter actor's state
-//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&until=)
-//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=)
-//	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress, then the summary
-func (r *Router) deadLetterRoutes(mux *http.ServeMux) {
-	const base = "/admin/topics/{topic}/eventSubscriptions/{name}/deadLetters"
-	mux.HandleFunc("GET /admin/deadLetters", r.admin(r.getDeadLetterStatus))
-	mux.HandleFunc("GET "+base, r.admin(r.listDeadLetterObjects))
-	mux.HandleFunc("GET "+base+"/records", r.admin(r.listDeadLetterRecords))
-	mux.HandleFunc("POST "+base+"/replay", r.admin(r.replayDeadLettersHTTP))
-}
-
-// deadLetterObjectView is one object in an admin answer.
-type deadLetterObjectView struct {
-	Key          string    `json:"key"`
-	Size         int64     `json:"size"`
-	ETag         string    `json:"eTag"`
-	LastModified time.Time `json:"lastModified"`
-	URL          string    `json:"url"`
-}
-
-// DeadLetterRecordView is one record in an admin answer: the record's facts with Event Grid's
-// names, the object it came from, and the event in the topic's input schema.
-type DeadLetterRecordView struct {
-	Object                  string          `json:"object"`
-	Written                 time.Time       `json:"written"`
-	ID                      string          `json:"id"`
-	EventType               string          `json:"eventType,omitempty"`
-	Subject                 string          `json:"subject,omitempty"`
-	DeadLetterReason        string          `json:"deadLetterReason"`
-	DeliveryAttempts        int             `json:"deliveryAttempts"`
-	LastDeliveryOutcome     string          `json:"lastDeliveryOutcome,omitempty"`
-	LastHTTPStatusCode      int             `json:"lastHttpStatusCode,omitempty"`
-	PublishTime             time.Time       `json:"publishTime"`
-	LastDeliveryAttemptTime time.Time       `json:"lastDeliveryAttemptTime,omitzero"`
-	Event                   json.RawMessage `json:"event"`
-}
-
-// deadLetterQuery parses ?key=&since=&until=&reason=, reporting every problem at once.
-func deadLetterQuery(req *http.Request) (DeadLetterQuery, error) {
-	q := DeadLetterQuery{Key: req.URL.Query().Get("key")}
-	var errs []error
-	for _, p := range []struct {
-		name string
-		dst  *time.Time
-	}{{"since", &q.Since}, {"until", &q.Until}} {
-		if v := req.URL.Query().Get(p.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: use an RFC 3339 time such as 2026-01-02T15:04:05Z", p.name, v))
-			}
-			*p.dst = t
-		}
-	}
-	if v := req.URL.Query().Get("reason"); v != "" {
-		reason, err := schemas.ParseReason(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reason: %w", err))
-		}
-		q.Reason = reason
-	}
-	return q, errors.Join(errs...)
-}
-
-// writeDeadLetterError maps dead-letter errors to statuses.
-func (r *Router) writeDeadLetterError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, ErrReplayRunning):
-		writeError(w, http.StatusConflict, "Conflict", err.Error())
-	case errors.Is(err, ErrDeadLettersUnavailable), errors.Is(err, ErrNoDeadLetterDestination):
-		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
-	case errors.Is(err, ErrDeadLetterStoreUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
-	default:
-		r.writeAdminError(w, err)
-	}
-}
-
-func (r *Router) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
-	st, err := r.DeadLetterStatus(req.Context())
-	if err != nil {
-		r.writeDeadLetterError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{
-		"waiting": st.Waiting, "writing": st.Writing, "retrying": st.Retrying,
-		"objectsWritten": st.ObjectsWritten, "recordsWritten": st.RecordsWritten, "recordsDropped": st.RecordsDropped,
-	})
-}
-
-func (r *Router) listDeadLetterObjects(w http.ResponseWriter, req *http.Request) {
-	q, err := deadLetterQuery(req)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return
-	}
-	objs, err := r.DeadLetterObjects(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
-	if err != nil {
-		r.writeDeadLetterError(w, err)
-		return
-	}
-	out := struct {
-		Value []deadLetterObjectView `json:"value"`
-	}{Value: []deadLetterObjectView{}}
-	for _, o := range objs {
-		out.Value = append(out.Value, deadLetterObjectView{Key: o.Key, Size: o.Size, ETag: o.ETag, LastModified: o.LastModified, URL: o.URL})
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (r *Router) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
-	q, err := deadLetterQuery(req)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return
-	}
-	read, err := r.DeadLetterRecords(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
-	if err != nil {
-		r.writeDeadLetterError(w, err)
-		return
-	}
-	out := struct {
-		Objects  int                    `json:"objects"`
-		Value    []DeadLetterRecordView `json:"value"`
-		Problems []string               `json:"problems,omitempty"`
-	}{Objects: read.Objects, Value: []DeadLetterRecordView{}, Problems: read.Problems}
-	for _, e := range read.Entries {
-		v := DeadLetterRecordView{
-			Object: e.Object, Written: e.Written, ID: e.Event.ID, EventType: e.Event.Type, Subject: e.Event.Subject,
-			DeadLetterReason: string(e.Reason), DeliveryAttempts: e.DeliveryAttempts, LastHTTPStatusCode: e.LastHTTPStatus,
-			PublishTime: e.PublishTime, LastDeliveryAttemptTime: e.LastAttemptTime, Event: e.Event.Raw,
-		}
-		if e.LastOutcome != 0 {
-			v.LastDeliveryOutcome = e.LastOutcome.String()
-		}
-		out.Value = append(out.Value, v)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// ReplayRequest is the body of POST …/deadLetters/replay.
-type ReplayRequest struct {
-	Since  time.Time `json:"since,omitzero"`
-	Until  time.Time `json:"until,omitzero"`
-	Reason string    `json:"reason,omitempty"`
-	DryRun bool      `json:"dryRun,omitempty"`
-	Wait   bool      `json:"wait,omitempty"`
-}
-
-// ReplayStreamLine is one line of the replay route's answer (application/x-ndjson): progress
-// reports, then the summary or an error.
-type ReplayStreamLine struct {
-	Progress *ReplayProgress `json:"progress,omitempty"`
-	Summary  *ReplaySummary  `json:"summary,omitempty"`
-	Error    *apiErrorBody   `json:"error,omitempty"`
-}
-
-func (r *Router) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
-	var body ReplayRequest
-	raw, err := io.ReadAll(io.LimitReader(req.Body, 1<<16))
-	if err == nil && len(strings.TrimSpace(string(raw))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&body)
-	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not a replay request: "+err.Error()+`; send {"since":"2026-01-02T15:04:05Z","until":...,"reason":...,"dryRun":false,"wait":true}`)
-		return
-	}
-	opts := ReplayOptions{Since: body.Since, Until: body.Until, DryRun: body.DryRun, Wait: body.Wait}
-	if body.Reason != "" {
-		if opts.Reason, err = schemas.ParseReason(body.Reason); err != nil {
-			writeError(w, http.StatusBadRequest, "BadRequest", "reason: "+err.Error())
-			return
-		}
-	}
-	topic, name := req.PathValue("topic"), req.PathValue("name")
+// CanReplay reports why a replay of a subscription's dead letters cannot start now, with the
+// error [Router.ReplayDeadLetters] would return (nil: it can). A dry run needs only the
+// subscription and its dead-letter destination; a replay also needs no other to be running.
+func (r *Router) CanReplay(topic, name string, dryRun bool) error {
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
-		r.writeDeadLetterError(w, err)
-		return
+		return err
 	}
-	if !opts.DryRun && r.replayRunning(topic+"/"+name) {
-		r.writeDeadLetterError(w, fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning))
-		return
+	if !dryRun && r.replayRunning(replayKey(topic, name)) {
+		return fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning)
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
-	send := func(l ReplayStreamLine) {
-		_ = enc.Encode(l)
-		_ = rc.Flush()
-	}
-	opts.Progress = func(p ReplayProgress) { send(ReplayStreamLine{Progress: &p}) }
-	sum, err := r.ReplayDeadLetters(req.Context(), topic, name, opts)
-	if err != nil {
-		send(ReplayStreamLine{Error: &apiErrorBody{Code: "ReplayFailed", Message: err.Error()}})
-		return
-	}
-	send(ReplayStreamLine{Summary: sum})
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -577,7 +578,7 @@ func TestDeadLetterAdminRoutes(t *testing.T) {
 		h.Subscribe("orders", "no-dl", router.SubscriptionSpec{Destination: router.WebHook(h.Endpoint("other").URL())})
 		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")), h.EventGridEvent(testkit.ID("e2")))
 		h.Advance(6 * time.Minute)
-		handler := h.Router().Handler()
+		handler := httpapi.New(h.Router())
 		do := func(method, path, body string) *httptest.ResponseRecorder {
 			rec := httptest.NewRecorder()
 			handler.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
@@ -594,7 +595,7 @@ func TestDeadLetterAdminRoutes(t *testing.T) {
 		}
 		rec = do("GET", base+"/records?reason=undeliverableduetohttpbadrequest&key="+list.Value[0].Key, "")
 		var recs struct {
-			Value []router.DeadLetterRecordView
+			Value []httpapi.DeadLetterRecordView
 		}
 		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &recs) != nil || len(recs.Value) != 2 || recs.Value[0].LastHTTPStatusCode != 400 {
 			t.Fatalf("GET records: %d %s", rec.Code, rec.Body)
@@ -620,10 +621,10 @@ func TestDeadLetterAdminRoutes(t *testing.T) {
 		if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/x-ndjson" {
 			t.Fatalf("POST replay: %d %s", rec.Code, rec.Body)
 		}
-		var lines []router.ReplayStreamLine
+		var lines []httpapi.ReplayStreamLine
 		sc := bufio.NewScanner(rec.Body)
 		for sc.Scan() {
-			var l router.ReplayStreamLine
+			var l httpapi.ReplayStreamLine
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				t.Fatalf("line %q: %v", sc.Text(), err)
 			}

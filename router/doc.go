@@ -1,7 +1,8 @@
 // Package router is egrid's public, embeddable API: [New] builds a [Router] on an actor system
 // and a store; topics and event subscriptions are created with Event Grid's property names;
-// [Router.Publish] accepts events from Go and [Router.Handler] serves the same data plane over
-// HTTP (SPEC §1.1) together with the admin plane (SPEC §1.2).
+// [Router.Publish] accepts events from Go, and package router/httpapi serves the same data
+// plane over HTTP (SPEC §1.1) together with the admin plane (SPEC §1.2), through the exported
+// API of this package only.
 //
 // Publishing: a request is decoded and validated against the topic's input schema, appended to
 // the topic's journal by the topic's committer — one goroutine per topic that gathers the
@@ -14,7 +15,7 @@
 // holding the router's lock (the Event Grid validation event, or the CloudEvents OPTIONS
 // request), and only a validated subscription gets a delivery actor. One whose endpoint
 // answered without the code waits AwaitingManualAction until its validationUrl — served by
-// [Router.Handler], token in the URL — is fetched, for [ManualValidationWindow], then becomes
+// router/httpapi and completed by [Router.CompleteValidation], token in the URL — is fetched, for [ManualValidationWindow], then becomes
 // Failed. The store keeps each subscription's provisioning record next to its spec (the
 // token's hash, the window's deadline, a CloudEvents endpoint's WebHook-Allowed-Rate), and the
 // timers that close validation windows and delete subscriptions at their expirationTimeUtc are

@@ -17,6 +17,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
@@ -320,7 +321,7 @@ func TestPublishAnswersOnlyOnceDurable(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			rec = postEvents(r.Handler(), "e1")
+			rec = postEvents(httpapi.New(r), "e1")
 			answered.Store(true)
 		}()
 		<-entered
@@ -355,7 +356,7 @@ func TestFailedAppendAcceptsNothing(t *testing.T) {
 		{
 			name: "HTTP",
 			publish: func(t *testing.T, r *router.Router, ws *watchedStore) []string {
-				rec := postEvents(r.Handler(), "bad-1", "bad-2")
+				rec := postEvents(httpapi.New(r), "bad-1", "bad-2")
 				checkUnavailable(t, rec)
 				return []string{"bad-1", "bad-2"}
 			},
@@ -385,10 +386,10 @@ func TestFailedAppendAcceptsNothing(t *testing.T) {
 				ids := []string{"bad-1", "bad-2", "bad-3"}
 				recs := make([]*httptest.ResponseRecorder, len(ids))
 				var wg sync.WaitGroup
-				wg.Go(func() { recs[0] = postEvents(r.Handler(), ids[0]) })
+				wg.Go(func() { recs[0] = postEvents(httpapi.New(r), ids[0]) })
 				<-entered // the first append is under way; the next two wait and go together
 				for i := 1; i < len(ids); i++ {
-					wg.Go(func() { recs[i] = postEvents(r.Handler(), ids[i]) })
+					wg.Go(func() { recs[i] = postEvents(httpapi.New(r), ids[i]) })
 				}
 				synctest.Wait()
 				close(release)
@@ -409,7 +410,7 @@ func TestFailedAppendAcceptsNothing(t *testing.T) {
 				ws.setBeforeAppend(func() error { return errInjected })
 				bad := tc.publish(t, r, ws)
 				ws.setBeforeAppend(nil)
-				if rec := postEvents(r.Handler(), "good"); rec.Code != http.StatusOK {
+				if rec := postEvents(httpapi.New(r), "good"); rec.Code != http.StatusOK {
 					t.Fatalf("publish after the store recovered: %d %s", rec.Code, rec.Body)
 				}
 				synctest.Wait()

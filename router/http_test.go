@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/sas"
 )
 
@@ -37,7 +38,7 @@ func newServer(t *testing.T, cfg router.Config) *server {
 	if _, err := r.CreateTopic(context.Background(), "ns-orders", router.TopicSpec{Kind: router.KindNamespace, Key1: spec.Key1}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	t.Cleanup(srv.Close)
 	return &server{t: t, r: r, srv: srv, key1: spec.Key1}
 }

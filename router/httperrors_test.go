@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
@@ -47,7 +48,7 @@ func TestUnroutedRequestsAnswerJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	h := r.Handler()
+	h := httpapi.New(r)
 	for _, tt := range []struct {
 		name, method, path string
 		status             int
@@ -86,7 +87,7 @@ func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 	if _, err := r.CreateTopic(ctx, "known", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	h := r.Handler()
+	h := httpapi.New(r)
 	body := `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`
 	for _, creds := range []http.Header{
 		nil,
@@ -115,7 +116,7 @@ func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close(ctx)
-	rec := serve(dev.Handler(), "POST", "/topics/unknwn/api/events", body, http.Header{"Content-Type": {"application/json"}})
+	rec := serve(httpapi.New(dev), "POST", "/topics/unknwn/api/events", body, http.Header{"Content-Type": {"application/json"}})
 	if rec.Code != 404 {
 		t.Errorf("--insecure-dev, unknown topic: %d, want 404", rec.Code)
 	}
@@ -159,7 +160,7 @@ func TestStoreFailuresAre503WithoutPaths(t *testing.T) {
 	if _, err := r.CreateTopic(ctx, "other", router.TopicSpec{}); !errors.Is(err, router.ErrUnavailable) {
 		t.Errorf("CreateTopic on a failing store: %v, want ErrUnavailable", err)
 	}
-	h := r.Handler()
+	h := httpapi.New(r)
 	admin := http.Header{"Authorization": {"Bearer tok"}}
 	spec, _ := r.Topic("orders")
 	for _, tt := range []struct{ name, method, path, body string }{
@@ -207,7 +208,7 @@ func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
 			req := httptest.NewRequest("GET", "/admin/topics/orders", nil)
 			req.Host = tt.host
 			rec := httptest.NewRecorder()
-			r.Handler().ServeHTTP(rec, req)
+			httpapi.New(r).ServeHTTP(rec, req)
 			var got struct {
 				Properties struct{ Endpoint string }
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
 )
@@ -139,7 +140,7 @@ func TestAdminNamesAreCaseInsensitive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 
 	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/Orders", `{}`); status != 201 {

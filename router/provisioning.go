@@ -102,6 +102,14 @@ func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
 	return Provisioning{State: p.state(), Message: msg}, nil
 }
 
+// PutSubscription is [Router.CreateSubscription] with baseURL, the router's own address at
+// which the endpoint can reach the validationUrl of a manual validation (the admin API passes
+// [Config.PublicURL] or the address the request came to; "" offers none). It returns the
+// subscription's provisioning state.
+func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
+	return r.applySubscription(ctx, topic, name, spec, baseURL)
+}
+
 // applySubscription creates or replaces a subscription (SPEC §1.2, §2.5): it checks the spec
 // (every problem at once), keeps the hidden values a read-back definition leaves out,
 // validates a WebHook endpoint on every create and update — without holding the router's
@@ -326,9 +334,9 @@ func keepHidden(spec, prev *SubscriptionSpec) error {
 	return nil
 }
 
-// redacted returns the spec as reads show it: endpointBaseUrl filled in, endpointUrl left out
+// Redacted returns the spec as reads show it: endpointBaseUrl filled in, endpointUrl left out
 // when it has a query string or user info, and secret static header values left out.
-func (s SubscriptionSpec) redacted() SubscriptionSpec {
+func (s SubscriptionSpec) Redacted() SubscriptionSpec {
 	p := &s.Destination.Properties
 	if p.EndpointURL != "" {
 		p.EndpointBaseURL = baseURL(p.EndpointURL)

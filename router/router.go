@@ -64,9 +64,10 @@ type Config struct {
 	// destination.properties.skipValidation). For test harnesses whose scripted endpoints do
 	// not implement it, and `egrid validate`, which must not call endpoints.
 	SkipEndpointValidation bool `json:"skipEndpointValidation,omitempty" yaml:"skipEndpointValidation,omitempty"`
-	// PublicURL is the base URL at which webhook endpoints reach this router's Handler, e.g.
+	// PublicURL is the base URL at which webhook endpoints reach this router's HTTP planes
+	// (router/httpapi), e.g.
 	// https://egrid.example.com; the validationUrl of the validation handshake points there.
-	// Include the path prefix the Handler is mounted under, if any. When empty, subscriptions
+	// Include the path prefix they are mounted under, if any. When empty, subscriptions
 	// created through the admin API use the scheme and Host of the admin request, and those
 	// created from Go offer no validationUrl.
 	PublicURL string `json:"publicUrl,omitempty" yaml:"publicUrl,omitempty"`
@@ -401,6 +402,15 @@ func (r *Router) RegisterSink(name string, s sinks.Sink) {
 // Metrics returns the router's counters.
 func (r *Router) Metrics() *metrics.Set { return r.metrics }
 
+// Config returns the router's config, with the defaults filled in.
+func (r *Router) Config() Config { return r.cfg }
+
+// Logger returns the router's logger ([Deps.Logger], or one that discards).
+func (r *Router) Logger() *slog.Logger { return r.log }
+
+// Now reads the router's clock ([Deps.Now]).
+func (r *Router) Now() time.Time { return r.deps.Now() }
+
 // TopicID returns the ARM-style resource ID of a topic (its `topic` field and CloudEvents
 // source), with the topic's name as created when it exists.
 func (r *Router) TopicID(name string) string {
@@ -721,6 +731,29 @@ func (r *Router) Publish(ctx context.Context, topic string, events ...any) error
 	return r.ingest(ctx, t, evs)
 }
 
+// DecodeEvents decodes body, a JSON array (a CloudEvents topic also takes one structured
+// event), in the input schema of spec — a topic's definition as [Router.Topic] returned it,
+// so that one definition serves a whole request — within lim (schemas.ClassicLimits, or
+// NamespaceLimits for a namespace topic or the namespace publish route). The events it
+// returns can be given to [Router.PublishEvents].
+func (r *Router) DecodeEvents(topic string, spec TopicSpec, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
+	t := &topicRuntime{name: topic, id: r.TopicID(topic)}
+	return r.decodeWithin(t, newTopicState(spec), body, lim)
+}
+
+// PublishEvents makes events decoded for a topic durable, like [Router.Publish]: it returns
+// once every event is durable, or an error and nothing accepted (wrapping [ErrUnavailable]
+// when the store failed, [ErrClosed] after Close, [ErrTopicNotFound]). The events must come
+// from a decoder of package schemas for the topic's input schema ([Router.DecodeEvents], or
+// schemas.DecodeCloudEventBinary): PublishEvents does not validate them again.
+func (r *Router) PublishEvents(ctx context.Context, topic string, events []*schemas.Event) error {
+	t, err := r.topic(topic)
+	if err != nil {
+		return err
+	}
+	return r.ingest(ctx, t, events)
+}
+
 func (r *Router) topic(name string) (*topicRuntime, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -741,6 +774,10 @@ func (r *Router) decode(t *topicRuntime, st *topicState, body []byte) ([]*schema
 	if st.spec.Kind == KindNamespace {
 		lim = schemas.NamespaceLimits
 	}
+	return r.decodeWithin(t, st, body, lim)
+}
+
+func (r *Router) decodeWithin(t *topicRuntime, st *topicState, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
 	switch st.schema {
 	case schemas.CloudEvents:
 		return schemas.DecodeCloudEvents(body, lim)

@@ -63,6 +63,9 @@ type InputSchemaMapping struct {
 	Properties             *schemas.InputMapping `json:"properties,omitempty" yaml:"properties,omitempty"`
 }
 
+// Schema is the topic's input schema (CloudEvents for a namespace topic that names none).
+func (s *TopicSpec) Schema() schemas.Schema { return s.schema() }
+
 func (s *TopicSpec) schema() schemas.Schema {
 	sc, err := schemas.ParseInputSchema(s.InputSchema)
 	if err != nil {
@@ -435,4 +438,16 @@ func armIndex(ms []DeliveryAttributeMapping, i int) int {
 		}
 	}
 	return i
+}
+
+// flatten lists the errors an errors.Join holds, recursively.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/sinks"
 )
@@ -193,7 +194,7 @@ func TestARMDocumentationBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 
 	if status, body := adminDo(t, srv, "admin", "PUT", "/admin/topics/contoso", `{}`); status != 201 {
@@ -304,7 +305,7 @@ func TestSecretsStayHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
 	put := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + hookSrv.URL + `/hook?code=` + querySecret + `",` +

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -35,6 +34,10 @@ const (
 	ManualValidationWindow = 10 * time.Minute
 )
 
+// ErrValidationURLUnknown is returned by [Router.CompleteValidation] for a validationUrl that
+// is unknown, was used already or has expired.
+var ErrValidationURLUnknown = errors.New("validation URL unknown, used or expired")
+
 // ErrValidationFailed is wrapped by the error of a create or update whose endpoint refused the
 // validation handshake or did not answer it (SPEC §2.5).
 var ErrValidationFailed = errors.New("endpoint validation failed")
@@ -44,10 +47,6 @@ const (
 	handshakeValidationEvent = "SubscriptionValidation" // Event Grid and custom delivery schema
 	handshakeAbuseProtection = "AbuseProtection"        // CloudEvents delivery schema
 )
-
-// validationPath is the route of validationUrl, shaped like Event Grid's
-// (https://<host>/eventsubscriptions/<name>/validate?id=<code>&t=<time>&apiVersion=...&token=...).
-const validationPath = "/eventsubscriptions/{name}/validate"
 
 // handshakeKind names the handshake a subscription needs, or "" when it needs none: it is not
 // a WebHook, it opted out with skipValidation, or the router skips validation.
@@ -155,39 +154,30 @@ func tokenHash(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// handleValidationURL serves the validationUrl of a manual validation (SPEC §2.5): GET
-// /eventsubscriptions/{name}/validate?id=...&token=.... It needs no admin token — the random
-// token in the URL is the credential — and answers 404 for an unknown, used or expired URL.
-func (r *Router) handleValidationURL(w http.ResponseWriter, req *http.Request) {
-	token := req.URL.Query().Get("token")
-	notFound := func() {
-		writeError(w, http.StatusNotFound, "NotFound", "this validation URL is unknown, was used already or has expired: create or update the event subscription again to get a new one")
-	}
+// CompleteValidation completes the manual validation whose validationUrl — fetched for the
+// subscription name with token — is still open (SPEC §2.5): the subscription becomes
+// Succeeded and its delivery starts. A URL fetched while its handshake is still under way
+// makes that handshake end Succeeded. It returns [ErrValidationURLUnknown] for a URL that is
+// unknown, was used already or has expired; the URL's token is the credential, no admin
+// token is needed.
+func (r *Router) CompleteValidation(ctx context.Context, name, token string) error {
 	if token == "" {
-		notFound()
-		return
+		return ErrValidationURLUnknown
 	}
 	p, committed := r.life.fetch(tokenHash(token))
-	if p == nil || !strings.EqualFold(p.key.name, req.PathValue("name")) {
-		notFound()
-		return
+	if p == nil || !strings.EqualFold(p.key.name, name) {
+		return ErrValidationURLUnknown
 	}
-	if committed {
-		if err := r.completeValidation(req.Context(), p); err != nil {
-			if errors.Is(err, ErrSubscriptionNotFound) {
-				notFound()
-				return
-			}
-			// The cause can name files on the server: it goes to the log only.
-			r.log.Error("completing a manual validation failed", "topic", p.key.topic, "subscription", p.key.name, "err", err)
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "completing the validation failed: fetch this validation URL again later")
-			return
+	if !committed {
+		return nil
+	}
+	if err := r.completeValidation(ctx, p); err != nil {
+		if errors.Is(err, ErrSubscriptionNotFound) {
+			return ErrValidationURLUnknown
 		}
+		return err
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("Webhook successfully validated as a subscription endpoint.\n"))
+	return nil
 }
 
 // completeValidation ends a committed manual validation: the subscription becomes Succeeded and

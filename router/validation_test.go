@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/testkit"
 )
@@ -32,7 +33,7 @@ func TestValidationHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
 	adminDo(t, srv, "admin", "PUT", "/admin/topics/ce-orders", `{"properties":{"inputSchema":"CloudEventSchemaV1_0"}}`)
@@ -316,7 +317,7 @@ func TestValidationTiming(t *testing.T) {
 				t.Fatalf("state after 10 minutes: %+v; want Failed saying why", p)
 			}
 			rec := httptest.NewRecorder()
-			b.r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, urls[0], nil))
+			httpapi.New(b.r).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, urls[0], nil))
 			if rec.Code != 404 {
 				t.Errorf("GET of the expired validationUrl: %d; want 404", rec.Code)
 			}
@@ -347,7 +348,7 @@ func TestValidationTiming(t *testing.T) {
 			}
 			b.restart()
 			rec := httptest.NewRecorder()
-			b.r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+			httpapi.New(b.r).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
 			if rec.Code != 200 {
 				t.Fatalf("GET validationUrl after a restart: %d %s", rec.Code, rec.Body)
 			}
@@ -460,7 +461,7 @@ func TestValidationOnUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
 
@@ -538,7 +539,7 @@ func TestOriginFollowsTheAbuseProtectionHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	srv := httptest.NewServer(r.Handler())
+	srv := httptest.NewServer(httpapi.New(r))
 	defer srv.Close()
 	adminDo(t, srv, "admin", "PUT", "/admin/topics/orders", `{}`)
 	for _, c := range []struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store/disk"
 )
 
@@ -337,7 +338,7 @@ func (b *bench) startEgrid(cfg router.Config) (*egridServer, error) {
 		return nil, err
 	}
 	s := &egridServer{r: r, st: st, url: "http://" + ln.Addr().String()}
-	s.srv = &http.Server{Handler: r.Handler()}
+	s.srv = &http.Server{Handler: httpapi.New(r)}
 	go s.srv.Serve(ln)
 	s.close = func() {
 		_ = s.srv.Close()

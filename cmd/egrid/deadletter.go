@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/blob"
@@ -217,9 +218,9 @@ Examples:
 						return err
 					}
 					var out struct {
-						Objects  int                           `json:"objects"`
-						Value    []router.DeadLetterRecordView `json:"value"`
-						Problems []string                      `json:"problems"`
+						Objects  int                            `json:"objects"`
+						Value    []httpapi.DeadLetterRecordView `json:"value"`
+						Problems []string                       `json:"problems"`
 					}
 					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &out); err != nil {
 						return err
@@ -355,7 +356,7 @@ func replay(c *cli.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	body := router.ReplayRequest{Since: sel.since, Until: sel.until, Reason: sel.reason, DryRun: c.Bool("dry-run"), Wait: !c.Bool("no-wait")}
+	body := httpapi.ReplayRequest{Since: sel.since, Until: sel.until, Reason: sel.reason, DryRun: c.Bool("dry-run"), Wait: !c.Bool("no-wait")}
 	cl := newClient(c, e)
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -384,7 +385,7 @@ func replay(c *cli.Context, e env) error {
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	var sum *router.ReplaySummary
 	for sc.Scan() {
-		var line router.ReplayStreamLine
+		var line httpapi.ReplayStreamLine
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			return cli.Exit(fmt.Sprintf("the server answered something that is not a replay report: %v", err), 1)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/store"
@@ -145,7 +146,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
-	srv := httpserver.New(limits, r.Handler(), isPublish, log)
+	srv := httpserver.New(limits, httpapi.New(r), isPublish, log)
 	scheme := "http"
 	errc := make(chan error, 1)
 	go func() {

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -51,7 +52,7 @@ func NewService(ctx context.Context, handle func(id, eventType string, data []by
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/events/", http.StripPrefix("/events", r.Handler()))
+	mux.Handle("/events/", http.StripPrefix("/events", httpapi.New(r)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return &Service{Router: r, Mux: mux, Key: topic.Key1}, nil
 }

@@ -1,7 +1,6 @@
-package router
+package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,144 +8,63 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
 )
 
-// Handler returns the HTTP data plane and admin plane:
-//
-//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1)
-//	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents
-//	PUT|GET|DELETE /admin/topics/{topic}     topics, ARM-shaped bodies (SPEC §1.2)
-//	GET /admin/topics
-//	POST /admin/topics/{topic}/listKeys
-//	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
-//	GET /admin/topics/{topic}/eventSubscriptions
-//	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
-//	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
-//
-// Mount it at the root of a server or under a prefix with http.StripPrefix. Every error it
-// answers has Event Grid's JSON shape, the 404 and 405 of unknown routes and methods included.
-// (A request whose header is over the server's MaxHeaderBytes is answered 431 in plain text
-// by net/http itself, before any handler runs: that one cannot be JSON.)
-func (r *Router) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /topics/{topic}/api/events", r.handleClassicPublish)
-	mux.HandleFunc("POST /topics/{topicAction}", r.handleNamespacePublish)
-	r.adminRoutes(mux)
-	return jsonErrors(mux)
+func (a *API) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
+	a.publishHTTP(w, req, req.PathValue("topic"), false)
 }
 
-// jsonErrors answers the requests mux has no route for — its own plain-text 404 and 405 —
-// with Event Grid's error body, keeping the status and the Allow header.
-func jsonErrors(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		h, pattern := mux.Handler(req)
-		if pattern != "" {
-			mux.ServeHTTP(w, req)
-			return
-		}
-		probe := &statusProbe{header: make(http.Header)}
-		h.ServeHTTP(probe, req)
-		switch probe.status {
-		case http.StatusMethodNotAllowed:
-			if allow := probe.header.Get("Allow"); allow != "" {
-				w.Header().Set("Allow", allow)
-			}
-			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", req.Method, req.URL.Path, probe.header.Get("Allow")))
-		case http.StatusNotFound, 0:
-			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish; the admin API is under /admin/topics", req.Method, req.URL.Path))
-		default: // a redirect the mux makes (a cleaned path): pass it on
-			for k, v := range probe.header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(probe.status)
-		}
-	})
-}
-
-// statusProbe records what the mux's own handler for an unrouted request answers.
-type statusProbe struct {
-	header http.Header
-	status int
-}
-
-func (p *statusProbe) Header() http.Header { return p.header }
-func (p *statusProbe) Write(b []byte) (int, error) {
-	if p.status == 0 {
-		p.status = http.StatusOK
-	}
-	return len(b), nil
-}
-func (p *statusProbe) WriteHeader(status int) {
-	if p.status == 0 {
-		p.status = status
-	}
-}
-
-// apiError is Event Grid's error body.
-type apiError struct {
-	Error apiErrorBody `json:"error"`
-}
-
-type apiErrorBody struct {
-	Code    string        `json:"code"`
-	Message string        `json:"message"`
-	Details []errorDetail `json:"details,omitempty"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string, details ...errorDetail) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorBody{Code: code, Message: msg, Details: details}})
-}
-
-func (r *Router) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
-	r.publishHTTP(w, req, req.PathValue("topic"), false)
-}
-
-func (r *Router) handleNamespacePublish(w http.ResponseWriter, req *http.Request) {
+func (a *API) handleNamespacePublish(w http.ResponseWriter, req *http.Request) {
 	name, action, ok := strings.Cut(req.PathValue("topicAction"), ":")
 	if !ok || action != "publish" {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish", req.URL.Path))
 		return
 	}
-	r.publishHTTP(w, req, name, true)
+	a.publishHTTP(w, req, name, true)
 }
 
-func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
-	t, err := r.topic(name)
+// topic is a topic's definition as one publish sees it, read once for the whole request
+// whatever updates run meanwhile.
+type topic struct {
+	name   string // as created
+	spec   router.TopicSpec
+	schema schemas.Schema
+}
+
+func (a *API) topic(name string) (*topic, error) {
+	display, err := a.r.TopicName(name)
 	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; retry against another instance or later")
-			return
-		}
+		return nil, err
+	}
+	spec, err := a.r.Topic(display)
+	if err != nil {
+		return nil, err
+	}
+	return &topic{name: display, spec: spec, schema: spec.Schema()}, nil
+}
+
+func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
+	t, err := a.topic(name)
+	if err != nil {
 		// An unknown topic answers exactly as a known one does to credentials that do not
 		// match its keys, so topic names cannot be probed without a key; only a request that
 		// passes without credentials (--insecure-dev) learns that the topic does not exist.
-		if status, msg := r.authorize(req, &topicRuntime{name: name}, &topicState{}); status != 0 {
-			writeError(w, status, "Unauthorized", msg)
+		if status, msg := a.authorize(req, &topic{name: name}); status != 0 {
+			writeAuthError(w, status, msg)
 			return
 		}
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
 		return
 	}
-	st := t.load() // one definition for the whole request, whatever updates run meanwhile
-	if status, msg := r.authorize(req, t, st); status != 0 {
-		code := "Unauthorized"
-		if status == http.StatusBadRequest {
-			code = "BadRequest"
-		}
-		writeError(w, status, code, msg)
+	if status, msg := a.authorize(req, t); status != 0 {
+		writeAuthError(w, status, msg)
 		return
 	}
 	lim := schemas.ClassicLimits
-	if namespace || st.spec.Kind == KindNamespace {
+	if namespace || t.spec.Kind == router.KindNamespace {
 		lim = schemas.NamespaceLimits
 	}
 	if req.ContentLength > int64(lim.MaxRequestBytes) {
@@ -162,13 +80,13 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is over the limit of %d bytes (1 MB): split the request", lim.MaxRequestBytes))
 		return
 	}
-	evs, err := r.decodeHTTP(req, t, st, body, namespace, lim)
+	evs, err := a.decodeHTTP(req, t, body, namespace, lim)
 	if err != nil {
 		writeDecodeError(w, err)
 		return
 	}
-	if err := r.ingest(req.Context(), t, evs); err != nil {
-		if errors.Is(err, ErrClosed) {
+	if err := a.r.PublishEvents(req.Context(), t.name, evs); err != nil {
+		if errors.Is(err, router.ErrClosed) {
 			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; nothing was accepted: retry later")
 			return
 		}
@@ -187,6 +105,16 @@ func (r *Router) publishHTTP(w http.ResponseWriter, req *http.Request, name stri
 	w.WriteHeader(http.StatusOK)
 }
 
+// writeAuthError answers a refused publish: 401 Unauthorized, or 400 BadRequest for a SAS
+// token that does not parse.
+func writeAuthError(w http.ResponseWriter, status int, msg string) {
+	code := "Unauthorized"
+	if status == http.StatusBadRequest {
+		code = "BadRequest"
+	}
+	writeError(w, status, code, msg)
+}
+
 // readBody reads at most limit+1 bytes of the request body, into a buffer sized from
 // Content-Length when the client sent one (no regrowing on the hot path).
 func readBody(req *http.Request, limit int) ([]byte, error) {
@@ -202,13 +130,13 @@ func readBody(req *http.Request, limit int) ([]byte, error) {
 }
 
 // decodeHTTP picks the decoder from the topic's input schema and the request's Content-Type.
-func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, st *topicState, body []byte, namespace bool, lim schemas.Limits) ([]*schemas.Event, error) {
+func (a *API) decodeHTTP(req *http.Request, t *topic, body []byte, namespace bool, lim schemas.Limits) ([]*schemas.Event, error) {
 	ct := req.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
-	if namespace && st.schema != schemas.CloudEvents {
-		return nil, &schemas.ValidationError{Index: -1, Field: "", Reason: fmt.Sprintf("topic %q takes %s; :publish is for CloudEvents topics: post to /topics/%s/api/events", t.name, st.schema, t.name)}
+	if namespace && t.schema != schemas.CloudEvents {
+		return nil, &schemas.ValidationError{Index: -1, Field: "", Reason: fmt.Sprintf("topic %q takes %s; :publish is for CloudEvents topics: post to /topics/%s/api/events", t.name, t.schema, t.name)}
 	}
-	switch st.schema {
+	switch t.schema {
 	case schemas.CloudEvents:
 		switch {
 		case req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json":
@@ -227,7 +155,7 @@ func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, st *topicState, 
 			return []*schemas.Event{ev}, nil
 		case mt == "application/cloudevents+json" || mt == "application/cloudevents-batch+json" || mt == "application/json" || !namespace:
 			// The classic route takes a JSON body whatever its Content-Type says (see below).
-			return schemas.DecodeCloudEvents(body, lim)
+			return a.r.DecodeEvents(t.name, t.spec, body, lim)
 		}
 		return nil, contentTypeError(ct, "application/cloudevents+json, application/cloudevents-batch+json, or binary mode with ce-* headers")
 	default:
@@ -236,7 +164,7 @@ func (r *Router) decodeHTTP(req *http.Request, t *topicRuntime, st *topicState, 
 		// application/x-www-form-urlencoded (learn.microsoft.com/azure/event-grid/custom-event-quickstart).
 		// So egrid does not look at the Content-Type here; a body that does not parse gets the
 		// decoder's own error.
-		return r.decode(t, st, body)
+		return a.r.DecodeEvents(t.name, t.spec, body, lim)
 	}
 }
 
@@ -271,22 +199,11 @@ func writeDecodeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
 }
 
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
-}
-
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
 // on, or a status (401, or 400 for a SAS token that does not parse) and a message that says
 // what to do.
-func (r *Router) authorize(req *http.Request, t *topicRuntime, st *topicState) (int, string) {
-	keys := []string{st.spec.Key1, st.spec.Key2}
+func (a *API) authorize(req *http.Request, t *topic) (int, string) {
+	keys := []string{t.spec.Key1, t.spec.Key2}
 	authz := req.Header.Get("Authorization")
 	switch {
 	case req.Header.Get("aeg-sas-key") != "":
@@ -304,7 +221,7 @@ func (r *Router) authorize(req *http.Request, t *topicRuntime, st *topicState) (
 		if token == "" {
 			token = authz
 		}
-		if err := sas.Verify(token, req.URL.Path, keys, r.deps.Now()); err != nil {
+		if err := sas.Verify(token, req.URL.Path, keys, a.r.Now()); err != nil {
 			if errors.Is(err, sas.ErrMalformed) {
 				// Azure answers a token that does not parse (a plain key in aeg-sas-token,
 				// say) with 400 and this text; a well-formed token that does not verify is a
@@ -323,7 +240,7 @@ func (r *Router) authorize(req *http.Request, t *topicRuntime, st *topicState) (
 	case hasScheme(authz, "Bearer"):
 		return http.StatusUnauthorized, "Microsoft Entra ID tokens are not supported: authenticate with aeg-sas-key, a SAS token or Authorization: SharedAccessKey"
 	}
-	if r.cfg.InsecureDev {
+	if a.cfg.InsecureDev {
 		return 0, ""
 	}
 	return http.StatusUnauthorized, "the request has no credentials: send the topic key in the aeg-sas-key header (or a SAS token in aeg-sas-token), or run the server with --insecure-dev for local development"

@@ -1,4 +1,4 @@
-package router
+package httpapi
 
 import (
 	"crypto/subtle"
@@ -10,37 +10,39 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/router"
 )
 
-func (r *Router) adminRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /admin/topics", r.admin(r.listTopics))
-	mux.HandleFunc("PUT /admin/topics/{topic}", r.admin(r.putTopic))
-	mux.HandleFunc("GET /admin/topics/{topic}", r.admin(r.getTopic))
-	mux.HandleFunc("DELETE /admin/topics/{topic}", r.admin(r.deleteTopic))
-	mux.HandleFunc("POST /admin/topics/{topic}/listKeys", r.admin(r.listKeys))
-	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions", r.admin(r.listSubscriptions))
-	mux.HandleFunc("PUT /admin/topics/{topic}/eventSubscriptions/{name}", r.admin(r.putSubscription))
-	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}", r.admin(r.getSubscription))
-	mux.HandleFunc("DELETE /admin/topics/{topic}/eventSubscriptions/{name}", r.admin(r.deleteSubscription))
-	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", r.admin(r.endProbation))
-	r.deadLetterRoutes(mux)
+func (a *API) adminRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/topics", a.admin(a.listTopics))
+	mux.HandleFunc("PUT /admin/topics/{topic}", a.admin(a.putTopic))
+	mux.HandleFunc("GET /admin/topics/{topic}", a.admin(a.getTopic))
+	mux.HandleFunc("DELETE /admin/topics/{topic}", a.admin(a.deleteTopic))
+	mux.HandleFunc("POST /admin/topics/{topic}/listKeys", a.admin(a.listKeys))
+	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions", a.admin(a.listSubscriptions))
+	mux.HandleFunc("PUT /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.putSubscription))
+	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.getSubscription))
+	mux.HandleFunc("DELETE /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.deleteSubscription))
+	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", a.admin(a.endProbation))
+	a.deadLetterRoutes(mux)
 	// The validationUrl of a manual validation: no admin token, the URL's token is the
 	// credential (SPEC §2.5).
-	mux.HandleFunc("GET "+validationPath, r.handleValidationURL)
+	mux.HandleFunc("GET "+validationPath, a.handleValidationURL)
 }
 
 // admin wraps an admin handler with bearer-token authentication.
-func (r *Router) admin(h http.HandlerFunc) http.HandlerFunc {
+func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		// A configured token is always required: InsecureDev only opens an admin API that
 		// has none.
-		if !r.cfg.InsecureDev || r.cfg.AdminToken != "" {
-			if r.cfg.AdminToken == "" {
+		if !a.cfg.InsecureDev || a.cfg.AdminToken != "" {
+			if a.cfg.AdminToken == "" {
 				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
 				return
 			}
 			got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(r.cfg.AdminToken)) != 1 {
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.AdminToken)) != 1 {
 				writeError(w, http.StatusUnauthorized, "Unauthorized", "the admin API needs Authorization: Bearer <adminToken from the server config>")
 				return
 			}
@@ -101,19 +103,19 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 
 // topicView is what reads return: the spec without its keys.
 type topicView struct {
-	TopicSpec
+	router.TopicSpec
 	Endpoint          string `json:"endpoint"`
 	ProvisioningState string `json:"provisioningState"`
 }
 
-func (r *Router) topicResource(req *http.Request, name string, spec TopicSpec) armResource[topicView] {
-	if display, err := r.TopicName(name); err == nil {
+func (a *API) topicResource(req *http.Request, name string, spec router.TopicSpec) armResource[topicView] {
+	if display, err := a.r.TopicName(name); err == nil {
 		name = display // as first created
 	}
 	spec.Key1, spec.Key2 = "", ""
 	return armResource[topicView]{
-		ID: r.TopicID(name), Name: name, Type: "Microsoft.EventGrid/topics",
-		Properties: topicView{TopicSpec: spec, Endpoint: r.topicEndpoint(req, name), ProvisioningState: "Succeeded"},
+		ID: a.r.TopicID(name), Name: name, Type: "Microsoft.EventGrid/topics",
+		Properties: topicView{TopicSpec: spec, Endpoint: a.topicEndpoint(req, name), ProvisioningState: "Succeeded"},
 	}
 }
 
@@ -122,10 +124,10 @@ func (r *Router) topicResource(req *http.Request, name string, spec TopicSpec) a
 // or address, by which only this machine reaches the server —; else the path alone, relative
 // to the server's address. A Host header is whatever the client sent, so a read must not
 // hand an arbitrary one back as the topic's endpoint.
-func (r *Router) topicEndpoint(req *http.Request, name string) string {
+func (a *API) topicEndpoint(req *http.Request, name string) string {
 	path := "/topics/" + name + "/api/events"
-	if r.cfg.PublicURL != "" {
-		return strings.TrimRight(r.cfg.PublicURL, "/") + path
+	if a.cfg.PublicURL != "" {
+		return strings.TrimRight(a.cfg.PublicURL, "/") + path
 	}
 	if !trustedHost(req.Host) {
 		return path
@@ -151,68 +153,68 @@ func trustedHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (r *Router) listTopics(w http.ResponseWriter, req *http.Request) {
+func (a *API) listTopics(w http.ResponseWriter, req *http.Request) {
 	out := struct {
 		Value []armResource[topicView] `json:"value"`
 	}{Value: []armResource[topicView]{}}
-	for _, name := range r.Topics() {
-		if spec, err := r.Topic(name); err == nil {
-			out.Value = append(out.Value, r.topicResource(req, name, spec))
+	for _, name := range a.r.Topics() {
+		if spec, err := a.r.Topic(name); err == nil {
+			out.Value = append(out.Value, a.topicResource(req, name, spec))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (r *Router) putTopic(w http.ResponseWriter, req *http.Request) {
-	var spec TopicSpec
+func (a *API) putTopic(w http.ResponseWriter, req *http.Request) {
+	var spec router.TopicSpec
 	if !readARM(w, req, &spec) {
 		return
 	}
 	name := req.PathValue("topic")
-	_, existed := r.Topic(name)
-	saved, err := r.CreateTopic(req.Context(), name, spec)
+	_, existed := a.r.Topic(name)
+	saved, err := a.r.CreateTopic(req.Context(), name, spec)
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
 	status := http.StatusCreated
 	if existed == nil {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, r.topicResource(req, name, saved))
+	writeJSON(w, status, a.topicResource(req, name, saved))
 }
 
-func (r *Router) getTopic(w http.ResponseWriter, req *http.Request) {
+func (a *API) getTopic(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("topic")
-	spec, err := r.Topic(name)
+	spec, err := a.r.Topic(name)
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, r.topicResource(req, name, spec))
+	writeJSON(w, http.StatusOK, a.topicResource(req, name, spec))
 }
 
-func (r *Router) deleteTopic(w http.ResponseWriter, req *http.Request) {
-	if err := r.DeleteTopic(req.Context(), req.PathValue("topic")); err != nil {
-		r.writeAdminError(w, err)
+func (a *API) deleteTopic(w http.ResponseWriter, req *http.Request) {
+	if err := a.r.DeleteTopic(req.Context(), req.PathValue("topic")); err != nil {
+		a.writeAdminError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
-func (r *Router) listKeys(w http.ResponseWriter, req *http.Request) {
-	spec, err := r.Topic(req.PathValue("topic"))
+func (a *API) listKeys(w http.ResponseWriter, req *http.Request) {
+	spec, err := a.r.Topic(req.PathValue("topic"))
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"key1": spec.Key1, "key2": spec.Key2})
 }
 
 // subscriptionView is what reads return: the spec without its secrets (see
-// [SubscriptionSpec.redacted]), its provisioning state and its delivery state.
+// [router.SubscriptionSpec.redacted]), its provisioning state and its delivery state.
 type subscriptionView struct {
-	SubscriptionSpec
+	router.SubscriptionSpec
 	Topic             string `json:"topic"`
 	ProvisioningState string `json:"provisioningState"`
 	// ProvisioningMessage says why the state is not Succeeded (egrid).
@@ -224,7 +226,7 @@ type subscriptionView struct {
 // returns, accepted and ignored so a definition read back can be PUT again unchanged (as ARM
 // does).
 type subscriptionBody struct {
-	SubscriptionSpec
+	router.SubscriptionSpec
 	Topic               json.RawMessage `json:"topic,omitempty"`
 	ProvisioningState   json.RawMessage `json:"provisioningState,omitempty"`
 	ProvisioningMessage json.RawMessage `json:"provisioningMessage,omitempty"`
@@ -241,19 +243,19 @@ type deliveryState struct {
 	ProbationCause              string    `json:"probationCause,omitempty"`
 }
 
-func (r *Router) subscriptionResource(req *http.Request, topic, name string, spec SubscriptionSpec, withState bool) armResource[subscriptionView] {
-	if tn, sn, err := r.SubscriptionName(topic, name); err == nil {
+func (a *API) subscriptionResource(req *http.Request, topic, name string, spec router.SubscriptionSpec, withState bool) armResource[subscriptionView] {
+	if tn, sn, err := a.r.SubscriptionName(topic, name); err == nil {
 		topic, name = tn, sn // as first created
 	}
-	v := subscriptionView{SubscriptionSpec: spec.redacted(), Topic: r.TopicID(topic), ProvisioningState: StateSucceeded}
-	if p, err := r.Provisioning(topic, name); err == nil {
+	v := subscriptionView{SubscriptionSpec: spec.Redacted(), Topic: a.r.TopicID(topic), ProvisioningState: router.StateSucceeded}
+	if p, err := a.r.Provisioning(topic, name); err == nil {
 		v.ProvisioningState, v.ProvisioningMessage = p.State, p.Message
 	}
-	if withState && v.ProvisioningState == StateSucceeded {
-		if st, err := r.Status(req.Context(), topic, name); err == nil {
+	if withState && v.ProvisioningState == router.StateSucceeded {
+		if st, err := a.r.Status(req.Context(), topic, name); err == nil {
 			ds := &deliveryState{Backlog: st.Backlog, InFlight: st.InFlight, Probation: st.Probation.Active}
 			if !st.OldestUndelivered.IsZero() {
-				ds.OldestUndeliveredAgeSeconds = r.deps.Now().Sub(st.OldestUndelivered).Seconds()
+				ds.OldestUndeliveredAgeSeconds = a.r.Now().Sub(st.OldestUndelivered).Seconds()
 			}
 			if st.Probation.Active {
 				ds.ProbationUntil, ds.ProbationCause = st.Probation.Until, st.Probation.Cause.String()
@@ -262,24 +264,24 @@ func (r *Router) subscriptionResource(req *http.Request, topic, name string, spe
 		}
 	}
 	return armResource[subscriptionView]{
-		ID: r.TopicID(topic) + "/providers/Microsoft.EventGrid/eventSubscriptions/" + name, Name: name,
+		ID: a.r.TopicID(topic) + "/providers/Microsoft.EventGrid/eventSubscriptions/" + name, Name: name,
 		Type: "Microsoft.EventGrid/eventSubscriptions", Properties: v,
 	}
 }
 
-func (r *Router) listSubscriptions(w http.ResponseWriter, req *http.Request) {
+func (a *API) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 	topic := req.PathValue("topic")
-	names, err := r.Subscriptions(topic)
+	names, err := a.r.Subscriptions(topic)
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
 	out := struct {
 		Value []armResource[subscriptionView] `json:"value"`
 	}{Value: []armResource[subscriptionView]{}}
 	for _, n := range names {
-		if spec, err := r.Subscription(topic, n); err == nil {
-			out.Value = append(out.Value, r.subscriptionResource(req, topic, n, spec, false))
+		if spec, err := a.r.Subscription(topic, n); err == nil {
+			out.Value = append(out.Value, a.subscriptionResource(req, topic, n, spec, false))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -287,14 +289,14 @@ func (r *Router) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 
 // putSubscription creates or replaces a subscription. The validationUrl of its handshake
 // points at Config.PublicURL, or else at the scheme and Host this request came to.
-func (r *Router) putSubscription(w http.ResponseWriter, req *http.Request) {
+func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 	var body subscriptionBody
 	if !readARM(w, req, &body) {
 		return
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
-	_, existed := r.Subscription(topic, name)
-	base := r.cfg.PublicURL
+	_, existed := a.r.Subscription(topic, name)
+	base := a.cfg.PublicURL
 	if base == "" {
 		scheme := "http"
 		if req.TLS != nil {
@@ -302,64 +304,64 @@ func (r *Router) putSubscription(w http.ResponseWriter, req *http.Request) {
 		}
 		base = scheme + "://" + req.Host
 	}
-	if _, err := r.applySubscription(req.Context(), topic, name, body.SubscriptionSpec, base); err != nil {
-		r.writeAdminError(w, err)
+	if _, err := a.r.PutSubscription(req.Context(), topic, name, body.SubscriptionSpec, base); err != nil {
+		a.writeAdminError(w, err)
 		return
 	}
-	spec, err := r.Subscription(topic, name)
+	spec, err := a.r.Subscription(topic, name)
 	if err != nil { // deleted meanwhile
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
 	status := http.StatusCreated
 	if existed == nil {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, r.subscriptionResource(req, topic, name, spec, false))
+	writeJSON(w, status, a.subscriptionResource(req, topic, name, spec, false))
 }
 
-func (r *Router) getSubscription(w http.ResponseWriter, req *http.Request) {
+func (a *API) getSubscription(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
-	spec, err := r.Subscription(topic, name)
+	spec, err := a.r.Subscription(topic, name)
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, r.subscriptionResource(req, topic, name, spec, true))
+	writeJSON(w, http.StatusOK, a.subscriptionResource(req, topic, name, spec, true))
 }
 
-func (r *Router) deleteSubscription(w http.ResponseWriter, req *http.Request) {
-	if err := r.DeleteSubscription(req.Context(), req.PathValue("topic"), req.PathValue("name")); err != nil {
-		r.writeAdminError(w, err)
+func (a *API) deleteSubscription(w http.ResponseWriter, req *http.Request) {
+	if err := a.r.DeleteSubscription(req.Context(), req.PathValue("topic"), req.PathValue("name")); err != nil {
+		a.writeAdminError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
-func (r *Router) endProbation(w http.ResponseWriter, req *http.Request) {
+func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
-	if _, err := r.EndProbation(req.Context(), topic, name); err != nil {
-		r.writeAdminError(w, err)
+	if _, err := a.r.EndProbation(req.Context(), topic, name); err != nil {
+		a.writeAdminError(w, err)
 		return
 	}
-	spec, err := r.Subscription(topic, name)
+	spec, err := a.r.Subscription(topic, name)
 	if err != nil {
-		r.writeAdminError(w, err)
+		a.writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, r.subscriptionResource(req, topic, name, spec, true))
+	writeJSON(w, http.StatusOK, a.subscriptionResource(req, topic, name, spec, true))
 }
 
 // writeAdminError maps router errors to statuses; validation problems become one detail each.
-func (r *Router) writeAdminError(w http.ResponseWriter, err error) {
+func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrSubscriptionNotFound):
+	case errors.Is(err, router.ErrTopicNotFound), errors.Is(err, router.ErrSubscriptionNotFound):
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
-		r.log.Error("admin call failed: the store is unavailable", "err", err)
+		a.log.Error("admin call failed: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not save the change: retry later; the server log has the cause")
 	default:

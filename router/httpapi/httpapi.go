@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/egridio/egrid/router"
+)
+
+// API serves a router's HTTP data plane and admin plane. Build it with [New]; it is an
+// [http.Handler] safe for concurrent use.
+type API struct {
+	r   *router.Router
+	cfg router.Config // InsecureDev, AdminToken, PublicURL
+	log *slog.Logger
+	mux http.Handler
+}
+
+// New returns the HTTP data plane and admin plane of r:
+//
+//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1)
+//	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents
+//	PUT|GET|DELETE /admin/topics/{topic}     topics, ARM-shaped bodies (SPEC §1.2)
+//	GET /admin/topics
+//	POST /admin/topics/{topic}/listKeys
+//	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
+//	GET /admin/topics/{topic}/eventSubscriptions
+//	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
+//	GET  /admin/deadLetters, GET|POST …/eventSubscriptions/{name}/deadLetters[/records|/replay]
+//	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
+//
+// It takes its settings from the router's config: InsecureDev, AdminToken and PublicURL.
+// Mount it at the root of a server or under a prefix with http.StripPrefix. Every error it
+// answers has Event Grid's JSON shape, the 404 and 405 of unknown routes and methods included.
+// (A request whose header is over the server's MaxHeaderBytes is answered 431 in plain text
+// by net/http itself, before any handler runs: that one cannot be JSON.)
+func New(r *router.Router) *API {
+	a := &API{r: r, cfg: r.Config(), log: r.Logger()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /topics/{topic}/api/events", a.handleClassicPublish)
+	mux.HandleFunc("POST /topics/{topicAction}", a.handleNamespacePublish)
+	a.adminRoutes(mux)
+	a.mux = jsonErrors(mux)
+	return a
+}
+
+// ServeHTTP serves one request.
+func (a *API) ServeHTTP(w http.ResponseWriter, req *http.Request) { a.mux.ServeHTTP(w, req) }
+
+// jsonErrors answers the requests mux has no route for — its own plain-text 404 and 405 —
+// with Event Grid's error body, keeping the status and the Allow header.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h, pattern := mux.Handler(req)
+		if pattern != "" {
+			mux.ServeHTTP(w, req)
+			return
+		}
+		probe := &statusProbe{header: make(http.Header)}
+		h.ServeHTTP(probe, req)
+		switch probe.status {
+		case http.StatusMethodNotAllowed:
+			if allow := probe.header.Get("Allow"); allow != "" {
+				w.Header().Set("Allow", allow)
+			}
+			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", req.Method, req.URL.Path, probe.header.Get("Allow")))
+		case http.StatusNotFound, 0:
+			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish; the admin API is under /admin/topics", req.Method, req.URL.Path))
+		default: // a redirect the mux makes (a cleaned path): pass it on
+			for k, v := range probe.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(probe.status)
+		}
+	})
+}
+
+// statusProbe records what the mux's own handler for an unrouted request answers.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
+
+// apiError is Event Grid's error body.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Code    string        `json:"code"`
+	Message string        `json:"message"`
+	Details []errorDetail `json:"details,omitempty"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, details ...errorDetail) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorBody{Code: code, Message: msg, Details: details}})
+}
+
+// flatten lists the errors an errors.Join holds, recursively.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/egridio/egrid/router"
+)
+
+// validationPath is the route of validationUrl, shaped like Event Grid's
+// (https://<host>/eventsubscriptions/<name>/validate?id=<code>&t=<time>&apiVersion=...&token=...).
+const validationPath = "/eventsubscriptions/{name}/validate"
+
+// handleValidationURL serves the validationUrl of a manual validation (SPEC §2.5): GET
+// /eventsubscriptions/{name}/validate?id=...&token=.... It needs no admin token — the random
+// token in the URL is the credential — and answers 404 for an unknown, used or expired URL.
+func (a *API) handleValidationURL(w http.ResponseWriter, req *http.Request) {
+	err := a.r.CompleteValidation(req.Context(), req.PathValue("name"), req.URL.Query().Get("token"))
+	switch {
+	case errors.Is(err, router.ErrValidationURLUnknown):
+		writeError(w, http.StatusNotFound, "NotFound", "this validation URL is unknown, was used already or has expired: create or update the event subscription again to get a new one")
+		return
+	case err != nil:
+		// The cause can name files on the server: it goes to the log only.
+		a.log.Error("completing a manual validation failed", "subscription", req.PathValue("name"), "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "completing the validation failed: fetch this validation URL again later")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("Webhook successfully validated as a subscription endpoint.\n"))
+}
