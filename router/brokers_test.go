@@ -11,7 +11,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/broker"
@@ -55,10 +54,10 @@ func testBrokerSubscription(t *testing.T, kind broker.Kind) {
 	sub, _ := subBrokers.Subscriber(kind)
 	got := consumeAll(t, sub, name)
 
-	dead := make(chan *actors.DeadLetter, 16)
+	dead := make(chan *router.DeadLetter, 16)
 	r, err := router.New(router.Config{TimeScale: 100, NoJitter: true, InsecureDev: true}, router.Deps{
 		Publishers:   pubBrokers.Publishers(),
-		OnDeadLetter: func(d *actors.DeadLetter) { dead <- d },
+		OnDeadLetter: func(d *router.DeadLetter) { dead <- d },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +119,7 @@ func testBrokerSubscription(t *testing.T, kind broker.Kind) {
 			t.Fatal(err)
 		}
 	}
-	ended := map[string]*actors.DeadLetter{}
+	ended := map[string]*router.DeadLetter{}
 	for len(ended) < 2 {
 		select {
 		case d := <-dead:

@@ -232,7 +232,10 @@ func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *Subscripti
 // deadLetterHandoff returns what a subscription actor calls with each event that ended without
 // delivery: the Deps.OnDeadLetter observer, then the dead-letter actor.
 func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) func(*actors.DeadLetter) {
-	observer := r.deps.OnDeadLetter
+	var observer func(*actors.DeadLetter)
+	if observe := r.deps.OnDeadLetter; observe != nil {
+		observer = func(d *actors.DeadLetter) { observe(deadLetterOf(d)) }
+	}
 	if spec.DeadLetterDestination == nil {
 		return observer
 	}

@@ -397,7 +397,7 @@ func TestDeadLetterDestinationNeedsAStore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--minio-endpoint") {
 		t.Errorf("without a store: %v, want a refusal that says how to configure one", err)
 	}
-	observed := newRouter(router.Deps{OnDeadLetter: func(*actors.DeadLetter) {}})
+	observed := newRouter(router.Deps{OnDeadLetter: func(*router.DeadLetter) {}})
 	if err := observed.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
 		t.Errorf("with an OnDeadLetter observer: %v", err)
 	}

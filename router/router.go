@@ -187,7 +187,7 @@ type Deps struct {
 	// dead-letter destination, before it goes to the dead-letter actor. Without a
 	// DeadLetterStore it is the only place dead letters go (tests use this). It must not
 	// block.
-	OnDeadLetter func(*actors.DeadLetter)
+	OnDeadLetter func(*DeadLetter)
 	// OnAttempt receives a record of every finished delivery attempt.
 	OnAttempt func(*actors.AttemptRecord)
 	// Publishers are the watermill publishers of subscriptions with a broker endpointType

@@ -68,3 +68,29 @@ func deadLetterStatusOf(s *actors.DeadLetterStatus) *DeadLetterStatus {
 		ObjectsWritten: s.ObjectsWritten, RecordsWritten: s.RecordsWritten, RecordsDropped: s.RecordsDropped,
 	}
 }
+
+// DeadLetter is an event that ended without delivery on a subscription with a dead-letter
+// destination, as [Deps.OnDeadLetter] observes it: the event and the facts its dead-letter
+// record is made of (SPEC §5).
+type DeadLetter struct {
+	Topic, Subscription string
+	// TopicID is the topic's resource id; InputSchema and DeliverySchema are the topic's and
+	// the subscription's schemas.
+	TopicID                     string
+	InputSchema, DeliverySchema schemas.Schema
+	Event                       *schemas.Event
+	Reason                      schemas.Reason
+	DeliveryAttempts            int
+	LastOutcome                 schemas.Outcome
+	LastHTTPStatus              int
+	PublishTime                 time.Time
+	LastAttemptTime             time.Time
+}
+
+func deadLetterOf(d *actors.DeadLetter) *DeadLetter {
+	return &DeadLetter{
+		Topic: d.Topic, Subscription: d.Subscription, TopicID: d.TopicID, InputSchema: d.InputSchema,
+		DeliverySchema: d.DeliverySchema, Event: d.Event, Reason: d.Reason, DeliveryAttempts: d.DeliveryAttempts,
+		LastOutcome: d.LastOutcome, LastHTTPStatus: d.LastHTTPStatus, PublishTime: d.PublishTime, LastAttemptTime: d.LastAttemptTime,
+	}
+}

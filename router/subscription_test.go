@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/metrics"
@@ -185,10 +184,10 @@ func TestARMDocumentationBlock(t *testing.T) {
 	}
 	tr.TLSClientConfig.ServerName = "example.com"
 	var deadMu sync.Mutex
-	var dead []*actors.DeadLetter
+	var dead []*router.DeadLetter
 	r, err := router.New(router.Config{AdminToken: "admin"}, router.Deps{
 		HTTPClient:   &http.Client{Transport: tr},
-		OnDeadLetter: func(d *actors.DeadLetter) { deadMu.Lock(); dead = append(dead, d); deadMu.Unlock() },
+		OnDeadLetter: func(d *router.DeadLetter) { deadMu.Lock(); dead = append(dead, d); deadMu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -245,7 +245,7 @@ func (h *Harness) nextID() string {
 	return fmt.Sprintf("evt-%d", h.ids)
 }
 
-func (h *Harness) deadLettered(d *actors.DeadLetter) {
+func (h *Harness) deadLettered(d *router.DeadLetter) {
 	h.box(d.Subscription).add(d)
 }
 
@@ -329,20 +329,20 @@ func fmtOffset(d time.Duration) string { return d.Round(time.Millisecond).String
 type DeadLetterBox struct {
 	name    string
 	mu      sync.Mutex
-	records []*actors.DeadLetter
+	records []*router.DeadLetter
 }
 
-func (b *DeadLetterBox) add(d *actors.DeadLetter) {
+func (b *DeadLetterBox) add(d *router.DeadLetter) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.records = append(b.records, d)
 }
 
 // Records returns the dead letters so far.
-func (b *DeadLetterBox) Records() []*actors.DeadLetter {
+func (b *DeadLetterBox) Records() []*router.DeadLetter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]*actors.DeadLetter(nil), b.records...)
+	return append([]*router.DeadLetter(nil), b.records...)
 }
 
 // RequireNone fails the test if anything was dead-lettered.
