@@ -1,0 +1,150 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// DeadLetterQuery selects dead-letter objects and records.
+type DeadLetterQuery struct {
+	// Key, when set, selects that one object.
+	Key string
+	// Since and Until select objects written in [Since, Until); zero means unbounded.
+	Since, Until time.Time
+	// Reason, when set, selects records with that deadLetterReason.
+	Reason schemas.Reason
+}
+
+// DeadLetterEntry is one record read back from a dead-letter object.
+type DeadLetterEntry struct {
+	// Object is the key of the object holding the record.
+	Object string
+	// Written is when the object was written.
+	Written time.Time
+	schemas.DeadLetterRecord
+}
+
+// DeadLetterRead is what [Router.DeadLetterRecords] found.
+type DeadLetterRead struct {
+	// Objects counts the objects read.
+	Objects int
+	// Entries are the records selected, in object order.
+	Entries []DeadLetterEntry
+	// Problems lists the objects that could not be read or decoded, one message each.
+	Problems []string
+}
+
+// deadLetterSource returns the store, bucket and prefix of a subscription's dead letters and
+// its topic.
+func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *SubscriptionSpec, string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return nil, nil, "", ErrClosed
+	}
+	t, spec, name, err := r.lookupLocked(topic, name)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	topic = t.name
+	if r.dead == nil {
+		return nil, nil, "", ErrDeadLettersUnavailable
+	}
+	if spec.DeadLetterDestination == nil {
+		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrNoDeadLetterDestination)
+	}
+	prefix := actors.DeadLetterPrefix("", topic, name)
+	if t.load().spec.Kind == KindNamespace {
+		prefix = actors.DeadLetterPrefix(r.cfg.DeadLetters.Namespace, topic, name)
+	}
+	return t, spec, prefix + "/", nil
+}
+
+// DeadLetterObjects lists a subscription's dead-letter objects written in [q.Since, q.Until),
+// ordered by the time they were written.
+func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q DeadLetterQuery) ([]sinks.ObjectInfo, error) {
+	_, spec, prefix, err := r.deadLetterSource(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
+	all, err := r.dead.store.List(ctx, bucket, prefix)
+	if errors.Is(err, sinks.ErrBucketNotFound) {
+		return nil, nil // nothing dead-lettered yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the dead letters of %q: %w: %w", name, ErrDeadLetterStoreUnavailable, err)
+	}
+	var out []sinks.ObjectInfo
+	for _, o := range all {
+		if q.Key != "" && o.Key != q.Key {
+			continue
+		}
+		if (!q.Since.IsZero() && o.LastModified.Before(q.Since)) || (!q.Until.IsZero() && !o.LastModified.Before(q.Until)) {
+			continue
+		}
+		out = append(out, o)
+	}
+	slices.SortStableFunc(out, func(a, b sinks.ObjectInfo) int { return a.LastModified.Compare(b.LastModified) })
+	return out, nil
+}
+
+// DeadLetterRecords reads a subscription's dead-letter records selected by q, with their
+// events in the topic's input schema. Objects that cannot be read or decoded are reported in
+// [DeadLetterRead.Problems] and skipped.
+func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
+	return r.readDeadLetters(ctx, topic, name, q, nil)
+}
+
+func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q DeadLetterQuery, progress func(done, total int)) (*DeadLetterRead, error) {
+	t, spec, _, err := r.deadLetterSource(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := r.DeadLetterObjects(ctx, topic, name, q)
+	if err != nil {
+		return nil, err
+	}
+	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
+	out := &DeadLetterRead{}
+	for i, o := range objs {
+		if progress != nil {
+			progress(i, len(objs))
+		}
+		body, _, err := r.dead.store.Get(ctx, bucket, o.Key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("reading the dead letters of %q: %w", name, ctx.Err())
+			}
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", o.Key, err))
+			continue
+		}
+		out.Objects++
+		recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
+		if err != nil {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: %s", o.Key, strings.ReplaceAll(err.Error(), "\n", "; ")))
+			continue
+		}
+		for _, rec := range recs {
+			if q.Reason != "" && rec.Reason != q.Reason {
+				continue
+			}
+			out.Entries = append(out.Entries, DeadLetterEntry{Object: o.Key, Written: o.LastModified, DeadLetterRecord: rec})
+		}
+	}
+	if progress != nil {
+		progress(len(objs), len(objs))
+	}
+	return out, nil
+}
+
+// ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.
+var ErrDeadLetterStoreUnavailable = errors.New("dead-letter store unavailable")

@@ -1,0 +1,103 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/schemas"
+)
+
+// Publish publishes events to a topic from Go, with the same validation and durability as the
+// HTTP data plane: each event is marshalled to JSON (structs, maps or json.RawMessage) and the
+// array is decoded as the topic's input schema. It returns once every event is durable, or an
+// error and nothing accepted.
+func (r *Router) Publish(ctx context.Context, topic string, events ...any) error {
+	body, err := json.Marshal(events)
+	if err != nil {
+		return fmt.Errorf("encoding events: %w", err)
+	}
+	t, err := r.topic(topic)
+	if err != nil {
+		return err
+	}
+	evs, err := r.decode(t, t.load(), body)
+	if err != nil {
+		return err
+	}
+	return r.ingest(ctx, t, evs)
+}
+
+// DecodeEvents decodes body, a JSON array (a CloudEvents topic also takes one structured
+// event), in the input schema of spec — a topic's definition as [Router.Topic] returned it,
+// so that one definition serves a whole request — within lim (schemas.ClassicLimits, or
+// NamespaceLimits for a namespace topic or the namespace publish route). The events it
+// returns can be given to [Router.PublishEvents].
+func (r *Router) DecodeEvents(topic string, spec TopicSpec, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
+	t := &topicRuntime{name: topic, id: r.TopicID(topic)}
+	return r.decodeWithin(t, newTopicState(spec), body, lim)
+}
+
+// PublishEvents makes events decoded for a topic durable, like [Router.Publish]: it returns
+// once every event is durable, or an error and nothing accepted (wrapping [ErrUnavailable]
+// when the store failed, [ErrClosed] after Close, [ErrTopicNotFound]). The events must come
+// from a decoder of package schemas for the topic's input schema ([Router.DecodeEvents], or
+// schemas.DecodeCloudEventBinary): PublishEvents does not validate them again.
+func (r *Router) PublishEvents(ctx context.Context, topic string, events []*schemas.Event) error {
+	t, err := r.topic(topic)
+	if err != nil {
+		return err
+	}
+	return r.ingest(ctx, t, events)
+}
+
+func (r *Router) topic(name string) (*topicRuntime, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	t, ok := r.topics[fold(name)]
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	}
+	return t, nil
+}
+
+// decode decodes a JSON array body in the input schema of st, the topic's definition loaded
+// once for the whole request.
+func (r *Router) decode(t *topicRuntime, st *topicState, body []byte) ([]*schemas.Event, error) {
+	lim := schemas.ClassicLimits
+	if st.spec.Kind == KindNamespace {
+		lim = schemas.NamespaceLimits
+	}
+	return r.decodeWithin(t, st, body, lim)
+}
+
+func (r *Router) decodeWithin(t *topicRuntime, st *topicState, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
+	switch st.schema {
+	case schemas.CloudEvents:
+		return schemas.DecodeCloudEvents(body, lim)
+	case schemas.Custom:
+		return schemas.DecodeCustom(body, st.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
+	default:
+		return schemas.DecodeEventGrid(body, t.id, lim)
+	}
+}
+
+// ingest makes events durable and hands them to the topic actor.
+func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Event) error {
+	start := time.Now()
+	err := t.commit.append(ctx, evs)
+	if err != nil {
+		r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: t.name, Dim: "ServiceUnavailable"}, int64(len(evs)))
+		return err
+	}
+	r.metrics.Add(metrics.Key{Name: metrics.PublishSuccessCount, Scope: t.name}, int64(len(evs)))
+	r.metrics.Add(metrics.Key{Name: "PublishSuccessLatencyInMs", Scope: t.name}, time.Since(start).Milliseconds())
+	return nil
+}

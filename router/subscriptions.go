@@ -1,0 +1,189 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/webhook"
+)
+
+// CreateSubscription creates or replaces an event subscription. The spec is checked against
+// its topic first, with every problem reported at once. A new subscription receives the events
+// published after it was created.
+//
+// A WebHook endpoint is validated first (SPEC §2.5) unless the subscription sets
+// destination.properties.skipValidation or the router [Config.SkipEndpointValidation]: an
+// endpoint that refuses fails the call with an error wrapping [ErrValidationFailed], and
+// nothing changes. An endpoint that answers the validation event with 200 but without the code
+// leaves the subscription AwaitingManualAction (see [Router.Provisioning]) and CreateSubscription
+// returns nil: it delivers once the endpoint GETs the validationUrl, which points at
+// [Config.PublicURL] (without it, this answer fails the call). Every update validates again,
+// as in Event Grid; an update the endpoint refuses leaves the previous definition in place.
+//
+// Values that admin reads hide are kept from the stored subscription when spec leaves them
+// empty: the endpoint URL, and the value of a secret static header of the same name.
+func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
+	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL)
+	return err
+}
+
+// subscriptionConfig validates spec and builds the actor's config.
+func (r *Router) subscriptionConfig(t *topicRuntime, name string, spec *SubscriptionSpec) (*actors.SubscriptionConfig, error) {
+	return r.subscriptionConfigWith(t, name, spec, r.life.get(subKey{t.name, name}))
+}
+
+// subscriptionConfigWith is subscriptionConfig for the provisioning record prov (nil: none),
+// whose WebHook-Allowed-Rate caps the webhook's request rate.
+func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *SubscriptionSpec, prov *provisioned) (*actors.SubscriptionConfig, error) {
+	st := t.load()
+	res, err := spec.validate(&st.spec, r.cfg.TimeScale)
+	if err != nil {
+		return nil, fmt.Errorf("event subscription %q: %w", name, err)
+	}
+	var sink sinks.Sink
+	switch res.endpointType {
+	case EndpointWebHook:
+		client := r.deps.HTTPClient
+		sink, err = webhook.New(webhook.Config{
+			URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout,
+			Headers: res.headers, MaxRequestsPerMinute: prov.deliveryRate(), Origin: prov.origin(),
+		}, client)
+		if err != nil {
+			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
+		}
+	case EndpointSink:
+		r.sinkMu.RLock()
+		s, ok := r.sinks[spec.Destination.Properties.SinkName]
+		r.sinkMu.RUnlock()
+		if !ok {
+			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, spec.Destination.Properties.SinkName)
+		}
+		sink = withHeaders(s, res.headers)
+	default: // a broker (validate accepts nothing else)
+		bs, err := r.brokerSink(res.endpointType, spec.Destination.Properties)
+		if err != nil {
+			return nil, fmt.Errorf("event subscription %q: %w", name, err)
+		}
+		sink = withHeaders(bs, res.headers)
+	}
+	res.policy.JitterSeed = seedFor(t.name, name)
+	res.policy.NoJitter = r.cfg.NoJitter
+	res.policy.HonorRetryAfter = r.cfg.HonorRetryAfter
+	if h := spec.RetryPolicy.HonorRetryAfter; h != nil {
+		res.policy.HonorRetryAfter = *h
+	}
+	return &actors.SubscriptionConfig{
+		Topic: t.name, Name: name, TopicID: t.id, InputSchema: st.schema, DeliverySchema: res.deliverySchema,
+		Encode: schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
+		Filter: res.filter, Policy: res.policy, Sink: sink,
+		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
+		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
+		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
+		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
+		OnDeadLetter: r.deadLetterHandoff(t, name, spec, res.deliverySchema), OnAttempt: r.deps.OnAttempt,
+	}, nil
+}
+
+func seedFor(topic, sub string) uint64 {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(topic + "/" + sub) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Subscription returns a subscription's spec.
+func (r *Router) Subscription(topic, name string) (SubscriptionSpec, error) {
+	_, s, _, err := r.lookup(topic, name)
+	if err != nil {
+		return SubscriptionSpec{}, err
+	}
+	return *s, nil
+}
+
+// Subscriptions lists a topic's subscription names, as created, in order.
+func (r *Router) Subscriptions(topic string) ([]string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, _, _, err := r.lookupLocked(topic, "")
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(t.subs))
+	for _, n := range t.subNames {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// DeleteSubscription deletes an event subscription and its delivery state. A delivering WebHook
+// subscription's endpoint is then sent Event Grid's SubscriptionDeletion notification, best
+// effort and without waiting for it (eventgrid-behaviour.md §5.4).
+func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) error {
+	release, err := r.turns.acquire(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("deleting event subscription %q: %w", name, err)
+	}
+	defer release()
+	t, _, display, err := r.lookup(topic, name)
+	if err != nil {
+		return err
+	}
+	topic, name = t.name, display
+	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("stopping event subscription %q: %w", name, err)
+	}
+	r.stopReplays(topic, name)
+	r.mu.Lock()
+	r.notifyDeletion(t, name, t.subs[fold(name)]) // under r.mu: it reads closed; it only starts a goroutine
+	t.delSub(name)
+	r.mu.Unlock()
+	r.life.forget(subKey{topic, name})
+	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
+		return fmt.Errorf("deleting event subscription %q: %w: %w", name, ErrUnavailable, err)
+	}
+	r.trim.kick(topic) // it may have been holding the journal back
+	r.log.Info("event subscription deleted", "topic", topic, "subscription", name)
+	return nil
+}
+
+// Status returns a subscription's delivery state: backlog, oldest undelivered event, probation.
+func (r *Router) Status(ctx context.Context, topic, name string) (*Status, error) {
+	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.GetStatus{Subscription: name} })
+}
+
+// EndProbation ends a subscription's probation now (an operator's call, SPEC §2.2) and
+// returns its new state.
+func (r *Router) EndProbation(ctx context.Context, topic, name string) (*Status, error) {
+	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.EndProbation{Subscription: name} })
+}
+
+// askSubscription asks a subscription's actor the message msg builds for its name as created.
+func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*Status, error) {
+	t, _, name, err := r.lookup(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	timeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	res, err := r.system.Root.RequestFuture(t.pid, msg(name), timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("asking event subscription %q: %w", name, err)
+	}
+	switch v := res.(type) {
+	case *actors.Status:
+		return statusOf(v), nil
+	case error:
+		return nil, v
+	}
+	return nil, fmt.Errorf("asking event subscription %q: unexpected answer %T", name, res)
+}

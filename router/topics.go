@@ -1,0 +1,200 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/sas"
+	"github.com/egridio/egrid/schemas"
+)
+
+// topicRuntime is a running topic. Its identity (name, actor, committer) is fixed; its
+// definition is a [topicState] replaced whole, so a publish reads one consistent spec without
+// a lock while an update rotates the keys.
+type topicRuntime struct {
+	name   string
+	id     string
+	pid    *actor.PID
+	commit *committer
+	writer *actors.StateWriter // subscription state writes, off the actors' mailboxes
+	state  atomic.Pointer[topicState]
+	// subs and subNames are keyed by folded subscription name (names.go); subNames keeps the
+	// name as created. Guarded by Router.mu.
+	subs     map[string]*SubscriptionSpec
+	subNames map[string]string
+}
+
+// topicState is a topic's definition as publishes see it. It is immutable: an update stores
+// a new one.
+type topicState struct {
+	spec   TopicSpec
+	schema schemas.Schema
+}
+
+func newTopicState(spec TopicSpec) *topicState {
+	return &topicState{spec: spec, schema: spec.schema()}
+}
+
+// load returns the topic's current definition.
+func (t *topicRuntime) load() *topicState { return t.state.Load() }
+
+func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
+	t := &topicRuntime{
+		name: name, id: r.cfg.ResourceIDPrefix + "/" + name,
+		subs: make(map[string]*SubscriptionSpec), subNames: make(map[string]string),
+		writer: actors.NewStateWriter(r.store, name),
+	}
+	t.state.Store(newTopicState(spec))
+	return t
+}
+
+// startTopic spawns a topic's actor and committer and adds it to the router; a closed router
+// refuses it (and stops what was started).
+func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) error {
+	t.pid = r.system.Root.Spawn(actors.TopicProps(&actors.TopicConfig{
+		Name: t.name, Metrics: r.metrics, Logger: r.log, Subscriptions: subs,
+	}))
+	t.commit = newCommitter(r, t)
+	r.mu.Lock()
+	if !r.closed {
+		r.topics[fold(t.name)] = t
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	t.commit.close()
+	_ = r.system.Root.StopFuture(t.pid).Wait()
+	_ = t.writer.Close()
+	return ErrClosed
+}
+
+// TopicID returns the ARM-style resource ID of a topic (its `topic` field and CloudEvents
+// source), with the topic's name as created when it exists.
+func (r *Router) TopicID(name string) string {
+	if display, err := r.TopicName(name); err == nil {
+		name = display
+	}
+	return r.cfg.ResourceIDPrefix + "/" + name
+}
+
+// CreateTopic creates a topic, or updates the keys of an existing one (its schema is fixed at
+// creation, as in Event Grid). Missing keys are generated. It returns the stored spec. Names
+// are case-insensitive: an existing topic keeps the case it was created with.
+func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
+	var errs []error
+	if err := ValidateTopicName(name); err != nil {
+		errs = append(errs, err)
+	}
+	if err := spec.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return TopicSpec{}, err
+	}
+	release, err := r.turns.acquire(ctx, name)
+	if err != nil {
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", name, err)
+	}
+	defer release()
+	r.mu.RLock()
+	closed, t := r.closed, r.topics[fold(name)]
+	r.mu.RUnlock()
+	if closed {
+		return TopicSpec{}, ErrClosed
+	}
+	if t != nil {
+		name = t.name
+		cur := t.load()
+		if cur.schema != spec.schema() || cur.spec.Kind != spec.Kind {
+			return TopicSpec{}, fmt.Errorf("topic %q exists with input schema %s and kind %q; delete it first to change them", name, cur.schema, cur.spec.Kind)
+		}
+		if spec.Key1 == "" {
+			spec.Key1 = cur.spec.Key1
+		}
+		if spec.Key2 == "" {
+			spec.Key2 = cur.spec.Key2
+		}
+	}
+	for _, k := range []*string{&spec.Key1, &spec.Key2} {
+		if *k == "" {
+			key, err := sas.NewKey()
+			if err != nil {
+				return TopicSpec{}, fmt.Errorf("generating a topic key: %w", err)
+			}
+			*k = key
+		}
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return TopicSpec{}, err
+	}
+	if err := r.store.PutTopic(ctx, name, raw); err != nil {
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
+	}
+	if t != nil {
+		t.state.Store(newTopicState(spec)) // publishes see the old keys or the new ones, whole
+		return spec, nil
+	}
+	if err := r.startTopic(r.newTopicRuntime(name, spec), nil); err != nil {
+		return TopicSpec{}, err
+	}
+	r.log.Info("topic created", "topic", name, "inputSchema", spec.schema().String())
+	return spec, nil
+}
+
+// Topic returns a topic's spec.
+func (r *Router) Topic(name string) (TopicSpec, error) {
+	t, _, _, err := r.lookup(name, "")
+	if err != nil {
+		return TopicSpec{}, err
+	}
+	return t.load().spec, nil
+}
+
+// Topics lists the topic names, as created, in order.
+func (r *Router) Topics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.topics))
+	for _, t := range r.topics {
+		names = append(names, t.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// DeleteTopic deletes a topic with its subscriptions and everything stored for them.
+func (r *Router) DeleteTopic(ctx context.Context, name string) error {
+	release, err := r.turns.acquire(ctx, name)
+	if err != nil {
+		return fmt.Errorf("deleting topic %q: %w", name, err)
+	}
+	defer release()
+	r.mu.Lock()
+	t, ok := r.topics[fold(name)]
+	if !ok {
+		r.mu.Unlock()
+		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+	}
+	delete(r.topics, fold(name))
+	r.mu.Unlock()
+	name = t.name
+	r.stopReplays(name, "")
+	t.commit.close()
+	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
+		return fmt.Errorf("stopping topic %q: %w", name, err)
+	}
+	_ = t.writer.Close() // after the actors: they flush on stop
+	if err := r.store.DeleteTopic(ctx, name); err != nil {
+		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
+	}
+	r.log.Info("topic deleted", "topic", name)
+	return nil
+}
