@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
@@ -15,7 +14,7 @@ import (
 )
 
 // status returns a subscription's delivery state through the router's Go API.
-func status(t *testing.T, h *testkit.Harness, topic, sub string) *actors.Status {
+func status(t *testing.T, h *testkit.Harness, topic, sub string) *router.Status {
 	t.Helper()
 	st, err := h.Router().Status(t.Context(), topic, sub)
 	if err != nil {
