@@ -585,3 +585,7 @@ func TestRestartKeepsRetrySchedule(t *testing.T) {
 		t.Errorf("after the restart the next attempt was %s with count %d, want e4 with count 0", a.id, a.count)
 	}
 }
+
+func egEvent(id string) string {
+	return fmt.Sprintf(`{"id":%q,"subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{"n":1},"dataVersion":"1.0"}`, id)
+}

@@ -497,3 +497,28 @@ func TestPrintingASpecHidesSecretValues(t *testing.T) {
 		}
 	}
 }
+
+// adminDo sends an admin request and decodes its JSON answer.
+func adminDo(t *testing.T, srv *httptest.Server, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: body %q is not JSON", method, path, raw)
+		}
+	}
+	return resp.StatusCode, out
+}

@@ -1,4 +1,4 @@
-package router_test
+package httpapi_test
 
 import (
 	"bytes"
