@@ -33,5 +33,9 @@
 // subscription actor cancels its attempts and flushes its state), flush the dead letters that
 // are waiting, stop the actor system, and close the store when the router opened it.
 //
-// router imports every other egrid package except cmd, testkit and examples.
+// Its exported API names no type of package actors: [Status], [DeadLetterStatus],
+// [DeadLetter] and [AttemptRecord] are the router's own, converted from the actors' messages.
+//
+// router imports every other egrid package except cmd, testkit, examples and router/httpapi
+// (which imports router).
 package router

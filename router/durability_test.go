@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
@@ -460,7 +459,7 @@ func TestRestartKeepsRetrySchedule(t *testing.T) {
 		}
 		return nil
 	})
-	records := make(chan *actors.AttemptRecord, 100)
+	records := make(chan *router.AttemptRecord, 100)
 	start := func() (*router.Router, *disk.Store) {
 		t.Helper()
 		st, err := disk.Open(dir, disk.Options{})
@@ -469,7 +468,7 @@ func TestRestartKeepsRetrySchedule(t *testing.T) {
 		}
 		r, err := router.New(router.Config{TimeScale: timeScale, NoJitter: true}, router.Deps{
 			Store: st, Sinks: map[string]sinks.Sink{"hook": sink},
-			OnAttempt: func(rec *actors.AttemptRecord) { records <- rec },
+			OnAttempt: func(rec *router.AttemptRecord) { records <- rec },
 		})
 		if err != nil {
 			t.Fatalf("router.New: %v", err)

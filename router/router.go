@@ -183,7 +183,7 @@ type Deps struct {
 	// block.
 	OnDeadLetter func(*DeadLetter)
 	// OnAttempt receives a record of every finished delivery attempt.
-	OnAttempt func(*actors.AttemptRecord)
+	OnAttempt func(*AttemptRecord)
 	// Publishers are the watermill publishers of subscriptions with a broker endpointType
 	// (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel), by broker; broker.Open
 	// makes them from the server config. Any other watermill publisher is a destination
@@ -205,6 +205,7 @@ type Router struct {
 	ownsStore bool
 	dead      *deadLetterRuntime // nil without a dead-letter store
 	metrics   *metrics.Set
+	onAttempt func(*actors.AttemptRecord) // Deps.OnAttempt and the debug log
 	system    *actor.ActorSystem
 	trim      *trimmer
 
@@ -251,8 +252,11 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	// with --log-level debug. The line is written in the subscription actor's turn that also
 	// saves the attempt's outcome, and a shutdown lets that turn finish: once it is out, a
 	// retry is saved (cmd/egrid's restart test relies on it).
-	if onAttempt, log := deps.OnAttempt, r.log; log.Enabled(context.Background(), slog.LevelDebug) {
-		r.deps.OnAttempt = func(rec *actors.AttemptRecord) {
+	if observe := deps.OnAttempt; observe != nil {
+		r.onAttempt = func(rec *actors.AttemptRecord) { observe(attemptRecordOf(rec)) }
+	}
+	if onAttempt, log := r.onAttempt, r.log; log.Enabled(context.Background(), slog.LevelDebug) {
+		r.onAttempt = func(rec *actors.AttemptRecord) {
 			log.Debug("delivery attempt", "topic", rec.Topic, "subscription", rec.Subscription,
 				"outcome", rec.Outcome.String(), "status", rec.StatusCode, "events", len(rec.EventIDs),
 				"attempts", rec.Attempts, "probe", rec.Probe, "noAttempt", rec.NoAttempt)

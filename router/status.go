@@ -94,3 +94,41 @@ func deadLetterOf(d *actors.DeadLetter) *DeadLetter {
 		LastOutcome: d.LastOutcome, LastHTTPStatus: d.LastHTTPStatus, PublishTime: d.PublishTime, LastAttemptTime: d.LastAttemptTime,
 	}
 }
+
+// AttemptRecord describes one finished delivery attempt, or events that ended when they came
+// due without an attempt; [Deps.OnAttempt] receives it. Together the records are an event's
+// whole delivery history: what delivery timelines are built from.
+//
+// Events end without an attempt in two cases (NoAttempt is set): their time to live had passed
+// when their next attempt came due (SPEC §2.1; Outcome is zero and the decision's reason is
+// TimeToLiveExceeded), or they came due while a probation caused by a client error was in
+// force (SPEC §2.2; Outcome is schemas.Probation).
+type AttemptRecord struct {
+	Topic, Subscription string
+	// EventIDs are the events of the attempt, in the order of the request body.
+	EventIDs []string
+	// Attempts holds, per event, the number of this attempt for that event (1 for its first):
+	// events in one batch keep their own counts (SPEC §2.3). For a NoAttempt record it is the
+	// number of attempts the event had had.
+	Attempts []int
+	// Time is when the attempt started, or when the events ended for a NoAttempt record.
+	Time time.Time
+	// Duration is how long the attempt took; the decisions were made at Time+Duration.
+	Duration   time.Duration
+	Outcome    schemas.Outcome
+	StatusCode int
+	// Decisions holds the decision per event, in order: the zero Decision for a delivered
+	// event, else the retry decision or how the delivery ended.
+	Decisions []retry.Decision
+	// Probe is set when the attempt was the probe sent after a probation ended (SPEC §2.2).
+	Probe bool
+	// NoAttempt is set when the record describes events that ended without an attempt.
+	NoAttempt bool
+}
+
+func attemptRecordOf(a *actors.AttemptRecord) *AttemptRecord {
+	return &AttemptRecord{
+		Topic: a.Topic, Subscription: a.Subscription, EventIDs: a.EventIDs, Attempts: a.Attempts, Time: a.Time,
+		Duration: a.Duration, Outcome: a.Outcome, StatusCode: a.StatusCode, Decisions: a.Decisions, Probe: a.Probe, NoAttempt: a.NoAttempt,
+	}
+}

@@ -85,7 +85,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
 		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
 		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
-		OnDeadLetter: r.deadLetterHandoff(t, name, spec, res.deliverySchema), OnAttempt: r.deps.OnAttempt,
+		OnDeadLetter: r.deadLetterHandoff(t, name, spec, res.deliverySchema), OnAttempt: r.onAttempt,
 	}, nil
 }
 

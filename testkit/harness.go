@@ -13,7 +13,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
@@ -36,7 +35,7 @@ type Harness struct {
 	mu          sync.Mutex
 	endpoints   map[string]*Endpoint
 	deadLetters map[string]*DeadLetterBox
-	timelines   map[string][]*actors.AttemptRecord
+	timelines   map[string][]*router.AttemptRecord
 	ids         int
 	system      *actor.ActorSystem
 }
@@ -94,7 +93,7 @@ func New(t testing.TB, opts ...Option) *Harness {
 	h := &Harness{
 		t: t, start: time.Now(), transport: NewTransport(), store: o.store, sinks: o.sinks,
 		endpoints: make(map[string]*Endpoint), deadLetters: make(map[string]*DeadLetterBox),
-		timelines: make(map[string][]*actors.AttemptRecord),
+		timelines: make(map[string][]*router.AttemptRecord),
 	}
 	if h.store == nil {
 		h.store = store.NewMemory()
@@ -263,7 +262,7 @@ func (h *Harness) box(sub string) *DeadLetterBox {
 	return b
 }
 
-func (h *Harness) attempted(a *actors.AttemptRecord) {
+func (h *Harness) attempted(a *router.AttemptRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.timelines[a.Subscription] = append(h.timelines[a.Subscription], a)
@@ -271,10 +270,10 @@ func (h *Harness) attempted(a *actors.AttemptRecord) {
 
 // AttemptRecords returns the records of a subscription's attempts (and of its events that
 // ended without an attempt) so far, in the order they happened.
-func (h *Harness) AttemptRecords(subscription string) []*actors.AttemptRecord {
+func (h *Harness) AttemptRecords(subscription string) []*router.AttemptRecord {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]*actors.AttemptRecord(nil), h.timelines[subscription]...)
+	return append([]*router.AttemptRecord(nil), h.timelines[subscription]...)
 }
 
 // Timeline renders a subscription's delivery history, one line per attempt and event, in the
