@@ -8,6 +8,10 @@ import (
 // subKey names one subscription.
 type subKey struct{ topic, name string }
 
+// id is the key under which the lifecycle keeps a subscription: names are case-insensitive
+// (names.go).
+func (k subKey) id() subKey { return subKey{fold(k.topic), fold(k.name)} }
+
 // lifecycle is the router's bookkeeping of what happens to subscriptions outside delivery:
 // their provisioning state, the manual validations under way (by token hash) and the timers
 // that end validation windows and expire subscriptions. Its own mutex guards it; code that
@@ -116,7 +120,7 @@ func (l *lifecycle) close() {
 func (l *lifecycle) get(k subKey) *provisioned {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state[k]
+	return l.state[k.id()]
 }
 
 // set records a subscription's provisioning record.
@@ -126,20 +130,20 @@ func (l *lifecycle) set(k subKey, p *provisioned) {
 	if l.state == nil {
 		l.state = make(map[subKey]*provisioned)
 	}
-	l.state[k] = p
+	l.state[k.id()] = p
 }
 
 // forget drops everything about a deleted subscription.
 func (l *lifecycle) forget(k subKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.state, k)
-	if t := l.expiry[k]; t != nil {
+	delete(l.state, k.id())
+	if t := l.expiry[k.id()]; t != nil {
 		t.Stop()
-		delete(l.expiry, k)
+		delete(l.expiry, k.id())
 	}
 	for h, p := range l.pending {
-		if p.key == k {
+		if p.key.id() == k.id() {
 			if p.timer != nil {
 				p.timer.Stop()
 			}
@@ -223,9 +227,9 @@ func (l *lifecycle) fetch(hash string) (*pendingValidation, bool) {
 func (l *lifecycle) scheduleExpiry(k subKey, in time.Duration, at time.Time, expire func(subKey, time.Time)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t := l.expiry[k]; t != nil {
+	if t := l.expiry[k.id()]; t != nil {
 		t.Stop()
-		delete(l.expiry, k)
+		delete(l.expiry, k.id())
 	}
 	if at.IsZero() || l.closed {
 		return
@@ -233,5 +237,5 @@ func (l *lifecycle) scheduleExpiry(k subKey, in time.Duration, at time.Time, exp
 	if l.expiry == nil {
 		l.expiry = make(map[subKey]*time.Timer)
 	}
-	l.expiry[k] = l.afterFunc(max(in, 0), func() { expire(k, at) })
+	l.expiry[k.id()] = l.afterFunc(max(in, 0), func() { expire(k, at) })
 }

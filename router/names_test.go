@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
@@ -127,4 +128,37 @@ func TestRestoreFoldsNames(t *testing.T) {
 	if len(defs) != 2 {
 		t.Errorf("the store keeps %d definitions, want both: nothing is deleted behind the operator's back", len(defs))
 	}
+}
+
+// TestConcurrentCreatesInAnotherCase: two creates of one subscription in different cases,
+// both checked before either is stored, make one subscription: the second, which waits for
+// the topic's turn, updates the first.
+func TestConcurrentCreatesInAnotherCase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, gs := gatedRouter(t)
+		entered, open := gs.close("topic-b")
+		defer open()
+		sub := router.SubscriptionSpec{Destination: router.SinkDestination("null")}
+		errs := make(chan error, 2)
+		go func() { errs <- r.CreateSubscription(context.Background(), "topic-b", "sub-x", sub) }()
+		synctest.Wait() // the first holds the turn, stopped in its store write
+		if op := <-entered; op != "PutSubscription" {
+			t.Fatalf("the first create stopped in %s", op)
+		}
+		go func() { errs <- r.CreateSubscription(context.Background(), "TOPIC-B", "SUB-X", sub) }()
+		synctest.Wait() // the second is checked and waits for the turn
+		open()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := r.Subscriptions("topic-b"); !slices.Equal(got, []string{"sub-1", "sub-x"}) {
+			t.Errorf("subscriptions %v, want [sub-1 sub-x]", got)
+		}
+		defs, err := gs.Subscriptions(context.Background(), "topic-b")
+		if err != nil || len(defs) != 2 {
+			t.Errorf("the store holds %d definitions (%v), want 2: sub-1 and sub-x once", len(defs), err)
+		}
+	})
 }

@@ -202,9 +202,12 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	r.mu.RLock()
 	closed := r.closed
 	cur, ok := r.topics[fold(k.topic)]
-	_, _, existed := t.sub(k.name)
+	_, display, existed := t.sub(k.name)
 	n := len(t.subs)
 	r.mu.RUnlock()
+	if existed {
+		k.name = display // created meanwhile in another case: that one is updated
+	}
 	if closed {
 		return ErrClosed
 	}
