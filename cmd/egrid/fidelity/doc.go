@@ -12,8 +12,8 @@
 //     without colon) is accepted; the Azure SDK's events and CloudEvents are accepted; the
 //     CloudEvents SDK's binary and structured sends are accepted;
 //   - publish answers: 200 with an empty body (classic) or {} (namespace), 400 with detail code
-//     InputJsonInvalid naming an unexpected property, 400 for a malformed SAS token, 401, 404,
-//     413; the Azure SDK surfaces them as *azcore.ResponseError;
+//     InputJsonInvalid naming an unexpected property, 400 for a malformed SAS token, 401 (an
+//     unknown topic too), 413; the Azure SDK surfaces them as *azcore.ResponseError;
 //   - deliveries: the aeg-* headers, Content-Type, body shapes (Event Grid array of one; one
 //     structured CloudEvent), topic IDs built from the server's azureSubscriptionId and
 //     resourceGroup, dataschema "#"+dataVersion on converted events, Origin after the
