@@ -17,18 +17,18 @@ func OpenFS(dir string, opts Options, fs vfs.FS) (*Store, error) {
 // CompactedSize flushes the memtable, compacts the whole key space and returns the bytes the
 // table files take on disk: what the store really holds once pebble has dropped deleted keys.
 func (s *Store) CompactedSize(ctx context.Context) (uint64, error) {
-	if err := s.db.Flush(); err != nil {
+	if err := s.gen.db.Flush(); err != nil {
 		return 0, err
 	}
-	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
+	if err := s.gen.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
 		return 0, err
 	}
-	return s.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
+	return s.gen.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
 }
 
 // Keys counts the live keys whose first byte is prefix (a key kind; keys.go).
 func (s *Store) Keys(prefix byte) (n int, err error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	it, err := s.gen.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return 0, err
 	}
@@ -46,3 +46,21 @@ const (
 	KindCursor  = prefixCursor
 	KindSubDef  = prefixSub
 )
+
+// SetFreeBytes replaces the free-space probe of the stores opened with opts.
+func SetFreeBytes(opts *Options, fn func(dir string) (uint64, error)) { opts.freeBytes = fn }
+
+// WaitFailed waits until the store's failed state is want (true: failed) or ctx ends.
+func (s *Store) WaitFailed(ctx context.Context, want bool) error {
+	for {
+		failed, changed := s.health.watch()
+		if failed == want {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

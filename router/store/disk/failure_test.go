@@ -2,6 +2,7 @@ package disk_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -38,8 +40,11 @@ func (b *syncBuffer) String() string {
 }
 
 // A failed write to the write-ahead log makes Append return an error wrapping the cause (the
-// router answers 503); the store then refuses every call, Close returns, and reopening the
-// directory finds every Append acknowledged before the failure.
+// router answers 503). While the store is failed, Appends and definition writes are refused,
+// reads go on (stored events are still delivered) and subscription state writes are kept in
+// memory; once the disk has room again the store reopens itself from its log: every Append
+// acknowledged before the failure is there, the state written while failed is on disk, and
+// Appends are accepted again, numbered after the newest entry.
 func TestWriteFailure(t *testing.T) {
 	ctx := t.Context()
 	mem := vfs.NewMem()
@@ -51,7 +56,15 @@ func TestWriteFailure(t *testing.T) {
 		return nil
 	}}
 	var logs syncBuffer
-	s, err := disk.OpenFS("db", disk.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, fs)
+	opts := disk.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	var full atomic.Bool // the free-space probe reports a full disk
+	disk.SetFreeBytes(&opts, func(string) (uint64, error) {
+		if full.Load() {
+			return 0, nil
+		}
+		return 1 << 30, nil
+	})
+	s, err := disk.OpenFS("db", opts, fs)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -67,6 +80,7 @@ func TestWriteFailure(t *testing.T) {
 		t.Fatalf("Append: %v", err)
 	}
 
+	full.Store(true)
 	failing.Store(true)
 	_, err = s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("during")})
 	if !errors.Is(err, disk.ErrFailed) || !errors.Is(err, errInjected) {
@@ -76,40 +90,75 @@ func TestWriteFailure(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "component=pebble fatal=true") || !strings.Contains(l, "injected disk failure") {
 		t.Errorf("the logger got %q, want pebble's fatal message with the cause", l)
 	}
-	failing.Store(false)
+	if h := s.Health(); h.State != store.Failed || !strings.Contains(h.Reason, "injected disk failure") {
+		t.Errorf("Health while failed = %+v, want Failed naming the cause", h)
+	}
+	failing.Store(false) // the log could be written again, but the store waits for free space
 
-	calls := []struct {
+	refused := []struct {
 		name string
 		call func() error
 	}{
 		{"Append", func() error { _, err := s.Append(ctx, "t", publishTime, acked); return err }},
-		{"Read", func() error { _, err := s.Read(ctx, "t", 0, 10); return err }},
-		{"LastSeq", func() error { _, err := s.LastSeq(ctx, "t"); return err }},
-		{"Trim", func() error { return s.Trim(ctx, "t", 1) }},
-		{"LoadSubscription", func() error { _, err := s.LoadSubscription(ctx, "t", "sub"); return err }},
-		{"UpdateSubscription", func() error { return s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1}) }},
 		{"PutTopic", func() error { return s.PutTopic(ctx, "u", nil) }},
-		{"Topics", func() error { _, err := s.Topics(ctx); return err }},
 		{"DeleteSubscription", func() error { return s.DeleteSubscription(ctx, "t", "sub") }},
+		{"PutDeadLetters", func() error { return s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "x"}}) }},
 	}
-	for _, c := range calls {
+	for _, c := range refused {
 		if err := c.call(); !errors.Is(err, disk.ErrFailed) {
 			t.Errorf("%s after a failed write: err = %v, want one matching disk.ErrFailed", c.name, err)
 		}
 	}
-	_ = s.Close() // may report the failure again; it must return
+	got, err := s.Read(ctx, "t", 0, 10)
+	if err != nil || len(got) != 1 || got[0].Event.ID != "before" {
+		t.Errorf("Read while failed = %+v, %v; want the acknowledged event", got, err)
+	}
+	if last, err := s.LastSeq(ctx, "t"); err != nil || last != 1 {
+		t.Errorf("LastSeq while failed = %d, %v; want 1", last, err)
+	}
+	parked := store.Parked{Seq: 1, Attempts: 1, Event: testEvent("before")}
+	if err := s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1, Put: []store.Parked{parked}, Probation: []byte("p")}); err != nil {
+		t.Errorf("UpdateSubscription while failed: %v, want it kept in memory", err)
+	}
+	if st, err := s.LoadSubscription(ctx, "t", "sub"); err != nil || st.Cursor != 1 || len(st.Parked) != 1 || string(st.Probation) != "p" {
+		t.Errorf("LoadSubscription while failed = %+v, %v; want the update kept in memory", st, err)
+	}
+	if c, err := s.Cursors(ctx, "t"); err != nil || c["sub"] != 1 {
+		t.Errorf("Cursors while failed = %v, %v; want sub at 1", c, err)
+	}
+
+	full.Store(false) // space is back: the store reopens itself
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.WaitFailed(wctx, false); err != nil {
+		t.Fatalf("the store did not reopen itself: %v", err)
+	}
+	if h := s.Health(); h.State != store.Healthy || h.Recoveries != 1 {
+		t.Errorf("Health after recovering = %+v, want Healthy after 1 recovery", h)
+	}
+	last, err := s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("after")})
+	if err != nil || last < 2 {
+		t.Fatalf("Append after recovering = %d, %v; want a number after 1", last, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 
 	r, err := disk.OpenFS("db", disk.Options{}, mem)
 	if err != nil {
-		t.Fatalf("reopening after the failure: %v", err)
+		t.Fatalf("reopening: %v", err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	got, err := r.Read(ctx, "t", 0, 10)
+	got, err = r.Read(ctx, "t", 0, 10)
 	if err != nil {
 		t.Fatalf("Read after reopening: %v", err)
 	}
-	if len(got) == 0 || got[0].Seq != 1 || got[0].Event.ID != "before" {
-		t.Errorf("journal after reopening = %+v, want the acknowledged event as 1", got)
+	if len(got) == 0 || got[0].Seq != 1 || got[0].Event.ID != "before" || got[len(got)-1].Seq != last || got[len(got)-1].Event.ID != "after" {
+		t.Errorf("journal after reopening = %+v, want the acknowledged events as 1 and %d", got, last)
+	}
+	st, err := r.LoadSubscription(ctx, "t", "sub")
+	if err != nil || st.Cursor != 1 || len(st.Parked) != 1 || st.Parked[0].Attempts != 1 || string(st.Probation) != "p" {
+		t.Errorf("state after reopening = %+v, %v; want the update written while failed", st, err)
 	}
 }
 

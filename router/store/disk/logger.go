@@ -4,15 +4,24 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 )
 
 // pebbleLogger passes pebble's messages to slog. Fatalf does not exit the process as pebble's
-// default logger does: it logs and panics with a *fatalError. Pebble calls Fatalf when a write
-// to its log fails (the commit pipeline cannot go on); in the goroutine committing a batch the
-// store recovers that panic and turns it into an error (see Store.commit). In pebble's
-// background goroutines (a failed MANIFEST write, detected corruption) the panic ends the
-// process, as pebble intends.
-type pebbleLogger struct{ log *slog.Logger }
+// default logger does. Pebble calls it when it cannot go on: a write to its log or MANIFEST
+// failed (a full disk), or an invariant broke. Fatalf logs the message, fails the generation
+// (fatal), and then:
+//
+//   - in a committing goroutine ("fatal commit error"), panics with a *fatalError, which the
+//     store's commit goroutine recovers (generation.commit);
+//   - anywhere else (a flush or compaction writing the MANIFEST, pebble.Open), blocks its
+//     goroutine for good: pebble must not go on in that goroutine, a panic there would end
+//     the process, and the store gives the whole instance up anyway (fenced, replaced by a
+//     new one once the disk has room). The goroutine stays parked until the process exits.
+type pebbleLogger struct {
+	log   *slog.Logger
+	fatal func(error) // fails the generation; nil for tools that open pebble on their own
+}
 
 func (l pebbleLogger) Infof(format string, args ...any) { l.output(slog.LevelInfo, format, args) }
 
@@ -28,7 +37,13 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 			break
 		}
 	}
-	panic(f)
+	if l.fatal != nil {
+		l.fatal(f)
+	}
+	if strings.Contains(msg, "fatal commit error") || l.fatal == nil {
+		panic(f)
+	}
+	select {} // see the type's comment: this goroutine of the failed instance never goes on
 }
 
 func (l pebbleLogger) output(level slog.Level, format string, args []any) {
@@ -37,8 +52,8 @@ func (l pebbleLogger) output(level slog.Level, format string, args []any) {
 	}
 }
 
-// fatalError is what pebbleLogger.Fatalf panics with: pebble's message and, when it passed
-// one, the error that caused it.
+// fatalError is what pebbleLogger.Fatalf fails a generation with: pebble's message and, when
+// it passed one, the error that caused it.
 type fatalError struct {
 	msg   string
 	cause error

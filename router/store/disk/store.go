@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -20,16 +19,17 @@ import (
 // ErrClosed is returned by every method of a closed [Store]; it is [store.ErrClosed].
 var ErrClosed = store.ErrClosed
 
-// ErrFailed is returned, wrapped with the cause, once a write to disk has failed. The store
-// then refuses every call: pebble cannot go on after a failed log write, and what it holds in
-// memory may be ahead of what is on disk. Restart the process; opening the directory again
-// recovers every acknowledged Append from the write-ahead log.
-var ErrFailed = errors.New("disk store: a write to disk failed; restart to recover from the write-ahead log")
+// ErrFailed is returned, wrapped with the cause, by writes the store refuses after a write to
+// disk failed (a full disk, an I/O error): Appends (the router answers 503) and definition
+// and dead-letter writes. Reads go on and subscription state writes are kept in memory; the
+// store reopens itself from its write-ahead log once the disk has room again and takes
+// writes again (see the package documentation).
+var ErrFailed = errors.New("disk store: a write to disk failed; the store refuses writes until it has reopened itself (free disk space)")
 
 // Options configures [Open]. The zero value is usable.
 type Options struct {
 	// Logger receives pebble's own messages (with the attribute component=pebble) and the
-	// store's report of a failed write. Nil discards them.
+	// store's reports of failures and recoveries. Nil discards them.
 	Logger *slog.Logger
 	// MemTableSize is the size of pebble's memtable in bytes: how much is written before it is
 	// flushed to a table file. Up to four memtables can be in memory while flushes catch up.
@@ -38,9 +38,19 @@ type Options struct {
 	// CacheSize is the size of pebble's block cache in bytes, which serves journal reads of
 	// flushed entries (a subscription catching up). Default 64 MiB.
 	CacheSize int64
+	// MinFreeBytes is the free-space floor: while the file system holding the store has less
+	// free space, Append is refused with [store.ErrInsufficientStorage], before the disk is
+	// full and pebble fails. 0 disables the check. It is also the free space the store waits
+	// for before it reopens itself after a failed write (at least 16 MiB).
+	MinFreeBytes uint64
+	// RecoverInterval is how long the store waits between attempts to reopen itself after a
+	// failed write; it doubles after each failed attempt, up to 30 s. Default 1 s.
+	RecoverInterval time.Duration
 
 	// fs replaces the file system, for tests (export_test.go).
 	fs vfs.FS
+	// freeBytes replaces the free-space probe, for tests.
+	freeBytes func(dir string) (uint64, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -53,40 +63,60 @@ func (o Options) withDefaults() Options {
 	if o.CacheSize == 0 {
 		o.CacheSize = 64 << 20
 	}
+	if o.RecoverInterval <= 0 {
+		o.RecoverInterval = time.Second
+	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
+	if o.freeBytes == nil {
+		o.freeBytes = freeBytes
+	}
 	return o
 }
 
 // Store is the embedded durable [store.Store] on pebble. Open one with [Open]; a directory
 // holds one Store at a time (pebble locks it).
 type Store struct {
-	db  *pebble.DB
-	log *slog.Logger
+	dir   string
+	opts  Options
+	popts pebble.Options // template for each generation (FS and Logger set per generation)
+	log   *slog.Logger
 
-	// mu is held shared by every operation for its whole length and exclusively by the
-	// operations that change the catalogue (topics and subscriptions) and by Close. So Close
-	// and DeleteTopic wait for operations under way, and no operation sees a half-changed
-	// catalogue.
-	mu     sync.RWMutex
-	closed bool
-	topics map[string]*topic
-	nextID uint64 // highest id handed out to a topic or subscription
+	// mu guards the fields below. It is held only to read or change them, never across
+	// I/O: a call takes what it needs (the generation, the topic) and registers itself
+	// (ops, users) under mu, then does its I/O with no lock held.
+	mu      sync.RWMutex
+	closed  bool
+	topics  map[string]*topic
+	nextID  uint64         // highest id handed out to a topic or subscription
+	gen     *generation    // the pebble instance in use
+	pending []pendingWrite // state writes taken while gen has failed, oldest first
+	ops     sync.WaitGroup // calls under way; Close waits for them
 
-	failure atomic.Pointer[error] // set once, when a write fails
+	// catalog orders the catalogue changes (definitions, on the admin plane) against each
+	// other; nothing else waits for it.
+	catalog sync.Mutex
+
+	health   healthState
+	kick     chan struct{} // wakes the recovery loop after a failure
+	stop     chan struct{} // closed by Close
+	loopDone chan struct{} // closed when the recovery loop has returned
 }
 
 // topic is a topic's in-memory state. id never changes; subs is guarded by Store.mu.
 type topic struct {
 	id   uint64
 	subs map[string]*sub
+	ops  sync.WaitGroup // calls under way on the topic; DeleteTopic waits for them
 
 	mu       sync.Mutex
 	next     uint64      // highest seq handed out to an Append
 	visible  uint64      // every seq <= visible is on disk; Read and LastSeq stop here
 	inflight []*appendOp // Appends handed seqs above visible, in seq order
-	broken   bool        // an Append failed: nothing becomes visible any more
-
-	trimMu sync.Mutex // orders Trims, so the floor on disk only grows
-	floor  uint64     // highest trimmed seq; guarded by trimMu
+	broken   bool        // an Append failed: nothing becomes visible until the store recovers
+	floor    uint64      // highest trimmed seq
+	trimming bool        // a Trim is writing; another one returns at once
 }
 
 // appendOp is one Append between handing out its seqs and their becoming visible.
@@ -97,38 +127,73 @@ type appendOp struct {
 }
 
 type sub struct {
-	id     uint64
-	mu     sync.Mutex // orders UpdateSubscription and LoadSubscription
+	id  uint64
+	ops sync.WaitGroup // calls under way on the subscription; DeleteSubscription waits
+
+	mu     sync.Mutex // guards cursor
 	cursor uint64
 }
 
+func (sb *sub) getCursor() uint64 {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.cursor
+}
+
+// raise moves the in-memory cursor up to c (never down).
+func (sb *sub) raise(c uint64) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.cursor = max(sb.cursor, c)
+}
+
+// pendingWrite is a subscription state write (UpdateSubscription or Trim) taken while the
+// store's generation has failed, written to the next one in order.
+type pendingWrite struct {
+	t       *topic
+	sb      *sub // nil for a Trim
+	u       store.Update
+	cursor  uint64 // the cursor after u
+	through uint64 // a Trim's bound
+	from    uint64 // a Trim's first seq
+}
+
 // Open opens or creates the store in dir.
-func Open(dir string, opts Options) (_ *Store, err error) {
-	defer catchFatal(&err)
+func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
-	popts := &pebble.Options{
-		Cache:              cache,
-		MemTableSize:       opts.MemTableSize,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
-		FS:                 opts.fs,
+	s := &Store{
+		dir:  dir,
+		opts: opts,
+		popts: pebble.Options{
+			Cache:              cache,
+			MemTableSize:       opts.MemTableSize,
+			FormatMajorVersion: pebble.FormatNewest,
+		},
+		log:      opts.Logger,
+		topics:   make(map[string]*topic),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
 	}
-	db, err := pebble.Open(dir, popts)
+	g, err := openGeneration(dir, opts.fs, s.popts, opts.Logger, s.onFail)
 	if err != nil {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger, topics: make(map[string]*topic)}
-	if err := s.load(); err != nil {
-		return nil, errors.Join(fmt.Errorf("loading disk store in %s: %w", dir, err), db.Close())
+	s.gen = g
+	if err := s.load(g); err != nil {
+		s.closeGeneration(g)
+		return nil, fmt.Errorf("loading disk store in %s: %w", dir, err)
 	}
+	s.health.minFree = opts.MinFreeBytes
+	go s.recoverLoop()
 	return s, nil
 }
 
-// load reads the catalogue, cursors and sequence numbers into memory.
-func (s *Store) load() error {
-	if v, ok, err := s.get(nextIDKey); err != nil {
+// load reads the catalogue, cursors and sequence numbers of g into memory.
+func (s *Store) load(g *generation) error {
+	if v, ok, err := get(g.db, nextIDKey); err != nil {
 		return err
 	} else if ok {
 		if s.nextID, ok = decodeUint64(v); !ok {
@@ -136,7 +201,7 @@ func (s *Store) load() error {
 		}
 	}
 	byID := make(map[uint64]*topic)
-	err := s.scan([]byte{prefixTopic}, []byte{prefixTopic + 1}, func(k, v []byte) error {
+	err := scan(g.db, []byte{prefixTopic}, []byte{prefixTopic + 1}, func(k, v []byte) error {
 		id, _, err := decodeDef(v)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", k[1:], err)
@@ -150,7 +215,7 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
-	err = s.scan([]byte{prefixSub}, []byte{prefixSub + 1}, func(k, v []byte) error {
+	err = scan(g.db, []byte{prefixSub}, []byte{prefixSub + 1}, func(k, v []byte) error {
 		if len(k) < 9 {
 			return fmt.Errorf("subscription key %q: %w", k, errCorrupt)
 		}
@@ -163,7 +228,7 @@ func (s *Store) load() error {
 			return fmt.Errorf("subscription %q: %w", k[9:], err)
 		}
 		sb := &sub{id: id}
-		if c, ok, err := s.get(idKey(prefixCursor, id)); err != nil {
+		if c, ok, err := get(g.db, idKey(prefixCursor, id)); err != nil {
 			return err
 		} else if ok {
 			if sb.cursor, ok = decodeUint64(c); !ok {
@@ -178,28 +243,39 @@ func (s *Store) load() error {
 		return err
 	}
 	for name, t := range s.topics {
-		if v, ok, err := s.get(idKey(prefixFloor, t.id)); err != nil {
-			return err
-		} else if ok {
-			if t.floor, ok = decodeUint64(v); !ok {
-				return fmt.Errorf("trim floor of topic %q: %w", name, errCorrupt)
-			}
+		if err := loadSeqs(g.db, t); err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
 		}
-		last, err := s.lastJournalSeq(t.id)
-		if err != nil {
-			return fmt.Errorf("journal of topic %q: %w", name, err)
-		}
-		// A journal trimmed to nothing has no key left to say where numbering was: the
-		// floor does, so numbers are never handed out twice.
-		t.next = max(last, t.floor)
-		t.visible = t.next
 	}
 	return nil
 }
 
-func (s *Store) lastJournalSeq(topicID uint64) (uint64, error) {
+// loadSeqs sets t's trim floor and newest seq from db.
+func loadSeqs(db *pebble.DB, t *topic) error {
+	t.floor = 0
+	if v, ok, err := get(db, idKey(prefixFloor, t.id)); err != nil {
+		return err
+	} else if ok {
+		if t.floor, ok = decodeUint64(v); !ok {
+			return fmt.Errorf("trim floor: %w", errCorrupt)
+		}
+	}
+	last, err := lastJournalSeq(db, t.id)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	// A journal trimmed to nothing has no key left to say where numbering was: the floor
+	// does, so numbers are never handed out twice.
+	t.next = max(last, t.floor)
+	t.visible = t.next
+	t.inflight = nil
+	t.broken = false
+	return nil
+}
+
+func lastJournalSeq(db *pebble.DB, topicID uint64) (uint64, error) {
 	lo, hi := idRange(prefixJournal, topicID)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return 0, err
 	}
@@ -211,8 +287,8 @@ func (s *Store) lastJournalSeq(topicID uint64) (uint64, error) {
 }
 
 // get reads one key; ok is false when it is absent. The value is a copy.
-func (s *Store) get(key []byte) (v []byte, ok bool, err error) {
-	val, closer, err := s.db.Get(key)
+func get(db *pebble.DB, key []byte) (v []byte, ok bool, err error) {
+	val, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -225,8 +301,8 @@ func (s *Store) get(key []byte) (v []byte, ok bool, err error) {
 
 // scan calls fn for every key in [lo, hi) in order until fn returns an error. k and v are
 // valid only during the call.
-func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) error) (err error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+func scan(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) error) (err error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
@@ -249,120 +325,128 @@ func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) error) (err error) {
 // errStop ends a scan early; scan returns nil for it.
 var errStop = errors.New("stop")
 
-// usable reports why the store cannot serve a call: closed or failed. Callers hold s.mu.
-func (s *Store) usable() error {
+// call is one store call under way: the generation it uses and the topic and subscription
+// it works on, registered so that Close, DeleteTopic, DeleteSubscription and a recovery know
+// when it is done.
+type call struct {
+	g    *generation
+	t    *topic
+	sb   *sub
+	done func()
+}
+
+// enter registers a call on topicName (when not empty) and its subscription subName (when
+// not empty). The caller must call c.done.
+func (s *Store) enter(topicName, subName string) (call, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed {
-		return ErrClosed
+		return call{}, ErrClosed
 	}
-	if f := s.failure.Load(); f != nil {
-		return *f
-	}
-	return nil
-}
-
-// fail records the first write failure and returns the error every later call gets.
-func (s *Store) fail(cause error) error {
-	err := fmt.Errorf("%w: %w", ErrFailed, cause)
-	if s.failure.CompareAndSwap(nil, &err) {
-		s.log.Error("disk store: write failed; refusing further calls until restarted", "err", cause)
-	}
-	return *s.failure.Load()
-}
-
-// catchFatal, deferred, turns a *fatalError panic (pebble's Fatalf) into an error joined to
-// *err; other panics go on.
-func catchFatal(err *error) {
-	if r := recover(); r != nil {
-		f, ok := r.(*fatalError)
+	c := call{g: s.gen}
+	if topicName != "" {
+		t, ok := s.topics[topicName]
 		if !ok {
-			panic(r)
+			return call{}, fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
 		}
-		*err = errors.Join(*err, f)
-	}
-}
-
-// commit commits b. A failed commit fails the store: pebble reports a failed log write by
-// calling Logger.Fatalf in the committing goroutine, which panics with *fatalError here.
-func (s *Store) commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
-	if f := s.failure.Load(); f != nil {
-		return *f
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(*fatalError)
+		c.t = t
+		if subName != "" {
+			sb, ok := t.subs[subName]
 			if !ok {
-				panic(r)
+				return call{}, fmt.Errorf("subscription %q of topic %q: %w", subName, topicName, store.ErrNotFound)
 			}
-			err = s.fail(f)
+			c.sb = sb
+			sb.ops.Add(1)
 		}
-	}()
-	if err := b.Commit(opts); err != nil {
-		return s.fail(err)
+		t.ops.Add(1)
 	}
-	return nil
+	c.g.users.Add(1)
+	s.ops.Add(1)
+	c.done = func() {
+		if c.sb != nil {
+			c.sb.ops.Done()
+		}
+		if c.t != nil {
+			c.t.ops.Done()
+		}
+		c.g.users.Done()
+		s.ops.Done()
+	}
+	return c, nil
 }
 
-func (s *Store) topic(name string) (*topic, error) {
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	t, ok := s.topics[name]
-	if !ok {
-		return nil, fmt.Errorf("topic %q: %w", name, store.ErrNotFound)
-	}
-	return t, nil
+// onFail fails g with cause. When g is the store's current generation, the failure is logged
+// once and the recovery loop woken.
+func (s *Store) onFail(g *generation, cause error) {
+	g.fail(cause, func(err error) {
+		s.mu.RLock()
+		current := s.gen == g
+		s.mu.RUnlock()
+		if !current {
+			return
+		}
+		s.health.setFailed(err)
+		s.log.Error("disk store: a write to disk failed; publishes are refused (503) and stored events are still delivered; the store reopens itself once the disk has room: free space on its file system",
+			"dir", s.dir, "err", cause)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	})
 }
 
-func (s *Store) sub(topicName, name string) (*sub, error) {
-	t, err := s.topic(topicName)
-	if err != nil {
-		return nil, err
+// writable returns why g takes no Append: its failure, or the disk below the floor.
+func (s *Store) writable(g *generation) error {
+	if err := g.err(); err != nil {
+		return err
 	}
-	sb, ok := t.subs[name]
-	if !ok {
-		return nil, fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
-	}
-	return sb, nil
+	return s.spaceErr()
 }
 
 // Append implements [store.Store]. It writes the events in one batch committed with a sync;
 // pebble gives concurrent synced commits one log fsync. Once ctx is checked the write is not
 // abandoned: a sync cannot be called back.
 //
+// It is refused with an error wrapping [store.ErrInsufficientStorage] while the disk is
+// below Options.MinFreeBytes, and with one wrapping [ErrFailed] while the store is failed.
+//
 // Sequence numbers are handed out under the topic's lock before the commit, so concurrent
 // Appends to one topic commit in parallel. An Append returns only when every earlier number
 // of the topic is on disk as well, and Read and LastSeq never go past such a gapless prefix:
-// nobody sees number n+1 while n may still come. A failed commit fails the store (ErrFailed),
-// so a number is never handed out twice in one run; after a restart numbering continues from
-// the newest entry on disk. Numbers of an Append that failed may then be missing from the
-// journal (a hole nobody was told about) or, when they were the newest, be handed out again
-// (nobody saw them).
+// nobody sees number n+1 while n may still come. A failed commit fails the store (ErrFailed)
+// and stops the topic's numbering until the store has reopened itself, so a number is never
+// handed out twice; numbering then continues from the newest entry on disk. Numbers of an
+// Append that failed may then be missing from the journal (a hole nobody was told about) or,
+// when they were the newest, be handed out again (nobody saw them).
 func (s *Store) Append(ctx context.Context, topicName string, publishTime time.Time, events []*schemas.Event) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
+	c, err := s.enter(topicName, "")
 	if err != nil {
 		return 0, err
 	}
+	defer c.done()
+	t := c.t
 	if len(events) == 0 {
 		return t.lastSeq(), nil
+	}
+	if err := s.writable(c.g); err != nil {
+		return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
 	}
 	size := 0
 	for _, ev := range events {
 		size += entryOverhead + encodedEntrySize(ev)
 	}
-	b := s.db.NewBatchWithSize(size)
-	defer b.Close()
+	b := c.g.db.NewBatchWithSize(size)
 
 	op, err := t.reserve(len(events))
 	if err != nil {
-		return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
+		_ = b.Close()
+		return 0, fmt.Errorf("appending to topic %q: %w", topicName, errors.Join(err, c.g.err()))
 	}
 	// Once numbers are handed out, every way out of here finishes op; one that does not
-	// commit fails the store, so that the numbers are not handed out again.
+	// commit breaks the topic, so that the numbers are not handed out again.
 	committed := false
 	defer func() { t.finish(op, committed) }()
 	first := op.last - uint64(len(events)) + 1
@@ -370,17 +454,18 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	for i, ev := range events {
 		buf = appendEntry(buf[:0], publishTime, ev)
 		if err := b.Set(seqKey(prefixJournal, t.id, first+uint64(i)), buf, nil); err != nil {
-			return 0, fmt.Errorf("appending to topic %q: %w", topicName, s.fail(err))
+			_ = b.Close()
+			return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
 		}
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
+	if err := c.g.commit(b, pebble.Sync, s.onFail); err != nil {
 		return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
 	}
 	committed = true
 	t.finish(op, true)
 	<-op.ch
 	if !t.isVisible(op.last) {
-		return 0, fmt.Errorf("appending to topic %q: an earlier append failed: %w", topicName, s.usable())
+		return 0, fmt.Errorf("appending to topic %q: an earlier append failed: %w", topicName, errors.Join(ErrFailed, c.g.err()))
 	}
 	return op.last, nil
 }
@@ -443,23 +528,23 @@ func (t *topic) finish(op *appendOp, committed bool) {
 	}
 }
 
-// Read implements [store.Store].
+// Read implements [store.Store]. It works while the store is failed: stored events are still
+// delivered.
 func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit int) ([]store.Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
+	c, err := s.enter(topicName, "")
 	if err != nil {
 		return nil, err
 	}
-	visible := t.lastSeq()
+	defer c.done()
+	visible := c.t.lastSeq()
 	if limit <= 0 || from > visible {
 		return nil, nil
 	}
 	var out []store.Entry
-	err = s.scan(seqKey(prefixJournal, t.id, from), seqKey(prefixJournal, t.id, visible+1), func(k, v []byte) error {
+	err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
 		e, err := decodeEntry(seqOf(k), v)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", seqOf(k), err)
@@ -481,168 +566,285 @@ func (s *Store) LastSeq(ctx context.Context, topicName string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
+	c, err := s.enter(topicName, "")
 	if err != nil {
 		return 0, err
 	}
-	return t.lastSeq(), nil
+	defer c.done()
+	return c.t.lastSeq(), nil
 }
 
 // Trim implements [store.Store]. It deletes the entries after the previous Trim with one
 // range tombstone, without a sync, and never past LastSeq (an Append under way keeps its
 // entries). Starting at the previous Trim keeps tombstones disjoint: nested ones from 0 would
 // pile up in every read of the topic. It records the highest trimmed seq in the same batch,
-// so that numbering continues after a reopen even when nothing is left in the journal.
+// so that numbering continues after a reopen even when nothing is left in the journal. A
+// Trim of a topic that another Trim is writing returns at once (trims are coarse and asked
+// again). While the store is failed the Trim is kept in memory and written, in order with
+// the subscription updates, when the store has reopened itself.
 func (s *Store) Trim(ctx context.Context, topicName string, through uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
+	c, err := s.enter(topicName, "")
 	if err != nil {
 		return err
 	}
-	t.trimMu.Lock()
-	defer t.trimMu.Unlock()
-	through = min(through, t.lastSeq())
-	if through <= t.floor {
+	defer c.done()
+	t := c.t
+	t.mu.Lock()
+	through = min(through, t.visible)
+	if through <= t.floor || t.trimming {
+		t.mu.Unlock()
 		return nil
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(seqKey(prefixJournal, t.id, t.floor+1), seqKey(prefixJournal, t.id, through+1), nil); err != nil {
+	from := t.floor + 1
+	t.trimming = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.trimming = false
+		t.mu.Unlock()
+	}()
+	w := pendingWrite{t: t, from: from, through: through}
+	if err := s.write(c.g, w); err != nil {
 		return fmt.Errorf("trimming topic %q: %w", topicName, err)
 	}
-	if err := b.Set(idKey(prefixFloor, t.id), encodeUint64(through), nil); err != nil {
-		return fmt.Errorf("trimming topic %q: %w", topicName, err)
-	}
-	if err := s.commit(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("trimming topic %q: %w", topicName, err)
-	}
-	t.floor = through
+	t.mu.Lock()
+	t.floor = max(t.floor, through)
+	t.mu.Unlock()
 	return nil
 }
 
+// write writes a subscription state write (an update or a trim) without a sync. When the
+// generation has failed, the write is kept in memory (Store.pending) and nil returned: it is
+// written to the next generation, in order, before that one takes any other write.
+func (s *Store) write(g *generation, w pendingWrite) error {
+	for {
+		if !g.isFailed() {
+			b := g.db.NewBatch()
+			if err := w.build(b); err != nil {
+				_ = b.Close()
+				return err
+			}
+			if b.Empty() {
+				_ = b.Close()
+				return nil
+			}
+			err := g.commit(b, pebble.NoSync, s.onFail)
+			if err == nil || !isFailure(err) {
+				return err
+			}
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		if s.gen == g {
+			s.pending = append(s.pending, w)
+			s.mu.Unlock()
+			return nil
+		}
+		g = s.gen // reopened meanwhile: write to the new instance
+		s.mu.Unlock()
+	}
+}
+
+// build adds w to b.
+func (w *pendingWrite) build(b *pebble.Batch) error {
+	if w.sb == nil {
+		return errors.Join(
+			b.DeleteRange(seqKey(prefixJournal, w.t.id, w.from), seqKey(prefixJournal, w.t.id, w.through+1), nil),
+			b.Set(idKey(prefixFloor, w.t.id), encodeUint64(w.through), nil))
+	}
+	return buildUpdate(b, w.sb.id, w.cursor, w.u)
+}
+
 // Cursors implements [store.Store]. It reads the cursors kept in memory: no disk read. A
-// cursor is taken there only after its update is committed, so a Trim based on it is written
-// to the log after that update, and a crash that keeps the Trim keeps the update too.
+// cursor is taken there only after its update is committed (or, while the store is failed,
+// kept in memory in order), so a Trim based on it is written to the log after that update,
+// and a crash that keeps the Trim keeps the update too.
 func (s *Store) Cursors(ctx context.Context, topicName string) (map[string]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
-	if err != nil {
-		return nil, err
+	if s.closed {
+		return nil, ErrClosed
+	}
+	t, ok := s.topics[topicName]
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
 	}
 	cursors := make(map[string]uint64, len(t.subs))
 	for name, sb := range t.subs {
-		sb.mu.Lock()
-		cursors[name] = sb.cursor
-		sb.mu.Unlock()
+		cursors[name] = sb.getCursor()
 	}
 	return cursors, nil
 }
 
-// LoadSubscription implements [store.Store].
+// LoadSubscription implements [store.Store]. While the store is failed it returns the state
+// on disk with the updates kept in memory applied.
 func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (store.SubscriptionState, error) {
 	if err := ctx.Err(); err != nil {
 		return store.SubscriptionState{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	sb, err := s.sub(topicName, name)
+	c, err := s.enter(topicName, name)
 	if err != nil {
 		return store.SubscriptionState{}, err
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	st := store.SubscriptionState{Cursor: sb.cursor}
+	defer c.done()
+	sb := c.sb
+	var pending []store.Update
+	s.mu.RLock()
+	for _, w := range s.pending {
+		if w.sb == sb {
+			pending = append(pending, w.u)
+		}
+	}
+	s.mu.RUnlock()
+	st := store.SubscriptionState{Cursor: sb.getCursor()}
+	parked := map[uint64]store.Parked{}
 	lo, hi := idRange(prefixParked, sb.id)
-	err = s.scan(lo, hi, func(k, v []byte) error {
+	err = scan(c.g.db, lo, hi, func(k, v []byte) error {
 		p, err := decodeParked(seqOf(k), v)
 		if err != nil {
 			return fmt.Errorf("parked event %d: %w", seqOf(k), err)
 		}
-		st.Parked = append(st.Parked, p)
+		if pending == nil {
+			st.Parked = append(st.Parked, p)
+		} else {
+			parked[p.Seq] = p
+		}
 		return nil
 	})
 	if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	}
-	if v, ok, err := s.get(idKey(prefixProbation, sb.id)); err != nil {
+	if v, ok, err := get(c.g.db, idKey(prefixProbation, sb.id)); err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	} else if ok {
 		if st.Probation, err = decodeOpaque(v); err != nil {
 			return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: probation state: %w", name, topicName, err)
 		}
 	}
+	if pending != nil {
+		st.Parked = applyPending(&st, parked, pending)
+	}
 	return st, nil
+}
+
+// applyPending applies updates kept in memory to a loaded state (parked by seq) and returns
+// the parked events in seq order.
+func applyPending(st *store.SubscriptionState, parked map[uint64]store.Parked, pending []store.Update) []store.Parked {
+	for _, u := range pending {
+		for _, seq := range u.Delete {
+			delete(parked, seq)
+		}
+		for _, p := range u.Put {
+			parked[p.Seq] = p
+		}
+		switch {
+		case u.Probation == nil:
+		case len(u.Probation) == 0:
+			st.Probation = nil
+		default:
+			st.Probation = u.Probation
+		}
+	}
+	out := make([]store.Parked, 0, len(parked))
+	for _, p := range parked {
+		out = append(out, p)
+	}
+	sortParked(out)
+	return out
 }
 
 // UpdateSubscription implements [store.Store]. The update is one batch, committed without a
 // sync: after a crash the newest updates may be missing, never reordered (pebble's log is
-// written in commit order).
+// written in commit order). Updates of one subscription come from its actor one at a time;
+// no lock is held while the batch is committed. While the store is failed the update is
+// kept in memory (LoadSubscription and Cursors see it) and written when the store has
+// reopened itself: delivery goes on on a full disk.
 func (s *Store) UpdateSubscription(ctx context.Context, topicName, name string, u store.Update) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	sb, err := s.sub(topicName, name)
+	c, err := s.enter(topicName, name)
 	if err != nil {
 		return err
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
-	cursor := max(sb.cursor, u.Cursor)
-	if err := s.buildUpdate(b, sb, cursor, u); err != nil {
+	defer c.done()
+	sb := c.sb
+	w := pendingWrite{t: c.t, sb: sb, u: u}
+	if old := sb.getCursor(); u.Cursor > old {
+		w.cursor = u.Cursor // the cursor key is written only when it moves
+	}
+	cursor := w.cursor
+	if err := s.write(c.g, w); err != nil {
 		return fmt.Errorf("updating subscription %q of topic %q: %w", name, topicName, err)
 	}
-	if b.Empty() {
-		return nil
-	}
-	if err := s.commit(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("updating subscription %q of topic %q: %w", name, topicName, err)
-	}
-	sb.cursor = cursor
+	sb.raise(cursor)
 	return nil
 }
 
 // buildUpdate adds u to b: Deletes before Puts, so that a Seq in both ends up parked, as the
-// conformance suite fixes.
-func (s *Store) buildUpdate(b *pebble.Batch, sb *sub, cursor uint64, u store.Update) error {
-	if cursor != sb.cursor {
-		if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(cursor), nil); err != nil {
+// conformance suite fixes. The cursor is written as given (the caller has taken the max).
+func buildUpdate(b *pebble.Batch, subID, cursor uint64, u store.Update) error {
+	if cursor != 0 {
+		if err := b.Set(idKey(prefixCursor, subID), encodeUint64(cursor), nil); err != nil {
 			return err
 		}
 	}
 	for _, seq := range u.Delete {
-		if err := b.Delete(seqKey(prefixParked, sb.id, seq), nil); err != nil {
+		if err := b.Delete(seqKey(prefixParked, subID, seq), nil); err != nil {
 			return err
 		}
 	}
 	var buf []byte
 	for i := range u.Put {
 		buf = appendParked(buf[:0], &u.Put[i])
-		if err := b.Set(seqKey(prefixParked, sb.id, u.Put[i].Seq), buf, nil); err != nil {
+		if err := b.Set(seqKey(prefixParked, subID, u.Put[i].Seq), buf, nil); err != nil {
 			return err
 		}
 	}
 	switch {
 	case u.Probation == nil:
 	case len(u.Probation) == 0:
-		return b.Delete(idKey(prefixProbation, sb.id), nil)
+		return b.Delete(idKey(prefixProbation, subID), nil)
 	default:
-		return b.Set(idKey(prefixProbation, sb.id), appendOpaque(nil, u.Probation), nil)
+		return b.Set(idKey(prefixProbation, subID), appendOpaque(nil, u.Probation), nil)
 	}
 	return nil
+}
+
+// catalogCall starts a catalogue change: it takes s.catalog and checks the store takes
+// writes. The caller must call the returned function.
+func (s *Store) catalogCall() (*generation, func(), error) {
+	s.catalog.Lock()
+	s.mu.RLock()
+	closed, g := s.closed, s.gen
+	if !closed {
+		g.users.Add(1)
+		s.ops.Add(1)
+	}
+	s.mu.RUnlock()
+	if closed {
+		s.catalog.Unlock()
+		return nil, nil, ErrClosed
+	}
+	done := func() {
+		g.users.Done()
+		s.ops.Done()
+		s.catalog.Unlock()
+	}
+	if err := g.err(); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return g, done, nil
 }
 
 // PutTopic implements [store.Store]. Definitions are committed with a sync.
@@ -650,47 +852,61 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.usable(); err != nil {
-		return err
+	g, done, err := s.catalogCall()
+	if err != nil {
+		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	defer done()
+	s.mu.RLock()
 	t, exists := s.topics[name]
 	id := s.nextID + 1
+	s.mu.RUnlock()
+	b := g.db.NewBatch()
 	if exists {
 		id = t.id
 	} else if err := b.Set(nextIDKey, encodeUint64(id), nil); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
 	if err := b.Set(nameKey(prefixTopic, name), appendDef(nil, id, spec), nil); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
+	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
 	if !exists {
+		s.mu.Lock()
 		s.nextID = id
 		s.topics[name] = &topic{id: id, subs: make(map[string]*sub)}
+		s.mu.Unlock()
 	}
 	return nil
 }
 
 // DeleteTopic implements [store.Store]. The definition, journal, subscriptions and their
-// state go in one synced batch of range deletions.
+// state go in one synced batch of range deletions, written once the calls under way on the
+// topic are done (new ones find no topic).
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.topic(name)
+	g, done, err := s.catalogCall()
 	if err != nil {
-		return err
+		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	defer done()
+	s.mu.Lock()
+	t, ok := s.topics[name]
+	if ok {
+		delete(s.topics, name)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("topic %q: %w", name, store.ErrNotFound)
+	}
+	t.ops.Wait()
+	b := g.db.NewBatch()
 	errs := []error{
 		b.Delete(nameKey(prefixTopic, name), nil),
 		b.DeleteRange(idKey(prefixSub, t.id), idKey(prefixSub, t.id+1), nil),
@@ -700,13 +916,18 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	for _, sb := range t.subs {
 		errs = append(errs, deleteSubState(b, sb)...)
 	}
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	if err != nil {
+		_ = b.Close()
+	} else {
+		err = g.commit(b, pebble.Sync, s.onFail)
+	}
+	if err != nil {
+		s.mu.Lock()
+		s.topics[name] = t // still on disk
+		s.mu.Unlock()
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
-		return fmt.Errorf("deleting topic %q: %w", name, err)
-	}
-	delete(s.topics, name)
 	return nil
 }
 
@@ -724,12 +945,12 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.usable(); err != nil {
+	c, err := s.enter("", "")
+	if err != nil {
 		return nil, err
 	}
-	defs, err := s.definitions([]byte{prefixTopic}, []byte{prefixTopic + 1})
+	defer c.done()
+	defs, err := definitions(c.g.db, []byte{prefixTopic}, []byte{prefixTopic + 1})
 	if err != nil {
 		return nil, fmt.Errorf("listing topics: %w", err)
 	}
@@ -737,9 +958,9 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 }
 
 // definitions lists the definitions in [lo, hi); a name is what follows len(lo) in the key.
-func (s *Store) definitions(lo, hi []byte) ([]store.Definition, error) {
+func definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, error) {
 	defs := []store.Definition{}
-	err := s.scan(lo, hi, func(k, v []byte) error {
+	err := scan(db, lo, hi, func(k, v []byte) error {
 		_, spec, err := decodeDef(v)
 		if err != nil {
 			return fmt.Errorf("definition %q: %w", k[len(lo):], err)
@@ -751,64 +972,91 @@ func (s *Store) definitions(lo, hi []byte) ([]store.Definition, error) {
 }
 
 // PutSubscription implements [store.Store]. A new subscription's cursor is written in the
-// same synced batch as its definition.
+// same synced batch as its definition: the topic's LastSeq when the call starts.
 func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spec []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.topic(topicName)
+	g, done, err := s.catalogCall()
 	if err != nil {
-		return err
+		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	sb, exists := t.subs[name]
+	defer done()
+	s.mu.RLock()
+	t, ok := s.topics[topicName]
+	var sb *sub
+	exists := false
+	if ok {
+		sb, exists = t.subs[name]
+	}
+	id := s.nextID + 1
+	s.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
+	}
+	b := g.db.NewBatch()
 	var errs []error
 	if !exists {
-		// No Append is under way (s.mu is held exclusively), so visible is the newest entry.
-		sb = &sub{id: s.nextID + 1, cursor: t.lastSeq()}
+		sb = &sub{id: id, cursor: t.lastSeq()}
 		errs = append(errs,
 			b.Set(nextIDKey, encodeUint64(sb.id), nil),
 			b.Set(idKey(prefixCursor, sb.id), encodeUint64(sb.cursor), nil))
 	}
 	errs = append(errs, b.Set(subDefKey(t.id, name), appendDef(nil, sb.id, spec), nil))
 	if err := errors.Join(errs...); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
+	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
 		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
 	}
 	if !exists {
+		s.mu.Lock()
 		s.nextID = sb.id
 		t.subs[name] = sb
+		s.mu.Unlock()
 	}
 	return nil
 }
 
-// DeleteSubscription implements [store.Store].
+// DeleteSubscription implements [store.Store]. It is written once the calls under way on the
+// subscription are done (new ones find no subscription).
 func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb, err := s.sub(topicName, name)
+	g, done, err := s.catalogCall()
 	if err != nil {
-		return err
+		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
-	t := s.topics[topicName]
-	b := s.db.NewBatch()
-	defer b.Close()
+	defer done()
+	s.mu.Lock()
+	t, ok := s.topics[topicName]
+	var sb *sub
+	if ok {
+		if sb, ok = t.subs[name]; ok {
+			delete(t.subs, name)
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+	}
+	sb.ops.Wait()
+	b := g.db.NewBatch()
 	errs := append(deleteSubState(b, sb), b.Delete(subDefKey(t.id, name), nil))
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	if err != nil {
+		_ = b.Close()
+	} else {
+		err = g.commit(b, pebble.Sync, s.onFail)
+	}
+	if err != nil {
+		s.mu.Lock()
+		t.subs[name] = sb // still on disk
+		s.mu.Unlock()
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
-		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
-	}
-	delete(t.subs, name)
 	return nil
 }
 
@@ -817,41 +1065,73 @@ func (s *Store) Subscriptions(ctx context.Context, topicName string) ([]store.De
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, err := s.topic(topicName)
+	c, err := s.enter(topicName, "")
 	if err != nil {
 		return nil, err
 	}
-	defs, err := s.definitions(idKey(prefixSub, t.id), idKey(prefixSub, t.id+1))
+	defer c.done()
+	defs, err := definitions(c.g.db, idKey(prefixSub, c.t.id), idKey(prefixSub, c.t.id+1))
 	if err != nil {
 		return nil, fmt.Errorf("listing subscriptions of topic %q: %w", topicName, err)
 	}
 	return defs, nil
 }
 
-// Close implements [store.Store]. It waits for the calls under way, flushes the memtable to
-// disk (so writes committed without a sync are kept and the next Open has no log to replay)
-// and closes pebble. After a write failure it skips the flush: what is in memory is not to be
-// trusted. Close is idempotent; later calls return nil.
-func (s *Store) Close() (err error) {
+// Close implements [store.Store]. It waits for the calls under way (none waits on a failed
+// write: those return with the failure), writes the subscription state kept in memory if it
+// can, flushes the memtable to disk (so writes committed without a sync are kept and the
+// next Open has no log to replay) and closes pebble. A failed instance is not flushed (what
+// it holds in memory is not on disk) but fenced and its directory lock released, so Close
+// returns and the directory can be opened again. Close is idempotent; later calls return nil.
+func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
-	defer catchFatal(&err)
-	var errs []error
-	if s.failure.Load() == nil {
-		if err := s.db.Flush(); err != nil {
-			errs = append(errs, fmt.Errorf("flushing disk store: %w", err))
+	g := s.gen
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.loopDone
+	s.ops.Wait()
+	if g.isFailed() {
+		s.mu.RLock()
+		lost := len(s.pending)
+		s.mu.RUnlock()
+		if lost > 0 {
+			s.log.Warn("disk store: closing while failed; subscription state writes kept in memory are not written (their events may be delivered again after the restart)", "writes", lost)
 		}
+		s.abandon(g)
+		return nil
 	}
-	if err := s.db.Close(); err != nil {
+	return s.closeGeneration(g)
+}
+
+// closeGeneration flushes and closes a healthy generation.
+func (s *Store) closeGeneration(g *generation) error {
+	var errs []error
+	if err := g.db.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("flushing disk store: %w", err))
+	}
+	if err := g.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing disk store: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// abandon gives a failed generation up: fenced (it can write nothing any more) and its
+// directory lock released at once; pebble's Close runs in the background once the calls
+// using it are done, and never returns when the instance is stuck behind its failed log write
+// (its memory is then kept until the process exits).
+func (s *Store) abandon(g *generation) {
+	g.fs.fence()
+	_ = g.fs.release()
+	go func() {
+		g.users.Wait()
+		defer func() { _ = recover() }() // a fenced instance may panic on its way out
+		_ = g.db.Close()
+	}()
 }
 
 var _ store.Store = (*Store)(nil)
@@ -883,20 +1163,24 @@ func (s *Store) writeDeadLetters(ctx context.Context, what string, build func(b 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.usable(); err != nil {
+	c, err := s.enter("", "")
+	if err != nil {
 		return err
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	defer c.done()
+	if err := c.g.err(); err != nil {
+		return fmt.Errorf("%s dead letters: %w", what, err)
+	}
+	b := c.g.db.NewBatch()
 	if err := build(b); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("%s dead letters: %w", what, err)
 	}
 	if b.Empty() {
+		_ = b.Close()
 		return nil
 	}
-	if err := s.commit(b, pebble.Sync); err != nil {
+	if err := c.g.commit(b, pebble.Sync, s.onFail); err != nil {
 		return fmt.Errorf("%s dead letters: %w", what, err)
 	}
 	return nil
@@ -907,13 +1191,13 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.usable(); err != nil {
+	c, err := s.enter("", "")
+	if err != nil {
 		return nil, err
 	}
+	defer c.done()
 	recs := []store.DeadLetterRecord{}
-	err := s.scan([]byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
 		payload, err := decodeOpaque(v)
 		if err != nil {
 			return fmt.Errorf("dead letter %q: %w", k[1:], err)

@@ -1,0 +1,222 @@
+package disk
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// errFenced is what a fenced file system returns to every write: the pebble instance using it
+// was given up after a failed write and another one owns the directory now.
+var errFenced = errors.New("disk store: this pebble instance was replaced after a write failure")
+
+// fenceFS is the file system of one pebble instance (one generation of a [Store]). It does two
+// things pebble's own file systems do not:
+//
+//   - fence: once a generation has failed and the store reopens the directory, the old
+//     instance may still have goroutines inside pebble (a commit stuck behind the failed one,
+//     a flush parked in the logger's Fatalf). Fencing makes every write, sync, create, rename
+//     and remove of the old instance fail, so it can never touch the files the new instance
+//     owns.
+//   - release: pebble's directory lock is released only by DB.Close, which never returns
+//     for an instance stuck behind a failed log write. The store releases it itself (release),
+//     once the old instance is fenced, so the directory can be opened again in this process.
+//
+// It also makes every file it creates private (0600): store files hold topic keys and
+// delivery secrets.
+type fenceFS struct {
+	vfs.FS
+	fenced atomic.Bool
+
+	mu   sync.Mutex
+	lock io.Closer // the directory lock, until released
+}
+
+func newFenceFS(inner vfs.FS) *fenceFS { return &fenceFS{FS: inner} }
+
+// fence makes every later write through fs fail with errFenced.
+func (fs *fenceFS) fence() { fs.fenced.Store(true) }
+
+// release closes the directory lock if fs holds it. Later calls do nothing.
+func (fs *fenceFS) release() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.lock == nil {
+		return nil
+	}
+	err := fs.lock.Close()
+	fs.lock = nil
+	return err
+}
+
+func (fs *fenceFS) check() error {
+	if fs.fenced.Load() {
+		return errFenced
+	}
+	return nil
+}
+
+func (fs *fenceFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	private(f)
+	return &fenceFile{File: f, fs: fs}, nil
+}
+
+// private sets a newly created file's mode to 0600 when it is an OS file (an in-memory file
+// has no descriptor).
+func private(f vfs.File) {
+	if fd := f.Fd(); fd != vfs.InvalidFd {
+		_ = fchmod(fd, 0o600)
+	}
+}
+
+// Create implements vfs.FS.
+func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.check(); err != nil {
+		return nil, err
+	}
+	return fs.wrap(fs.FS.Create(name, category))
+}
+
+// OpenReadWrite implements vfs.FS.
+func (fs *fenceFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	if err := fs.check(); err != nil {
+		return nil, err
+	}
+	return fs.wrap(fs.FS.OpenReadWrite(name, category, opts...))
+}
+
+// ReuseForWrite implements vfs.FS.
+func (fs *fenceFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.check(); err != nil {
+		return nil, err
+	}
+	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, category))
+}
+
+// OpenDir implements vfs.FS: a directory is synced, so the handle is fenced too.
+func (fs *fenceFS) OpenDir(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &fenceFile{File: f, fs: fs}, nil
+}
+
+// Link implements vfs.FS.
+func (fs *fenceFS) Link(oldname, newname string) error {
+	if err := fs.check(); err != nil {
+		return err
+	}
+	return fs.FS.Link(oldname, newname)
+}
+
+// Remove implements vfs.FS.
+func (fs *fenceFS) Remove(name string) error {
+	if err := fs.check(); err != nil {
+		return err
+	}
+	return fs.FS.Remove(name)
+}
+
+// RemoveAll implements vfs.FS.
+func (fs *fenceFS) RemoveAll(name string) error {
+	if err := fs.check(); err != nil {
+		return err
+	}
+	return fs.FS.RemoveAll(name)
+}
+
+// Rename implements vfs.FS.
+func (fs *fenceFS) Rename(oldname, newname string) error {
+	if err := fs.check(); err != nil {
+		return err
+	}
+	return fs.FS.Rename(oldname, newname)
+}
+
+// MkdirAll implements vfs.FS. A directory the store creates is private (0700).
+func (fs *fenceFS) MkdirAll(dir string, _ os.FileMode) error {
+	if err := fs.check(); err != nil {
+		return err
+	}
+	return fs.FS.MkdirAll(dir, 0o700)
+}
+
+// Lock implements vfs.FS, keeping the lock so that release can close it.
+func (fs *fenceFS) Lock(name string) (io.Closer, error) {
+	if err := fs.check(); err != nil {
+		return nil, err
+	}
+	l, err := fs.FS.Lock(name)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	fs.lock = l
+	fs.mu.Unlock()
+	return lockHandle{fs}, nil
+}
+
+// Unwrap implements vfs.FS.
+func (fs *fenceFS) Unwrap() vfs.FS { return fs.FS }
+
+// lockHandle is the directory lock as pebble sees it: closing it releases the lock unless the
+// store did already.
+type lockHandle struct{ fs *fenceFS }
+
+func (l lockHandle) Close() error { return l.fs.release() }
+
+// fenceFile fails every write and sync once its file system is fenced.
+type fenceFile struct {
+	vfs.File
+	fs *fenceFS
+}
+
+func (f *fenceFile) Write(p []byte) (int, error) {
+	if err := f.fs.check(); err != nil {
+		return 0, err
+	}
+	return f.File.Write(p)
+}
+
+func (f *fenceFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *fenceFile) Preallocate(off, n int64) error {
+	if err := f.fs.check(); err != nil {
+		return err
+	}
+	return f.File.Preallocate(off, n)
+}
+
+func (f *fenceFile) Sync() error {
+	if err := f.fs.check(); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func (f *fenceFile) SyncData() error {
+	if err := f.fs.check(); err != nil {
+		return err
+	}
+	return f.File.SyncData()
+}
+
+func (f *fenceFile) SyncTo(length int64) (bool, error) {
+	if err := f.fs.check(); err != nil {
+		return false, err
+	}
+	return f.File.SyncTo(length)
+}

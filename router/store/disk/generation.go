@@ -1,0 +1,162 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// generation is one pebble instance on the store's directory. The store opens a new one when
+// the current one has failed a write and the disk has room again (recover.go).
+//
+// Once failed, a generation takes no more writes; its reads go on (pebble keeps serving them
+// from its memtables and table files), so stored events are still delivered. Goroutines stuck
+// inside the failed instance (commits queued behind the failed log write, a flush parked in
+// the logger's Fatalf) are released from the store's point of view: every caller waiting on
+// them returns with the failure.
+type generation struct {
+	db *pebble.DB
+	fs *fenceFS
+
+	failed  chan struct{} // closed at the first failure
+	once    sync.Once
+	failure atomic.Pointer[error] // set before failed is closed
+
+	// users counts the calls using db; added to under Store.mu (shared), so that once the
+	// store has switched to a new generation under Store.mu (exclusive) nobody adds any more
+	// and the old instance can be closed when users is done.
+	users sync.WaitGroup
+}
+
+// isFailed reports whether g has failed.
+func (g *generation) isFailed() bool {
+	select {
+	case <-g.failed:
+		return true
+	default:
+		return false
+	}
+}
+
+// err returns g's failure, nil while it has not failed.
+func (g *generation) err() error {
+	if f := g.failure.Load(); f != nil {
+		return *f
+	}
+	return nil
+}
+
+// fail records g's first failure, calls first with it (only at the first call), then closes
+// g.failed: whoever waits on g.failed sees what first did.
+func (g *generation) fail(cause error, first func(error)) {
+	g.once.Do(func() {
+		err := fmt.Errorf("%w: %w", ErrFailed, cause)
+		g.failure.Store(&err)
+		if first != nil {
+			first(err)
+		}
+		close(g.failed)
+	})
+}
+
+// openGeneration opens pebble on dir through a fenced file system. Pebble runs in its own
+// goroutine: a failure while opening (the disk still full) may park it in the logger's
+// Fatalf for good, and the caller must not wait for that.
+func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Logger, onFail func(*generation, error)) (*generation, error) {
+	g := &generation{fs: newFenceFS(inner), failed: make(chan struct{})}
+	popts.FS = g.fs
+	popts.Logger = pebbleLogger{log: log, fatal: func(err error) { onFail(g, err) }}
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				onFail(g, panicError(r))
+			}
+		}()
+		db, err := pebble.Open(dir, &popts)
+		done <- result{db, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			g.fs.fence()
+			_ = g.fs.release()
+			return nil, r.err
+		}
+		g.db = r.db
+		return g, nil
+	case <-g.failed:
+		g.fs.fence()
+		_ = g.fs.release()
+		return nil, g.err()
+	}
+}
+
+// commit commits b in g and takes ownership of b (it closes it). Pebble panics in the
+// committing goroutine when a log write fails: through Logger.Fatalf (a failed sync) or
+// directly with the writer's error (a commit that finds the log writer already failed, under
+// concurrent commits), and it leaves its commit pipeline locked for good in the second case,
+// so commits queued behind it never return. So the commit runs in a goroutine of its own,
+// every panic there fails the generation, and the caller waits for either the commit or the
+// generation's failure: no caller ever hangs on a failed instance, and no write failure
+// crashes the process.
+func (g *generation) commit(b *pebble.Batch, opts *pebble.WriteOptions, onFail func(*generation, error)) error {
+	if g.isFailed() {
+		_ = b.Close()
+		return g.err()
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				onFail(g, panicError(r))
+				done <- g.err()
+			}
+		}()
+		err := b.Commit(opts)
+		if err != nil {
+			onFail(g, err)
+			err = g.err()
+		}
+		_ = b.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-g.failed:
+		select {
+		case err := <-done: // finished as well: its own result counts
+			return err
+		default:
+			return g.err()
+		}
+	}
+}
+
+// panicError turns a recovered panic value into an error, keeping a *fatalError or an error
+// as it is.
+func panicError(r any) error {
+	switch v := r.(type) {
+	case *fatalError:
+		return v
+	case error:
+		return fmt.Errorf("pebble panicked: %w\n%s", v, debug.Stack())
+	default:
+		return fmt.Errorf("pebble panicked: %v\n%s", v, debug.Stack())
+	}
+}
+
+// isFailure reports whether err is a generation's failure (as opposed to a bad argument or a
+// closed store).
+func isFailure(err error) bool { return errors.Is(err, ErrFailed) }

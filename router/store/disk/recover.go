@@ -1,0 +1,301 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// recoverFloorMin is the least free space the store waits for before it reopens itself: a new
+// write-ahead log and MANIFEST must fit.
+const recoverFloorMin = 16 << 20
+
+// recoverLoop reopens the store after its generation failed, once the disk has room again.
+// It runs from Open to Close.
+func (s *Store) recoverLoop() {
+	defer close(s.loopDone)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		}
+		delay := s.opts.RecoverInterval
+		for !s.tryRecover() {
+			timer := time.NewTimer(delay)
+			select {
+			case <-s.stop:
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			delay = min(2*delay, 30*time.Second)
+		}
+	}
+}
+
+// tryRecover opens a new generation in place of the failed one and reports whether the store
+// is healthy now. The new instance replays the write-ahead log (every acknowledged Append and
+// definition is there: they were synced); what the failed instance held only in memory — the
+// subscription state written without a sync — is copied over from it in one synced batch, then
+// the state writes kept in memory while failed are written in order, and only then does the
+// store switch to the new instance.
+func (s *Store) tryRecover() bool {
+	s.mu.RLock()
+	old, closed := s.gen, s.closed
+	s.mu.RUnlock()
+	if closed || !old.isFailed() {
+		return true
+	}
+	floor := max(s.opts.MinFreeBytes, recoverFloorMin)
+	if free, err := s.opts.freeBytes(s.dir); err == nil {
+		s.health.setFree(free)
+		if free < floor {
+			s.log.Debug("disk store: waiting for free space before reopening", "dir", s.dir, "free", free, "need", floor)
+			return false
+		}
+	}
+	start := time.Now()
+	// The old instance writes nothing any more and gives its directory lock up; its reads
+	// go on until the switch.
+	old.fs.fence()
+	_ = old.fs.release()
+	g, err := openGeneration(s.dir, s.opts.fs, s.popts, s.log, s.onFail)
+	if err != nil {
+		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
+		return false
+	}
+	if err := s.copyState(old, g); err != nil {
+		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
+		s.dropGeneration(g)
+		return false
+	}
+	// Journal numbering continues from what is on disk; no Append runs meanwhile (the
+	// topics are broken until the switch).
+	s.mu.RLock()
+	topics := make([]*topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		topics = append(topics, t)
+	}
+	s.mu.RUnlock()
+	lasts := make(map[*topic]uint64, len(topics))
+	for _, t := range topics {
+		last, err := lastJournalSeq(g.db, t.id)
+		if err != nil {
+			s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
+			s.dropGeneration(g)
+			return false
+		}
+		lasts[t] = last
+	}
+	written := 0
+	for {
+		s.mu.Lock()
+		batch := s.pending
+		s.pending = nil
+		if len(batch) == 0 {
+			if s.closed {
+				s.mu.Unlock()
+				s.dropGeneration(g)
+				return true
+			}
+			s.gen = g
+			for t, last := range lasts {
+				t.mu.Lock()
+				t.next = max(last, t.floor, t.next)
+				t.visible = t.next
+				t.inflight = nil
+				t.broken = false
+				t.mu.Unlock()
+			}
+			s.mu.Unlock()
+			break
+		}
+		s.mu.Unlock()
+		for i, w := range batch {
+			b := g.db.NewBatch()
+			err := w.build(b)
+			if err == nil {
+				err = g.commit(b, pebble.NoSync, s.onFail)
+			} else {
+				_ = b.Close()
+			}
+			if err != nil {
+				s.mu.Lock()
+				s.pending = append(slices.Clone(batch[i:]), s.pending...)
+				s.mu.Unlock()
+				s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
+				s.dropGeneration(g)
+				return false
+			}
+			written++
+		}
+	}
+	s.abandon(old)
+	took := time.Since(start)
+	s.health.setRecovered()
+	s.log.Warn("disk store: reopened after a failed write; publishes are accepted again",
+		"dir", s.dir, "took", took, "stateWritesKeptInMemory", written)
+	return true
+}
+
+// dropGeneration gives up a generation opened during a recovery attempt that did not finish.
+func (s *Store) dropGeneration(g *generation) {
+	if g.isFailed() {
+		s.abandon(g)
+		return
+	}
+	if err := g.db.Close(); err != nil {
+		s.log.Warn("disk store: closing an unused instance", "err", err)
+	}
+}
+
+// copyState writes the subscription state old holds (cursors, parked events, probation,
+// trim floors: everything written without a sync, which its memtable has and its log may
+// not) to g, replacing g's, in one synced batch.
+func (s *Store) copyState(old, g *generation) error {
+	b := g.db.NewBatch()
+	var errs []error
+	for _, p := range []byte{prefixCursor, prefixParked, prefixProbation, prefixFloor} {
+		errs = append(errs, b.DeleteRange([]byte{p}, []byte{p + 1}, nil))
+		err := scan(old.db, []byte{p}, []byte{p + 1}, func(k, v []byte) error {
+			if p == prefixFloor {
+				// The journal up to the floor was trimmed in old; the log may have lost that.
+				if floor, ok := decodeUint64(v); ok && len(k) == 9 {
+					errs = append(errs, b.DeleteRange(seqKey(prefixJournal, idOf(k), 0), seqKey(prefixJournal, idOf(k), floor+1), nil))
+				}
+			}
+			return b.Set(k, v, nil)
+		})
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		_ = b.Close()
+		return fmt.Errorf("copying subscription state: %w", err)
+	}
+	return g.commit(b, pebble.Sync, s.onFail)
+}
+
+// sortParked orders parked events by Seq.
+func sortParked(ps []store.Parked) {
+	slices.SortFunc(ps, func(a, b store.Parked) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+}
+
+// healthState is what [Store.Health] reports.
+type healthState struct {
+	minFree uint64
+
+	mu         sync.Mutex
+	failed     error
+	since      time.Time
+	recoveries int
+	changed    chan struct{} // closed and replaced at every change of failed
+
+	free      atomic.Uint64
+	checkedAt atomic.Int64 // unix nanoseconds of the latest free-space check
+}
+
+func (h *healthState) setFailed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed, h.since = err, time.Now()
+	h.notifyLocked()
+}
+
+func (h *healthState) setRecovered() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed, h.since = nil, time.Now()
+	h.recoveries++
+	h.notifyLocked()
+}
+
+func (h *healthState) notifyLocked() {
+	if h.changed != nil {
+		close(h.changed)
+	}
+	h.changed = make(chan struct{})
+}
+
+// watch returns whether the store is failed now and a channel closed at the next change.
+func (h *healthState) watch() (failed bool, changed <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.failed != nil, h.changed
+}
+
+func (h *healthState) setFree(free uint64) {
+	h.free.Store(free)
+	h.checkedAt.Store(time.Now().UnixNano())
+}
+
+// spaceCheckEvery is how often Append asks the file system for its free space.
+const spaceCheckEvery = 100 * time.Millisecond
+
+// spaceErr returns an error wrapping [store.ErrInsufficientStorage] when the disk is below
+// Options.MinFreeBytes. The free space is asked at most every spaceCheckEvery.
+func (s *Store) spaceErr() error {
+	floor := s.opts.MinFreeBytes
+	if floor == 0 {
+		return nil
+	}
+	h := &s.health
+	if time.Since(time.Unix(0, h.checkedAt.Load())) >= spaceCheckEvery {
+		free, err := s.opts.freeBytes(s.dir)
+		if err != nil {
+			return nil // no way to tell: let the write decide
+		}
+		h.setFree(free)
+	}
+	if free := h.free.Load(); free < floor {
+		return fmt.Errorf("%w: %s free on the file system of %s, below the floor of %s (--min-free-disk): free disk space (delete files, grow the volume), or let subscriptions catch up so the journal is trimmed; publishes are accepted again as soon as there is room",
+			store.ErrInsufficientStorage, formatBytes(free), s.dir, formatBytes(floor))
+	}
+	return nil
+}
+
+// Health implements [store.HealthReporter].
+func (s *Store) Health() store.Health {
+	h := &s.health
+	spaceErr := s.spaceErr()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := store.Health{State: store.Healthy, Since: h.since, FreeBytes: h.free.Load(), MinFreeBytes: s.opts.MinFreeBytes, Recoveries: h.recoveries}
+	switch {
+	case h.failed != nil:
+		out.State = store.Failed
+		out.Reason = h.failed.Error() + "; free disk space on the store's file system: the store reopens itself once it has room"
+	case spaceErr != nil:
+		out.State = store.LowSpace
+		out.Reason = spaceErr.Error()
+	}
+	return out
+}
+
+// formatBytes writes n in MiB or GiB, for messages.
+func formatBytes(n uint64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+var _ store.HealthReporter = (*Store)(nil)

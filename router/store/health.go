@@ -1,0 +1,69 @@
+package store
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrInsufficientStorage is returned (wrapped, with what to do) by an Append refused because
+// the disk holding the store is below its free-space floor. The router answers 507
+// Insufficient Storage; nothing of the request was accepted.
+var ErrInsufficientStorage = errors.New("store: not enough free disk space")
+
+// HealthState says whether a store takes writes.
+type HealthState int
+
+// Health states, from best to worst.
+const (
+	// Healthy: every call works.
+	Healthy HealthState = iota
+	// LowSpace: the disk is below the store's free-space floor; Appends are refused with
+	// [ErrInsufficientStorage], everything else works.
+	LowSpace
+	// Failed: a write to disk failed. Appends and definition changes are refused; reads
+	// work, so stored events are still delivered, and subscription state writes are kept in
+	// memory until the store is back. A store that can recover (the disk store reopens
+	// itself from its write-ahead log once the disk has room) goes back to Healthy by itself.
+	Failed
+)
+
+// String returns "healthy", "low-space" or "failed".
+func (s HealthState) String() string {
+	switch s {
+	case Healthy:
+		return "healthy"
+	case LowSpace:
+		return "low-space"
+	case Failed:
+		return "failed"
+	default:
+		return "unknown"
+	}
+}
+
+// MarshalText encodes the state as its String, for JSON.
+func (s HealthState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Health is a snapshot of a store's health, for status APIs and readiness probes.
+type Health struct {
+	State HealthState `json:"state"`
+	// Reason says what is wrong and what to do, empty when Healthy.
+	Reason string `json:"reason,omitempty"`
+	// Since is when State was entered (zero when Healthy since the start).
+	Since time.Time `json:"since,omitzero"`
+	// FreeBytes is the free space on the store's file system at the latest check (0 when
+	// unknown or not applicable); MinFreeBytes is the floor below which Appends are refused
+	// (0: none).
+	FreeBytes    uint64 `json:"freeBytes,omitempty"`
+	MinFreeBytes uint64 `json:"minFreeBytes,omitempty"`
+	// Recoveries counts the times the store reopened itself after a failed write.
+	Recoveries int `json:"recoveries,omitempty"`
+}
+
+// HealthReporter is implemented by stores that can report their health (the disk store). A
+// store without it is taken to be always Healthy.
+type HealthReporter interface {
+	// Health returns the store's current health. It does no I/O beyond a file-system
+	// statistics call and is safe for concurrent use.
+	Health() Health
+}
