@@ -27,6 +27,7 @@ import (
 //	  publicUrl: https://egrid.example.com   # where endpoints GET their validationUrl
 //	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false}
 //	  deadLetterDelay: 5m
+//	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
 //	    rabbitmq: {url: amqp://guest:guest@127.0.0.1:5672/}
@@ -92,6 +93,8 @@ type serverConfig struct {
 	ResourceGroup       string `yaml:"resourceGroup"`
 	// OmitConvertedDataSchema is router.Config.OmitConvertedDataSchema (an extension).
 	OmitConvertedDataSchema bool `yaml:"omitConvertedDataSchema"`
+	// MinFreeDisk is the store's free-space floor (--min-free-disk; storeflags.go).
+	MinFreeDisk string `yaml:"minFreeDisk"`
 }
 
 type topicDecl struct {
@@ -181,6 +184,7 @@ type serveSettings struct {
 	// router.Config fields of the same names.
 	HonorRetryAfter, OmitConvertedDataSchema bool
 	AzureSubscriptionID, ResourceGroup       string
+	Store                                        storeSettings
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -258,6 +262,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)
 	s.InsecureDevAnyAddress = anyAddr
 	errs = append(errs, err, checkInsecureDev(s))
+	st, err := resolveStore(c, getenv, fs)
+	s.Store, errs = st, append(errs, err)
 	return s, errors.Join(errs...)
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/store"
-	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -44,7 +43,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags()),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -77,7 +76,7 @@ func serve(c *cli.Context, e env) error {
 	log := slog.New(handler)
 	warnInsecureDev(log, s)
 
-	st, err := disk.Open(s.DataDir, disk.Options{Logger: log})
+	st, err := openStore(s, log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
 	}

@@ -25,6 +25,7 @@ func (a *API) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.getSubscription))
 	mux.HandleFunc("DELETE /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.deleteSubscription))
 	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", a.admin(a.endProbation))
+	mux.HandleFunc("GET /admin/health", a.admin(a.getHealth))
 	a.deadLetterRoutes(mux)
 	// The validationUrl of a manual validation: no admin token, the URL's token is the
 	// credential (SPEC §2.5).

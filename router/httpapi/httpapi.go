@@ -28,6 +28,7 @@ type API struct {
 //	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
 //	GET /admin/topics/{topic}/eventSubscriptions
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
+//	GET  /admin/health                       the store's health: 200 when healthy, else 503 (SPEC §6)
 //	GET  /admin/deadLetters, GET|POST …/eventSubscriptions/{name}/deadLetters[/records|/replay]
 //	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
 //

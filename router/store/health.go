@@ -10,6 +10,11 @@ import (
 // Insufficient Storage; nothing of the request was accepted.
 var ErrInsufficientStorage = errors.New("store: not enough free disk space")
 
+// ErrUnavailable is wrapped by the errors of writes a store refuses because it cannot write
+// to its storage now (a failed disk write; the disk store recovers by itself). Callers answer
+// 503 and retry later.
+var ErrUnavailable = errors.New("store: unavailable")
+
 // HealthState says whether a store takes writes.
 type HealthState int
 

@@ -251,14 +251,16 @@ func (h *healthState) setFree(free uint64) {
 const spaceCheckEvery = 100 * time.Millisecond
 
 // spaceErr returns an error wrapping [store.ErrInsufficientStorage] when the disk is below
-// Options.MinFreeBytes. The free space is asked at most every spaceCheckEvery.
+// Options.MinFreeBytes. The free space is asked at most every spaceCheckEvery while above the
+// floor.
 func (s *Store) spaceErr() error {
 	floor := s.opts.MinFreeBytes
 	if floor == 0 {
 		return nil
 	}
 	h := &s.health
-	if time.Since(time.Unix(0, h.checkedAt.Load())) >= spaceCheckEvery {
+	// Below the floor every call asks, so publishes are accepted as soon as there is room.
+	if h.free.Load() < floor || time.Since(time.Unix(0, h.checkedAt.Load())) >= spaceCheckEvery {
 		free, err := s.opts.freeBytes(s.dir)
 		if err != nil {
 			return nil // no way to tell: let the write decide

@@ -21,10 +21,10 @@ var ErrClosed = store.ErrClosed
 
 // ErrFailed is returned, wrapped with the cause, by writes the store refuses after a write to
 // disk failed (a full disk, an I/O error): Appends (the router answers 503) and definition
-// and dead-letter writes. Reads go on and subscription state writes are kept in memory; the
+// and dead-letter writes. It wraps [store.ErrUnavailable]. Reads go on and subscription state writes are kept in memory; the
 // store reopens itself from its write-ahead log once the disk has room again and takes
 // writes again (see the package documentation).
-var ErrFailed = errors.New("disk store: a write to disk failed; the store refuses writes until it has reopened itself (free disk space)")
+var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuses writes until it has reopened itself (free disk space): %w", store.ErrUnavailable)
 
 // Options configures [Open]. The zero value is usable.
 type Options struct {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router/store/disk"
+)
+
+// defaultMinFreeDisk is the default free-space floor of the store: 256 MiB or 1 % of the
+// volume, whichever is smaller.
+const defaultMinFreeDisk = "256MiB"
+
+// storeSettings are the resolved settings of the embedded store.
+type storeSettings struct {
+	// MinFreeDisk is the free-space floor as given: bytes with an optional unit (KiB, MiB,
+	// GiB, KB, MB, GB) or a percentage of the volume ("1%"); "0" turns the check off.
+	MinFreeDisk string
+}
+
+// storeFlags are serve's flags for the embedded store.
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller (env EGRID_MIN_FREE_DISK)"},
+	}
+}
+
+// resolveStore resolves the store settings: flag > environment > file > default.
+func resolveStore(c *cli.Context, getenv func(string) string, fs serverConfig) (storeSettings, error) {
+	s := storeSettings{MinFreeDisk: fs.MinFreeDisk}
+	switch {
+	case c.IsSet("min-free-disk"):
+		s.MinFreeDisk = c.String("min-free-disk")
+	case getenv("EGRID_MIN_FREE_DISK") != "":
+		s.MinFreeDisk = getenv("EGRID_MIN_FREE_DISK")
+	}
+	if s.MinFreeDisk != "" {
+		if _, _, err := parseDiskSize(s.MinFreeDisk); err != nil {
+			return s, fmt.Errorf("min free disk %q: %w", s.MinFreeDisk, err)
+		}
+	}
+	return s, nil
+}
+
+// minFreeBytes returns the floor in bytes for the volume holding dir.
+func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
+	v := s.MinFreeDisk
+	if v == "" {
+		v = defaultMinFreeDisk
+	}
+	n, percent, err := parseDiskSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("--min-free-disk %q: %w", v, err)
+	}
+	if s.MinFreeDisk != "" && !percent {
+		return n, nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("--min-free-disk: reading the size of the volume of %s: %w", dir, err)
+	}
+	total := uint64(st.Blocks) * uint64(st.Bsize) //nolint:unconvert // field types differ by platform
+	if percent {
+		return total * n / 100, nil
+	}
+	return min(n, total/100), nil // the default: 256 MiB or 1 %
+}
+
+// parseDiskSize parses "512MiB", "2GB", "1048576" or "5%" (percent is then true and n the
+// percentage).
+func parseDiskSize(v string) (n uint64, percent bool, err error) {
+	v = strings.TrimSpace(v)
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		f, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+		if err != nil || f > 50 {
+			return 0, false, errors.New("use a whole percentage from 0 to 50, such as 5%")
+		}
+		return f, true, nil
+	}
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(num), u.mult
+			break
+		}
+	}
+	n, err = strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, errors.New("use bytes with an optional unit (512MiB, 2GiB, 1GB) or a percentage of the volume (5%)")
+	}
+	return n * mult, false, nil
+}
+
+// openStore opens the embedded store in the data directory, creating it private (0700).
+func openStore(s serveSettings, log *slog.Logger) (*disk.Store, error) {
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	minFree, err := s.Store.minFreeBytes(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return disk.Open(s.DataDir, disk.Options{Logger: log, MinFreeBytes: minFree})
+}
