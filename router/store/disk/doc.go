@@ -20,9 +20,9 @@
 // the commits themselves run in parallel. Read and LastSeq only go as far as the gapless
 // prefix of committed Appends, and an Append returns only once its numbers are in that
 // prefix, so nobody reads past a number that may still come. A failed write fails the whole
-// store ([ErrFailed]; pebble cannot go on after a failed log write) and the process should
-// restart: numbers are never handed out twice in one run, and a restart continues after the
-// newest entry on disk.
+// pebble instance ([ErrFailed]; pebble cannot go on after a failed log write) and stops the
+// numbering until the store has reopened itself: numbers are never handed out twice, and the
+// reopened store continues after the newest entry on disk.
 //
 // # Key layout
 //
@@ -63,12 +63,33 @@
 //
 // # Failures
 //
-// A failed write returns an error wrapping [ErrFailed] and the cause (the router answers 503),
-// and so does every later call until the process restarts; reopening the directory recovers
-// every acknowledged Append from the log. Pebble reports a failed log write by calling its
-// logger's Fatalf; this package's logger panics there and the committing call turns the panic
-// into that error. Failures pebble meets in its background work (a failed MANIFEST write,
-// corruption found) end the process, as pebble intends.
+// No write failure crashes the process. Commits run in goroutines of their own: pebble
+// panics in the committing goroutine when a log write fails (through its logger's Fatalf, or
+// with the raw writer error for a commit that finds the log already failed, leaving its
+// commit pipeline locked), and the store turns any such panic into a failure of that pebble
+// instance (a generation, generation.go). Callers waiting on a failed instance return with
+// an error wrapping [ErrFailed] and the cause. Pebble's Fatalf elsewhere (a MANIFEST write in
+// a flush) fails the instance too and parks its goroutine instead of ending the process.
+//
+// While failed: Appends, definition and dead-letter writes are refused (the router answers
+// 503); reads go on, so stored events are still delivered; UpdateSubscription and Trim are
+// kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
+// free space (Options.MinFreeBytes, at least 16 MiB), fences the failed instance (its file
+// system refuses every write, so it can never touch the new instance's files) and releases
+// its directory lock, opens a new instance on the directory — which replays the write-ahead
+// log: every acknowledged Append and definition is there — copies over the subscription
+// state the failed instance held in memory (cursors, parked events, probation, trim floors)
+// in one synced batch, writes the state kept in memory in order, and only then switches
+// calls to it (recover.go). Journal numbering continues after the newest entry on disk.
+//
+// Options.MinFreeBytes refuses Appends with [store.ErrInsufficientStorage] (the router
+// answers 507) while the disk is below the floor, before pebble fails at all. [Store.Health]
+// reports the state for status APIs.
+//
+// No lock is held across I/O: Store.mu guards the in-memory catalogue and is taken only to
+// read or change it; calls register in wait groups, so DeleteTopic, DeleteSubscription and
+// Close wait for the calls under way without blocking anyone else. Catalogue changes
+// (definitions, rare admin calls) are ordered against each other by Store.catalog.
 //
 // disk imports store, schemas and pebble.
 package disk

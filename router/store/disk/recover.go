@@ -28,7 +28,14 @@ func (s *Store) recoverLoop() {
 		case <-s.kick:
 		}
 		delay := s.opts.RecoverInterval
-		for !s.tryRecover() {
+		for {
+			done, attempted := s.tryRecover()
+			if done {
+				break
+			}
+			if !attempted {
+				delay = s.opts.RecoverInterval // waiting for space costs one statfs a tick
+			}
 			timer := time.NewTimer(delay)
 			select {
 			case <-s.stop:
@@ -36,7 +43,9 @@ func (s *Store) recoverLoop() {
 				return
 			case <-timer.C:
 			}
-			delay = min(2*delay, 30*time.Second)
+			if attempted {
+				delay = min(2*delay, 30*time.Second) // a failed reopen costs more: back off
+			}
 		}
 	}
 }
@@ -46,20 +55,21 @@ func (s *Store) recoverLoop() {
 // definition is there: they were synced); what the failed instance held only in memory — the
 // subscription state written without a sync — is copied over from it in one synced batch, then
 // the state writes kept in memory while failed are written in order, and only then does the
-// store switch to the new instance.
-func (s *Store) tryRecover() bool {
+// store switch to the new instance. attempted is false when it waited for free space without
+// trying.
+func (s *Store) tryRecover() (done, attempted bool) {
 	s.mu.RLock()
 	old, closed := s.gen, s.closed
 	s.mu.RUnlock()
 	if closed || !old.isFailed() {
-		return true
+		return true, false
 	}
 	floor := max(s.opts.MinFreeBytes, recoverFloorMin)
 	if free, err := s.opts.freeBytes(s.dir); err == nil {
 		s.health.setFree(free)
 		if free < floor {
 			s.log.Debug("disk store: waiting for free space before reopening", "dir", s.dir, "free", free, "need", floor)
-			return false
+			return false, false
 		}
 	}
 	start := time.Now()
@@ -70,12 +80,12 @@ func (s *Store) tryRecover() bool {
 	g, err := openGeneration(s.dir, s.opts.fs, s.popts, s.log, s.onFail)
 	if err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
-		return false
+		return false, true
 	}
 	if err := s.copyState(old, g); err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		s.dropGeneration(g)
-		return false
+		return false, true
 	}
 	// Journal numbering continues from what is on disk; no Append runs meanwhile (the
 	// topics are broken until the switch).
@@ -91,7 +101,7 @@ func (s *Store) tryRecover() bool {
 		if err != nil {
 			s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 			s.dropGeneration(g)
-			return false
+			return false, true
 		}
 		lasts[t] = last
 	}
@@ -104,7 +114,7 @@ func (s *Store) tryRecover() bool {
 			if s.closed {
 				s.mu.Unlock()
 				s.dropGeneration(g)
-				return true
+				return true, true
 			}
 			s.gen = g
 			for t, last := range lasts {
@@ -133,7 +143,7 @@ func (s *Store) tryRecover() bool {
 				s.mu.Unlock()
 				s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 				s.dropGeneration(g)
-				return false
+				return false, true
 			}
 			written++
 		}
@@ -143,7 +153,7 @@ func (s *Store) tryRecover() bool {
 	s.health.setRecovered()
 	s.log.Warn("disk store: reopened after a failed write; publishes are accepted again",
 		"dir", s.dir, "took", took, "stateWritesKeptInMemory", written)
-	return true
+	return true, true
 }
 
 // dropGeneration gives up a generation opened during a recovery attempt that did not finish.
