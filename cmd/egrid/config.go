@@ -28,6 +28,7 @@ import (
 //	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false}
 //	  deadLetterDelay: 5m
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
+//	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
 //	    rabbitmq: {url: amqp://guest:guest@127.0.0.1:5672/}
@@ -95,6 +96,8 @@ type serverConfig struct {
 	OmitConvertedDataSchema bool `yaml:"omitConvertedDataSchema"`
 	// MinFreeDisk is the store's free-space floor (--min-free-disk; storeflags.go).
 	MinFreeDisk string `yaml:"minFreeDisk"`
+	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
+	SecretKeyFile string `yaml:"secretKeyFile"`
 }
 
 type topicDecl struct {

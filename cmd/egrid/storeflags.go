@@ -23,18 +23,27 @@ type storeSettings struct {
 	// MinFreeDisk is the free-space floor as given: bytes with an optional unit (KiB, MiB,
 	// GiB, KB, MB, GB) or a percentage of the volume ("1%"); "0" turns the check off.
 	MinFreeDisk string
+	// SecretKeyFile holds the key that encrypts topic and subscription definitions at rest.
+	SecretKeyFile string
 }
 
 // storeFlags are serve's flags for the embedded store.
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
+		&cli.StringFlag{Name: "secret-key-file", Usage: "file holding a 32-byte key (64 hex digits: openssl rand -hex 32) that encrypts topic and subscription definitions (topic keys, delivery secrets) in the store; mode 600 (env EGRID_SECRET_KEY_FILE)"},
 		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller (env EGRID_MIN_FREE_DISK)"},
 	}
 }
 
 // resolveStore resolves the store settings: flag > environment > file > default.
 func resolveStore(c *cli.Context, getenv func(string) string, fs serverConfig) (storeSettings, error) {
-	s := storeSettings{MinFreeDisk: fs.MinFreeDisk}
+	s := storeSettings{MinFreeDisk: fs.MinFreeDisk, SecretKeyFile: fs.SecretKeyFile}
+	switch {
+	case c.IsSet("secret-key-file"):
+		s.SecretKeyFile = c.String("secret-key-file")
+	case getenv("EGRID_SECRET_KEY_FILE") != "":
+		s.SecretKeyFile = getenv("EGRID_SECRET_KEY_FILE")
+	}
 	switch {
 	case c.IsSet("min-free-disk"):
 		s.MinFreeDisk = c.String("min-free-disk")
@@ -111,5 +120,11 @@ func openStore(s serveSettings, log *slog.Logger) (*disk.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return disk.Open(s.DataDir, disk.Options{Logger: log, MinFreeBytes: minFree})
+	var key []byte
+	if s.Store.SecretKeyFile != "" {
+		if key, err = disk.ReadSecretKey(s.Store.SecretKeyFile); err != nil {
+			return nil, fmt.Errorf("--secret-key-file: %w", err)
+		}
+	}
+	return disk.Open(s.DataDir, disk.Options{Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key})
 }

@@ -158,6 +158,9 @@ func (fs *fenceFS) Lock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fs.FS == vfs.Default {
+		_ = os.Chmod(name, 0o600) // pebble's lock file is created 0644
+	}
 	fs.mu.Lock()
 	fs.lock = l
 	fs.mu.Unlock()

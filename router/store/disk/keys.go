@@ -14,9 +14,13 @@ const (
 	prefixParked     = 'P' // P subID seq → parked event
 	prefixProbation  = 'B' // B subID → probation state
 	prefixDeadLetter = 'D' // D id → dead-letter outbox record
+	prefixKeyCheck   = 'K' // K → the secret key check (secret.go)
 )
 
-var nextIDKey = []byte{prefixNextID}
+var (
+	nextIDKey   = []byte{prefixNextID}
+	keyCheckKey = []byte{prefixKeyCheck}
+)
 
 // nameKey returns prefix + name.
 func nameKey(prefix byte, name string) []byte {

@@ -43,6 +43,14 @@ type Options struct {
 	// full and pebble fails. 0 disables the check. It is also the free space the store waits
 	// for before it reopens itself after a failed write (at least 16 MiB).
 	MinFreeBytes uint64
+	// SecretKey, when set (32 bytes), seals the topic and subscription definitions with
+	// AES-256-GCM (secret.go): they hold topic keys and delivery secrets. [ReadSecretKey]
+	// reads one from a file.
+	SecretKey []byte
+	// PrivateDir makes Open refuse a directory that group or others can read, write or
+	// enter (egrid serve sets it): the store holds topic keys and delivery secrets. The
+	// store creates its directory 0700 and its files 0600 in any case.
+	PrivateDir bool
 	// RecoverInterval is how long the store waits between attempts to reopen itself after a
 	// failed write; it doubles after each failed attempt, up to 30 s. Default 1 s.
 	RecoverInterval time.Duration
@@ -78,8 +86,9 @@ func (o Options) withDefaults() Options {
 // Store is the embedded durable [store.Store] on pebble. Open one with [Open]; a directory
 // holds one Store at a time (pebble locks it).
 type Store struct {
-	dir   string
-	opts  Options
+	dir    string
+	opts   Options
+	sealer *sealer // nil without Options.SecretKey
 	popts pebble.Options // template for each generation (FS and Logger set per generation)
 	log   *slog.Logger
 
@@ -177,11 +186,26 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
+	if opts.SecretKey != nil {
+		var err error
+		if s.sealer, err = newSealer(opts.SecretKey); err != nil {
+			return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+		}
+	}
+	if opts.PrivateDir && opts.fs == vfs.Default {
+		if err := checkPrivate(dir); err != nil {
+			return nil, err
+		}
+	}
 	g, err := openGeneration(dir, opts.fs, s.popts, opts.Logger, s.onFail)
 	if err != nil {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
 	s.gen = g
+	if err := s.checkKey(g); err != nil {
+		s.closeGeneration(g)
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+	}
 	if err := s.load(g); err != nil {
 		s.closeGeneration(g)
 		return nil, fmt.Errorf("loading disk store in %s: %w", dir, err)
@@ -202,7 +226,7 @@ func (s *Store) load(g *generation) error {
 	}
 	byID := make(map[uint64]*topic)
 	err := scan(g.db, []byte{prefixTopic}, []byte{prefixTopic + 1}, func(k, v []byte) error {
-		id, _, err := decodeDef(v)
+		id, _, err := s.decodeDef(k, v)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", k[1:], err)
 		}
@@ -223,7 +247,7 @@ func (s *Store) load(g *generation) error {
 		if !ok {
 			return fmt.Errorf("subscription %q of a topic with no definition: %w", k[9:], errCorrupt)
 		}
-		id, _, err := decodeDef(v)
+		id, _, err := s.decodeDef(k, v)
 		if err != nil {
 			return fmt.Errorf("subscription %q: %w", k[9:], err)
 		}
@@ -868,7 +892,7 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 		_ = b.Close()
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
-	if err := b.Set(nameKey(prefixTopic, name), appendDef(nil, id, spec), nil); err != nil {
+	if err := b.Set(nameKey(prefixTopic, name), s.encodeDef(nameKey(prefixTopic, name), id, spec), nil); err != nil {
 		_ = b.Close()
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
@@ -950,7 +974,7 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 		return nil, err
 	}
 	defer c.done()
-	defs, err := definitions(c.g.db, []byte{prefixTopic}, []byte{prefixTopic + 1})
+	defs, err := s.definitions(c.g.db, []byte{prefixTopic}, []byte{prefixTopic + 1})
 	if err != nil {
 		return nil, fmt.Errorf("listing topics: %w", err)
 	}
@@ -958,10 +982,10 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 }
 
 // definitions lists the definitions in [lo, hi); a name is what follows len(lo) in the key.
-func definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, error) {
+func (s *Store) definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, error) {
 	defs := []store.Definition{}
 	err := scan(db, lo, hi, func(k, v []byte) error {
-		_, spec, err := decodeDef(v)
+		_, spec, err := s.decodeDef(k, v)
 		if err != nil {
 			return fmt.Errorf("definition %q: %w", k[len(lo):], err)
 		}
@@ -1002,7 +1026,7 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 			b.Set(nextIDKey, encodeUint64(sb.id), nil),
 			b.Set(idKey(prefixCursor, sb.id), encodeUint64(sb.cursor), nil))
 	}
-	errs = append(errs, b.Set(subDefKey(t.id, name), appendDef(nil, sb.id, spec), nil))
+	errs = append(errs, b.Set(subDefKey(t.id, name), s.encodeDef(subDefKey(t.id, name), sb.id, spec), nil))
 	if err := errors.Join(errs...); err != nil {
 		_ = b.Close()
 		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
@@ -1070,7 +1094,7 @@ func (s *Store) Subscriptions(ctx context.Context, topicName string) ([]store.De
 		return nil, err
 	}
 	defer c.done()
-	defs, err := definitions(c.g.db, idKey(prefixSub, c.t.id), idKey(prefixSub, c.t.id+1))
+	defs, err := s.definitions(c.g.db, idKey(prefixSub, c.t.id), idKey(prefixSub, c.t.id+1))
 	if err != nil {
 		return nil, fmt.Errorf("listing subscriptions of topic %q: %w", topicName, err)
 	}
