@@ -88,9 +88,9 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	dir    string
 	opts   Options
-	sealer *sealer // nil without Options.SecretKey
-	popts pebble.Options // template for each generation (FS and Logger set per generation)
-	log   *slog.Logger
+	sealer *sealer        // nil without Options.SecretKey
+	popts  pebble.Options // template for each generation (FS and Logger set per generation)
+	log    *slog.Logger
 
 	// mu guards the fields below. It is held only to read or change them, never across
 	// I/O: a call takes what it needs (the generation, the topic) and registers itself
