@@ -63,6 +63,9 @@ type Health struct {
 	MinFreeBytes uint64 `json:"minFreeBytes,omitempty"`
 	// Recoveries counts the times the store reopened itself after a failed write.
 	Recoveries int `json:"recoveries,omitempty"`
+	// Corruptions counts the pieces of damage the store found (each logged as an ERROR
+	// saying what was lost and how to recover).
+	Corruptions int `json:"corruptions,omitempty"`
 }
 
 // HealthReporter is implemented by stores that can report their health (the disk store). A

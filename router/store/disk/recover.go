@@ -210,11 +210,12 @@ func sortParked(ps []store.Parked) {
 type healthState struct {
 	minFree uint64
 
-	mu         sync.Mutex
-	failed     error
-	since      time.Time
-	recoveries int
-	changed    chan struct{} // closed and replaced at every change of failed
+	mu          sync.Mutex
+	failed      error
+	since       time.Time
+	recoveries  int
+	corruptions int
+	changed     chan struct{} // closed and replaced at every change of failed
 
 	free      atomic.Uint64
 	checkedAt atomic.Int64 // unix nanoseconds of the latest free-space check
@@ -290,7 +291,7 @@ func (s *Store) Health() store.Health {
 	spaceErr := s.spaceErr()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := store.Health{State: store.Healthy, Since: h.since, FreeBytes: h.free.Load(), MinFreeBytes: s.opts.MinFreeBytes, Recoveries: h.recoveries}
+	out := store.Health{State: store.Healthy, Since: h.since, FreeBytes: h.free.Load(), MinFreeBytes: s.opts.MinFreeBytes, Recoveries: h.recoveries, Corruptions: h.corruptions}
 	switch {
 	case h.failed != nil:
 		out.State = store.Failed

@@ -51,6 +51,13 @@ type Options struct {
 	// enter (egrid serve sets it): the store holds topic keys and delivery secrets. The
 	// store creates its directory 0700 and its files 0600 in any case.
 	PrivateDir bool
+	// OnCorruption, when set, is called once for each piece of damage the store finds, with
+	// its kind (DamageMarker, DamageWAL, DamageTable): egrid counts them in a metric. It
+	// must not block.
+	OnCorruption func(kind string)
+	// ReadOnly opens pebble read-only (egrid store check): nothing is written, not even the
+	// replay of the write-ahead log.
+	ReadOnly bool
 	// RecoverInterval is how long the store waits between attempts to reopen itself after a
 	// failed write; it doubles after each failed attempt, up to 30 s. Default 1 s.
 	RecoverInterval time.Duration
@@ -126,6 +133,7 @@ type topic struct {
 	broken   bool        // an Append failed: nothing becomes visible until the store recovers
 	floor    uint64      // highest trimmed seq
 	trimming bool        // a Trim is writing; another one returns at once
+	damaged  []damage    // journal ranges found unreadable (corruption.go)
 }
 
 // appendOp is one Append between handing out its seqs and their becoming visible.
@@ -179,6 +187,11 @@ func Open(dir string, opts Options) (*Store, error) {
 			Cache:              cache,
 			MemTableSize:       opts.MemTableSize,
 			FormatMajorVersion: pebble.FormatNewest,
+			// Pebble's default answer to a damaged block is Logger.Fatalf: the store
+			// reports the damage itself, saying what it means (corruption.go).
+			EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+				opts.Logger.Warn("pebble: damaged data", "component", "pebble", "info", info.String())
+			}},
 		},
 		log:      opts.Logger,
 		topics:   make(map[string]*topic),
@@ -197,8 +210,21 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if problems, kinds := CheckDir(opts.fs, dir); len(problems) > 0 {
+		for i, p := range problems {
+			s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
+			s.damaged(kinds[i])
+		}
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, errors.Join(problems...))
+	}
+	s.popts.ReadOnly = opts.ReadOnly
 	g, err := openGeneration(dir, opts.fs, s.popts, opts.Logger, s.onFail)
 	if err != nil {
+		if pebble.IsCorruptionError(err) {
+			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)
+			s.damaged(DamageWAL)
+			err = errors.Join(ErrCorrupt, err)
+		}
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
 	s.gen = g
@@ -568,19 +594,28 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 		return nil, nil
 	}
 	var out []store.Entry
-	err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
-		e, err := decodeEntry(seqOf(k), v)
-		if err != nil {
-			return fmt.Errorf("entry %d: %w", seqOf(k), err)
+	for from <= visible && len(out) < limit {
+		next := from
+		err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
+			e, err := decodeEntry(seqOf(k), v)
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", seqOf(k), err)
+			}
+			out = append(out, e)
+			next = e.Seq + 1
+			if len(out) == limit {
+				return errStop
+			}
+			return nil
+		})
+		if err == nil {
+			break
 		}
-		out = append(out, e)
-		if len(out) == limit {
-			return errStop
+		if !pebble.IsCorruptionError(err) {
+			return nil, fmt.Errorf("reading topic %q: %w", topicName, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading topic %q: %w", topicName, err)
+		// A damaged table block: say what is lost, once, and go on after it.
+		from = s.skipDamage(c.g.db, topicName, c.t, next, visible)
 	}
 	return out, nil
 }

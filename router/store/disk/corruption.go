@@ -1,0 +1,234 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Corruption detection.
+//
+// Pebble takes some damage silently: without its manifest marker (a 0-byte file) it opens
+// the directory as a new, empty store and deletes the table files it no longer knows; a
+// write-ahead log damaged in the middle is replayed up to the damage and the rest dropped with
+// an INFO line; a damaged table block fails the reads that reach it. The store looks for each
+// (CheckDir before pebble opens the directory; Read when pebble reports corruption), says what
+// is lost and how to recover in an ERROR, counts it (Options.OnCorruption, [Store.Health]),
+// and never drops acknowledged events without saying so.
+
+// ErrCorrupt is wrapped by the errors of damage found in a store: Open refuses to start on it,
+// and CheckDir reports it.
+var ErrCorrupt = errors.New("disk store: corrupt")
+
+// Kinds of damage, for Options.OnCorruption and metrics.
+const (
+	DamageMarker = "marker" // a pebble marker file is missing
+	DamageWAL    = "wal"    // a write-ahead log is damaged before its end
+	DamageTable  = "table"  // a table block does not match its checksum
+)
+
+// CheckDir looks for damage in the store directory dir (on fs; nil for the OS) that pebble
+// would not report: a missing marker file, a write-ahead log damaged before its end. It reads
+// only; Open runs it first and `egrid store check` runs it offline. It returns every problem
+// found, each wrapping [ErrCorrupt] and naming what is lost and how to recover, and the kind
+// of each.
+func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, nil // no directory yet: a new store
+	}
+	slices.Sort(names)
+	var manifests, logs []string
+	hasData := false
+	markers := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "MANIFEST-"):
+			manifests = append(manifests, n)
+			hasData = true
+		case strings.HasSuffix(n, ".log"):
+			logs = append(logs, n)
+			hasData = true
+		case strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".blob"):
+			hasData = true
+		case strings.HasPrefix(n, "marker."):
+			if parts := strings.SplitN(n, ".", 3); len(parts) == 3 {
+				markers[parts[1]] = true
+			}
+		}
+	}
+	if hasData {
+		if !markers["manifest"] {
+			fix := "restore the directory from a backup"
+			if len(manifests) > 0 {
+				newest := manifests[len(manifests)-1]
+				fix = fmt.Sprintf("recreate it pointing at the newest manifest: touch %s, then run egrid store check --data-dir %s; or %s",
+					fs.PathJoin(dir, "marker.manifest.000001."+newest), dir, fix)
+			}
+			problems = append(problems, fmt.Errorf("%w: %s has data files but no manifest marker (marker.manifest.*): pebble would open it as an empty store and delete the tables, losing every topic, subscription and stored event; %s", ErrCorrupt, dir, fix))
+			kinds = append(kinds, DamageMarker)
+		}
+		if !markers["format-version"] {
+			problems = append(problems, fmt.Errorf("%w: %s has data files but no format-version marker (marker.format-version.*): pebble would not know the format of its files; recreate it: touch %s, then run egrid store check --data-dir %s; or restore the directory from a backup",
+				ErrCorrupt, dir, fs.PathJoin(dir, fmt.Sprintf("marker.format-version.000001.%03d", uint64(pebble.FormatNewest))), dir))
+			kinds = append(kinds, DamageMarker)
+		}
+	}
+	for _, n := range logs {
+		if err := checkWAL(fs, dir, n); err != nil {
+			problems = append(problems, err)
+			kinds = append(kinds, DamageWAL)
+		}
+	}
+	return problems, kinds
+}
+
+// checkWAL reads the write-ahead log name to its end. Where it stops early it looks for
+// records of the same log after the damage: finding some means the log was damaged in the
+// middle and replaying it would drop them. Finding none is a torn tail (a crash during a
+// write): nothing acknowledged is there.
+func checkWAL(fs vfs.FS, dir, name string) error {
+	num, err := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64)
+	if err != nil {
+		return nil // not one of pebble's logs
+	}
+	path := fs.PathJoin(dir, name)
+	f, err := fs.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: reading %s: %v", ErrCorrupt, path, err)
+	}
+	size := info.Size()
+	r := newRecordReader(io.NewSectionReader(f, 0, size), num)
+	var damageAt int64
+	for {
+		off := r.Offset()
+		rec, err := r.Next()
+		if err == nil {
+			if _, err = io.Copy(io.Discard, rec); err == nil {
+				continue
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		damageAt = off
+		break
+	}
+	// Records after the damage, from the next block on (chunks carry their log's number, so
+	// stale records of a recycled file do not count).
+	const blockSize = 32 << 10
+	for blk := damageAt/blockSize + 1; blk*blockSize < size; blk++ {
+		rr := newRecordReader(io.NewSectionReader(f, blk*blockSize, size-blk*blockSize), num)
+		batches, writes := 0, uint64(0)
+		for {
+			rec, err := rr.Next()
+			if err != nil {
+				break
+			}
+			b, err := io.ReadAll(rec)
+			if err != nil {
+				break
+			}
+			batches++
+			if len(b) >= 12 {
+				writes += uint64(binary.LittleEndian.Uint32(b[8:12]))
+			}
+		}
+		if batches > 0 {
+			return fmt.Errorf("%w: write-ahead log %s is damaged at offset %d and holds %d more commits (%d writes) after the damage: pebble would replay it only up to the damage and drop them, acknowledged events among them. Recover: restore the directory from a backup; or, to start and lose what follows the damage, truncate the log there: truncate -s %d %s",
+				ErrCorrupt, path, damageAt, batches, writes, damageAt, path)
+		}
+	}
+	return nil
+}
+
+// newRecordReader is record.NewReader for log number num. The log number's type is internal
+// to pebble, so the call converts num through reflection.
+func newRecordReader(r io.Reader, num uint64) *record.Reader {
+	fn := reflect.ValueOf(record.NewReader)
+	arg := reflect.ValueOf(num).Convert(fn.Type().In(1))
+	in := reflect.New(fn.Type().In(0)).Elem()
+	in.Set(reflect.ValueOf(r))
+	return fn.Call([]reflect.Value{in, arg})[0].Interface().(*record.Reader)
+}
+
+// damaged counts one piece of damage of kind.
+func (s *Store) damaged(kind string) {
+	s.health.mu.Lock()
+	s.health.corruptions++
+	s.health.mu.Unlock()
+	if s.opts.OnCorruption != nil {
+		s.opts.OnCorruption(kind)
+	}
+}
+
+// damage is a range of a topic's journal that cannot be read: lo..hi inclusive.
+type damage struct{ lo, hi uint64 }
+
+// skipDamage is called when reading topic t's journal at seq failed with corruption. It finds
+// the first readable seq after it (up to visible+1: none) and reports the range in between
+// once: an ERROR naming the topic, the lost seqs and the way to recover, and a count.
+func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visible uint64) uint64 {
+	t.mu.Lock()
+	for _, d := range t.damaged {
+		if seq >= d.lo && seq <= d.hi {
+			t.mu.Unlock()
+			return d.hi + 1
+		}
+	}
+	t.mu.Unlock()
+	readable := func(at uint64) bool {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: seqKey(prefixJournal, t.id, at), UpperBound: seqKey(prefixJournal, t.id, visible+1)})
+		if err != nil {
+			return false
+		}
+		if it.First() {
+			_, err = it.ValueAndErr()
+		}
+		err = errors.Join(err, it.Error(), it.Close())
+		return !pebble.IsCorruptionError(err)
+	}
+	// Damage is a block: some seqs from seq on. Step out exponentially, then bisect back to
+	// the first readable seq.
+	bad, good := seq, visible+1
+	for step := uint64(1); seq+step <= visible; step *= 2 {
+		if readable(seq + step) {
+			good = seq + step
+			break
+		}
+		bad = seq + step
+	}
+	for good-bad > 1 {
+		mid := bad + (good-bad)/2
+		if readable(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	d := damage{lo: seq, hi: good - 1}
+	t.mu.Lock()
+	t.damaged = append(t.damaged, d)
+	t.mu.Unlock()
+	s.log.Error("disk store: journal entries are in a damaged table block and cannot be read; they are lost to every subscription of the topic, and delivery goes on after them. Recover them from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topicName, "fromSeq", d.lo, "throughSeq", d.hi)
+	s.damaged(DamageTable)
+	return good
+}
