@@ -40,14 +40,15 @@ const (
 // would not report: a missing marker file, a write-ahead log damaged before its end. It reads
 // only; Open runs it first and `egrid store check` runs it offline. It returns every problem
 // found, each wrapping [ErrCorrupt] and naming what is lost and how to recover, and the kind
-// of each.
-func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string) {
+// of each; and, apart, the torn log tails found (unsynced state a power loss left damaged:
+// the store starts, saying what is dropped).
+func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
 	names, err := fs.List(dir)
 	if err != nil {
-		return nil, nil // no directory yet: a new store
+		return nil, nil, nil // no directory yet: a new store
 	}
 	slices.Sort(names)
 	var manifests, logs []string
@@ -87,36 +88,43 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string) {
 		}
 	}
 	for _, n := range logs {
-		if err := checkWAL(fs, dir, n); err != nil {
+		if err, torn := checkWAL(fs, dir, n); err != nil && !torn {
 			problems = append(problems, err)
 			kinds = append(kinds, DamageWAL)
+		} else if err != nil {
+			tails = append(tails, err)
 		}
 	}
-	return problems, kinds
+	return problems, kinds, tails
 }
 
 // checkWAL reads the write-ahead log name to its end. Where it stops early it looks for
-// records of the same log after the damage: finding some means the log was damaged in the
-// middle and replaying it would drop them. Finding none is a torn tail (a crash during a
-// write): nothing acknowledged is there.
-func checkWAL(fs vfs.FS, dir, name string) error {
-	num, err := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64)
-	if err != nil {
-		return nil // not one of pebble's logs
+// commits of the same log after the damage (chunks carry their log's number, so stale records
+// of a recycled file do not count). The damage is certain when pebble's reader confirms it
+// (a later chunk says the damaged part had been synced) or when an Append follows it: an
+// Append is acknowledged only after a sync, which covers everything before it in the log.
+// Either way replaying would drop acknowledged events, and checkWAL returns the damage. Only
+// unsynced subscription state after it (a power loss keeps unsynced pages in any order) is
+// a torn tail: it is returned as lost with tornTail set, and the store starts.
+func checkWAL(fs vfs.FS, dir, name string) (err error, tornTail bool) {
+	num, perr := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64)
+	if perr != nil {
+		return nil, false // not one of pebble's logs
 	}
 	path := fs.PathJoin(dir, name)
 	f, err := fs.Open(path)
 	if err != nil {
-		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, path, err)
+		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, path, err), false
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("%w: reading %s: %v", ErrCorrupt, path, err)
+		return fmt.Errorf("%w: reading %s: %v", ErrCorrupt, path, err), false
 	}
 	size := info.Size()
 	r := newRecordReader(io.NewSectionReader(f, 0, size), num)
 	var damageAt int64
+	var confirmed bool
 	for {
 		off := r.Offset()
 		rec, err := r.Next()
@@ -126,17 +134,16 @@ func checkWAL(fs vfs.FS, dir, name string) error {
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			return nil, false
 		}
 		damageAt = off
+		confirmed = errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk)
 		break
 	}
-	// Records after the damage, from the next block on (chunks carry their log's number, so
-	// stale records of a recycled file do not count).
 	const blockSize = 32 << 10
-	for blk := damageAt/blockSize + 1; blk*blockSize < size; blk++ {
+	batches, appends := 0, 0
+	for blk := damageAt/blockSize + 1; blk*blockSize < size && batches == 0; blk++ {
 		rr := newRecordReader(io.NewSectionReader(f, blk*blockSize, size-blk*blockSize), num)
-		batches, writes := 0, uint64(0)
 		for {
 			rec, err := rr.Next()
 			if err != nil {
@@ -147,16 +154,65 @@ func checkWAL(fs vfs.FS, dir, name string) error {
 				break
 			}
 			batches++
-			if len(b) >= 12 {
-				writes += uint64(binary.LittleEndian.Uint32(b[8:12]))
+			if hasJournalWrite(b) {
+				appends++
 			}
 		}
-		if batches > 0 {
-			return fmt.Errorf("%w: write-ahead log %s is damaged at offset %d and holds %d more commits (%d writes) after the damage: pebble would replay it only up to the damage and drop them, acknowledged events among them. Recover: restore the directory from a backup; or, to start and lose what follows the damage, truncate the log there: truncate -s %d %s",
-				ErrCorrupt, path, damageAt, batches, writes, damageAt, path)
+	}
+	fix := fmt.Sprintf("Recover: restore the directory from a backup; or, to start and lose what follows the damage, truncate the log there: truncate -s %d %s", damageAt, path)
+	switch {
+	case confirmed || appends > 0:
+		return fmt.Errorf("%w: write-ahead log %s is damaged at offset %d, and %d commits follow the damage (%d of them appends of acknowledged events): pebble would replay the log only up to the damage and drop them. %s",
+			ErrCorrupt, path, damageAt, batches, appends, fix), false
+	case batches > 0:
+		return fmt.Errorf("%w: write-ahead log %s ends damaged at offset %d with %d commits of subscription state after it, written without a sync (a power loss keeps unsynced pages in any order): they are dropped and some events may be delivered again",
+			ErrCorrupt, path, damageAt, batches), true
+	}
+	return nil, false
+}
+
+// hasJournalWrite reports whether a batch (pebble's batch encoding: 12-byte header, then per
+// record a kind byte, the key and, for a set, the value, each with a uvarint length) sets a
+// journal entry. Records of other kinds end the look: it answers false then.
+func hasJournalWrite(b []byte) bool {
+	if len(b) < 12 {
+		return false
+	}
+	b = b[12:]
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		key, rest, ok := lengthPrefixed(b)
+		if !ok {
+			return false
+		}
+		b = rest
+		switch kind {
+		case 1: // set
+			if len(key) > 0 && key[0] == prefixJournal {
+				return true
+			}
+			if _, b, ok = lengthPrefixed(b); !ok {
+				return false
+			}
+		case 0, 7: // delete, single delete
+		case 15: // range delete: the value is the end key
+			if _, b, ok = lengthPrefixed(b); !ok {
+				return false
+			}
+		default:
+			return false
 		}
 	}
-	return nil
+	return false
+}
+
+func lengthPrefixed(b []byte) (v, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
 }
 
 // newRecordReader is record.NewReader for log number num. The log number's type is internal

@@ -154,14 +154,14 @@ func TestMidWALDamageRefusesToStart(t *testing.T) {
 
 	var logs syncBuffer
 	_, _, counts, err := openCounting(dir, &logs)
-	if !errors.Is(err, disk.ErrCorrupt) || !strings.Contains(err.Error(), "truncate -s") || !strings.Contains(err.Error(), "after the damage") {
+	if !errors.Is(err, disk.ErrCorrupt) || !strings.Contains(err.Error(), "truncate -s") || !strings.Contains(err.Error(), "follow the damage") {
 		t.Fatalf("Open on a damaged log: err = %v, want disk.ErrCorrupt saying what follows the damage and how to recover", err)
 	}
 	t.Logf("Open: %v", err)
 	if counts()[disk.DamageWAL] != 1 {
 		t.Errorf("damage counted %v, want one wal", counts())
 	}
-	problems, _ := disk.CheckDir(nil, dir)
+	problems, _, _ := disk.CheckDir(nil, dir)
 	if len(problems) != 1 {
 		t.Errorf("CheckDir = %v, want the damaged log", problems)
 	}

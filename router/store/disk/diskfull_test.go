@@ -35,7 +35,7 @@ func mountTmpfs(t *testing.T, size int64) string {
 		t.Skip(msg)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		if out, err := exec.Command("umount", "--lazy", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
@@ -69,7 +69,7 @@ func TestDiskFull(t *testing.T) {
 	dir := mountTmpfs(t, 64<<20)
 	var logs syncBuffer
 	s, err := disk.Open(filepath.Join(dir, "db"), disk.Options{
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), MemTableSize: 1 << 20, RecoverInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), MemTableSize: 1 << 20, RecoverInterval: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -121,7 +121,9 @@ func TestDiskFull(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := s.WaitFailed(wctx, false); err != nil {
-		t.Fatalf("the store did not reopen itself once space was freed: %v\n%s", err, logs.String())
+		out, _ := exec.Command("df", "-B1", dir).CombinedOutput()
+		ls, _ := exec.Command("ls", "-la", filepath.Join(dir, "db")).CombinedOutput()
+		t.Fatalf("the store did not reopen itself once space was freed: %v\n%s\n%s\n%s", err, out, ls, lastLines(logs.String(), 20))
 	}
 	last, err := s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("c")})
 	if err != nil || last <= acked[len(acked)-1] {
@@ -182,4 +184,9 @@ func TestMinFreeBytes(t *testing.T) {
 	if h := s.Health(); h.State != store.Healthy {
 		t.Errorf("Health once there is room = %+v, want Healthy", h)
 	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

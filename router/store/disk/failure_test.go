@@ -131,7 +131,7 @@ func TestWriteFailure(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := s.WaitFailed(wctx, false); err != nil {
-		t.Fatalf("the store did not reopen itself: %v", err)
+		t.Fatalf("the store did not reopen itself: %v\n%s", err, logs.String())
 	}
 	if h := s.Health(); h.State != store.Healthy || h.Recoveries != 1 {
 		t.Errorf("Health after recovering = %+v, want Healthy after 1 recovery", h)

@@ -210,7 +210,12 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if problems, kinds := CheckDir(opts.fs, dir); len(problems) > 0 {
+	problems, kinds, tails := CheckDir(opts.fs, dir)
+	for _, tail := range tails {
+		s.log.Error("disk store: a write-ahead log ends damaged; starting without what follows the damage", "dir", dir, "err", tail)
+		s.damaged(DamageWAL)
+	}
+	if len(problems) > 0 {
 		for i, p := range problems {
 			s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
 			s.damaged(kinds[i])
@@ -429,6 +434,9 @@ func (s *Store) enter(topicName, subName string) (call, error) {
 // once and the recovery loop woken.
 func (s *Store) onFail(g *generation, cause error) {
 	g.fail(cause, func(err error) {
+		// A failed instance writes nothing more: its flushes and compactions would only
+		// churn on a full disk, and the next instance will own the files.
+		g.fs.fence()
 		s.mu.RLock()
 		current := s.gen == g
 		s.mu.RUnlock()
