@@ -43,6 +43,7 @@ func newApp(e env) *cli.App {
 		ErrWriter: e.Stderr,
 		Commands: []*cli.Command{
 			serveCommand(e),
+			storeCommand(e),
 			validateCommand(e),
 			publishCommand(e),
 			topicCommand(e),

@@ -17,6 +17,7 @@ import (
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/router/logfold"
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks/broker"
 )
@@ -76,7 +77,8 @@ func serve(c *cli.Context, e env) error {
 	log := slog.New(handler)
 	warnInsecureDev(log, s)
 
-	st, err := openStore(s, log)
+	counters := new(metrics.Set)
+	st, err := openStore(s, log, counters)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
 	}
@@ -95,7 +97,7 @@ func serve(c *cli.Context, e env) error {
 	}
 	defer brokers.Close() // after the router: its sources and subscriptions use them
 	r, err := router.New(s.routerConfig(), router.Deps{
-		Store: st, Logger: log, DeadLetterStore: dls,
+		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters,
 		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
 	})
 	if err != nil {

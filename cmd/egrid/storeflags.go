@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store/disk"
 )
 
@@ -111,8 +112,9 @@ func parseDiskSize(v string) (n uint64, percent bool, err error) {
 	return n * mult, false, nil
 }
 
-// openStore opens the embedded store in the data directory, creating it private (0700).
-func openStore(s serveSettings, log *slog.Logger) (*disk.Store, error) {
+// openStore opens the embedded store in the data directory, creating it private (0700). The
+// damage the store finds is counted in m (metrics.StoreCorruptionCount).
+func openStore(s serveSettings, log *slog.Logger, m *metrics.Set) (*disk.Store, error) {
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
@@ -126,5 +128,8 @@ func openStore(s serveSettings, log *slog.Logger) (*disk.Store, error) {
 			return nil, fmt.Errorf("--secret-key-file: %w", err)
 		}
 	}
-	return disk.Open(s.DataDir, disk.Options{Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key})
+	return disk.Open(s.DataDir, disk.Options{
+		Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key,
+		OnCorruption: func(kind string) { m.Add(metrics.Key{Name: metrics.StoreCorruptionCount, Dim: kind}, 1) },
+	})
 }

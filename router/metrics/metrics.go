@@ -27,6 +27,9 @@ const (
 	DroppedEventCount                 = "DroppedEventCount"
 	DeadLetteredCount                 = "DeadLetteredCount"
 	DestinationProcessingDurationInMs = "DestinationProcessingDurationInMs"
+	// StoreCorruptionCount (egrid's own) counts the damage the store found, by kind (Dim:
+	// marker, wal, table); each is also logged as an ERROR saying what was lost.
+	StoreCorruptionCount = "StoreCorruptionCount"
 )
 
 // Key identifies one counter: a metric name and its dimensions. Scope is the topic for topic

@@ -91,5 +91,19 @@
 // Close wait for the calls under way without blocking anyone else. Catalogue changes
 // (definitions, rare admin calls) are ordered against each other by Store.catalog.
 //
+// # Damage
+//
+// Open looks for damage pebble would take in silently (CheckDir: a missing marker file, a
+// write-ahead log damaged before acknowledged appends) and refuses to start, with an error
+// wrapping [ErrCorrupt] that says what would be lost and how to recover. Read skips a damaged
+// table block, logging once which journal entries are lost. Each piece of damage goes to
+// Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid store
+// check). See corruption.go.
+//
+// # Encryption and permissions
+//
+// The directory is created 0700 and every file 0600 (fs.go); Options.PrivateDir refuses a
+// directory open to group or others. Options.SecretKey seals definitions (secret.go).
+//
 // disk imports store, schemas and pebble.
 package disk

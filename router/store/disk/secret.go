@@ -152,7 +152,7 @@ func (s *Store) checkKey(g *generation) error {
 		if _, _, err := s.sealer.open(keyCheckKey, v); err != nil {
 			return fmt.Errorf("%w: the secret key is not the one the definitions were written with: give that key (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey)
 		}
-	case s.sealer == nil:
+	case s.sealer == nil, s.opts.ReadOnly:
 		return nil
 	}
 	b := g.db.NewBatch()

@@ -1178,7 +1178,9 @@ func (s *Store) Close() error {
 // closeGeneration flushes and closes a healthy generation.
 func (s *Store) closeGeneration(g *generation) error {
 	var errs []error
-	if err := g.db.Flush(); err != nil {
+	if s.opts.ReadOnly {
+		// nothing to flush
+	} else if err := g.db.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("flushing disk store: %w", err))
 	}
 	if err := g.db.Close(); err != nil {
