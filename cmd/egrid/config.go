@@ -187,7 +187,7 @@ type serveSettings struct {
 	// router.Config fields of the same names.
 	HonorRetryAfter, OmitConvertedDataSchema bool
 	AzureSubscriptionID, ResourceGroup       string
-	Store                                        storeSettings
+	Store                                    storeSettings
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
