@@ -92,9 +92,9 @@ func gatedHook(t *testing.T) (url string, open chan struct{}, ids <-chan string)
 	return srv.URL + "/hook", open, got
 }
 
-// publishStatus publishes events with the given ids to topic orders and returns the status
+// publishRefusal publishes events with the given ids to topic orders and returns the status
 // and the Retry-After header.
-func publishStatus(t *testing.T, server string, ids []string) (int, string, string) {
+func publishRefusal(t *testing.T, server string, ids []string) (int, string, string) {
 	t.Helper()
 	resp, err := http.Post(server+"/topics/orders/api/events?api-version=2018-01-01", "application/json", bytes.NewReader(eventsBody(ids)))
 	if err != nil {
@@ -137,7 +137,7 @@ func TestDiskFullThroughTheBinary(t *testing.T) {
 					ids[i] = fmt.Sprintf("stored-%d-%02d", r, i)
 					want[ids[i]] = true
 				}
-				if status, _, msg := publishStatus(t, srv.url, ids); status != http.StatusOK {
+				if status, _, msg := publishRefusal(t, srv.url, ids); status != http.StatusOK {
 					t.Fatalf("publish before the disk is full: %d %s", status, msg)
 				}
 			}
@@ -146,7 +146,7 @@ func TestDiskFullThroughTheBinary(t *testing.T) {
 			var status int
 			var retryAfter, msg string
 			for i := range 10_000 { // bounded; pebble may have room left in its preallocated log
-				status, retryAfter, msg = publishStatus(t, srv.url, []string{fmt.Sprintf("full-%d", i)})
+				status, retryAfter, msg = publishRefusal(t, srv.url, []string{fmt.Sprintf("full-%d", i)})
 				if status != http.StatusOK {
 					break
 				}
@@ -178,7 +178,7 @@ func TestDiskFullThroughTheBinary(t *testing.T) {
 			accepted := false
 			giveUp := time.After(60 * time.Second)
 			for i := 0; !accepted; i++ {
-				status, retryAfter, msg = publishStatus(t, srv.url, []string{fmt.Sprintf("after-%d", i)})
+				status, retryAfter, msg = publishRefusal(t, srv.url, []string{fmt.Sprintf("after-%d", i)})
 				switch {
 				case status == http.StatusOK:
 					accepted = true
