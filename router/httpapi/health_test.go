@@ -1,4 +1,4 @@
-package router_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 )
@@ -37,7 +38,7 @@ func TestHealthAndInsufficientStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer healthy.Close(ctx)
-	if code, state := getHealth(t, healthy.Handler()); code != http.StatusOK || state != "healthy" {
+	if code, state := getHealth(t, httpapi.New(healthy)); code != http.StatusOK || state != "healthy" {
 		t.Errorf("GET /admin/health of a healthy store = %d %q, want 200 healthy", code, state)
 	}
 
@@ -54,14 +55,18 @@ func TestHealthAndInsufficientStorage(t *testing.T) {
 	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	rec := postEvents(r.Handler(), "e1")
-	if rec.Code != http.StatusInsufficientStorage || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "free disk space") {
+	req := httptest.NewRequest(http.MethodPost, "/topics/orders/api/events?api-version=2018-01-01",
+		strings.NewReader(`[{"id":"e1","subject":"/s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1","data":{}}]`))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	httpapi.New(r).ServeHTTP(rec, req)
+	if rec.Code != http.StatusInsufficientStorage || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "frees disk space") {
 		t.Errorf("publish below the floor = %d (Retry-After %q) %s; want 507 with Retry-After saying to free disk space", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
 	}
 	if h := r.Health(); h.State != store.LowSpace || h.MinFreeBytes != 1<<62 {
 		t.Errorf("Health below the floor = %+v, want LowSpace with the floor", h)
 	}
-	if code, state := getHealth(t, r.Handler()); code != http.StatusServiceUnavailable || state != "low-space" {
+	if code, state := getHealth(t, httpapi.New(r)); code != http.StatusServiceUnavailable || state != "low-space" {
 		t.Errorf("GET /admin/health below the floor = %d %q, want 503 low-space", code, state)
 	}
 }
