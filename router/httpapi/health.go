@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router"
 )
 
 // getHealth serves GET /admin/health: the store's health ([router.Router.Health]) as JSON,
@@ -11,10 +11,10 @@ import (
 func (a *API) getHealth(w http.ResponseWriter, _ *http.Request) {
 	h := a.r.Health()
 	status := http.StatusOK
-	if h.State != store.Healthy {
+	if h.State != router.Healthy {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, struct {
-		Store store.Health `json:"store"`
+		Store router.Health `json:"store"`
 	}{h})
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
-	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 )
 
@@ -63,7 +62,7 @@ func TestHealthAndInsufficientStorage(t *testing.T) {
 	if rec.Code != http.StatusInsufficientStorage || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "frees disk space") {
 		t.Errorf("publish below the floor = %d (Retry-After %q) %s; want 507 with Retry-After saying to free disk space", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
 	}
-	if h := r.Health(); h.State != store.LowSpace || h.MinFreeBytes != 1<<62 {
+	if h := r.Health(); h.State != router.LowSpace || h.MinFreeBytes != 1<<62 {
 		t.Errorf("Health below the floor = %+v, want LowSpace with the floor", h)
 	}
 	if code, state := getHealth(t, httpapi.New(r)); code != http.StatusServiceUnavailable || state != "low-space" {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/sas"
-	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -94,7 +93,7 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		// The store's error is logged by the committer; it can name files on the server, so
 		// the answer does not carry it.
 		w.Header().Set("Retry-After", "1")
-		if errors.Is(err, store.ErrInsufficientStorage) {
+		if errors.Is(err, router.ErrInsufficientStorage) {
 			writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", "the disk holding the store is below its free-space floor and none of the events was accepted: retry later; the operator frees disk space (GET /admin/health shows what is free)")
 			return
 		}
