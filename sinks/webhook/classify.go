@@ -12,12 +12,14 @@ import (
 	"syscall"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 // classify names the outcome of an attempt that got no HTTP response (SPEC §2.1). err is the
 // client's error; parent is the caller's ctx.Err() when the attempt ended, nil while the
 // caller's ctx is live. The order of the cases matters: a cancelled caller wins over
-// whatever the cancellation caused; a certificate for another name is a destination that can
+// whatever the cancellation caused; an address the egress policy denies is InvalidDestination
+// (it can never be reached while the policy stands); a certificate for another name is a destination that can
 // never work, not a passing TLS failure; a failed lookup is ResolutionError even when the
 // lookup timed out.
 func classify(err, parent error) schemas.Outcome {
@@ -43,6 +45,8 @@ func classify(err, parent error) schemas.Outcome {
 		opErr       *net.OpError
 	)
 	switch {
+	case errors.Is(err, sinks.ErrDestinationDenied): // the egress policy refused the address
+		return schemas.InvalidDestination
 	case errors.As(err, &hostnameErr):
 		return schemas.InvalidDestination
 	case errors.As(err, &dnsErr):

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/webhook"
 )
 
@@ -64,6 +65,8 @@ func TestClassify(t *testing.T) {
 		{name: "invalid address", err: dialErr(net.InvalidAddrError("bad")), want: schemas.InvalidDestination},
 		{name: "unknown network", err: dialErr(net.UnknownNetworkError("tcp9")), want: schemas.InvalidDestination},
 		{name: "unsupported scheme", err: errors.New(`unsupported protocol scheme "ftp"`), want: schemas.InvalidDestination},
+		{name: "egress policy denial at dial", err: dialErr(fmt.Errorf("endpoint denied: %w", sinks.ErrDestinationDenied)), want: schemas.InvalidDestination},
+		{name: "egress policy denial wins over the caller's live context", err: &net.OpError{Op: "dial", Err: sinks.ErrDestinationDenied}, want: schemas.InvalidDestination},
 		{name: "anything else", err: errors.New("net/http: invalid header field value"), want: schemas.GenericError},
 	}
 	for _, tt := range tests {

@@ -14,7 +14,9 @@
 //     timeout is TimedOut; a failed name lookup is ResolutionError; a refused or reset
 //     connection, an early EOF or a failed TLS handshake or certificate check is SocketError;
 //     an address the request can never reach (a TLS certificate for another name, an invalid
-//     address) is InvalidDestination; the caller's cancelled ctx is Canceled (its deadline,
+//     address) is InvalidDestination, and so is an address the egress policy refused
+//     ([sinks.ErrDestinationDenied], from a client made by [NewClient] with
+//     sinks/egress's dialer); the caller's cancelled ctx is Canceled (its deadline,
 //     TimedOut).
 //
 // Decisions where Event Grid is silent:

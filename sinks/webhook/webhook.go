@@ -367,10 +367,18 @@ func SharedClient() *http.Client { return sharedClient() }
 
 var sharedClient = sync.OnceValue(func() *http.Client {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return NewClient(dialer.DialContext)
+})
+
+// NewClient returns a client tuned like [SharedClient] whose connections are made by dial:
+// typically an egress policy's DialContext (sinks/egress), which refuses denied addresses
+// after DNS resolution. A dial error that wraps [sinks.ErrDestinationDenied] makes the attempt
+// InvalidDestination. Call CloseIdleConnections when done with it.
+func NewClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
+			DialContext:           dial,
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   256,
@@ -381,4 +389,4 @@ var sharedClient = sync.OnceValue(func() *http.Client {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-})
+}
