@@ -165,6 +165,9 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	}
 	topicID := t.id
 	r.mu.RUnlock()
+	if err := r.checkEgress(ctx, name, &spec); err != nil { // before any connection (egress.go)
+		return Provisioning{}, err
+	}
 	k := subKey{topic, name}
 	// The checks above ran under the read lock only (no I/O); the store write and the actor
 	// calls below run in the topic's turn without it.

@@ -19,6 +19,7 @@ import (
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/broker"
+	"github.com/egridio/egrid/sinks/egress"
 )
 
 // Sentinel errors callers branch on.
@@ -165,8 +166,15 @@ type Deps struct {
 	Store store.Store
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
-	// HTTPClient is used by webhook sinks; nil means webhook.SharedClient().
+	// HTTPClient is used by webhook sinks and validation handshakes; nil means a client that
+	// dials through Egress (see egress.go). A client of your own makes its connections
+	// unguarded unless its dialer is Egress.DialContext.
 	HTTPClient *http.Client
+	// Egress is the egress policy of WebHook endpoints (SPEC §9), checked at create and
+	// update and at every connection; nil means egress.Config's zero value: link-local,
+	// private and unique-local addresses denied, loopback allowed (egrid serve denies
+	// loopback too, unless --insecure-dev).
+	Egress *egress.Policy
 	// Sinks are Go sinks that subscriptions with endpointType Sink name.
 	Sinks map[string]sinks.Sink
 	// Metrics receives the counters; nil means a new set (see [Router.Metrics]).
@@ -214,6 +222,8 @@ type Router struct {
 	srcs    sourceSet       // broker sources feeding topics (sources.go)
 	turns   turns           // admin operations, one at a time per topic (turns.go)
 
+	egress egressRuntime // egress policy wiring (egress.go)
+
 	// mu guards the maps below and closed. It is held only to read or change them, never
 	// across I/O or across waiting on an actor: a publish takes its read side to find its
 	// topic, and nothing may stall it.
@@ -248,6 +258,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if r.deps.Now == nil {
 		r.deps.Now = time.Now
 	}
+	r.setupEgress()
 	// Every finished attempt is logged at debug level, so an operator can follow deliveries
 	// with --log-level debug. The line is written in the subscription actor's turn that also
 	// saves the attempt's outcome, and a shutdown lets that turn finish: once it is out, a
@@ -389,6 +400,7 @@ func (r *Router) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("closing router: %w", ctx.Err())
 	}
+	r.closeEgress()
 	if r.ownsStore {
 		return r.store.Close()
 	}

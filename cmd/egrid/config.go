@@ -13,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/sinks/broker"
+	"github.com/egridio/egrid/sinks/egress"
 )
 
 // fileConfig is the YAML config of `egrid serve --config` (and `egrid validate`):
@@ -29,6 +30,7 @@ import (
 //	  deadLetterDelay: 5m
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
+//	  egress: {allow: [10.20.0.0/16], deny: []}  # where webhooks may point (egress.go)
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
 //	    rabbitmq: {url: amqp://guest:guest@127.0.0.1:5672/}
@@ -98,6 +100,8 @@ type serverConfig struct {
 	MinFreeDisk string `yaml:"minFreeDisk"`
 	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
 	SecretKeyFile string `yaml:"secretKeyFile"`
+	// Egress is where webhooks may point (egress.go).
+	Egress egressFileConfig `yaml:"egress"`
 }
 
 type topicDecl struct {
@@ -147,6 +151,9 @@ func (c *fileConfig) validate() error {
 	if err := (router.Config{PublicURL: c.Server.PublicURL, AzureSubscriptionID: c.Server.AzureSubscriptionID, ResourceGroup: c.Server.ResourceGroup}).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
+	if err := (egress.Config{Allow: c.Server.Egress.Allow, Deny: c.Server.Egress.Deny}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("server.%w", err))
+	}
 	errs = append(errs, c.validateBrokers())
 	if err := c.Server.HTTP.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.%w", err))
@@ -188,6 +195,10 @@ type serveSettings struct {
 	HonorRetryAfter, OmitConvertedDataSchema bool
 	AzureSubscriptionID, ResourceGroup       string
 	Store                                    storeSettings
+	// Egress is where webhooks may point; egress is the policy serve builds from it, to which
+	// the listener adds its address (egress.go).
+	Egress egressSettings
+	egress *egress.Policy
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -267,6 +278,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	errs = append(errs, err, checkInsecureDev(s))
 	st, err := resolveStore(c, getenv, fs)
 	s.Store, errs = st, append(errs, err)
+	eg, egErrs := resolveEgress(c, getenv, fs, s.InsecureDev)
+	s.Egress, errs = eg, append(errs, egErrs...)
 	return s, errors.Join(errs...)
 }
 

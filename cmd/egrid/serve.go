@@ -44,7 +44,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags()),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), egressFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -96,8 +96,11 @@ func serve(c *cli.Context, e env) error {
 		return cli.Exit(fmt.Sprintf("server.brokers: %v", err), 2)
 	}
 	defer brokers.Close() // after the router: its sources and subscriptions use them
+	if s.egress, err = s.egressPolicy(); err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	r, err := router.New(s.routerConfig(), router.Deps{
-		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters,
+		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters, Egress: s.egress,
 		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
 	})
 	if err != nil {
@@ -147,6 +150,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
+	s.egress.DenySelf(ln.Addr().String()) // webhooks must not reach egrid's own API (egress.go)
 	srv := httpserver.New(limits, httpapi.New(r), isPublish, log)
 	scheme := "http"
 	errc := make(chan error, 1)
@@ -200,11 +204,15 @@ func validateCommand(e env) *cli.Command {
 				return cli.Exit(err.Error(), 2)
 			}
 			errs := []error{file.validate()}
-			if _, err := resolveSettings(c, func(string) string { return "" }, file); err != nil {
+			s, err := resolveSettings(c, func(string) string { return "" }, file)
+			if err != nil {
 				errs = append(errs, err)
 			}
 			// Build every declared resource on a throwaway in-memory router, exactly as serve does.
-			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, SkipEndpointValidation: true /* validate never calls endpoints */}, router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers)})
+			// Its own HTTP client (never used) makes the egress check judge names without lookups.
+			pol, _ := s.egressPolicy() // invalid settings are reported above
+			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, SkipEndpointValidation: true /* validate never calls endpoints */},
+				router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers), Egress: pol, HTTPClient: &http.Client{}})
 			if err != nil {
 				errs = append(errs, err)
 			} else {

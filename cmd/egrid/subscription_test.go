@@ -372,7 +372,9 @@ func TestValidateConfigCallsNoEndpoint(t *testing.T) {
 		}
 		return path
 	}
-	good := write("good.yaml", fmt.Sprintf(`topics:
+	good := write("good.yaml", fmt.Sprintf(`server:
+  egress: {allow: [127.0.0.1]}
+topics:
   - name: orders
     eventSubscriptions:
       - name: billing

@@ -193,21 +193,9 @@ func (e *DeniedError) Unwrap() error { return sinks.ErrDestinationDenied }
 // does not resolve, is not the policy's to refuse: it returns nil, and URL validation or the
 // connection reports the problem.
 func (p *Policy) CheckURL(ctx context.Context, rawURL string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Hostname() == "" {
-		return nil
-	}
-	port := defaultPort(u)
-	host := u.Hostname()
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if de := p.check("", netip.AddrPortFrom(ip.WithZone(""), port)); de != nil {
-			return de
-		}
-		return nil
-	}
-	host = normalHost(host)
-	if de := p.checkName(host, port); de != nil {
-		return de
+	host, port, err := p.checkURL(rawURL)
+	if err != nil || host == "" {
+		return err
 	}
 	ips, err := p.dialer.Resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
@@ -219,6 +207,38 @@ func (p *Policy) CheckURL(ctx context.Context, rawURL string) error {
 		}
 	}
 	return nil
+}
+
+// CheckURLNoLookup is [Policy.CheckURL] without the lookup: it judges an IP literal, and a
+// host name by the host patterns and egrid's own names only. For callers whose connections are
+// made by someone else (an in-memory transport, a client with its own dialer), where a lookup
+// would mean nothing.
+func (p *Policy) CheckURLNoLookup(rawURL string) error {
+	_, _, err := p.checkURL(rawURL)
+	return err
+}
+
+// checkURL judges what can be judged without a lookup. It returns the host name and port
+// still to resolve and check, or an empty host when the URL is an IP literal (decided) or
+// does not parse (not the policy's to refuse).
+func (p *Policy) checkURL(rawURL string) (string, uint16, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return "", 0, nil
+	}
+	port := defaultPort(u)
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if de := p.check("", netip.AddrPortFrom(ip.WithZone(""), port)); de != nil {
+			return "", 0, de
+		}
+		return "", 0, nil
+	}
+	host = normalHost(host)
+	if de := p.checkName(host, port); de != nil {
+		return "", 0, de
+	}
+	return host, port, nil
 }
 
 // defaultPort is the URL's port, or its scheme's.
