@@ -2,24 +2,30 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/egress"
 	"github.com/egridio/egrid/sinks/webhook"
 )
 
 // Egress of WebHook destinations (SPEC §9). Two checks guard where a webhook may point:
 //
-//   - At create and update ([Router.CreateSubscription], the admin API, the YAML config), the
-//     egress policy ([Deps.Egress]) judges the endpoint before any connection is made —
-//     validation handshake included —, so a denied endpoint never sees a packet and the
-//     error (naming the rule) says nothing about what listens there.
+//   - At create and update ([Router.CreateSubscription], the admin API, the YAML config), an
+//     http:// endpoint is refused under [Config.RequireHTTPS], and the egress policy
+//     ([Deps.Egress]) judges the endpoint before any connection is made — validation
+//     handshake included —, so a denied endpoint never sees a packet and the error (naming
+//     the rule) says nothing about what listens there.
 //   - At every connection the router's HTTP client dials through the policy, which judges the
 //     address after DNS resolution. A denied attempt is InvalidDestination; subscriptions
-//     stored before the policy changed are caught there.
+//     stored before the policy changed are caught there, and an http:// endpoint under
+//     RequireHTTPS fails the same way without a request.
 //
 // With a [Deps.HTTPClient] of its own, the router cannot see the connections: the create-time
 // check then judges IP literals and host patterns without a lookup, and the client's dialer
@@ -68,6 +74,26 @@ func isWebHook(spec *SubscriptionSpec) bool {
 	return strings.EqualFold(spec.Destination.EndpointType, EndpointWebHook)
 }
 
+// isHTTP reports whether raw is a plain-http URL.
+func isHTTP(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && strings.EqualFold(u.Scheme, "http")
+}
+
+// httpRefused is the problem of an http:// endpoint under Config.RequireHTTPS.
+const httpRefused = "http:// endpoints are refused, as Azure Event Grid refuses them: use an https:// URL, " +
+	"or have the operator allow http (egrid serve: server.allowHttpEndpoints: true or --allow-http-endpoints, or --insecure-dev for local development; " +
+	"Go: router.Config.RequireHTTPS false)"
+
+// httpEndpointProblem returns the problem with spec's endpoint scheme, or nil. Pure: it runs
+// with the other checks of a create, so every problem is reported at once.
+func (r *Router) httpEndpointProblem(spec *SubscriptionSpec) error {
+	if !r.cfg.RequireHTTPS || !isWebHook(spec) || !isHTTP(spec.Destination.Properties.EndpointURL) {
+		return nil
+	}
+	return errors.New("destination.properties.endpointUrl: " + httpRefused)
+}
+
 // checkEgress asks the egress policy about a WebHook endpoint before anything connects to it.
 // It may resolve the endpoint's name, so it runs without the router's lock.
 func (r *Router) checkEgress(ctx context.Context, name string, spec *SubscriptionSpec) error {
@@ -86,3 +112,9 @@ func (r *Router) checkEgress(ctx context.Context, name string, spec *Subscriptio
 	}
 	return nil
 }
+
+// refusedHTTP is the sink of a stored http:// subscription under Config.RequireHTTPS: every
+// attempt fails as InvalidDestination without a request.
+var refusedHTTP = sinks.Func(func(context.Context, *sinks.Batch) error {
+	return &sinks.DeliveryError{Outcome: schemas.InvalidDestination, Err: errors.New("endpointUrl: " + httpRefused)}
+})

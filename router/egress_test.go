@@ -78,6 +78,7 @@ func TestEgressDeniedBeforeAnyConnection(t *testing.T) {
 
 // TestEgressCheckedAtDelivery: a subscription stored while its endpoint was allowed, loaded by
 // a router whose policy denies it, fails its attempts as InvalidDestination without a request.
+// The same holds for an http:// endpoint once https is required.
 func TestEgressCheckedAtDelivery(t *testing.T) {
 	hook := newHook(nil)
 	srv := httptest.NewServer(hook)
@@ -93,6 +94,7 @@ func TestEgressCheckedAtDelivery(t *testing.T) {
 		want string
 	}{
 		{name: "loopback denied", deps: router.Deps{Egress: deny}, want: "loopback is denied"},
+		{name: "https required", cfg: router.Config{RequireHTTPS: true}, want: "http:// endpoints are refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := store.NewMemory()
@@ -132,5 +134,33 @@ func TestEgressCheckedAtDelivery(t *testing.T) {
 				t.Fatalf("the endpoint received %d requests, want none", len(got))
 			}
 		})
+	}
+}
+
+// TestRequireHTTPS: with RequireHTTPS an http:// endpoint is refused with the other problems
+// of the spec, saying how to allow it; https:// is accepted; the default accepts http://.
+func TestRequireHTTPS(t *testing.T) {
+	r := newEgressRouter(t, router.Config{RequireHTTPS: true}, router.Deps{})
+	spec := router.SubscriptionSpec{Destination: router.WebHook("http://127.0.0.1:9/hook")}
+	spec.Destination.Properties.MaxEventsPerBatch = -1
+	err := r.CreateSubscription(context.Background(), "orders", "sub1", spec)
+	if err == nil || !strings.Contains(err.Error(), "destination.properties.endpointUrl: http:// endpoints are refused") ||
+		!strings.Contains(err.Error(), "server.allowHttpEndpoints: true") || !strings.Contains(err.Error(), "maxEventsPerBatch") {
+		t.Fatalf("CreateSubscription(http://...) = %v, want the http refusal with the other problem", err)
+	}
+
+	hook := newHook(nil)
+	tlsSrv := httptest.NewTLSServer(hook)
+	defer tlsSrv.Close()
+	secure := newEgressRouter(t, router.Config{RequireHTTPS: true}, router.Deps{HTTPClient: tlsSrv.Client()})
+	if err := secure.CreateSubscription(context.Background(), "orders", "sub1", router.SubscriptionSpec{Destination: router.WebHook(tlsSrv.URL + "/hook")}); err != nil {
+		t.Fatalf("an https endpoint: %v", err)
+	}
+
+	plain := newEgressRouter(t, router.Config{}, router.Deps{})
+	spec.Destination.Properties.MaxEventsPerBatch = 0
+	spec.Destination.Properties.SkipValidation = true
+	if err := plain.CreateSubscription(context.Background(), "orders", "sub1", spec); err != nil {
+		t.Fatalf("an http endpoint in the embedded default: %v", err)
 	}
 }

@@ -151,6 +151,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if err != nil {
 		problems = append(problems, err)
 	}
+	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)
 	var specErr error
 	if err := errors.Join(problems...); err != nil {
 		specErr = fmt.Errorf("event subscription %q: %w", name, err)

@@ -69,6 +69,13 @@ type Config struct {
 	// DeadLetters configures dead-lettering: the delay, the notification topic, the namespace of
 	// namespace topics' keys (see [DeadLetterConfig]).
 	DeadLetters DeadLetterConfig `json:"deadLetters,omitzero" yaml:"deadLetters,omitempty"`
+	// RequireHTTPS refuses http:// WebHook endpoints at create and update, and sends nothing
+	// to those stored before (their attempts fail as InvalidDestination), as Azure Event Grid
+	// accepts https:// only. Off in the embedded router, whose programs and tests deliver to
+	// http://127.0.0.1 servers; egrid serve turns it on unless --insecure-dev or
+	// server.allowHttpEndpoints. There is no per-subscription switch: whoever may create a
+	// subscription must not be able to lift the operator's rule.
+	RequireHTTPS bool `json:"requireHttps,omitempty" yaml:"requireHttps,omitempty"`
 	// ResourceIDPrefix builds a topic's ARM-style ID, stamped into Event Grid events' `topic`
 	// and used as the CloudEvents `source`: <prefix>/<topic name>. Default
 	// "/subscriptions/<AzureSubscriptionID>/resourceGroups/<ResourceGroup>/providers/Microsoft.EventGrid/topics".

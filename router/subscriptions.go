@@ -56,6 +56,9 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		if err != nil {
 			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
 		}
+		if r.cfg.RequireHTTPS && isHTTP(spec.Destination.Properties.EndpointURL) {
+			sink = refusedHTTP // stored before https was required (egress.go)
+		}
 	case EndpointSink:
 		r.sinkMu.RLock()
 		s, ok := r.sinks[spec.Destination.Properties.SinkName]

@@ -30,6 +30,7 @@ import (
 //	  deadLetterDelay: 5m
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
+//	  allowHttpEndpoints: false  # http:// webhooks need it, or --insecure-dev (Azure: https only)
 //	  egress: {allow: [10.20.0.0/16], deny: []}  # where webhooks may point (egress.go)
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
@@ -100,8 +101,10 @@ type serverConfig struct {
 	MinFreeDisk string `yaml:"minFreeDisk"`
 	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
 	SecretKeyFile string `yaml:"secretKeyFile"`
-	// Egress is where webhooks may point (egress.go).
-	Egress egressFileConfig `yaml:"egress"`
+	// Egress is where webhooks may point, AllowHTTPEndpoints whether http:// is accepted
+	// (egress.go).
+	Egress             egressFileConfig `yaml:"egress"`
+	AllowHTTPEndpoints bool             `yaml:"allowHttpEndpoints"`
 }
 
 type topicDecl struct {
@@ -291,6 +294,7 @@ func (s serveSettings) routerConfig() router.Config {
 		HonorRetryAfter:     s.HonorRetryAfter,
 		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
 		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
+		RequireHTTPS:            !s.InsecureDev && !s.Egress.AllowHTTPEndpoints,
 	}
 }
 

@@ -179,6 +179,7 @@ func TestEndToEnd(t *testing.T) {
 	egHook, ceHook := newEndpoint(t), newEndpoint(t)
 	cfg := fmt.Sprintf(`server:
   adminToken: admin-secret
+  allowHttpEndpoints: true    # the test endpoints are plain-http servers
   egress: {allow: [127.0.0.1]} # on loopback
 topics:
   - name: orders

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,6 +15,7 @@ import (
 // egressFileConfig is `server.egress` in the YAML config: where webhooks may point (SPEC §9).
 //
 //	server:
+//	  allowHttpEndpoints: false     # http:// endpoints need this (or --insecure-dev)
 //	  egress:
 //	    allow: [10.20.0.0/16, "*.svc.cluster.local"]   # private ranges, loopback, host names
 //	    deny: [203.0.113.0/24]                         # beats allow
@@ -26,12 +28,14 @@ func egressFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "egress-allow", Usage: "CIDR, address or host pattern webhooks may reach although a built-in rule denies it (private ranges, loopback); repeat or separate with commas; replaces server.egress.allow (env EGRID_EGRESS_ALLOW)"},
 		&cli.StringSliceFlag{Name: "egress-deny", Usage: "CIDR, address or host pattern webhooks must never reach; beats --egress-allow; replaces server.egress.deny (env EGRID_EGRESS_DENY)"},
+		&cli.BoolFlag{Name: "allow-http-endpoints", Usage: "accept http:// webhook endpoints (Azure accepts https:// only; --insecure-dev allows them too) (env EGRID_ALLOW_HTTP_ENDPOINTS)"},
 	}
 }
 
 // egressSettings are the resolved egress settings.
 type egressSettings struct {
-	Policy egress.Config
+	Policy             egress.Config
+	AllowHTTPEndpoints bool
 }
 
 // resolveEgress merges the egress flags, environment and file settings (flag > env > file >
@@ -55,6 +59,18 @@ func resolveEgress(c *cli.Context, getenv func(string) string, fs serverConfig, 
 	}}
 	if err := s.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.%w", err))
+	}
+	switch {
+	case c.IsSet("allow-http-endpoints"):
+		s.AllowHTTPEndpoints = c.Bool("allow-http-endpoints")
+	case getenv("EGRID_ALLOW_HTTP_ENDPOINTS") != "":
+		v, err := strconv.ParseBool(getenv("EGRID_ALLOW_HTTP_ENDPOINTS"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("EGRID_ALLOW_HTTP_ENDPOINTS=%q: use true or false", getenv("EGRID_ALLOW_HTTP_ENDPOINTS")))
+		}
+		s.AllowHTTPEndpoints = v
+	default:
+		s.AllowHTTPEndpoints = fs.AllowHTTPEndpoints
 	}
 	return s, errs
 }

@@ -209,10 +209,10 @@ func validateCommand(e env) *cli.Command {
 				errs = append(errs, err)
 			}
 			// Build every declared resource on a throwaway in-memory router, exactly as serve does.
-			// Its own HTTP client (never used) makes the egress check judge names without lookups.
+			// The egress policy is serve's, so host names are resolved and judged as serve would.
 			pol, _ := s.egressPolicy() // invalid settings are reported above
-			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, SkipEndpointValidation: true /* validate never calls endpoints */},
-				router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers), Egress: pol, HTTPClient: &http.Client{}})
+			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, RequireHTTPS: s.routerConfig().RequireHTTPS, SkipEndpointValidation: true /* validate never calls endpoints */},
+				router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers), Egress: pol})
 			if err != nil {
 				errs = append(errs, err)
 			} else {

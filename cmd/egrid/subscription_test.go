@@ -373,6 +373,7 @@ func TestValidateConfigCallsNoEndpoint(t *testing.T) {
 		return path
 	}
 	good := write("good.yaml", fmt.Sprintf(`server:
+  allowHttpEndpoints: true
   egress: {allow: [127.0.0.1]}
 topics:
   - name: orders
