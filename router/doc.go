@@ -28,6 +28,12 @@
 // operations of one topic (create, update, delete, and those of its subscriptions) take that
 // topic's turn instead, so a slow store write stalls neither publishes nor other topics.
 //
+// Egress (SPEC §9): a WebHook endpoint passes the egress policy [Deps.Egress] (package
+// sinks/egress) before anything connects to it, handshake included, and every connection of
+// the router's HTTP client passes it again on the address the name resolved to. The embedded
+// default allows loopback and http:// so Go programs and tests can use httptest servers; egrid
+// serve denies loopback unless --insecure-dev and sets [Config.RequireHTTPS] (see egress.go).
+//
 // Shutdown order ([Router.Close]): stop the broker sources and the subscription timers, refuse
 // new publishes, finish the appends in progress, stop the trimmer, stop the topic actors (each
 // subscription actor cancels its attempts and flushes its state), flush the dead letters that
