@@ -82,7 +82,8 @@ func run(m *testing.M) int {
 	}
 	client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}
 	cfg := filepath.Join(dir, "egrid.yaml")
-	yaml := "server:\n  adminToken: " + adminToken + "\n  azureSubscriptionId: " + azureSubscriptionID + "\n  resourceGroup: " + resourceGroup + "\n"
+	yaml := "server:\n  adminToken: " + adminToken + "\n  azureSubscriptionId: " + azureSubscriptionID + "\n  resourceGroup: " + resourceGroup + "\n" +
+		"  egress: {allow: [127.0.0.1]}\n" // the test endpoints listen on loopback, which egrid serve denies by default
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
