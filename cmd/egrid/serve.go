@@ -38,7 +38,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded store (env EGRID_DATA_DIR)", Value: defaultDataDir},
 			&cli.StringFlag{Name: "config", Usage: "YAML file with server settings, topics and event subscriptions"},
 			&cli.StringFlag{Name: "admin-token", Usage: "bearer token the admin API requires (env EGRID_ADMIN_TOKEN)"},
-			&cli.BoolFlag{Name: "insecure-dev", Usage: "accept publishes without credentials, and admin calls without a token when none is configured; only on a loopback --listen address (development only; env EGRID_INSECURE_DEV)"},
+			&cli.BoolFlag{Name: "insecure-dev", Usage: "accept publishes without credentials, and admin calls without a token when none is configured, and http:// and loopback webhook endpoints; only on a loopback --listen address (development only; env EGRID_INSECURE_DEV)"},
 			&cli.Float64Flag{Name: "time-scale", Usage: "run every policy delay N times faster (retry schedule, probation, time to live); HTTP timeouts are not scaled (env EGRID_TIME_SCALE)", Value: 1},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
