@@ -66,7 +66,7 @@ func TestClassify(t *testing.T) {
 		{name: "unknown network", err: dialErr(net.UnknownNetworkError("tcp9")), want: schemas.InvalidDestination},
 		{name: "unsupported scheme", err: errors.New(`unsupported protocol scheme "ftp"`), want: schemas.InvalidDestination},
 		{name: "egress policy denial at dial", err: dialErr(fmt.Errorf("endpoint denied: %w", sinks.ErrDestinationDenied)), want: schemas.InvalidDestination},
-		{name: "egress policy denial wins over the caller's live context", err: &net.OpError{Op: "dial", Err: sinks.ErrDestinationDenied}, want: schemas.InvalidDestination},
+		{name: "egress policy denial as the dial error itself", err: &net.OpError{Op: "dial", Err: sinks.ErrDestinationDenied}, want: schemas.InvalidDestination},
 		{name: "anything else", err: errors.New("net/http: invalid header field value"), want: schemas.GenericError},
 	}
 	for _, tt := range tests {
