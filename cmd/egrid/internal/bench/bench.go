@@ -58,17 +58,26 @@ func Lookup(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// Result is one row of the bench's report.
+// Result is one row of the bench's report (`egrid bench -o json` prints them as they are).
 type Result struct {
-	Scenario string  `json:"scenario"`
-	Metric   string  `json:"metric"`
-	Value    float64 `json:"value"`
-	Unit     string  `json:"unit"`
+	// Scenario is the name of the scenario that measured the row.
+	Scenario string `json:"scenario"`
+	// Metric says what was measured ("durable publish").
+	Metric string `json:"metric"`
+	// Value is the measurement, in Unit.
+	Value float64 `json:"value"`
+	// Unit is Value's unit: events/s, requests/s, ms or bytes.
+	Unit string `json:"unit"`
+	// Baseline is the same measurement of the baseline in the same run (0: none).
 	Baseline float64 `json:"baseline,omitempty"`
-	Ratio    float64 `json:"ratio,omitempty"`
-	Target   string  `json:"target,omitempty"`
-	Met      *bool   `json:"met,omitempty"`
-	Note     string  `json:"note,omitempty"`
+	// Ratio is Value / Baseline (0 without a baseline).
+	Ratio float64 `json:"ratio,omitempty"`
+	// Target is the goal the row is held to ("" when it has none).
+	Target string `json:"target,omitempty"`
+	// Met says whether Value reached Target (nil without a target).
+	Met *bool `json:"met,omitempty"`
+	// Note qualifies the row ("only 9000 of 10000 delivered within the bound").
+	Note string `json:"note,omitempty"`
 }
 
 // Options are the knobs of a run; zero values are not defaults, the CLI sets every field.
