@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,12 +16,14 @@ import (
 func benchCommand(e env) *cli.Command {
 	names := bench.Names()
 	var list strings.Builder
+	tw := tabwriter.NewWriter(&list, 0, 0, 2, ' ', 0)
 	for _, s := range bench.Scenarios {
-		fmt.Fprintf(&list, "\n  %-11s %s", s.Name, s.Description)
+		fmt.Fprintf(tw, "\n  %s\t%s", s.Name, s.Description)
 		if s.Target != "" {
-			fmt.Fprintf(&list, " (target %s)", s.Target)
+			fmt.Fprintf(tw, " (target %s)", s.Target)
 		}
 	}
+	_ = tw.Flush() // a strings.Builder does not fail
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "measure egrid against this machine's own limits, side by side, in one run",
