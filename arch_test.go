@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"actors":            {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "sinks"},
 	"router":            {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/sas", "sinks", "sinks/", "actors"},
 	"router/httpapi":    {"schemas", "router", "router/sas"},
-	"cmd/":              {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
+	"cmd/":              {"schemas", "router", "router/", "sinks", "sinks/", "actors", "cmd/egrid/internal/"},
 	"testkit":           {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
 	"testkit/":          {"schemas", "router", "router/", "sinks", "sinks/", "actors", "testkit"},
 	"examples/":         {"schemas", "router", "router/httpapi", "router/metrics", "sinks", "sinks/"},

@@ -21,8 +21,9 @@ require (
 	github.com/rabbitmq/amqp091-go v1.10.0
 	github.com/redis/go-redis/v9 v9.12.1
 	github.com/urfave/cli/v2 v2.27.7
+	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.4
-	gopkg.in/yaml.v3 v3.0.1
+	golang.org/x/time v0.12.0
 )
 
 require (
@@ -101,7 +102,6 @@ require (
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/sys v0.39.0 // indirect
 	golang.org/x/text v0.32.0 // indirect
-	golang.org/x/time v0.12.0 // indirect
 	google.golang.org/appengine v1.6.8 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )

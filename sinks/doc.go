@@ -6,6 +6,10 @@
 // Concrete sinks live in subpackages: sinks/webhook (HTTP push), sinks/broker (watermill
 // publishers). A plain Go function is a sink through [Func].
 //
+// [Classify] names the outcome of a failed attempt that got no readable answer (the caller's
+// context, name resolution, TLS, the socket) the same way for every sink; each sink adds its
+// own failures and untyped error texts to it, and every one of its paths calls it.
+//
 // [HeaderMappings] are a destination's custom delivery headers (Event Grid's delivery
 // attribute mappings, SPEC §2.4): static values, or dynamic ones read from the event, checked
 // by [HeaderMappings.Validate] and resolved per batch by [HeaderMappings.Resolve]. Static

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/egridio/egrid/cmd/egrid/internal/bench"
 )
 
 // TestBenchRuns runs a short bench of every cheap scenario and checks the report's shape: every
@@ -17,7 +19,7 @@ func TestBenchRuns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench exited %d:\n%s", code, out)
 	}
-	var rs []benchResult
+	var rs []bench.Result
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "["):]), &rs); err != nil {
 		t.Fatalf("bench -o json printed no JSON array: %v\n%s", err, out)
 	}

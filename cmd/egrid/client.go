@@ -278,7 +278,7 @@ func printTopics(e env, format string, ts ...armTopic) error {
 		}
 		return printJSON(e.Stdout, ts)
 	}
-	fmt.Fprintf(e.Stdout, "%-30s %-22s %s\n", "NAME", "INPUT SCHEMA", "KIND")
+	tab := newTable("NAME", "INPUT SCHEMA", "KIND")
 	for _, t := range ts {
 		schema, kind := t.Properties.InputSchema, t.Properties.Kind
 		if schema == "" {
@@ -287,7 +287,7 @@ func printTopics(e env, format string, ts ...armTopic) error {
 		if kind == "" {
 			kind = "custom"
 		}
-		fmt.Fprintf(e.Stdout, "%-30s %-22s %s\n", t.Name, schema, kind)
+		tab.row(t.Name, schema, kind)
 	}
-	return nil
+	return tab.write(e.Stdout)
 }

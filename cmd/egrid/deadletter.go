@@ -199,9 +199,12 @@ Examples:
 					if c.String("output") == "json" {
 						return printJSON(e.Stdout, out.Value)
 					}
-					fmt.Fprintf(e.Stdout, "%-24s %8s  %s\n", "WRITTEN", "SIZE", "KEY")
+					tab := newTable("WRITTEN", "SIZE", "KEY")
 					for _, o := range out.Value {
-						fmt.Fprintf(e.Stdout, "%-24s %8d  %s\n", o.LastModified.UTC().Format(time.RFC3339), o.Size, o.Key)
+						tab.row(o.LastModified.UTC().Format(time.RFC3339), strconv.FormatInt(o.Size, 10), o.Key)
+					}
+					if err := tab.write(e.Stdout); err != nil {
+						return err
 					}
 					fmt.Fprintf(e.Stdout, "%d objects\n", len(out.Value))
 					return nil
@@ -231,13 +234,16 @@ Examples:
 					if c.String("output") == "json" {
 						return printJSON(e.Stdout, out.Value)
 					}
-					fmt.Fprintf(e.Stdout, "%-36s %-48s %8s %-16s %6s  %s\n", "ID", "REASON", "ATTEMPTS", "LAST OUTCOME", "STATUS", "OBJECT")
+					tab := newTable("ID", "REASON", "ATTEMPTS", "LAST OUTCOME", "STATUS", "OBJECT")
 					for _, r := range out.Value {
 						status := "-"
 						if r.LastHTTPStatusCode != 0 {
 							status = strconv.Itoa(r.LastHTTPStatusCode)
 						}
-						fmt.Fprintf(e.Stdout, "%-36s %-48s %8d %-16s %6s  %s\n", r.ID, r.DeadLetterReason, r.DeliveryAttempts, r.LastDeliveryOutcome, status, r.Object)
+						tab.row(r.ID, r.DeadLetterReason, strconv.Itoa(r.DeliveryAttempts), r.LastDeliveryOutcome, status, r.Object)
+					}
+					if err := tab.write(e.Stdout); err != nil {
+						return err
 					}
 					fmt.Fprintf(e.Stdout, "%d records in %d objects\n", len(out.Value), out.Objects)
 					return nil
@@ -423,10 +429,11 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 		fmt.Fprintf(e.Stdout, "dry run: would replay %d events (%d records in %d objects, %d skipped); nothing was re-delivered\n",
 			sum.Replayed, sum.Found, sum.Objects, sum.Skipped)
 		if len(sum.Events) > 0 {
-			fmt.Fprintf(e.Stdout, "%-36s %-48s %s\n", "ID", "REASON", "OBJECT")
+			tab := newTable("ID", "REASON", "OBJECT")
 			for _, ev := range sum.Events {
-				fmt.Fprintf(e.Stdout, "%-36s %-48s %s\n", ev.ID, ev.Reason, ev.Object)
+				tab.row(ev.ID, string(ev.Reason), ev.Object)
 			}
+			return tab.write(e.Stdout)
 		}
 		return nil
 	}

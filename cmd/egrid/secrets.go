@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Secrets stay out of `ps` and shell history: every secret serve takes can come from a file

@@ -507,7 +507,7 @@ func printSubscriptions(e env, format string, subs ...armSubscription) error {
 		}
 		return printJSON(e.Stdout, subs)
 	}
-	fmt.Fprintf(e.Stdout, "%-30s %-22s %-8s %-50s %s\n", "NAME", "PROVISIONING STATE", "TYPE", "ENDPOINT", "DELIVERY")
+	tab := newTable("NAME", "PROVISIONING STATE", "TYPE", "ENDPOINT", "DELIVERY")
 	for _, s := range subs {
 		state := ""
 		if ds := s.Properties.DeliveryState; ds != nil {
@@ -528,10 +528,10 @@ func printSubscriptions(e env, format string, subs ...armSubscription) error {
 		if prov == "" {
 			prov = "-"
 		}
-		fmt.Fprintf(e.Stdout, "%-30s %-22s %-8s %-50s %s\n", s.Name, prov, d.EndpointType, endpoint, state)
+		tab.row(s.Name, prov, d.EndpointType, endpoint, state)
 		if msg := s.Properties.ProvisioningMessage; msg != "" {
-			fmt.Fprintf(e.Stdout, "  %s\n", msg)
+			tab.note(msg)
 		}
 	}
-	return nil
+	return tab.write(e.Stdout)
 }

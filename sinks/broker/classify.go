@@ -1,13 +1,8 @@
 package broker
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net"
-	"os"
 	"strings"
-	"syscall"
 
 	"github.com/lib/pq"
 	"github.com/nats-io/nats.go"
@@ -15,99 +10,71 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 // classify names the outcome of a publish that failed (SPEC §2.1's vocabulary, so the retry
-// policy and probation apply to brokers as to webhooks). err is the publisher's error; parent
-// is the caller's ctx.Err() when the attempt ended, nil while the caller's ctx is live. The
-// order of the cases matters: a done caller wins over whatever it caused; broker answers
-// (JetStream API errors, AMQP and PostgreSQL codes, Redis error prefixes) are read before the
-// transport errors they may wrap; a failed lookup is ResolutionError even when it timed out.
+// policy and probation apply to brokers as to webhooks), with [sinks.Classify]: the caller's
+// context first, then the broker's answers (JetStream API errors, AMQP and PostgreSQL codes,
+// Redis error prefixes) before the transport errors they may wrap, then the network, then the
+// publishers' untyped errors. err is the publisher's error; parent is the caller's ctx.Err()
+// when the attempt ended, nil while the caller's ctx is live.
 func classify(err, parent error) schemas.Outcome {
-	if parent != nil {
-		if errors.Is(parent, context.DeadlineExceeded) {
-			return schemas.TimedOut
-		}
-		return schemas.Canceled
-	}
-	if err == nil {
-		return schemas.GenericError
-	}
+	return sinks.Classify(err, parent, brokerOutcome, untypedErrors)
+}
+
+// brokerOutcome reads the errors of the brokers and their clients; it reports false for any
+// other error.
+func brokerOutcome(err error) (schemas.Outcome, bool) {
 	var (
 		apiErr   *jetstream.APIError
 		amqpErr  *amqp.Error
 		pqErr    *pq.Error
 		sqlState interface{ SQLState() string }
 		redisErr interface{ RedisError() }
-		dnsErr   *net.DNSError
-		timeout  interface{ Timeout() bool }
-		opErr    *net.OpError
 	)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return schemas.TimedOut
-	case errors.Is(err, context.Canceled):
-		return schemas.Canceled
-
 	// NATS and JetStream.
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, jetstream.ErrStreamNotFound):
 		// No stream captures the subject: the destination does not exist.
-		return schemas.NotFound
+		return schemas.NotFound, true
 	case errors.As(err, &apiErr):
-		return jetStreamOutcome(apiErr)
+		return jetStreamOutcome(apiErr), true
 	case errors.Is(err, nats.ErrMaxPayload):
-		return schemas.PayloadTooLarge
+		return schemas.PayloadTooLarge, true
 	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrSlowConsumer):
-		return schemas.Busy
+		return schemas.Busy, true
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
 		errors.Is(err, nats.ErrAuthRevoked):
-		return schemas.Unauthorized
+		return schemas.Unauthorized, true
 	case errors.Is(err, nats.ErrTimeout):
-		return schemas.TimedOut
+		return schemas.TimedOut, true
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
 		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrStaleConnection):
-		return schemas.SocketError
+		return schemas.SocketError, true
 
 	// RabbitMQ.
 	case errors.As(err, &amqpErr):
-		return amqpOutcome(amqpErr)
+		return amqpOutcome(amqpErr), true
 	case errors.Is(err, amqp.ErrClosed):
-		return schemas.SocketError
+		return schemas.SocketError, true
 
 	// PostgreSQL: lib/pq's errors carry the SQLSTATE, other drivers' (pgx) report it.
 	case errors.As(err, &pqErr):
-		return sqlStateOutcome(string(pqErr.Code))
+		return sqlStateOutcome(string(pqErr.Code)), true
 	case errors.As(err, &sqlState):
-		return sqlStateOutcome(sqlState.SQLState())
+		return sqlStateOutcome(sqlState.SQLState()), true
 
 	// Redis: the server's answer starts with an error code word.
 	case errors.As(err, &redisErr):
 		if e, ok := redisErr.(error); ok {
-			return redisOutcome(e.Error())
+			return redisOutcome(e.Error()), true
 		}
-		return schemas.GenericError
-
-	// The network under any of them.
-	case errors.As(err, &dnsErr):
-		return schemas.ResolutionError
-	case errors.As(err, &timeout) && timeout.Timeout():
-		return schemas.TimedOut
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.As(err, &opErr):
-		return schemas.SocketError
+		return schemas.GenericError, true
 	}
-	msg := err.Error()
-	for _, m := range untypedErrors {
-		if strings.Contains(msg, m.text) {
-			return m.outcome
-		}
-	}
-	return schemas.GenericError
+	return 0, false
 }
 
 // jetStreamOutcome reads a JetStream API error: its code is HTTP-like.
@@ -211,17 +178,14 @@ func redisOutcome(msg string) schemas.Outcome {
 
 // untypedErrors are publisher failures returned as untyped errors, so their text is all there
 // is to recognise them by.
-var untypedErrors = []struct {
-	text    string
-	outcome schemas.Outcome
-}{
-	{"permissions violation", schemas.Forbidden},          // NATS: the user may not publish there
-	{"not connected to AMQP", schemas.SocketError},        // watermill-amqp while reconnecting
-	{"pub/sub is connection closed", schemas.SocketError}, // watermill-amqp after Close
-	{"publisher is closed", schemas.SocketError},          // watermill-sql after Close
-	{"publisher closed", schemas.SocketError},             // watermill-redisstream after Close
-	{"Pub/Sub closed", schemas.SocketError},               // gochannel after Close
-	{"redis: client is closed", schemas.SocketError},
-	{"sql: database is closed", schemas.SocketError},
-	{"driver: bad connection", schemas.SocketError},
+var untypedErrors = []sinks.ErrorText{
+	{Text: "permissions violation", Outcome: schemas.Forbidden},          // NATS: the user may not publish there
+	{Text: "not connected to AMQP", Outcome: schemas.SocketError},        // watermill-amqp while reconnecting
+	{Text: "pub/sub is connection closed", Outcome: schemas.SocketError}, // watermill-amqp after Close
+	{Text: "publisher is closed", Outcome: schemas.SocketError},          // watermill-sql after Close
+	{Text: "publisher closed", Outcome: schemas.SocketError},             // watermill-redisstream after Close
+	{Text: "Pub/Sub closed", Outcome: schemas.SocketError},               // gochannel after Close
+	{Text: "redis: client is closed", Outcome: schemas.SocketError},
+	{Text: "sql: database is closed", Outcome: schemas.SocketError},
+	{Text: "driver: bad connection", Outcome: schemas.SocketError},
 }

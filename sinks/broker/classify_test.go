@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"syscall"
@@ -32,6 +31,9 @@ func (redisError) RedisError()     {}
 
 var _ redis.Error = redisError("")
 
+// TestClassify checks what the broker sinks add to [sinks.Classify] (the brokers' answers and
+// the publishers' untyped errors) and, with a few rows, that everything else goes to it; the
+// shared cases are in the sinks package's table.
 func TestClassify(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	tests := []struct {
@@ -90,12 +92,9 @@ func TestClassify(t *testing.T) {
 		{name: "redis other", err: redisReply(t, "ERR unknown command"), want: schemas.GenericError},
 		{name: "redis closed", err: redis.ErrClosed, want: schemas.SocketError},
 
+		{name: "broker answer before the transport error around it", err: fmt.Errorf("publish: %w", &net.OpError{Op: "read", Err: &jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum messages exceeded"}}), want: schemas.Full},
 		{name: "refused", err: refused, want: schemas.SocketError},
-		{name: "reset", err: fmt.Errorf("write: %w", syscall.ECONNRESET), want: schemas.SocketError},
-		{name: "eof", err: fmt.Errorf("read: %w", io.EOF), want: schemas.SocketError},
 		{name: "dns", err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "nats.invalid", IsNotFound: true}}, want: schemas.ResolutionError},
-		{name: "dns timeout", err: &net.DNSError{Err: "i/o timeout", Name: "nats.invalid", IsTimeout: true}, want: schemas.ResolutionError},
-		{name: "net timeout", err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, want: schemas.TimedOut},
 		{name: "gochannel closed", err: errors.New("Pub/Sub closed"), want: schemas.SocketError},
 		{name: "unknown", err: errors.New("something else"), want: schemas.GenericError},
 	}

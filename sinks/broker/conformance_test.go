@@ -110,6 +110,12 @@ func (c *consumer) stall(t *testing.T) <-chan struct{} {
 	return c.hold
 }
 
+// consumerLoops are the goroutines the destinations' consumers start and end as they read
+// (each JetStream fetch runs in its own); they are the consumer's, not the sink's.
+var consumerLoops = []string{
+	"github.com/nats-io/nats.go/jetstream.(*pullConsumer).fetch.func1",
+}
+
 func destination(t *testing.T, kind broker.Kind) *sinktest.Destination {
 	t.Helper()
 	direct := brokertest.Servers(t, kind)
@@ -130,7 +136,7 @@ func destination(t *testing.T, kind broker.Kind) *sinktest.Destination {
 	sub, _ := open(t, direct).Subscriber(kind)
 	c := consume(t, sub, topic)
 	return &sinktest.Destination{
-		Sink: newSink(t, pub, topic), Received: c.rec.Wait, Headers: true,
+		Sink: newSink(t, pub, topic), Received: c.rec.Wait, Headers: true, Background: consumerLoops,
 		Stall: func(t *testing.T) <-chan struct{} {
 			held := proxy.Stall()
 			t.Cleanup(proxy.Up)

@@ -28,7 +28,8 @@
 // is published again whole on retry, so some of its messages may arrive twice; the UUID says
 // which. PostgreSQL inserts a batch in one statement, so there it is atomic.
 //
-// Outcomes. A publish error is classified in one function (SPEC §2.1's vocabulary): the
+// Outcomes. A publish error is classified by [sinks.Classify], shared with the webhook sink,
+// with the brokers' own answers read first (SPEC §2.1's vocabulary): the
 // caller's expired context is TimedOut and its cancelled context Canceled; a refused, reset or
 // closed connection (and a publisher that is reconnecting) is SocketError; a broker timeout is
 // TimedOut; a failed name lookup is ResolutionError; a subject no JetStream stream captures, a

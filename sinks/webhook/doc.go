@@ -10,7 +10,8 @@
 //   - 200-204 is success (nil).
 //   - Any other HTTP status is classified by [schemas.OutcomeForStatus], with StatusCode set
 //     and, on 429 and 503, the Retry-After header passed on verbatim.
-//   - No response is classified by cause (SPEC §2.1): the attempt timeout or a network
+//   - No response is classified by cause (SPEC §2.1) with [sinks.Classify], as for every
+//     sink, plus net/http's untyped errors: the attempt timeout or a network
 //     timeout is TimedOut; a failed name lookup is ResolutionError; a refused or reset
 //     connection, an early EOF or a failed TLS handshake or certificate check is SocketError;
 //     an address the request can never reach (a TLS certificate for another name, an invalid

@@ -2,41 +2,33 @@ package webhook
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// pacer spaces requests evenly so that at most perMinute start in any minute: a token bucket
-// holding one token, refilled every minute/perMinute. The first request after a quiet spell
-// goes at once. A nil pacer never waits.
-type pacer struct {
-	interval time.Duration
-	mu       sync.Mutex
-	next     time.Time // when the next request may start
-}
-
-func newPacer(perMinute int) *pacer {
+// newPacer returns the limiter that spaces requests evenly so that at most perMinute start in
+// any minute: a token bucket holding one token, refilled every minute/perMinute. The first
+// request after a quiet spell goes at once. It returns nil (no cap) for perMinute <= 0.
+func newPacer(perMinute int) *rate.Limiter {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &pacer{interval: time.Minute / time.Duration(perMinute)}
+	return rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1)
 }
 
-// wait blocks until the caller's turn, or returns ctx's error when ctx ends first (the turn is
-// then given back only if no later caller has taken one since).
-func (p *pacer) wait(ctx context.Context) error {
+// waitTurn blocks until the caller's turn on p, or returns ctx's cause when ctx ends first;
+// the turn is then given back (see [rate.Reservation.Cancel]). A nil p never waits.
+//
+// It waits for ctx to end rather than failing at once when the turn lies past ctx's deadline
+// (as [rate.Limiter.Wait] does), so a caller that gives up reads as TimedOut or Canceled,
+// like any other attempt its context ended.
+func waitTurn(ctx context.Context, p *rate.Limiter) error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	now := time.Now()
-	at := p.next
-	if at.Before(now) {
-		at = now
-	}
-	p.next = at.Add(p.interval)
-	p.mu.Unlock()
-	d := at.Sub(now)
+	r := p.Reserve()
+	d := r.Delay()
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -46,11 +38,7 @@ func (p *pacer) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		p.mu.Lock()
-		if p.next.Equal(at.Add(p.interval)) {
-			p.next = at
-		}
-		p.mu.Unlock()
+		r.Cancel()
 		return context.Cause(ctx)
 	}
 }

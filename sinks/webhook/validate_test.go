@@ -263,3 +263,36 @@ func TestDeliverPacesToAllowedRate(t *testing.T) {
 		}
 	})
 }
+
+// TestDeliverGivesBackAnAbandonedTurn: a caller that gives up while waiting hands its turn to
+// the next caller, so the cap is not spent on requests that were never sent.
+func TestDeliverGivesBackAnAbandonedTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		client := &http.Client{Transport: handlerTransport{http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+		})}}
+		s := newSink(t, webhook.Config{URL: "http://hook.test/", MaxRequestsPerMinute: 30}, client)
+		if err := s.Deliver(context.Background(), &sinks.Batch{Body: []byte(`[]`)}); err != nil { // t=0, the next turn is at 2 s
+			t.Fatalf("Deliver: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Takes the 2 s turn and gives up at 1 s.
+		requireOutcome(t, s.Deliver(ctx, &sinks.Batch{Body: []byte(`[]`)}), schemas.TimedOut)
+		if elapsed := time.Since(start); elapsed != time.Second {
+			t.Fatalf("the abandoned Deliver returned at %v; want 1s, when its context ended", elapsed)
+		}
+		if err := s.Deliver(context.Background(), &sinks.Batch{Body: []byte(`[]`)}); err != nil {
+			t.Fatalf("Deliver: %v", err)
+		}
+		want := []time.Duration{0, 2 * time.Second} // the abandoned 2 s turn, not 4 s
+		if len(at) != 2 || at[0] != want[0] || at[1] != want[1] {
+			t.Errorf("requests at %v; want %v", at, want)
+		}
+	})
+}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 )
@@ -126,8 +128,8 @@ type Sink struct {
 	timeoutCause error
 	client       *http.Client
 	headers      sinks.HeaderMappings
-	pace         *pacer // nil without a rate cap
-	origin       string // the Origin header, or ""
+	pace         *rate.Limiter // nil without a rate cap
+	origin       string        // the Origin header, or ""
 }
 
 // New validates cfg and returns a sink for its URL. client is the HTTP client to use; nil
@@ -201,7 +203,7 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err != nil { // checked above
 		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: err}}}
 	}
-	if err := s.pace.wait(ctx); err != nil {
+	if err := waitTurn(ctx, s.pace); err != nil {
 		return &sinks.DeliveryError{Outcome: classify(err, ctx.Err()), Err: fmt.Errorf("waiting for the request rate %s allows: %w", s.display, err)}
 	}
 	actx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)

@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/egridio/egrid/router"
+)
+
+// idle creates IdleSubscriptions subscriptions to an endpoint that never gets an event and
+// reports the resident memory (held to the scenario's target) and heap each one costs.
+func idle(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
+	eg, err := b.startTopic(ctx, router.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer eg.close()
+	heapBefore, rssBefore := memNow()
+	n := b.opt.IdleSubscriptions
+	var done atomic.Int64
+	stop := b.progress("creating subscriptions", func() string { return fmt.Sprintf("%d/%d", done.Load(), n) })
+	for i := range n {
+		if err := eg.r.CreateSubscription(ctx, "bench", fmt.Sprintf("idle-%05d", i), router.SubscriptionSpec{Destination: router.WebHook("http://127.0.0.1:9/idle")}); err != nil {
+			stop()
+			return nil, err
+		}
+		done.Add(1)
+	}
+	stop()
+	heapAfter, rssAfter := memNow()
+	perHeap := float64(heapAfter-heapBefore) / float64(n)
+	perRSS := float64(rssAfter-rssBefore) / float64(n)
+	met := perRSS <= 4096
+	return []Result{
+		{Scenario: s.Name, Metric: "resident memory per idle subscription", Value: perRSS, Unit: "bytes", Target: s.Target, Met: &met, Note: fmt.Sprintf("%d subscriptions", n)},
+		{Scenario: s.Name, Metric: "heap per idle subscription", Value: perHeap, Unit: "bytes"},
+	}, nil
+}
+
+// memNow returns the live heap after a GC and the process's resident set size.
+func memNow() (heap, rss uint64) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap = ms.HeapAlloc
+	if raw, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(raw))
+		if len(f) > 1 {
+			pages, _ := strconv.ParseUint(f[1], 10, 64)
+			rss = pages * uint64(os.Getpagesize())
+		}
+	}
+	return heap, rss
+}

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/egridio/egrid/router"
+)
+
+// latency publishes single events at Rate/s for the load phase and reports publish→delivery
+// percentiles (the p99 held to the scenario's target) and the time to the durable ack, against
+// the same paced requests into the read+fsync server.
+func latency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
+	sink, err := startSink()
+	if err != nil {
+		return nil, err
+	}
+	defer sink.close()
+	var mu sync.Mutex
+	var lat []time.Duration
+	sink.onEvent = func(_ string, body []byte) {
+		now := time.Now()
+		var evs []struct {
+			Data struct {
+				Sent int64 `json:"sent"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(body, &evs) == nil {
+			mu.Lock()
+			for _, e := range evs {
+				lat = append(lat, now.Sub(time.Unix(0, e.Data.Sent)))
+			}
+			mu.Unlock()
+		}
+	}
+	delivered := func() int64 { mu.Lock(); defer mu.Unlock(); return int64(len(lat)) }
+
+	// Baseline: the same paced single-event requests into the read+fsync server.
+	base, err := startSyncServer(b.opt.Dir)
+	if err != nil {
+		return nil, err
+	}
+	pad := strings.Repeat("x", 820)
+	baseAck := b.paced(ctx, "baseline read+fsync", base.url+"/", int(float64(b.opt.Rate)*b.opt.Duration.Seconds()/2), func(i int) string {
+		return fmt.Sprintf(`[{"id":"b-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}]`, i, pad)
+	})
+	base.close()
+	slices.Sort(baseAck)
+
+	eg, err := b.startTopic(ctx, router.Config{MaxInFlight: 64})
+	if err != nil {
+		return nil, err
+	}
+	defer eg.close()
+	if err := eg.r.CreateSubscription(ctx, "bench", "sink", router.SubscriptionSpec{Destination: router.WebHook(sink.url + "/hook")}); err != nil {
+		return nil, err
+	}
+	total := int(float64(b.opt.Rate) * b.opt.Duration.Seconds())
+	ack := b.paced(ctx, fmt.Sprintf("publishing at %d/s", b.opt.Rate), eg.publishURL(), total, func(i int) string {
+		return fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q,"sent":%d}}]`, i, pad, time.Now().UnixNano())
+	})
+	b.drain(ctx, "delivering", delivered, int64(total), 60*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lat) == 0 {
+		return nil, errors.New("nothing was delivered")
+	}
+	slices.Sort(lat)
+	slices.Sort(ack)
+	pct := func(p float64) float64 { return percentile(lat, p) }
+	p99 := pct(0.99)
+	met := p99 <= 10
+	ack50, ack99 := percentile(ack, 0.50), percentile(ack, 0.99)
+	base50, base99 := percentile(baseAck, 0.50), percentile(baseAck, 0.99)
+	return []Result{
+		{Scenario: s.Name, Metric: "publish→delivery p50", Value: pct(0.50), Unit: "ms"},
+		{Scenario: s.Name, Metric: "publish→delivery p99", Value: p99, Unit: "ms", Target: s.Target, Met: &met},
+		{Scenario: s.Name, Metric: "publish→delivery p999", Value: pct(0.999), Unit: "ms",
+			Note: fmt.Sprintf("%d events at %d/s", len(lat), b.opt.Rate)},
+		{Scenario: s.Name, Metric: "publish→durable ack p50", Value: ack50, Unit: "ms", Baseline: base50, Ratio: ack50 / base50},
+		{Scenario: s.Name, Metric: "publish→durable ack p99", Value: ack99, Unit: "ms", Baseline: base99, Ratio: ack99 / base99,
+			Note: "baseline: the same paced requests into the read+fsync server"},
+	}, nil
+}
+
+// percentile returns the p-th quantile of sorted durations in milliseconds (0 when empty).
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[min(len(sorted)-1, int(p*float64(len(sorted))))].Microseconds()) / 1000
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// loadClient is the load generator's HTTP client: keep-alive, enough idle connections.
+func loadClient(conc int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: conc * 2, MaxIdleConnsPerHost: conc * 2, DisableCompression: true,
+	}}
+}
+
+// eventBody returns a JSON array of n Event Grid events of about 1 KB each.
+func eventBody(n int, idPrefix string, subject string) []byte {
+	pad := strings.Repeat("x", 820)
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"%s-%d","subject":%q,"eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1.0","data":{"pad":%q,"sent":0}}`, idPrefix, i, subject, pad)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// load posts body to url from Concurrency goroutines for d and returns the successful
+// requests/s. Requests in flight at the end of d are finished and counted, and the rate is
+// taken over the whole time, so a slow request is never thrown away.
+func (b *Runner) load(ctx context.Context, label, url string, body []byte, d time.Duration) (float64, error) {
+	client := loadClient(b.opt.Concurrency)
+	defer client.CloseIdleConnections()
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	stop := b.progress(label, func() string { return fmt.Sprintf("%d requests", ok.Load()) })
+	for range b.opt.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	elapsed := time.Since(start)
+	if ok.Load() == 0 {
+		return 0, fmt.Errorf("%s: no request succeeded (%d failed)", label, failed.Load())
+	}
+	return float64(ok.Load()) / elapsed.Seconds(), nil
+}
+
+// paced posts total single-event requests (body(i) gives the i-th) to url at Rate requests/s,
+// at most Concurrency at a time, and returns each answered request's time to its answer.
+//
+// The pace is a token bucket ([rate.Limiter]) holding 10 ms worth of requests, so a sender
+// that fell behind (a slow scheduler, a full pool) catches up by at most that much at once
+// instead of losing the requests it missed.
+func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
+	client := loadClient(b.opt.Concurrency)
+	defer client.CloseIdleConnections()
+	limiter := rate.NewLimiter(rate.Limit(b.opt.Rate), max(1, b.opt.Rate/100))
+	sem := make(chan struct{}, b.opt.Concurrency)
+	var mu sync.Mutex
+	var acks []time.Duration
+	var wg sync.WaitGroup
+	stop := b.progress(label, func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("%d answered", len(acks)) })
+	defer stop()
+	for i := 0; i < total; i++ {
+		if limiter.Wait(ctx) != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body(i)))
+			req.Header.Set("Content-Type", "application/json")
+			sent := time.Now()
+			if resp, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				acks = append(acks, time.Since(sent))
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	return acks
+}
+
+// progress prints a live line every second until stop is called.
+func (b *Runner) progress(label string, status func() string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(b.opt.Progress, "\r   %-28s %s in %s\n", label, status(), time.Since(start).Round(time.Millisecond))
+				return
+			case <-t.C:
+				fmt.Fprintf(b.opt.Progress, "\r   %-28s %s ...", label, status())
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// drain waits until count() reaches want, bound passes or ctx ends, looking every 5 ms; it
+// returns when the last progress happened (now, once want is reached).
+func (b *Runner) drain(ctx context.Context, label string, count func() int64, want int64, bound time.Duration) time.Time {
+	stop := b.progress(label, func() string { return fmt.Sprintf("%d/%d", count(), want) })
+	defer stop()
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	last, lastN := time.Now(), count()
+	for {
+		n := count()
+		if n != lastN {
+			last, lastN = time.Now(), n
+		}
+		if n >= want {
+			return time.Now()
+		}
+		select {
+		case <-tick.C:
+		case <-timeout.C:
+			return last
+		case <-ctx.Done():
+			return last
+		}
+	}
+}

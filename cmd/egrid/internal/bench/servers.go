@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/router/store/disk"
+)
+
+// sinkServer counts delivered events and answers 200; status and onEvent let a scenario
+// decide per path.
+type sinkServer struct {
+	srv      *http.Server
+	url      string
+	events   atomic.Int64
+	requests atomic.Int64
+	onEvent  func(path string, body []byte)
+	status   func(path string) int
+}
+
+func startSink() (*sinkServer, error) {
+	s := &sinkServer{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if s.status != nil {
+			if code := s.status(r.URL.Path); code != http.StatusOK {
+				w.WriteHeader(code)
+				return
+			}
+		}
+		s.requests.Add(1)
+		if !strings.HasPrefix(r.URL.Path, "/raw") { // baseline requests are counted by the client
+			s.events.Add(int64(countEvents(body)))
+		}
+		if s.onEvent != nil {
+			s.onEvent(r.URL.Path, body)
+		}
+	})}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+func (s *sinkServer) close() { _ = s.srv.Close() }
+
+// countEvents counts the events in a delivery body: the elements of a JSON array, or 1.
+func countEvents(body []byte) int {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '[' {
+		return 1
+	}
+	// Events are objects at depth 1.
+	n, depth, inStr, esc := 0, 0, false, false
+	for _, c := range body {
+		switch {
+		case inStr:
+			if esc {
+				esc = false
+			} else if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			if depth == 1 && c == '{' {
+				n++
+			}
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return n
+}
+
+// syncServer is the ingest baseline: it reads each body, appends it to a file and answers once
+// it is synced; concurrent requests share one fsync (the same group commit egrid does).
+type syncServer struct {
+	srv  *http.Server
+	url  string
+	f    *os.File
+	reqs chan syncReq
+	done chan struct{}
+}
+
+type syncReq struct {
+	body []byte
+	ok   chan error
+}
+
+func startSyncServer(dir string) (*syncServer, error) {
+	f, err := os.Create(filepath.Join(dir, "baseline.log"))
+	if err != nil {
+		return nil, err
+	}
+	s := &syncServer{f: f, reqs: make(chan syncReq, 4096), done: make(chan struct{})}
+	go s.writer()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := syncReq{body: body, ok: make(chan error, 1)}
+		s.reqs <- req
+		if err := <-req.ok; err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+func (s *syncServer) writer() {
+	defer close(s.done)
+	var batch []syncReq
+	for req := range s.reqs {
+		batch = append(batch[:0], req)
+	gather:
+		for {
+			select {
+			case more, ok := <-s.reqs:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, more)
+			default:
+				break gather
+			}
+		}
+		var err error
+		for _, r := range batch {
+			if _, werr := s.f.Write(r.body); werr != nil {
+				err = werr
+			}
+		}
+		if serr := s.f.Sync(); serr != nil {
+			err = serr
+		}
+		for _, r := range batch {
+			r.ok <- err
+		}
+	}
+}
+
+func (s *syncServer) close() {
+	_ = s.srv.Close()
+	close(s.reqs)
+	<-s.done
+	_ = s.f.Close()
+}
+
+// egridServer is a router on a fresh disk store, served on 127.0.0.1.
+type egridServer struct {
+	r     *router.Router
+	st    *disk.Store
+	srv   *http.Server
+	url   string
+	close func()
+}
+
+func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
+	b.runs++
+	st, err := disk.Open(filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs)), disk.Options{})
+	if err != nil {
+		return nil, err
+	}
+	cfg.InsecureDev = true
+	cfg.MaxSubscriptionsPerTopic = 1 << 20
+	cfg.SkipEndpointValidation = true // the bench's sinks (and its idle 127.0.0.1:9) do not implement the handshake
+	r, err := router.New(cfg, router.Deps{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = r.Close(context.Background())
+		_ = st.Close()
+		return nil, err
+	}
+	s := &egridServer{r: r, st: st, url: "http://" + ln.Addr().String()}
+	s.srv = &http.Server{Handler: httpapi.New(r)}
+	go s.srv.Serve(ln)
+	s.close = func() {
+		_ = s.srv.Close()
+		_ = r.Close(context.Background())
+		_ = st.Close()
+	}
+	return s, nil
+}
+
+// startTopic starts a router with cfg and creates the topic "bench" on it.
+func (b *Runner) startTopic(ctx context.Context, cfg router.Config) (*egridServer, error) {
+	eg, err := b.startEgrid(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := eg.r.CreateTopic(ctx, "bench", router.TopicSpec{}); err != nil {
+		eg.close()
+		return nil, err
+	}
+	return eg, nil
+}
+
+// publishURL is the topic's Event Grid publish endpoint.
+func (s *egridServer) publishURL() string { return s.url + "/topics/bench/api/events" }
