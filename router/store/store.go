@@ -14,6 +14,11 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("store: closed")
+	// ErrFenced is returned by a write that lost a compare-and-set race: the stored value
+	// (or the journal) moved on since this store last read or wrote it, because another
+	// writer (another router node) took it over. Nothing of the failed write is applied
+	// except as the contract allows for Append. Stores with a single writer never return it.
+	ErrFenced = errors.New("store: fenced: another writer changed the state since it was read")
 )
 
 // Entry is one journal entry.

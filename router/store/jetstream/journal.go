@@ -1,0 +1,417 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// maxPipeline bounds the events one writer has in flight (published, not yet acknowledged).
+const maxPipeline = 4096
+
+// appendReq is one Append waiting for its topic's writer.
+type appendReq struct {
+	ctx  context.Context
+	msgs [][]byte // encoded entries, in order
+	done chan appendResult
+}
+
+type appendResult struct {
+	last uint64
+	err  error
+}
+
+// writer is the one goroutine of this store that publishes to a topic's journal stream. It
+// keeps the stream's last sequence number and publishes every event with the header
+// Nats-Expected-Last-Sequence set to the number before it, so the events of one Append get
+// consecutive numbers and a publish that would land after someone else's is refused
+// (store.ErrFenced) instead of interleaving. Concurrent Appends are published together as one
+// pipeline (one round of acknowledgements), as the disk store shares one fsync.
+type writer struct {
+	s       *Store
+	topic   string
+	stream  string
+	subject string
+	reqs    chan *appendReq // unbuffered: a request taken is always answered
+	quit    chan struct{}
+	exited  chan struct{}
+	quitErr error  // what requests get after quit; set before quit is closed
+	id      string // unique per writer: the prefix of its message IDs
+	msgs    uint64 // messages published, for the next message ID
+}
+
+func (s *Store) writer(topic string) (*writer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, store.ErrClosed
+	}
+	if w, ok := s.writers[topic]; ok {
+		return w, nil
+	}
+	w := &writer{
+		s: s, topic: topic, stream: s.streamName(topic), subject: s.subject(topic),
+		reqs: make(chan *appendReq), quit: make(chan struct{}), exited: make(chan struct{}),
+		id: newWriterID(),
+	}
+	s.writers[topic] = w
+	go w.run()
+	return w, nil
+}
+
+// stop ends the writer and waits for it; requests not yet taken fail with err.
+func (w *writer) stop(err error) {
+	w.quitErr = err
+	close(w.quit)
+	<-w.exited
+}
+
+func (w *writer) run() {
+	defer close(w.exited)
+	var (
+		last   uint64 // the stream's last sequence number, when synced
+		synced bool
+		batch  []*appendReq
+	)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-w.reqs:
+			batch = append(batch, r)
+		case <-w.quit:
+			return
+		}
+		n := len(batch[0].msgs)
+	drain:
+		for n < maxPipeline {
+			select {
+			case r := <-w.reqs:
+				batch = append(batch, r)
+				n += len(r.msgs)
+			default:
+				break drain
+			}
+		}
+		if !synced {
+			seq, err := w.s.streamLastSeq(w.topic)
+			if err != nil {
+				for _, r := range batch {
+					r.done <- appendResult{err: err}
+				}
+				continue
+			}
+			last, synced = seq, true
+		}
+		var ok bool
+		last, ok = w.publish(batch, last)
+		synced = ok
+	}
+}
+
+// publish publishes the batch's events pipelined after last and answers every request. It
+// returns the new last sequence number and whether it is still known (false after any
+// failure: the next batch reads it from the stream again).
+func (w *writer) publish(batch []*appendReq, last uint64) (uint64, bool) {
+	type pending struct {
+		r       *appendReq
+		futures []jetstream.PubAckFuture
+		err     error
+	}
+	ps := make([]pending, len(batch))
+	var failed error
+	next := last
+	prevID := ""
+	for i, r := range batch {
+		ps[i].r = r
+		if failed != nil {
+			ps[i].err = failed
+			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			ps[i].err = err // given up before anything was sent: nothing of it is stored
+			continue
+		}
+		for _, data := range r.msgs {
+			// The first message of the pipeline expects the journal's last sequence number,
+			// each next one the message ID of the one before: after a refused message the
+			// rest of the pipeline is refused too, so what is stored is always a prefix.
+			w.msgs++
+			id := w.id + strconv.FormatUint(w.msgs, 36)
+			expect := jetstream.WithExpectLastSequence(next)
+			if prevID != "" {
+				expect = jetstream.WithExpectLastMsgID(prevID)
+			}
+			prevID = id
+			f, err := w.s.js.PublishMsgAsync(&nats.Msg{Subject: w.subject, Data: data}, jetstream.WithMsgID(id), expect)
+			if err != nil {
+				failed = fmt.Errorf("jetstream store: publishing to topic %q: %w", w.topic, err)
+				ps[i].err = failed
+				break
+			}
+			ps[i].futures = append(ps[i].futures, f)
+			next++
+		}
+	}
+	timer := time.NewTimer(w.s.opts.Timeout)
+	defer timer.Stop()
+	var first error // the first failed acknowledgement: the cause of the ones after it
+	for i := range ps {
+		p := &ps[i]
+		var seq uint64 // the sequence number of p's last acknowledged event
+		for _, f := range p.futures {
+			var err error
+			select {
+			case ack := <-f.Ok():
+				seq = ack.Sequence
+				last = max(last, seq)
+			case err = <-f.Err():
+			case <-timer.C:
+				err = errors.New("no acknowledgement from JetStream in time")
+				timer.Reset(0) // the rest fail at once
+			}
+			if err != nil && p.err == nil {
+				if first == nil {
+					first = w.s.appendErr(w.topic, err)
+				}
+				p.err = first
+			}
+		}
+		switch {
+		case p.err != nil:
+		case first != nil:
+			// Acknowledged after an earlier failure: that one was stored after all. Report
+			// this one as failed too (the contract allows a failed Append to be on disk).
+			p.err = first
+		}
+		p.r.done <- appendResult{last: seq, err: p.err}
+	}
+	return last, first == nil && failed == nil
+}
+
+// appendErr maps a failed publish to the store's errors.
+func (s *Store) appendErr(topic string, err error) error {
+	switch {
+	case isWrongLastSeq(err) || isWrongLastMsgID(err):
+		return fmt.Errorf("jetstream store: appending to topic %q: %w: the journal's last sequence number is not the one this store wrote (%v)", topic, store.ErrFenced, err)
+	case isStreamNotFound(err):
+		return topicNotFound(topic)
+	case errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed):
+		return fmt.Errorf("jetstream store: appending to topic %q: %w (%v)", topic, ErrNotConnected, err)
+	}
+	return fmt.Errorf("jetstream store: appending to topic %q: %w", topic, err)
+}
+
+// errCodeWrongLastMsgID is JetStream's error code for a refused Nats-Expected-Last-Msg-Id
+// (nats.go names only the sequence one).
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
+
+func isWrongLastMsgID(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == errCodeWrongLastMsgID
+}
+
+// newWriterID returns a random prefix for a writer's message IDs, so no two writers (in this
+// process or another) use the same ID.
+func newWriterID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:]) + "."
+}
+
+// streamLastSeq reads the last sequence number of a topic's journal stream.
+func (s *Store) streamLastSeq(topic string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	return s.lastSeq(ctx, topic)
+}
+
+func (s *Store) streamInfo(ctx context.Context, topic string) (jetstream.Stream, *jetstream.StreamInfo, error) {
+	if err := checkName("topic", topic); err != nil {
+		return nil, nil, err
+	}
+	str, err := s.js.Stream(ctx, s.streamName(topic))
+	if err != nil {
+		if isStreamNotFound(err) {
+			return nil, nil, topicNotFound(topic)
+		}
+		return nil, nil, fmt.Errorf("jetstream store: reading the journal stream of topic %q: %w", topic, err)
+	}
+	return str, str.CachedInfo(), nil
+}
+
+func (s *Store) lastSeq(ctx context.Context, topic string) (uint64, error) {
+	_, info, err := s.streamInfo(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// Append implements [store.Store]. It returns once JetStream acknowledged every event (stored
+// on a majority of the stream's replicas). The events are separate messages: JetStream 2.10
+// has no atomic batch publish, so a failed Append may have stored some of its events, a
+// prefix of them, which the contract allows (publishers retry, delivery is at least once).
+func (s *Store) Append(ctx context.Context, topic string, publishTime time.Time, events []*schemas.Event) (uint64, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	if len(events) == 0 {
+		return s.lastSeq(ctx, topic)
+	}
+	if err := checkName("topic", topic); err != nil {
+		return 0, err
+	}
+	r := &appendReq{ctx: ctx, msgs: make([][]byte, len(events)), done: make(chan appendResult, 1)}
+	for i, ev := range events {
+		r.msgs[i] = appendEntry(nil, publishTime, ev)
+	}
+	w, err := s.writer(topic)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case w.reqs <- r:
+	case <-w.quit:
+		return 0, w.quitErr
+	case <-ctx.Done():
+		return 0, fmt.Errorf("jetstream store: appending to topic %q: %w", topic, ctx.Err())
+	}
+	select {
+	case res := <-r.done:
+		return res.last, res.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("jetstream store: appending to topic %q: %w (the events may still be stored)", topic, ctx.Err())
+	}
+}
+
+// LastSeq implements [store.Store]: the journal stream's last sequence number.
+func (s *Store) LastSeq(ctx context.Context, topic string) (uint64, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	return s.lastSeq(ctx, topic)
+}
+
+// smallRead is the largest Read served by single-message gets; larger ones use a short-lived
+// consumer, which costs two more round trips but fetches in one.
+const smallRead = 4
+
+// Read implements [store.Store]. The stream numbers messages without gaps, so what it returns
+// is a contiguous run; it may include events of an Append still waiting for its
+// acknowledgement (they are stored, and delivery is at least once).
+func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	str, info, err := s.streamInfo(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	st := info.State
+	from = maxU(from, st.FirstSeq, 1)
+	if max <= 0 || st.Msgs == 0 || from > st.LastSeq {
+		return nil, nil
+	}
+	n := int(min(uint64(max), st.LastSeq-from+1))
+	entries := make([]store.Entry, 0, n)
+	if n <= smallRead {
+		for seq := from; seq < from+uint64(n); seq++ {
+			m, err := str.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // trimmed meanwhile
+			}
+			if err != nil {
+				return nil, fmt.Errorf("jetstream store: reading topic %q at %d: %w", topic, seq, err)
+			}
+			e, err := decodeEntry(seq, m.Data)
+			if err != nil {
+				return nil, fmt.Errorf("jetstream store: topic %q entry %d: %w", topic, seq, err)
+			}
+			entries = append(entries, e)
+		}
+		return entries, nil
+	}
+	cons, err := str.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+		Replicas:          1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+		defer dcancel()
+		_ = str.DeleteConsumer(dctx, cons.CachedInfo().Name) // else it expires after a minute
+	}()
+	for len(entries) < n {
+		batch, err := cons.FetchNoWait(n - len(entries))
+		if err != nil {
+			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+			}
+			e, err := decodeEntry(md.Sequence.Stream, m.Data())
+			if err != nil {
+				return nil, fmt.Errorf("jetstream store: topic %q entry %d: %w", topic, md.Sequence.Stream, err)
+			}
+			entries = append(entries, e)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+		}
+		if got == 0 {
+			break // trimmed meanwhile
+		}
+	}
+	return entries, nil
+}
+
+func maxU(a, b, c uint64) uint64 { return max(a, b, c) }
+
+// Trim implements [store.Store]: a purge of the stream below through+1, which keeps the
+// stream's last sequence number (so the numbering continues). through is capped at LastSeq:
+// purging beyond it would move the numbering on.
+func (s *Store) Trim(ctx context.Context, topic string, through uint64) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	str, info, err := s.streamInfo(ctx, topic)
+	if err != nil {
+		return err
+	}
+	through = min(through, info.State.LastSeq)
+	if through < info.State.FirstSeq {
+		return nil
+	}
+	if err := str.Purge(ctx, jetstream.WithPurgeSequence(through+1)); err != nil {
+		return fmt.Errorf("jetstream store: trimming topic %q through %d: %w", topic, through, err)
+	}
+	return nil
+}

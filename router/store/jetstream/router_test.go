@@ -1,0 +1,97 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store/jetstream"
+	"github.com/egridio/egrid/sinks"
+)
+
+// A router embeds the JetStream store: published events reach a Go sink, and a router
+// started again on a new store with the same prefix has the topic and subscription back and
+// delivers what is published next, nothing twice.
+func TestRouterWithJetStreamStore(t *testing.T) {
+	ctx := t.Context()
+	nc, prefix := connect(t), newPrefix(t)
+	got := make(chan string, 100)
+	sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			got <- ev.ID
+		}
+		return nil
+	})
+	start := func() (*router.Router, *jetstream.Store) {
+		t.Helper()
+		st := open(t, nc, prefix)
+		r, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": sink}})
+		if err != nil {
+			t.Fatalf("router.New: %v", err)
+		}
+		return r, st
+	}
+	stop := func(r *router.Router, st *jetstream.Store) {
+		t.Helper()
+		if err := r.Close(ctx); err != nil {
+			t.Fatalf("router Close: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatalf("store Close: %v", err)
+		}
+	}
+	await := func(want ...string) {
+		t.Helper()
+		seen := map[string]int{}
+		timeout := time.After(30 * time.Second)
+		for range want {
+			select {
+			case id := <-got:
+				seen[id]++
+			case <-timeout:
+				t.Fatalf("delivered %v within 30 s, want %v", seen, want)
+			}
+		}
+		for _, id := range want {
+			if seen[id] != 1 {
+				t.Errorf("event %s delivered %d times, want once (all: %v)", id, seen[id], seen)
+			}
+		}
+	}
+	publish := func(r *router.Router, ids ...string) {
+		t.Helper()
+		var evs []any
+		for _, id := range ids {
+			evs = append(evs, json.RawMessage(fmt.Sprintf(
+				`{"id":%q,"subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{"n":1},"dataVersion":"1.0"}`, id)))
+		}
+		if err := r.Publish(ctx, "orders", evs...); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+
+	r, st := start()
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "billing", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
+	publish(r, "e1", "e2", "e3")
+	await("e1", "e2", "e3")
+	stop(r, st)
+
+	r, st = start()
+	publish(r, "e4")
+	await("e4")
+	if last, err := st.LastSeq(ctx, "orders"); err != nil || last != 4 {
+		t.Errorf("journal LastSeq = %d, %v; want 4", last, err)
+	}
+	stop(r, st)
+	if n := len(got); n > 0 {
+		t.Errorf("%d more deliveries after every event was delivered once (the cursor was not kept)", n)
+	}
+}

@@ -1,0 +1,809 @@
+package jetstream
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// ErrNotConnected is returned (wrapped) by every call made while the connection to NATS is
+// down: the store fails at once rather than waiting for a server that is not there. The
+// router answers a publish that gets it with 503 and a Retry-After; the NATS client keeps
+// reconnecting, and calls succeed again once it has.
+var ErrNotConnected = errors.New("jetstream store: not connected to NATS; retry once the server is reachable")
+
+// Options configures [Open] and [Dial]. The zero value is usable.
+type Options struct {
+	// Prefix starts the name of every stream, subject and bucket the store uses, so several
+	// routers (or tests) can share one JetStream domain without seeing each other's state.
+	// Letters, digits, '-' and '_' only. Default "EGRID".
+	Prefix string
+	// Replicas is the number of copies JetStream keeps of every stream and bucket: 1 (the
+	// default) on a single server, 3 in production on a cluster of at least three servers, so
+	// a write is acknowledged only once a majority of the replicas has it and the store
+	// survives the loss of one server.
+	Replicas int
+	// Memory keeps streams and buckets in the servers' memory instead of files: for tests and
+	// caches, not for a durable router.
+	Memory bool
+	// Timeout bounds every call whose context has no deadline. Default 10 seconds.
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = "EGRID"
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	return o
+}
+
+// Validate reports every problem of the options at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Prefix != "" && strings.TrimLeft(o.Prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+		errs = append(errs, fmt.Errorf("jetstream store: prefix %q: use only letters, digits, '-' and '_'", o.Prefix))
+	}
+	if o.Replicas < 0 || o.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("jetstream store: replicas %d: JetStream keeps 1 to 5 replicas (3 in production)", o.Replicas))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("jetstream store: timeout %v: must not be negative", o.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is a [store.Store] on NATS JetStream: a stream per topic journal and key-value buckets
+// for definitions, subscription state and the dead-letter outbox (see the package
+// documentation). Open one with [Open] or [Dial]; several Stores (in one process or on
+// several nodes) may be open on the same prefix, and every state write is a compare-and-set,
+// so a Store whose view is stale gets [store.ErrFenced] instead of overwriting another's.
+type Store struct {
+	nc     *nats.Conn
+	ownsNC bool
+	js     jetstream.JetStream
+	meta   jetstream.KeyValue // topic definitions and subscription records
+	dead   jetstream.KeyValue // the dead-letter outbox
+	opts   Options
+	closed atomic.Bool
+
+	mu      sync.Mutex
+	writers map[string]*writer   // journal writers by topic
+	subs    map[string]*subEntry // subscription records this store last read or wrote, by key
+	stopped bool                 // set by Close: no new writers
+}
+
+// subEntry is this store's view of one subscription record: the revision it last read or
+// wrote and the decoded record. sem (capacity 1) serialises this store's writes of the key;
+// rev and rec belong to whoever holds it.
+type subEntry struct {
+	sem chan struct{}
+	rev uint64
+	rec *subRecord // nil when not loaded
+}
+
+// Dial connects to the NATS server at url and opens the store on it; Close closes the
+// connection too.
+func Dial(ctx context.Context, url string, opts Options) (*Store, error) {
+	nc, err := nats.Connect(url, nats.Name("egrid store"))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: connecting to %s: %w", url, err)
+	}
+	s, err := Open(ctx, nc, opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s.ownsNC = true
+	return s, nil
+}
+
+// Open opens the store on an established connection, creating its two key-value buckets when
+// they do not exist. Close leaves the connection open: the caller owns it.
+func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: %w", err)
+	}
+	s := &Store{nc: nc, js: js, opts: opts, writers: make(map[string]*writer), subs: make(map[string]*subEntry)}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+		desc string
+	}{
+		{&s.meta, opts.Prefix + "_meta", "egrid topic and subscription definitions and subscription state"},
+		{&s.dead, opts.Prefix + "_deadletters", "egrid dead-letter outbox"},
+	} {
+		*b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1,
+			Storage: s.storage(), Replicas: opts.Replicas,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) storage() jetstream.StorageType {
+	if s.opts.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// bound gives ctx the store's timeout when it has no deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// enter checks the store is open and bounds ctx.
+func (s *Store) enter(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return nil, nil, store.ErrClosed
+	}
+	if !s.nc.IsConnected() {
+		return nil, nil, fmt.Errorf("%w (status %v)", ErrNotConnected, s.nc.Status())
+	}
+	ctx, cancel := s.bound(ctx)
+	return ctx, cancel, nil
+}
+
+// Names. Topic, subscription and dead-letter names are escaped into tokens valid in stream
+// names, subjects and keys: letters, digits and '-' stay, every other byte becomes '_' and
+// two hex digits.
+func escape(name string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+func unescape(tok string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(tok); i++ {
+		if tok[i] != '_' {
+			b.WriteByte(tok[i])
+			continue
+		}
+		if i+2 >= len(tok) {
+			return "", fmt.Errorf("%w: bad escape in %q", errCorrupt, tok)
+		}
+		var v byte
+		for _, h := range tok[i+1 : i+3] {
+			switch {
+			case '0' <= h && h <= '9':
+				v = v<<4 | byte(h-'0')
+			case 'A' <= h && h <= 'F':
+				v = v<<4 | byte(h-'A'+10)
+			default:
+				return "", fmt.Errorf("%w: bad escape in %q", errCorrupt, tok)
+			}
+		}
+		b.WriteByte(v)
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func (s *Store) streamName(topic string) string { return s.opts.Prefix + "_journal_" + escape(topic) }
+func (s *Store) subject(topic string) string    { return s.opts.Prefix + ".journal." + escape(topic) }
+func topicKey(topic string) string              { return "topic." + escape(topic) }
+func subKey(topic, sub string) string           { return "sub." + escape(topic) + "." + escape(sub) }
+func subPattern(topic string) string            { return "sub." + escape(topic) + ".*" }
+
+func checkName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("jetstream store: empty %s name", what)
+	}
+	return nil
+}
+
+// Error mapping: what JetStream says, in the store's sentinels.
+
+func isWrongLastSeq(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+func isStreamNotFound(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamNotFound
+}
+
+func topicNotFound(topic string) error { return fmt.Errorf("topic %q: %w", topic, store.ErrNotFound) }
+
+func subNotFound(topic, sub string) error {
+	return fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrNotFound)
+}
+
+func fenced(what string, err error) error {
+	return fmt.Errorf("jetstream store: writing %s: %w (%v)", what, store.ErrFenced, err)
+}
+
+// scan calls fn with the latest value of every key of kv matching pattern.
+func scan(ctx context.Context, kv jetstream.KeyValue, pattern string, fn func(key string, val []byte) error) error {
+	w, err := kv.Watch(ctx, pattern, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("listing keys: the watch ended early")
+			}
+			if e == nil {
+				return nil
+			}
+			if err := fn(e.Key(), e.Value()); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// topicExists reports whether the topic has a definition.
+func (s *Store) topicExists(ctx context.Context, topic string) error {
+	if err := checkName("topic", topic); err != nil {
+		return err
+	}
+	_, err := s.meta.Get(ctx, topicKey(topic))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return topicNotFound(topic)
+	case err != nil:
+		return fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+	}
+	return nil
+}
+
+// PutTopic implements [store.Store]: the definition is a key of the meta bucket; a new topic
+// also gets its journal stream, created before the definition so a topic that is listed
+// always has one.
+func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("topic", name); err != nil {
+		return err
+	}
+	val := appendOpaque(nil, spec)
+	e, err := s.meta.Get(ctx, topicKey(name))
+	switch {
+	case err == nil:
+		if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
+			if isWrongLastSeq(err) {
+				return fenced("topic "+name, err)
+			}
+			return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+		}
+		return nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("jetstream store: reading topic %q: %w", name, err)
+	}
+	// A new topic: remove what a DeleteTopic cut short may have left, so it starts empty.
+	if err := s.dropTopicData(ctx, name); err != nil {
+		return err
+	}
+	_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        s.streamName(name),
+		Description: "egrid journal of topic " + name,
+		Subjects:    []string{s.subject(name)},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		// The writer gives every message an ID only to chain a pipeline's messages
+		// (Nats-Expected-Last-Msg-Id); a short window keeps the server's table of them small.
+		Duplicates:  time.Second,
+		Storage:     s.storage(),
+		Replicas:    s.opts.Replicas,
+		AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream store: creating the journal stream of topic %q: %w", name, err)
+	}
+	if _, err := s.meta.Create(ctx, topicKey(name), val); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fenced("topic "+name, err)
+		}
+		return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// dropTopicData deletes a topic's journal stream and subscription records and forgets this
+// store's writer and cached records of it.
+func (s *Store) dropTopicData(ctx context.Context, topic string) error {
+	s.mu.Lock()
+	w := s.writers[topic]
+	delete(s.writers, topic)
+	prefix := "sub." + escape(topic) + "."
+	for k := range s.subs {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.subs, k)
+		}
+	}
+	s.mu.Unlock()
+	if w != nil {
+		w.stop(topicNotFound(topic))
+	}
+	if err := s.js.DeleteStream(ctx, s.streamName(topic)); err != nil && !isStreamNotFound(err) {
+		return fmt.Errorf("jetstream store: deleting the journal stream of topic %q: %w", topic, err)
+	}
+	var keys []string
+	if err := scan(ctx, s.meta, subPattern(topic), func(key string, _ []byte) error {
+		keys = append(keys, key)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("jetstream store: listing subscriptions of topic %q: %w", topic, err)
+	}
+	for _, k := range keys {
+		if err := s.meta.Purge(ctx, k); err != nil {
+			return fmt.Errorf("jetstream store: deleting subscription record %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// DeleteTopic implements [store.Store]. Deleting the definition is the commit point; the
+// journal stream and the subscription records go next. When that is cut short (an outage),
+// the next PutTopic of the name removes the rest.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, name); err != nil {
+		return err
+	}
+	if err := s.meta.Purge(ctx, topicKey(name)); err != nil {
+		return fmt.Errorf("jetstream store: deleting topic %q: %w", name, err)
+	}
+	return s.dropTopicData(ctx, name)
+}
+
+// Topics implements [store.Store].
+func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defs := []store.Definition{}
+	err = scan(ctx, s.meta, "topic.*", func(key string, val []byte) error {
+		name, err := unescape(strings.TrimPrefix(key, "topic."))
+		if err != nil {
+			return err
+		}
+		spec, err := decodeOpaque(val)
+		if err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
+		defs = append(defs, store.Definition{Name: name, Spec: spec})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: listing topics: %w", err)
+	}
+	slices.SortFunc(defs, func(a, b store.Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+// entry returns this store's view of a subscription record, holding its semaphore; call
+// release when done.
+func (s *Store) entry(ctx context.Context, key string) (*subEntry, error) {
+	s.mu.Lock()
+	e, ok := s.subs[key]
+	if !ok {
+		e = &subEntry{sem: make(chan struct{}, 1)}
+		s.subs[key] = e
+	}
+	s.mu.Unlock()
+	select {
+	case e.sem <- struct{}{}:
+		return e, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (e *subEntry) release() { <-e.sem }
+
+// load reads a subscription record into e (not found: store.ErrNotFound).
+func (s *Store) load(ctx context.Context, e *subEntry, topic, sub string) error {
+	kv, err := s.meta.Get(ctx, subKey(topic, sub))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		e.rec = nil
+		return subNotFound(topic, sub)
+	case err != nil:
+		return fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
+	}
+	rec, err := decodeSubRecord(kv.Value())
+	if err != nil {
+		return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
+	}
+	e.rev, e.rec = kv.Revision(), &rec
+	return nil
+}
+
+// write stores rec on top of the revision e holds (compare-and-set); it loses against any
+// other write since with store.ErrFenced.
+func (s *Store) write(ctx context.Context, e *subEntry, topic, sub string, rec *subRecord) error {
+	rev, err := s.meta.Update(ctx, subKey(topic, sub), appendSubRecord(nil, rec), e.rev)
+	if err != nil {
+		e.rec = nil // read again next time
+		if isWrongLastSeq(err) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", sub, topic), err)
+		}
+		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", sub, topic, err)
+	}
+	e.rev, e.rec = rev, rec
+	return nil
+}
+
+// PutSubscription implements [store.Store]. The definition and the state are one record, so
+// a new subscription is created with its cursor in one write.
+func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("subscription", name); err != nil {
+		return err
+	}
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	if e.rec == nil {
+		if err := s.load(ctx, e, topic, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	if e.rec != nil {
+		rec := *e.rec
+		rec.spec = slices.Clone(spec)
+		return s.write(ctx, e, topic, name, &rec)
+	}
+	last, err := s.lastSeq(ctx, topic)
+	if err != nil {
+		return err
+	}
+	rec := &subRecord{spec: slices.Clone(spec), cursor: last}
+	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+	}
+	e.rev, e.rec = rev, rec
+	return nil
+}
+
+// DeleteSubscription implements [store.Store].
+func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	if err := s.load(ctx, e, topic, name); err != nil {
+		return err
+	}
+	if err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev)); err != nil {
+		e.rec = nil
+		if isWrongLastSeq(err) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return fmt.Errorf("jetstream store: deleting subscription %q of topic %q: %w", name, topic, err)
+	}
+	e.rec = nil
+	s.mu.Lock()
+	if s.subs[key] == e {
+		delete(s.subs, key)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Subscriptions implements [store.Store].
+func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return nil, err
+	}
+	defs := []store.Definition{}
+	err = s.scanSubs(ctx, topic, func(name string, val []byte) error {
+		rec, err := decodeSubRecord(val)
+		if err != nil {
+			return err
+		}
+		defs = append(defs, store.Definition{Name: name, Spec: rec.spec})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(defs, func(a, b store.Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string, val []byte) error) error {
+	prefix := "sub." + escape(topic) + "."
+	err := scan(ctx, s.meta, subPattern(topic), func(key string, val []byte) error {
+		name, err := unescape(strings.TrimPrefix(key, prefix))
+		if err != nil {
+			return err
+		}
+		if err := fn(name, val); err != nil {
+			return fmt.Errorf("subscription %q: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream store: listing subscriptions of topic %q: %w", topic, err)
+	}
+	return nil
+}
+
+// Cursors implements [store.Store]. Unlike the memory and disk stores it reads the bucket
+// (one watch of the topic's subscription keys), so every node sees every cursor.
+func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return nil, err
+	}
+	cursors := make(map[string]uint64)
+	err = s.scanSubs(ctx, topic, func(name string, val []byte) error {
+		c, err := decodeCursor(val)
+		cursors[name] = c
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cursors, nil
+}
+
+// LoadSubscription implements [store.Store]. It always reads the bucket and takes the
+// revision it read as the base of this store's next write of the subscription: a node taking
+// a subscription over loads it first.
+func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return store.SubscriptionState{}, err
+	}
+	defer cancel()
+	e, err := s.entry(ctx, subKey(topic, sub))
+	if err != nil {
+		return store.SubscriptionState{}, err
+	}
+	defer e.release()
+	if err := s.load(ctx, e, topic, sub); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			if terr := s.topicExists(ctx, topic); terr != nil {
+				return store.SubscriptionState{}, terr
+			}
+		}
+		return store.SubscriptionState{}, err
+	}
+	return store.SubscriptionState{
+		Cursor:    e.rec.cursor,
+		Parked:    slices.Clone(e.rec.parked),
+		Probation: slices.Clone(e.rec.probation),
+	}, nil
+}
+
+// UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
+// record on the revision this store last read or wrote. A record another store wrote since
+// makes it fail with [store.ErrFenced], and nothing of u is applied.
+func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	e, err := s.entry(ctx, subKey(topic, sub))
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	if e.rec == nil {
+		if err := s.load(ctx, e, topic, sub); err != nil {
+			return err
+		}
+	}
+	rec := applyUpdate(e.rec, u)
+	return s.write(ctx, e, topic, sub, rec)
+}
+
+// applyUpdate returns a new record: cur with u applied (Delete before Put).
+func applyUpdate(cur *subRecord, u store.Update) *subRecord {
+	rec := &subRecord{spec: cur.spec, cursor: max(cur.cursor, u.Cursor), probation: cur.probation}
+	switch {
+	case u.Probation == nil:
+	case len(u.Probation) == 0:
+		rec.probation = nil
+	default:
+		rec.probation = slices.Clone(u.Probation)
+	}
+	if len(u.Put) == 0 && len(u.Delete) == 0 {
+		rec.parked = cur.parked
+		return rec
+	}
+	drop := make(map[uint64]bool, len(u.Delete)+len(u.Put))
+	for _, seq := range u.Delete {
+		drop[seq] = true
+	}
+	for _, p := range u.Put {
+		drop[p.Seq] = true
+	}
+	rec.parked = make([]store.Parked, 0, len(cur.parked)+len(u.Put))
+	for _, p := range cur.parked {
+		if !drop[p.Seq] {
+			rec.parked = append(rec.parked, p)
+		}
+	}
+	put := make(map[uint64]store.Parked, len(u.Put))
+	for _, p := range u.Put {
+		put[p.Seq] = p // the last of equal Seqs wins
+	}
+	for _, p := range put {
+		rec.parked = append(rec.parked, p)
+	}
+	slices.SortFunc(rec.parked, func(a, b store.Parked) int { return cmp.Compare(a.Seq, b.Seq) })
+	return rec
+}
+
+// PutDeadLetters implements [store.Store]: one key per record in the dead-letter bucket, each
+// written once JetStream acknowledged it (stored on a majority of the replicas).
+func (s *Store) PutDeadLetters(ctx context.Context, recs []store.DeadLetterRecord) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	for _, r := range recs {
+		if err := checkName("dead-letter record", r.ID); err != nil {
+			return err
+		}
+		if _, err := s.dead.Put(ctx, escape(r.ID), appendOpaque(nil, r.Payload)); err != nil {
+			return fmt.Errorf("jetstream store: writing dead-letter record %q: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// DeadLetters implements [store.Store].
+func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	recs := []store.DeadLetterRecord{}
+	err = scan(ctx, s.dead, ">", func(key string, val []byte) error {
+		id, err := unescape(key)
+		if err != nil {
+			return err
+		}
+		p, err := decodeOpaque(val)
+		if err != nil {
+			return fmt.Errorf("dead-letter record %q: %w", id, err)
+		}
+		recs = append(recs, store.DeadLetterRecord{ID: id, Payload: p})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: listing dead-letter records: %w", err)
+	}
+	slices.SortFunc(recs, func(a, b store.DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
+	return recs, nil
+}
+
+// DeleteDeadLetters implements [store.Store].
+func (s *Store) DeleteDeadLetters(ctx context.Context, ids []string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if err := s.dead.Purge(ctx, escape(id)); err != nil {
+			return fmt.Errorf("jetstream store: deleting dead-letter record %q: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Close implements [store.Store]: it stops the journal writers (an Append waiting in one
+// fails with [store.ErrClosed]) and closes the connection when [Dial] made it. Data stays
+// in JetStream.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	s.stopped = true
+	ws := s.writers
+	s.writers = make(map[string]*writer)
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.stop(store.ErrClosed)
+	}
+	if s.ownsNC {
+		s.nc.Close()
+	}
+	return nil
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,367 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/jetstream"
+	"github.com/egridio/egrid/router/store/storetest"
+	"github.com/egridio/egrid/schemas"
+)
+
+// The tests run against an in-process nats-server (the version in go.mod) with JetStream on
+// files in a temporary directory, started once for the package: it is deterministic, needs
+// nothing installed, and never skips. The machine's shared server on 127.0.0.1:4222 is left
+// alone (its version and leftover state are not this test's to choose). Every store gets a
+// unique prefix, and its streams and buckets are deleted when the test ends.
+var serverURL string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "egrid-jetstream-store-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting an in-process NATS server:", err)
+		os.Exit(1)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		fmt.Fprintln(os.Stderr, "the in-process NATS server did not accept connections within 10s")
+		os.Exit(1)
+	}
+	serverURL = srv.ClientURL()
+	code := m.Run()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var prefixes atomic.Int64
+
+// newPrefix returns a prefix no other test uses and deletes what was made under it when t
+// ends.
+func newPrefix(t testing.TB) string {
+	t.Helper()
+	p := fmt.Sprintf("T%d", prefixes.Add(1))
+	t.Cleanup(func() { deleteAll(t, p) })
+	return p
+}
+
+func connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(serverURL)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", serverURL, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func deleteAll(t testing.TB, prefix string) {
+	nc, err := nats.Connect(serverURL)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer nc.Close()
+	js, _ := njs.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx)
+	var del []string
+	for n := range names.Name() {
+		if strings.HasPrefix(n, prefix+"_") || strings.HasPrefix(n, "KV_"+prefix+"_") {
+			del = append(del, n)
+		}
+	}
+	for _, n := range del {
+		if err := js.DeleteStream(ctx, n); err != nil {
+			t.Errorf("cleanup: deleting stream %s: %v", n, err)
+		}
+	}
+}
+
+func open(t testing.TB, nc *nats.Conn, prefix string) *jetstream.Store {
+	t.Helper()
+	s, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	nc := connect(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t, nc, newPrefix(t)) })
+}
+
+// A new Store on the same prefix sees everything the closed one wrote (the dir of the reopen
+// suite names the prefix).
+func TestReopen(t *testing.T) {
+	nc := connect(t)
+	var mu sync.Mutex
+	byDir := map[string]string{}
+	storetest.RunReopen(t, func(t *testing.T, dir string) store.Store {
+		mu.Lock()
+		p, ok := byDir[dir]
+		if !ok {
+			p = newPrefix(t)
+			byDir[dir] = p
+		}
+		mu.Unlock()
+		return open(t, nc, p)
+	})
+}
+
+// Dial opens its own connection and closes it with the store.
+func TestDial(t *testing.T) {
+	p := newPrefix(t)
+	s, err := jetstream.Dial(t.Context(), serverURL, jetstream.Options{Prefix: p})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	if err := s.PutTopic(t.Context(), "t", nil); err != nil {
+		t.Fatalf("PutTopic: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := jetstream.Dial(t.Context(), "nats://127.0.0.1:1", jetstream.Options{Prefix: p}); err == nil {
+		t.Error("Dial to a port nobody listens on returned no error")
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		opts jetstream.Options
+		want string // part of the error, "" for none
+	}{
+		{name: "zero value", opts: jetstream.Options{}},
+		{name: "production", opts: jetstream.Options{Prefix: "egrid-prod_1", Replicas: 3}},
+		{name: "dot in prefix", opts: jetstream.Options{Prefix: "a.b"}, want: `prefix "a.b"`},
+		{name: "too many replicas", opts: jetstream.Options{Replicas: 7}, want: "replicas 7"},
+		{name: "negative timeout", opts: jetstream.Options{Timeout: -time.Second}, want: "timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.opts.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Names with characters streams, subjects and keys do not allow are stored and listed back.
+func TestNamesAreEscaped(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, connect(t), newPrefix(t))
+	defer s.Close()
+	names := []string{"Orders.EU", "a b*>", "x_1", "ünï/cødé"}
+	for _, n := range names {
+		if err := s.PutTopic(ctx, n, []byte(n)); err != nil {
+			t.Fatalf("PutTopic(%q): %v", n, err)
+		}
+		if err := s.PutSubscription(ctx, n, n+"~sub", nil); err != nil {
+			t.Fatalf("PutSubscription(%q): %v", n, err)
+		}
+		if _, err := s.Append(ctx, n, time.Unix(1, 0), []*schemas.Event{{ID: n}}); err != nil {
+			t.Fatalf("Append(%q): %v", n, err)
+		}
+	}
+	defs, err := s.Topics(ctx)
+	if err != nil {
+		t.Fatalf("Topics: %v", err)
+	}
+	if len(defs) != len(names) {
+		t.Fatalf("Topics = %v, want %d topics", defs, len(names))
+	}
+	for _, d := range defs {
+		if string(d.Spec) != d.Name {
+			t.Errorf("topic %q has spec %q", d.Name, d.Spec)
+		}
+		subs, err := s.Subscriptions(ctx, d.Name)
+		if err != nil || len(subs) != 1 || subs[0].Name != d.Name+"~sub" {
+			t.Errorf("Subscriptions(%q) = %v, %v; want one named %q", d.Name, subs, err, d.Name+"~sub")
+		}
+		got, err := s.Read(ctx, d.Name, 1, 10)
+		if err != nil || len(got) != 1 || got[0].Event.ID != d.Name {
+			t.Errorf("Read(%q) = %v, %v; want the one event", d.Name, got, err)
+		}
+	}
+	// A topic named like another's escaped form is another topic.
+	if _, err := s.LastSeq(ctx, "Orders_2EEU"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LastSeq of an escaped name = %v, want ErrNotFound", err)
+	}
+}
+
+// Two stores on the same prefix: the one whose view of a subscription is stale gets
+// ErrFenced from UpdateSubscription and changes nothing; after loading again it may write.
+func TestUpdateSubscriptionFenced(t *testing.T) {
+	ctx := t.Context()
+	nc, p := connect(t), newPrefix(t)
+	a, b := open(t, nc, p), open(t, nc, p)
+	defer a.Close()
+	defer b.Close()
+	if err := a.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSubscription(ctx, "t", "sub", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1}); err != nil {
+		t.Fatalf("first owner's update: %v", err)
+	}
+	// b takes the subscription over: it loads, then writes.
+	if _, err := b.LoadSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 5}); err != nil {
+		t.Fatalf("new owner's update: %v", err)
+	}
+	err := a.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 9, Probation: []byte("stale")})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("stale owner's update = %v, want ErrFenced", err)
+	}
+	st, err := b.LoadSubscription(ctx, "t", "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Cursor != 5 || st.Probation != nil {
+		t.Errorf("state after a fenced update = cursor %d, probation %q; want 5 and none", st.Cursor, st.Probation)
+	}
+	// The same holds for a definition change and a delete.
+	if _, err := a.LoadSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSubscription(ctx, "t", "sub", []byte("v2")); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("stale PutSubscription = %v, want ErrFenced", err)
+	}
+	if _, err := a.LoadSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 7}); err != nil {
+		t.Errorf("update after loading again: %v", err)
+	}
+}
+
+// Two stores appending to one topic: the one that did not see the other's events gets
+// ErrFenced and stores nothing; its next Append reads the journal's end again and succeeds.
+func TestAppendFenced(t *testing.T) {
+	ctx := t.Context()
+	nc, p := connect(t), newPrefix(t)
+	a, b := open(t, nc, p), open(t, nc, p)
+	defer a.Close()
+	defer b.Close()
+	if err := a.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := func(ids ...string) []*schemas.Event {
+		var out []*schemas.Event
+		for _, id := range ids {
+			out = append(out, &schemas.Event{ID: id})
+		}
+		return out
+	}
+	if last, err := a.Append(ctx, "t", time.Unix(1, 0), evs("a1", "a2")); err != nil || last != 2 {
+		t.Fatalf("a's Append = %d, %v; want 2", last, err)
+	}
+	if last, err := b.Append(ctx, "t", time.Unix(1, 0), evs("b1")); err != nil || last != 3 {
+		t.Fatalf("b's Append = %d, %v; want 3", last, err)
+	}
+	if _, err := a.Append(ctx, "t", time.Unix(1, 0), evs("a3", "a4")); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a's Append after b's = %v, want ErrFenced", err)
+	}
+	if last, err := a.LastSeq(ctx, "t"); err != nil || last != 3 {
+		t.Errorf("LastSeq after a fenced Append = %d, %v; want 3 (nothing stored)", last, err)
+	}
+	if last, err := a.Append(ctx, "t", time.Unix(1, 0), evs("a5")); err != nil || last != 4 {
+		t.Errorf("a's next Append = %d, %v; want 4", last, err)
+	}
+	got, err := b.Read(ctx, "t", 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, fmt.Sprint(e.Seq, ":", e.Event.ID))
+	}
+	if want := "1:a1 2:a2 3:b1 4:a5"; strings.Join(ids, " ") != want {
+		t.Errorf("journal = %s, want %s", strings.Join(ids, " "), want)
+	}
+}
+
+// When NATS is gone, calls fail at once with ErrNotConnected (the router answers a failed
+// publish 503) instead of hanging.
+func TestOutageFails(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("in-process server not ready within 10s")
+	}
+	defer srv.Shutdown()
+	disconnected := make(chan struct{})
+	nc, err := nats.Connect(srv.ClientURL(), nats.DisconnectErrHandler(func(*nats.Conn, error) { close(disconnected) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s, err := jetstream.Open(t.Context(), nc, jetstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if err := s.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "t", time.Unix(1, 0), []*schemas.Event{{ID: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	select {
+	case <-disconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not notice the server going within 10s")
+	}
+	if _, err := s.Append(ctx, "t", time.Unix(1, 0), []*schemas.Event{{ID: "2"}}); !errors.Is(err, jetstream.ErrNotConnected) {
+		t.Errorf("Append during an outage = %v, want ErrNotConnected", err)
+	}
+	if err := s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1}); !errors.Is(err, jetstream.ErrNotConnected) {
+		t.Errorf("UpdateSubscription during an outage = %v, want ErrNotConnected", err)
+	}
+	if _, err := s.Topics(ctx); !errors.Is(err, jetstream.ErrNotConnected) {
+		t.Errorf("Topics during an outage = %v, want ErrNotConnected", err)
+	}
+}
