@@ -365,3 +365,47 @@ func TestOutageFails(t *testing.T) {
 		t.Errorf("Topics during an outage = %v, want ErrNotConnected", err)
 	}
 }
+
+// The reopen suite again, with the server restarted from its files before every open: what
+// JetStream acknowledged survives the server, not only the store (journal numbering after a
+// trim included).
+func TestReopenAfterServerRestart(t *testing.T) {
+	storetest.RunReopen(t, func(t *testing.T, dir string) store.Store {
+		srv, err := natsserver.NewServer(&natsserver.Options{
+			Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("in-process server not ready within 10s")
+		}
+		nc, err := nats.Connect(srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := jetstream.Open(t.Context(), nc, jetstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &restarting{Store: s, stop: func() {
+			nc.Close()
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}}
+	})
+}
+
+// restarting is a store whose Close also stops its server.
+type restarting struct {
+	*jetstream.Store
+	stop func()
+	once sync.Once
+}
+
+func (r *restarting) Close() error {
+	err := r.Store.Close()
+	r.once.Do(r.stop)
+	return err
+}

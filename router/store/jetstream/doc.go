@@ -1,0 +1,73 @@
+// Package jetstream is a [store.Store] on NATS JetStream: the foundation of egrid's cluster
+// mode, where several router nodes share one JetStream domain. It is a library for now; the
+// serve command still uses the disk store.
+//
+// # Mapping
+//
+// Every name starts with [Options.Prefix] (default EGRID, below P). Topic, subscription and
+// dead-letter names are escaped into tokens JetStream accepts (letters, digits and '-' stay,
+// any other byte becomes '_' and two hex digits).
+//
+//   - Journal: one stream per topic, P_journal_<topic>, on the subject P.journal.<topic>, one
+//     message per event (version byte, publish time, event). The sequence number of an entry
+//     is the message's stream sequence: a stream numbers its messages from 1 without gaps and
+//     keeps its last sequence number when messages are purged, which is exactly the journal's
+//     numbering (Trim is a purge below a sequence and never moves LastSeq; DeleteTopic
+//     deletes the stream, so a topic created again starts at 1). Limits policy, no age or
+//     size limit: only Trim removes entries.
+//   - Definitions and subscription state: the key-value bucket P_meta. topic.<topic> holds a
+//     topic's spec; sub.<topic>.<sub> holds everything of one subscription in one value —
+//     spec, cursor, parked events (each with its copy of the event) and probation state — so
+//     [Store.UpdateSubscription] is one write, atomic by construction.
+//   - Dead-letter outbox: the key-value bucket P_deadletters, one key per record ID.
+//
+// # Writes, fencing and ordering
+//
+// Every state write is a compare-and-set on the key's revision: the store remembers the
+// revision it last read or wrote of each subscription record and writes on top of it. A write
+// that finds another revision (another node wrote since) fails with [store.ErrFenced] and
+// applies nothing; [Store.LoadSubscription] always reads and takes the revision it read, so
+// the node that takes a subscription over loads it and from then on fences the old owner
+// out. Topic definition changes are compare-and-sets on the revision just read, so of two
+// concurrent changes one fails with [store.ErrFenced] rather than both passing silently.
+//
+// Appends to a topic go through one writer goroutine per topic and store. It knows the
+// stream's last sequence number and publishes each Append's events pipelined: the first
+// message of a pipeline carries Nats-Expected-Last-Sequence, each next one
+// Nats-Expected-Last-Msg-Id naming the message before it. So an Append's events get
+// consecutive numbers, concurrent Appends share one round of acknowledgements (as the disk
+// store's share one fsync), and an Append from a node whose view of the journal is stale is
+// refused with [store.ErrFenced] instead of interleaving; the writer then reads the stream's
+// end again, so the next Append goes on. Append returns once JetStream acknowledged every
+// event. The JetStream server in go.mod (2.10) has no atomic batch publish, so an Append that
+// fails may have stored a prefix of its events (never a part with a hole), which the contract
+// allows: "A failed Append may still be on disk"; publishers retry and delivery is at least
+// once. Read returns a contiguous run of the stream and may include events of an Append still
+// waiting for its acknowledgements: they are stored.
+//
+// # Durability, replicas and outages
+//
+// An acknowledged write is as durable as JetStream makes it. [Options.Replicas] 1 (the
+// default) keeps one copy on one server; production runs 3 on a cluster of three or more
+// servers: JetStream acknowledges a write once a majority of the replicas (two of three) has
+// it, so losing one server loses nothing acknowledged and the store keeps working. A single
+// server syncs its files every two minutes by default; give it sync_interval: always to make
+// every acknowledged Append survive a power loss, as the disk store's do.
+//
+// When the connection to NATS is down, every call fails at once with [ErrNotConnected]
+// (wrapped); a call that was waiting when the connection dropped fails within
+// [Options.Timeout]. The router answers a publish whose Append failed with 503 and a
+// Retry-After, so nothing is acknowledged that was not stored; other failed calls reach the
+// router and its actors as a disk store's failed writes do. The NATS client reconnects by
+// itself, and calls succeed again once it has.
+//
+// # Limits
+//
+// A subscription's record holds its parked events, so it must fit in one NATS message
+// (max_payload, 1 MB by default, up to 64 MB): many parked events, or large ones, need a
+// larger max_payload. Moving parked event bodies to keys of their own is the next step.
+// Cursors, Subscriptions and Topics read the bucket (one watch of the keys) rather than
+// memory, so every node sees every cursor.
+//
+// jetstream imports only router/store and schemas of egrid (and the NATS client).
+package jetstream
