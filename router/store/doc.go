@@ -9,8 +9,10 @@
 // are still to be looked at. A parked event carries its own copy of the event, so the journal
 // can be trimmed up to the lowest cursor of a topic's subscriptions.
 //
-// Implementations: [Memory] (tests, embedding without durability) and the disk store. Both pass
-// the conformance suite in package storetest.
+// Implementations: [Memory] (tests, embedding without durability), the disk store
+// (router/store/disk) and the JetStream store (router/store/jetstream, the base of cluster
+// mode, whose compare-and-set writes can fail with [ErrFenced]). All pass the conformance
+// suite in package storetest.
 //
 // store imports only schemas.
 package store
