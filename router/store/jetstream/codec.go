@@ -18,13 +18,14 @@ const formatV1 = 1
 // errCorrupt marks a stored value that does not decode.
 var errCorrupt = errors.New("corrupt value")
 
-// subRecord is everything stored for one subscription, under one key, so that one
-// compare-and-set writes all of it: the definition's spec, the cursor, the parked events and
-// the probation state.
+// subRecord is everything stored for one subscription under one key, so that one
+// compare-and-set writes all of it: the definition's spec, the cursor, the parked events
+// (without their event: each parked event's copy of the event is a message of the parked
+// stream, written before the record that names it) and the probation state.
 type subRecord struct {
 	spec      []byte
 	cursor    uint64
-	parked    []store.Parked // ordered by Seq
+	parked    []store.Parked // ordered by Seq; Event is not encoded
 	probation []byte         // nil when none
 }
 
@@ -102,9 +103,7 @@ func appendParked(dst []byte, p *store.Parked) []byte {
 	dst = appendTime(dst, p.LastAttempt)
 	dst = appendTime(dst, p.NextDue)
 	dst = append(dst, byte(p.LastOutcome))
-	dst = binary.AppendVarint(dst, int64(p.LastStatus))
-	ev := appendEvent(nil, p.Event)
-	return appendBytes(dst, ev)
+	return binary.AppendVarint(dst, int64(p.LastStatus))
 }
 
 func (d *decoder) readParked() store.Parked {
@@ -116,15 +115,20 @@ func (d *decoder) readParked() store.Parked {
 	p.NextDue = d.readTime()
 	p.LastOutcome = schemas.Outcome(d.readByte())
 	p.LastStatus = int(d.readVarint())
-	ev := d.readBytes()
-	if d.err == nil {
-		sub := decoder{b: ev}
-		p.Event = sub.readEvent()
-		if sub.err != nil {
-			d.err = sub.err
-		}
-	}
 	return p
+}
+
+// appendBody encodes a parked event's copy of its event: version, event.
+func appendBody(dst []byte, ev *schemas.Event) []byte {
+	dst = append(dst, formatV1)
+	return appendEvent(dst, ev)
+}
+
+func decodeBody(b []byte) (*schemas.Event, error) {
+	d := decoder{b: b}
+	d.readVersion()
+	ev := d.readEvent()
+	return ev, d.err
 }
 
 // appendOpaque encodes a value the store does not interpret (a topic definition's spec, a

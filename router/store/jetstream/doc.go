@@ -17,8 +17,14 @@
 //     size limit: only Trim removes entries.
 //   - Definitions and subscription state: the key-value bucket P_meta. topic.<topic> holds a
 //     topic's spec; sub.<topic>.<sub> holds everything of one subscription in one value —
-//     spec, cursor, parked events (each with its copy of the event) and probation state — so
-//     [Store.UpdateSubscription] is one write, atomic by construction.
+//     spec, cursor, parked events (their attempts, times and last outcome) and probation
+//     state — so [Store.UpdateSubscription] commits with one write, atomic by construction.
+//   - Parked events' copies of their events: the stream P_parked, one message per parked
+//     event on P.parked.<topic>.<sub>.<seq> (one message kept per subject). An update writes
+//     the copies of newly parked events before the record that names them, and purges the
+//     copies of events it unparked after; a copy no record names is never read (and a later
+//     park of the same Seq replaces it), so the record stays the one commit point while it
+//     stays small.
 //   - Dead-letter outbox: the key-value bucket P_deadletters, one key per record ID.
 //
 // # Writes, fencing and ordering
@@ -63,11 +69,13 @@
 //
 // # Limits
 //
-// A subscription's record holds its parked events, so it must fit in one NATS message
-// (max_payload, 1 MB by default, up to 64 MB): many parked events, or large ones, need a
-// larger max_payload. Moving parked event bodies to keys of their own is the next step.
-// Cursors, Subscriptions and Topics read the bucket (one watch of the keys) rather than
-// memory, so every node sees every cursor.
+// One event is one NATS message (a journal entry, a parked event's copy), and a topic
+// accepts events up to 1 MiB, so [Open] refuses a server whose max_payload is below
+// [MinMaxPayload]: configure max_payload: 4MB. A subscription's record holds about 30 bytes
+// per parked event, so one subscription can keep some 100 000 parked events. Cursors,
+// Subscriptions and Topics read the bucket (one watch of the keys) rather than memory, so
+// every node sees every cursor; LoadSubscription reads one message per parked event.
+// Deleted keys of the buckets leave JetStream's small delete markers behind.
 //
 // jetstream imports only router/store and schemas of egrid (and the NATS client).
 package jetstream

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,12 @@ import (
 // router answers a publish that gets it with 503 and a Retry-After; the NATS client keeps
 // reconnecting, and calls succeed again once it has.
 var ErrNotConnected = errors.New("jetstream store: not connected to NATS; retry once the server is reachable")
+
+// MinMaxPayload is the smallest max_payload [Open] accepts from the NATS server: a journal
+// message or a parked event's copy holds one event, which a topic accepts up to 1 MiB and
+// which takes up to about twice that encoded (its attributes are stored beside its JSON).
+// Configure the servers with max_payload: 4MB.
+const MinMaxPayload = 4 << 20
 
 // Options configures [Open] and [Dial]. The zero value is usable.
 type Options struct {
@@ -79,6 +86,7 @@ type Store struct {
 	ownsNC bool
 	js     jetstream.JetStream
 	meta   jetstream.KeyValue // topic definitions and subscription records
+	parked jetstream.Stream   // parked events' copies of their events
 	dead   jetstream.KeyValue // the dead-letter outbox
 	opts   Options
 	closed atomic.Bool
@@ -120,6 +128,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if mp := nc.MaxPayload(); mp < MinMaxPayload {
+		return nil, fmt.Errorf("jetstream store: the NATS server's max_payload is %d bytes, which cannot hold a 1 MiB event; set max_payload: 4MB in its configuration (at least %d bytes)", mp, MinMaxPayload)
+	}
 	opts = opts.withDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -143,6 +154,19 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
 		}
+	}
+	s.parked, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              opts.Prefix + "_parked",
+		Description:       "egrid parked events' copies of their events",
+		Subjects:          []string{opts.Prefix + ".parked.>"},
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           s.storage(),
+		Replicas:          opts.Replicas,
+		AllowDirect:       true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
 	}
 	return s, nil
 }
@@ -225,6 +249,10 @@ func (s *Store) subject(topic string) string    { return s.opts.Prefix + ".journ
 func topicKey(topic string) string              { return "topic." + escape(topic) }
 func subKey(topic, sub string) string           { return "sub." + escape(topic) + "." + escape(sub) }
 func subPattern(topic string) string            { return "sub." + escape(topic) + ".*" }
+
+func (s *Store) parkedSubject(topic, sub string, seq uint64) string {
+	return s.opts.Prefix + ".parked." + escape(topic) + "." + escape(sub) + "." + strconv.FormatUint(seq, 10)
+}
 
 func checkName(what, name string) error {
 	if name == "" {
@@ -382,6 +410,10 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 			return fmt.Errorf("jetstream store: deleting subscription record %s: %w", k, err)
 		}
 	}
+	subj := s.opts.Prefix + ".parked." + escape(topic) + ".>"
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("jetstream store: deleting the parked events of topic %q: %w", topic, err)
+	}
 	return nil
 }
 
@@ -479,8 +511,54 @@ func (s *Store) write(ctx context.Context, e *subEntry, topic, sub string, rec *
 		}
 		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", sub, topic, err)
 	}
-	e.rev, e.rec = rev, rec
+	e.rev, e.rec = rev, stripped(rec)
 	return nil
+}
+
+// stripped drops the events of rec's parked events (in place: rec is the store's own), which
+// the cache does not need: only LoadSubscription returns them, and it reads them.
+func stripped(rec *subRecord) *subRecord {
+	for i := range rec.parked {
+		rec.parked[i].Event = nil
+	}
+	return rec
+}
+
+// putBodies stores the copies of the events of newly parked events, before the record that
+// names them (a copy no record names is never read, and a later write of the same Seq
+// replaces it).
+func (s *Store) putBodies(ctx context.Context, topic, sub string, ps []store.Parked) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	fs := make([]jetstream.PubAckFuture, 0, len(ps))
+	for _, p := range ps {
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.parkedSubject(topic, sub, p.Seq), Data: appendBody(nil, p.Event)})
+		if err != nil {
+			return fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+		}
+		fs = append(fs, f)
+	}
+	for i, f := range fs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", ps[i].Seq, sub, topic, err)
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream store: storing parked events of subscription %q of topic %q: %w", sub, topic, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// dropBodies deletes the copies of events no longer parked, after the record that stopped
+// naming them. A failure leaves copies nothing reads; DeleteSubscription removes them.
+func (s *Store) dropBodies(ctx context.Context, topic, sub string, seqs []uint64) {
+	for _, seq := range seqs {
+		if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject(topic, sub, seq))); err != nil {
+			return
+		}
+	}
 }
 
 // PutSubscription implements [store.Store]. The definition and the state are one record, so
@@ -561,6 +639,10 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 		delete(s.subs, key)
 	}
 	s.mu.Unlock()
+	subj := s.opts.Prefix + ".parked." + escape(topic) + "." + escape(name) + ".*"
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)
+	}
 	return nil
 }
 
@@ -653,11 +735,22 @@ func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.
 		}
 		return store.SubscriptionState{}, err
 	}
-	return store.SubscriptionState{
+	st := store.SubscriptionState{
 		Cursor:    e.rec.cursor,
 		Parked:    slices.Clone(e.rec.parked),
 		Probation: slices.Clone(e.rec.probation),
-	}, nil
+	}
+	for i := range st.Parked {
+		p := &st.Parked[i]
+		m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, p.Seq))
+		if err != nil {
+			return store.SubscriptionState{}, fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+		}
+		if p.Event, err = decodeBody(m.Data); err != nil {
+			return store.SubscriptionState{}, fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+		}
+	}
+	return st, nil
 }
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
@@ -679,8 +772,34 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 			return err
 		}
 	}
-	rec := applyUpdate(e.rec, u)
-	return s.write(ctx, e, topic, sub, rec)
+	old := e.rec
+	rec := applyUpdate(old, u)
+	had := make(map[uint64]bool, len(old.parked))
+	for _, p := range old.parked {
+		had[p.Seq] = true
+	}
+	var fresh []store.Parked
+	has := make(map[uint64]bool, len(rec.parked))
+	for _, p := range rec.parked {
+		has[p.Seq] = true
+		if !had[p.Seq] {
+			fresh = append(fresh, p)
+		}
+	}
+	if err := s.putBodies(ctx, topic, sub, fresh); err != nil {
+		return err
+	}
+	if err := s.write(ctx, e, topic, sub, rec); err != nil {
+		return err
+	}
+	var gone []uint64
+	for _, p := range old.parked {
+		if !has[p.Seq] {
+			gone = append(gone, p.Seq)
+		}
+	}
+	s.dropBodies(ctx, topic, sub, gone)
+	return nil
 }
 
 // applyUpdate returns a new record: cur with u applied (Delete before Put).

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	srv, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting an in-process NATS server:", err)
@@ -321,6 +322,7 @@ func TestAppendFenced(t *testing.T) {
 func TestOutageFails(t *testing.T) {
 	srv, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +375,7 @@ func TestReopenAfterServerRestart(t *testing.T) {
 	storetest.RunReopen(t, func(t *testing.T, dir string) store.Store {
 		srv, err := natsserver.NewServer(&natsserver.Options{
 			Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+			MaxPayload: jetstream.MinMaxPayload,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -408,4 +411,100 @@ func (r *restarting) Close() error {
 	err := r.Store.Close()
 	r.once.Do(r.stop)
 	return err
+}
+
+// A server whose max_payload cannot hold a 1 MiB event is refused at Open, with what to set.
+func TestOpenRefusesSmallMaxPayload(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("in-process server not ready within 10s")
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, err = jetstream.Open(t.Context(), nc, jetstream.Options{})
+	if err == nil || !strings.Contains(err.Error(), "max_payload: 4MB") {
+		t.Errorf("Open on a server with the default max_payload = %v, want an error saying to set max_payload: 4MB", err)
+	}
+}
+
+// The largest event a topic accepts (1 MiB) is appended, parked (even many of it) and read
+// back: a parked event's copy of its event is a message of its own, not part of the
+// subscription's record.
+func TestLargeEvents(t *testing.T) {
+	ctx := t.Context()
+	nc, p := connect(t), newPrefix(t)
+	s := open(t, nc, p)
+	defer s.Close()
+	big := &schemas.Event{ID: "big", Type: "T", Raw: []byte(`{"data":"` + strings.Repeat("x", 1<<20-12) + `"}`)}
+	if err := s.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSubscription(ctx, "t", "sub", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "t", time.Unix(1, 0), []*schemas.Event{big, big}); err != nil {
+		t.Fatalf("Append of two 1 MiB events: %v", err)
+	}
+	var put []store.Parked
+	for seq := uint64(1); seq <= 5; seq++ { // 5 MiB of parked events, more than one message holds
+		put = append(put, store.Parked{Seq: seq, Event: big, Attempts: 1})
+	}
+	if err := s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 3, Put: put}); err != nil {
+		t.Fatalf("parking five 1 MiB events: %v", err)
+	}
+	if err := s.UpdateSubscription(ctx, "t", "sub", store.Update{Delete: []uint64{2}, Put: []store.Parked{{Seq: 3, Event: big, Attempts: 2}}}); err != nil {
+		t.Fatalf("updating parked events: %v", err)
+	}
+	// A new store on the same prefix reads them back.
+	s2 := open(t, nc, p)
+	defer s2.Close()
+	st, err := s2.LoadSubscription(ctx, "t", "sub")
+	if err != nil {
+		t.Fatalf("LoadSubscription: %v", err)
+	}
+	var seqs []uint64
+	for _, pk := range st.Parked {
+		seqs = append(seqs, pk.Seq)
+	}
+	if fmt.Sprint(seqs) != "[1 3 4 5]" || st.Parked[1].Attempts != 2 {
+		t.Fatalf("parked seqs = %v, attempts of 3 = %d; want [1 3 4 5] and 2", seqs, st.Parked[1].Attempts)
+	}
+	for _, pk := range st.Parked {
+		if pk.Event == nil || pk.Event.ID != "big" || len(pk.Event.Raw) != len(big.Raw) {
+			t.Errorf("parked %d lost its event", pk.Seq)
+		}
+	}
+	got, err := s2.Read(ctx, "t", 1, 10)
+	if err != nil || len(got) != 2 || len(got[1].Event.Raw) != len(big.Raw) {
+		t.Errorf("Read = %d entries, %v; want the two 1 MiB events", len(got), err)
+	}
+	// Only the four still parked are kept, and deleting the topic removes them.
+	js, _ := njs.New(nc)
+	parkedMsgs := func() uint64 {
+		t.Helper()
+		str, err := js.Stream(ctx, p+"_parked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return str.CachedInfo().State.Msgs
+	}
+	if n := parkedMsgs(); n != 4 {
+		t.Errorf("parked stream holds %d messages, want 4", n)
+	}
+	if err := s2.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := parkedMsgs(); n != 0 {
+		t.Errorf("parked stream holds %d messages after DeleteTopic, want 0", n)
+	}
 }
