@@ -71,8 +71,8 @@
 //
 // One event is one NATS message (a journal entry, a parked event's copy), and a topic
 // accepts events up to 1 MiB, so [Open] refuses a server whose max_payload is below
-// [MinMaxPayload]: configure max_payload: 4MB. A subscription's record holds about 30 bytes
-// per parked event, so one subscription can keep some 100 000 parked events. Cursors,
+// [MinMaxPayload]: configure max_payload: 4MB. A subscription's record holds about 45 bytes
+// per parked event, so one subscription can keep some 90 000 parked events. Cursors,
 // Subscriptions and Topics read the bucket (one watch of the keys) rather than memory, so
 // every node sees every cursor; LoadSubscription reads one message per parked event.
 // Deleted keys of the buckets leave JetStream's small delete markers behind.
