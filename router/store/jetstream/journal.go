@@ -16,7 +16,8 @@ import (
 	"github.com/egridio/egrid/schemas"
 )
 
-// maxPipeline bounds the events one writer has in flight (published, not yet acknowledged).
+// maxPipeline bounds the events one writer takes into a pipeline from several Appends (one
+// Append is never split, however large).
 const maxPipeline = 4096
 
 // appendReq is one Append waiting for its topic's writer.

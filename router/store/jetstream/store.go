@@ -132,7 +132,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("jetstream store: the NATS server's max_payload is %d bytes, which cannot hold a 1 MiB event; set max_payload: 4MB in its configuration (at least %d bytes)", mp, MinMaxPayload)
 	}
 	opts = opts.withDefaults()
-	js, err := jetstream.New(nc)
+	// Writers pipeline up to maxPipeline events each, and one Append can hold a request's
+	// 5000 events: leave room for many topics' pipelines before publishes stall.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: %w", err)
 	}

@@ -508,3 +508,39 @@ func TestLargeEvents(t *testing.T) {
 		t.Errorf("parked stream holds %d messages after DeleteTopic, want 0", n)
 	}
 }
+
+// An Append of as many events as a publish request may hold (5000) gets them all numbered in
+// one run, beside concurrent small Appends.
+func TestAppendLargeBatch(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, connect(t), newPrefix(t))
+	defer s.Close()
+	if err := s.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]*schemas.Event, 5000)
+	for i := range evs {
+		evs[i] = &schemas.Event{ID: fmt.Sprint(i)}
+	}
+	var wg sync.WaitGroup
+	lasts := make([]uint64, 3)
+	errs := make([]error, 3)
+	for i := range lasts {
+		wg.Go(func() { lasts[i], errs[i] = s.Append(ctx, "t", time.Unix(1, 0), evs) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Append %d of 5000 events: %v", i, err)
+		}
+		got, err := s.Read(ctx, "t", lasts[i]-4999, 5000)
+		if err != nil || len(got) != 5000 {
+			t.Fatalf("Read of Append %d = %d entries, %v; want 5000", i, len(got), err)
+		}
+		for j, e := range got {
+			if e.Event.ID != fmt.Sprint(j) {
+				t.Fatalf("Append %d: entry %d holds event %s, want %d: its events are not contiguous", i, e.Seq, e.Event.ID, j)
+			}
+		}
+	}
+}
