@@ -307,6 +307,10 @@ func (s *Store) LastSeq(ctx context.Context, topic string) (uint64, error) {
 	return s.lastSeq(ctx, topic)
 }
 
+// readWait bounds the wait for entries a Read's consumer counted but cannot deliver (trimmed
+// meanwhile).
+const readWait = 2 * time.Second
+
 // smallRead is the largest Read served by single-message gets; larger ones use a short-lived
 // consumer, which costs two more round trips but fetches in one.
 const smallRead = 4
@@ -364,8 +368,11 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 		defer dcancel()
 		_ = str.DeleteConsumer(dctx, cons.CachedInfo().Name) // else it expires after a minute
 	}()
+	// The consumer counted what it has to deliver when it was made; fetch that many, waiting
+	// only if entries vanish meanwhile (a Trim), which ends the read early.
+	n = min(n, int(cons.CachedInfo().NumPending))
 	for len(entries) < n {
-		batch, err := cons.FetchNoWait(n - len(entries))
+		batch, err := cons.Fetch(n-len(entries), jetstream.FetchMaxWait(readWait))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 		}

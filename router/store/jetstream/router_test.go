@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func TestRouterWithJetStreamStore(t *testing.T) {
 	ctx := t.Context()
 	nc, prefix := connect(t), newPrefix(t)
 	got := make(chan string, 100)
+	records := make(chan *router.AttemptRecord, 100)
 	sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
 		for _, ev := range b.Events {
 			got <- ev.ID
@@ -28,7 +30,8 @@ func TestRouterWithJetStreamStore(t *testing.T) {
 	start := func() (*router.Router, *jetstream.Store) {
 		t.Helper()
 		st := open(t, nc, prefix)
-		r, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": sink}})
+		r, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": sink},
+			OnAttempt: func(rec *router.AttemptRecord) { records <- rec }, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatalf("router.New: %v", err)
 		}
@@ -82,7 +85,24 @@ func TestRouterWithJetStreamStore(t *testing.T) {
 	}
 	publish(r, "e1", "e2", "e3")
 	await("e1", "e2", "e3")
+	// The attempt records come from the actor turn that also saves the outcome: once the
+	// three events are recorded, Close finds the cursor past them to save. (Events the sink
+	// got but the router did not record yet would be delivered again: at least once.)
+	timeout := time.After(30 * time.Second)
+	for recorded := 0; recorded < 3; {
+		select {
+		case rec := <-records:
+			recorded += len(rec.EventIDs)
+		case <-timeout:
+			t.Fatalf("%d attempt records within 30 s, want 3", recorded)
+		}
+	}
 	stop(r, st)
+	check := open(t, nc, prefix)
+	if state, err := check.LoadSubscription(ctx, "orders", "billing"); err != nil || state.Cursor != 3 {
+		t.Errorf("stored state after Close = %+v, %v; want cursor 3", state, err)
+	}
+	_ = check.Close()
 
 	r, st = start()
 	publish(r, "e4")
@@ -95,3 +115,7 @@ func TestRouterWithJetStreamStore(t *testing.T) {
 		t.Errorf("%d more deliveries after every event was delivered once (the cursor was not kept)", n)
 	}
 }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

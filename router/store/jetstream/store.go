@@ -122,8 +122,10 @@ func Dial(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Open opens the store on an established connection, creating its two key-value buckets when
-// they do not exist. Close leaves the connection open: the caller owns it.
+// Open opens the store on an established connection, creating its key-value buckets and its
+// parked-events stream when they do not exist (with [Options.Replicas] and storage); existing
+// ones are used as they are, never updated (change their replicas with the nats CLI). Close
+// leaves the connection open: the caller owns it.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -149,24 +151,30 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		{&s.meta, opts.Prefix + "_meta", "egrid topic and subscription definitions and subscription state"},
 		{&s.dead, opts.Prefix + "_deadletters", "egrid dead-letter outbox"},
 	} {
-		*b.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: b.name, Description: b.desc, History: 1,
-			Storage: s.storage(), Replicas: opts.Replicas,
-		})
+		*b.kv, err = js.KeyValue(ctx, b.name)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: b.name, Description: b.desc, History: 1,
+				Storage: s.storage(), Replicas: opts.Replicas,
+			})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
 		}
 	}
-	s.parked, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              opts.Prefix + "_parked",
-		Description:       "egrid parked events' copies of their events",
-		Subjects:          []string{opts.Prefix + ".parked.>"},
-		MaxMsgsPerSubject: 1,
-		Discard:           jetstream.DiscardOld,
-		Storage:           s.storage(),
-		Replicas:          opts.Replicas,
-		AllowDirect:       true,
-	})
+	s.parked, err = js.Stream(ctx, opts.Prefix+"_parked")
+	if isStreamNotFound(err) {
+		s.parked, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:              opts.Prefix + "_parked",
+			Description:       "egrid parked events' copies of their events",
+			Subjects:          []string{opts.Prefix + ".parked.>"},
+			MaxMsgsPerSubject: 1,
+			Discard:           jetstream.DiscardOld,
+			Storage:           s.storage(),
+			Replicas:          opts.Replicas,
+			AllowDirect:       true,
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
 	}

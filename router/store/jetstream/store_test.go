@@ -48,11 +48,35 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	serverURL = srv.ClientURL()
+	// A stream that lives as long as the server: nats-server 2.10 removes an account's
+	// storage directory when its last stream is deleted, racing with a stream being created
+	// meanwhile, and tests delete all their streams when they end. (A router's store always
+	// has its buckets, so its account never gets there.)
+	if err := pin(serverURL); err != nil {
+		fmt.Fprintln(os.Stderr, "creating the pinning stream:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func pin(url string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, njs.StreamConfig{Name: "PIN", Subjects: []string{"pin"}})
+	return err
 }
 
 var prefixes atomic.Int64
