@@ -27,6 +27,12 @@ import (
 // subscription per flush. Writes run off the mailbox; a failed write is retried with back-off,
 // and records still unwritten four hours after their first write attempt are dropped, counted
 // and logged.
+//
+// The outbox is written off the mailbox too (a durable outbox syncs every change): one change
+// at a time, in the order the actor made them, the changes made meanwhile merged into the next
+// one. An object is written only once the outbox change that assigns its records to it is
+// saved, and its records leave the outbox only after the object is written, so after a crash
+// every record is either in the outbox or in an object.
 
 // Defaults of a [DeadLetterConfig] (SPEC §5, eventgrid-behaviour.md §7.1 and §7.5).
 const (
@@ -295,6 +301,9 @@ type dlWritten struct {
 // dlWake is sent by the actor's timer.
 type dlWake struct{ gen uint64 }
 
+// dlSaved is the result of one outbox change, sent by the goroutine that wrote it.
+type dlSaved struct{ err error }
+
 // deadLetters is the dead-letter actor. All fields are owned by Receive.
 type deadLetters struct {
 	cfg    *DeadLetterConfig
@@ -312,6 +321,15 @@ type deadLetters struct {
 	nextRec uint64
 	nextObj uint64
 	stats   DeadLetterStatus
+
+	// The outbox change being saved (saving) and the changes made since, saved next;
+	// afterSave and afterNext are the objects whose write waits for either.
+	saving     bool
+	saveWG     sync.WaitGroup
+	pendingPut map[uint64]OutboxRecord
+	pendingDel []uint64
+	afterSave  []uint64
+	afterNext  []uint64
 
 	flushers []*actor.PID
 	timer    *time.Timer
@@ -337,6 +355,10 @@ func (d *deadLetters) Receive(c actor.Context) {
 		d.written(msg)
 		d.answerFlushers(c)
 		d.arm(time.Now())
+	case *dlSaved:
+		d.saved(msg)
+		d.answerFlushers(c)
+		d.arm(time.Now())
 	case *FlushDeadLetters:
 		d.flushers = append(d.flushers, c.Sender())
 		d.run(time.Now(), true)
@@ -356,6 +378,7 @@ func (d *deadLetters) start(c actor.Context) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.recs = make(map[uint64]*OutboxRecord)
 	d.objects = make(map[uint64]*pendingObject)
+	d.pendingPut = make(map[uint64]OutboxRecord)
 	d.waiting = d.waiting[:0]
 	d.stats = DeadLetterStatus{}
 	loaded, err := d.cfg.Outbox.Load(d.ctx)
@@ -402,7 +425,14 @@ func (d *deadLetters) stop(final bool) {
 		d.timer.Stop()
 	}
 	d.timerGen++
-	d.wg.Wait()
+	if !waitBounded(&d.wg, d.cfg.WriteTimeout) {
+		d.log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
+	}
+	// What the actor decided is saved before it goes: the next incarnation loads it.
+	d.saveWG.Wait()
+	if err := d.savePending(context.Background()); err != nil {
+		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
+	}
 	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !inMemory || len(d.recs) == 0 {
 		return
 	}
@@ -412,6 +442,80 @@ func (d *deadLetters) stop(final bool) {
 		d.drop(d.recs[id], "the router stopped before the record could be written")
 	}
 	_ = d.cfg.Outbox.Delete(context.Background(), ids)
+}
+
+// save queues outbox changes: records to put (their latest state) and ids to delete. They are
+// written off the mailbox, after the changes queued before them.
+func (d *deadLetters) save(put []OutboxRecord, del []uint64) {
+	for _, r := range put {
+		d.pendingPut[r.ID] = r
+	}
+	for _, id := range del {
+		delete(d.pendingPut, id)
+	}
+	d.pendingDel = append(d.pendingDel, del...)
+	d.startSave()
+}
+
+// startSave writes the queued outbox changes, unless a change is being written: then they go
+// when it is done.
+func (d *deadLetters) startSave() {
+	if d.saving || (len(d.pendingPut) == 0 && len(d.pendingDel) == 0) {
+		return
+	}
+	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b OutboxRecord) int { return cmp.Compare(a.ID, b.ID) })
+	del := d.pendingDel
+	clear(d.pendingPut)
+	d.pendingDel = nil
+	d.afterSave, d.afterNext = d.afterNext, nil
+	d.saving = true
+	outbox, root, self := d.cfg.Outbox, d.system.Root, d.self
+	d.saveWG.Add(1)
+	go func() {
+		defer d.saveWG.Done()
+		// Not the actor's context: a change the actor made is saved even when it stops.
+		root.Send(self, &dlSaved{err: writeOutbox(context.Background(), outbox, put, del)})
+	}()
+}
+
+// savePending writes the queued outbox changes now (the actor is stopping).
+func (d *deadLetters) savePending(ctx context.Context) error {
+	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b OutboxRecord) int { return cmp.Compare(a.ID, b.ID) })
+	del := d.pendingDel
+	clear(d.pendingPut)
+	d.pendingDel = nil
+	return writeOutbox(ctx, d.cfg.Outbox, put, del)
+}
+
+func writeOutbox(ctx context.Context, outbox DeadLetterOutbox, put []OutboxRecord, del []uint64) error {
+	if len(put) > 0 {
+		if err := outbox.Put(ctx, put); err != nil {
+			return fmt.Errorf("saving dead letters to the outbox: %w", err)
+		}
+	}
+	if len(del) > 0 {
+		if err := outbox.Delete(ctx, del); err != nil {
+			return fmt.Errorf("removing dead letters from the outbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// saved applies the result of an outbox change: the objects that waited for it are written,
+// and the changes made meanwhile are saved next.
+func (d *deadLetters) saved(m *dlSaved) {
+	d.saving = false
+	if m.err != nil {
+		// The outbox is the truth after a restart: start again from it.
+		panic(m.err)
+	}
+	for _, id := range d.afterSave {
+		if o, ok := d.objects[id]; ok {
+			d.put(o)
+		}
+	}
+	d.afterSave = nil
+	d.startSave()
 }
 
 func (d *deadLetters) enqueue(m *EnqueueDeadLetter) {
@@ -424,9 +528,7 @@ func (d *deadLetters) enqueue(m *EnqueueDeadLetter) {
 		base = time.Now()
 	}
 	r := &OutboxRecord{ID: d.nextRec, Letter: m.Letter, Target: m.Target, Due: base.Add(d.cfg.scale(d.cfg.Delay))}
-	if err := d.cfg.Outbox.Put(d.ctx, []OutboxRecord{*r}); err != nil {
-		panic(fmt.Errorf("saving a dead letter to the outbox: %w", err))
-	}
+	d.save([]OutboxRecord{*r}, nil)
 	d.recs[r.ID] = r
 	heap.Push(&d.waiting, r)
 }
@@ -481,7 +583,8 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 	d.arm(now)
 }
 
-// write starts one object write off the mailbox.
+// write starts one object write: its records' new write state is saved to the outbox first,
+// then the object is put ([deadLetters.put]), both off the mailbox.
 func (d *deadLetters) write(o *pendingObject, now time.Time) {
 	o.writing = true
 	o.attempts++
@@ -496,9 +599,12 @@ func (d *deadLetters) write(o *pendingObject, now time.Time) {
 		r.WriteAttempts = o.attempts
 		changed[i] = *r
 	}
-	if err := d.cfg.Outbox.Put(d.ctx, changed); err != nil {
-		panic(fmt.Errorf("saving dead letters to the outbox: %w", err))
-	}
+	d.afterNext = append(d.afterNext, o.id) // before save starts the change that includes it
+	d.save(changed, nil)
+}
+
+// put writes an object off the mailbox; the result comes back as a [dlWritten].
+func (d *deadLetters) put(o *pendingObject) {
 	recs := make([]schemas.DeadLetterRecord, len(o.recs))
 	for i, r := range o.recs {
 		l := r.Letter
@@ -542,9 +648,7 @@ func (d *deadLetters) written(m *dlWritten) {
 			ids[i] = r.ID
 			delete(d.recs, r.ID)
 		}
-		if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
-			panic(fmt.Errorf("removing written dead letters from the outbox: %w", err))
-		}
+		d.save(nil, ids)
 		delete(d.objects, o.id)
 		d.stats.ObjectsWritten++
 		d.stats.RecordsWritten += len(o.recs)
@@ -584,9 +688,7 @@ func (d *deadLetters) dropObject(o *pendingObject, why string) {
 		ids[i] = r.ID
 		d.drop(r, why)
 	}
-	if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
-		panic(fmt.Errorf("removing dropped dead letters from the outbox: %w", err))
-	}
+	d.save(nil, ids)
 	delete(d.objects, o.id)
 }
 
@@ -606,8 +708,8 @@ func (d *deadLetters) drop(r *OutboxRecord, why string) {
 }
 
 func (d *deadLetters) answerFlushers(c actor.Context) {
-	if len(d.flushers) == 0 {
-		return
+	if len(d.flushers) == 0 || d.saving {
+		return // the answer waits until what it reports is in the outbox
 	}
 	for _, o := range d.objects {
 		if o.writing {
