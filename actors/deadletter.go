@@ -133,12 +133,18 @@ type OutboxRecord struct {
 	FirstWriteAttempt time.Time
 	// WriteAttempts counts the writes tried.
 	WriteAttempts int
+	// Object is the key of the object the record is written in, fixed (with the other records
+	// of that object) before the first write is tried. Every later try, also after a restart,
+	// writes the same object with the same records: a write whose success was not recorded
+	// before a crash is overwritten, not duplicated.
+	Object string
 }
 
 // DeadLetterOutbox keeps the records the dead-letter actor has not written yet. The actor
-// calls it from its mailbox, one call at a time: Load when it starts, Put when a record arrives
-// or its write state changes, Delete once its object is written or it is dropped. Returned
-// records are owned by the caller.
+// calls Load when it starts, then, one call at a time and in order, Put when a record arrives
+// or its write state changes and Delete once its object is written or it is dropped. Put and
+// Delete are done when they return (durable for a durable outbox). NewID is safe for
+// concurrent use. Returned records are owned by the caller.
 //
 // [MemoryOutbox] is the default; it survives actor restarts but not the process.
 // [StoreOutbox] keeps the records in the router's store, so they survive the process too.
@@ -146,6 +152,9 @@ type DeadLetterOutbox interface {
 	Load(ctx context.Context) ([]OutboxRecord, error)
 	Put(ctx context.Context, recs []OutboxRecord) error
 	Delete(ctx context.Context, ids []uint64) error
+	// NewID returns an id for a new record: greater than every id the outbox held when it was
+	// made and than every id it returned before.
+	NewID() uint64
 }
 
 // MemoryOutbox is a [DeadLetterOutbox] in memory. Its records are lost when the process ends:
@@ -153,6 +162,7 @@ type DeadLetterOutbox interface {
 type MemoryOutbox struct {
 	mu   sync.Mutex
 	recs map[uint64]OutboxRecord
+	last uint64
 }
 
 // NewMemoryOutbox returns an empty in-memory outbox.
@@ -173,8 +183,17 @@ func (m *MemoryOutbox) Put(_ context.Context, recs []OutboxRecord) error {
 	defer m.mu.Unlock()
 	for _, r := range recs {
 		m.recs[r.ID] = r
+		m.last = max(m.last, r.ID)
 	}
 	return nil
+}
+
+// NewID implements [DeadLetterOutbox].
+func (m *MemoryOutbox) NewID() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last++
+	return m.last
 }
 
 // Delete implements [DeadLetterOutbox].
@@ -194,6 +213,10 @@ type DeadLetterConfig struct {
 	Store sinks.ObjectStore
 	// Outbox keeps the unwritten records; nil means a new [MemoryOutbox].
 	Outbox DeadLetterOutbox
+	// Volatile says the outbox dies with the process although it is not a [MemoryOutbox] (a
+	// [StoreOutbox] on a store.Memory): records still in it when the actor stops for good are
+	// counted as dropped, as for a MemoryOutbox.
+	Volatile bool
 	// Delay is how long a record waits after its event's last attempt (default
 	// DefaultDeadLetterDelay).
 	Delay time.Duration
@@ -316,9 +339,9 @@ type deadLetters struct {
 	wg     sync.WaitGroup
 
 	recs    map[uint64]*OutboxRecord
+	loaded  map[uint64]bool // ids loaded at start: a hand-off of one of them comes late
 	waiting recordHeap
 	objects map[uint64]*pendingObject
-	nextRec uint64
 	nextObj uint64
 	stats   DeadLetterStatus
 
@@ -344,6 +367,9 @@ func (d *deadLetters) Receive(c actor.Context) {
 		d.start(c)
 	case *EnqueueDeadLetter:
 		d.enqueue(msg)
+		d.arm(time.Now())
+	case *deadLettersHanded:
+		d.handed(msg)
 		d.arm(time.Now())
 	case *dlWake:
 		if msg.gen != d.timerGen {
@@ -377,6 +403,7 @@ func (d *deadLetters) start(c actor.Context) {
 	d.log = d.cfg.Logger.With("component", "dead-letters")
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.recs = make(map[uint64]*OutboxRecord)
+	d.loaded = make(map[uint64]bool)
 	d.objects = make(map[uint64]*pendingObject)
 	d.pendingPut = make(map[uint64]OutboxRecord)
 	d.waiting = d.waiting[:0]
@@ -386,29 +413,39 @@ func (d *deadLetters) start(c actor.Context) {
 		panic(fmt.Errorf("loading the dead-letter outbox: %w", err))
 	}
 	now := time.Now()
-	// Records whose write was tried before a restart are grouped again by their first write
-	// attempt and retried at once; the others wait out their delay.
+	// Records whose write was tried before a restart are grouped again into their object (by
+	// its key; records saved by an older version without one, by their first write attempt)
+	// and retried at once; the others wait out their delay.
 	type group struct {
 		target     DeadLetterTarget
 		topic, sub string
 		first      time.Time
+		key        string
 	}
 	groups := map[group]*pendingObject{}
 	for i := range loaded {
 		r := loaded[i]
 		d.recs[r.ID] = &r
-		d.nextRec = max(d.nextRec, r.ID)
+		d.loaded[r.ID] = true
 		if r.FirstWriteAttempt.IsZero() {
 			heap.Push(&d.waiting, &r)
 			continue
 		}
-		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt}
+		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt, r.Object}
+		if r.Object != "" {
+			g.first = time.Time{}
+		}
 		o, ok := groups[g]
 		if !ok {
 			o = d.newObject(g.topic, g.sub, r.Target, now)
+			if r.Object != "" {
+				o.key = r.Object
+			}
 			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
 			groups[g] = o
 		}
+		o.first = minTime(o.first, r.FirstWriteAttempt)
+		o.attempts = max(o.attempts, r.WriteAttempts)
 		o.recs = append(o.recs, &r)
 	}
 	if len(loaded) > 0 {
@@ -433,7 +470,7 @@ func (d *deadLetters) stop(final bool) {
 	if err := d.savePending(context.Background()); err != nil {
 		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
 	}
-	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !inMemory || len(d.recs) == 0 {
+	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !(inMemory || d.cfg.Volatile) || len(d.recs) == 0 {
 		return
 	}
 	// The in-memory outbox dies with the process: what is still in it is lost, and said so.
@@ -522,15 +559,40 @@ func (d *deadLetters) enqueue(m *EnqueueDeadLetter) {
 	if m.Letter == nil || m.Letter.Event == nil {
 		return
 	}
-	d.nextRec++
-	base := m.Letter.LastAttemptTime
-	if base.IsZero() {
-		base = time.Now()
-	}
-	r := &OutboxRecord{ID: d.nextRec, Letter: m.Letter, Target: m.Target, Due: base.Add(d.cfg.scale(d.cfg.Delay))}
+	r := newOutboxRecord(d.cfg, m.Letter, m.Target)
 	d.save([]OutboxRecord{*r}, nil)
 	d.recs[r.ID] = r
 	heap.Push(&d.waiting, r)
+}
+
+// newOutboxRecord returns the outbox record of a dead letter, with a fresh id: due the delay
+// after its event's last attempt.
+func newOutboxRecord(cfg *DeadLetterConfig, l *DeadLetter, t DeadLetterTarget) *OutboxRecord {
+	base := l.LastAttemptTime
+	if base.IsZero() {
+		base = time.Now()
+	}
+	return &OutboxRecord{ID: cfg.Outbox.NewID(), Letter: l, Target: t, Due: base.Add(cfg.scale(cfg.Delay))}
+}
+
+// handed takes in records a subscription put in the outbox with its own update
+// ([DeadLetterHandoff]). One loaded at start, or already known, is not taken in twice.
+func (d *deadLetters) handed(m *deadLettersHanded) {
+	for i := range m.recs {
+		r := m.recs[i]
+		if _, ok := d.recs[r.ID]; ok || d.loaded[r.ID] {
+			continue
+		}
+		d.recs[r.ID] = &r
+		heap.Push(&d.waiting, &r)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 func (d *deadLetters) newObject(topic, sub string, t DeadLetterTarget, now time.Time) *pendingObject {
@@ -597,6 +659,7 @@ func (d *deadLetters) write(o *pendingObject, now time.Time) {
 			r.FirstWriteAttempt = o.first
 		}
 		r.WriteAttempts = o.attempts
+		r.Object = o.key
 		changed[i] = *r
 	}
 	d.afterNext = append(d.afterNext, o.id) // before save starts the change that includes it

@@ -194,7 +194,7 @@ func TestOutboxWritesDoNotBlockTheDeadLetterActor(t *testing.T) {
 		st := &gatedOutboxStore{Store: store.NewMemory(), gate: make(chan struct{})}
 		objects := testkit.NewObjectStore()
 		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{
-			Store: objects, Outbox: actors.NewStoreOutbox(st, nil), Metrics: new(metrics.Set),
+			Store: objects, Outbox: storeOutbox(t, st), Metrics: new(metrics.Set),
 		}))
 		root := h.System().Root
 		root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})

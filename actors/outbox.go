@@ -7,29 +7,50 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
 
-// StoreOutbox is a [DeadLetterOutbox] kept in the router's [store.Store] (issue 5): its
-// records survive a restart of the process, so the next dead-letter actor writes them at
-// their original due time. Every Put and Delete is synced by the store. Records are stored as
-// JSON under their ID as a zero-padded decimal, so the store lists them in ID order.
+// StoreOutbox is a [DeadLetterOutbox] kept in the router's [store.Store]: its records
+// survive a restart of the process, so the next dead-letter actor writes them at their
+// original due time. Every Put and Delete is synced by the store. Records are stored as JSON
+// under their ID as a zero-padded decimal, so the store lists them in ID order.
+//
+// Subscriptions put their dead letters in it themselves, in the update that settles them
+// ([StoreOutbox.Handoff]).
 type StoreOutbox struct {
 	store store.Store
 	log   *slog.Logger
+	last  atomic.Uint64
 }
 
-// NewStoreOutbox returns an outbox on st. Records that no longer decode are logged on log
-// (nil discards) and skipped by Load, left in the store for an operator to look at.
-func NewStoreOutbox(st store.Store, log *slog.Logger) *StoreOutbox {
+// NewStoreOutbox returns an outbox on st. It reads the records st holds, so that new ids
+// follow theirs. Records that no longer decode are logged on log (nil discards) and skipped by
+// Load, left in the store for an operator to look at.
+func NewStoreOutbox(ctx context.Context, st store.Store, log *slog.Logger) (*StoreOutbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StoreOutbox{store: st, log: log}
+	o := &StoreOutbox{store: st, log: log}
+	stored, err := st.DeadLetters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dead-letter outbox: %w", err)
+	}
+	for _, r := range stored {
+		if n, err := strconv.ParseUint(r.ID, 10, 64); err == nil {
+			o.last.Store(max(o.last.Load(), n))
+		}
+	}
+	return o, nil
 }
+
+// NewID implements [DeadLetterOutbox].
+func (o *StoreOutbox) NewID() uint64 { return o.last.Add(1) }
 
 // storedOutboxRecord is the stored form of an [OutboxRecord].
 type storedOutboxRecord struct {
@@ -39,6 +60,7 @@ type storedOutboxRecord struct {
 	Due               time.Time      `json:"due"`
 	FirstWriteAttempt time.Time      `json:"firstWriteAttempt,omitzero"`
 	WriteAttempts     int            `json:"writeAttempts,omitempty"`
+	Object            string         `json:"object,omitempty"`
 	Event             *schemas.Event `json:"event"`
 }
 
@@ -87,7 +109,7 @@ func encodeOutboxRecord(r *OutboxRecord) ([]byte, error) {
 			Bucket: t.Bucket, Prefix: t.Prefix, Input: uint8(t.Format.Input), Delivery: uint8(t.Format.Delivery),
 			Namespace: t.Format.Namespace, TopicID: t.Format.TopicID, Notify: t.Notify,
 		},
-		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Event: l.Event,
+		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.Object, Event: l.Event,
 	})
 }
 
@@ -123,7 +145,7 @@ func decodeOutboxRecord(id string, b []byte) (OutboxRecord, error) {
 				Namespace: s.Target.Namespace, TopicID: s.Target.TopicID,
 			},
 		},
-		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts,
+		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts, Object: s.Object,
 	}, nil
 }
 
@@ -173,3 +195,52 @@ func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
 }
 
 var _ DeadLetterOutbox = (*StoreOutbox)(nil)
+
+// Handoff returns the [DeadLetterHandoff] of one subscription whose dead letters go to target:
+// it encodes records for this outbox (due cfg's delay after their last attempt) and tells the
+// dead-letter actor pid, whose config cfg is and whose outbox o is, of them once they are in
+// the store. The subscription must write its state to o's store.
+func (o *StoreOutbox) Handoff(root *actor.RootContext, pid *actor.PID, cfg *DeadLetterConfig, target DeadLetterTarget) DeadLetterHandoff {
+	c := cfg.withDefaults()
+	if c.Outbox != DeadLetterOutbox(o) {
+		panic("actors: a dead-letter hand-off needs the actor's own StoreOutbox")
+	}
+	return &storeHandoff{outbox: o, cfg: c, target: target, root: root, pid: pid}
+}
+
+// storeHandoff is a [DeadLetterHandoff] into a [StoreOutbox].
+type storeHandoff struct {
+	outbox *StoreOutbox
+	cfg    *DeadLetterConfig
+	target DeadLetterTarget
+	root   *actor.RootContext
+	pid    *actor.PID
+}
+
+// Record implements [DeadLetterHandoff].
+func (h *storeHandoff) Record(d *DeadLetter) (store.DeadLetterRecord, error) {
+	r := newOutboxRecord(h.cfg, d, h.target)
+	b, err := encodeOutboxRecord(r)
+	if err != nil {
+		return store.DeadLetterRecord{}, err
+	}
+	return store.DeadLetterRecord{ID: outboxID(r.ID), Payload: b}, nil
+}
+
+// Handed implements [DeadLetterHandoff].
+func (h *storeHandoff) Handed(recs []store.DeadLetterRecord) {
+	m := &deadLettersHanded{recs: make([]OutboxRecord, 0, len(recs))}
+	for _, s := range recs {
+		r, err := decodeOutboxRecord(s.ID, s.Payload)
+		if err != nil {
+			// It was encoded by Record a moment ago; the next actor's Load skips it too.
+			h.outbox.log.Error("a handed-off dead letter does not decode", "err", err)
+			continue
+		}
+		m.recs = append(m.recs, r)
+	}
+	h.root.Send(h.pid, m)
+}
+
+// deadLettersHanded tells the dead-letter actor of records a subscription put in the outbox.
+type deadLettersHanded struct{ recs []OutboxRecord }

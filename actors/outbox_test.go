@@ -10,6 +10,7 @@ import (
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestStoreOutboxRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	st := store.NewMemory()
-	outbox := actors.NewStoreOutbox(st, nil)
+	outbox := storeOutbox(t, st)
 	at := time.Date(2026, 11, 22, 10, 0, 0, 123, time.UTC)
 	namespace := dlTarget("sub-b", true)
 	namespace.Format.Namespace, namespace.Format.Delivery = true, schemas.CloudEvents
@@ -62,7 +63,7 @@ func TestStoreOutboxSkipsUndecodableRecords(t *testing.T) {
 	if err := st.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "00000000000000000001", Payload: []byte("not json")}, {ID: "x", Payload: []byte("{}")}}); err != nil {
 		t.Fatal(err)
 	}
-	outbox := actors.NewStoreOutbox(st, nil)
+	outbox := storeOutbox(t, st)
 	if err := outbox.Put(ctx, []actors.OutboxRecord{{ID: 3, Letter: dlLetter(t, "sub-a", "e3", time.Now()), Target: dlTarget("sub-a", false)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 		st := store.NewMemory()
 		mem := testkit.NewObjectStore()
 		m := new(metrics.Set)
-		cfg := &actors.DeadLetterConfig{Store: mem, Outbox: actors.NewStoreOutbox(st, nil), Metrics: m}
+		cfg := &actors.DeadLetterConfig{Store: mem, Outbox: storeOutbox(t, st), Metrics: m}
 		first := h.Spawn(actors.DeadLetterProps(cfg))
 		h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Advance(time.Minute)
@@ -91,7 +92,7 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 		}
 
 		// A new outbox on the same store, as after a process restart.
-		cfg.Outbox = actors.NewStoreOutbox(st, nil)
+		cfg.Outbox = storeOutbox(t, st)
 		second := h.Spawn(actors.DeadLetterProps(cfg))
 		h.Advance(4 * time.Minute) // 5 min after the last attempt: due, but within the slack
 		if n := mem.Puts(); n != 0 {
@@ -109,6 +110,67 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 		}
 		if got := m.Snapshot().Sum(metrics.DroppedEventCount, "orders/sub-a"); got != 0 {
 			t.Errorf("%d records counted as dropped, want none", got)
+		}
+	})
+}
+
+func storeOutbox(t *testing.T, st store.Store) *actors.StoreOutbox {
+	t.Helper()
+	o, err := actors.NewStoreOutbox(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// lostAnswers is an object store whose writes land but whose answers never arrive: each Put
+// stores the object, then waits for its context to end and fails.
+type lostAnswers struct{ *testkit.ObjectStore }
+
+func (l lostAnswers) Put(ctx context.Context, bucket, key string, body []byte, ct string) (sinks.ObjectInfo, error) {
+	if _, err := l.ObjectStore.Put(ctx, bucket, key, body, ct); err != nil {
+		return sinks.ObjectInfo{}, err
+	}
+	<-ctx.Done()
+	return sinks.ObjectInfo{}, ctx.Err()
+}
+
+// An object whose write landed but whose success was never recorded — the actor stopped (the
+// process died) before the answer — is written again under the same key with the same records
+// by the next actor: one object per flush, each dead letter in it once.
+func TestUnrecordedWriteIsOverwrittenNotDuplicated(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		st := store.NewMemory()
+		mem := testkit.NewObjectStore()
+		cfg := &actors.DeadLetterConfig{Store: lostAnswers{mem}, Outbox: storeOutbox(t, st), Metrics: new(metrics.Set), WriteTimeout: time.Hour}
+		first := h.Spawn(actors.DeadLetterProps(cfg))
+		for _, id := range []string{"e1", "e2"} {
+			h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", id, time.Now()), Target: dlTarget("sub-a", false)})
+		}
+		h.Advance(6 * time.Minute) // the write lands; its answer does not come
+		if n := len(mem.Objects("deadletters")); n != 1 {
+			t.Fatalf("%d objects after the first write, want 1", n)
+		}
+		if err := h.System().Root.StopFuture(first).Wait(); err != nil {
+			t.Fatal(err)
+		}
+
+		cfg.Store, cfg.Outbox = mem, storeOutbox(t, st) // as after a process restart
+		second := h.Spawn(actors.DeadLetterProps(cfg))
+		h.Settle()
+		objs := mem.Objects("deadletters")
+		if len(objs) != 1 || mem.Puts() != 2 {
+			t.Fatalf("objects %+v after %d puts, want the one object written twice", objs, mem.Puts())
+		}
+		got := mem.Records(t, "deadletters", "", schemas.EventGrid, dlTopicID)
+		if len(got) != 2 || got[0].Event.ID != "e1" || got[1].Event.ID != "e2" {
+			t.Errorf("records %+v, want e1 and e2 once each", got)
+		}
+		if st := dlStatus(t, h, second); st.Pending() != 0 || st.ObjectsWritten != 1 {
+			t.Errorf("status %+v, want the object written and nothing pending", st)
+		}
+		if recs, _ := st.DeadLetters(context.Background()); len(recs) != 0 {
+			t.Errorf("%d records left in the outbox, want none", len(recs))
 		}
 	})
 }

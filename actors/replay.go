@@ -143,6 +143,11 @@ func (r *replay) start(c actor.Context) {
 	root, self := c.ActorSystem().Root, c.Self()
 	sc := *live
 	sc.Store = journal
+	// Its state is the private journal's: the live subscription's state writer must not see
+	// the replay's sequence numbers. Its dead letters are handed to the dead-letter actor from
+	// there; they reach the durable outbox at their first write attempt (a replay that a crash
+	// interrupts is run again from the objects it read).
+	sc.Writer = nil
 	sc.Filter = nil // these events matched once; a replay re-delivers them all
 	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter
 	sc.OnAttempt = func(a *AttemptRecord) {

@@ -75,6 +75,9 @@ type SubscriptionConfig struct {
 	// OnDeadLetter receives every event that ends without delivery when the policy has a
 	// dead-letter destination. It must not block.
 	OnDeadLetter func(*DeadLetter)
+	// Handoff, when set, takes those events into the dead-letter outbox in the same store
+	// update that settles them (see [DeadLetterHandoff]).
+	Handoff DeadLetterHandoff
 	// OnAttempt, when set, receives a record of every finished attempt, and of every event
 	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
 	// from the actor and must not block.
@@ -173,6 +176,7 @@ type subscription struct {
 	maxBytes   int
 	pendingPut []store.Parked
 	pendingDel []uint64
+	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 }
 
 // Receive implements actor.Actor.
@@ -704,15 +708,17 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 	reason := dec.Reason
 	if dec.Action == retry.DeadLetter {
 		s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeadLetteredCount, Scope: s.scope, Dim: string(reason)}, 1)
-		if s.cfg.OnDeadLetter != nil {
-			s.cfg.OnDeadLetter(&DeadLetter{
-				Topic: s.cfg.Topic, Subscription: s.cfg.Name, TopicID: s.cfg.TopicID,
-				InputSchema: s.cfg.InputSchema, DeliverySchema: s.cfg.DeliverySchema,
-				Event: it.ev, Reason: reason, DeliveryAttempts: it.attempts,
-				LastOutcome: it.lastOutcome, LastHTTPStatus: it.lastStatus,
-				PublishTime: it.publish, LastAttemptTime: it.lastAttempt,
-			})
+		d := &DeadLetter{
+			Topic: s.cfg.Topic, Subscription: s.cfg.Name, TopicID: s.cfg.TopicID,
+			InputSchema: s.cfg.InputSchema, DeliverySchema: s.cfg.DeliverySchema,
+			Event: it.ev, Reason: reason, DeliveryAttempts: it.attempts,
+			LastOutcome: it.lastOutcome, LastHTTPStatus: it.lastStatus,
+			PublishTime: it.publish, LastAttemptTime: it.lastAttempt,
 		}
+		if s.cfg.OnDeadLetter != nil {
+			s.cfg.OnDeadLetter(d)
+		}
+		s.handOff(d)
 		return
 	}
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
@@ -732,10 +738,10 @@ func (s *subscription) persist() {
 	}
 	snap := s.probation.Snapshot()
 	probationChanged := snap != s.saved
-	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged {
+	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged && len(s.pendingDL) == 0 {
 		return
 	}
-	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel}
+	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel, DeadLetters: s.pendingDL}
 	if cursor > s.cursor {
 		u.Cursor, s.cursor = cursor, cursor
 	}
@@ -743,16 +749,17 @@ func (s *subscription) persist() {
 		u.Probation = encodeProbation(snap)
 		s.saved = snap
 	}
+	handed := s.handed(u.DeadLetters)
 	var err error
 	if s.cfg.Writer != nil {
-		err = s.cfg.Writer.Enqueue(s.cfg.Name, u)
-	} else {
-		err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u)
+		err = s.cfg.Writer.Enqueue(s.cfg.Name, u, handed)
+	} else if err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err == nil && handed != nil {
+		handed()
 	}
 	if err != nil {
 		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
 	}
-	s.pendingPut, s.pendingDel = nil, nil
+	s.pendingPut, s.pendingDel, s.pendingDL = nil, nil, nil
 }
 
 // armTimer makes sure a wake message arrives when the earliest parked event comes due or

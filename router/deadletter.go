@@ -102,7 +102,10 @@ type deadLetterRuntime struct {
 	cfg   DeadLetterConfig
 	store sinks.ObjectStore
 	pid   *actor.PID
-	seq   atomic.Uint64
+	// outbox and actorCfg make the subscriptions' hand-offs ([actors.StoreOutbox.Handoff]).
+	outbox   *actors.StoreOutbox
+	actorCfg *actors.DeadLetterConfig
+	seq      atomic.Uint64
 	// durable: the outbox is in the router's store (Deps.Store), so the records waiting at
 	// Close are written by the next router at their due time instead of early.
 	durable bool
@@ -111,27 +114,31 @@ type deadLetterRuntime struct {
 	replays map[string]*actor.PID // by topic/subscription
 }
 
-// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. With
-// a store of its caller's (Deps.Store) the outbox is kept in it ([actors.StoreOutbox]), so
-// dead letters not yet written survive a restart (issue 5); a router on its own in-memory
-// store keeps the outbox in memory.
-func (r *Router) startDeadLetters() {
+// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. The
+// outbox is kept in the router's store ([actors.StoreOutbox]), where subscriptions put the
+// events they end in the same update that settles them. With a store of its caller's
+// (Deps.Store) dead letters not yet written survive a restart; a router on its own in-memory
+// store loses them with the process, so its Close writes them first.
+func (r *Router) startDeadLetters() error {
 	if r.deps.DeadLetterStore == nil {
-		return
+		return nil
 	}
 	d := &deadLetterRuntime{
 		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
 		durable: !r.ownsStore,
 	}
-	var outbox actors.DeadLetterOutbox
-	if d.durable {
-		outbox = actors.NewStoreOutbox(r.store, r.log)
+	outbox, err := actors.NewStoreOutbox(context.Background(), r.store, r.log)
+	if err != nil {
+		return err
 	}
-	d.pid = r.system.Root.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{
-		Store: d.store, Outbox: outbox, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, Metrics: r.metrics, Logger: r.log,
-		OnWritten: r.notifyBlobCreated,
-	}))
+	d.outbox = outbox
+	d.actorCfg = &actors.DeadLetterConfig{
+		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale,
+		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated,
+	}
+	d.pid = r.system.Root.Spawn(actors.DeadLetterProps(d.actorCfg))
 	r.dead = d
+	return nil
 }
 
 // ensureSystemTopic creates the dead-letter notification topic if it is missing.
@@ -228,19 +235,20 @@ func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *Subscripti
 	}
 }
 
-// deadLetterHandoff returns what a subscription actor calls with each event that ended without
-// delivery: the Deps.OnDeadLetter observer, then the dead-letter actor.
-func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) func(*actors.DeadLetter) {
+// deadLetterHandoff returns where a subscription's events that end without delivery go: the
+// Deps.OnDeadLetter observer, and the dead-letter outbox through the hand-off (nil without a
+// destination or a dead-letter store).
+func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) (func(*actors.DeadLetter), actors.DeadLetterHandoff) {
 	var observer func(*actors.DeadLetter)
 	if observe := r.deps.OnDeadLetter; observe != nil {
 		observer = func(d *actors.DeadLetter) { observe(deadLetterOf(d)) }
 	}
 	if spec.DeadLetterDestination == nil {
-		return observer
+		return observer, nil
 	}
 	if r.dead == nil {
 		if observer != nil {
-			return observer
+			return observer, nil
 		}
 		// A subscription stored with a destination, restored on a router started without a
 		// dead-letter store: its dead letters are dropped, counted and logged.
@@ -249,16 +257,10 @@ func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *Subscript
 			m.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: scope, Dim: string(schemas.DeadLetterDestinationUnavailable)}, 1)
 			log.Warn("dead letter dropped: the router has no dead-letter store", "id", d.Event.ID, "topic", d.Topic,
 				"subscription", d.Subscription, "reason", string(schemas.DeadLetterDestinationUnavailable))
-		}
+		}, nil
 	}
-	target := r.deadLetterTarget(t, name, spec, delivery)
-	root, pid := r.system.Root, r.dead.pid
-	return func(d *actors.DeadLetter) {
-		if observer != nil {
-			observer(d)
-		}
-		root.Send(pid, &actors.EnqueueDeadLetter{Letter: d, Target: target})
-	}
+	d := r.dead
+	return observer, d.outbox.Handoff(r.system.Root, d.pid, d.actorCfg, r.deadLetterTarget(t, name, spec, delivery))
 }
 
 // DeadLetterStatus returns the dead-letter actor's state: records waiting, being written or
