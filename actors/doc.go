@@ -19,7 +19,9 @@
 //
 // Beside the topic actors, one dead-letter actor per router keeps the outbox of events that
 // ended without delivery and writes them, one object per subscription per flush, to an
-// object store ([DeadLetterProps]); a replay actor re-delivers dead-lettered events to one
+// object store ([DeadLetterProps]). A subscription puts the events it ends into the outbox in
+// the same store update that settles them ([DeadLetterHandoff]), so a crash cannot lose one
+// between the two; a replay actor re-delivers dead-lettered events to one
 // subscription by running a second subscription actor over a private journal ([ReplayProps]).
 //
 // actors imports schemas, router/filter, router/retry, router/store, router/metrics and sinks.

@@ -11,6 +11,7 @@ import (
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
@@ -142,6 +143,45 @@ func TestReplayOfNothingEndsAtOnce(t *testing.T) {
 			}
 		default:
 			t.Fatal("an empty replay did not finish")
+		}
+	})
+}
+
+// A replay keeps its state to itself: the live subscription's state writer never sees the
+// replay's private sequence numbers, so the live subscription's stored cursor and parked
+// events are untouched by the replay's retries.
+func TestReplayLeavesTheLiveStateAlone(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		_ = st.PutTopic(ctx, "orders", nil)
+		_ = st.PutSubscription(ctx, "orders", "sub-a", nil)
+		w := actors.NewStateWriter(st, "orders")
+		defer w.Close()
+		done := make(chan actors.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, NoJitter: true},
+			Sink:   &replaySink{failing: map[string]bool{"bad": true}}, Store: st, Writer: w, Metrics: new(metrics.Set),
+		}
+		h.Spawn(actors.ReplayProps(&actors.ReplayConfig{
+			Subscription: cfg, Events: replayEvents(t, "bad"), PublishTime: time.Now(),
+			OnDone: func(r actors.ReplayResult) { done <- r },
+		}))
+		h.Settle() // the first attempt failed: the event is parked for its retry in +10 s
+		if err := w.Flush("sub-a"); err != nil {
+			t.Fatal(err)
+		}
+		live, err := st.LoadSubscription(ctx, "orders", "sub-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live.Cursor != 0 || len(live.Parked) != 0 {
+			t.Errorf("live state during the replay = cursor %d, parked %+v; want it untouched", live.Cursor, live.Parked)
+		}
+		h.Advance(time.Minute)
+		if res := <-done; res.Dropped != 1 {
+			t.Errorf("result %+v, want the event dropped after its 2 attempts", res)
 		}
 	})
 }
