@@ -1,4 +1,4 @@
-package actors_test
+package deadletter_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -23,7 +23,7 @@ func TestStoreOutboxRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 22, 10, 0, 0, 123, time.UTC)
 	namespace := dlTarget("sub-b", true)
 	namespace.Format.Namespace, namespace.Format.Delivery = true, schemas.CloudEvents
-	recs := []actors.OutboxRecord{
+	recs := []deadletter.Record{
 		{ID: 10, Letter: dlLetter(t, "sub-a", "e10", at), Target: dlTarget("sub-a", false), Due: at.Add(5 * time.Minute)},
 		{ID: 2, Letter: dlLetter(t, "sub-b", "e2", at), Target: namespace, Due: at.Add(time.Minute),
 			FirstWriteAttempt: at.Add(2 * time.Minute), WriteAttempts: 3},
@@ -35,7 +35,7 @@ func TestStoreOutboxRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []actors.OutboxRecord{recs[1], recs[0]}
+	want := []deadletter.Record{recs[1], recs[0]}
 	if len(got) != len(want) {
 		t.Fatalf("loaded %d records, want %d", len(got), len(want))
 	}
@@ -64,7 +64,7 @@ func TestStoreOutboxSkipsUndecodableRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	outbox := storeOutbox(t, st)
-	if err := outbox.Put(ctx, []actors.OutboxRecord{{ID: 3, Letter: dlLetter(t, "sub-a", "e3", time.Now()), Target: dlTarget("sub-a", false)}}); err != nil {
+	if err := outbox.Put(ctx, []deadletter.Record{{ID: 3, Letter: dlLetter(t, "sub-a", "e3", time.Now()), Target: dlTarget("sub-a", false)}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := outbox.Load(ctx)
@@ -80,9 +80,9 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 		st := store.NewMemory()
 		mem := testkit.NewObjectStore()
 		m := new(metrics.Set)
-		cfg := &actors.DeadLetterConfig{Store: mem, Outbox: storeOutbox(t, st), Metrics: m}
-		first := h.Spawn(actors.DeadLetterProps(cfg))
-		h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		cfg := &deadletter.Config{Store: mem, Outbox: storeOutbox(t, st), Metrics: m}
+		first := h.Spawn(deadletter.Props(cfg))
+		h.System().Root.Send(first, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Advance(time.Minute)
 		if err := h.System().Root.StopFuture(first).Wait(); err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 
 		// A new outbox on the same store, as after a process restart.
 		cfg.Outbox = storeOutbox(t, st)
-		second := h.Spawn(actors.DeadLetterProps(cfg))
+		second := h.Spawn(deadletter.Props(cfg))
 		h.Advance(4 * time.Minute) // 5 min after the last attempt: due, but within the slack
 		if n := mem.Puts(); n != 0 {
 			t.Fatalf("%d objects before the delay and its slack passed, want 0", n)
@@ -114,9 +114,9 @@ func TestStoreOutboxSurvivesTheActor(t *testing.T) {
 	})
 }
 
-func storeOutbox(t *testing.T, st store.Store) *actors.StoreOutbox {
+func storeOutbox(t *testing.T, st store.Store) *deadletter.StoreOutbox {
 	t.Helper()
-	o, err := actors.NewStoreOutbox(context.Background(), st, nil)
+	o, err := deadletter.NewStoreOutbox(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +142,10 @@ func TestUnrecordedWriteIsOverwrittenNotDuplicated(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		st := store.NewMemory()
 		mem := testkit.NewObjectStore()
-		cfg := &actors.DeadLetterConfig{Store: lostAnswers{mem}, Outbox: storeOutbox(t, st), Metrics: new(metrics.Set), WriteTimeout: time.Hour}
-		first := h.Spawn(actors.DeadLetterProps(cfg))
+		cfg := &deadletter.Config{Store: lostAnswers{mem}, Outbox: storeOutbox(t, st), Metrics: new(metrics.Set), WriteTimeout: time.Hour}
+		first := h.Spawn(deadletter.Props(cfg))
 		for _, id := range []string{"e1", "e2"} {
-			h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", id, time.Now()), Target: dlTarget("sub-a", false)})
+			h.System().Root.Send(first, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", id, time.Now()), Target: dlTarget("sub-a", false)})
 		}
 		h.Advance(6 * time.Minute) // the write lands; its answer does not come
 		if n := len(mem.Objects("deadletters")); n != 1 {
@@ -156,7 +156,7 @@ func TestUnrecordedWriteIsOverwrittenNotDuplicated(t *testing.T) {
 		}
 
 		cfg.Store, cfg.Outbox = mem, storeOutbox(t, st) // as after a process restart
-		second := h.Spawn(actors.DeadLetterProps(cfg))
+		second := h.Spawn(deadletter.Props(cfg))
 		h.Settle()
 		objs := mem.Objects("deadletters")
 		if len(objs) != 1 || mem.Puts() != 2 {
