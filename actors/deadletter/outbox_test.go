@@ -3,12 +3,15 @@ package deadletter_test
 import (
 	"context"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/actors/deadletter/outboxtest"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
@@ -172,5 +175,61 @@ func TestUnrecordedWriteIsOverwrittenNotDuplicated(t *testing.T) {
 		if recs, _ := st.DeadLetters(context.Background()); len(recs) != 0 {
 			t.Errorf("%d records left in the outbox, want none", len(recs))
 		}
+	})
+}
+
+func TestMemoryOutboxConformance(t *testing.T) {
+	outboxtest.Run(t, func(*testing.T) deadletter.Outbox { return deadletter.NewMemoryOutbox() }, nil)
+}
+
+func TestStoreOutboxOnMemoryStoreConformance(t *testing.T) {
+	var mu sync.Mutex
+	stores := map[deadletter.Outbox]store.Store{}
+	outboxtest.Run(t, func(t *testing.T) deadletter.Outbox {
+		st := store.NewMemory()
+		o := storeOutbox(t, st)
+		mu.Lock()
+		stores[o] = st
+		mu.Unlock()
+		return o
+	}, func(t *testing.T, o deadletter.Outbox) deadletter.Outbox {
+		mu.Lock()
+		st := stores[o]
+		mu.Unlock()
+		return storeOutbox(t, st)
+	})
+}
+
+func TestStoreOutboxOnDiskStoreConformance(t *testing.T) {
+	var mu sync.Mutex
+	stores := map[deadletter.Outbox]*disk.Store{}
+	openDisk := func(t *testing.T, dir string) *disk.Store {
+		st, err := disk.Open(dir, disk.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	paths := map[*disk.Store]string{}
+	outboxtest.Run(t, func(t *testing.T) deadletter.Outbox {
+		dir := t.TempDir()
+		st := openDisk(t, dir)
+		t.Cleanup(func() { _ = st.Close() })
+		o := storeOutbox(t, st)
+		mu.Lock()
+		stores[o], paths[st] = st, dir
+		mu.Unlock()
+		return o
+	}, func(t *testing.T, o deadletter.Outbox) deadletter.Outbox {
+		mu.Lock()
+		st := stores[o]
+		dir := paths[st]
+		mu.Unlock()
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		next := openDisk(t, dir)
+		t.Cleanup(func() { _ = next.Close() })
+		return storeOutbox(t, next)
 	})
 }
