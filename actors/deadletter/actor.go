@@ -138,7 +138,7 @@ type Outbox interface {
 	NewID() uint64
 }
 
-// MemoryOutbox is a [Outbox] in memory. Its records are lost when the process ends:
+// MemoryOutbox is an [Outbox] in memory. Its records are lost when the process ends:
 // the dead-letter actor counts those still unwritten when it stops as dropped.
 type MemoryOutbox struct {
 	mu   sync.Mutex

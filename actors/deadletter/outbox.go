@@ -17,7 +17,7 @@ import (
 	"github.com/egridio/egrid/schemas"
 )
 
-// StoreOutbox is a [Outbox] kept in the router's [store.Store]: its records
+// StoreOutbox is an [Outbox] kept in the router's [store.Store]: its records
 // survive a restart of the process, so the next dead-letter actor writes them at their
 // original due time. Every Put and Delete is synced by the store. Records are stored as JSON
 // under their ID as a zero-padded decimal, so the store lists them in ID order.
@@ -53,7 +53,7 @@ func NewStoreOutbox(ctx context.Context, st store.Store, log *slog.Logger) (*Sto
 // NewID implements [Outbox].
 func (o *StoreOutbox) NewID() uint64 { return o.last.Add(1) }
 
-// storedOutboxRecord is the stored form of an [Record].
+// storedOutboxRecord is the stored form of a [Record].
 type storedOutboxRecord struct {
 	Version           int            `json:"v"`
 	Letter            storedLetter   `json:"letter"`
