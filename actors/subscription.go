@@ -58,12 +58,13 @@ type SubscriptionConfig struct {
 
 	MaxInFlight int           // attempts at once; 0 = DefaultMaxInFlight
 	Timeout     time.Duration // per-attempt response timeout; 0 = sinks.DefaultTimeout
+	Window      int           // events kept in memory; 0 = DefaultWindow
+	Headers     map[string]string
+
 	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
 	// flight to return once their context is cancelled; 0 = DefaultStopGrace. A sink that
 	// ignores its context is abandoned after it: see [sinks.Sink].
 	StopGrace time.Duration
-	Window    int // events kept in memory; 0 = DefaultWindow
-	Headers   map[string]string
 
 	Store store.Store
 	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
