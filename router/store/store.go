@@ -61,7 +61,9 @@ type Update struct {
 	// DeadLetters are dead-letter outbox records to add or replace (by ID, as PutDeadLetters)
 	// in the same atomic write: a subscription settles the events it ends and hands them to
 	// the outbox in one update, so no crash can fall between the two. An update with
-	// DeadLetters is durable when it returns (synced, like PutDeadLetters).
+	// DeadLetters is durable when it returns (synced, like PutDeadLetters) — except on a
+	// store that keeps state writes in memory while it cannot write (a full disk): there
+	// the dead letters stay with their settlement, and a crash loses both together.
 	DeadLetters []DeadLetterRecord
 }
 

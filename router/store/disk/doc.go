@@ -73,8 +73,9 @@
 // a flush) fails the instance too and parks its goroutine instead of ending the process.
 //
 // While failed: Appends, definition and dead-letter writes are refused (the router answers
-// 503); reads go on, so stored events are still delivered; UpdateSubscription (unless it
-// carries dead letters: refused too) and Trim are kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
+// 503); reads go on, so stored events are still delivered; UpdateSubscription (dead letters
+// it hands over included: they are lost with the settlement they came with) and Trim are
+// kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
 // free space (Options.MinFreeBytes, at least 16 MiB), fences the failed instance (its file
 // system refuses every write, so it can never touch the new instance's files) and releases
 // its directory lock, opens a new instance on the directory — which replays the write-ahead

@@ -703,11 +703,9 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 				opts = pebble.Sync
 			}
 			err := g.commit(b, opts, s.onFail)
-			if err == nil || !isFailure(err) || w.durable() {
+			if err == nil || !isFailure(err) {
 				return err
 			}
-		} else if w.durable() {
-			return fmt.Errorf("an update that hands dead letters over must be durable: %w", errors.Join(ErrFailed, g.err()))
 		}
 		s.mu.Lock()
 		if s.closed {
@@ -724,8 +722,8 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 	}
 }
 
-// durable reports whether w must be synced before it is acknowledged: an update that hands
-// dead letters over ([store.Update.DeadLetters]).
+// durable reports whether w is synced when written: an update that hands dead letters over
+// ([store.Update.DeadLetters]).
 func (w *pendingWrite) durable() bool { return w.sb != nil && len(w.u.DeadLetters) > 0 }
 
 // build adds w to b.
@@ -845,8 +843,9 @@ func applyPending(st *store.SubscriptionState, parked map[uint64]store.Parked, p
 // no lock is held while the batch is committed. While the store is failed the update is
 // kept in memory (LoadSubscription and Cursors see it) and written when the store has
 // reopened itself: delivery goes on on a full disk.
-// An update that carries dead letters is committed with a sync, and is never kept in memory:
-// while the store is failed it fails (the caller settles nothing and tries again later).
+// An update that carries dead letters is committed with a sync; while the store is failed it is
+// kept in memory like the others, settlement and dead letters together, so a crash then
+// loses both and the events are attempted again.
 func (s *Store) UpdateSubscription(ctx context.Context, topicName, name string, u store.Update) error {
 	if err := ctx.Err(); err != nil {
 		return err
