@@ -17,10 +17,10 @@
 // goes on; its siblings never notice. Timers only send a message to the actor itself; due times
 // are data, so timers are rebuilt after a restart.
 //
-// Beside the topic actors, one dead-letter actor per router keeps the outbox of events that
-// ended without delivery and writes them, one object per subscription per flush, to an
-// object store ([DeadLetterProps]); a replay actor re-delivers dead-lettered events to one
-// subscription by running a second subscription actor over a private journal ([ReplayProps]).
+// Events a subscription ends without delivery go, with a dead-letter destination, to the
+// dead-letter outbox in the same store update that settles them ([DeadLetterHandoff]); the
+// dead-letter actor, its outbox, the object key layout and replay are package
+// actors/deadletter.
 //
 // actors imports schemas, router/filter, router/retry, router/store, router/metrics and sinks.
 package actors

@@ -134,3 +134,12 @@ type attemptDone struct {
 
 // wake is sent by the retry/probation timer.
 type wake struct{ gen uint64 }
+
+// journalRead is the result of a catch-up read of the journal, sent by the goroutine that ran
+// it.
+type journalRead struct {
+	id      uint64
+	from    uint64
+	entries []store.Entry
+	err     error
+}

@@ -35,9 +35,11 @@ type StateWriter struct {
 }
 
 type mergedUpdate struct {
-	cursor    uint64
-	ops       map[uint64]*store.Parked // nil value = delete
-	probation []byte                   // the latest non-nil Update.Probation; nil = unchanged
+	cursor      uint64
+	ops         map[uint64]*store.Parked // nil value = delete
+	probation   []byte                   // the latest non-nil Update.Probation; nil = unchanged
+	deadLetters []store.DeadLetterRecord // in the order queued
+	written     []func()                 // called, in order, once the update is in the store
 }
 
 // NewStateWriter starts a writer for topic's subscriptions.
@@ -53,7 +55,11 @@ func NewStateWriter(st store.Store, topic string) *StateWriter {
 
 // Enqueue queues u for subscription sub. It never blocks on I/O. It returns the first write
 // failure of the writer, if any: the caller should crash and restart from the store.
-func (w *StateWriter) Enqueue(sub string, u store.Update) error {
+//
+// written, when non-nil, is called on the writer's goroutine once u is in the store (durable
+// when u carries dead letters: see [store.Update.DeadLetters]); never when the write fails.
+// It must not block.
+func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -78,6 +84,10 @@ func (w *StateWriter) Enqueue(sub string, u store.Update) error {
 	}
 	if u.Probation != nil {
 		m.probation = u.Probation // the latest state wins, clearing ([]byte{}) included
+	}
+	m.deadLetters = append(m.deadLetters, u.DeadLetters...)
+	if written != nil {
+		m.written = append(m.written, written)
 	}
 	w.cond.Broadcast()
 	return nil
@@ -125,6 +135,11 @@ func (w *StateWriter) run() {
 		w.busy[sub] = true
 		w.mu.Unlock()
 		err := w.write(sub, m)
+		if err == nil {
+			for _, f := range m.written {
+				f()
+			}
+		}
 		w.mu.Lock()
 		delete(w.busy, sub)
 		if err != nil && w.err == nil {
@@ -135,7 +150,7 @@ func (w *StateWriter) run() {
 }
 
 func (w *StateWriter) write(sub string, m *mergedUpdate) error {
-	u := store.Update{Cursor: m.cursor, Probation: m.probation}
+	u := store.Update{Cursor: m.cursor, Probation: m.probation, DeadLetters: m.deadLetters}
 	for seq, p := range m.ops {
 		if p == nil {
 			u.Delete = append(u.Delete, seq)

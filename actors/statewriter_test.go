@@ -35,11 +35,11 @@ func TestStateWriterKeepsTheOrderOfUpdates(t *testing.T) {
 		{Cursor: 4}, // a lower cursor never moves it back
 	}
 	for _, u := range updates {
-		if err := w.Enqueue("a", u); err != nil {
+		if err := w.Enqueue("a", u, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Enqueue("b", store.Update{Cursor: 7}); err != nil {
+	if err := w.Enqueue("b", store.Update{Cursor: 7}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush("a"); err != nil {
@@ -61,7 +61,7 @@ func TestStateWriterKeepsTheOrderOfUpdates(t *testing.T) {
 	if got, _ := st.LoadSubscription(ctx, "orders", "b"); got.Cursor != 7 {
 		t.Errorf("cursor of b = %d after Close, want 7: Close must write what is queued", got.Cursor)
 	}
-	if err := w.Enqueue("a", store.Update{Cursor: 9}); err == nil {
+	if err := w.Enqueue("a", store.Update{Cursor: 9}, nil); err == nil {
 		t.Error("Enqueue after Close succeeded")
 	}
 }
@@ -69,13 +69,13 @@ func TestStateWriterKeepsTheOrderOfUpdates(t *testing.T) {
 func TestStateWriterReportsAFailedWrite(t *testing.T) {
 	w := actors.NewStateWriter(failingStore{store.NewMemory()}, "orders")
 	defer w.Close()
-	if err := w.Enqueue("a", store.Update{Cursor: 1}); err != nil {
+	if err := w.Enqueue("a", store.Update{Cursor: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush("a"); err == nil {
 		t.Fatal("Flush after a failed write returned nil")
 	}
-	if err := w.Enqueue("a", store.Update{Cursor: 2}); err == nil {
+	if err := w.Enqueue("a", store.Update{Cursor: 2}, nil); err == nil {
 		t.Fatal("Enqueue after a failed write returned nil: the actor must learn the store is gone")
 	}
 }
@@ -123,12 +123,12 @@ func TestStateWriterMergesProbation(t *testing.T) {
 			g := &heldStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 			w := actors.NewStateWriter(g, "orders")
 			defer w.Close()
-			if err := w.Enqueue("a", store.Update{Cursor: 1, Probation: []byte("first")}); err != nil {
+			if err := w.Enqueue("a", store.Update{Cursor: 1, Probation: []byte("first")}, nil); err != nil {
 				t.Fatal(err)
 			}
 			<-g.entered
 			for i, p := range tt.queued {
-				if err := w.Enqueue("a", store.Update{Cursor: uint64(2 + i), Probation: p}); err != nil {
+				if err := w.Enqueue("a", store.Update{Cursor: uint64(2 + i), Probation: p}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -31,6 +31,9 @@ const (
 	// one of the two limits is set (SPEC §2.3).
 	DefaultMaxEventsPerBatch   = 5000
 	DefaultPreferredBatchBytes = 64 * 1024
+	// DefaultStopGrace is how long a stopping subscription waits for its sink calls to return
+	// after cancelling them.
+	DefaultStopGrace = 5 * time.Second
 )
 
 // SubscriptionConfig is everything a subscription actor needs. It is immutable once the actor
@@ -58,6 +61,11 @@ type SubscriptionConfig struct {
 	Window      int           // events kept in memory; 0 = DefaultWindow
 	Headers     map[string]string
 
+	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
+	// flight to return once their context is cancelled; 0 = DefaultStopGrace. A sink that
+	// ignores its context is abandoned after it: see [sinks.Sink].
+	StopGrace time.Duration
+
 	Store store.Store
 	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
 	// the actor writes them itself.
@@ -68,6 +76,9 @@ type SubscriptionConfig struct {
 	// OnDeadLetter receives every event that ends without delivery when the policy has a
 	// dead-letter destination. It must not block.
 	OnDeadLetter func(*DeadLetter)
+	// Handoff, when set, takes those events into the dead-letter outbox in the same store
+	// update that settles them (see [DeadLetterHandoff]).
+	Handoff DeadLetterHandoff
 	// OnAttempt, when set, receives a record of every finished attempt, and of every event
 	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
 	// from the actor and must not block.
@@ -147,6 +158,9 @@ type subscription struct {
 	next   uint64 // next journal sequence number to take in
 	head   uint64 // highest journal sequence number known to exist
 	behind bool   // entries in (next, head] are in the journal, not in memory
+	// reading is the id of the journal read in flight (0 when none): at most one runs at a
+	// time, from next, so no range is read twice.
+	reading uint64
 
 	items   map[uint64]*item
 	order   []uint64 // taken-in sequence numbers, oldest first (lazily pruned)
@@ -163,6 +177,7 @@ type subscription struct {
 	maxBytes   int
 	pendingPut []store.Parked
 	pendingDel []uint64
+	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 }
 
 // Receive implements actor.Actor.
@@ -172,6 +187,11 @@ func (s *subscription) Receive(c actor.Context) {
 		s.start(c)
 	case *Deliver:
 		s.takeIn(msg)
+		s.fill()
+		s.dispatch()
+		s.persist()
+	case *journalRead:
+		s.applyRead(msg)
 		s.fill()
 		s.dispatch()
 		s.persist()
@@ -264,7 +284,18 @@ func (s *subscription) stop() {
 		s.timer.Stop()
 	}
 	s.timerGen++
-	s.wg.Wait()
+	grace := s.cfg.StopGrace
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	if !waitBounded(&s.wg, grace) {
+		// The attempts still running are abandoned: their events are not settled, so the next
+		// incarnation (or the next process) attempts them again, and their late results are
+		// ignored (their batch ids are unknown to it). Their goroutines end when the sink
+		// returns.
+		s.log.Error("sink calls did not return after their context was cancelled; abandoning them, their events will be attempted again",
+			"inFlight", len(s.batches), "grace", grace)
+	}
 	if s.cfg.Writer != nil {
 		// The next incarnation loads what this one decided.
 		if err := s.cfg.Writer.Flush(s.cfg.Name); err != nil {
@@ -315,29 +346,60 @@ func (s *subscription) takeIn(d *Deliver) {
 	s.next = d.Through + 1
 }
 
-// fill reads the journal while the subscription is behind and the window has room.
+// fill starts a journal read while the subscription is behind and the window has room. The
+// read runs off the mailbox (a disk store may wait behind a publish's fsync); its entries come
+// back as a [journalRead]. One read at a time, always from next: nothing moves next while the
+// subscription is behind, so no entry is read twice.
 func (s *subscription) fill() {
-	for s.behind {
-		room := s.room()
-		if room <= 0 {
-			return
+	if !s.behind || s.reading != 0 {
+		return
+	}
+	room := s.room()
+	if room <= 0 {
+		return
+	}
+	id := readIDs.Add(1)
+	s.reading = id
+	st, topic, from, limit := s.cfg.Store, s.cfg.Topic, s.next, min(room, maxReadEntries)
+	root, self, ctx := s.system.Root, s.self, s.ctx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		entries, err := st.Read(ctx, topic, from, limit)
+		root.Send(self, &journalRead{id: id, from: from, entries: entries, err: err})
+	}()
+}
+
+// maxReadEntries bounds one catch-up read.
+const maxReadEntries = 1024
+
+// readIDs numbers journal reads across incarnations, so a restarted actor ignores the result
+// of a read its predecessor started.
+var readIDs atomic.Uint64
+
+// applyRead takes in the entries of the journal read in flight.
+func (s *subscription) applyRead(r *journalRead) {
+	if r.id != s.reading {
+		return // from before a restart
+	}
+	s.reading = 0
+	if r.err != nil {
+		panic(fmt.Errorf("reading journal of topic %s from %d: %w", s.cfg.Topic, r.from, r.err))
+	}
+	for _, e := range r.entries {
+		if e.Seq < s.next {
+			continue
 		}
-		entries, err := s.cfg.Store.Read(s.ctx, s.cfg.Topic, s.next, min(room, 1024))
-		if err != nil {
-			panic(fmt.Errorf("reading journal of topic %s from %d: %w", s.cfg.Topic, s.next, err))
+		if s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event) {
+			s.add(e)
 		}
-		for _, e := range entries {
-			if s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event) {
-				s.add(e)
-			}
-			s.next = e.Seq + 1
+		s.next = e.Seq + 1
+	}
+	if len(r.entries) == 0 || s.next > s.head {
+		if s.next <= s.head {
+			s.next = s.head + 1 // the journal was trimmed or the events never matched
 		}
-		if len(entries) == 0 || s.next > s.head {
-			if s.next <= s.head {
-				s.next = s.head + 1 // the journal was trimmed or the events never matched
-			}
-			s.behind = false
-		}
+		s.behind = false
 	}
 }
 
@@ -389,6 +451,9 @@ func (s *subscription) dispatch() {
 	case retry.ProbeInFlight:
 	default:
 		for len(s.ready) > 0 && len(s.batches) < maxInFlight {
+			if s.reading != 0 && len(s.ready) < s.maxEvents {
+				break // a catch-up read is on its way: send full batches, not its first events alone
+			}
 			b := s.nextBatch(now)
 			if b == nil {
 				continue // every event it looked at had outlived its time to live
@@ -644,15 +709,17 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 	reason := dec.Reason
 	if dec.Action == retry.DeadLetter {
 		s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeadLetteredCount, Scope: s.scope, Dim: string(reason)}, 1)
-		if s.cfg.OnDeadLetter != nil {
-			s.cfg.OnDeadLetter(&DeadLetter{
-				Topic: s.cfg.Topic, Subscription: s.cfg.Name, TopicID: s.cfg.TopicID,
-				InputSchema: s.cfg.InputSchema, DeliverySchema: s.cfg.DeliverySchema,
-				Event: it.ev, Reason: reason, DeliveryAttempts: it.attempts,
-				LastOutcome: it.lastOutcome, LastHTTPStatus: it.lastStatus,
-				PublishTime: it.publish, LastAttemptTime: it.lastAttempt,
-			})
+		d := &DeadLetter{
+			Topic: s.cfg.Topic, Subscription: s.cfg.Name, TopicID: s.cfg.TopicID,
+			InputSchema: s.cfg.InputSchema, DeliverySchema: s.cfg.DeliverySchema,
+			Event: it.ev, Reason: reason, DeliveryAttempts: it.attempts,
+			LastOutcome: it.lastOutcome, LastHTTPStatus: it.lastStatus,
+			PublishTime: it.publish, LastAttemptTime: it.lastAttempt,
 		}
+		if s.cfg.OnDeadLetter != nil {
+			s.cfg.OnDeadLetter(d)
+		}
+		s.handOff(d)
 		return
 	}
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
@@ -672,10 +739,10 @@ func (s *subscription) persist() {
 	}
 	snap := s.probation.Snapshot()
 	probationChanged := snap != s.saved
-	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged {
+	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged && len(s.pendingDL) == 0 {
 		return
 	}
-	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel}
+	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel, DeadLetters: s.pendingDL}
 	if cursor > s.cursor {
 		u.Cursor, s.cursor = cursor, cursor
 	}
@@ -683,16 +750,17 @@ func (s *subscription) persist() {
 		u.Probation = encodeProbation(snap)
 		s.saved = snap
 	}
+	handed := s.handed(u.DeadLetters)
 	var err error
 	if s.cfg.Writer != nil {
-		err = s.cfg.Writer.Enqueue(s.cfg.Name, u)
-	} else {
-		err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u)
+		err = s.cfg.Writer.Enqueue(s.cfg.Name, u, handed)
+	} else if err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err == nil && handed != nil {
+		handed()
 	}
 	if err != nil {
 		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
 	}
-	s.pendingPut, s.pendingDel = nil, nil
+	s.pendingPut, s.pendingDel, s.pendingDL = nil, nil, nil
 }
 
 // armTimer makes sure a wake message arrives when the earliest parked event comes due or
@@ -764,4 +832,22 @@ func (h *dueHeap) Pop() any {
 	*h = old[:len(old)-1]
 	it.heapIndex = -1
 	return it
+}
+
+// waitBounded waits for wg at most d and reports whether it finished. When it did not, the
+// goroutine waiting for wg stays until wg finishes.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

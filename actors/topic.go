@@ -174,3 +174,11 @@ func (r *restartWithBackoff) HandleFailure(_ *actor.ActorSystem, supervisor acto
 	r.log.Error("subscription actor failed; restarting", "actor", child.Id, "reason", fmt.Sprint(reason), "failures", n, "backoff", delay)
 	time.AfterFunc(delay, func() { supervisor.RestartChildren(child) })
 }
+
+// RestartWithBackoff returns the supervisor strategy of subscription actors: a failed child is
+// restarted after a delay that starts at initial and doubles with each failure in a row, up to
+// max; failures are logged on log. Other packages that run subscription actors (the
+// dead-letter replay) supervise them with it too.
+func RestartWithBackoff(initial, max time.Duration, log *slog.Logger) actor.SupervisorStrategy {
+	return &restartWithBackoff{initial: initial, max: max, log: log}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -61,7 +62,7 @@ type DeadLetterConfig struct {
 
 func (c DeadLetterConfig) withDefaults() DeadLetterConfig {
 	if c.Delay <= 0 {
-		c.Delay = actors.DefaultDeadLetterDelay
+		c.Delay = deadletter.DefaultDelay
 	}
 	if c.SystemTopic == "" {
 		c.SystemTopic = DefaultDeadLetterTopic
@@ -102,7 +103,10 @@ type deadLetterRuntime struct {
 	cfg   DeadLetterConfig
 	store sinks.ObjectStore
 	pid   *actor.PID
-	seq   atomic.Uint64
+	// outbox and actorCfg make the subscriptions' hand-offs ([deadletter.StoreOutbox.Handoff]).
+	outbox   *deadletter.StoreOutbox
+	actorCfg *deadletter.Config
+	seq      atomic.Uint64
 	// durable: the outbox is in the router's store (Deps.Store), so the records waiting at
 	// Close are written by the next router at their due time instead of early.
 	durable bool
@@ -111,27 +115,31 @@ type deadLetterRuntime struct {
 	replays map[string]*actor.PID // by topic/subscription
 }
 
-// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. With
-// a store of its caller's (Deps.Store) the outbox is kept in it ([actors.StoreOutbox]), so
-// dead letters not yet written survive a restart (issue 5); a router on its own in-memory
-// store keeps the outbox in memory.
-func (r *Router) startDeadLetters() {
+// startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. The
+// outbox is kept in the router's store ([deadletter.StoreOutbox]), where subscriptions put the
+// events they end in the same update that settles them. With a store of its caller's
+// (Deps.Store) dead letters not yet written survive a restart; a router on its own in-memory
+// store loses them with the process, so its Close writes them first.
+func (r *Router) startDeadLetters() error {
 	if r.deps.DeadLetterStore == nil {
-		return
+		return nil
 	}
 	d := &deadLetterRuntime{
 		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
 		durable: !r.ownsStore,
 	}
-	var outbox actors.DeadLetterOutbox
-	if d.durable {
-		outbox = actors.NewStoreOutbox(r.store, r.log)
+	outbox, err := deadletter.NewStoreOutbox(context.Background(), r.store, r.log)
+	if err != nil {
+		return err
 	}
-	d.pid = r.system.Root.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{
-		Store: d.store, Outbox: outbox, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, Metrics: r.metrics, Logger: r.log,
-		OnWritten: r.notifyBlobCreated,
-	}))
+	d.outbox = outbox
+	d.actorCfg = &deadletter.Config{
+		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale,
+		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated,
+	}
+	d.pid = r.system.Root.Spawn(deadletter.Props(d.actorCfg))
 	r.dead = d
+	return nil
 }
 
 // ensureSystemTopic creates the dead-letter notification topic if it is missing.
@@ -174,12 +182,12 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := r.system.Root.RequestFuture(d.pid, &actors.FlushDeadLetters{}, timeout).Result()
+	res, err := r.system.Root.RequestFuture(d.pid, &deadletter.Flush{}, timeout).Result()
 	switch {
 	case err != nil:
 		r.log.Warn("dead letters not flushed before shutdown", "err", err)
 	default:
-		if st, ok := res.(*actors.DeadLetterStatus); ok && st.Pending() > 0 {
+		if st, ok := res.(*deadletter.Status); ok && st.Pending() > 0 {
 			r.log.Warn("dead letters could not be written before shutdown", "records", st.Pending())
 		}
 	}
@@ -207,7 +215,7 @@ func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec)
 // deadLetterTarget says where a subscription's dead letters go and in which layout: namespace
 // topics use the namespace key layout and record shape, and so does the namespace profile's
 // record shape (SPEC §5).
-func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) actors.DeadLetterTarget {
+func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) deadletter.Target {
 	st := t.load()
 	namespaceTopic := st.spec.Kind == KindNamespace
 	prefixNS := ""
@@ -215,9 +223,9 @@ func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *Subscripti
 		prefixNS = r.cfg.DeadLetters.Namespace
 	}
 	systemTopic := r.cfg.DeadLetters.SystemTopic
-	return actors.DeadLetterTarget{
+	return deadletter.Target{
 		Bucket: spec.DeadLetterDestination.Properties.BlobContainerName,
-		Prefix: actors.DeadLetterPrefix(prefixNS, t.name, name),
+		Prefix: deadletter.Prefix(prefixNS, t.name, name),
 		Format: schemas.DeadLetterFormat{
 			Input: st.schema, Delivery: delivery, TopicID: t.id,
 			Namespace: namespaceTopic || strings.EqualFold(spec.RetryPolicy.Profile, "namespace"),
@@ -228,19 +236,20 @@ func (r *Router) deadLetterTarget(t *topicRuntime, name string, spec *Subscripti
 	}
 }
 
-// deadLetterHandoff returns what a subscription actor calls with each event that ended without
-// delivery: the Deps.OnDeadLetter observer, then the dead-letter actor.
-func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) func(*actors.DeadLetter) {
+// deadLetterHandoff returns where a subscription's events that end without delivery go: the
+// Deps.OnDeadLetter observer, and the dead-letter outbox through the hand-off (nil without a
+// destination or a dead-letter store).
+func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *SubscriptionSpec, delivery schemas.Schema) (func(*actors.DeadLetter), actors.DeadLetterHandoff) {
 	var observer func(*actors.DeadLetter)
 	if observe := r.deps.OnDeadLetter; observe != nil {
 		observer = func(d *actors.DeadLetter) { observe(deadLetterOf(d)) }
 	}
 	if spec.DeadLetterDestination == nil {
-		return observer
+		return observer, nil
 	}
 	if r.dead == nil {
 		if observer != nil {
-			return observer
+			return observer, nil
 		}
 		// A subscription stored with a destination, restored on a router started without a
 		// dead-letter store: its dead letters are dropped, counted and logged.
@@ -249,16 +258,10 @@ func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *Subscript
 			m.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: scope, Dim: string(schemas.DeadLetterDestinationUnavailable)}, 1)
 			log.Warn("dead letter dropped: the router has no dead-letter store", "id", d.Event.ID, "topic", d.Topic,
 				"subscription", d.Subscription, "reason", string(schemas.DeadLetterDestinationUnavailable))
-		}
+		}, nil
 	}
-	target := r.deadLetterTarget(t, name, spec, delivery)
-	root, pid := r.system.Root, r.dead.pid
-	return func(d *actors.DeadLetter) {
-		if observer != nil {
-			observer(d)
-		}
-		root.Send(pid, &actors.EnqueueDeadLetter{Letter: d, Target: target})
-	}
+	d := r.dead
+	return observer, d.outbox.Handoff(r.system.Root, d.pid, d.actorCfg, r.deadLetterTarget(t, name, spec, delivery))
 }
 
 // DeadLetterStatus returns the dead-letter actor's state: records waiting, being written or
@@ -271,9 +274,9 @@ func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	res, err := r.system.Root.RequestFuture(r.dead.pid, &actors.GetDeadLetterStatus{}, timeout).Result()
+	res, err := r.system.Root.RequestFuture(r.dead.pid, &deadletter.GetStatus{}, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("asking the dead-letter actor: %w", err)
 	}
-	return deadLetterStatusOf(res.(*actors.DeadLetterStatus)), nil
+	return deadLetterStatusOf(res.(*deadletter.Status)), nil
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 )
@@ -61,9 +61,9 @@ func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *Subscript
 	if spec.DeadLetterDestination == nil {
 		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrNoDeadLetterDestination)
 	}
-	prefix := actors.DeadLetterPrefix("", topic, name)
+	prefix := deadletter.Prefix("", topic, name)
 	if t.load().spec.Kind == KindNamespace {
-		prefix = actors.DeadLetterPrefix(r.cfg.DeadLetters.Namespace, topic, name)
+		prefix = deadletter.Prefix(r.cfg.DeadLetters.Namespace, topic, name)
 	}
 	return t, spec, prefix + "/", nil
 }

@@ -17,7 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/httpapi"
@@ -500,7 +500,7 @@ func TestDeadLettersSurviveRestart(t *testing.T) {
 		if n := h.DeadLetterObjects().Puts(); n != 0 {
 			t.Fatalf("%d objects written by the restart, want none: the records wait in the store", n)
 		}
-		h.Advance(actors.DefaultDeadLetterDelay - time.Minute - ended - time.Second)
+		h.Advance(deadletter.DefaultDelay - time.Minute - ended - time.Second)
 		if n := h.DeadLetterObjects().Puts(); n != 0 {
 			t.Fatalf("%d objects written %s after the events ended, before the delay", n, h.Elapsed()-ended)
 		}

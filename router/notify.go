@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -66,7 +66,7 @@ func blobCreatedEvent(id string, info sinks.ObjectInfo, now time.Time, seq uint6
 
 // notifyBlobCreated publishes the BlobCreated notification of a written object to the system
 // topic through the normal publish path. The dead-letter actor calls it off its mailbox.
-func (r *Router) notifyBlobCreated(ctx context.Context, o *actors.DeadLetterObject) {
+func (r *Router) notifyBlobCreated(ctx context.Context, o *deadletter.Object) {
 	d := r.dead
 	ev := blobCreatedEvent(uuid.NewString(), o.Info, r.deps.Now(), d.seq.Add(1))
 	err := r.Publish(ctx, d.cfg.SystemTopic, ev)

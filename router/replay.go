@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -153,12 +153,12 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	var (
 		latest   atomic.Int64 // settled count
 		notify   = make(chan struct{}, 1)
-		done     = make(chan actors.ReplayResult, 1)
+		done     = make(chan deadletter.ReplayResult, 1)
 		d        = r.dead
 		started  = make(chan struct{})
 		spawnErr error
 	)
-	props := actors.ReplayProps(&actors.ReplayConfig{
+	props := deadletter.ReplayProps(&deadletter.ReplayConfig{
 		Subscription: sc, Events: events, PublishTime: r.deps.Now(),
 		OnProgress: func(settled, _ int) {
 			latest.Store(int64(settled))
@@ -167,7 +167,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 			default:
 			}
 		},
-		OnDone: func(res actors.ReplayResult) {
+		OnDone: func(res deadletter.ReplayResult) {
 			<-started
 			d.mu.Lock()
 			delete(d.replays, key)

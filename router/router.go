@@ -291,7 +291,11 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("component", "actors")
 	}))
-	r.startDeadLetters()
+	if err := r.startDeadLetters(); err != nil {
+		r.life.close()
+		r.system.Shutdown()
+		return nil, err
+	}
 	if err := r.restore(context.Background()); err != nil {
 		r.life.close()
 		r.system.Shutdown()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
 )
@@ -62,7 +63,7 @@ type DeadLetterStatus struct {
 // Pending counts the records not yet written.
 func (s *DeadLetterStatus) Pending() int { return s.Waiting + s.Writing + s.Retrying }
 
-func deadLetterStatusOf(s *actors.DeadLetterStatus) *DeadLetterStatus {
+func deadLetterStatusOf(s *deadletter.Status) *DeadLetterStatus {
 	return &DeadLetterStatus{
 		Waiting: s.Waiting, Writing: s.Writing, Retrying: s.Retrying,
 		ObjectsWritten: s.ObjectsWritten, RecordsWritten: s.RecordsWritten, RecordsDropped: s.RecordsDropped,

@@ -74,6 +74,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		}
 		sink = withHeaders(bs, res.headers)
 	}
+	onDeadLetter, handoff := r.deadLetterHandoff(t, name, spec, res.deliverySchema)
 	res.policy.JitterSeed = seedFor(t.name, name)
 	res.policy.NoJitter = r.cfg.NoJitter
 	res.policy.HonorRetryAfter = r.cfg.HonorRetryAfter
@@ -88,7 +89,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
 		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
 		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
-		OnDeadLetter: r.deadLetterHandoff(t, name, spec, res.deliverySchema), OnAttempt: r.onAttempt,
+		OnDeadLetter: onDeadLetter, Handoff: handoff, OnAttempt: r.onAttempt,
 	}, nil
 }
 

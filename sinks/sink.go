@@ -18,6 +18,13 @@ import (
 // plain error is treated as GenericError. An *[UnsendableError] says some events can never be
 // sent and nothing was sent: the fault is theirs, not the destination's. When ctx is done Deliver returns promptly with a
 // TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns.
+//
+// A Deliver that ignores its context (a [Func] blocked on something else) holds up nothing
+// for good: when the subscription stops or restarts it cancels ctx and waits a bounded grace
+// (actors.DefaultStopGrace, 5 s); after that the attempt is abandoned and logged, its
+// goroutine is left to end when Deliver returns, and its events, still unsettled, are
+// attempted again after the restart. Whatever such a late Deliver achieves is ignored: an
+// event it did deliver is delivered again (delivery is at least once).
 type Sink interface {
 	Deliver(ctx context.Context, b *Batch) error
 }

@@ -175,6 +175,9 @@ func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Upd
 	default:
 		s.probation = slices.Clone(u.Probation)
 	}
+	for _, r := range u.DeadLetters {
+		m.deadLetters[r.ID] = slices.Clone(r.Payload)
+	}
 	return nil
 }
 

@@ -63,6 +63,13 @@ type Update struct {
 	// Probation, when non-nil, replaces the subscription's stored probation state (opaque to
 	// the store); an empty non-nil slice clears it. nil leaves it unchanged.
 	Probation []byte
+	// DeadLetters are dead-letter outbox records to add or replace (by ID, as PutDeadLetters)
+	// in the same atomic write: a subscription settles the events it ends and hands them to
+	// the outbox in one update, so no crash can fall between the two. An update with
+	// DeadLetters is durable when it returns (synced, like PutDeadLetters) — except on a
+	// store that keeps state writes in memory while it cannot write (a full disk): there
+	// the dead letters stay with their settlement, and a crash loses both together.
+	DeadLetters []DeadLetterRecord
 }
 
 // DeadLetterRecord is one record of the router's dead-letter outbox: a dead letter waiting to
@@ -89,7 +96,8 @@ type Definition struct {
 // All methods are safe for concurrent use. Append is durable when it returns nil (synced to
 // stable storage for a disk store); concurrent Appends may share one sync. Other writes are
 // applied in order and survive a clean Close; after a crash a store may lose the latest
-// UpdateSubscription and Trim calls but never reorders writes and never loses an
+// UpdateSubscription (unless it carried [Update.DeadLetters]) and Trim calls but never reorders
+// writes and never loses an
 // acknowledged Append: a Trim kept after a crash comes with every cursor it was based on.
 // Returned slices and events are owned by the caller and must not be modified.
 type Store interface {

@@ -8,7 +8,8 @@
 // write-ahead log (group commit): the publish path at one event per request gets far beyond
 // the disk's fsync rate when requests are concurrent (BenchmarkAppend1 against
 // BenchmarkRawFsync). Definitions (PutTopic, DeleteTopic, PutSubscription,
-// DeleteSubscription) and dead-letter outbox writes are synced as well. UpdateSubscription and Trim are not: after a crash
+// DeleteSubscription) and dead-letter outbox writes (an UpdateSubscription that carries dead
+// letters included) are synced as well. Other UpdateSubscription and Trim calls are not: after a crash
 // the newest of them may be missing, but the log is replayed in commit order, so they are
 // never reordered, and any later synced write makes them durable too. Close flushes
 // everything.
@@ -72,7 +73,8 @@
 // a flush) fails the instance too and parks its goroutine instead of ending the process.
 //
 // While failed: Appends, definition and dead-letter writes are refused (the router answers
-// 503); reads go on, so stored events are still delivered; UpdateSubscription and Trim are
+// 503); reads go on, so stored events are still delivered; UpdateSubscription (dead letters
+// it hands over included: they are lost with the settlement they came with) and Trim are
 // kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
 // free space (Options.MinFreeBytes, at least 16 MiB), fences the failed instance (its file
 // system refuses every write, so it can never touch the new instance's files) and releases

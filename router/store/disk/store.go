@@ -698,7 +698,11 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 				_ = b.Close()
 				return nil
 			}
-			err := g.commit(b, pebble.NoSync, s.onFail)
+			opts := pebble.NoSync
+			if w.durable() {
+				opts = pebble.Sync
+			}
+			err := g.commit(b, opts, s.onFail)
 			if err == nil || !isFailure(err) {
 				return err
 			}
@@ -717,6 +721,10 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 		s.mu.Unlock()
 	}
 }
+
+// durable reports whether w is synced when written: an update that hands dead letters over
+// ([store.Update.DeadLetters]).
+func (w *pendingWrite) durable() bool { return w.sb != nil && len(w.u.DeadLetters) > 0 }
 
 // build adds w to b.
 func (w *pendingWrite) build(b *pebble.Batch) error {
@@ -835,6 +843,9 @@ func applyPending(st *store.SubscriptionState, parked map[uint64]store.Parked, p
 // no lock is held while the batch is committed. While the store is failed the update is
 // kept in memory (LoadSubscription and Cursors see it) and written when the store has
 // reopened itself: delivery goes on on a full disk.
+// An update that carries dead letters is committed with a sync; while the store is failed it is
+// kept in memory like the others, settlement and dead letters together, so a crash then
+// loses both and the events are attempted again.
 func (s *Store) UpdateSubscription(ctx context.Context, topicName, name string, u store.Update) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -874,6 +885,11 @@ func buildUpdate(b *pebble.Batch, subID, cursor uint64, u store.Update) error {
 	for i := range u.Put {
 		buf = appendParked(buf[:0], &u.Put[i])
 		if err := b.Set(seqKey(prefixParked, subID, u.Put[i].Seq), buf, nil); err != nil {
+			return err
+		}
+	}
+	for _, r := range u.DeadLetters {
+		if err := b.Set(nameKey(prefixDeadLetter, r.ID), appendOpaque(nil, r.Payload), nil); err != nil {
 			return err
 		}
 	}

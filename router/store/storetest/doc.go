@@ -21,6 +21,8 @@
 //   - After DeleteTopic a topic created again under the same name starts empty: LastSeq 0, no
 //     subscriptions, and the first Append gets sequence number 1.
 //   - UpdateSubscription applies Delete before Put, so a Seq in both ends up parked.
+//   - UpdateSubscription puts Update.DeadLetters in the same write as the state change: both
+//     or neither; an update holding only dead letters puts them.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //

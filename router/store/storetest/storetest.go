@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateSubscription", testUpdateSubscription},
 		{"ProbationState", testProbationState},
 		{"DeadLetterOutbox", testDeadLetterOutbox},
+		{"UpdateHandsDeadLettersOver", testUpdateHandsDeadLettersOver},
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
@@ -899,5 +901,44 @@ func testDeadLetterOutbox(t *testing.T, s store.Store) {
 	}
 	if err := s.DeleteDeadLetters(ctx, nil); err != nil {
 		t.Fatalf("DeleteDeadLetters(nil): %v", err)
+	}
+}
+
+// An update that settles events also puts their dead-letter records, all or nothing: the
+// records are in the outbox exactly when the cursor moved, and an update that fails (unknown
+// subscription) puts none.
+func testUpdateHandsDeadLettersOver(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	appendOK(t, s, "t", t0, events("t", 0, 3))
+	update(t, s, "t", "sub", store.Update{Cursor: 1, Put: []store.Parked{parked(2, 1)}})
+	payload := []byte("e2")
+	update(t, s, "t", "sub", store.Update{
+		Cursor: 3, Delete: []uint64{2},
+		DeadLetters: []store.DeadLetterRecord{{ID: "0002", Payload: payload}, {ID: "0001", Payload: []byte("e1")}},
+	})
+	payload[0] = 'X' // the store keeps its own copy
+	st, err := s.LoadSubscription(ctx, "t", "sub")
+	if err != nil {
+		t.Fatalf("LoadSubscription: %v", err)
+	}
+	if st.Cursor != 3 || len(st.Parked) != 0 {
+		t.Errorf("state after the update = cursor %d, %d parked; want cursor 3, none parked", st.Cursor, len(st.Parked))
+	}
+	if got, want := deadLetters(t, s), "0001=e1;0002=e2;"; got != want {
+		t.Errorf("outbox after the update = %q, want %q", got, want)
+	}
+	err = s.UpdateSubscription(ctx, "t", "ghost", store.Update{Cursor: 3, DeadLetters: []store.DeadLetterRecord{{ID: "0003", Payload: []byte("e3")}}})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update of an unknown subscription: %v, want ErrNotFound", err)
+	}
+	if got, want := deadLetters(t, s), "0001=e1;0002=e2;"; got != want {
+		t.Errorf("outbox after a failed update = %q, want %q: nothing of it applied", got, want)
+	}
+	// An update with only dead letters is not empty.
+	update(t, s, "t", "sub", store.Update{DeadLetters: []store.DeadLetterRecord{{ID: "0001", Payload: []byte("e1b")}}})
+	if got, want := deadLetters(t, s), "0001=e1b;0002=e2;"; got != want {
+		t.Errorf("outbox after replacing 0001 = %q, want %q", got, want)
 	}
 }

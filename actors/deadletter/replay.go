@@ -1,4 +1,4 @@
-package actors
+package deadletter
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -28,7 +29,7 @@ import (
 type ReplayConfig struct {
 	// Subscription is the config of the live subscription to replay into (the router builds a
 	// fresh one). Its Store is replaced by the replay's own journal and its filter dropped.
-	Subscription *SubscriptionConfig
+	Subscription *actors.SubscriptionConfig
 	// Events are the events to re-deliver, in the topic's input schema, each id once.
 	Events []*schemas.Event
 	// PublishTime is the publish time the replayed events get: their time to live starts
@@ -61,7 +62,7 @@ func ReplayProps(cfg *ReplayConfig) *actor.Props {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &replay{cfg: cfg} },
-		actor.WithSupervisor(&restartWithBackoff{initial: 100 * time.Millisecond, max: time.Minute, log: log.With("replay", cfg.Subscription.Name)}))
+		actor.WithSupervisor(actors.RestartWithBackoff(100*time.Millisecond, time.Minute, log.With("replay", cfg.Subscription.Name))))
 }
 
 // replaySettled reports events of the replay that settled.
@@ -113,8 +114,8 @@ func (r *replay) Receive(c actor.Context) {
 			r.finish(false)
 			c.Stop(c.Self())
 		}
-	case *GetStatus:
-		c.Respond(&Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - len(r.settled)})
+	case *actors.GetStatus:
+		c.Respond(&actors.Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - len(r.settled)})
 	case *actor.Stopping:
 		r.finish(true)
 	}
@@ -143,9 +144,14 @@ func (r *replay) start(c actor.Context) {
 	root, self := c.ActorSystem().Root, c.Self()
 	sc := *live
 	sc.Store = journal
+	// Its state is the private journal's: the live subscription's state writer must not see
+	// the replay's sequence numbers. Its dead letters are handed to the dead-letter actor from
+	// there; they reach the durable outbox at their first write attempt (a replay that a crash
+	// interrupts is run again from the objects it read).
+	sc.Writer = nil
 	sc.Filter = nil // these events matched once; a replay re-delivers them all
 	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter
-	sc.OnAttempt = func(a *AttemptRecord) {
+	sc.OnAttempt = func(a *actors.AttemptRecord) {
 		if onAttempt != nil {
 			onAttempt(a)
 		}
@@ -168,7 +174,7 @@ func (r *replay) start(c actor.Context) {
 			root.Send(self, &replaySettled{ids: dropped, outcome: replayDropped})
 		}
 	}
-	sc.OnDeadLetter = func(d *DeadLetter) {
+	sc.OnDeadLetter = func(d *actors.DeadLetter) {
 		if onDeadLetter != nil {
 			onDeadLetter(d)
 		}
@@ -177,7 +183,7 @@ func (r *replay) start(c actor.Context) {
 	if live.Logger != nil {
 		live.Logger.Info("replaying dead letters", "topic", live.Topic, "subscription", live.Name, "events", r.result.Total)
 	}
-	c.Spawn(SubscriptionProps(&sc))
+	c.Spawn(actors.SubscriptionProps(&sc))
 }
 
 func (r *replay) finish(stopped bool) {

@@ -1,4 +1,4 @@
-package actors_test
+package deadletter_test
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
@@ -64,7 +66,7 @@ func TestReplayRedeliversToOneSubscription(t *testing.T) {
 		var mu sync.Mutex
 		var deadLettered []*actors.DeadLetter
 		var progress [][2]int
-		done := make(chan actors.ReplayResult, 1)
+		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{
 			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
 			Filter: f, Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, DeadLetter: true, NoJitter: true},
@@ -76,18 +78,18 @@ func TestReplayRedeliversToOneSubscription(t *testing.T) {
 			},
 		}
 		published := time.Now()
-		h.Spawn(actors.ReplayProps(&actors.ReplayConfig{
+		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
 			Subscription: cfg, Events: replayEvents(t, "e1", "bad", "e2"), PublishTime: published,
 			OnProgress: func(settled, total int) {
 				mu.Lock()
 				progress = append(progress, [2]int{settled, total})
 				mu.Unlock()
 			},
-			OnDone: func(r actors.ReplayResult) { done <- r },
+			OnDone: func(r deadletter.ReplayResult) { done <- r },
 		}))
 		h.Advance(time.Minute)
 		res := <-done
-		if res != (actors.ReplayResult{Total: 3, Delivered: 2, DeadLettered: 1}) {
+		if res != (deadletter.ReplayResult{Total: 3, Delivered: 2, DeadLettered: 1}) {
 			t.Errorf("result %+v, want 2 delivered and 1 dead-lettered of 3", res)
 		}
 		sink.mu.Lock()
@@ -110,14 +112,14 @@ func TestReplayRedeliversToOneSubscription(t *testing.T) {
 func TestReplayStopped(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		sink := &replaySink{failing: map[string]bool{"e1": true}}
-		done := make(chan actors.ReplayResult, 1)
+		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{
 			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
 			Policy: &retry.Policy{Profile: retry.EventGrid(), DeadLetter: true}, Sink: sink, Metrics: new(metrics.Set),
 		}
-		pid := h.Spawn(actors.ReplayProps(&actors.ReplayConfig{
+		pid := h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
 			Subscription: cfg, Events: replayEvents(t, "e1"), PublishTime: time.Now(),
-			OnDone: func(r actors.ReplayResult) { done <- r },
+			OnDone: func(r deadletter.ReplayResult) { done <- r },
 		}))
 		h.Advance(time.Minute)
 		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
@@ -131,9 +133,9 @@ func TestReplayStopped(t *testing.T) {
 
 func TestReplayOfNothingEndsAtOnce(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
-		done := make(chan actors.ReplayResult, 1)
+		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{Topic: "orders", Name: "sub-a", Policy: &retry.Policy{}, Sink: &replaySink{}, Metrics: new(metrics.Set)}
-		h.Spawn(actors.ReplayProps(&actors.ReplayConfig{Subscription: cfg, OnDone: func(r actors.ReplayResult) { done <- r }}))
+		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{Subscription: cfg, OnDone: func(r deadletter.ReplayResult) { done <- r }}))
 		h.Settle()
 		select {
 		case res := <-done:
@@ -142,6 +144,45 @@ func TestReplayOfNothingEndsAtOnce(t *testing.T) {
 			}
 		default:
 			t.Fatal("an empty replay did not finish")
+		}
+	})
+}
+
+// A replay keeps its state to itself: the live subscription's state writer never sees the
+// replay's private sequence numbers, so the live subscription's stored cursor and parked
+// events are untouched by the replay's retries.
+func TestReplayLeavesTheLiveStateAlone(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		_ = st.PutTopic(ctx, "orders", nil)
+		_ = st.PutSubscription(ctx, "orders", "sub-a", nil)
+		w := actors.NewStateWriter(st, "orders")
+		defer w.Close()
+		done := make(chan deadletter.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, NoJitter: true},
+			Sink:   &replaySink{failing: map[string]bool{"bad": true}}, Store: st, Writer: w, Metrics: new(metrics.Set),
+		}
+		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
+			Subscription: cfg, Events: replayEvents(t, "bad"), PublishTime: time.Now(),
+			OnDone: func(r deadletter.ReplayResult) { done <- r },
+		}))
+		h.Settle() // the first attempt failed: the event is parked for its retry in +10 s
+		if err := w.Flush("sub-a"); err != nil {
+			t.Fatal(err)
+		}
+		live, err := st.LoadSubscription(ctx, "orders", "sub-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live.Cursor != 0 || len(live.Parked) != 0 {
+			t.Errorf("live state during the replay = cursor %d, parked %+v; want it untouched", live.Cursor, live.Parked)
+		}
+		h.Advance(time.Minute)
+		if res := <-done; res.Dropped != 1 {
+			t.Errorf("result %+v, want the event dropped after its 2 attempts", res)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package actors
+package deadletter
 
 import (
 	"cmp"
@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -22,79 +22,66 @@ import (
 
 // This file is the dead-letter actor (SPEC §5, DESIGN.md §1 step 4): one per router, a sibling of
 // the topic actors. Subscription actors hand it the events that ended without delivery
-// ([EnqueueDeadLetter]); it keeps them in an outbox, waits the dead-letter delay after each
+// ([Enqueue]); it keeps them in an outbox, waits the dead-letter delay after each
 // event's last attempt, and writes the records that are due together as one object per
 // subscription per flush. Writes run off the mailbox; a failed write is retried with back-off,
 // and records still unwritten four hours after their first write attempt are dropped, counted
 // and logged.
+//
+// The outbox is written off the mailbox too (a durable outbox syncs every change): one change
+// at a time, in the order the actor made them, the changes made meanwhile merged into the next
+// one. An object is written only once the outbox change that assigns its records to it is
+// saved, and its records leave the outbox only after the object is written, so after a crash
+// every record is either in the outbox or in an object.
 
-// Defaults of a [DeadLetterConfig] (SPEC §5, eventgrid-behaviour.md §7.1 and §7.5).
+// Defaults of a [Config] (SPEC §5, eventgrid-behaviour.md §7.1 and §7.5).
 const (
-	// DefaultDeadLetterDelay is how long a record waits after its event's last attempt before
+	// DefaultDelay is how long a record waits after its event's last attempt before
 	// it is written: Event Grid batches blob writes this way.
-	DefaultDeadLetterDelay = 5 * time.Minute
-	// DefaultDeadLetterGiveUp is how long a record may stay unwritten after its first write
+	DefaultDelay = 5 * time.Minute
+	// DefaultGiveUp is how long a record may stay unwritten after its first write
 	// attempt before it is dropped.
-	DefaultDeadLetterGiveUp = 4 * time.Hour
+	DefaultGiveUp = 4 * time.Hour
 	// DefaultMaxRecordsPerObject bounds the records of one object; a larger flush of one
 	// subscription is split.
 	DefaultMaxRecordsPerObject = 5000
-	// DefaultDeadLetterWriteTimeout bounds one write (it is not scaled by TimeScale).
-	DefaultDeadLetterWriteTimeout = time.Minute
+	// DefaultWriteTimeout bounds one write (it is not scaled by TimeScale).
+	DefaultWriteTimeout = time.Minute
 )
 
-// DefaultDeadLetterBackoff is the delay after the n-th failed write (the last value repeats):
+// DefaultBackoff is the delay after the n-th failed write (the last value repeats):
 // 10 s, 1 min, then every 5 min, the dead-letter write retries of eventgrid-behaviour.md §7.5.
-var DefaultDeadLetterBackoff = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute}
+var DefaultBackoff = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute}
 
-// DeadLetterTarget says where and how one subscription's dead letters are written.
-type DeadLetterTarget struct {
+// Target says where and how one subscription's dead letters are written.
+type Target struct {
 	// Bucket is the subscription's blobContainerName.
 	Bucket string
-	// Prefix starts every object key: see [DeadLetterPrefix].
+	// Prefix starts every object key: see [Prefix].
 	Prefix string
 	// Format is the record layout (SPEC §5).
 	Format schemas.DeadLetterFormat
-	// Notify asks for a notification ([DeadLetterConfig.OnWritten]) once an object is written.
+	// Notify asks for a notification ([Config.OnWritten]) once an object is written.
 	Notify bool
 }
 
-// DeadLetterPrefix returns the key prefix of a subscription's dead-letter objects (SPEC §5,
-// eventgrid-behaviour.md §7.2 and §7.5): the subscription's name in upper case for a classic
-// topic (Event Grid upper-cases it deliberately), "<namespace>/<topic>/<subscription>" for a
-// namespace topic (namespace non-empty).
-func DeadLetterPrefix(namespace, topic, subscription string) string {
-	if namespace == "" {
-		return strings.ToUpper(subscription)
-	}
-	return namespace + "/" + topic + "/" + subscription
+// Enqueue hands the dead-letter actor one event that ended without delivery.
+type Enqueue struct {
+	Letter *actors.DeadLetter
+	Target Target
 }
 
-// DeadLetterKey returns the key of a dead-letter object written at t:
-// "<prefix>/<YYYY>/<M>/<D>/<H>/<id>.json", in UTC and not zero-padded, as Event Grid names its
-// blobs (eventgrid-behaviour.md §7.2). It is pure: the caller passes the time and the id.
-func DeadLetterKey(prefix string, t time.Time, id string) string {
-	t = t.UTC()
-	return fmt.Sprintf("%s/%d/%d/%d/%d/%s.json", prefix, t.Year(), int(t.Month()), t.Day(), t.Hour(), id)
-}
-
-// EnqueueDeadLetter hands the dead-letter actor one event that ended without delivery.
-type EnqueueDeadLetter struct {
-	Letter *DeadLetter
-	Target DeadLetterTarget
-}
-
-// FlushDeadLetters asks the dead-letter actor to write every record now, whatever its delay or
-// back-off (the router's shutdown does this). The answer, a *[DeadLetterStatus], comes once no
+// Flush asks the dead-letter actor to write every record now, whatever its delay or
+// back-off (the router's shutdown does this). The answer, a *[Status], comes once no
 // write is running any more; records whose write failed are still counted in it.
-type FlushDeadLetters struct{}
+type Flush struct{}
 
-// GetDeadLetterStatus asks the dead-letter actor for its state; the answer is a
-// *[DeadLetterStatus].
-type GetDeadLetterStatus struct{}
+// GetStatus asks the dead-letter actor for its state; the answer is a
+// *[Status].
+type GetStatus struct{}
 
-// DeadLetterStatus is the dead-letter actor's state at one instant.
-type DeadLetterStatus struct {
+// Status is the dead-letter actor's state at one instant.
+type Status struct {
 	// Waiting counts records waiting out their delay; Writing those in a write now; Retrying
 	// those whose write failed and waits for its next try.
 	Waiting, Writing, Retrying int
@@ -103,23 +90,23 @@ type DeadLetterStatus struct {
 }
 
 // Pending counts the records not yet written.
-func (s *DeadLetterStatus) Pending() int { return s.Waiting + s.Writing + s.Retrying }
+func (s *Status) Pending() int { return s.Waiting + s.Writing + s.Retrying }
 
-// DeadLetterObject describes a written dead-letter object; [DeadLetterConfig.OnWritten]
+// Object describes a written dead-letter object; [Config.OnWritten]
 // receives it.
-type DeadLetterObject struct {
+type Object struct {
 	Topic, Subscription string
-	Target              DeadLetterTarget
+	Target              Target
 	Info                sinks.ObjectInfo
 	Records             int
 }
 
-// OutboxRecord is one dead letter in the outbox. ID is stable for the record's life, so a
+// Record is one dead letter in the outbox. ID is stable for the record's life, so a
 // durable outbox can key it.
-type OutboxRecord struct {
+type Record struct {
 	ID     uint64
-	Letter *DeadLetter
-	Target DeadLetterTarget
+	Letter *actors.DeadLetter
+	Target Target
 	// Due is when the record may be written: its event's last attempt plus the delay.
 	Due time.Time
 	// FirstWriteAttempt is when a write of the record was first tried (zero before); the
@@ -127,51 +114,70 @@ type OutboxRecord struct {
 	FirstWriteAttempt time.Time
 	// WriteAttempts counts the writes tried.
 	WriteAttempts int
+	// ObjectKey is the key of the object the record is written in, fixed (with the other records
+	// of that object) before the first write is tried. Every later try, also after a restart,
+	// writes the same object with the same records: a write whose success was not recorded
+	// before a crash is overwritten, not duplicated.
+	ObjectKey string
 }
 
-// DeadLetterOutbox keeps the records the dead-letter actor has not written yet. The actor
-// calls it from its mailbox, one call at a time: Load when it starts, Put when a record arrives
-// or its write state changes, Delete once its object is written or it is dropped. Returned
-// records are owned by the caller.
+// Outbox keeps the records the dead-letter actor has not written yet. The actor
+// calls Load when it starts, then, one call at a time and in order, Put when a record arrives
+// or its write state changes and Delete once its object is written or it is dropped. Put and
+// Delete are done when they return (durable for a durable outbox). NewID is safe for
+// concurrent use. Returned records are owned by the caller.
 //
 // [MemoryOutbox] is the default; it survives actor restarts but not the process.
 // [StoreOutbox] keeps the records in the router's store, so they survive the process too.
-type DeadLetterOutbox interface {
-	Load(ctx context.Context) ([]OutboxRecord, error)
-	Put(ctx context.Context, recs []OutboxRecord) error
+type Outbox interface {
+	Load(ctx context.Context) ([]Record, error)
+	Put(ctx context.Context, recs []Record) error
 	Delete(ctx context.Context, ids []uint64) error
+	// NewID returns an id for a new record: greater than every id the outbox held when it was
+	// made and than every id it returned before.
+	NewID() uint64
 }
 
-// MemoryOutbox is a [DeadLetterOutbox] in memory. Its records are lost when the process ends:
+// MemoryOutbox is an [Outbox] in memory. Its records are lost when the process ends:
 // the dead-letter actor counts those still unwritten when it stops as dropped.
 type MemoryOutbox struct {
 	mu   sync.Mutex
-	recs map[uint64]OutboxRecord
+	recs map[uint64]Record
+	last uint64
 }
 
 // NewMemoryOutbox returns an empty in-memory outbox.
-func NewMemoryOutbox() *MemoryOutbox { return &MemoryOutbox{recs: make(map[uint64]OutboxRecord)} }
+func NewMemoryOutbox() *MemoryOutbox { return &MemoryOutbox{recs: make(map[uint64]Record)} }
 
-// Load implements [DeadLetterOutbox].
-func (m *MemoryOutbox) Load(context.Context) ([]OutboxRecord, error) {
+// Load implements [Outbox].
+func (m *MemoryOutbox) Load(context.Context) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := slices.Collect(maps.Values(m.recs))
-	slices.SortFunc(out, func(a, b OutboxRecord) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-// Put implements [DeadLetterOutbox].
-func (m *MemoryOutbox) Put(_ context.Context, recs []OutboxRecord) error {
+// Put implements [Outbox].
+func (m *MemoryOutbox) Put(_ context.Context, recs []Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range recs {
 		m.recs[r.ID] = r
+		m.last = max(m.last, r.ID)
 	}
 	return nil
 }
 
-// Delete implements [DeadLetterOutbox].
+// NewID implements [Outbox].
+func (m *MemoryOutbox) NewID() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last++
+	return m.last
+}
+
+// Delete implements [Outbox].
 func (m *MemoryOutbox) Delete(_ context.Context, ids []uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -181,31 +187,35 @@ func (m *MemoryOutbox) Delete(_ context.Context, ids []uint64) error {
 	return nil
 }
 
-// DeadLetterConfig is what the dead-letter actor needs. Durations are policy durations:
+// Config is what the dead-letter actor needs. Durations are policy durations:
 // divided by TimeScale, like the retry schedule (WriteTimeout is not).
-type DeadLetterConfig struct {
+type Config struct {
 	// Store is where objects are written. Required.
 	Store sinks.ObjectStore
 	// Outbox keeps the unwritten records; nil means a new [MemoryOutbox].
-	Outbox DeadLetterOutbox
+	Outbox Outbox
+	// Volatile says the outbox dies with the process although it is not a [MemoryOutbox] (a
+	// [StoreOutbox] on a store.Memory): records still in it when the actor stops for good are
+	// counted as dropped, as for a MemoryOutbox.
+	Volatile bool
 	// Delay is how long a record waits after its event's last attempt (default
-	// DefaultDeadLetterDelay).
+	// DefaultDelay).
 	Delay time.Duration
 	// Slack is how much longer the first record due waits for others to share its object
 	// (default Delay/10): records that fail close together land in one object, each written
 	// between Delay and Delay+Slack after its last attempt.
 	Slack time.Duration
 	// Backoff is the delay after the n-th failed write; the last repeats (default
-	// DefaultDeadLetterBackoff).
+	// DefaultBackoff).
 	Backoff []time.Duration
 	// GiveUpAfter is how long after its first write attempt an unwritten record is dropped
-	// (default DefaultDeadLetterGiveUp).
+	// (default DefaultGiveUp).
 	GiveUpAfter time.Duration
 	// TimeScale divides the durations above (0 means 1).
 	TimeScale float64
 	// MaxRecordsPerObject bounds one object (default DefaultMaxRecordsPerObject).
 	MaxRecordsPerObject int
-	// WriteTimeout bounds one write (default DefaultDeadLetterWriteTimeout).
+	// WriteTimeout bounds one write (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// NewID names objects; nil means uuid.NewString.
 	NewID   func() string
@@ -215,35 +225,35 @@ type DeadLetterConfig struct {
 	// before its records leave the outbox; it runs off the mailbox (ctx ends when the actor
 	// stops) and must be safe for concurrent use. The router publishes the BlobCreated
 	// notification from it.
-	OnWritten func(ctx context.Context, o *DeadLetterObject)
+	OnWritten func(ctx context.Context, o *Object)
 }
 
-func (c *DeadLetterConfig) scale(d time.Duration) time.Duration {
+func (c *Config) scale(d time.Duration) time.Duration {
 	if c.TimeScale <= 1 {
 		return d
 	}
 	return time.Duration(float64(d) / c.TimeScale)
 }
 
-func (c *DeadLetterConfig) withDefaults() *DeadLetterConfig {
+func (c *Config) withDefaults() *Config {
 	d := *c
 	if d.Delay <= 0 {
-		d.Delay = DefaultDeadLetterDelay
+		d.Delay = DefaultDelay
 	}
 	if d.Slack <= 0 {
 		d.Slack = d.Delay / 10
 	}
 	if len(d.Backoff) == 0 {
-		d.Backoff = DefaultDeadLetterBackoff
+		d.Backoff = DefaultBackoff
 	}
 	if d.GiveUpAfter <= 0 {
-		d.GiveUpAfter = DefaultDeadLetterGiveUp
+		d.GiveUpAfter = DefaultGiveUp
 	}
 	if d.MaxRecordsPerObject <= 0 {
 		d.MaxRecordsPerObject = DefaultMaxRecordsPerObject
 	}
 	if d.WriteTimeout <= 0 {
-		d.WriteTimeout = DefaultDeadLetterWriteTimeout
+		d.WriteTimeout = DefaultWriteTimeout
 	}
 	if d.NewID == nil {
 		d.NewID = uuid.NewString
@@ -260,11 +270,11 @@ func (c *DeadLetterConfig) withDefaults() *DeadLetterConfig {
 	return &d
 }
 
-// DeadLetterProps returns the props of a dead-letter actor. The outbox is created here (when
+// Props returns the props of a dead-letter actor. The outbox is created here (when
 // cfg has none), so a restarted actor finds its records again.
-func DeadLetterProps(cfg *DeadLetterConfig) *actor.Props {
+func Props(cfg *Config) *actor.Props {
 	if cfg.Store == nil {
-		panic("actors: DeadLetterConfig.Store is required")
+		panic("actors: Config.Store is required")
 	}
 	c := cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor { return &deadLetters{cfg: c} })
@@ -276,8 +286,8 @@ type pendingObject struct {
 	id         uint64
 	key        string
 	topic, sub string
-	target     DeadLetterTarget
-	recs       []*OutboxRecord
+	target     Target
+	recs       []*Record
 	first      time.Time
 	attempts   int
 	next       time.Time
@@ -295,9 +305,12 @@ type dlWritten struct {
 // dlWake is sent by the actor's timer.
 type dlWake struct{ gen uint64 }
 
+// dlSaved is the result of one outbox change, sent by the goroutine that wrote it.
+type dlSaved struct{ err error }
+
 // deadLetters is the dead-letter actor. All fields are owned by Receive.
 type deadLetters struct {
-	cfg    *DeadLetterConfig
+	cfg    *Config
 	self   *actor.PID
 	system *actor.ActorSystem
 	log    *slog.Logger
@@ -306,12 +319,21 @@ type deadLetters struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	recs    map[uint64]*OutboxRecord
+	recs    map[uint64]*Record
+	loaded  map[uint64]bool // ids loaded at start: a hand-off of one of them comes late
 	waiting recordHeap
 	objects map[uint64]*pendingObject
-	nextRec uint64
 	nextObj uint64
-	stats   DeadLetterStatus
+	stats   Status
+
+	// The outbox change being saved (saving) and the changes made since, saved next;
+	// afterSave and afterNext are the objects whose write waits for either.
+	saving     bool
+	saveWG     sync.WaitGroup
+	pendingPut map[uint64]Record
+	pendingDel []uint64
+	afterSave  []uint64
+	afterNext  []uint64
 
 	flushers []*actor.PID
 	timer    *time.Timer
@@ -324,8 +346,11 @@ func (d *deadLetters) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		d.start(c)
-	case *EnqueueDeadLetter:
+	case *Enqueue:
 		d.enqueue(msg)
+		d.arm(time.Now())
+	case *deadLettersHanded:
+		d.handed(msg)
 		d.arm(time.Now())
 	case *dlWake:
 		if msg.gen != d.timerGen {
@@ -337,11 +362,15 @@ func (d *deadLetters) Receive(c actor.Context) {
 		d.written(msg)
 		d.answerFlushers(c)
 		d.arm(time.Now())
-	case *FlushDeadLetters:
+	case *dlSaved:
+		d.saved(msg)
+		d.answerFlushers(c)
+		d.arm(time.Now())
+	case *Flush:
 		d.flushers = append(d.flushers, c.Sender())
 		d.run(time.Now(), true)
 		d.answerFlushers(c)
-	case *GetDeadLetterStatus:
+	case *GetStatus:
 		c.Respond(d.status())
 	case *actor.Restarting:
 		d.stop(false)
@@ -354,38 +383,50 @@ func (d *deadLetters) start(c actor.Context) {
 	d.self, d.system = c.Self(), c.ActorSystem()
 	d.log = d.cfg.Logger.With("component", "dead-letters")
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.recs = make(map[uint64]*OutboxRecord)
+	d.recs = make(map[uint64]*Record)
+	d.loaded = make(map[uint64]bool)
 	d.objects = make(map[uint64]*pendingObject)
+	d.pendingPut = make(map[uint64]Record)
 	d.waiting = d.waiting[:0]
-	d.stats = DeadLetterStatus{}
+	d.stats = Status{}
 	loaded, err := d.cfg.Outbox.Load(d.ctx)
 	if err != nil {
 		panic(fmt.Errorf("loading the dead-letter outbox: %w", err))
 	}
 	now := time.Now()
-	// Records whose write was tried before a restart are grouped again by their first write
-	// attempt and retried at once; the others wait out their delay.
+	// Records whose write was tried before a restart are grouped again into their object (by
+	// its key; records saved by an older version without one, by their first write attempt)
+	// and retried at once; the others wait out their delay.
 	type group struct {
-		target     DeadLetterTarget
+		target     Target
 		topic, sub string
 		first      time.Time
+		key        string
 	}
 	groups := map[group]*pendingObject{}
 	for i := range loaded {
 		r := loaded[i]
 		d.recs[r.ID] = &r
-		d.nextRec = max(d.nextRec, r.ID)
+		d.loaded[r.ID] = true
 		if r.FirstWriteAttempt.IsZero() {
 			heap.Push(&d.waiting, &r)
 			continue
 		}
-		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt}
+		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt, r.ObjectKey}
+		if r.ObjectKey != "" {
+			g.first = time.Time{}
+		}
 		o, ok := groups[g]
 		if !ok {
 			o = d.newObject(g.topic, g.sub, r.Target, now)
+			if r.ObjectKey != "" {
+				o.key = r.ObjectKey
+			}
 			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
 			groups[g] = o
 		}
+		o.first = minTime(o.first, r.FirstWriteAttempt)
+		o.attempts = max(o.attempts, r.WriteAttempts)
 		o.recs = append(o.recs, &r)
 	}
 	if len(loaded) > 0 {
@@ -402,8 +443,15 @@ func (d *deadLetters) stop(final bool) {
 		d.timer.Stop()
 	}
 	d.timerGen++
-	d.wg.Wait()
-	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !inMemory || len(d.recs) == 0 {
+	if !waitBounded(&d.wg, d.cfg.WriteTimeout) {
+		d.log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
+	}
+	// What the actor decided is saved before it goes: the next incarnation loads it.
+	d.saveWG.Wait()
+	if err := d.savePending(context.Background()); err != nil {
+		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
+	}
+	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !(inMemory || d.cfg.Volatile) || len(d.recs) == 0 {
 		return
 	}
 	// The in-memory outbox dies with the process: what is still in it is lost, and said so.
@@ -414,28 +462,125 @@ func (d *deadLetters) stop(final bool) {
 	_ = d.cfg.Outbox.Delete(context.Background(), ids)
 }
 
-func (d *deadLetters) enqueue(m *EnqueueDeadLetter) {
+// save queues outbox changes: records to put (their latest state) and ids to delete. They are
+// written off the mailbox, after the changes queued before them.
+func (d *deadLetters) save(put []Record, del []uint64) {
+	for _, r := range put {
+		d.pendingPut[r.ID] = r
+	}
+	for _, id := range del {
+		delete(d.pendingPut, id)
+	}
+	d.pendingDel = append(d.pendingDel, del...)
+	d.startSave()
+}
+
+// startSave writes the queued outbox changes, unless a change is being written: then they go
+// when it is done.
+func (d *deadLetters) startSave() {
+	if d.saving || (len(d.pendingPut) == 0 && len(d.pendingDel) == 0) {
+		return
+	}
+	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	del := d.pendingDel
+	clear(d.pendingPut)
+	d.pendingDel = nil
+	d.afterSave, d.afterNext = d.afterNext, nil
+	d.saving = true
+	outbox, root, self := d.cfg.Outbox, d.system.Root, d.self
+	d.saveWG.Add(1)
+	go func() {
+		defer d.saveWG.Done()
+		// Not the actor's context: a change the actor made is saved even when it stops.
+		root.Send(self, &dlSaved{err: writeOutbox(context.Background(), outbox, put, del)})
+	}()
+}
+
+// savePending writes the queued outbox changes now (the actor is stopping).
+func (d *deadLetters) savePending(ctx context.Context) error {
+	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	del := d.pendingDel
+	clear(d.pendingPut)
+	d.pendingDel = nil
+	return writeOutbox(ctx, d.cfg.Outbox, put, del)
+}
+
+func writeOutbox(ctx context.Context, outbox Outbox, put []Record, del []uint64) error {
+	if len(put) > 0 {
+		if err := outbox.Put(ctx, put); err != nil {
+			return fmt.Errorf("saving dead letters to the outbox: %w", err)
+		}
+	}
+	if len(del) > 0 {
+		if err := outbox.Delete(ctx, del); err != nil {
+			return fmt.Errorf("removing dead letters from the outbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// saved applies the result of an outbox change: the objects that waited for it are written,
+// and the changes made meanwhile are saved next.
+func (d *deadLetters) saved(m *dlSaved) {
+	d.saving = false
+	if m.err != nil {
+		// The outbox is the truth after a restart: start again from it.
+		panic(m.err)
+	}
+	for _, id := range d.afterSave {
+		if o, ok := d.objects[id]; ok {
+			d.put(o)
+		}
+	}
+	d.afterSave = nil
+	d.startSave()
+}
+
+func (d *deadLetters) enqueue(m *Enqueue) {
 	if m.Letter == nil || m.Letter.Event == nil {
 		return
 	}
-	d.nextRec++
-	base := m.Letter.LastAttemptTime
-	if base.IsZero() {
-		base = time.Now()
-	}
-	r := &OutboxRecord{ID: d.nextRec, Letter: m.Letter, Target: m.Target, Due: base.Add(d.cfg.scale(d.cfg.Delay))}
-	if err := d.cfg.Outbox.Put(d.ctx, []OutboxRecord{*r}); err != nil {
-		panic(fmt.Errorf("saving a dead letter to the outbox: %w", err))
-	}
+	r := newOutboxRecord(d.cfg, m.Letter, m.Target)
+	d.save([]Record{*r}, nil)
 	d.recs[r.ID] = r
 	heap.Push(&d.waiting, r)
 }
 
-func (d *deadLetters) newObject(topic, sub string, t DeadLetterTarget, now time.Time) *pendingObject {
+// newOutboxRecord returns the outbox record of a dead letter, with a fresh id: due the delay
+// after its event's last attempt.
+func newOutboxRecord(cfg *Config, l *actors.DeadLetter, t Target) *Record {
+	base := l.LastAttemptTime
+	if base.IsZero() {
+		base = time.Now()
+	}
+	return &Record{ID: cfg.Outbox.NewID(), Letter: l, Target: t, Due: base.Add(cfg.scale(cfg.Delay))}
+}
+
+// handed takes in records a subscription put in the outbox with its own update
+// ([actors.DeadLetterHandoff]). One loaded at start, or already known, is not taken in twice.
+func (d *deadLetters) handed(m *deadLettersHanded) {
+	for i := range m.recs {
+		r := m.recs[i]
+		if _, ok := d.recs[r.ID]; ok || d.loaded[r.ID] {
+			continue
+		}
+		d.recs[r.ID] = &r
+		heap.Push(&d.waiting, &r)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func (d *deadLetters) newObject(topic, sub string, t Target, now time.Time) *pendingObject {
 	d.nextObj++
 	o := &pendingObject{
 		id: d.nextObj, topic: topic, sub: sub, target: t,
-		key: DeadLetterKey(t.Prefix, now, d.cfg.NewID()),
+		key: Key(t.Prefix, now, d.cfg.NewID()),
 	}
 	d.objects[o.id] = o
 	return o
@@ -456,13 +601,13 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 		d.write(o, now)
 	}
 	type group struct {
-		target     DeadLetterTarget
+		target     Target
 		topic, sub string
 	}
 	var order []group
-	due := map[group][]*OutboxRecord{}
+	due := map[group][]*Record{}
 	for d.waiting.Len() > 0 && (flush || !d.waiting[0].Due.After(now)) {
-		r := heap.Pop(&d.waiting).(*OutboxRecord)
+		r := heap.Pop(&d.waiting).(*Record)
 		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription}
 		if _, ok := due[g]; !ok {
 			order = append(order, g)
@@ -481,24 +626,29 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 	d.arm(now)
 }
 
-// write starts one object write off the mailbox.
+// write starts one object write: its records' new write state is saved to the outbox first,
+// then the object is put ([deadLetters.put]), both off the mailbox.
 func (d *deadLetters) write(o *pendingObject, now time.Time) {
 	o.writing = true
 	o.attempts++
 	if o.first.IsZero() {
 		o.first = now
 	}
-	changed := make([]OutboxRecord, len(o.recs))
+	changed := make([]Record, len(o.recs))
 	for i, r := range o.recs {
 		if r.FirstWriteAttempt.IsZero() {
 			r.FirstWriteAttempt = o.first
 		}
 		r.WriteAttempts = o.attempts
+		r.ObjectKey = o.key
 		changed[i] = *r
 	}
-	if err := d.cfg.Outbox.Put(d.ctx, changed); err != nil {
-		panic(fmt.Errorf("saving dead letters to the outbox: %w", err))
-	}
+	d.afterNext = append(d.afterNext, o.id) // before save starts the change that includes it
+	d.save(changed, nil)
+}
+
+// put writes an object off the mailbox; the result comes back as a [dlWritten].
+func (d *deadLetters) put(o *pendingObject) {
 	recs := make([]schemas.DeadLetterRecord, len(o.recs))
 	for i, r := range o.recs {
 		l := r.Letter
@@ -523,7 +673,7 @@ func (d *deadLetters) write(o *pendingObject, now time.Time) {
 		res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, schemas.ContentTypeDeadLetters)
 		cancel()
 		if res.err == nil && target.Notify && cfg.OnWritten != nil {
-			cfg.OnWritten(parent, &DeadLetterObject{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: len(recs)})
+			cfg.OnWritten(parent, &Object{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: len(recs)})
 		}
 	}()
 }
@@ -542,9 +692,7 @@ func (d *deadLetters) written(m *dlWritten) {
 			ids[i] = r.ID
 			delete(d.recs, r.ID)
 		}
-		if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
-			panic(fmt.Errorf("removing written dead letters from the outbox: %w", err))
-		}
+		d.save(nil, ids)
 		delete(d.objects, o.id)
 		d.stats.ObjectsWritten++
 		d.stats.RecordsWritten += len(o.recs)
@@ -584,15 +732,13 @@ func (d *deadLetters) dropObject(o *pendingObject, why string) {
 		ids[i] = r.ID
 		d.drop(r, why)
 	}
-	if err := d.cfg.Outbox.Delete(d.ctx, ids); err != nil {
-		panic(fmt.Errorf("removing dropped dead letters from the outbox: %w", err))
-	}
+	d.save(nil, ids)
 	delete(d.objects, o.id)
 }
 
 // drop forgets one record: counted as DroppedEventCount with reason
 // DeadLetterDestinationUnavailable (SPEC §5) and logged with its event id.
-func (d *deadLetters) drop(r *OutboxRecord, why string) {
+func (d *deadLetters) drop(r *Record, why string) {
 	l := r.Letter
 	delete(d.recs, r.ID)
 	d.stats.RecordsDropped++
@@ -606,8 +752,8 @@ func (d *deadLetters) drop(r *OutboxRecord, why string) {
 }
 
 func (d *deadLetters) answerFlushers(c actor.Context) {
-	if len(d.flushers) == 0 {
-		return
+	if len(d.flushers) == 0 || d.saving {
+		return // the answer waits until what it reports is in the outbox
 	}
 	for _, o := range d.objects {
 		if o.writing {
@@ -647,7 +793,7 @@ func (d *deadLetters) arm(now time.Time) {
 	d.timer = time.AfterFunc(max(at.Sub(now), 0), func() { root.Send(self, &dlWake{gen: gen}) })
 }
 
-func (d *deadLetters) status() *DeadLetterStatus {
+func (d *deadLetters) status() *Status {
 	st := d.stats
 	st.Waiting = d.waiting.Len()
 	for _, o := range d.objects {
@@ -661,7 +807,7 @@ func (d *deadLetters) status() *DeadLetterStatus {
 }
 
 // recordHeap orders waiting records by due time, then id.
-type recordHeap []*OutboxRecord
+type recordHeap []*Record
 
 func (h recordHeap) Len() int { return len(h) }
 func (h recordHeap) Less(i, j int) bool {
@@ -671,10 +817,28 @@ func (h recordHeap) Less(i, j int) bool {
 	return h[i].Due.Before(h[j].Due)
 }
 func (h recordHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *recordHeap) Push(x any)   { *h = append(*h, x.(*OutboxRecord)) }
+func (h *recordHeap) Push(x any)   { *h = append(*h, x.(*Record)) }
 func (h *recordHeap) Pop() any {
 	old := *h
 	r := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return r
+}
+
+// waitBounded waits for wg at most d and reports whether it finished. When it did not, the
+// goroutine waiting for wg stays until wg finishes.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -1,4 +1,4 @@
-package actors_test
+package deadletter_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -35,9 +36,9 @@ func dlLetter(t *testing.T, sub, id string, at time.Time) *actors.DeadLetter {
 	}
 }
 
-func dlTarget(sub string, notify bool) actors.DeadLetterTarget {
-	return actors.DeadLetterTarget{
-		Bucket: "deadletters", Prefix: actors.DeadLetterPrefix("", "orders", sub), Notify: notify,
+func dlTarget(sub string, notify bool) deadletter.Target {
+	return deadletter.Target{
+		Bucket: "deadletters", Prefix: deadletter.Prefix("", "orders", sub), Notify: notify,
 		Format: schemas.DeadLetterFormat{Input: schemas.EventGrid, Delivery: schemas.EventGrid, TopicID: dlTopicID},
 	}
 }
@@ -89,13 +90,13 @@ func (w *warnings) matching(prefix string) []string {
 	return out
 }
 
-func dlStatus(t *testing.T, h *testkit.Harness, pid *actor.PID) *actors.DeadLetterStatus {
+func dlStatus(t *testing.T, h *testkit.Harness, pid *actor.PID) *deadletter.Status {
 	t.Helper()
-	res, err := h.System().Root.RequestFuture(pid, &actors.GetDeadLetterStatus{}, time.Second).Result()
+	res, err := h.System().Root.RequestFuture(pid, &deadletter.GetStatus{}, time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.(*actors.DeadLetterStatus)
+	return res.(*deadletter.Status)
 }
 
 func TestDeadLetterKeyAndPrefix(t *testing.T) {
@@ -111,7 +112,7 @@ func TestDeadLetterKeyAndPrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := actors.DeadLetterKey(actors.DeadLetterPrefix(tt.namespace, tt.t, tt.sub), tt.at, "111"); got != tt.want {
+			if got := deadletter.Key(deadletter.Prefix(tt.namespace, tt.t, tt.sub), tt.at, "111"); got != tt.want {
 				t.Errorf("key = %s, want %s", got, tt.want)
 			}
 		})
@@ -123,11 +124,11 @@ func TestDeadLetterKeyAndPrefix(t *testing.T) {
 func TestDeadLettersWaitThenOneObjectPerSubscription(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		store := testkit.NewObjectStore()
-		var notified []*actors.DeadLetterObject
+		var notified []*deadletter.Object
 		var mu sync.Mutex
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{
 			Store: store, NewID: sequentialIDs(),
-			OnWritten: func(_ context.Context, o *actors.DeadLetterObject) {
+			OnWritten: func(_ context.Context, o *deadletter.Object) {
 				mu.Lock()
 				notified = append(notified, o)
 				mu.Unlock()
@@ -136,10 +137,10 @@ func TestDeadLettersWaitThenOneObjectPerSubscription(t *testing.T) {
 		t0 := time.Now()
 		root := h.System().Root
 		for i := range 3 {
-			root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", fmt.Sprintf("a%d", i), t0.Add(time.Duration(i)*time.Second)), Target: dlTarget("sub-a", true)})
+			root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", fmt.Sprintf("a%d", i), t0.Add(time.Duration(i)*time.Second)), Target: dlTarget("sub-a", true)})
 		}
 		for i := range 2 {
-			root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-b", fmt.Sprintf("b%d", i), t0), Target: dlTarget("sub-b", false)})
+			root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-b", fmt.Sprintf("b%d", i), t0), Target: dlTarget("sub-b", false)})
 		}
 		h.Advance(5*time.Minute - time.Second)
 		if n := store.Puts(); n != 0 {
@@ -185,9 +186,9 @@ func TestDeadLettersWaitThenOneObjectPerSubscription(t *testing.T) {
 func TestDeadLettersSplitLargeFlushes(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		store := testkit.NewObjectStore()
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: store, MaxRecordsPerObject: 2, Delay: time.Second, TimeScale: 1}))
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, MaxRecordsPerObject: 2, Delay: time.Second, TimeScale: 1}))
 		for i := range 5 {
-			h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", fmt.Sprint(i), time.Now()), Target: dlTarget("sub-a", false)})
+			h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", fmt.Sprint(i), time.Now()), Target: dlTarget("sub-a", false)})
 		}
 		h.Advance(2 * time.Second)
 		if n := len(store.Objects("deadletters")); n != 3 {
@@ -207,8 +208,8 @@ func TestDeadLetterWriteBackoff(t *testing.T) {
 		store := testkit.NewFaultyObjectStore(mem)
 		store.Down()
 		warn := &warnings{}
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: store, NewID: sequentialIDs(), Logger: slog.New(warn)}))
-		h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, NewID: sequentialIDs(), Logger: slog.New(warn)}))
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		steps := []struct {
 			advance  time.Duration
 			failures int
@@ -257,7 +258,7 @@ func TestDeadLettersDroppedAfterFourHours(t *testing.T) {
 		store.Down()
 		warn := &warnings{}
 		m := new(metrics.Set)
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: store, Metrics: m, Logger: slog.New(warn)}))
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, Metrics: m, Logger: slog.New(warn)}))
 		var ids []string
 		for i := range 7 {
 			sub := "sub-a"
@@ -266,7 +267,7 @@ func TestDeadLettersDroppedAfterFourHours(t *testing.T) {
 			}
 			id := fmt.Sprintf("e%d", i)
 			ids = append(ids, "dead letter dropped id="+id)
-			h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, sub, id, time.Now()), Target: dlTarget(sub, false)})
+			h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, sub, id, time.Now()), Target: dlTarget(sub, false)})
 		}
 		dropped := func(sub string) int64 {
 			return m.Get(metrics.Key{Name: metrics.DroppedEventCount, Scope: "orders/" + sub, Dim: "DeadLetterDestinationUnavailable"})
@@ -303,13 +304,13 @@ func TestDeadLettersDroppedAfterFourHours(t *testing.T) {
 func TestFlushWritesEverythingNow(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		store := testkit.NewObjectStore()
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: store}))
-		h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
-		res, err := h.System().Root.RequestFuture(pid, &actors.FlushDeadLetters{}, time.Second).Result()
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store}))
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		res, err := h.System().Root.RequestFuture(pid, &deadletter.Flush{}, time.Second).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := res.(*actors.DeadLetterStatus); st.Pending() != 0 || st.RecordsWritten != 1 {
+		if st := res.(*deadletter.Status); st.Pending() != 0 || st.RecordsWritten != 1 {
 			t.Errorf("flush answered %+v, want the record written", st)
 		}
 		if len(store.Objects("deadletters")) != 1 {
@@ -323,8 +324,8 @@ func TestFlushWritesEverythingNow(t *testing.T) {
 func TestStoppingWithAnInMemoryOutboxCountsTheLoss(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		m := new(metrics.Set)
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: testkit.NewObjectStore(), Metrics: m}))
-		h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: testkit.NewObjectStore(), Metrics: m}))
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Settle() // a stop overtakes messages still in the mailbox
 		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
 			t.Fatal(err)
@@ -337,22 +338,22 @@ func TestStoppingWithAnInMemoryOutboxCountsTheLoss(t *testing.T) {
 
 // durableOutbox stands for a durable outbox: the actor does not count its records as lost
 // when it stops.
-type durableOutbox struct{ *actors.MemoryOutbox }
+type durableOutbox struct{ *deadletter.MemoryOutbox }
 
 // The outbox seam: a new actor on the same (durable) outbox picks the records up, and records
 // whose write was already tried are written at once.
 func TestOutboxSurvivesTheActor(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
-		outbox := durableOutbox{actors.NewMemoryOutbox()}
+		outbox := durableOutbox{deadletter.NewMemoryOutbox()}
 		mem := testkit.NewObjectStore()
 		store := testkit.NewFaultyObjectStore(mem)
 		store.Down()
 		m := new(metrics.Set)
-		cfg := &actors.DeadLetterConfig{Store: store, Outbox: outbox, Metrics: m}
-		first := h.Spawn(actors.DeadLetterProps(cfg))
-		h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "tried", time.Now()), Target: dlTarget("sub-a", false)})
+		cfg := &deadletter.Config{Store: store, Outbox: outbox, Metrics: m}
+		first := h.Spawn(deadletter.Props(cfg))
+		h.System().Root.Send(first, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "tried", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Advance(5*time.Minute + 35*time.Second) // the first write fails
-		h.System().Root.Send(first, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "waiting", time.Now()), Target: dlTarget("sub-a", false)})
+		h.System().Root.Send(first, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "waiting", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Settle()
 		if err := h.System().Root.StopFuture(first).Wait(); err != nil {
 			t.Fatal(err)
@@ -362,7 +363,7 @@ func TestOutboxSurvivesTheActor(t *testing.T) {
 			t.Fatalf("outbox after the stop: %+v, want the tried record (1 attempt) and the waiting one", recs)
 		}
 		store.Up()
-		second := h.Spawn(actors.DeadLetterProps(cfg))
+		second := h.Spawn(deadletter.Props(cfg))
 		h.Settle()
 		if got := mem.Records(t, "deadletters", "", schemas.EventGrid, dlTopicID); len(got) != 1 || got[0].Event.ID != "tried" {
 			t.Fatalf("written at once after the restart: %+v, want the tried record", got)
@@ -401,11 +402,11 @@ func TestRecordsArrivingDuringAWriteGoToTheNextObject(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		mem := testkit.NewObjectStore()
 		g := &gatedStore{ObjectStore: mem, gate: make(chan struct{})}
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: g}))
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: g}))
 		root := h.System().Root
-		root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Advance(6 * time.Minute)
-		root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e2", time.Now()), Target: dlTarget("sub-a", false)})
+		root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e2", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Settle()
 		if st := dlStatus(t, h, pid); st.Writing != 1 || st.Waiting != 1 {
 			t.Errorf("status %+v, want one writing and one waiting", st)
@@ -422,8 +423,8 @@ func TestRecordsArrivingDuringAWriteGoToTheNextObject(t *testing.T) {
 func TestDeadLetterDelayScales(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		store := testkit.NewObjectStore()
-		pid := h.Spawn(actors.DeadLetterProps(&actors.DeadLetterConfig{Store: store, TimeScale: 60}))
-		h.System().Root.Send(pid, &actors.EnqueueDeadLetter{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, TimeScale: 60}))
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Advance(4 * time.Second)
 		if store.Puts() != 0 {
 			t.Fatal("written before the scaled delay (5 s)")

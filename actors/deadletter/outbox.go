@@ -1,4 +1,4 @@
-package actors
+package deadletter
 
 import (
 	"context"
@@ -7,31 +7,53 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
 
-// StoreOutbox is a [DeadLetterOutbox] kept in the router's [store.Store] (issue 5): its
-// records survive a restart of the process, so the next dead-letter actor writes them at
-// their original due time. Every Put and Delete is synced by the store. Records are stored as
-// JSON under their ID as a zero-padded decimal, so the store lists them in ID order.
+// StoreOutbox is an [Outbox] kept in the router's [store.Store]: its records
+// survive a restart of the process, so the next dead-letter actor writes them at their
+// original due time. Every Put and Delete is synced by the store. Records are stored as JSON
+// under their ID as a zero-padded decimal, so the store lists them in ID order.
+//
+// Subscriptions put their dead letters in it themselves, in the update that settles them
+// ([StoreOutbox.Handoff]).
 type StoreOutbox struct {
 	store store.Store
 	log   *slog.Logger
+	last  atomic.Uint64
 }
 
-// NewStoreOutbox returns an outbox on st. Records that no longer decode are logged on log
-// (nil discards) and skipped by Load, left in the store for an operator to look at.
-func NewStoreOutbox(st store.Store, log *slog.Logger) *StoreOutbox {
+// NewStoreOutbox returns an outbox on st. It reads the records st holds, so that new ids
+// follow theirs. Records that no longer decode are logged on log (nil discards) and skipped by
+// Load, left in the store for an operator to look at.
+func NewStoreOutbox(ctx context.Context, st store.Store, log *slog.Logger) (*StoreOutbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StoreOutbox{store: st, log: log}
+	o := &StoreOutbox{store: st, log: log}
+	stored, err := st.DeadLetters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dead-letter outbox: %w", err)
+	}
+	for _, r := range stored {
+		if n, err := strconv.ParseUint(r.ID, 10, 64); err == nil {
+			o.last.Store(max(o.last.Load(), n))
+		}
+	}
+	return o, nil
 }
 
-// storedOutboxRecord is the stored form of an [OutboxRecord].
+// NewID implements [Outbox].
+func (o *StoreOutbox) NewID() uint64 { return o.last.Add(1) }
+
+// storedOutboxRecord is the stored form of a [Record].
 type storedOutboxRecord struct {
 	Version           int            `json:"v"`
 	Letter            storedLetter   `json:"letter"`
@@ -39,6 +61,7 @@ type storedOutboxRecord struct {
 	Due               time.Time      `json:"due"`
 	FirstWriteAttempt time.Time      `json:"firstWriteAttempt,omitzero"`
 	WriteAttempts     int            `json:"writeAttempts,omitempty"`
+	Object            string         `json:"object,omitempty"`
 	Event             *schemas.Event `json:"event"`
 }
 
@@ -70,7 +93,7 @@ const storedOutboxVersion = 1
 
 func outboxID(id uint64) string { return fmt.Sprintf("%020d", id) }
 
-func encodeOutboxRecord(r *OutboxRecord) ([]byte, error) {
+func encodeOutboxRecord(r *Record) ([]byte, error) {
 	if r.Letter == nil {
 		return nil, fmt.Errorf("dead letter %d has no letter", r.ID)
 	}
@@ -87,53 +110,53 @@ func encodeOutboxRecord(r *OutboxRecord) ([]byte, error) {
 			Bucket: t.Bucket, Prefix: t.Prefix, Input: uint8(t.Format.Input), Delivery: uint8(t.Format.Delivery),
 			Namespace: t.Format.Namespace, TopicID: t.Format.TopicID, Notify: t.Notify,
 		},
-		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Event: l.Event,
+		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.ObjectKey, Event: l.Event,
 	})
 }
 
-func decodeOutboxRecord(id string, b []byte) (OutboxRecord, error) {
+func decodeOutboxRecord(id string, b []byte) (Record, error) {
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
-		return OutboxRecord{}, fmt.Errorf("dead letter id %q is not a number", id)
+		return Record{}, fmt.Errorf("dead letter id %q is not a number", id)
 	}
 	var s storedOutboxRecord
 	if err := json.Unmarshal(b, &s); err != nil {
-		return OutboxRecord{}, fmt.Errorf("dead letter %s: %w", id, err)
+		return Record{}, fmt.Errorf("dead letter %s: %w", id, err)
 	}
 	if s.Version != storedOutboxVersion {
-		return OutboxRecord{}, fmt.Errorf("dead letter %s: unknown version %d (this build reads %d)", id, s.Version, storedOutboxVersion)
+		return Record{}, fmt.Errorf("dead letter %s: unknown version %d (this build reads %d)", id, s.Version, storedOutboxVersion)
 	}
 	if s.Event == nil {
-		return OutboxRecord{}, fmt.Errorf("dead letter %s has no event", id)
+		return Record{}, fmt.Errorf("dead letter %s has no event", id)
 	}
 	l := s.Letter
-	return OutboxRecord{
+	return Record{
 		ID: n,
-		Letter: &DeadLetter{
+		Letter: &actors.DeadLetter{
 			Topic: l.Topic, Subscription: l.Subscription, TopicID: l.TopicID,
 			InputSchema: schemas.Schema(l.InputSchema), DeliverySchema: schemas.Schema(l.DeliverySchema),
 			Event: s.Event, Reason: schemas.Reason(l.Reason), DeliveryAttempts: l.DeliveryAttempts,
 			LastOutcome: schemas.Outcome(l.LastOutcome), LastHTTPStatus: l.LastHTTPStatus,
 			PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
 		},
-		Target: DeadLetterTarget{
+		Target: Target{
 			Bucket: s.Target.Bucket, Prefix: s.Target.Prefix, Notify: s.Target.Notify,
 			Format: schemas.DeadLetterFormat{
 				Input: schemas.Schema(s.Target.Input), Delivery: schemas.Schema(s.Target.Delivery),
 				Namespace: s.Target.Namespace, TopicID: s.Target.TopicID,
 			},
 		},
-		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts,
+		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts, ObjectKey: s.Object,
 	}, nil
 }
 
-// Load implements [DeadLetterOutbox].
-func (o *StoreOutbox) Load(ctx context.Context) ([]OutboxRecord, error) {
+// Load implements [Outbox].
+func (o *StoreOutbox) Load(ctx context.Context) ([]Record, error) {
 	stored, err := o.store.DeadLetters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading the dead-letter outbox: %w", err)
 	}
-	recs := make([]OutboxRecord, 0, len(stored))
+	recs := make([]Record, 0, len(stored))
 	for _, s := range stored {
 		r, err := decodeOutboxRecord(s.ID, s.Payload)
 		if err != nil {
@@ -145,8 +168,8 @@ func (o *StoreOutbox) Load(ctx context.Context) ([]OutboxRecord, error) {
 	return recs, nil
 }
 
-// Put implements [DeadLetterOutbox].
-func (o *StoreOutbox) Put(ctx context.Context, recs []OutboxRecord) error {
+// Put implements [Outbox].
+func (o *StoreOutbox) Put(ctx context.Context, recs []Record) error {
 	stored := make([]store.DeadLetterRecord, 0, len(recs))
 	var errs []error
 	for i := range recs {
@@ -163,7 +186,7 @@ func (o *StoreOutbox) Put(ctx context.Context, recs []OutboxRecord) error {
 	return o.store.PutDeadLetters(ctx, stored)
 }
 
-// Delete implements [DeadLetterOutbox].
+// Delete implements [Outbox].
 func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
@@ -172,4 +195,53 @@ func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
 	return o.store.DeleteDeadLetters(ctx, keys)
 }
 
-var _ DeadLetterOutbox = (*StoreOutbox)(nil)
+var _ Outbox = (*StoreOutbox)(nil)
+
+// Handoff returns the [actors.DeadLetterHandoff] of one subscription whose dead letters go to target:
+// it encodes records for this outbox (due cfg's delay after their last attempt) and tells the
+// dead-letter actor pid, whose config cfg is and whose outbox o is, of them once they are in
+// the store. The subscription must write its state to o's store.
+func (o *StoreOutbox) Handoff(root *actor.RootContext, pid *actor.PID, cfg *Config, target Target) actors.DeadLetterHandoff {
+	c := cfg.withDefaults()
+	if c.Outbox != Outbox(o) {
+		panic("actors: a dead-letter hand-off needs the actor's own StoreOutbox")
+	}
+	return &storeHandoff{outbox: o, cfg: c, target: target, root: root, pid: pid}
+}
+
+// storeHandoff is a [actors.DeadLetterHandoff] into a [StoreOutbox].
+type storeHandoff struct {
+	outbox *StoreOutbox
+	cfg    *Config
+	target Target
+	root   *actor.RootContext
+	pid    *actor.PID
+}
+
+// Record implements [actors.DeadLetterHandoff].
+func (h *storeHandoff) Record(d *actors.DeadLetter) (store.DeadLetterRecord, error) {
+	r := newOutboxRecord(h.cfg, d, h.target)
+	b, err := encodeOutboxRecord(r)
+	if err != nil {
+		return store.DeadLetterRecord{}, err
+	}
+	return store.DeadLetterRecord{ID: outboxID(r.ID), Payload: b}, nil
+}
+
+// Handed implements [actors.DeadLetterHandoff].
+func (h *storeHandoff) Handed(recs []store.DeadLetterRecord) {
+	m := &deadLettersHanded{recs: make([]Record, 0, len(recs))}
+	for _, s := range recs {
+		r, err := decodeOutboxRecord(s.ID, s.Payload)
+		if err != nil {
+			// It was encoded by Record a moment ago; the next actor's Load skips it too.
+			h.outbox.log.Error("a handed-off dead letter does not decode", "err", err)
+			continue
+		}
+		m.recs = append(m.recs, r)
+	}
+	h.root.Send(h.pid, m)
+}
+
+// deadLettersHanded tells the dead-letter actor of records a subscription put in the outbox.
+type deadLettersHanded struct{ recs []Record }

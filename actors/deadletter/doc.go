@@ -1,0 +1,23 @@
+// Package deadletter is dead-lettering (SPEC §5): the dead-letter actor, its outbox, the object
+// key layout and replay.
+//
+// Subscription actors (package actors) end events that cannot be delivered. With a dead-letter
+// destination each ending becomes a [Record] in the outbox: a subscription puts it there in the
+// same store update that settles the event ([StoreOutbox.Handoff]), so a crash loses none. The
+// dead-letter actor ([Props]), one per router, waits the delay after each event's last
+// attempt and writes the records due together as one object per subscription per flush under
+// [Key], retrying while the object store is down and dropping (counted, logged) what is still
+// unwritten four hours later. It saves an object's key and records in the outbox before the
+// first write, so a retry — also after a crash — overwrites that object instead of adding a
+// second one: each ending is in exactly one object. Outbox writes and object writes both run off
+// the mailbox; results come back as messages.
+//
+// A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
+// second subscription actor over a private journal that holds just those events.
+//
+// The wire shapes of the records are schemas' (schemas.DeadLetterRecord); the record wire
+// format is written by schemas.AppendDeadLetters.
+//
+// deadletter imports actors, schemas, router/retry, router/store, router/metrics and sinks; only
+// router (and tests) import it.
+package deadletter

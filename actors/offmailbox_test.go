@@ -1,0 +1,176 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
+)
+
+// gatedReads is a store whose journal reads wait until the test releases them, and that
+// records every range read.
+type gatedReads struct {
+	store.Store
+	gate chan struct{}
+
+	mu     sync.Mutex
+	ranges [][2]uint64 // [from, last seq returned]
+}
+
+func (g *gatedReads) Read(ctx context.Context, topic string, from uint64, limit int) ([]store.Entry, error) {
+	<-g.gate
+	entries, err := g.Store.Read(ctx, topic, from, limit)
+	if len(entries) > 0 {
+		g.mu.Lock()
+		g.ranges = append(g.ranges, [2]uint64{from, entries[len(entries)-1].Seq})
+		g.mu.Unlock()
+	}
+	return entries, err
+}
+
+// journalWithEvents returns a memory store holding n events of topic orders, and subscription
+// audit still at cursor 0.
+func journalWithEvents(t *testing.T, n int) *store.Memory {
+	t.Helper()
+	ctx := context.Background()
+	st := store.NewMemory()
+	_ = st.PutTopic(ctx, "orders", nil)
+	_ = st.PutSubscription(ctx, "orders", "audit", nil)
+	var body []string
+	for i := 1; i <= n; i++ {
+		body = append(body, fmt.Sprintf(`{"id":"e%d","subject":"/o","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`, i))
+	}
+	evs, err := schemas.DecodeEventGrid([]byte("["+strings.Join(body, ",")+"]"), "/topics/orders", schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, "orders", time.Now(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A subscription that catches up from the journal reads it off its mailbox: while a read is
+// held up (a disk store waits behind a publish's fsync) the actor still answers, and every
+// journal range is read exactly once.
+func TestCatchUpReadDoesNotBlockTheMailbox(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		g := &gatedReads{Store: journalWithEvents(t, 10), gate: make(chan struct{})}
+		var mu sync.Mutex
+		var delivered []string
+		sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range b.Events {
+				delivered = append(delivered, e.ID)
+			}
+			return nil
+		})
+		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
+			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
+			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{NoJitter: true}, Sink: sink, Store: g, Metrics: new(metrics.Set), Window: 4,
+		}))
+		h.Settle() // the first read is started and held at the gate
+		res, err := h.System().Root.RequestFuture(pid, &actors.GetStatus{}, time.Second).Result()
+		if err != nil {
+			t.Fatalf("no status while a journal read is held up: %v", err)
+		}
+		if st := res.(*actors.Status); st.Backlog != 10 || st.InFlight != 0 || st.Cursor != 0 {
+			t.Errorf("status while the read is held up = %+v, want backlog 10, nothing in flight, cursor 0", st)
+		}
+		close(g.gate)
+		h.Settle()
+		mu.Lock()
+		if len(delivered) != 10 {
+			t.Errorf("delivered %v, want the 10 events", delivered)
+		}
+		mu.Unlock()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		next := uint64(1)
+		for _, r := range g.ranges {
+			if r[0] != next {
+				t.Errorf("journal read from %d, want %d (reads %v): a range was read twice or skipped", r[0], next, g.ranges)
+			}
+			next = r[1] + 1
+		}
+		if next != 11 {
+			t.Errorf("journal read through %d, want 10 (reads %v)", next-1, g.ranges)
+		}
+	})
+}
+
+// A sink that ignores its context does not hold a stopping subscription forever: the stop
+// waits the grace, abandons the attempt, and the event, not settled, is attempted again by the
+// next actor.
+func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		st := journalWithEvents(t, 1)
+		release := make(chan struct{})
+		calls := make(chan string, 4)
+		stuck := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+			calls <- b.Events[0].ID
+			<-release // ignores ctx
+			return nil
+		})
+		cfg := &actors.SubscriptionConfig{
+			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
+			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{NoJitter: true}, Sink: stuck, Store: st, Metrics: new(metrics.Set),
+			StopGrace: 3 * time.Second,
+		}
+		pid := h.Spawn(actors.SubscriptionProps(cfg))
+		h.Settle()
+		if got := len(calls); got != 1 {
+			t.Fatalf("%d attempts started, want 1", got)
+		}
+		<-calls
+		start := time.Now()
+		stopped := make(chan struct{})
+		go func() {
+			_ = h.System().Root.StopFuture(pid).Wait()
+			close(stopped)
+		}()
+		h.Settle()
+		select {
+		case <-stopped:
+			t.Fatal("the stop returned before the grace")
+		default:
+		}
+		h.Advance(3 * time.Second)
+		select {
+		case <-stopped:
+		default:
+			t.Fatal("the stop still waits for the sink after the grace")
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("the stop waited %v, want the 3 s grace", waited)
+		}
+		state, _ := st.LoadSubscription(context.Background(), "orders", "audit")
+		if state.Cursor != 0 {
+			t.Errorf("cursor %d after the abandoned attempt, want 0: the event is not settled", state.Cursor)
+		}
+		cfg.Sink = sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+			calls <- b.Events[0].ID
+			return nil
+		})
+		h.Spawn(actors.SubscriptionProps(cfg))
+		h.Settle()
+		if got := len(calls); got != 1 {
+			t.Errorf("%d attempts by the next actor, want 1", got)
+		}
+		close(release)         // the abandoned goroutine ends; its late result goes nowhere
+		h.Advance(time.Minute) // protoactor's dead-letter throttle, woken by that result, rests
+	})
+}
