@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateSubscription", testUpdateSubscription},
 		{"ProbationState", testProbationState},
 		{"DeadLetterOutbox", testDeadLetterOutbox},
+		{"History", testHistory},
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
