@@ -151,7 +151,8 @@ var ErrEventNotFound = errors.New("event not found")
 
 // Explain returns the delivery history of event eventID on a subscription (names in any
 // case). It first waits for the history writer to write what was reported before the call,
-// so an attempt that finished before Explain is in its answer. An unknown topic or
+// so an attempt that finished before Explain — one [Deps.OnAttempt] observed, say — is in its
+// answer. An unknown topic or
 // subscription is [ErrTopicNotFound] or [ErrSubscriptionNotFound]; an event the subscription
 // has no history of (never matched, never attempted yet, or its history has expired)
 // [ErrEventNotFound].
