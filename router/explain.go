@@ -131,7 +131,8 @@ type ExplainedAttempt struct {
 	Response string `json:"response,omitempty"`
 	// HeldBack is how long after its due time (or its publish time, for a first attempt) the
 	// attempt went out: the endpoint's probation, or the subscription's in-flight limit,
-	// held it. Probe says it was the probe that ended a probation (SPEC §2.2).
+	// held it. Waits under a second are dispatch latency and left out, except for a probe.
+	// Probe says it was the probe that ended a probation (SPEC §2.2).
 	HeldBack time.Duration `json:"heldBack,omitempty"`
 	Probe    bool          `json:"probe,omitempty"`
 	// NoAttempt says the event came due and ended without an attempt.

@@ -16,6 +16,9 @@ import (
 // dropped (and logged): histories are advisory and must never hold delivery back.
 const maxHistoryQueue = 1 << 16
 
+// minHeldBack is the least wait past an attempt's due time a history tells.
+const minHeldBack = time.Second
+
 // historyExpireEvery is how often the history writer deletes expired histories.
 const historyExpireEvery = time.Hour
 
@@ -220,8 +223,10 @@ func (w *historyWriter) apply(e *Explanation, s *historyStep) time.Time {
 	if n := len(e.Attempts); n > 0 && !e.Attempts[n-1].Due.IsZero() {
 		due = e.Attempts[n-1].Due
 	}
-	if !a.NoAttempt && !due.IsZero() && a.Time.After(due) {
-		a.HeldBack = a.Time.Sub(due)
+	// Under minHeldBack it is the ordinary latency of dispatch, not worth telling, unless the
+	// attempt was a probation's probe.
+	if held := a.Time.Sub(due); !a.NoAttempt && !due.IsZero() && held > 0 && (held >= minHeldBack || a.Probe) {
+		a.HeldBack = held
 	}
 	e.Attempts = append(e.Attempts, a)
 	if over := len(e.Attempts) - w.cfg.Attempts; over > 0 {

@@ -134,7 +134,7 @@ func (d Decision) Explain() string {
 			fmt.Fprintf(&b, " (over %s)", strings.Join(beat, ", "))
 		}
 		if e.Delay > 0 && e.Jitter > 0 {
-			fmt.Fprintf(&b, ", jitter +%.0f%%", float64(e.Jitter)*100/float64(e.Delay))
+			fmt.Fprintf(&b, ", jitter +%.1f%%", float64(e.Jitter)*100/float64(e.Delay))
 		}
 	case RuleTimeToLive:
 		fmt.Fprintf(&b, "time to live ended at %s", e.Deadline.UTC().Format(time.TimeOnly))
