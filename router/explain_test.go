@@ -145,3 +145,28 @@ func TestExplainKeepsTheLatestAttempts(t *testing.T) {
 		}
 	}, testkit.WithoutJitter(), testkit.WithConfig(router.Config{History: router.HistoryConfig{Attempts: 4}}))
 }
+
+// An event published while the endpoint is on probation waits it out; its explanation says
+// how long it was held and that it went out as the probe.
+func TestExplainProbationWait(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(503, 200, 200))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("first"))) // its 503 starts a 10 s probation (Busy)
+		h.Advance(time.Second)
+		h.Publish("orders", h.EventGridEvent(testkit.ID("second")))
+		h.Advance(time.Minute)
+		hook.RequireAttempts(t, 3)
+
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "second")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventDelivered || len(e.Attempts) != 1 {
+			t.Fatalf("explanation %+v: want one delivered attempt", e)
+		}
+		if a := e.Attempts[0]; !a.Probe || a.HeldBack != 9*time.Second {
+			t.Fatalf("attempt %+v: want the probe, held back 9s by the probation", a)
+		}
+	}, testkit.WithoutJitter())
+}
