@@ -122,6 +122,11 @@ type AttemptRecord struct {
 	Probe bool
 	// NoAttempt is set when the record describes events that ended without an attempt.
 	NoAttempt bool
+	// PublishTimes holds, per event, when it was published (accepted into the journal).
+	PublishTimes []time.Time
+	// Detail is what the sink said about a failed attempt (its error text, which names the
+	// destination without secrets and the answer); empty for a delivered or NoAttempt record.
+	Detail string
 }
 
 // attemptDone is the result of one sink call, sent by the goroutine that ran it.

@@ -598,7 +598,7 @@ func (s *subscription) finish(d *attemptDone) {
 	rec := &AttemptRecord{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration, Probe: b.probe,
 		EventIDs: make([]string, 0, len(b.items)), Attempts: make([]int, 0, len(b.items)),
-		Decisions: make([]retry.Decision, 0, len(b.items)),
+		Decisions: make([]retry.Decision, 0, len(b.items)), PublishTimes: make([]time.Time, 0, len(b.items)),
 	}
 	if d.err == nil {
 		rec.Outcome = schemas.Delivered
@@ -612,6 +612,7 @@ func (s *subscription) finish(d *attemptDone) {
 			rec.EventIDs = append(rec.EventIDs, it.ev.ID)
 			rec.Attempts = append(rec.Attempts, it.attempts)
 			rec.Decisions = append(rec.Decisions, retry.Decision{})
+			rec.PublishTimes = append(rec.PublishTimes, it.publish)
 			s.settle(it)
 		}
 		s.record(rec)
@@ -622,7 +623,7 @@ func (s *subscription) finish(d *attemptDone) {
 		return
 	}
 	de := sinks.AsDeliveryError(d.err)
-	rec.Outcome, rec.StatusCode = de.Outcome, de.StatusCode
+	rec.Outcome, rec.StatusCode, rec.Detail = de.Outcome, de.StatusCode, de.Error()
 	// DeliveryAttemptFailCount counts every failed attempt of every event, by outcome.
 	m.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: de.Outcome.String()}, int64(len(b.items)))
 	// While the probe is out, only the probe's result moves probation on: a batch that was
@@ -649,6 +650,7 @@ func (s *subscription) finish(d *attemptDone) {
 		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
 		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
+		rec.PublishTimes = append(rec.PublishTimes, it.publish)
 		if dec.Action == retry.Retry {
 			it.state, it.due, it.parked = stateWaiting, dec.At, true
 			heap.Push(&s.waiting, it)
@@ -696,6 +698,7 @@ func (s *subscription) endUnattempted(it *item, dec retry.Decision, outcome sche
 	s.record(&AttemptRecord{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: now, Outcome: outcome, NoAttempt: true,
 		EventIDs: []string{it.ev.ID}, Attempts: []int{it.attempts}, Decisions: []retry.Decision{dec},
+		PublishTimes: []time.Time{it.publish},
 	})
 }
 

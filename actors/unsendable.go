@@ -33,6 +33,7 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: schemas.GenericError.String()}, int64(len(faulty)))
 	rec := &AttemptRecord{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Outcome: schemas.GenericError, Probe: b.probe,
+		Detail: "the event cannot be sent",
 	}
 	back := make([]*item, 0, len(b.items)-len(faulty))
 	for i, it := range b.items {
@@ -54,6 +55,7 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
 		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
+		rec.PublishTimes = append(rec.PublishTimes, it.publish)
 		it.state = stateInFlight // not waiting: end must not look for it in the due heap
 		s.end(it, dec)
 	}

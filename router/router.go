@@ -96,6 +96,9 @@ type Config struct {
 	// events are dead-lettered or dropped; this egrid extension makes them acceptable to it.
 	// Off by default.
 	OmitConvertedDataSchema bool `json:"omitConvertedDataSchema,omitempty" yaml:"omitConvertedDataSchema,omitempty"`
+	// History configures the per-event delivery histories [Router.Explain] reads: how many
+	// attempts each keeps and how long (see [HistoryConfig]).
+	History HistoryConfig `json:"history,omitzero" yaml:"history,omitempty"`
 }
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
@@ -133,6 +136,7 @@ func (c Config) withDefaults() Config {
 		c.ResourceIDPrefix = "/subscriptions/" + sub + "/resourceGroups/" + group + "/providers/Microsoft.EventGrid/topics"
 	}
 	c.DeadLetters = c.DeadLetters.withDefaults()
+	c.History = c.History.withDefaults()
 	return c
 }
 
@@ -160,7 +164,7 @@ func (c Config) Validate() error {
 	if c.ResourceIDPrefix != "" && (c.AzureSubscriptionID != "" || c.ResourceGroup != "") {
 		errs = append(errs, errors.New("resourceIdPrefix and azureSubscriptionId/resourceGroup both set: set azureSubscriptionId and resourceGroup, or the whole resourceIdPrefix, not both"))
 	}
-	errs = append(errs, c.DeadLetters.Validate())
+	errs = append(errs, c.DeadLetters.Validate(), c.History.Validate())
 	return errors.Join(errs...)
 }
 
@@ -221,6 +225,7 @@ type Router struct {
 	dead      *deadLetterRuntime // nil without a dead-letter store
 	metrics   *metrics.Set
 	onAttempt func(*actors.AttemptRecord) // Deps.OnAttempt and the debug log
+	history   *historyWriter              // delivery histories for Explain (explain.go)
 	system    *actor.ActorSystem
 	trim      *trimmer
 
@@ -291,6 +296,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("component", "actors")
 	}))
+	r.history = newHistoryWriter(r.store, cfg.History, r.log)
 	if err := r.startDeadLetters(); err != nil {
 		r.life.close()
 		r.system.Shutdown()
@@ -299,6 +305,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if err := r.restore(context.Background()); err != nil {
 		r.life.close()
 		r.system.Shutdown()
+		r.history.close()
 		return nil, err
 	}
 	r.trim = newTrimmer(r)
@@ -403,6 +410,7 @@ func (r *Router) Close(ctx context.Context) error {
 				r.log.Error("writing subscription state at shutdown", "topic", t.name, "err", err)
 			}
 		}
+		r.history.close()       // the actors have reported their last attempts
 		r.closeDeadLetters(ctx) // write what is waiting (in-memory outbox), then stop the dead-letter actor
 		r.system.Shutdown()
 	}()

@@ -49,6 +49,7 @@ func newApp(e env) *cli.App {
 			topicCommand(e),
 			subscriptionCommand(e),
 			deadletterCommand(e),
+			explainCommand(e),
 			receiveCommand(e),
 			benchCommand(e),
 			versionCommand(e),

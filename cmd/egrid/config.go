@@ -105,6 +105,9 @@ type serverConfig struct {
 	// (egress.go).
 	Egress             egressFileConfig `yaml:"egress"`
 	AllowHTTPEndpoints bool             `yaml:"allowHttpEndpoints"`
+	// History is router.Config.History: how many attempts an event's delivery history keeps
+	// (attempts, default 10) and for how long after its latest step (retention, default 24h).
+	History router.HistoryConfig `yaml:"history"`
 }
 
 type topicDecl struct {
@@ -202,6 +205,8 @@ type serveSettings struct {
 	// the listener adds its address (egress.go).
 	Egress egressSettings
 	egress *egress.Policy
+	// History is router.Config.History.
+	History router.HistoryConfig
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -272,6 +277,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.MaxInFlight, s.MaxSubscriptionsPerTopic = fs.MaxInFlight, fs.MaxSubscriptionsPerTopic
 	s.HonorRetryAfter, s.OmitConvertedDataSchema = fs.HonorRetryAfter, fs.OmitConvertedDataSchema
 	s.AzureSubscriptionID, s.ResourceGroup = fs.AzureSubscriptionID, fs.ResourceGroup
+	s.History = fs.History
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
@@ -295,6 +301,7 @@ func (s serveSettings) routerConfig() router.Config {
 		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
 		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
 		RequireHTTPS:            !s.InsecureDev && !s.Egress.AllowHTTPEndpoints,
+		History:                 s.History,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -20,7 +21,7 @@ func TestServerSectionFidelitySettings(t *testing.T) {
 		}
 		return path
 	}
-	file, err := loadConfig(write("server:\n  azureSubscriptionId: 5f0c1a52-8a3d-4f7e-9d51-0c6a8f7b2e10\n  resourceGroup: rg-prod\n  honorRetryAfter: true\n"))
+	file, err := loadConfig(write("server:\n  azureSubscriptionId: 5f0c1a52-8a3d-4f7e-9d51-0c6a8f7b2e10\n  resourceGroup: rg-prod\n  honorRetryAfter: true\n  history:\n    attempts: 20\n    retention: 48h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +39,9 @@ func TestServerSectionFidelitySettings(t *testing.T) {
 	cfg := s.routerConfig()
 	if cfg.AzureSubscriptionID != "5f0c1a52-8a3d-4f7e-9d51-0c6a8f7b2e10" || cfg.ResourceGroup != "rg-prod" || !cfg.HonorRetryAfter {
 		t.Errorf("router config %+v; want the server section's azureSubscriptionId, resourceGroup and honorRetryAfter", cfg)
+	}
+	if cfg.History.Attempts != 20 || cfg.History.Retention != 48*time.Hour {
+		t.Errorf("router config history %+v; want the server section's 20 attempts kept for 48h", cfg.History)
 	}
 
 	bad, err := loadConfig(write("server:\n  azureSubscriptionId: not-a-guid\n  resourceGroup: \"ends.\"\n"))

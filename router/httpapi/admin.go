@@ -26,6 +26,7 @@ func (a *API) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /admin/topics/{topic}/eventSubscriptions/{name}", a.admin(a.deleteSubscription))
 	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", a.admin(a.endProbation))
 	mux.HandleFunc("GET /admin/health", a.admin(a.getHealth))
+	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}/events/{id}", a.admin(a.explainEvent))
 	a.deadLetterRoutes(mux)
 	// The validationUrl of a manual validation: no admin token, the URL's token is the
 	// credential (SPEC §2.5).
@@ -353,10 +354,21 @@ func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, a.subscriptionResource(req, topic, name, spec, true))
 }
 
+// explainEvent answers an event's delivery history ([router.Router.Explain]): 404 with the
+// event id in the message for an event the subscription has no history of.
+func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
+	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), req.PathValue("id"))
+	if err != nil {
+		a.writeAdminError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
 // writeAdminError maps router errors to statuses; validation problems become one detail each.
 func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, router.ErrTopicNotFound), errors.Is(err, router.ErrSubscriptionNotFound):
+	case errors.Is(err, router.ErrTopicNotFound), errors.Is(err, router.ErrSubscriptionNotFound), errors.Is(err, router.ErrEventNotFound):
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
 	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())

@@ -198,6 +198,9 @@ type Decision struct {
 	// Reason says why the delivery ended (the deadLetterReason, or the DroppedEventCount
 	// reason); set only for DeadLetter and Drop.
 	Reason schemas.Reason
+	// Why explains the decision: the rule that made it and the numbers it weighed
+	// ([Decision.Explain] puts it in words).
+	Why Explanation
 }
 
 // Ends reports whether the decision ends the event's delivery (DeadLetter or Drop).
@@ -217,10 +220,20 @@ func (d Decision) String() string {
 // it for schemas.UndeliverableDueToProbationCausedByClientError when a due event meets a
 // client-error probation ([Probation.ClientError]), so the choice lives in one place.
 func (p *Policy) End(reason schemas.Reason) Decision {
-	if p.DeadLetter {
-		return Decision{Action: DeadLetter, Reason: reason}
+	var why Explanation
+	if reason == schemas.UndeliverableDueToProbationCausedByClientError {
+		why.Rule = RuleProbation
 	}
-	return Decision{Action: Drop, Reason: reason}
+	return p.end(reason, why)
+}
+
+// end returns the decision ending a delivery for reason, explained by why.
+func (p *Policy) end(reason schemas.Reason, why Explanation) Decision {
+	why.MaxAttempts = p.MaxAttempts()
+	if p.DeadLetter {
+		return Decision{Action: DeadLetter, Reason: reason, Why: why}
+	}
+	return Decision{Action: Drop, Reason: reason, Why: why}
 }
 
 // AfterFailure decides what happens after a failed attempt (SPEC §2.1). attempts counts the
@@ -254,22 +267,31 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 	if attempts < 1 {
 		attempts = 1
 	}
-	if f.Unsendable {
-		return p.End(schemas.UndeliverableDueToEventContent)
-	}
 	code := f.status()
+	why := Explanation{Status: code, Outcome: f.Outcome, Attempts: attempts, MaxAttempts: p.MaxAttempts()}
+	if f.Unsendable {
+		why.Rule = RuleUnsendable
+		return p.end(schemas.UndeliverableDueToEventContent, why)
+	}
 	if reason, final := p.final(prof, f.Outcome, code); final {
-		return p.End(reason)
+		why.Rule = RuleNeverRetried
+		return p.end(reason, why)
 	}
 	if attempts >= p.MaxAttempts() {
-		return p.End(schemas.MaxDeliveryAttemptsExceeded)
+		why.Rule = RuleMaxAttempts
+		return p.end(schemas.MaxDeliveryAttemptsExceeded, why)
 	}
 
 	floor := prof.Floor(code)
 	if attempts <= prof.UnflooredRetries {
 		floor = 0
 	}
-	delay := max(p.scale(prof.ScheduleDelay(attempts)), p.scale(floor), 0)
+	why.Step, why.Schedule, why.Floor = attempts, max(p.scale(prof.ScheduleDelay(attempts)), 0), max(p.scale(floor), 0)
+	why.Rule = RuleSchedule
+	if why.Floor > why.Schedule {
+		why.Rule = RuleFloor
+	}
+	delay := max(why.Schedule, why.Floor)
 	jitter := !p.NoJitter
 	if p.HonorRetryAfter && f.RetryAfter != "" && f.honoursRetryAfter(code) {
 		if ra, ok := ParseRetryAfter(f.RetryAfter, now); ok {
@@ -281,13 +303,16 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 			if ra > delay {
 				delay = ra
 				jitter = jitter && !capped
+				why.Rule, why.RetryAfter, why.RetryAfterCapped = RuleRetryAfter, ra, capped
 			}
 		}
 	}
+	why.Delay = delay
 	if jitter {
-		delay = addSaturating(delay, p.jitter(delay, eventID, attempts))
+		why.Jitter = p.jitter(delay, eventID, attempts)
+		delay = addSaturating(delay, why.Jitter)
 	}
-	return Decision{Action: Retry, At: now.Add(delay)}
+	return Decision{Action: Retry, At: now.Add(delay), Why: why}
 }
 
 // AtDue applies the time to live when a parked event's next attempt comes due (SPEC §2.1:
@@ -297,10 +322,11 @@ func (p *Policy) AfterFailure(f Failure, attempts int, eventID string, publishTi
 // it for an event that waited out a probation, since waiting does not stop the clock
 // (SPEC §2.2).
 func (p *Policy) AtDue(publishTime, now time.Time) (Decision, bool) {
-	if now.Before(p.Deadline(publishTime)) {
+	deadline := p.Deadline(publishTime)
+	if now.Before(deadline) {
 		return Decision{}, false
 	}
-	return p.End(schemas.TimeToLiveExceeded), true
+	return p.end(schemas.TimeToLiveExceeded, Explanation{Rule: RuleTimeToLive, Deadline: deadline}), true
 }
 
 // final reports whether a failure with outcome o and effective status code ends the delivery

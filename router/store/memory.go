@@ -34,7 +34,8 @@ type memSub struct {
 	spec      []byte
 	cursor    uint64
 	parked    map[uint64]Parked
-	probation []byte // nil when none
+	probation []byte                   // nil when none
+	history   map[string]HistoryRecord // by event id; nil until the first PutHistory
 }
 
 // NewMemory returns an empty in-memory store.

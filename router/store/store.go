@@ -80,6 +80,17 @@ type DeadLetterRecord struct {
 	Payload []byte
 }
 
+// HistoryRecord is the delivery history of one event of one subscription, kept so that an
+// operator can ask why the event went where it did (`egrid explain`). The store treats
+// Payload as opaque (the router encodes it) and keys it by subscription and EventID.
+type HistoryRecord struct {
+	EventID string
+	// Expires is when the record may be forgotten: [Store.History] does not return it from
+	// then on and [Store.ExpireHistory] deletes it.
+	Expires time.Time
+	Payload []byte
+}
+
 // Definition is a stored topic or subscription definition. The store treats Spec as opaque.
 type Definition struct {
 	Name string
@@ -149,6 +160,16 @@ type Store interface {
 	// DeleteDeadLetters removes dead-letter outbox records by ID; unknown ones are ignored. It
 	// is durable when it returns nil.
 	DeleteDeadLetters(ctx context.Context, ids []string) error
+
+	// PutHistory adds or replaces delivery histories of a subscription's events (by EventID).
+	// Like UpdateSubscription it is not synced: after a crash the newest may be missing.
+	// The subscription must exist; DeleteSubscription and DeleteTopic remove its histories.
+	PutHistory(ctx context.Context, topic, sub string, recs []HistoryRecord) error
+	// History returns the delivery history of one event of a subscription, or an error
+	// wrapping ErrNotFound when there is none or it had expired at now.
+	History(ctx context.Context, topic, sub, eventID string, now time.Time) (HistoryRecord, error)
+	// ExpireHistory deletes every history whose Expires is at or before now, in every topic.
+	ExpireHistory(ctx context.Context, now time.Time) error
 
 	// Close releases the store. It is idempotent.
 	Close() error

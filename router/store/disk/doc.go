@@ -41,6 +41,7 @@
 //	P subID seq        parked event: version, attempts, four times, outcome, status, event
 //	B subID            probation state: version, the subscription actor's opaque bytes
 //	D id               dead-letter outbox record: version, the dead-letter actor's opaque bytes
+//	H subID eventID    delivery history: version, expiry (unix ns), the router's opaque bytes
 //
 // Names are the rest of the key, so Topics and Subscriptions list in name order with one
 // range scan. DeleteTopic and DeleteSubscription are range deletions over the ids.

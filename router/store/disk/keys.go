@@ -15,6 +15,7 @@ const (
 	prefixProbation  = 'B' // B subID → probation state
 	prefixDeadLetter = 'D' // D id → dead-letter outbox record
 	prefixKeyCheck   = 'K' // K → the secret key check (secret.go)
+	prefixHistory    = 'H' // H subID eventID → an event's delivery history (history.go)
 )
 
 var (

@@ -1016,10 +1016,12 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 
 func deleteSubState(b *pebble.Batch, sb *sub) []error {
 	lo, hi := idRange(prefixParked, sb.id)
+	hlo, hhi := idRange(prefixHistory, sb.id)
 	return []error{
 		b.Delete(idKey(prefixCursor, sb.id), nil),
 		b.DeleteRange(lo, hi, nil),
 		b.Delete(idKey(prefixProbation, sb.id), nil),
+		b.DeleteRange(hlo, hhi, nil),
 	}
 }
 

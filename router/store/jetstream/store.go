@@ -82,14 +82,15 @@ func (o Options) Validate() error {
 // several nodes) may be open on the same prefix, and every state write is a compare-and-set,
 // so a Store whose view is stale gets [store.ErrFenced] instead of overwriting another's.
 type Store struct {
-	nc     *nats.Conn
-	ownsNC bool
-	js     jetstream.JetStream
-	meta   jetstream.KeyValue // topic definitions and subscription records
-	parked jetstream.Stream   // parked events' copies of their events
-	dead   jetstream.KeyValue // the dead-letter outbox
-	opts   Options
-	closed atomic.Bool
+	nc      *nats.Conn
+	ownsNC  bool
+	js      jetstream.JetStream
+	meta    jetstream.KeyValue // topic definitions and subscription records
+	parked  jetstream.Stream   // parked events' copies of their events
+	dead    jetstream.KeyValue // the dead-letter outbox
+	history jetstream.KeyValue // delivery histories (history.go)
+	opts    Options
+	closed  atomic.Bool
 
 	mu      sync.Mutex
 	writers map[string]*writer   // journal writers by topic
@@ -150,6 +151,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}{
 		{&s.meta, opts.Prefix + "_meta", "egrid topic and subscription definitions and subscription state"},
 		{&s.dead, opts.Prefix + "_deadletters", "egrid dead-letter outbox"},
+		{&s.history, opts.Prefix + "_history", "egrid delivery histories of events"},
 	} {
 		*b.kv, err = js.KeyValue(ctx, b.name)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -424,7 +426,7 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of topic %q: %w", topic, err)
 	}
-	return nil
+	return s.purgeHistory(ctx, "h."+escape(topic)+".>", nil)
 }
 
 // DeleteTopic implements [store.Store]. Deleting the definition is the commit point; the
@@ -653,7 +655,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)
 	}
-	return nil
+	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*", nil)
 }
 
 // Subscriptions implements [store.Store].
@@ -765,7 +767,13 @@ func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
 // record on the revision this store last read or wrote. A record another store wrote since
-// makes it fail with [store.ErrFenced], and nothing of u is applied.
+// makes it fail with [store.ErrFenced], and nothing of u's state is applied.
+//
+// JetStream has no transaction across the record and the dead-letter bucket, so
+// [store.Update.DeadLetters] are written first, each acknowledged, and the record second: a
+// failure between the two (an outage, or a fenced record) leaves dead letters in the outbox
+// whose events are still unsettled. Those events end again later, so an ending is never lost
+// but may be dead-lettered twice (at least once, as every delivery).
 func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -779,6 +787,11 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 	defer e.release()
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, sub); err != nil {
+			return err
+		}
+	}
+	if len(u.DeadLetters) > 0 {
+		if err := s.putDeadLetters(ctx, u.DeadLetters); err != nil {
 			return err
 		}
 	}
@@ -858,6 +871,10 @@ func (s *Store) PutDeadLetters(ctx context.Context, recs []store.DeadLetterRecor
 		return err
 	}
 	defer cancel()
+	return s.putDeadLetters(ctx, recs)
+}
+
+func (s *Store) putDeadLetters(ctx context.Context, recs []store.DeadLetterRecord) error {
 	for _, r := range recs {
 		if err := checkName("dead-letter record", r.ID); err != nil {
 			return err

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ProbationState", testProbationState},
 		{"DeadLetterOutbox", testDeadLetterOutbox},
 		{"UpdateHandsDeadLettersOver", testUpdateHandsDeadLettersOver},
+		{"History", testHistory},
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},

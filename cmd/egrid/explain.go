@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
+)
+
+// explainCommand is `egrid explain`: an event's delivery history on one subscription.
+func explainCommand(e env) *cli.Command {
+	return &cli.Command{
+		Name:  "explain",
+		Usage: "show why an event went where it did: its attempts, the rule behind each next step, and where it ended",
+		Description: `Shows an event's delivery history on one event subscription: when it was published, its
+latest attempts (time, duration, outcome, status, an excerpt of the answer), the retry rule that
+decided each next step, time held back by a probation, attempts and time to live left, and where
+it ended: delivered, dead-lettered (with the object's key once written) or dropped, and why.
+Histories are kept for the event's life plus the server's history.retention (default 24h).
+
+Example:
+   egrid explain --topic orders --subscription billing --event-id 6f1c...`,
+		Flags: append(serverFlags(), outputFlag(),
+			&cli.StringFlag{Name: "topic", Usage: "topic name", Required: true},
+			&cli.StringFlag{Name: "subscription", Aliases: []string{"s"}, Usage: "event subscription name", Required: true},
+			&cli.StringFlag{Name: "event-id", Usage: "the event's id", Required: true}),
+		Action: func(c *cli.Context) error {
+			path := "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" +
+				url.PathEscape(c.String("subscription")) + "/events/" + url.PathEscape(c.String("event-id"))
+			var ex router.Explanation
+			if err := newClient(c, e).do(http.MethodGet, path, nil, &ex); err != nil {
+				return err
+			}
+			if c.String("output") == "json" {
+				return printJSON(e.Stdout, ex)
+			}
+			printExplanation(e, &ex)
+			return nil
+		},
+	}
+}
+
+func printExplanation(e env, ex *router.Explanation) {
+	w := e.Stdout
+	fmt.Fprintf(w, "event %s on %s/%s\n", ex.EventID, ex.Topic, ex.Subscription)
+	fmt.Fprintf(w, "published  %s\n", ex.PublishTime.UTC().Format(time.RFC3339Nano))
+	if ex.EarlierAttempts > 0 {
+		fmt.Fprintf(w, "(%d earlier attempts not kept)\n", ex.EarlierAttempts)
+	}
+	for _, a := range ex.Attempts {
+		if a.NoAttempt {
+			fmt.Fprintf(w, "%s  came due, no attempt: %s\n", a.Time.UTC().Format(time.TimeOnly), a.Explanation)
+			continue
+		}
+		status := "-"
+		if a.StatusCode != 0 {
+			status = fmt.Sprint(a.StatusCode)
+		}
+		fmt.Fprintf(w, "#%-3d %s  %-8s %-18s %-4s → %s\n", a.Attempt, a.Time.UTC().Format(time.TimeOnly),
+			a.Duration.Round(time.Millisecond), a.Outcome, status, a.Explanation)
+		if a.HeldBack > 0 {
+			note := "held back %s past its due time (probation or the in-flight limit)\n"
+			if a.Probe {
+				note = "held back %s past its due time by a probation; sent as the probe\n"
+			}
+			fmt.Fprintf(w, "     "+note, a.HeldBack.Round(time.Millisecond))
+		}
+		if a.Response != "" {
+			fmt.Fprintf(w, "     response: %s\n", a.Response)
+		}
+	}
+	var end string
+	switch ex.State {
+	case router.EventRetrying:
+		end = fmt.Sprintf("retrying: next attempt %s; %d of %d attempts left, time to live left %s",
+			ex.NextAttempt.UTC().Format(time.RFC3339), ex.AttemptsLeft, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))
+	case router.EventDelivered:
+		end = fmt.Sprintf("delivered after %d of %d attempts", ex.AttemptsMade, ex.MaxDeliveryAttempts)
+	case router.EventDeadLettered:
+		obj := "not written yet (waiting in the outbox)"
+		if ex.DeadLetterObject != "" {
+			obj = ex.DeadLetterObject
+		}
+		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", ex.Reason, ex.AttemptsMade, obj)
+	case router.EventDropped:
+		end = fmt.Sprintf("dropped: %s after %d attempts (no dead-letter destination)", ex.Reason, ex.AttemptsMade)
+	default:
+		end = strings.ToLower(string(ex.State))
+	}
+	fmt.Fprintf(w, "state      %s\n", end)
+}

@@ -1,0 +1,280 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// Explain: every attempt and decision is recorded per event, so an operator can ask why an
+// event went where it did ([Router.Explain], GET .../events/{id}, `egrid explain`).
+//
+// The subscription actors report each finished attempt (actors.AttemptRecord, which carries the
+// retry policy's structured [retry.Explanation] of each decision); the router hands it to the
+// history writer — one goroutine per router — and returns at once: nothing is written inside
+// an actor's Receive. The writer merges what has queued into one [store.Store.PutHistory] per
+// subscription (unsynced, like subscription state), keeping an event's latest
+// HistoryConfig.Attempts attempts, and expires histories HistoryConfig.Retention after the
+// event's latest step. A history is advisory: when the queue is full, or the store refuses a
+// write, records are dropped and logged, never delivery.
+
+// HistoryConfig configures the delivery histories behind [Router.Explain].
+type HistoryConfig struct {
+	// Attempts is how many of an event's latest attempts its history keeps (default 10);
+	// older ones are counted in [Explanation.EarlierAttempts].
+	Attempts int `json:"attempts,omitempty" yaml:"attempts,omitempty"`
+	// Retention is how long a history is kept after the event's latest step: after it ended,
+	// or after the due time of its next attempt while it is being retried (default 24h).
+	Retention time.Duration `json:"retention,omitempty" yaml:"retention,omitempty"`
+}
+
+// Defaults of a [HistoryConfig].
+const (
+	DefaultHistoryAttempts  = 10
+	DefaultHistoryRetention = 24 * time.Hour
+)
+
+func (c HistoryConfig) withDefaults() HistoryConfig {
+	if c.Attempts <= 0 {
+		c.Attempts = DefaultHistoryAttempts
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultHistoryRetention
+	}
+	return c
+}
+
+// Validate reports every problem of the config at once.
+func (c HistoryConfig) Validate() error {
+	var errs []error
+	if c.Attempts < 0 || c.Attempts > 1000 {
+		errs = append(errs, fmt.Errorf("history.attempts %d is invalid: use 1 to 1000 (0 for the default, %d)", c.Attempts, DefaultHistoryAttempts))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("history.retention %v is invalid: use a positive duration such as 24h (0 for the default)", c.Retention))
+	}
+	return errors.Join(errs...)
+}
+
+// EventState is where an event's delivery stands, as [Router.Explain] tells it.
+type EventState string
+
+// Event states.
+const (
+	// EventRetrying: the event failed and waits for its next attempt.
+	EventRetrying EventState = "Retrying"
+	// EventDelivered: the destination accepted the event.
+	EventDelivered EventState = "Delivered"
+	// EventDeadLettered: the delivery ended and the event went to the dead-letter destination.
+	EventDeadLettered EventState = "DeadLettered"
+	// EventDropped: the delivery ended without a dead-letter destination; the event was counted
+	// in DroppedEventCount.
+	EventDropped EventState = "Dropped"
+)
+
+// Explanation is an event's delivery history on one subscription: when it was published, its
+// latest attempts with the rule that decided each next step, and where it stands or ended.
+// Durations are nanoseconds in JSON.
+type Explanation struct {
+	Topic        string    `json:"topic"`
+	Subscription string    `json:"subscription"`
+	EventID      string    `json:"eventId"`
+	PublishTime  time.Time `json:"publishTime"`
+	// State is where the delivery stands.
+	State EventState `json:"state"`
+	// Attempts are the latest attempts, oldest first (at most HistoryConfig.Attempts of them);
+	// EarlierAttempts counts the older ones no longer kept.
+	Attempts        []ExplainedAttempt `json:"attempts"`
+	EarlierAttempts int                `json:"earlierAttempts,omitempty"`
+	// AttemptsMade is the number of attempts so far; MaxDeliveryAttempts the subscription's
+	// limit, and AttemptsLeft what remains of it while the event is retrying.
+	AttemptsMade        int `json:"attemptsMade"`
+	MaxDeliveryAttempts int `json:"maxDeliveryAttempts"`
+	AttemptsLeft        int `json:"attemptsLeft,omitempty"`
+	// NextAttempt is when the next attempt is due, while the event is retrying.
+	NextAttempt time.Time `json:"nextAttempt,omitzero"`
+	// Deadline is the end of the event's time to live; TimeToLiveLeft what remained of it at
+	// the time of the request, while the event is retrying.
+	Deadline       time.Time     `json:"deadline,omitzero"`
+	TimeToLiveLeft time.Duration `json:"timeToLiveLeft,omitempty"`
+	// Reason is why the delivery ended (DeadLettered or Dropped): the deadLetterReason or the
+	// DroppedEventCount reason.
+	Reason schemas.Reason `json:"reason,omitempty"`
+	// DeadLetterObject is the key of the dead-letter object holding the event once it is
+	// written (its bucket is the subscription's blobContainerName); empty while the record
+	// waits in the outbox.
+	DeadLetterObject string `json:"deadLetterObject,omitempty"`
+}
+
+// ExplainedAttempt is one attempt of an event, or the step that ended it when it came due
+// without an attempt (NoAttempt).
+type ExplainedAttempt struct {
+	// Attempt is the attempt's number for this event (1 for its first).
+	Attempt  int           `json:"attempt"`
+	Time     time.Time     `json:"time"`
+	Duration time.Duration `json:"duration,omitempty"`
+	// Outcome is the attempt's outcome (Delivered, Busy, ...); StatusCode the HTTP status, 0
+	// when there was none.
+	Outcome    string `json:"outcome,omitempty"`
+	StatusCode int    `json:"statusCode,omitempty"`
+	// Response is an excerpt of what the destination answered (at most 256 bytes; the
+	// destination's URL is shown without its query string or user info).
+	Response string `json:"response,omitempty"`
+	// HeldBack is how long after its due time (or its publish time, for a first attempt) the
+	// attempt went out: the endpoint's probation, or the subscription's in-flight limit,
+	// held it. Waits under a second are dispatch latency and left out, except for a probe.
+	// Probe says it was the probe that ended a probation (SPEC §2.2).
+	HeldBack time.Duration `json:"heldBack,omitempty"`
+	Probe    bool          `json:"probe,omitempty"`
+	// NoAttempt says the event came due and ended without an attempt.
+	NoAttempt bool `json:"noAttempt,omitempty"`
+	// Decision is what followed: "Retry", "DeadLetter", "Drop", or empty when delivered;
+	// Rule the policy rule that decided ([retry.Rule]); Explanation the decision in words
+	// ([retry.Decision.Explain]); Due the next attempt's due time for a retry.
+	Decision    string    `json:"decision,omitempty"`
+	Rule        string    `json:"rule,omitempty"`
+	Explanation string    `json:"explanation"`
+	Due         time.Time `json:"due,omitzero"`
+}
+
+// ErrEventNotFound is returned (wrapped) by [Router.Explain] for an event the subscription
+// has no delivery history of.
+var ErrEventNotFound = errors.New("event not found")
+
+// Explain returns the delivery history of event eventID on a subscription (names in any
+// case). It first waits for the history writer to write what was reported before the call,
+// so an attempt that finished before Explain — one [Deps.OnAttempt] observed, say — is in its
+// answer. An unknown topic or
+// subscription is [ErrTopicNotFound] or [ErrSubscriptionNotFound]; an event the subscription
+// has no history of (never matched, never attempted yet, or its history has expired)
+// [ErrEventNotFound].
+func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Explanation, error) {
+	t, spec, name, err := r.lookup(topic, sub)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.history.flush(ctx); err != nil {
+		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)
+	}
+	now := r.deps.Now()
+	rec, err := r.store.History(ctx, t.name, name, eventID, now)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", eventID, name, t.name, ErrEventNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)
+	}
+	var e Explanation
+	if err := json.Unmarshal(rec.Payload, &e); err != nil {
+		return nil, fmt.Errorf("explaining event %q: decoding its history: %w", eventID, err)
+	}
+	e.Topic, e.Subscription = t.name, name
+	if e.State == EventRetrying {
+		e.AttemptsLeft = max(e.MaxDeliveryAttempts-e.AttemptsMade, 0)
+		e.TimeToLiveLeft = max(e.Deadline.Sub(now), 0)
+	}
+	if e.State == EventDeadLettered && spec.DeadLetterDestination != nil && r.dead != nil && len(e.Attempts) > 0 {
+		e.DeadLetterObject = r.deadLetterObjectOf(ctx, t.name, name, eventID, e.Attempts[len(e.Attempts)-1].Time)
+	}
+	return &e, nil
+}
+
+// deadLetterObjectOf finds the dead-letter object holding event id, written after the event
+// ended at ended; "" when there is none yet (the record waits in the outbox) or the store
+// cannot be read.
+func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, ended time.Time) string {
+	read, err := r.DeadLetterRecords(ctx, topic, sub, DeadLetterQuery{Since: ended})
+	if err != nil {
+		r.log.Warn("explain: reading dead letters", "topic", topic, "subscription", sub, "err", err)
+		return ""
+	}
+	for _, e := range read.Entries {
+		if e.Event != nil && e.Event.ID == id {
+			return e.Object
+		}
+	}
+	return ""
+}
+
+// maxResponseExcerpt bounds [ExplainedAttempt.Response].
+const maxResponseExcerpt = 256
+
+var queryRE = regexp.MustCompile(`\?[^\s"']*`)
+
+// excerpt cuts what a sink said to maxResponseExcerpt bytes at a character boundary, with any
+// query string removed (a SAS token or code= key is a secret).
+func excerpt(s string) string {
+	s = queryRE.ReplaceAllString(s, "?…")
+	if len(s) <= maxResponseExcerpt {
+		return s
+	}
+	cut := maxResponseExcerpt
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// historyStep is one event's share of an attempt record, queued for the history writer.
+type historyStep struct {
+	topic, sub, eventID string
+	publish, deadline   time.Time
+	maxAttempts         int
+	attempt             ExplainedAttempt
+	dec                 retry.Decision
+}
+
+// observeAttempts returns what a subscription actor calls with each attempt record: queue
+// its steps for the history writer, then call next (Deps.OnAttempt and the debug log). policy
+// is the subscription's, for the time to live and maxDeliveryAttempts.
+func (r *Router) observeAttempts(policy *retry.Policy, next func(*actors.AttemptRecord)) func(*actors.AttemptRecord) {
+	h := r.history
+	return func(rec *actors.AttemptRecord) {
+		steps := make([]historyStep, 0, len(rec.EventIDs))
+		detail := ""
+		if rec.Detail != "" {
+			detail = excerpt(rec.Detail)
+		}
+		for i, id := range rec.EventIDs {
+			var publish time.Time
+			if i < len(rec.PublishTimes) {
+				publish = rec.PublishTimes[i]
+			}
+			dec := rec.Decisions[i]
+			a := ExplainedAttempt{
+				Attempt: rec.Attempts[i], Time: rec.Time, Duration: rec.Duration,
+				StatusCode: rec.StatusCode, Response: detail, Probe: rec.Probe, NoAttempt: rec.NoAttempt,
+				Explanation: dec.Explain(),
+			}
+			if rec.Outcome != 0 {
+				a.Outcome = rec.Outcome.String()
+			}
+			if dec.Action != 0 {
+				a.Decision = dec.Action.String()
+			}
+			if dec.Why.Rule != 0 {
+				a.Rule = dec.Why.Rule.String()
+			}
+			if dec.Action == retry.Retry {
+				a.Due = dec.At
+			}
+			steps = append(steps, historyStep{
+				topic: rec.Topic, sub: rec.Subscription, eventID: id, publish: publish,
+				deadline: policy.Deadline(publish), maxAttempts: policy.MaxAttempts(), attempt: a, dec: dec,
+			})
+		}
+		h.enqueue(steps)
+		if next != nil {
+			next(rec)
+		}
+	}
+}

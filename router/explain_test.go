@@ -1,0 +1,172 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/testkit"
+)
+
+// A 503 then a 200: the explanation lists both attempts, the floor rule that timed the retry
+// and "Delivered".
+func TestExplainRetriedThenDelivered(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(503, 200))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		published := time.Now()
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		h.Advance(time.Minute)
+		hook.RequireAttempts(t, 2)
+
+		e, err := h.Router().Explain(context.Background(), "ORDERS", "SUB-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventDelivered || e.Topic != "orders" || e.Subscription != "sub-1" || e.EventID != "order-1" {
+			t.Fatalf("explanation %+v: want order-1 of orders/sub-1 Delivered", e)
+		}
+		if !e.PublishTime.Equal(published) || e.AttemptsMade != 2 || e.MaxDeliveryAttempts != 30 {
+			t.Fatalf("published %s, %d of %d attempts: want %s, 2 of 30", e.PublishTime, e.AttemptsMade, e.MaxDeliveryAttempts, published)
+		}
+		if len(e.Attempts) != 2 {
+			t.Fatalf("%d attempts listed, want 2: %+v", len(e.Attempts), e.Attempts)
+		}
+		first, second := e.Attempts[0], e.Attempts[1]
+		if first.Attempt != 1 || first.StatusCode != 503 || first.Outcome != schemas.Busy.String() || first.Rule != "Floor" || first.Decision != "Retry" {
+			t.Fatalf("first attempt %+v: want a 503 retried by the floor rule", first)
+		}
+		wantDue := published.Add(30 * time.Second)
+		if !first.Due.Equal(wantDue) || first.Explanation != "503: floor 30s (over schedule step 1 = 10s), due "+wantDue.UTC().Format(time.TimeOnly) {
+			t.Fatalf("first attempt due %s explained %q", first.Due, first.Explanation)
+		}
+		if !strings.Contains(first.Response, "503") || strings.Contains(first.Response, "?") {
+			t.Fatalf("first attempt response %q: want the 503 answer, no query string", first.Response)
+		}
+		if second.Attempt != 2 || second.Outcome != schemas.Delivered.String() || second.Explanation != "delivered" || !second.Time.Equal(wantDue) {
+			t.Fatalf("second attempt %+v: want delivered at %s", second, wantDue)
+		}
+		if e.AttemptsLeft != 0 || e.Reason != "" || e.DeadLetterObject != "" {
+			t.Fatalf("a delivered event has attempts left %d, reason %q, object %q", e.AttemptsLeft, e.Reason, e.DeadLetterObject)
+		}
+	}, testkit.WithoutJitter())
+}
+
+// While the event waits for its retry, the explanation says when, and what is left of its
+// attempts and time to live.
+func TestExplainRetrying(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(500))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{MaxDeliveryAttempts: 5, EventTimeToLiveInMinutes: 60})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		h.Advance(5 * time.Second)
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventRetrying || e.AttemptsLeft != 4 || e.TimeToLiveLeft != 59*time.Minute+55*time.Second {
+			t.Fatalf("state %s, %d attempts and %s left: want Retrying, 4, 59m55s", e.State, e.AttemptsLeft, e.TimeToLiveLeft)
+		}
+		if !e.NextAttempt.Equal(e.PublishTime.Add(10 * time.Second)) {
+			t.Fatalf("next attempt %s, want 10 s after publishing", e.NextAttempt)
+		}
+	}, testkit.WithoutJitter())
+}
+
+// A dead-lettered event's explanation names the reason and, once written, the object key.
+func TestExplainDeadLettered(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(500))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{MaxDeliveryAttempts: 2})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		h.Advance(time.Minute)
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventDeadLettered || e.Reason != schemas.MaxDeliveryAttemptsExceeded || e.DeadLetterObject != "" {
+			t.Fatalf("before the write: state %s, reason %s, object %q: want DeadLettered, MaxDeliveryAttemptsExceeded, none yet", e.State, e.Reason, e.DeadLetterObject)
+		}
+		last := e.Attempts[len(e.Attempts)-1]
+		if last.Rule != "MaxAttempts" || !strings.Contains(last.Explanation, "attempt 2 of maxDeliveryAttempts 2 → DeadLetter (MaxDeliveryAttemptsExceeded)") {
+			t.Fatalf("last attempt %+v", last)
+		}
+
+		h.Advance(10 * time.Minute) // past the 5-minute dead-letter delay
+		e, err = h.Router().Explain(context.Background(), "orders", "sub-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		objs, err := h.Router().DeadLetterObjects(context.Background(), "orders", "sub-1", router.DeadLetterQuery{})
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("dead-letter objects %v, %v: want one", objs, err)
+		}
+		if e.DeadLetterObject != objs[0].Key {
+			t.Fatalf("object %q, want %q", e.DeadLetterObject, objs[0].Key)
+		}
+	})
+}
+
+// An event the subscription never saw is reported as such, with its id; an unknown
+// subscription as always.
+func TestExplainUnknown(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook")
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		_, err := h.Router().Explain(context.Background(), "orders", "sub-1", "nope-42")
+		if !errors.Is(err, router.ErrEventNotFound) || !strings.Contains(err.Error(), `"nope-42"`) {
+			t.Fatalf("unknown event: err %v, want ErrEventNotFound naming nope-42", err)
+		}
+		if _, err := h.Router().Explain(context.Background(), "orders", "sub-2", "x"); !errors.Is(err, router.ErrSubscriptionNotFound) {
+			t.Fatalf("unknown subscription: err %v", err)
+		}
+	})
+}
+
+// The history keeps the latest attempts only, counting the older ones.
+func TestExplainKeepsTheLatestAttempts(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(500))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{MaxDeliveryAttempts: 6})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		h.Advance(time.Hour)
+		hook.RequireAttempts(t, 6)
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if len(e.Attempts) != 4 || e.EarlierAttempts != 2 || e.Attempts[0].Attempt != 3 || e.AttemptsMade != 6 {
+			t.Fatalf("%d attempts listed from #%d, %d earlier, %d made: want 4 from #3, 2 earlier, 6 made",
+				len(e.Attempts), e.Attempts[0].Attempt, e.EarlierAttempts, e.AttemptsMade)
+		}
+	}, testkit.WithoutJitter(), testkit.WithConfig(router.Config{History: router.HistoryConfig{Attempts: 4}}))
+}
+
+// An event published while the endpoint is on probation waits it out; its explanation says
+// how long it was held and that it went out as the probe.
+func TestExplainProbationWait(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(503, 200, 200))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("first"))) // its 503 starts a 10 s probation (Busy)
+		h.Advance(time.Second)
+		h.Publish("orders", h.EventGridEvent(testkit.ID("second")))
+		h.Advance(time.Minute)
+		hook.RequireAttempts(t, 3)
+
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "second")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventDelivered || len(e.Attempts) != 1 {
+			t.Fatalf("explanation %+v: want one delivered attempt", e)
+		}
+		if a := e.Attempts[0]; !a.Probe || a.HeldBack != 9*time.Second {
+			t.Fatalf("attempt %+v: want the probe, held back 9s by the probation", a)
+		}
+	}, testkit.WithoutJitter())
+}

@@ -1,0 +1,137 @@
+package disk
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// The delivery histories of a subscription's events live under H subID eventID, each value
+// the format version, the expiry as 8-byte big-endian unix nanoseconds, and the router's
+// opaque bytes. They are written without a sync, like subscription state, and deleted with the
+// subscription.
+
+// historyKey returns H + subID + eventID.
+func historyKey(subID uint64, eventID string) []byte {
+	return append(idKey(prefixHistory, subID), eventID...)
+}
+
+func appendHistory(dst []byte, r *store.HistoryRecord) []byte {
+	dst = append(dst, formatV1)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Expires.UnixNano()))
+	return append(dst, r.Payload...)
+}
+
+func decodeHistory(eventID string, b []byte) (store.HistoryRecord, error) {
+	if len(b) < 9 || b[0] != formatV1 {
+		return store.HistoryRecord{}, fmt.Errorf("history of event %q: %w", eventID, errCorruptHistory)
+	}
+	return store.HistoryRecord{
+		EventID: eventID,
+		Expires: time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))),
+		Payload: append([]byte(nil), b[9:]...),
+	}, nil
+}
+
+var errCorruptHistory = errors.New("malformed history record")
+
+// PutHistory implements [store.Store]. The records are one batch committed without a sync.
+// While the store is failed it returns the failure: histories are advisory, and are not kept
+// in memory for the next instance like subscription state.
+func (s *Store) PutHistory(ctx context.Context, topicName, name string, recs []store.HistoryRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := s.enter(topicName, name)
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	if err := c.g.err(); err != nil {
+		return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, err)
+	}
+	b := c.g.db.NewBatch()
+	var buf []byte
+	for i := range recs {
+		buf = appendHistory(buf[:0], &recs[i])
+		if err := b.Set(historyKey(c.sb.id, recs[i].EventID), buf, nil); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, err)
+		}
+	}
+	if b.Empty() {
+		_ = b.Close()
+		return nil
+	}
+	if err := c.g.commit(b, pebble.NoSync, s.onFail); err != nil {
+		return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, err)
+	}
+	return nil
+}
+
+// History implements [store.Store].
+func (s *Store) History(ctx context.Context, topicName, name, eventID string, now time.Time) (store.HistoryRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return store.HistoryRecord{}, err
+	}
+	c, err := s.enter(topicName, name)
+	if err != nil {
+		return store.HistoryRecord{}, err
+	}
+	defer c.done()
+	v, ok, err := get(c.g.db, historyKey(c.sb.id, eventID))
+	if err != nil {
+		return store.HistoryRecord{}, fmt.Errorf("reading delivery history of event %q: %w", eventID, err)
+	}
+	var r store.HistoryRecord
+	if ok {
+		if r, err = decodeHistory(eventID, v); err != nil {
+			return store.HistoryRecord{}, err
+		}
+	}
+	if !ok || !now.Before(r.Expires) {
+		return store.HistoryRecord{}, fmt.Errorf("history of event %q of subscription %q of topic %q: %w", eventID, name, topicName, store.ErrNotFound)
+	}
+	return r, nil
+}
+
+// ExpireHistory implements [store.Store]: one scan of the history range, the expired records
+// deleted in one batch committed without a sync.
+func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := s.enter("", "")
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	if err := c.g.err(); err != nil {
+		return fmt.Errorf("expiring delivery histories: %w", err)
+	}
+	b := c.g.db.NewBatch()
+	err = scan(c.g.db, []byte{prefixHistory}, []byte{prefixHistory + 1}, func(k, v []byte) error {
+		if len(v) < 9 || int64(binary.BigEndian.Uint64(v[1:9])) <= now.UnixNano() {
+			return b.Delete(k, nil) // expired, or unreadable and so of no use to anyone
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.Close()
+		return fmt.Errorf("expiring delivery histories: %w", err)
+	}
+	if b.Empty() {
+		_ = b.Close()
+		return nil
+	}
+	if err := c.g.commit(b, pebble.NoSync, s.onFail); err != nil {
+		return fmt.Errorf("expiring delivery histories: %w", err)
+	}
+	return nil
+}
