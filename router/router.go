@@ -300,6 +300,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if err := r.startDeadLetters(); err != nil {
 		r.life.close()
 		r.system.Shutdown()
+		r.history.close()
 		return nil, err
 	}
 	if err := r.restore(context.Background()); err != nil {
