@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"actors/deadletter/outboxtest": {"schemas", "router/store", "actors", "actors/deadletter"},
 	"router":                       {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/sas", "sinks", "sinks/", "actors", "actors/deadletter"},
 	"router/httpapi":               {"schemas", "router", "router/sas"},
+	"router/console":               {"router", "router/metrics"},
 	"cmd/":                         {"schemas", "router", "router/", "sinks", "sinks/", "actors", "cmd/egrid/internal/"},
 	"testkit":                      {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
 	"testkit/":                     {"schemas", "router", "router/", "sinks", "sinks/", "actors", "testkit"},
@@ -103,6 +104,8 @@ func TestRuleTable(t *testing.T) {
 		{"router/httpapi", "router/store"},
 		{"actors", "actors/deadletter"},
 		{"actors/deadletter", "router"},
+		{"router/console", "actors"},
+		{"router/console", "router/httpapi"},
 	} {
 		rules, ok := rule(c.pkg)
 		if !ok {

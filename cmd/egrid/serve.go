@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/console"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/router/logfold"
@@ -99,9 +100,12 @@ func serve(c *cli.Context, e env) error {
 	if s.egress, err = s.egressPolicy(); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
+	// The web console shows recent attempts, which the router reports as they end.
+	attempts := console.NewAttempts(0)
 	r, err := router.New(s.routerConfig(), router.Deps{
 		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters, Egress: s.egress,
 		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
+		OnAttempt: attempts.Record,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -117,7 +121,19 @@ func serve(c *cli.Context, e env) error {
 			}
 		}
 	}
-	return listenAndServe(c.Context, s, r, st, log)
+	return listenAndServe(c.Context, s, r, st, log, attempts)
+}
+
+// withConsole serves the web console under console.Prefix (and at /console) and the HTTP
+// planes everywhere else.
+func withConsole(api, con http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/console" || strings.HasPrefix(req.URL.Path, console.Prefix) {
+			con.ServeHTTP(w, req)
+			return
+		}
+		api.ServeHTTP(w, req)
+	})
 }
 
 // isPublish selects the data plane's publish requests, whose bodies
@@ -144,14 +160,14 @@ func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) erro
 	return errors.Join(errs...)
 }
 
-func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st store.Store, log *slog.Logger) error {
+func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st store.Store, log *slog.Logger, attempts *console.Attempts) error {
 	limits := s.HTTP.WithDefaults()
 	ln, err := httpserver.Listen(limits, s.Listen, log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
 	s.egress.DenySelf(ln.Addr().String()) // webhooks must not reach egrid's own API (egress.go)
-	srv := httpserver.New(limits, httpapi.New(r), isPublish, log)
+	srv := httpserver.New(limits, withConsole(httpapi.New(r), console.New(r, attempts)), isPublish, log)
 	scheme := "http"
 	errc := make(chan error, 1)
 	go func() {

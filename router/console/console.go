@@ -1,0 +1,206 @@
+package console
+
+import (
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/metrics"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+// DefaultAttemptsPerSubscription is how many recent attempts an [Attempts] made by
+// [NewAttempts] with n <= 0 keeps per subscription.
+const DefaultAttemptsPerSubscription = 50
+
+// Attempts keeps the most recent delivery attempts of every subscription, newest last, for
+// the console's attempts view. Feed it from [router.Deps.OnAttempt] with [Attempts.Record].
+// It is safe for concurrent use; Record only copies the record under a short lock, so the
+// delivery that reports it never waits on a reader.
+type Attempts struct {
+	n  int
+	mu sync.Mutex
+	by map[string][]Attempt // "topic/subscription", lower case -> ring, oldest first
+}
+
+// Attempt is one delivery attempt as the console shows it. It holds no endpoint, header or
+// payload: only ids, counts, the outcome and the decisions.
+type Attempt struct {
+	Time       time.Time `json:"time"`
+	DurationMs float64   `json:"durationMs"`
+	Outcome    string    `json:"outcome"`
+	StatusCode int       `json:"statusCode,omitempty"`
+	Probe      bool      `json:"probe,omitempty"`
+	NoAttempt  bool      `json:"noAttempt,omitempty"`
+	Events     []Event   `json:"events"`
+}
+
+// Event is one event of an [Attempt]: its id, the number of this attempt for it and what
+// was decided ("Delivered", "Retry at …", "DeadLetter (reason)", "Drop (reason)").
+type Event struct {
+	ID       string `json:"id"`
+	Attempt  int    `json:"attempt"`
+	Decision string `json:"decision"`
+}
+
+// NewAttempts returns an Attempts that keeps the last n attempts per subscription
+// ([DefaultAttemptsPerSubscription] when n <= 0).
+func NewAttempts(n int) *Attempts {
+	if n <= 0 {
+		n = DefaultAttemptsPerSubscription
+	}
+	return &Attempts{n: n, by: make(map[string][]Attempt)}
+}
+
+func attemptsKey(topic, sub string) string { return strings.ToLower(topic + "/" + sub) }
+
+// Record keeps rec; it has the signature of [router.Deps.OnAttempt].
+func (a *Attempts) Record(rec *router.AttemptRecord) {
+	at := Attempt{
+		Time: rec.Time, DurationMs: float64(rec.Duration.Microseconds()) / 1000, Outcome: rec.Outcome.String(),
+		StatusCode: rec.StatusCode, Probe: rec.Probe, NoAttempt: rec.NoAttempt, Events: make([]Event, len(rec.EventIDs)),
+	}
+	for i, id := range rec.EventIDs {
+		ev := Event{ID: id, Decision: "Delivered"}
+		if i < len(rec.Attempts) {
+			ev.Attempt = rec.Attempts[i]
+		}
+		if i < len(rec.Decisions) && rec.Decisions[i].Action != 0 {
+			ev.Decision = rec.Decisions[i].String()
+		}
+		at.Events[i] = ev
+	}
+	k := attemptsKey(rec.Topic, rec.Subscription)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ring := append(a.by[k], at)
+	if len(ring) > a.n {
+		ring = slices.Delete(ring, 0, len(ring)-a.n)
+	}
+	a.by[k] = ring
+}
+
+// Recent returns the kept attempts of a subscription, newest first.
+func (a *Attempts) Recent(topic, sub string) []Attempt {
+	a.mu.Lock()
+	out := slices.Clone(a.by[attemptsKey(topic, sub)])
+	a.mu.Unlock()
+	slices.Reverse(out)
+	if out == nil {
+		out = []Attempt{}
+	}
+	return out
+}
+
+// Console serves the web console; build it with [New]. It is an [http.Handler] that expects
+// the full request path (mount it at [Prefix] without stripping it).
+type Console struct {
+	r        *router.Router
+	attempts *Attempts
+	cfg      router.Config
+	mux      *http.ServeMux
+}
+
+// New returns the console of r. attempts is what r's Deps.OnAttempt feeds; nil shows no
+// attempts.
+func New(r *router.Router, attempts *Attempts) *Console {
+	if attempts == nil {
+		attempts = NewAttempts(0)
+	}
+	c := &Console{r: r, attempts: attempts, cfg: r.Config(), mux: http.NewServeMux()}
+	static, _ := fs.Sub(assets, "assets")
+	files := http.StripPrefix(Prefix, http.FileServerFS(static))
+	c.mux.Handle("GET "+Prefix, files)
+	c.mux.HandleFunc("GET /console", func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, Prefix, http.StatusMovedPermanently)
+	})
+	c.mux.HandleFunc("GET "+Prefix+"api/attempts/{topic}/{subscription}", c.admin(c.getAttempts))
+	c.mux.HandleFunc("GET "+Prefix+"api/counters", c.admin(c.getCounters))
+	return c
+}
+
+// ServeHTTP serves one request, with headers that keep the page to its own scripts and out
+// of frames and caches.
+func (c *Console) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, req)
+}
+
+// admin checks the bearer token exactly as the admin API does: a configured token is always
+// required, and --insecure-dev only opens a server that has none.
+func (c *Console) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if !c.cfg.InsecureDev || c.cfg.AdminToken != "" {
+			if c.cfg.AdminToken == "" {
+				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
+				return
+			}
+			got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(c.cfg.AdminToken)) != 1 {
+				writeError(w, http.StatusUnauthorized, "Unauthorized", "the admin API needs Authorization: Bearer <adminToken from the server config>")
+				return
+			}
+		}
+		h(w, req)
+	}
+}
+
+func (c *Console) getAttempts(w http.ResponseWriter, req *http.Request) {
+	topic, sub := req.PathValue("topic"), req.PathValue("subscription")
+	if _, err := c.r.Subscription(topic, sub); err != nil {
+		writeError(w, http.StatusNotFound, "NotFound", err.Error())
+		return
+	}
+	writeJSON(w, map[string]any{"value": c.attempts.Recent(topic, sub)})
+}
+
+// counter is one counter of the router's metrics set.
+type counter struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+	Dim   string `json:"dim,omitempty"`
+	Value int64  `json:"value"`
+}
+
+// getCounters answers the router's counters, for the page to chart rates from successive
+// reads.
+func (c *Console) getCounters(w http.ResponseWriter, _ *http.Request) {
+	snap := c.r.Metrics().Snapshot()
+	out := make([]counter, 0, len(snap))
+	for _, k := range snap.Keys() {
+		if k.Name == metrics.DestinationProcessingDurationInMs {
+			continue // a sum of durations, not a rate
+		}
+		out = append(out, counter{Name: k.Name, Scope: k.Scope, Dim: k.Dim, Value: snap[k]})
+	}
+	writeJSON(w, map[string]any{"time": c.r.Now(), "value": out})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers Event Grid's error body, as the admin API does.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
