@@ -1,0 +1,175 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/console"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+const token = "t0ken"
+
+// get answers a GET of path with the bearer token (none when tok is empty).
+func get(t *testing.T, srv *httptest.Server, tok, path string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func newConsole(t *testing.T, cfg router.Config, deps router.Deps, attempts *console.Attempts) (*httptest.Server, *router.Router) {
+	t.Helper()
+	r, err := router.New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	srv := httptest.NewServer(console.New(r, attempts))
+	t.Cleanup(srv.Close)
+	return srv, r
+}
+
+// The page and its scripts are served without a token (they hold no data), from the embedded
+// files, with a policy that keeps other scripts and frames out.
+func TestAssets(t *testing.T) {
+	srv, _ := newConsole(t, router.Config{AdminToken: token}, router.Deps{}, nil)
+	resp, body := get(t, srv, "", "/console/")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<script src="console.js"`) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /console/: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
+	}
+	for _, f := range []string{"/console/console.js", "/console/console.css"} {
+		if resp, body := get(t, srv, "", f); resp.StatusCode != http.StatusOK || len(body) < 100 {
+			t.Errorf("GET %s: %d, %d bytes", f, resp.StatusCode, len(body))
+		}
+	}
+	if resp, _ := get(t, srv, "", "/console"); resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("GET /console: %d to %q, want a redirect to /console/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// The console's own routes take the admin token as the admin API does, and answer its error
+// body.
+func TestRoutesNeedTheAdminToken(t *testing.T) {
+	srv, _ := newConsole(t, router.Config{AdminToken: token}, router.Deps{}, nil)
+	for _, path := range []string{"/console/api/counters", "/console/api/attempts/orders/billing"} {
+		for _, tok := range []string{"", "wrong"} {
+			resp, body := get(t, srv, tok, path)
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `"code":"Unauthorized"`) {
+				t.Errorf("GET %s with token %q: %d %s, want 401 Unauthorized", path, tok, resp.StatusCode, body)
+			}
+		}
+	}
+	if resp, body := get(t, srv, token, "/console/api/attempts/orders/billing"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "NotFound") {
+		t.Errorf("attempts of a subscription that does not exist: %d %s, want 404", resp.StatusCode, body)
+	}
+
+	closed, _ := newConsole(t, router.Config{}, router.Deps{}, nil) // no token, not --insecure-dev
+	if resp, body := get(t, closed, "anything", "/console/api/counters"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "adminToken") {
+		t.Errorf("without an admin token configured: %d %s, want 403 saying to set adminToken", resp.StatusCode, body)
+	}
+	open, _ := newConsole(t, router.Config{InsecureDev: true}, router.Deps{}, nil)
+	if resp, body := get(t, open, "", "/console/api/counters"); resp.StatusCode != http.StatusOK {
+		t.Errorf("--insecure-dev without a token: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// A delivery through the router shows among the subscription's attempts and in the counters.
+func TestAttemptsAndCountersOfADelivery(t *testing.T) {
+	attempts := console.NewAttempts(0)
+	recorded := make(chan struct{}, 10)
+	sink := sinks.Func(func(context.Context, *sinks.Batch) error { return nil })
+	srv, r := newConsole(t, router.Config{AdminToken: token}, router.Deps{
+		Sinks: map[string]sinks.Sink{"ok": sink},
+		OnAttempt: func(rec *router.AttemptRecord) {
+			attempts.Record(rec)
+			recorded <- struct{}{}
+		},
+	}, attempts)
+	ctx := context.Background()
+	if _, err := r.CreateTopic(ctx, "Orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	var spec router.SubscriptionSpec
+	spec.Destination.EndpointType = "Sink"
+	spec.Destination.Properties.SinkName = "ok"
+	if err := r.CreateSubscription(ctx, "Orders", "Billing", spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Publish(ctx, "Orders", map[string]any{"id": "ev-1", "subject": "/o/1", "eventType": "Order.Created", "eventTime": "2026-01-01T00:00:00Z", "data": map[string]any{}, "dataVersion": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-recorded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no attempt recorded within 30 s")
+	}
+	resp, body := get(t, srv, token, "/console/api/attempts/orders/billing") // any case, as the admin API
+	var got struct{ Value []console.Attempt }
+	if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("attempts: %d %v %s", resp.StatusCode, err, body)
+	}
+	if len(got.Value) != 1 || got.Value[0].Outcome != "Delivered" || len(got.Value[0].Events) != 1 || got.Value[0].Events[0] != (console.Event{ID: "ev-1", Attempt: 1, Decision: "Delivered"}) {
+		t.Errorf("attempts %+v, want ev-1's one Delivered attempt", got.Value)
+	}
+	_, body = get(t, srv, token, "/console/api/counters")
+	if !strings.Contains(body, `{"name":"PublishSuccessCount","scope":"Orders","value":1}`) && !strings.Contains(body, `{"name":"PublishSuccessCount","scope":"orders","value":1}`) {
+		t.Errorf("counters %s, want PublishSuccessCount 1 for the topic", body)
+	}
+}
+
+// Attempts keeps the newest n per subscription, newest first, names subscriptions in any
+// case, and says what was decided about each event.
+func TestAttemptsRing(t *testing.T) {
+	a := console.NewAttempts(3)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		a.Record(&router.AttemptRecord{Topic: "Orders", Subscription: "Billing", EventIDs: []string{fmt.Sprint("e", i)}, Attempts: []int{1},
+			Time: base.Add(time.Duration(i) * time.Second), Outcome: schemas.Busy, StatusCode: 503,
+			Decisions: []retry.Decision{{Action: retry.Retry, At: base.Add(time.Minute)}}})
+	}
+	a.Record(&router.AttemptRecord{Topic: "orders", Subscription: "other", EventIDs: []string{"x"}, Attempts: []int{2}, Outcome: schemas.NotFound,
+		Decisions: []retry.Decision{{Action: retry.DeadLetter, Reason: schemas.UndeliverableDueToClientError}}})
+	got := a.Recent("ORDERS", "billing")
+	if len(got) != 3 || got[0].Events[0].ID != "e4" || got[2].Events[0].ID != "e2" {
+		t.Fatalf("recent %+v, want e4, e3, e2", got)
+	}
+	if got[0].Outcome != "Busy" || got[0].StatusCode != 503 || got[0].Events[0].Decision != "Retry at 2026-01-01T00:01:00Z" {
+		t.Errorf("attempt %+v", got[0])
+	}
+	other := a.Recent("orders", "other")
+	if len(other) != 1 || other[0].Events[0] != (console.Event{ID: "x", Attempt: 2, Decision: "DeadLetter (UndeliverableDueToClientError)"}) {
+		t.Errorf("other %+v", other)
+	}
+	if none := a.Recent("orders", "none"); none == nil || len(none) != 0 {
+		t.Errorf("a subscription without attempts: %#v, want an empty list", none)
+	}
+}
