@@ -303,7 +303,7 @@ async function act(fn) {
 
 function route() {
   clearTimeout(pollTimer);
-  if (!sessionStorage.getItem(TOKEN)) {
+  if (sessionStorage.getItem(TOKEN) === null) { // an empty token is a sign-in too (--insecure-dev without a token)
     showLogin();
     return Promise.resolve();
   }
