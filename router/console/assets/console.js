@@ -9,7 +9,7 @@ const SPARK_POINTS = 30;
 
 const $ = (id) => document.getElementById(id);
 let pollTimer = null;
-let history = {}; // counter key -> [{t, v}], for the sparklines
+let rates = {}; // counter key -> the last rates per second, oldest first, for the sparklines
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -109,7 +109,7 @@ async function sample() {
     const dt = Math.max(0.001, (now - lastCounters.time) / 1000);
     for (const key of new Set([...Object.keys(sums), ...Object.keys(lastCounters.sums)])) {
       const rate = Math.max(0, ((sums[key] || 0) - (lastCounters.sums[key] || 0)) / dt);
-      const series = history[key] || (history[key] = []);
+      const series = rates[key] || (rates[key] = []);
       series.push(rate);
       if (series.length > SPARK_POINTS) series.shift();
     }
@@ -120,7 +120,7 @@ async function sample() {
 
 function rateCell(name, scope, sums) {
   const key = name + "|" + scope.toLowerCase();
-  const series = history[key] || [];
+  const series = rates[key] || [];
   const last = series.length ? series[series.length - 1] : 0;
   return el("td", { class: "num" }, sparkline(series, `${name} per second`), " ",
     el("span", { "data-rate": key }, `${last.toFixed(1)}/s`), el("span", { class: "muted" }, ` (${sums[key] || 0} total)`));
@@ -235,7 +235,9 @@ async function deadLettersView(topic, name) {
     el("td", {}, r.id), el("td", {}, r.eventType || ""), el("td", {}, r.deadLetterReason), el("td", { class: "num" }, r.deliveryAttempts),
     el("td", {}, r.lastDeliveryOutcome || ""), el("td", { class: "num" }, r.lastHttpStatusCode || ""), el("td", {}, r.written)));
   const progress = el("div", { class: "progress", id: "replay-progress" });
-  const replay = async () => {
+  const replay = async (e) => {
+    const button = e.target;
+    button.disabled = true;
     clearError();
     progress.textContent = "replay started…";
     try {
@@ -264,6 +266,7 @@ async function deadLettersView(topic, name) {
     } catch (e) {
       progress.replaceChildren(el("div", { class: "error" }, e.message));
     }
+    button.disabled = false;
   };
   render(el("h1", {}, "Dead letters of ", topic, " / ", name), backTo(topic, name),
     records.length ? el("table", { id: "dead-letters" }, el("tr", {}, el("th", {}, "Event"), el("th", {}, "Type"), el("th", {}, "Reason"), el("th", {}, "Attempts"),
