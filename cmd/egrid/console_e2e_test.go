@@ -287,7 +287,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#login")),
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#topics a[href="#/topics/orders"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#topics a[href="#/topics/orders"]`)))
+	if got := text("#health"); !strings.Contains(got, "Store: healthy") {
+		t.Errorf("the topics page shows %q, want the store healthy (GET /admin/health)", got)
+	}
+	run("open the subscription",
 		chromedp.Click(chromedp.CSS(`#topics a[href="#/topics/orders"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#subscriptions tr[data-subscription="billing"] [data-probation="no"]`)),
 		chromedp.Click(chromedp.CSS(`#subscriptions a[href="#/topics/orders/subscriptions/billing"]`)),

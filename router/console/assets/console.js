@@ -30,6 +30,7 @@ class APIError extends Error {
   constructor(method, path, status, body) {
     super(`${method} ${path} answered ${status}\n${body}`);
     this.status = status;
+    this.body = body;
   }
 }
 
@@ -128,15 +129,35 @@ function rateCell(name, scope, sums) {
 
 // Views. Each returns nothing and re-renders $("view"); polling views set pollTimer.
 
+// storeHealth reads GET /admin/health, whose 503 is a report (the store is not healthy), not
+// a failure of the call; any other answer is shown as it came.
+async function storeHealth() {
+  let h;
+  try {
+    h = await getJSON("/admin/health");
+  } catch (e) {
+    try {
+      h = e.status === 503 ? JSON.parse(e.body) : null;
+    } catch (_) {
+      h = null;
+    }
+    if (!h || !h.store) return el("p", { id: "health" }, "Store: ", el("span", { class: "error" }, e.message));
+  }
+  const st = h.store;
+  return el("p", { id: "health" }, "Store: ", el("span", { class: st.state === "healthy" ? "ok" : "bad" }, st.state),
+    st.reason ? " — " + st.reason : "", st.corruptions ? ` (${st.corruptions} pieces of damage found)` : "");
+}
+
 async function topicsView() {
   const sums = await sample();
   const topics = (await getJSON("/admin/topics")).value;
+  const health = await storeHealth();
   const rows = topics.map((t) => el("tr", {},
     el("td", {}, el("a", { href: `#/topics/${enc(t.name)}` }, t.name)),
     el("td", {}, t.properties.inputSchema || "EventGridSchema"),
     rateCell("PublishSuccessCount", t.name, sums),
     rateCell("PublishFailCount", t.name, sums)));
-  render(el("h1", {}, "Topics"),
+  render(el("h1", {}, "Topics"), health,
     topics.length ? el("table", { id: "topics" }, el("tr", {}, el("th", {}, "Topic"), el("th", {}, "Input schema"), el("th", {}, "Published"), el("th", {}, "Publish failures")), ...rows)
       : el("p", { class: "muted" }, "No topics yet: create one with PUT /admin/topics/{topic}."));
   poll(topicsView);
