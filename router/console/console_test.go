@@ -67,8 +67,15 @@ func TestAssets(t *testing.T) {
 		t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
 	}
 	for _, f := range []string{"/console/console.js", "/console/console.css"} {
-		if resp, body := get(t, srv, "", f); resp.StatusCode != http.StatusOK || len(body) < 100 {
+		resp, body := get(t, srv, "", f)
+		if resp.StatusCode != http.StatusOK || len(body) < 100 {
 			t.Errorf("GET %s: %d, %d bytes", f, resp.StatusCode, len(body))
+		}
+		// What the page shows is set as text: an API answer is never parsed as HTML.
+		for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+			if strings.Contains(body, sink) {
+				t.Errorf("%s uses %s", f, sink)
+			}
 		}
 	}
 	if resp, _ := get(t, srv, "", "/console"); resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/console/" {
