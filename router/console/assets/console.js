@@ -1,5 +1,5 @@
 // egrid console: plain JavaScript over the admin HTTP API. Everything the page shows is put
-// in with textContent (never innerHTML), and every answer the API gives that is not a success
+// in with textContent (never parsed as HTML), and every answer the API gives that is not a success
 // is shown as it came, status and body.
 "use strict";
 
