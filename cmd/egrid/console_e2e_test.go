@@ -159,6 +159,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	m := testkit.StartMinIO(t)
 	const token = "console-admin-t0ken"
 	srv := startServer(t, "--admin-token", token, "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--allow-http-endpoints", "--egress-allow", "127.0.0.1", // the test's webhooks are plain http on loopback
 		"--minio-endpoint", m.Endpoint, "--minio-access-key", m.AccessKey, "--minio-secret-key", m.SecretKey,
 		"--dead-letter-delay", "1s")
 	artifacts := artifactsDir(t)
