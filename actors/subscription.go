@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
@@ -132,6 +133,7 @@ type item struct {
 	lastOutcome  schemas.Outcome
 	lastStatus   int
 	heapIndex    int
+	seqIndex     int // in subscription.parkedSeq while parked
 }
 
 type batch struct {
@@ -167,6 +169,12 @@ type subscription struct {
 	ready   []*item
 	waiting dueHeap
 	batches map[uint64]*batch
+
+	parkedSeq seqHeap // parked events by sequence number, for the oldest undelivered one
+
+	gauges   *metrics.SubscriptionGauges // published at the end of each turn
+	procHist *metrics.Histogram          // DestinationProcessingDurationInMs
+	latHist  *metrics.Histogram          // DeliveryLatency
 
 	probation  retry.Probation
 	saved      retry.ProbationSnapshot // the probation state last handed to the store
@@ -224,7 +232,54 @@ func (s *subscription) Receive(c actor.Context) {
 		c.Respond(s.status())
 	case *actor.Restarting, *actor.Stopping:
 		s.stop()
+		return
 	}
+	s.publishGauges()
+}
+
+// publishGauges stores the turn's delivery state where readers outside the actor find it
+// ([metrics.SubscriptionGauges]): a few atomic stores, and the oldest event found in O(1) from
+// the front of the taken-in order and the parked events' sequence heap (journal order is
+// publish order).
+func (s *subscription) publishGauges() {
+	g := s.gauges
+	if g == nil {
+		return
+	}
+	backlog := len(s.items)
+	if s.behind && s.head >= s.next {
+		backlog += int(s.head - s.next + 1)
+	}
+	g.Backlog.Store(int64(backlog))
+	g.InFlight.Store(int64(len(s.batches)))
+	var oldest *item
+	if len(s.order) > 0 {
+		if it, ok := s.items[s.order[0]]; ok && !it.parked {
+			oldest = it
+		}
+	}
+	if len(s.parkedSeq) > 0 && (oldest == nil || s.parkedSeq[0].seq < oldest.seq) {
+		oldest = s.parkedSeq[0]
+	}
+	var at int64
+	if oldest != nil {
+		at = oldest.publish.UnixNano()
+	}
+	g.Oldest.Store(at)
+	snap := s.probation.Snapshot()
+	state := retry.Healthy
+	switch {
+	case snap.Probing:
+		state = retry.ProbeInFlight
+	case !snap.Until.IsZero():
+		state = retry.OnProbation
+	}
+	g.Probation.Store(uint32(state))
+	var until int64
+	if !snap.Until.IsZero() {
+		until = snap.Until.UnixNano()
+	}
+	g.ProbationUntil.Store(until)
 }
 
 func (s *subscription) start(c actor.Context) {
@@ -235,7 +290,12 @@ func (s *subscription) start(c actor.Context) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.log = s.log.With("topic", s.cfg.Topic, "subscription", s.cfg.Name)
+	s.log = s.log.With(logattr.Topic, s.cfg.Topic, logattr.Subscription, s.cfg.Name)
+	if s.cfg.Metrics != nil {
+		s.gauges = s.cfg.Metrics.PublishGauges(s.cfg.Topic, s.cfg.Name)
+		s.procHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope})
+		s.latHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DeliveryLatency, Scope: s.scope})
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.items = make(map[uint64]*item)
 	s.batches = make(map[uint64]*batch)
@@ -259,6 +319,7 @@ func (s *subscription) start(c actor.Context) {
 		}
 		s.items[p.Seq] = it
 		heap.Push(&s.waiting, it)
+		heap.Push(&s.parkedSeq, it)
 	}
 	if len(st.Probation) > 0 {
 		snap, err := decodeProbation(st.Probation)
@@ -277,6 +338,9 @@ func (s *subscription) start(c actor.Context) {
 }
 
 func (s *subscription) stop() {
+	if s.gauges != nil {
+		s.cfg.Metrics.RetireGauges(s.cfg.Topic, s.cfg.Name, s.gauges)
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
@@ -385,6 +449,9 @@ func (s *subscription) applyRead(r *journalRead) {
 	s.reading = 0
 	if r.err != nil {
 		panic(fmt.Errorf("reading journal of topic %s from %d: %w", s.cfg.Topic, r.from, r.err))
+	}
+	if s.cfg.Filter.Advanced() > 0 && len(r.entries) > 0 {
+		s.cfg.Metrics.Add(metrics.Key{Name: metrics.AdvancedFilterEvaluationCount, Scope: s.scope}, int64(len(r.entries)))
 	}
 	for _, e := range r.entries {
 		if e.Seq < s.next {
@@ -594,7 +661,9 @@ func (s *subscription) finish(d *attemptDone) {
 	delete(s.batches, d.id)
 	now := time.Now()
 	m := s.cfg.Metrics
-	m.Add(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope}, d.duration.Milliseconds())
+	if s.procHist != nil {
+		s.procHist.Observe(d.duration)
+	}
 	rec := &AttemptRecord{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration, Probe: b.probe,
 		EventIDs: make([]string, 0, len(b.items)), Attempts: make([]int, 0, len(b.items)),
@@ -613,6 +682,9 @@ func (s *subscription) finish(d *attemptDone) {
 			rec.Attempts = append(rec.Attempts, it.attempts)
 			rec.Decisions = append(rec.Decisions, retry.Decision{})
 			rec.PublishTimes = append(rec.PublishTimes, it.publish)
+			if s.latHist != nil {
+				s.latHist.Observe(now.Sub(it.publish))
+			}
 			s.settle(it)
 		}
 		s.record(rec)
@@ -652,6 +724,9 @@ func (s *subscription) finish(d *attemptDone) {
 		rec.Decisions = append(rec.Decisions, dec)
 		rec.PublishTimes = append(rec.PublishTimes, it.publish)
 		if dec.Action == retry.Retry {
+			if !it.parked {
+				heap.Push(&s.parkedSeq, it)
+			}
 			it.state, it.due, it.parked = stateWaiting, dec.At, true
 			heap.Push(&s.waiting, it)
 			s.pendingPut = append(s.pendingPut, s.parkedRecord(it))
@@ -681,6 +756,7 @@ func (s *subscription) settle(it *item) {
 	it.state = stateEnded
 	if it.parked {
 		s.pendingDel = append(s.pendingDel, it.seq)
+		heap.Remove(&s.parkedSeq, it.seqIndex)
 	}
 	delete(s.items, it.seq)
 }
@@ -726,7 +802,7 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 		return
 	}
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
-	s.log.Info("event dropped", "id", it.ev.ID, "reason", string(reason), "attempts", it.attempts)
+	s.log.Info("event dropped", logattr.EventID, it.ev.ID, "reason", string(reason), "attempts", it.attempts)
 }
 
 // persist writes the cursor, parked-set and probation changes in one atomic update.
@@ -808,6 +884,29 @@ func (s *subscription) status() *Status {
 		ConsecutiveFailures: s.probation.ConsecutiveFailures(),
 	}
 	return st
+}
+
+// seqHeap orders parked events by sequence number.
+type seqHeap []*item
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h seqHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].seqIndex, h[j].seqIndex = i, j
+}
+func (h *seqHeap) Push(x any) {
+	it := x.(*item)
+	it.seqIndex = len(*h)
+	*h = append(*h, it)
+}
+func (h *seqHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.seqIndex = -1
+	return it
 }
 
 // dueHeap orders parked events by due time.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 )
 
@@ -38,7 +39,7 @@ func TopicProps(cfg *TopicConfig) *actor.Props {
 	}
 	return actor.PropsFromProducer(
 		func() actor.Actor { return &topic{cfg: cfg} },
-		actor.WithSupervisor(&restartWithBackoff{initial: initial, max: maxDelay, log: log.With("topic", cfg.Name)}),
+		actor.WithSupervisor(&restartWithBackoff{initial: initial, max: maxDelay, log: log.With(logattr.Topic, cfg.Name)}),
 	)
 }
 
@@ -129,6 +130,9 @@ func (t *topic) fanOut(c actor.Context, a *Appended) {
 				matchedAny[i] = true
 			}
 		} else {
+			if ch.cfg.Filter.Advanced() > 0 {
+				t.cfg.Metrics.Add(metrics.Key{Name: metrics.AdvancedFilterEvaluationCount, Scope: metrics.SubscriptionScope(t.cfg.Name, name)}, int64(len(a.Entries)))
+			}
 			for i, e := range a.Entries {
 				if ch.cfg.Filter.Match(e.Event) {
 					d.Entries = append(d.Entries, e)

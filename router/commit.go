@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
@@ -100,7 +101,7 @@ func (c *committer) commit(batch []*appendReq, n int) {
 	last, err := c.r.store.Append(context.Background(), c.t.name, now, events)
 	if err != nil {
 		err = fmt.Errorf("appending to the journal of topic %q: %w: %w", c.t.name, ErrUnavailable, err)
-		c.r.log.Error("publish failed", "topic", c.t.name, "events", n, "err", err)
+		c.r.log.Error("publish failed", logattr.Topic, c.t.name, "events", n, "err", err)
 		for _, req := range batch {
 			req.err <- err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -256,8 +257,8 @@ func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *Subscript
 		m, log, scope := r.metrics, r.log, metrics.SubscriptionScope(t.name, name)
 		return func(d *actors.DeadLetter) {
 			m.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: scope, Dim: string(schemas.DeadLetterDestinationUnavailable)}, 1)
-			log.Warn("dead letter dropped: the router has no dead-letter store", "id", d.Event.ID, "topic", d.Topic,
-				"subscription", d.Subscription, "reason", string(schemas.DeadLetterDestinationUnavailable))
+			log.Warn("dead letter dropped: the router has no dead-letter store", logattr.EventID, d.Event.ID, logattr.Topic, d.Topic,
+				logattr.Subscription, d.Subscription, "reason", string(schemas.DeadLetterDestinationUnavailable))
 		}, nil
 	}
 	d := r.dead

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -54,7 +55,7 @@ func (r *Router) notifyDeletion(t *topicRuntime, name string, spec *Subscription
 	client, log := r.deps.HTTPClient, r.log
 	r.notices.wg.Go(func() {
 		if err := webhook.NotifyDeletion(r.notices.ctx, client, dr); err != nil {
-			log.Warn("the SubscriptionDeletion notification was not accepted", "topic", t.name, "subscription", name, "err", err)
+			log.Warn("the SubscriptionDeletion notification was not accepted", logattr.Topic, t.name, logattr.Subscription, name, "err", err)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -74,6 +75,6 @@ func (r *Router) notifyBlobCreated(ctx context.Context, o *deadletter.Object) {
 	case errors.Is(err, ErrClosed):
 		r.log.Info("dead-letter notification not published: the router is closing", "key", o.Info.Key)
 	case err != nil:
-		r.log.Warn("dead-letter notification not published", "topic", d.cfg.SystemTopic, "key", o.Info.Key, "err", err)
+		r.log.Warn("dead-letter notification not published", logattr.Topic, d.cfg.SystemTopic, "key", o.Info.Key, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -252,7 +253,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	if existed {
 		verb = "updated"
 	}
-	r.log.Info("event subscription "+verb, "topic", k.topic, "subscription", k.name, "provisioningState", prov.state())
+	r.log.Info("event subscription "+verb, logattr.Topic, k.topic, logattr.Subscription, k.name, "provisioningState", prov.state())
 	return nil
 }
 
@@ -285,7 +286,7 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	if _, _, dup := t.sub(d.Name); dup {
 		// Stored by an egrid that compared names by case: the first one is served, the
 		// other is kept in the store untouched for an operator to export or delete.
-		r.log.Error("a stored event subscription differs from another only in case and is not served: names are case-insensitive", "topic", t.name, "subscription", d.Name)
+		r.log.Error("a stored event subscription differs from another only in case and is not served: names are case-insensitive", logattr.Topic, t.name, logattr.Subscription, d.Name)
 		return nil, nil
 	}
 	r.life.hold() // New releases the timers armed here once the router is complete
@@ -423,10 +424,10 @@ func (r *Router) expire(k subKey, at time.Time) {
 		return
 	}
 	if err := r.DeleteSubscription(context.Background(), k.topic, k.name); err != nil && !errors.Is(err, ErrSubscriptionNotFound) && !errors.Is(err, ErrTopicNotFound) {
-		r.log.Error("deleting an expired event subscription", "topic", k.topic, "subscription", k.name, "err", err)
+		r.log.Error("deleting an expired event subscription", logattr.Topic, k.topic, logattr.Subscription, k.name, "err", err)
 		return
 	}
-	r.log.Info("event subscription expired and was deleted", "topic", k.topic, "subscription", k.name, "expirationTimeUtc", at.UTC().Format(time.RFC3339))
+	r.log.Info("event subscription expired and was deleted", logattr.Topic, k.topic, logattr.Subscription, k.name, "expirationTimeUtc", at.UTC().Format(time.RFC3339))
 }
 
 // checkPublicURL checks [Config.PublicURL] ("" is fine).

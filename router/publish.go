@@ -98,6 +98,6 @@ func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Eve
 		return err
 	}
 	r.metrics.Add(metrics.Key{Name: metrics.PublishSuccessCount, Scope: t.name}, int64(len(evs)))
-	r.metrics.Add(metrics.Key{Name: "PublishSuccessLatencyInMs", Scope: t.name}, time.Since(start).Milliseconds())
+	t.publishLatency.Observe(time.Since(start)) // request to durable ack
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -186,7 +187,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
-	r.log.Info("dead-letter replay started", "topic", topic, "subscription", name, "events", len(events))
+	r.log.Info("dead-letter replay started", logattr.Topic, topic, logattr.Subscription, name, "events", len(events))
 	if !opts.Wait {
 		return sum, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
@@ -280,7 +281,11 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	}
 	if onAttempt, log := r.onAttempt, r.log; log.Enabled(context.Background(), slog.LevelDebug) {
 		r.onAttempt = func(rec *actors.AttemptRecord) {
-			log.Debug("delivery attempt", "topic", rec.Topic, "subscription", rec.Subscription,
+			ids := slog.Any(logattr.EventIDs, rec.EventIDs)
+			if len(rec.EventIDs) == 1 {
+				ids = slog.String(logattr.EventID, rec.EventIDs[0])
+			}
+			log.Debug("delivery attempt", logattr.Topic, rec.Topic, logattr.Subscription, rec.Subscription, ids,
 				"outcome", rec.Outcome.String(), "status", rec.StatusCode, "events", len(rec.EventIDs),
 				"attempts", rec.Attempts, "probe", rec.Probe, "noAttempt", rec.NoAttempt)
 			if onAttempt != nil {
@@ -337,7 +342,7 @@ func (r *Router) restore(ctx context.Context) error {
 		if _, dup := r.topics[fold(d.Name)]; dup {
 			// Stored by an egrid that compared names by case: the first one is served, the
 			// other is kept in the store untouched for an operator to export or delete.
-			r.log.Error("a stored topic differs from another only in case and is not served: topic names are case-insensitive", "topic", d.Name)
+			r.log.Error("a stored topic differs from another only in case and is not served: topic names are case-insensitive", logattr.Topic, d.Name)
 			continue
 		}
 		t := r.newTopicRuntime(d.Name, spec)
@@ -408,7 +413,7 @@ func (r *Router) Close(ctx context.Context) error {
 		for _, t := range topics {
 			_ = r.system.Root.StopFuture(t.pid).Wait()
 			if err := t.writer.Close(); err != nil {
-				r.log.Error("writing subscription state at shutdown", "topic", t.name, "err", err)
+				r.log.Error("writing subscription state at shutdown", logattr.Topic, t.name, "err", err)
 			}
 		}
 		r.history.close()       // the actors have reported their last attempts

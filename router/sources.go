@@ -11,6 +11,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/sinks/broker"
 )
@@ -135,7 +136,7 @@ func (r *Router) AddSource(spec SourceSpec) error {
 		return fmt.Errorf("source %q: %w", spec.Name, err)
 	}
 	go src.run()
-	r.log.Info("source started", "source", spec.Name, "broker", k.String(), "from", spec.From, "topic", spec.Topic)
+	r.log.Info("source started", "source", spec.Name, "broker", k.String(), "from", spec.From, logattr.Topic, spec.Topic)
 	return nil
 }
 
@@ -270,7 +271,7 @@ func (s *source) handle(m *message.Message) {
 			return
 		}
 	}
-	r.log.Warn("source could not feed its topic; the broker will redeliver", "source", s.spec.Name, "topic", s.spec.Topic, "message", m.UUID, "err", err, "in", s.pause)
+	r.log.Warn("source could not feed its topic; the broker will redeliver", "source", s.spec.Name, logattr.Topic, s.spec.Topic, "message", m.UUID, "err", err, "in", s.pause)
 	s.wait()
 	m.Nack()
 }
@@ -281,7 +282,7 @@ func (s *source) poisoned(m *message.Message, reason error) {
 	r := s.r
 	r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: s.spec.Topic, Dim: "BadRequest"}, 1)
 	if s.poison == nil {
-		r.log.Error("source dropped a malformed message (no poisonQueue)", "source", s.spec.Name, "topic", s.spec.Topic, "message", m.UUID, "err", reason)
+		r.log.Error("source dropped a malformed message (no poisonQueue)", "source", s.spec.Name, logattr.Topic, s.spec.Topic, "message", m.UUID, "err", reason)
 		m.Ack()
 		return
 	}

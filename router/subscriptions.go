@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/webhook"
@@ -154,7 +155,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 		return fmt.Errorf("deleting event subscription %q: %w: %w", name, ErrUnavailable, err)
 	}
 	r.trim.kick(topic) // it may have been holding the journal back
-	r.log.Info("event subscription deleted", "topic", topic, "subscription", name)
+	r.log.Info("event subscription deleted", logattr.Topic, topic, logattr.Subscription, name)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
 )
@@ -29,6 +31,8 @@ type topicRuntime struct {
 	// name as created. Guarded by Router.mu.
 	subs     map[string]*SubscriptionSpec
 	subNames map[string]string
+	// publishLatency is the topic's PublishSuccessLatencyInMs histogram, looked up once.
+	publishLatency *metrics.Histogram
 }
 
 // topicState is a topic's definition as publishes see it. It is immutable: an update stores
@@ -49,7 +53,8 @@ func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
 	t := &topicRuntime{
 		name: name, id: r.cfg.ResourceIDPrefix + "/" + name,
 		subs: make(map[string]*SubscriptionSpec), subNames: make(map[string]string),
-		writer: actors.NewStateWriter(r.store, name),
+		writer:         actors.NewStateWriter(r.store, name),
+		publishLatency: r.metrics.Histogram(metrics.Key{Name: metrics.PublishSuccessLatencyInMs, Scope: name}),
 	}
 	t.state.Store(newTopicState(spec))
 	return t
@@ -145,7 +150,7 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if err := r.startTopic(r.newTopicRuntime(name, spec), nil); err != nil {
 		return TopicSpec{}, err
 	}
-	r.log.Info("topic created", "topic", name, "inputSchema", spec.schema().String())
+	r.log.Info("topic created", logattr.Topic, name, "inputSchema", spec.schema().String())
 	return spec, nil
 }
 
@@ -195,6 +200,6 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
 	}
-	r.log.Info("topic deleted", "topic", name)
+	r.log.Info("topic deleted", logattr.Topic, name)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 )
 
@@ -233,5 +234,5 @@ func (tr *trimmer) failed(topic string, err error) {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrClosed) {
 		return // deleted or closing under way; nothing left to trim
 	}
-	tr.r.log.Warn("trimming the journal failed; it is tried again later", "topic", topic, "err", err)
+	tr.r.log.Warn("trimming the journal failed; it is tried again later", logattr.Topic, topic, "err", err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -205,7 +206,7 @@ func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) e
 	if _, err := r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: sc}, 10*time.Second).Result(); err != nil {
 		return fmt.Errorf("starting event subscription %q: %w", p.key.name, err)
 	}
-	r.log.Info("event subscription validated through its validationUrl", "topic", p.key.topic, "subscription", p.key.name)
+	r.log.Info("event subscription validated through its validationUrl", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name)
 	return nil
 }
 
@@ -253,11 +254,11 @@ func (r *Router) closeValidationWindow(hash string) {
 	}
 	ctx := context.Background()
 	if err := r.store.DeleteSubscription(ctx, p.key.topic, p.key.name); err != nil {
-		r.log.Error("resetting a subscription whose validation failed", "topic", p.key.topic, "subscription", p.key.name, "err", err)
+		r.log.Error("resetting a subscription whose validation failed", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
 	}
 	if err := r.storeSubscription(ctx, p.key, spec, next); err != nil {
-		r.log.Error("saving a subscription whose validation failed", "topic", p.key.topic, "subscription", p.key.name, "err", err)
+		r.log.Error("saving a subscription whose validation failed", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
 	}
 	r.life.set(p.key, next)
-	r.log.Warn("event subscription validation failed: its validationUrl was not fetched in time", "topic", p.key.topic, "subscription", p.key.name, "window", ManualValidationWindow)
+	r.log.Warn("event subscription validation failed: its validationUrl was not fetched in time", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "window", ManualValidationWindow)
 }

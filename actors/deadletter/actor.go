@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -377,6 +378,7 @@ func (d *deadLetters) Receive(c actor.Context) {
 	case *actor.Stopping:
 		d.stop(true)
 	}
+	d.cfg.Metrics.SetOutbox(len(d.recs)) // read by the Prometheus collector, never by asking
 }
 
 func (d *deadLetters) start(c actor.Context) {
@@ -696,18 +698,18 @@ func (d *deadLetters) written(m *dlWritten) {
 		delete(d.objects, o.id)
 		d.stats.ObjectsWritten++
 		d.stats.RecordsWritten += len(o.recs)
-		d.log.Info("dead letters written", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+		d.log.Info("dead letters written", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
 			"key", o.key, "records", len(o.recs), "attempts", o.attempts)
 		return
 	}
 	if m.permanent {
-		d.log.Error("dead letters cannot be encoded; dropping them", "topic", o.topic, "subscription", o.sub, "err", m.err)
+		d.log.Error("dead letters cannot be encoded; dropping them", logattr.Topic, o.topic, logattr.Subscription, o.sub, "err", m.err)
 		d.dropObject(o, "the records cannot be encoded: "+m.err.Error())
 		return
 	}
 	giveUp := o.first.Add(d.cfg.scale(d.cfg.GiveUpAfter))
 	if !now.Before(giveUp) {
-		d.log.Warn("writing dead letters failed", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+		d.log.Warn("writing dead letters failed", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
 			"key", o.key, "records", len(o.recs), "attempts", o.attempts, "err", m.err)
 		d.dropObject(o, d.unavailableFor(o, now))
 		return
@@ -717,7 +719,7 @@ func (d *deadLetters) written(m *dlWritten) {
 	if o.next.After(giveUp) {
 		o.next = giveUp // the records are dropped exactly at the limit
 	}
-	d.log.Warn("writing dead letters failed; will retry", "topic", o.topic, "subscription", o.sub, "bucket", o.target.Bucket,
+	d.log.Warn("writing dead letters failed; will retry", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
 		"key", o.key, "records", len(o.recs), "attempts", o.attempts, "retryIn", o.next.Sub(now), "err", m.err)
 }
 
@@ -746,7 +748,7 @@ func (d *deadLetters) drop(r *Record, why string) {
 		Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),
 		Dim: string(schemas.DeadLetterDestinationUnavailable),
 	}, 1)
-	d.log.Warn("dead letter dropped", "id", l.Event.ID, "topic", l.Topic, "subscription", l.Subscription,
+	d.log.Warn("dead letter dropped", logattr.EventID, l.Event.ID, logattr.Topic, l.Topic, logattr.Subscription, l.Subscription,
 		"bucket", r.Target.Bucket, "reason", string(schemas.DeadLetterDestinationUnavailable),
 		"deadLetterReason", string(l.Reason), "why", why)
 }

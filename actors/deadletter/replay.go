@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -181,7 +182,7 @@ func (r *replay) start(c actor.Context) {
 		root.Send(self, &replaySettled{ids: []string{d.Event.ID}, outcome: replayDeadLettered})
 	}
 	if live.Logger != nil {
-		live.Logger.Info("replaying dead letters", "topic", live.Topic, "subscription", live.Name, "events", r.result.Total)
+		live.Logger.Info("replaying dead letters", logattr.Topic, live.Topic, logattr.Subscription, live.Name, "events", r.result.Total)
 	}
 	c.Spawn(actors.SubscriptionProps(&sc))
 }

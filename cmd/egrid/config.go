@@ -108,6 +108,13 @@ type serverConfig struct {
 	// History is router.Config.History: how many attempts an event's delivery history keeps
 	// (attempts, default 10) and for how long after its latest step (retention, default 24h).
 	History router.HistoryConfig `yaml:"history"`
+	// LogLevel and LogFormat are --log-level (debug, info, warn, error) and --log-format
+	// (text, json).
+	LogLevel  string `yaml:"logLevel"`
+	LogFormat string `yaml:"logFormat"`
+	// MetricsListen is --metrics-listen: a separate address serving /metrics without
+	// credentials.
+	MetricsListen string `yaml:"metricsListen"`
 }
 
 type topicDecl struct {
@@ -207,6 +214,10 @@ type serveSettings struct {
 	egress *egress.Policy
 	// History is router.Config.History.
 	History router.HistoryConfig
+	// Log is the log level and format.
+	Log logSettings
+	// MetricsListen is the separate address of /metrics ("": /metrics on Listen, guarded).
+	MetricsListen string
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -233,7 +244,11 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		TLSCert:   str("tls-cert", "EGRID_TLS_CERT", fs.TLSCert, ""),
 		TLSKey:    str("tls-key", "EGRID_TLS_KEY", fs.TLSKey, ""),
 		PublicURL: str("public-url", "EGRID_PUBLIC_URL", fs.PublicURL, ""),
+
+		MetricsListen: str("metrics-listen", "EGRID_METRICS_LISTEN", fs.MetricsListen, ""),
 	}
+	logs, logErrs := resolveLogging(c, getenv, fs)
+	s.Log, errs = logs, append(errs, logErrs...)
 	if s.PublicURL == "" {
 		s.PublicURL = listenURL(s.Listen, s.TLSCert != "")
 	}

@@ -63,7 +63,7 @@ type proc struct {
 	done   chan error
 }
 
-var servingRE = regexp.MustCompile(`url=(https?://[0-9.:]+)`)
+var servingRE = regexp.MustCompile(`url"?[=:]"?(https?://[0-9.:]+)`) // text or JSON logs
 
 // startServer runs `egrid serve args...` and waits (bounded) for its "serving" log line.
 func startServer(t *testing.T, args ...string) *proc {

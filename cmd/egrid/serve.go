@@ -43,9 +43,8 @@ Example (local development, no keys or admin token needed):
 			&cli.Float64Flag{Name: "time-scale", Usage: "run every policy delay N times faster (retry schedule, probation, time to live); HTTP timeouts are not scaled (env EGRID_TIME_SCALE)", Value: 1},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), egressFlags()),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), egressFlags(), observeFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -65,11 +64,7 @@ func serve(c *cli.Context, e env) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return cli.Exit(fmt.Sprintf("--log-level %q: use debug, info, warn or error", c.String("log-level")), 2)
-	}
-	var handler slog.Handler = slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: level})
+	handler := s.Log.handler(e.Stderr)
 	if s.LogFoldWindow > 0 {
 		fold := logfold.New(handler, logfold.Options{Window: s.LogFoldWindow})
 		defer fold.Flush()
@@ -167,9 +162,14 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
 	s.egress.DenySelf(ln.Addr().String()) // webhooks must not reach egrid's own API (egress.go)
-	srv := httpserver.New(limits, withConsole(httpapi.New(r), console.New(r, attempts)), isPublish, log)
+	reg := metricsRegistry(r)
+	var onMain http.Handler // /metrics on --listen: behind the admin token, unless --metrics-listen
+	if s.MetricsListen == "" {
+		onMain = guardMetrics(s, metricsHandler(reg, log))
+	}
+	srv := httpserver.New(limits, opsMux(r, reg, onMain, withConsole(httpapi.New(r), console.New(r, attempts))), isPublish, log)
 	scheme := "http"
-	errc := make(chan error, 1)
+	errc := make(chan error, 2) // the main server and the metrics server
 	go func() {
 		if s.TLSCert != "" {
 			errc <- srv.ServeTLS(ln, s.TLSCert, s.TLSKey)
@@ -179,6 +179,18 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	}()
 	if s.TLSCert != "" {
 		scheme = "https"
+	}
+	var metricsSrv *http.Server
+	if s.MetricsListen != "" {
+		mln, err := httpserver.Listen(limits, s.MetricsListen, log)
+		if err != nil {
+			_ = srv.Close()
+			return cli.Exit(fmt.Sprintf("listening on %s: %v (use --metrics-listen to pick another address)", s.MetricsListen, err), 1)
+		}
+		s.egress.DenySelf(mln.Addr().String()) // nor its metrics address
+		metricsSrv = httpserver.New(limits, opsMux(r, reg, metricsHandler(reg, log), nil), func(*http.Request) bool { return false }, log)
+		go func() { errc <- metricsSrv.Serve(mln) }()
+		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+MetricsPath)
 	}
 	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), "dataDir", s.DataDir, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
 	log.Info("http limits", "readHeaderTimeout", limits.ReadHeaderTimeout, "bodyTimeout", limits.BodyTimeout,
@@ -194,6 +206,11 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
+	}
+	if metricsSrv != nil {
+		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
+			log.Warn("metrics http shutdown", "err", err)
+		}
 	}
 	if err := r.Close(shutdownCtx); err != nil {
 		log.Warn("router close", "err", err)

@@ -53,6 +53,15 @@ type cond struct {
 	folded []string // strs case-folded, for StringContains and StringNotContains
 }
 
+// Advanced returns the number of advanced filters of f (0 for nil): a subscription whose filter
+// has any counts its evaluations in AdvancedFilterEvaluationCount.
+func (f *Filter) Advanced() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.conds)
+}
+
 // Match reports whether ev passes every part of the filter: event type, subject prefix and
 // suffix, and every advanced filter (SPEC.md §3). It reads ev.Raw only if an advanced filter
 // on a raw key is reached, and scans it at most once. ev must not be nil; Match does not

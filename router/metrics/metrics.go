@@ -1,9 +1,12 @@
 // Package metrics holds egrid's counters under Event Grid's metric names (SPEC §7):
 // PublishSuccessCount, PublishFailCount, MatchedEventCount, UnmatchedEventCount,
 // DeliverySuccessCount, DeliveryAttemptFailCount (by error), DroppedEventCount (by reason),
-// DeadLetteredCount (by reason) and DestinationProcessingDurationInMs, each per topic or
-// subscription. A [Set] is cheap to update from many goroutines and can be read at any time as a
-// [Snapshot]; Prometheus export reads the same Set.
+// DeadLetteredCount (by reason) and AdvancedFilterEvaluationCount, each per topic or
+// subscription; the durations PublishSuccessLatencyInMs and DestinationProcessingDurationInMs,
+// and egrid's publish-to-delivery latency, as [Histogram]s; and the gauges the actors publish
+// ([SubscriptionGauges], [Set.SetOutbox]). A [Set] is cheap to update from many goroutines and
+// can be read at any time; the Prometheus collector (router/metrics/promexport) reads the same
+// Set at scrape time and adds nothing to the paths that update it.
 //
 // metrics imports no other egrid package.
 package metrics
@@ -14,22 +17,29 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Metric names, as Event Grid spells them.
 const (
-	PublishSuccessCount               = "PublishSuccessCount"
-	PublishFailCount                  = "PublishFailCount"
-	MatchedEventCount                 = "MatchedEventCount"
-	UnmatchedEventCount               = "UnmatchedEventCount"
-	DeliverySuccessCount              = "DeliverySuccessCount"
-	DeliveryAttemptFailCount          = "DeliveryAttemptFailCount"
-	DroppedEventCount                 = "DroppedEventCount"
-	DeadLetteredCount                 = "DeadLetteredCount"
-	DestinationProcessingDurationInMs = "DestinationProcessingDurationInMs"
+	PublishSuccessCount           = "PublishSuccessCount"
+	PublishFailCount              = "PublishFailCount"
+	MatchedEventCount             = "MatchedEventCount"
+	UnmatchedEventCount           = "UnmatchedEventCount"
+	DeliverySuccessCount          = "DeliverySuccessCount"
+	DeliveryAttemptFailCount      = "DeliveryAttemptFailCount"
+	DroppedEventCount             = "DroppedEventCount"
+	DeadLetteredCount             = "DeadLetteredCount"
+	AdvancedFilterEvaluationCount = "AdvancedFilterEvaluationCount"
 	// StoreCorruptionCount (egrid's own) counts the damage the store found, by kind (Dim:
 	// marker, wal, table); each is also logged as an ERROR saying what was lost.
 	StoreCorruptionCount = "StoreCorruptionCount"
+
+	// Histograms ([Set.Observe]).
+	PublishSuccessLatencyInMs         = "PublishSuccessLatencyInMs"
+	DestinationProcessingDurationInMs = "DestinationProcessingDurationInMs"
+	// DeliveryLatency is egrid's own: from an event's publish to its delivery, per event.
+	DeliveryLatency = "DeliveryLatency"
 )
 
 // Key identifies one counter: a metric name and its dimensions. Scope is the topic for topic
@@ -57,7 +67,31 @@ func (k Key) String() string {
 
 // Set is a set of counters. The zero value is ready to use and safe for concurrent use.
 type Set struct {
-	m sync.Map // Key -> *atomic.Int64
+	m      sync.Map // Key -> *atomic.Int64
+	hist   sync.Map // Key -> *Histogram
+	gauges sync.Map // scope -> *SubscriptionGauges
+	outbox atomic.Int64
+}
+
+// Observe counts the duration d in the histogram k.
+func (s *Set) Observe(k Key, d time.Duration) { s.Histogram(k).Observe(d) }
+
+// Histogram returns the histogram k, creating it on first use. A caller that observes often
+// keeps the result, so that it skips the lookup.
+func (s *Set) Histogram(k Key) *Histogram {
+	if v, ok := s.hist.Load(k); ok {
+		return v.(*Histogram)
+	}
+	v, _ := s.hist.LoadOrStore(k, new(Histogram))
+	return v.(*Histogram)
+}
+
+// EachHistogram calls f with every histogram.
+func (s *Set) EachHistogram(f func(Key, *Histogram)) {
+	s.hist.Range(func(k, v any) bool {
+		f(k.(Key), v.(*Histogram))
+		return true
+	})
 }
 
 // Add adds n to the counter k.
@@ -111,3 +145,10 @@ func (s Snapshot) Keys() []Key {
 
 // SubscriptionScope is the Scope of a subscription's counters.
 func SubscriptionScope(topic, sub string) string { return topic + "/" + sub }
+
+// SplitScope splits a Scope into its topic and subscription (empty for a topic's scope).
+// Topic names cannot hold a slash, so the first one separates them.
+func SplitScope(scope string) (topic, sub string) {
+	topic, sub, _ = strings.Cut(scope, "/")
+	return topic, sub
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/probes"
+)
+
+// MetricsPath is where Prometheus scrapes egrid.
+const MetricsPath = "/metrics"
+
+// observeFlags are serve's flags of logs, metrics and health.
+func observeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (env EGRID_LOG_LEVEL)", Value: "info"},
+		&cli.StringFlag{Name: "log-format", Usage: "text or json (env EGRID_LOG_FORMAT)", Value: "text"},
+		&cli.StringFlag{Name: "metrics-listen", Usage: "serve GET /metrics (and /healthz, /readyz) without credentials on this separate address, for Prometheus; without it /metrics is on --listen behind the admin token (env EGRID_METRICS_LISTEN)"},
+	}
+}
+
+// logSettings are the resolved log settings.
+type logSettings struct {
+	Level  slog.Level
+	Format string // "text" or "json"
+}
+
+// resolveLogging resolves --log-level and --log-format: flag > environment > file > default.
+func resolveLogging(c *cli.Context, getenv func(string) string, fs serverConfig) (logSettings, []error) {
+	var errs []error
+	pick := func(flag, envName, fileVal, def string) (string, string) {
+		switch {
+		case c.IsSet(flag):
+			return c.String(flag), "--" + flag
+		case getenv(envName) != "":
+			return getenv(envName), envName
+		case fileVal != "":
+			return fileVal, "server." + map[string]string{"log-level": "logLevel", "log-format": "logFormat"}[flag]
+		}
+		return def, "--" + flag
+	}
+	var s logSettings
+	level, from := pick("log-level", "EGRID_LOG_LEVEL", fs.LogLevel, "info")
+	if err := s.Level.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("%s %q: use debug, info, warn or error", from, level))
+	}
+	format, from := pick("log-format", "EGRID_LOG_FORMAT", fs.LogFormat, "text")
+	switch strings.ToLower(format) {
+	case "text", "json":
+		s.Format = strings.ToLower(format)
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: use text or json", from, format))
+	}
+	return s, errs
+}
+
+// handler returns the slog handler of the settings, writing to w.
+func (s logSettings) handler(w io.Writer) slog.Handler {
+	opts := &slog.HandlerOptions{Level: s.Level}
+	if s.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}
+
+// metricsRegistry is the registry of GET /metrics: the router's collector with Go's runtime
+// and the process's collectors.
+func metricsRegistry(r *router.Router) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// opsMux mounts the probes and, when open or guarded, the metrics endpoint in front of next.
+// /healthz and /readyz never need credentials; /metrics is served as metrics says.
+func opsMux(r *router.Router, reg *prometheus.Registry, metrics http.Handler, next http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+probes.LivenessPath, probes.Liveness())
+	mux.Handle("GET "+probes.ReadinessPath, probes.Readiness(r.ReadinessChecks, probes.DefaultTimeout))
+	if metrics != nil {
+		mux.Handle("GET "+MetricsPath, metrics)
+	}
+	if next != nil {
+		mux.Handle("/", next)
+	}
+	return mux
+}
+
+// metricsHandler serves the registry in the Prometheus text (or OpenMetrics) format.
+func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// guardMetrics puts the admin API's rule in front of /metrics on the main address: with an
+// admin token it needs Authorization: Bearer <token>; without one it is open only under
+// --insecure-dev, else refused with what to do.
+func guardMetrics(s serveSettings, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !s.InsecureDev || s.AdminToken != "" {
+			if s.AdminToken == "" {
+				http.Error(w, "GET /metrics on --listen needs the admin token, and none is configured: set --admin-token, or serve metrics without credentials on a separate address with --metrics-listen", http.StatusForbidden)
+				return
+			}
+			got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="egrid"`)
+				http.Error(w, "GET /metrics on --listen needs Authorization: Bearer <admin token>; or scrape --metrics-listen, which needs none", http.StatusUnauthorized)
+				return
+			}
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// slogPrinter adapts a logger to promhttp's error log.
+type slogPrinter struct{ log *slog.Logger }
+
+// Println implements promhttp.Logger.
+func (p slogPrinter) Println(v ...any) { p.log.Warn("serving metrics", "err", fmt.Sprint(v...)) }

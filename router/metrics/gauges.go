@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// SubscriptionGauges is the delivery state a subscription actor publishes for readers outside
+// it (the Prometheus collector): the actor stores the values at the end of each turn, readers
+// load them at any time and never ask the actor. Each field is consistent on its own; two
+// fields may come from neighbouring turns.
+type SubscriptionGauges struct {
+	// Backlog counts the events neither delivered nor ended (actors.Status.Backlog).
+	Backlog atomic.Int64
+	// InFlight counts the attempts running.
+	InFlight atomic.Int64
+	// Oldest is the publish time, in Unix nanoseconds, of the oldest event in memory not
+	// delivered yet; 0 when there is none.
+	Oldest atomic.Int64
+	// Probation is the retry.ProbationState at the end of the latest turn, and ProbationUntil
+	// when that period ends (Unix nanoseconds): a state of OnProbation whose Until has passed
+	// reads as AwaitingProbe, since the actor moves on only at its next attempt.
+	Probation      atomic.Uint32
+	ProbationUntil atomic.Int64
+}
+
+// OldestAge is how long the oldest undelivered event has waited at now (0 when none).
+func (g *SubscriptionGauges) OldestAge(now time.Time) time.Duration {
+	o := g.Oldest.Load()
+	if o == 0 {
+		return 0
+	}
+	return max(0, now.Sub(time.Unix(0, o)))
+}
+
+// PublishGauges registers a fresh gauge set for the subscription actor of topic/sub and
+// returns it; it replaces the set of a previous incarnation of the actor.
+func (s *Set) PublishGauges(topic, sub string) *SubscriptionGauges {
+	g := new(SubscriptionGauges)
+	s.gauges.Store(SubscriptionScope(topic, sub), g)
+	return g
+}
+
+// RetireGauges removes g, unless a newer incarnation replaced it already. A stopping actor
+// calls it, so a deleted subscription disappears from the gauges.
+func (s *Set) RetireGauges(topic, sub string, g *SubscriptionGauges) {
+	s.gauges.CompareAndDelete(SubscriptionScope(topic, sub), g)
+}
+
+// EachGauges calls f with the gauges of every running subscription actor.
+func (s *Set) EachGauges(f func(topic, sub string, g *SubscriptionGauges)) {
+	s.gauges.Range(func(k, v any) bool {
+		topic, sub := SplitScope(k.(string))
+		f(topic, sub, v.(*SubscriptionGauges))
+		return true
+	})
+}
+
+// SetOutbox records the number of dead letters waiting in the dead-letter outbox; the
+// dead-letter actor calls it at the end of each turn.
+func (s *Set) SetOutbox(n int) { s.outbox.Store(int64(n)) }
+
+// Outbox returns the latest value given to [Set.SetOutbox].
+func (s *Set) Outbox() int64 { return s.outbox.Load() }
+
+// Probation states of [SubscriptionGauges.Probation], the values of retry.ProbationState.
+const (
+	ProbationHealthy       = 0
+	ProbationOnProbation   = 1
+	ProbationAwaitingProbe = 2
+	ProbationProbeInFlight = 3
+)
+
+// ProbationAt returns the probation state at now: the published state, except that a
+// probation period that ended before now reads as awaiting its probe.
+func (g *SubscriptionGauges) ProbationAt(now time.Time) uint32 {
+	st := g.Probation.Load()
+	if st == ProbationOnProbation && !now.Before(time.Unix(0, g.ProbationUntil.Load())) {
+		return ProbationAwaitingProbe
+	}
+	return st
+}

@@ -1,0 +1,71 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/egridio/egrid/router/metrics/promexport"
+	"github.com/egridio/egrid/router/probes"
+	"github.com/egridio/egrid/router/store"
+)
+
+// Collector returns a prometheus.Collector of the router's metrics (see
+// router/metrics/promexport for the names): register it in a host service's registry. It
+// reads the counters and the gauges the actors publish at scrape time and never waits on an
+// actor.
+func (r *Router) Collector() prometheus.Collector { return promexport.New(r.metrics, nil) }
+
+// Readiness check names ([Router.ReadinessChecks]).
+const (
+	CheckStore       = "store"
+	CheckActors      = "actors"
+	CheckDeadLetters = "deadLetterStore"
+)
+
+// pinger is a dead-letter store that can tell whether it is reachable (sinks/blob.Store).
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// ReadinessChecks returns the checks of a readiness probe (router/probes): the store takes
+// writes ([store.HealthReporter]; a store without it always does), the router's actors run
+// (it was built and is not closed), and, when the dead-letter store can be pinged (MinIO),
+// that it answers. A failed check says what is wrong.
+func (r *Router) ReadinessChecks() []probes.Check {
+	checks := []probes.Check{
+		{Name: CheckStore, Run: func(context.Context) error {
+			h, ok := r.store.(store.HealthReporter)
+			if !ok {
+				return nil
+			}
+			hs := h.Health()
+			if hs.State == store.Healthy {
+				return nil
+			}
+			if hs.Reason == "" {
+				return fmt.Errorf("the store is %s", hs.State)
+			}
+			return fmt.Errorf("the store is %s: %s", hs.State, hs.Reason)
+		}},
+		{Name: CheckActors, Run: func(context.Context) error {
+			r.mu.RLock()
+			defer r.mu.RUnlock()
+			if r.closed {
+				return errors.New("the router is shutting down")
+			}
+			return nil
+		}},
+	}
+	if p, ok := r.deps.DeadLetterStore.(pinger); ok {
+		checks = append(checks, probes.Check{Name: CheckDeadLetters, Run: func(ctx context.Context) error {
+			if err := p.Ping(ctx); err != nil {
+				return fmt.Errorf("the dead-letter store does not answer: %w", err)
+			}
+			return nil
+		}})
+	}
+	return checks
+}

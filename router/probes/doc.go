@@ -1,0 +1,11 @@
+// Package probes serves the liveness and readiness endpoints Kubernetes probes expect:
+// GET /healthz answers 200 "ok" while the process serves HTTP at all, and GET /readyz runs
+// named readiness [Check]s and answers 200 when every one passes, else 503 with a body that
+// names each failed check and why. Neither needs credentials: they reveal nothing secret.
+//
+// A check is a function of a context that the handler bounds with a timeout, so a hung
+// dependency makes the probe fail rather than hang. Checks run on the probe's request, never
+// inside an actor.
+//
+// probes imports only the standard library.
+package probes
