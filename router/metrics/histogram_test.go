@@ -87,3 +87,26 @@ func TestProbationAt(t *testing.T) {
 		t.Errorf("at until: %d, want AwaitingProbe", got)
 	}
 }
+
+// BenchmarkObserve is the cost a histogram adds to a hot path that keeps the *Histogram.
+func BenchmarkObserve(b *testing.B) {
+	var h metrics.Histogram
+	b.RunParallel(func(pb *testing.PB) {
+		d := 3 * time.Millisecond
+		for pb.Next() {
+			h.Observe(d)
+		}
+	})
+}
+
+// BenchmarkAdd is the cost of a counter update through the Set, which the paths that now
+// observe a histogram used to pay.
+func BenchmarkAdd(b *testing.B) {
+	var set metrics.Set
+	k := metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: metrics.SubscriptionScope("orders", "billing")}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			set.Add(k, 3)
+		}
+	})
+}
