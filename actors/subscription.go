@@ -73,6 +73,9 @@ type SubscriptionConfig struct {
 	Writer  *StateWriter
 	Metrics *metrics.Set
 	Logger  *slog.Logger
+	// NoGauges keeps the actor from publishing its delivery state in Metrics' gauges: a
+	// replay's actor, which shares the live subscription's name, sets it.
+	NoGauges bool
 
 	// OnDeadLetter receives every event that ends without delivery when the policy has a
 	// dead-letter destination. It must not block.
@@ -292,7 +295,9 @@ func (s *subscription) start(c actor.Context) {
 	}
 	s.log = s.log.With(logattr.Topic, s.cfg.Topic, logattr.Subscription, s.cfg.Name)
 	if s.cfg.Metrics != nil {
-		s.gauges = s.cfg.Metrics.PublishGauges(s.cfg.Topic, s.cfg.Name)
+		if !s.cfg.NoGauges {
+			s.gauges = s.cfg.Metrics.PublishGauges(s.cfg.Topic, s.cfg.Name)
+		}
 		s.procHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope})
 		s.latHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DeliveryLatency, Scope: s.scope})
 	}

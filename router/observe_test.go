@@ -105,6 +105,14 @@ func TestCollectorInACustomRegistry(t *testing.T) {
 		if got, _ := value(t, reg, "egrid_dead_letter_outbox_events", "", ""); got != 0 {
 			t.Errorf("egrid_dead_letter_outbox_events after the write = %v, want 0", got)
 		}
+		// A replay runs a second actor under the subscription's name; the live one keeps its gauges.
+		if _, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "dead", router.ReplayOptions{Wait: true}); err != nil {
+			t.Fatal(err)
+		}
+		h.Settle()
+		if _, ok := value(t, reg, "egrid_backlog_events", "orders", "dead"); !ok {
+			t.Error("egrid_backlog_events{dead} is gone after a replay of its dead letters")
+		}
 		if err := h.Router().DeleteSubscription(context.Background(), "orders", "retrying"); err != nil {
 			t.Fatal(err)
 		}

@@ -150,7 +150,8 @@ func (r *replay) start(c actor.Context) {
 	// there; they reach the durable outbox at their first write attempt (a replay that a crash
 	// interrupts is run again from the objects it read).
 	sc.Writer = nil
-	sc.Filter = nil // these events matched once; a replay re-delivers them all
+	sc.Filter = nil    // these events matched once; a replay re-delivers them all
+	sc.NoGauges = true // the gauges are the live subscription's
 	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter
 	sc.OnAttempt = func(a *actors.AttemptRecord) {
 		if onAttempt != nil {
