@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -66,7 +67,7 @@ func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Message)
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "id" {
+		if a.Key == logattr.EventID {
 			b.WriteString(" id=" + a.Value.String())
 		}
 		return true
