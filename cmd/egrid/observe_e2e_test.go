@@ -16,6 +16,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/egridio/egrid/router/probes"
+	"github.com/egridio/egrid/testkit"
 )
 
 // scrape GETs url and parses the Prometheus text exposition.
@@ -312,6 +315,56 @@ func TestMetricsBehindAdminToken(t *testing.T) {
 		if resp.StatusCode != c.want || !strings.Contains(string(body), c.body) {
 			t.Errorf("GET %s (token %q): %d %q, want %d containing %q", c.path, c.token, resp.StatusCode, body, c.want, c.body)
 		}
+	}
+	srv.stop(t)
+}
+
+// readyz GETs /readyz at base and returns the status and the report.
+func readyz(t *testing.T, base string) (int, probes.Report) {
+	t.Helper()
+	resp, err := http.Get(base + probes.ReadinessPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep probes.Report
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	return resp.StatusCode, rep
+}
+
+// TestReadyzFollowsMinIO: with dead letters going to MinIO, the binary is ready while MinIO
+// answers and answers 503 naming the deadLetterStore check once MinIO is gone; it is ready again
+// when MinIO is back. /healthz stays 200 throughout: the process is alive.
+func TestReadyzFollowsMinIO(t *testing.T) {
+	m := testkit.StartMinIO(t)
+	srv := startServer(t, "--insecure-dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--minio-endpoint", m.Endpoint, "--minio-access-key", m.AccessKey, "--minio-secret-key", m.SecretKey)
+	if code, rep := readyz(t, srv.url); code != http.StatusOK || !rep.Ready || len(rep.Checks) != 3 {
+		t.Fatalf("with MinIO up: %d %+v, want 200 and ready with store, actors and deadLetterStore checks", code, rep)
+	}
+	m.Stop()
+	code, rep := readyz(t, srv.url)
+	if code != http.StatusServiceUnavailable || rep.Ready {
+		t.Fatalf("with MinIO down: %d %+v, want 503", code, rep)
+	}
+	for _, c := range rep.Checks {
+		if c.OK == (c.Name == "deadLetterStore") {
+			t.Errorf("check %+v: only deadLetterStore should fail", c)
+		}
+	}
+	resp, err := http.Get(srv.url + probes.LivenessPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz with MinIO down: %d, want 200", resp.StatusCode)
+	}
+	m.Start()
+	if code, rep := readyz(t, srv.url); code != http.StatusOK || !rep.Ready {
+		t.Errorf("with MinIO back: %d %+v, want 200", code, rep)
 	}
 	srv.stop(t)
 }
