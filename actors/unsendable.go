@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
@@ -51,7 +52,7 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 		it.lastOutcome, it.lastStatus = schemas.GenericError, 0
 		dec := s.cfg.Policy.AfterFailure(retry.Failure{Outcome: schemas.GenericError, Unsendable: true}, it.attempts, it.ev.ID, it.publish, now)
 		s.log.Warn("event can never be sent; ended without counting against the endpoint",
-			"id", shorten(it.ev.ID), "seq", it.seq, "decision", dec.String(), "err", err)
+			logattr.EventID, shorten(it.ev.ID), "seq", it.seq, "decision", dec.String(), "err", err)
 		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
 		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
