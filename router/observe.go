@@ -9,7 +9,6 @@ import (
 
 	"github.com/egridio/egrid/router/metrics/promexport"
 	"github.com/egridio/egrid/router/probes"
-	"github.com/egridio/egrid/router/store"
 )
 
 // Collector returns a prometheus.Collector of the router's metrics (see
@@ -31,18 +30,14 @@ type pinger interface {
 }
 
 // ReadinessChecks returns the checks of a readiness probe (router/probes): the store takes
-// writes ([store.HealthReporter]; a store without it always does), the router's actors run
+// writes ([Router.Health] is Healthy: not below its free-space floor, not failed), the router's actors run
 // (it was built and is not closed), and, when the dead-letter store can be pinged (MinIO),
 // that it answers. A failed check says what is wrong.
 func (r *Router) ReadinessChecks() []probes.Check {
 	checks := []probes.Check{
 		{Name: CheckStore, Run: func(context.Context) error {
-			h, ok := r.store.(store.HealthReporter)
-			if !ok {
-				return nil
-			}
-			hs := h.Health()
-			if hs.State == store.Healthy {
+			hs := r.Health()
+			if hs.State == Healthy {
 				return nil
 			}
 			if hs.Reason == "" {

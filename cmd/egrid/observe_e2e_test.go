@@ -368,3 +368,31 @@ func TestReadyzFollowsMinIO(t *testing.T) {
 	}
 	srv.stop(t)
 }
+
+// TestReadyzWhenTheStoreTakesNoPublishes: a store below its free-space floor refuses publishes
+// (507), so the instance is not ready: /readyz answers 503 naming the store check, while
+// /healthz stays 200.
+func TestReadyzWhenTheStoreTakesNoPublishes(t *testing.T) {
+	srv := startServer(t, "--insecure-dev", "--data-dir", filepath.Join(t.TempDir(), "data"), "--min-free-disk", "1000000GiB")
+	code, rep := readyz(t, srv.url)
+	if code != http.StatusServiceUnavailable || rep.Ready {
+		t.Fatalf("below the floor: %d %+v, want 503", code, rep)
+	}
+	for _, c := range rep.Checks {
+		if c.OK == (c.Name == "store") {
+			t.Errorf("check %+v: only the store should fail", c)
+		}
+		if c.Name == "store" && !strings.Contains(c.Error, "low-space") {
+			t.Errorf("store check error %q, want it to say low-space", c.Error)
+		}
+	}
+	resp, err := http.Get(srv.url + probes.LivenessPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz: %d, want 200", resp.StatusCode)
+	}
+	srv.stop(t)
+}

@@ -14,14 +14,16 @@ const (
 	LabelSubscription = "subscription"
 	LabelError        = "error"
 	LabelReason       = "reason"
+	LabelKind         = "kind"
 )
 
 // counter maps one of Event Grid's counters to its Prometheus form.
 type counter struct {
-	name   string // Event Grid's name, the metrics.Key Name
-	desc   *prometheus.Desc
-	perSub bool   // labelled by topic and subscription; else by topic
-	dim    string // the label of metrics.Key.Dim, or ""
+	name    string // Event Grid's name, the metrics.Key Name
+	desc    *prometheus.Desc
+	perSub  bool   // labelled by topic and subscription; else by topic
+	dim     string // the label of metrics.Key.Dim, or ""
+	noTopic bool   // the router's own: no topic label
 }
 
 // histogram maps one of the Set's histograms.
@@ -52,6 +54,8 @@ var counters = []counter{
 	newCounter(metrics.DeadLetteredCount, "egrid_dead_lettered_count", "Events dead-lettered, by dead-letter reason.", true, LabelReason),
 	newCounter(metrics.DroppedEventCount, "egrid_dropped_event_count", "Events that ended without delivery and were not dead-lettered, by reason.", true, LabelReason),
 	newCounter(metrics.AdvancedFilterEvaluationCount, "egrid_advanced_filter_evaluation_count", "Events evaluated against the event subscription's advanced filters.", true, ""),
+	{name: metrics.StoreCorruptionCount, dim: LabelKind, noTopic: true, desc: prometheus.NewDesc("egrid_store_corruption_count",
+		"Damage the store found, by kind (marker, wal, table); each is logged as an ERROR (egrid only).", []string{LabelKind}, nil)},
 }
 
 var histograms = []histogram{
@@ -115,7 +119,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(v), labels(k, m.perSub, m.dim != "")...)
+		lv := []string{k.Dim}
+		if !m.noTopic {
+			lv = labels(k, m.perSub, m.dim != "")
+		}
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(v), lv...)
 	}
 	hists := make(map[string]*histogram, len(histograms))
 	for i := range histograms {

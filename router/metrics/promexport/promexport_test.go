@@ -20,6 +20,7 @@ func TestCollect(t *testing.T) {
 	set.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: "orders", Dim: "ServiceUnavailable"}, 2)
 	set.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: sub, Dim: "Busy"}, 3)
 	set.Add(metrics.Key{Name: "SomethingElse", Scope: "orders"}, 1) // not exported
+	set.Add(metrics.Key{Name: metrics.StoreCorruptionCount, Dim: "wal"}, 1)
 	set.Observe(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: sub}, 20*time.Millisecond)
 	set.Observe(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: sub}, 3*time.Second)
 	now := time.Unix(10_000, 0)
@@ -39,6 +40,9 @@ egrid_publish_fail_count{error="ServiceUnavailable",topic="orders"} 2
 # HELP egrid_delivery_attempt_fail_count Failed delivery attempts, per event, by outcome. (Event Grid: DeliveryAttemptFailCount)
 # TYPE egrid_delivery_attempt_fail_count counter
 egrid_delivery_attempt_fail_count{error="Busy",subscription="billing",topic="orders"} 3
+# HELP egrid_store_corruption_count Damage the store found, by kind (marker, wal, table); each is logged as an ERROR (egrid only).
+# TYPE egrid_store_corruption_count counter
+egrid_store_corruption_count{kind="wal"} 1
 # HELP egrid_backlog_events Events of the event subscription neither delivered nor ended: ready, in flight, parked for retry, or not yet read from the journal.
 # TYPE egrid_backlog_events gauge
 egrid_backlog_events{subscription="billing",topic="orders"} 7
@@ -55,13 +59,13 @@ egrid_probation_state{subscription="billing",topic="orders"} 1
 # TYPE egrid_dead_letter_outbox_events gauge
 egrid_dead_letter_outbox_events 4
 `
-	names := []string{"egrid_publish_fail_count", "egrid_delivery_attempt_fail_count", "egrid_backlog_events",
+	names := []string{"egrid_publish_fail_count", "egrid_delivery_attempt_fail_count", "egrid_store_corruption_count", "egrid_backlog_events",
 		"egrid_in_flight_attempts", "egrid_oldest_undelivered_age_seconds", "egrid_probation_state", "egrid_dead_letter_outbox_events"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(c); n != 8 { // the seven above and the histogram
-		t.Errorf("%d samples, want 8 (SomethingElse is not exported)", n)
+	if n := testutil.CollectAndCount(c); n != 9 { // the eight above and the histogram
+		t.Errorf("%d samples, want 9 (SomethingElse is not exported)", n)
 	}
 
 	// The histogram, in seconds: 20 ms is in le=0.025 and up, 3 s in le=5 and up.
