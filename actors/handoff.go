@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -30,7 +31,7 @@ func (s *subscription) handOff(d *DeadLetter) {
 	if err != nil {
 		// Only an event that cannot be encoded gets here; retrying cannot help.
 		s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(schemas.DeadLetterDestinationUnavailable)}, 1)
-		s.log.Error("dead letter dropped: it cannot be put in the outbox", "id", d.Event.ID, "err", err)
+		s.log.Error("dead letter dropped: it cannot be put in the outbox", logattr.EventID, d.Event.ID, "err", err)
 		return
 	}
 	s.pendingDL = append(s.pendingDL, rec)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
@@ -194,7 +195,7 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, ended time.Time) string {
 	read, err := r.DeadLetterRecords(ctx, topic, sub, DeadLetterQuery{Since: ended})
 	if err != nil {
-		r.log.Warn("explain: reading dead letters", "topic", topic, "subscription", sub, "err", err)
+		r.log.Warn("explain: reading dead letters", logattr.Topic, topic, logattr.Subscription, sub, "err", err)
 		return ""
 	}
 	for _, e := range read.Entries {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 )
@@ -187,7 +188,7 @@ func (w *historyWriter) write(steps []historyStep) {
 		}
 		err := w.store.PutHistory(ctx, ref.topic, ref.sub, recs)
 		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
-			w.log.Warn("saving delivery histories", "topic", ref.topic, "subscription", ref.sub, "err", err)
+			w.log.Warn("saving delivery histories", logattr.Topic, ref.topic, logattr.Subscription, ref.sub, "err", err)
 		}
 	}
 }
@@ -202,13 +203,13 @@ func (w *historyWriter) load(ctx context.Context, s *historyStep) *Explanation {
 	rec, err := w.store.History(ctx, s.topic, s.sub, s.eventID, s.attempt.Time)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
-			w.log.Warn("reading a delivery history", "topic", s.topic, "subscription", s.sub, "err", err)
+			w.log.Warn("reading a delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
 		}
 		return fresh
 	}
 	var e Explanation
 	if err := json.Unmarshal(rec.Payload, &e); err != nil {
-		w.log.Warn("discarding an unreadable delivery history", "topic", s.topic, "subscription", s.sub, "err", err)
+		w.log.Warn("discarding an unreadable delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
 		return fresh
 	}
 	return &e
