@@ -330,14 +330,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("after the button the admin API says probation=%v (%v), want it ended", state.Properties.DeliveryState.Probation, err)
 	}
 
-	// The explanation of e2: the explain API's answer, or its error as it is.
+	// The explanation of e2, rendered: its state, and its one attempt with the outcome, the
+	// status and the rule that ended the delivery; the API's answer stays below as raw JSON.
 	run("explain",
 		chromedp.SendKeys(chromedp.CSS(`#explain-form input[name="id"]`), "e2"),
 		chromedp.Click(chromedp.CSS(`#explain-form button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#explain, #explain-error`)))
-	explained := text(`#view`)
-	if !strings.Contains(explained, "e2") || (!strings.Contains(explained, "answered") && !strings.Contains(explained, "{")) {
-		t.Errorf("the explain view shows %q, want e2's explanation or the API's error", explained)
+		chromedp.WaitVisible(chromedp.CSS(`#explain #explain-attempts tr.explained-attempt, #explain-error`)))
+	if got := text(`#view`); !strings.Contains(got, "Explain e2") || strings.Contains(got, "GET /admin/") { // an API error shows its request
+		t.Fatalf("the explain view shows %q, want e2's explanation", got)
+	}
+	if got := text(`#explain-state`); !strings.Contains(got, "DeadLettered") {
+		t.Errorf("the explain view's state shows %q, want DeadLettered", got)
+	}
+	attempt := text(`#explain-attempts tr.explained-attempt`)
+	if rule := text(`#explain-attempts tr.explained-attempt td.explanation`); !strings.Contains(rule, "404") {
+		t.Errorf("e2's attempt's decision shows %q, want the rule text of its 404", rule)
+	}
+	if !strings.Contains(attempt, "NotFound") || !strings.Contains(attempt, "404") {
+		t.Errorf("e2's attempt shows %q, want its outcome NotFound and status 404", attempt)
+	}
+	if got := text(`#explain-raw summary`); got != "raw JSON" {
+		t.Errorf("the explain view's raw JSON toggle shows %q", got)
 	}
 	screenshot("explain")
 

@@ -234,16 +234,64 @@ async function subscriptionView(topic, name) {
   poll(() => subscriptionView(topic, name));
 }
 
+// explainView shows GET .../events/{id}: where the event stands, then its attempts with the
+// rule that decided each next step, then the answer as it came (raw JSON).
 async function explainView(topic, name, id) {
   const path = subPath(topic, name) + `/events/${enc(id)}`;
-  let body;
+  let x;
   try {
-    body = JSON.stringify(await getJSON(path), null, 2);
+    x = await getJSON(path);
   } catch (e) {
     render(el("h1", {}, "Explain ", id), backTo(topic, name), el("div", { class: "error", id: "explain-error" }, e.message));
     return;
   }
-  render(el("h1", {}, "Explain ", id), backTo(topic, name), el("pre", { id: "explain" }, body));
+  const ended = x.state === "DeadLettered" || x.state === "Dropped";
+  const row = (label, value, attrs) => el("tr", {}, el("th", {}, label), el("td", attrs || {}, value));
+  const head = el("table", { id: "explain-summary" },
+    row("Published", when(x.publishTime)),
+    row("State", el("span", { class: x.state === "Delivered" ? "ok" : x.state === "Retrying" ? "" : "bad" }, x.state), { id: "explain-state" }),
+    row("Attempts", `${x.attemptsMade} of ${x.maxDeliveryAttempts}` + (x.earlierAttempts ? ` (${x.earlierAttempts} earlier not kept)` : "")),
+    x.state === "Retrying" ? row("Attempts left", String(x.attemptsLeft || 0)) : null,
+    x.nextAttempt ? row("Next attempt", when(x.nextAttempt)) : null,
+    x.deadline ? row("Deadline", when(x.deadline) + (x.state === "Retrying" ? ` (time to live left ${duration(x.timeToLiveLeft || 0)})` : "")) : null,
+    ended ? row("Reason", x.reason || "") : null,
+    x.state === "DeadLettered" ? row("Dead-letter object", x.deadLetterObject || "not written yet (waiting in the outbox)") : null);
+  const attempts = (x.attempts || []).map((a) => el("tr", { class: "explained-attempt" },
+    el("td", { class: "num" }, a.noAttempt ? "–" : a.attempt),
+    el("td", {}, when(a.time)),
+    el("td", { class: "num" }, a.noAttempt ? "" : duration(a.duration || 0)),
+    el("td", { class: "outcome" }, a.noAttempt ? "came due, no attempt" : el("span", { class: a.outcome === "Delivered" ? "ok" : "bad" }, a.outcome || "")),
+    el("td", { class: "num" }, a.statusCode || ""),
+    el("td", { class: "explanation" }, a.explanation || "", a.rule ? el("span", { class: "muted" }, ` (rule ${a.rule})`) : null,
+      a.response ? el("div", { class: "muted response" }, "response: ", a.response) : null),
+    el("td", {}, a.due ? when(a.due) : ""),
+    el("td", { class: "flags" }, [a.probe ? "probe" : "", a.heldBack ? `held back ${duration(a.heldBack)}` + (a.probe ? " by a probation" : "") : ""].filter((f) => f).join("; "))));
+  const raw = el("details", { id: "explain-raw" }, el("summary", {}, "raw JSON"), el("pre", {}, JSON.stringify(x, null, 2)));
+  render(el("h1", {}, "Explain ", id), backTo(topic, name),
+    el("div", { id: "explain" }, head,
+      el("h2", {}, "Attempts"),
+      attempts.length ? el("table", { id: "explain-attempts" }, el("tr", {}, el("th", {}, "#"), el("th", {}, "Time"), el("th", {}, "Duration"),
+        el("th", {}, "Outcome"), el("th", {}, "Status"), el("th", {}, "Decision"), el("th", {}, "Due"), el("th", {}, "Probation")), ...attempts)
+        : el("p", { class: "muted" }, "No attempts kept."),
+      raw));
+}
+
+// when shows a time of the API in UTC to the millisecond, and how far it is from now.
+function when(t) {
+  const ms = Date.parse(t);
+  if (Number.isNaN(ms)) return String(t);
+  const d = ms - Date.now();
+  const rel = Math.abs(d) < 1000 ? "now" : d > 0 ? `in ${duration(d * 1e6)}` : `${duration(-d * 1e6)} ago`;
+  return `${new Date(ms).toISOString().replace("T", " ")} (${rel})`;
+}
+
+// duration shows nanoseconds (the API's durations) as ms, s, min or h.
+function duration(ns) {
+  const ms = ns / 1e6;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60e3) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3600e3) return `${(ms / 60e3).toFixed(1)} min`;
+  return `${(ms / 3600e3).toFixed(1)} h`;
 }
 
 function backTo(topic, name) {
