@@ -8,53 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/egridio/egrid/testkit"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and unmounts it at the end of
-// the test. It skips the test when mounting is not permitted (not root), except under
-// CI=true, where it fails.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("this test fills a small tmpfs and needs to mount one (run as root, or in a container with CAP_SYS_ADMIN): mount: %v: %s", err, out)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "--lazy", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file of zeros in dir until the file system is full and returns its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for range 1 << 16 { // bounded: 4 GiB
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	return path
-}
 
 // gatedHook is a webhook endpoint that holds every notification until open is closed, then
 // answers 200 and sends the event ids it got to ids.
@@ -125,7 +86,7 @@ func TestDiskFullThroughTheBinary(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := mountTmpfs(t, 160<<20)
+			dir := testkit.Tmpfs(t, 160<<20)
 			hook, open, delivered := gatedHook(t)
 			srv := startServer(t, "--insecure-dev", "--data-dir", filepath.Join(dir, "data"), "--time-scale", "100", "--min-free-disk", tc.minFreeDisk)
 			createWebhookSubscription(t, srv.url, hook, 30)
@@ -142,7 +103,7 @@ func TestDiskFullThroughTheBinary(t *testing.T) {
 				}
 			}
 
-			filler := fillDisk(t, dir)
+			filler := testkit.FillDisk(t, dir)
 			var status int
 			var retryAfter, msg string
 			for i := range 10_000 { // bounded; pebble may have room left in its preallocated log

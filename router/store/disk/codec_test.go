@@ -14,7 +14,12 @@ import (
 	"github.com/egridio/egrid/schemas"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+// updating reports whether the test binary runs with -update, the flag testkit defines (the
+// package's external tests import testkit, which links it into this binary).
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 var goldenTime = time.Date(2026, 11, 22, 10, 30, 15, 123456789, time.UTC)
 
@@ -73,7 +78,7 @@ func TestFormatV1Golden(t *testing.T) {
 	}
 	got := strings.Join(lines, "\n") + "\n"
 	path := filepath.Join("testdata", "format_v1.golden")
-	if *update {
+	if updating() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -18,47 +18,8 @@ import (
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/testkit"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and unmounts it at the end of
-// the test. It skips the test when mounting is not permitted (not root, no mount
-// namespace), except under CI=true, where it fails.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("this test fills a small tmpfs and needs to mount one (run as root, or in a container with CAP_SYS_ADMIN): mount: %v: %s", err, out)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "--lazy", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fill writes a file of zeros in dir until the file system is full and returns its path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for range 1 << 16 { // bounded: 4 GiB
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	return path
-}
 
 // On a real full disk (a tmpfs), Appends fail with ErrFailed instead of hanging or
 // crashing; stored events are still read and subscription state is still taken; once space
@@ -66,7 +27,7 @@ func fill(t *testing.T, dir string) string {
 // there.
 func TestDiskFull(t *testing.T) {
 	ctx := t.Context()
-	dir := mountTmpfs(t, 64<<20)
+	dir := testkit.Tmpfs(t, 64<<20)
 	var logs syncBuffer
 	s, err := disk.Open(filepath.Join(dir, "db"), disk.Options{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), MemTableSize: 1 << 20, RecoverInterval: 10 * time.Millisecond,
@@ -89,7 +50,7 @@ func TestDiskFull(t *testing.T) {
 		}
 		acked = append(acked, last)
 	}
-	filler := fill(t, dir)
+	filler := testkit.FillDisk(t, dir)
 
 	var failed error
 	for i := range 200_000 { // bounded: the disk is full long before
