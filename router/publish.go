@@ -101,3 +101,12 @@ func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Eve
 	t.publishLatency.Observe(time.Since(start)) // request to durable ack
 	return nil
 }
+
+// CountPublishFailure counts one publish request to topic that was refused before any of its
+// events was decoded or stored (PublishFailCount, with errorCode as its Error dimension, such
+// as Unauthorized, BadRequest or PayloadTooLarge). The HTTP data plane calls it for every
+// refusal of a known topic; refusals by the store are counted where the store fails. A refused
+// request counts once: its events were never known.
+func (r *Router) CountPublishFailure(topic, errorCode string) {
+	r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: topic, Dim: errorCode}, 1)
+}

@@ -60,6 +60,7 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		return
 	}
 	if status, msg := a.authorize(req, t); status != 0 {
+		a.r.CountPublishFailure(t.name, authCode(status))
 		writeAuthError(w, status, msg)
 		return
 	}
@@ -68,21 +69,24 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		lim = schemas.NamespaceLimits
 	}
 	if req.ContentLength > int64(lim.MaxRequestBytes) {
+		a.r.CountPublishFailure(t.name, "PayloadTooLarge")
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is %d bytes; the limit is %d bytes (1 MB): split the request", req.ContentLength, lim.MaxRequestBytes))
 		return
 	}
 	body, err := readBody(req, lim.MaxRequestBytes)
 	if err != nil {
+		a.r.CountPublishFailure(t.name, "BadRequest")
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
 		return
 	}
 	if len(body) > lim.MaxRequestBytes {
+		a.r.CountPublishFailure(t.name, "PayloadTooLarge")
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is over the limit of %d bytes (1 MB): split the request", lim.MaxRequestBytes))
 		return
 	}
 	evs, err := a.decodeHTTP(req, t, body, namespace, lim)
 	if err != nil {
-		writeDecodeError(w, err)
+		a.r.CountPublishFailure(t.name, writeDecodeError(w, err))
 		return
 	}
 	if err := a.r.PublishEvents(req.Context(), t.name, evs); err != nil {
@@ -112,11 +116,16 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 // writeAuthError answers a refused publish: 401 Unauthorized, or 400 BadRequest for a SAS
 // token that does not parse.
 func writeAuthError(w http.ResponseWriter, status int, msg string) {
-	code := "Unauthorized"
+	writeError(w, status, authCode(status), msg)
+}
+
+// authCode is the error code of a refused publish's status: Unauthorized, or BadRequest for a
+// SAS token that does not parse.
+func authCode(status int) string {
 	if status == http.StatusBadRequest {
-		code = "BadRequest"
+		return "BadRequest"
 	}
-	writeError(w, status, code, msg)
+	return "Unauthorized"
 }
 
 // readBody reads at most limit+1 bytes of the request body, into a buffer sized from
@@ -184,13 +193,14 @@ func contentTypeError(got, want string) error {
 // {"error":{"code":"BadRequest",...,"details":[{"code":"InputJsonInvalid",...}]}}).
 const codeInputJSONInvalid = "InputJsonInvalid"
 
-// writeDecodeError maps decoding errors to Event Grid's statuses: 413 for size, 400 otherwise,
+// writeDecodeError maps decoding errors to Event Grid's statuses: 413 for size, 400 otherwise
+// (it returns the error code it answered),
 // with one detail per problem.
-func writeDecodeError(w http.ResponseWriter, err error) {
+func writeDecodeError(w http.ResponseWriter, err error) string {
 	var tooLarge *schemas.TooLargeError
 	if errors.As(err, &tooLarge) {
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", tooLarge.Error())
-		return
+		return "PayloadTooLarge"
 	}
 	var details []errorDetail
 	for _, e := range flatten(err) {
@@ -201,6 +211,7 @@ func writeDecodeError(w http.ResponseWriter, err error) {
 		msg = fmt.Sprintf("%d problems in the request; nothing was accepted: %s", len(details), details[0].Message)
 	}
 	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
+	return "BadRequest"
 }
 
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go

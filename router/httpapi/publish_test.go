@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/sas"
 )
 
@@ -122,6 +123,16 @@ func TestBadPublishesAreRefusedWithAReason(t *testing.T) {
 	}
 	if got := s.r.Metrics().Snapshot().Sum("PublishSuccessCount", "orders"); got != 0 {
 		t.Errorf("%d events accepted by bad publishes, want 0", got)
+	}
+	// Each refused request of the known topic counts once in PublishFailCount by its error
+	// (Azure Monitor's PublishFailCount, Error dimension); the unknown topic counts nowhere.
+	for code, want := range map[string]int64{"BadRequest": 6, "PayloadTooLarge": 1, "Unauthorized": 4} {
+		if got := s.r.Metrics().Get(metrics.Key{Name: metrics.PublishFailCount, Scope: "orders", Dim: code}); got != want {
+			t.Errorf("PublishFailCount{orders, %s} = %d, want %d", code, got, want)
+		}
+	}
+	if got := s.r.Metrics().Snapshot().Sum(metrics.PublishFailCount, "nope"); got != 0 {
+		t.Errorf("PublishFailCount of an unknown topic = %d, want 0", got)
 	}
 }
 
