@@ -69,7 +69,7 @@ func startMinIOEnv(t *testing.T, log *slog.Logger) *minioEnv {
 	}
 	r, err := router.New(router.Config{
 		InsecureDev: true, SkipEndpointValidation: true, TimeScale: 100,
-		DeadLetters: router.DeadLetterConfig{Delay: time.Second},
+		DeadLetters: router.DeadLetterConfig{Delay: 20 * time.Second}, // 200 ms real: one flush even on a loaded machine
 	}, router.Deps{DeadLetterStore: env.store, Sinks: map[string]sinks.Sink{"watch": watch}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
