@@ -126,6 +126,15 @@ func TestWriteFailure(t *testing.T) {
 	if c, err := s.Cursors(ctx, "t"); err != nil || c["sub"] != 1 {
 		t.Errorf("Cursors while failed = %v, %v; want sub at 1", c, err)
 	}
+	// A dead letter handed over while failed is kept with its update, and the outbox shows it,
+	// so a dead-letter actor that reloads meanwhile still writes it.
+	held := store.DeadLetterRecord{ID: "dl-held", Payload: []byte("held")}
+	if err := s.UpdateSubscription(ctx, "t", "sub", store.Update{DeadLetters: []store.DeadLetterRecord{held}}); err != nil {
+		t.Errorf("UpdateSubscription with a dead letter while failed: %v, want it kept in memory", err)
+	}
+	if dl, err := s.DeadLetters(ctx); err != nil || len(dl) != 1 || dl[0].ID != held.ID || string(dl[0].Payload) != "held" {
+		t.Errorf("DeadLetters while failed = %+v, %v; want the dead letter handed over while failed", dl, err)
+	}
 
 	full.Store(false) // space is back: the store reopens itself
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -159,6 +168,9 @@ func TestWriteFailure(t *testing.T) {
 	st, err := r.LoadSubscription(ctx, "t", "sub")
 	if err != nil || st.Cursor != 1 || len(st.Parked) != 1 || st.Parked[0].Attempts != 1 || string(st.Probation) != "p" {
 		t.Errorf("state after reopening = %+v, %v; want the update written while failed", st, err)
+	}
+	if dl, err := r.DeadLetters(ctx); err != nil || len(dl) != 1 || dl[0].ID != held.ID {
+		t.Errorf("DeadLetters after reopening = %+v, %v; want the dead letter handed over while failed", dl, err)
 	}
 }
 

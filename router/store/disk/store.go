@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -1283,8 +1285,22 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 		return nil, err
 	}
 	defer c.done()
+	// Dead letters handed over by updates kept in memory while the store is failed are part
+	// of the outbox too (as LoadSubscription applies those updates): a dead-letter actor that
+	// reloads meanwhile must find them.
+	held := map[string][]byte{}
+	s.mu.RLock()
+	for _, w := range s.pending {
+		for _, d := range w.u.DeadLetters {
+			held[d.ID] = d.Payload
+		}
+	}
+	s.mu.RUnlock()
 	recs := []store.DeadLetterRecord{}
 	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+		if _, ok := held[string(k[1:])]; ok {
+			return nil // the held one is newer
+		}
 		payload, err := decodeOpaque(v)
 		if err != nil {
 			return fmt.Errorf("dead letter %q: %w", k[1:], err)
@@ -1295,5 +1311,12 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("listing dead letters: %w", err)
 	}
+	if len(held) == 0 {
+		return recs, nil
+	}
+	for id, payload := range held {
+		recs = append(recs, store.DeadLetterRecord{ID: id, Payload: slices.Clone(payload)})
+	}
+	slices.SortFunc(recs, func(a, b store.DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
 	return recs, nil
 }
