@@ -357,7 +357,7 @@ func (s *subscription) stop() {
 	if grace <= 0 {
 		grace = DefaultStopGrace
 	}
-	if !waitBounded(&s.wg, grace) {
+	if !WaitBounded(&s.wg, grace) {
 		// The attempts still running are abandoned: their events are not settled, so the next
 		// incarnation (or the next process) attempts them again, and their late results are
 		// ignored (their batch ids are unknown to it). Their goroutines end when the sink
@@ -941,9 +941,10 @@ func (h *dueHeap) Pop() any {
 	return it
 }
 
-// waitBounded waits for wg at most d and reports whether it finished. When it did not, the
-// goroutine waiting for wg stays until wg finishes.
-func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
+// WaitBounded waits for wg at most d and reports whether it finished. When it did not, the
+// goroutine waiting for wg stays until wg finishes. Actors use it when they stop, so that a
+// sink or writer that ignores its context cannot hold a stop forever.
+func WaitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()

@@ -445,7 +445,7 @@ func (d *deadLetters) stop(final bool) {
 		d.timer.Stop()
 	}
 	d.timerGen++
-	if !waitBounded(&d.wg, d.cfg.WriteTimeout) {
+	if !actors.WaitBounded(&d.wg, d.cfg.WriteTimeout) {
 		d.log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
 	}
 	// What the actor decided is saved before it goes: the next incarnation loads it.
@@ -825,22 +825,4 @@ func (h *recordHeap) Pop() any {
 	r := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return r
-}
-
-// waitBounded waits for wg at most d and reports whether it finished. When it did not, the
-// goroutine waiting for wg stays until wg finishes.
-func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
