@@ -29,10 +29,11 @@ import (
 //     deliveries catch up after publishing stopped — and backs off from trimIdleMin to
 //     trimIdleMax while no topic has anything to trim.
 //
-// A look holds the router's lock for reading, so no subscription of the topic is created or
-// deleted between reading its cursors and trimming. It is cheap: the disk store answers
-// LastSeq and Cursors from memory (BenchmarkCursors: about 70 µs for 500 subscriptions, so
-// under 0.1 µs per appended event), and a trim is one unsynced batch.
+// A look takes no lock across its store calls: LastSeq is read before Cursors, and a
+// subscription created meanwhile starts at the LastSeq of its creation (PutSubscription), so
+// the bound stays safe; a subscription deleted meanwhile only raises it. It is cheap: the disk
+// store answers LastSeq and Cursors from memory (BenchmarkCursors: about 70 µs for 500
+// subscriptions, so under 0.1 µs per appended event), and a trim is one unsynced batch.
 const (
 	trimCheckEvents = 1024
 	trimStep        = 1024

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/logattr"
 )
 
 // validationPath is the route of validationUrl, shaped like Event Grid's
@@ -22,7 +23,7 @@ func (a *API) handleValidationURL(w http.ResponseWriter, req *http.Request) {
 		return
 	case err != nil:
 		// The cause can name files on the server: it goes to the log only.
-		a.log.Error("completing a manual validation failed", "subscription", req.PathValue("name"), "err", err)
+		a.log.Error("completing a manual validation failed", logattr.Subscription, req.PathValue("name"), "err", err)
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "completing the validation failed: fetch this validation URL again later")
 		return
