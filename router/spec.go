@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,7 +124,9 @@ const (
 // marked isSecret come back without their value. A PUT that leaves such a value out keeps the
 // stored one (see [Router.CreateSubscription]).
 type SubscriptionSpec struct {
-	Destination           Destination            `json:"destination" yaml:"destination"`
+	// Destination is where a push subscription delivers; a queue subscription
+	// (DeliveryConfiguration.DeliveryMode Queue) has none.
+	Destination           Destination            `json:"destination,omitzero" yaml:"destination,omitempty"`
 	Filter                filter.Spec            `json:"filter,omitzero" yaml:"filter,omitempty"`
 	RetryPolicy           RetryPolicy            `json:"retryPolicy,omitzero" yaml:"retryPolicy,omitempty"`
 	DeadLetterDestination *DeadLetterDestination `json:"deadLetterDestination,omitempty" yaml:"deadLetterDestination,omitempty"`
@@ -134,6 +138,49 @@ type SubscriptionSpec struct {
 	// must be in the future when the subscription is created or updated
 	// (eventgrid-behaviour.md §3.1).
 	ExpirationTimeUTC time.Time `json:"expirationTimeUtc,omitzero" yaml:"expirationTimeUtc,omitempty"`
+	// DeliveryConfiguration is a namespace topic subscription's delivery mode: nil or
+	// deliveryMode Push delivers to Destination; deliveryMode Queue keeps the events for
+	// consumers to receive and settle (pull delivery, eventgrid-behaviour.md §3.5, §9).
+	DeliveryConfiguration *DeliveryConfiguration `json:"deliveryConfiguration,omitempty" yaml:"deliveryConfiguration,omitempty"`
+}
+
+// Delivery modes of a namespace topic subscription's [DeliveryConfiguration].
+const (
+	DeliveryModePush  = "Push"
+	DeliveryModeQueue = "Queue"
+)
+
+// DeliveryConfiguration is Azure's namespace subscription deliveryConfiguration:
+//
+//	{"deliveryMode": "Queue", "queue": {"receiveLockDurationInSeconds": 60, "maxDeliveryCount": 10, "eventTimeToLive": "P1D"}}
+//
+// A push subscription (deliveryMode Push) keeps its destination, retryPolicy and
+// deadLetterDestination in the subscription's other fields, as a custom topic's does.
+type DeliveryConfiguration struct {
+	// DeliveryMode is Push or Queue (matched ignoring case); empty means Push.
+	DeliveryMode string `json:"deliveryMode,omitempty" yaml:"deliveryMode,omitempty"`
+	// Queue holds a queue subscription's settings (deliveryMode Queue only).
+	Queue *QueueInfo `json:"queue,omitempty" yaml:"queue,omitempty"`
+}
+
+// QueueInfo is Azure's deliveryConfiguration.queue: the settings of a queue (pull)
+// subscription. The dead-letter destination is the subscription's deadLetterDestination.
+type QueueInfo struct {
+	// ReceiveLockDurationInSeconds is how long a received event stays invisible to other
+	// receivers unless it is settled: 60..300, 0 means 60.
+	ReceiveLockDurationInSeconds int `json:"receiveLockDurationInSeconds,omitempty" yaml:"receiveLockDurationInSeconds,omitempty"`
+	// MaxDeliveryCount is how many times an event may be received before it is dead-lettered
+	// (or dropped): 1..10, 0 means 10.
+	MaxDeliveryCount int `json:"maxDeliveryCount,omitempty" yaml:"maxDeliveryCount,omitempty"`
+	// EventTimeToLive is how long an event stays available from its publish time, an ISO 8601
+	// duration of whole minutes from PT1M to P7D (e.g. PT23H12M, P1D, P1DT0H0M0S); empty means
+	// the namespace profile's default, P1D (the default namespace topic retention).
+	EventTimeToLive string `json:"eventTimeToLive,omitempty" yaml:"eventTimeToLive,omitempty"`
+}
+
+// IsQueue says the spec is a queue (pull) subscription: deliveryConfiguration.deliveryMode Queue.
+func (s *SubscriptionSpec) IsQueue() bool {
+	return s.DeliveryConfiguration != nil && strings.EqualFold(s.DeliveryConfiguration.DeliveryMode, DeliveryModeQueue)
 }
 
 // Destination is ARM's polymorphic destination object.
@@ -251,13 +298,21 @@ type resolved struct {
 	endpointType   string
 	timeout        time.Duration
 	headers        sinks.HeaderMappings
+	// lockDuration is a queue subscription's receive lock (0: a push subscription).
+	lockDuration time.Duration
 }
 
 // validate checks the spec against its topic and reports every problem at once.
 func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved, error) {
 	var errs []error
 	r := &resolved{}
+	queue, errs := s.validateDelivery(t, errs)
 	switch {
+	case queue:
+		r.endpointType = DeliveryModeQueue
+		if !reflect.ValueOf(s.Destination).IsZero() {
+			errs = append(errs, errors.New("destination: a queue subscription (deliveryConfiguration.deliveryMode Queue) has no destination: consumers receive its events; remove destination, or use deliveryMode Push"))
+		}
 	case strings.EqualFold(s.Destination.EndpointType, EndpointWebHook):
 		r.endpointType = EndpointWebHook
 		if err := validateEndpointURL(s.Destination.Properties.EndpointURL); err != nil {
@@ -335,7 +390,10 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 			DeadLetter:          s.DeadLetterDestination != nil,
 			TimeScale:           timeScale,
 		}
-		if err := pol.Validate(); err != nil {
+		if queue {
+			r.lockDuration, pol.MaxDeliveryAttempts, pol.EventTimeToLive = s.queueSettings()
+		}
+		if err := pol.Validate(); err != nil && !queue { // validateDelivery checked a queue's
 			errs = append(errs, fmt.Errorf("retryPolicy: %w", err))
 		}
 		r.policy = pol
@@ -450,4 +508,150 @@ func flatten(err error) []error {
 		return out
 	}
 	return []error{err}
+}
+
+// Bounds of a queue subscription's settings (eventgrid-behaviour.md §3.5).
+const (
+	DefaultReceiveLockDuration = 60 * time.Second
+	minReceiveLockSeconds      = 60
+	maxReceiveLockSeconds      = 300
+	maxQueueDeliveryCount      = 10
+	minQueueTTL                = time.Minute
+	maxQueueTTL                = 7 * 24 * time.Hour
+)
+
+// validateDelivery checks deliveryConfiguration, appending every problem to errs, and says
+// whether the spec is a queue subscription.
+func (s *SubscriptionSpec) validateDelivery(t *TopicSpec, errs []error) (bool, []error) {
+	dc := s.DeliveryConfiguration
+	if dc == nil {
+		return false, errs
+	}
+	queue := false
+	switch {
+	case dc.DeliveryMode == "" || strings.EqualFold(dc.DeliveryMode, DeliveryModePush):
+		if dc.Queue != nil {
+			errs = append(errs, errors.New("deliveryConfiguration.queue: applies to deliveryMode Queue only: remove it, or set deliveryMode Queue"))
+		}
+	case strings.EqualFold(dc.DeliveryMode, DeliveryModeQueue):
+		queue = true
+	default:
+		errs = append(errs, fmt.Errorf("deliveryConfiguration.deliveryMode %q is not supported: use Push or Queue", dc.DeliveryMode))
+	}
+	if t.Kind != KindNamespace {
+		errs = append(errs, errors.New("deliveryConfiguration: applies to namespace topics only (kind: namespace): remove it for a custom topic"))
+		return false, errs
+	}
+	if !queue {
+		return false, errs
+	}
+	if !reflect.ValueOf(s.RetryPolicy).IsZero() {
+		errs = append(errs, errors.New("retryPolicy: a queue subscription has none: use deliveryConfiguration.queue.maxDeliveryCount and eventTimeToLive"))
+	}
+	q := dc.Queue
+	if q == nil {
+		return true, errs
+	}
+	const path = "deliveryConfiguration.queue."
+	if n := q.ReceiveLockDurationInSeconds; n != 0 && (n < minReceiveLockSeconds || n > maxReceiveLockSeconds) {
+		errs = append(errs, fmt.Errorf(path+"receiveLockDurationInSeconds %d is out of range: use %d-%d (default 60)", n, minReceiveLockSeconds, maxReceiveLockSeconds))
+	}
+	if n := q.MaxDeliveryCount; n < 0 || n > maxQueueDeliveryCount {
+		errs = append(errs, fmt.Errorf(path+"maxDeliveryCount %d is out of range: use 1-%d (default 10)", n, maxQueueDeliveryCount))
+	}
+	if q.EventTimeToLive != "" {
+		d, err := ParseISODuration(q.EventTimeToLive)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf(path+"eventTimeToLive: %w", err))
+		case d < minQueueTTL || d > maxQueueTTL:
+			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is out of range: use PT1M to P7D", q.EventTimeToLive))
+		case d%time.Minute != 0:
+			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is not whole minutes: use minute precision, e.g. PT23H12M", q.EventTimeToLive))
+		}
+	}
+	return true, errs
+}
+
+// queueSettings returns a validated queue subscription's lock duration, maxDeliveryCount
+// (0: the profile's default) and time to live (0: the profile's default).
+func (s *SubscriptionSpec) queueSettings() (lock time.Duration, maxCount int, ttl time.Duration) {
+	lock = DefaultReceiveLockDuration
+	q := s.DeliveryConfiguration.Queue
+	if q == nil {
+		return lock, 0, 0
+	}
+	if q.ReceiveLockDurationInSeconds > 0 {
+		lock = time.Duration(q.ReceiveLockDurationInSeconds) * time.Second
+	}
+	ttl, _ = ParseISODuration(q.EventTimeToLive)
+	return lock, q.MaxDeliveryCount, ttl
+}
+
+// ParseISODuration parses an ISO 8601 duration of days, hours, minutes and seconds, as Azure
+// writes a namespace subscription's eventTimeToLive: P1D, PT23H12M, P0DT23H12M, P1DT0H0M0S,
+// P1W. Years and months are refused (their length varies); an empty string is 0.
+func ParseISODuration(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	bad := func(why string) (time.Duration, error) {
+		return 0, fmt.Errorf("%q is not an ISO 8601 duration (%s): write it like PT30M, PT23H12M, P1D or P1DT12H", v, why)
+	}
+	s := strings.ToUpper(v)
+	if !strings.HasPrefix(s, "P") || len(s) < 3 {
+		return bad("it must start with P and hold at least one number and unit")
+	}
+	s = s[1:]
+	var total time.Duration
+	inTime, seen := false, false
+	for len(s) > 0 {
+		if s[0] == 'T' {
+			if inTime {
+				return bad("T appears twice")
+			}
+			inTime, s = true, s[1:]
+			if s == "" {
+				return bad("nothing follows T")
+			}
+			continue
+		}
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == 0 || i == len(s) {
+			return bad("each unit needs a whole number before it")
+		}
+		n, err := strconv.ParseInt(s[:i], 10, 32)
+		if err != nil {
+			return bad("a number is too large")
+		}
+		var unit time.Duration
+		switch u := s[i]; {
+		case u == 'W' && !inTime:
+			unit = 7 * 24 * time.Hour
+		case u == 'D' && !inTime:
+			unit = 24 * time.Hour
+		case u == 'H' && inTime:
+			unit = time.Hour
+		case u == 'M' && inTime:
+			unit = time.Minute
+		case u == 'S' && inTime:
+			unit = time.Second
+		case u == 'Y' || (u == 'M' && !inTime):
+			return bad("years and months are not supported: use days")
+		default:
+			return bad(fmt.Sprintf("unit %q is not one of D before T, or H, M, S after T", string(u)))
+		}
+		total += time.Duration(n) * unit
+		if total > 366*24*time.Hour {
+			return bad("it is longer than a year")
+		}
+		seen, s = true, s[i+1:]
+	}
+	if !seen {
+		return bad("it holds no number")
+	}
+	return total, nil
 }
