@@ -39,6 +39,7 @@ type mergedUpdate struct {
 	ops         map[uint64]*store.Parked // nil value = delete
 	probation   []byte                   // the latest non-nil Update.Probation; nil = unchanged
 	deadLetters []store.DeadLetterRecord // in the order queued
+	sync        bool                     // some queued update asked for a synced write
 	written     []func()                 // called, in order, once the update is in the store
 }
 
@@ -86,6 +87,7 @@ func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error 
 		m.probation = u.Probation // the latest state wins, clearing ([]byte{}) included
 	}
 	m.deadLetters = append(m.deadLetters, u.DeadLetters...)
+	m.sync = m.sync || u.Sync
 	if written != nil {
 		m.written = append(m.written, written)
 	}
@@ -150,7 +152,7 @@ func (w *StateWriter) run() {
 }
 
 func (w *StateWriter) write(sub string, m *mergedUpdate) error {
-	u := store.Update{Cursor: m.cursor, Probation: m.probation, DeadLetters: m.deadLetters}
+	u := store.Update{Cursor: m.cursor, Probation: m.probation, DeadLetters: m.deadLetters, Sync: m.sync}
 	for seq, p := range m.ops {
 		if p == nil {
 			u.Delete = append(u.Delete, seq)

@@ -87,6 +87,10 @@ type SubscriptionConfig struct {
 	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
 	// from the actor and must not block.
 	OnAttempt func(*AttemptRecord)
+
+	// Queue, when set, makes the subscription a queue (pull) subscription: consumers receive
+	// and settle its events, and Sink is not used (see [QueueConfig]).
+	Queue *QueueConfig
 }
 
 func (c *SubscriptionConfig) batchLimits() (events, bytes int) {

@@ -78,6 +78,14 @@ func (t *topic) Receive(c actor.Context) {
 		t.forward(c, msg.Subscription)
 	case *EndProbation:
 		t.forward(c, msg.Subscription)
+	case *ReceiveEvents:
+		t.forwardQueue(c, msg.Subscription)
+	case *SettleEvents:
+		t.forwardQueue(c, msg.Subscription)
+	case *CancelReceive:
+		if ch, ok := t.subs[msg.Subscription]; ok && ch.cfg.Queue != nil {
+			c.Forward(ch.pid)
+		}
 	}
 }
 
@@ -90,13 +98,27 @@ func (t *topic) forward(c actor.Context, name string) {
 	c.Forward(ch.pid)
 }
 
+// forwardQueue forwards a pull request to a queue subscription's actor; a push subscription
+// answers [ErrNotQueue].
+func (t *topic) forwardQueue(c actor.Context, name string) {
+	if ch, ok := t.subs[name]; ok && ch.cfg.Queue == nil {
+		c.Respond(ErrNotQueue)
+		return
+	}
+	t.forward(c, name)
+}
+
 func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	if old, ok := t.subs[sc.Name]; ok {
 		c.Stop(old.pid) // its state is in the store; the new actor picks it up
 	} else {
 		t.order = append(t.order, sc.Name)
 	}
-	pid := c.Spawn(SubscriptionProps(sc))
+	props := SubscriptionProps(sc)
+	if sc.Queue != nil {
+		props = QueueProps(sc)
+	}
+	pid := c.Spawn(props)
 	t.subs[sc.Name] = &child{cfg: sc, pid: pid}
 }
 

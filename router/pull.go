@@ -4,8 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/egridio/egrid/actors"
 )
+
+// This file is pull delivery (eventgrid-behaviour.md §9): consumers of a namespace topic's queue
+// subscription (deliveryConfiguration.deliveryMode Queue) long-poll it for events and settle
+// each by its lock token. The subscription's actor (actors.QueueProps) owns the events, locks
+// and delivery counts; these methods check their arguments, ask it, and wait.
 
 // ErrNotQueueSubscription is returned by the pull operations ([Router.Receive],
 // [Router.Acknowledge], [Router.Release], [Router.Reject], [Router.RenewLock]) on an event
@@ -13,12 +22,45 @@ import (
 // 400.
 var ErrNotQueueSubscription = errors.New("event subscription is not a queue subscription: receive and settle need deliveryConfiguration.deliveryMode Queue")
 
+// Bounds of the pull operations (eventgrid-behaviour.md §9).
+const (
+	MaxReceiveEvents      = 100
+	DefaultReceiveWait    = 60 * time.Second
+	MinReceiveWait        = 10 * time.Second
+	MaxReceiveWait        = 120 * time.Second
+	MaxLockTokens         = 100
+	MaxLockRenewal        = actors.MaxLockRenewal
+	receiveAnswerMargin   = 30 * time.Second // beyond MaxWait, for the receipt's synced write
+	defaultSettleDeadline = 30 * time.Second
+)
+
+// ReleaseDelays are the release delays Event Grid accepts (releaseDelayInSeconds).
+var ReleaseDelays = []time.Duration{0, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour}
+
 // ReceiveOptions bound one [Router.Receive] call (eventgrid-behaviour.md §9).
 type ReceiveOptions struct {
 	// MaxEvents is the most events to return, 1..100; 0 means 1.
 	MaxEvents int
 	// MaxWait is how long to wait for a first event, 10s..120s; 0 means 60s.
 	MaxWait time.Duration
+}
+
+// withDefaults checks o and fills in the defaults.
+func (o ReceiveOptions) withDefaults() (ReceiveOptions, error) {
+	var errs []error
+	switch {
+	case o.MaxEvents == 0:
+		o.MaxEvents = 1
+	case o.MaxEvents < 1 || o.MaxEvents > MaxReceiveEvents:
+		errs = append(errs, fmt.Errorf("maxEvents %d is out of range: use 1-%d (default 1)", o.MaxEvents, MaxReceiveEvents))
+	}
+	switch {
+	case o.MaxWait == 0:
+		o.MaxWait = DefaultReceiveWait
+	case o.MaxWait < MinReceiveWait || o.MaxWait > MaxReceiveWait:
+		errs = append(errs, fmt.Errorf("maxWaitTime %v is out of range: use 10-120 seconds (default 60)", o.MaxWait))
+	}
+	return o, errors.Join(errs...)
 }
 
 // ReceivedEvent is one event handed out by [Router.Receive], locked until it is settled or its
@@ -33,50 +75,155 @@ type ReceivedEvent struct {
 }
 
 // FailedLockToken is a lock token a settle operation could not apply, with Event Grid's error
-// code ("BadToken": malformed or not this subscription's; "TokenLost": expired or already
-// settled) and message.
+// code ([CodeBadToken]: malformed or not this subscription's; [CodeTokenLost]: expired,
+// already settled, or handed out before a restart) and message.
 type FailedLockToken struct{ LockToken, Code, Message string }
 
 // Lock token error codes of [FailedLockToken].
 const (
-	CodeBadToken  = "BadToken"
-	CodeTokenLost = "TokenLost"
+	CodeBadToken  = actors.TokenBad
+	CodeTokenLost = actors.TokenLost
 )
 
 // SettleResult is the answer of a settle operation: the tokens it applied to and those it could
-// not.
+// not. Event Grid answers 200 with it even when every token failed.
 type SettleResult struct {
 	Succeeded []string
 	Failed    []FailedLockToken
 }
 
-var errPullNotImplemented = errors.New("pull delivery is not implemented yet")
+var receiveIDs atomic.Uint64
+
+// queueTarget finds a queue subscription, with its name as created.
+func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
+	t, spec, name, err := r.lookup(topic, sub)
+	if err != nil {
+		return nil, "", err
+	}
+	if !spec.IsQueue() {
+		return nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, t.name, ErrNotQueueSubscription)
+	}
+	return t, name, nil
+}
 
 // Receive long-polls a queue subscription: it answers as soon as at least one event is
-// available (up to o.MaxEvents), or with none after o.MaxWait; a cancelled ctx ends it early.
-// Received events are locked for the subscription's receiveLockDurationInSeconds.
+// available (up to o.MaxEvents), or with none after o.MaxWait. Each event is locked for the
+// subscription's receiveLockDurationInSeconds and its receipt (with its delivery count) is
+// durable before Receive returns it. A cancelled ctx ends the wait early with ctx's error;
+// events handed out at that very moment stay locked until their lock expires, then come back
+// with their delivery count raised.
 func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
-	return nil, errPullNotImplemented
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t, name, err := r.queueTarget(topic, sub)
+	if err != nil {
+		return nil, err
+	}
+	id := receiveIDs.Add(1)
+	f := r.system.Root.RequestFuture(t.pid, &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait}, o.MaxWait+receiveAnswerMargin)
+	type answer struct {
+		v   any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() { // ends when the actor answers: at MaxWait at the latest, or at once on cancel
+		v, err := f.Result()
+		ch <- answer{v, err}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		r.system.Root.Send(t.pid, &actors.CancelReceive{Subscription: name, ID: id})
+		return nil, ctx.Err()
+	}
+	if a.err != nil {
+		return nil, fmt.Errorf("receiving from event subscription %q: %w: %w", name, ErrUnavailable, a.err)
+	}
+	switch v := a.v.(type) {
+	case *actors.ReceivedEvents:
+		out := make([]ReceivedEvent, len(v.Events))
+		for i, e := range v.Events {
+			out[i] = ReceivedEvent{LockToken: e.LockToken, DeliveryCount: e.DeliveryCount, Event: e.Event}
+		}
+		return out, nil
+	case error:
+		return nil, queueError(name, v)
+	}
+	return nil, fmt.Errorf("receiving from event subscription %q: unexpected answer %T", name, a.v)
 }
 
-// Acknowledge deletes the locked events: they are delivered.
+// Acknowledge deletes the locked events: they are delivered. The acknowledgement is durable
+// when Acknowledge returns.
 func (r *Router) Acknowledge(ctx context.Context, topic, sub string, lockTokens []string) (SettleResult, error) {
-	return SettleResult{}, errPullNotImplemented
+	return r.settle(ctx, topic, sub, actors.Acknowledge, lockTokens, 0)
 }
 
-// Release makes the locked events available again after delay (0, 10s, 1m, 10m or 1h).
+// Release makes the locked events available again after delay (0, 10s, 1m, 10m or 1h; an
+// event whose time to live ends sooner ends then). Its next receipt counts one more delivery;
+// an event received maxDeliveryCount times is dead-lettered instead.
 func (r *Router) Release(ctx context.Context, topic, sub string, lockTokens []string, delay time.Duration) (SettleResult, error) {
-	return SettleResult{}, errPullNotImplemented
+	ok := false
+	for _, d := range ReleaseDelays {
+		ok = ok || d == delay
+	}
+	if !ok {
+		return SettleResult{}, fmt.Errorf("releaseDelayInSeconds %v is not allowed: use 0, 10, 60, 600 or 3600 seconds", delay.Seconds())
+	}
+	return r.settle(ctx, topic, sub, actors.Release, lockTokens, delay)
 }
 
-// Reject dead-letters the locked events at once (or drops them without a dead-letter
-// destination).
+// Reject dead-letters the locked events at once, with reason RejectedBySubscriber (or drops
+// them, counted, without a dead-letter destination).
 func (r *Router) Reject(ctx context.Context, topic, sub string, lockTokens []string) (SettleResult, error) {
-	return SettleResult{}, errPullNotImplemented
+	return r.settle(ctx, topic, sub, actors.Reject, lockTokens, 0)
 }
 
-// RenewLock extends the locks of the events by the lock duration, within one hour of their
-// first receipt.
+// RenewLock extends the locks of the events by the lock duration from now. A lock is renewed
+// only within one hour of the event's receipt ([MaxLockRenewal]); later the token fails with
+// TokenLost.
 func (r *Router) RenewLock(ctx context.Context, topic, sub string, lockTokens []string) (SettleResult, error) {
-	return SettleResult{}, errPullNotImplemented
+	return r.settle(ctx, topic, sub, actors.RenewLock, lockTokens, 0)
+}
+
+func (r *Router) settle(ctx context.Context, topic, sub string, op actors.SettleOp, tokens []string, delay time.Duration) (SettleResult, error) {
+	switch {
+	case len(tokens) == 0:
+		return SettleResult{}, fmt.Errorf("lockTokens is empty: pass 1-%d lock tokens as receive returned them", MaxLockTokens)
+	case len(tokens) > MaxLockTokens:
+		return SettleResult{}, fmt.Errorf("lockTokens has %d tokens: pass at most %d per call", len(tokens), MaxLockTokens)
+	}
+	t, name, err := r.queueTarget(topic, sub)
+	if err != nil {
+		return SettleResult{}, err
+	}
+	timeout := defaultSettleDeadline
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	v, err := r.system.Root.RequestFuture(t.pid, &actors.SettleEvents{Subscription: name, Op: op, LockTokens: tokens, Delay: delay}, timeout).Result()
+	if err != nil {
+		return SettleResult{}, fmt.Errorf("%s on event subscription %q: %w: %w", op, name, ErrUnavailable, err)
+	}
+	switch v := v.(type) {
+	case *actors.Settled:
+		res := SettleResult{Succeeded: v.Succeeded}
+		for _, f := range v.Failed {
+			res.Failed = append(res.Failed, FailedLockToken{LockToken: f.LockToken, Code: f.Code, Message: f.Message})
+		}
+		return res, nil
+	case error:
+		return SettleResult{}, queueError(name, v)
+	}
+	return SettleResult{}, fmt.Errorf("%s on event subscription %q: unexpected answer %T", op, name, v)
+}
+
+// queueError maps an actor's refusal to the router's sentinels.
+func queueError(name string, err error) error {
+	if errors.Is(err, actors.ErrNotQueue) {
+		return fmt.Errorf("event subscription %q: %w", name, ErrNotQueueSubscription)
+	}
+	return fmt.Errorf("event subscription %q: %w", name, err)
 }

@@ -47,7 +47,10 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		return nil, fmt.Errorf("event subscription %q: %w", name, err)
 	}
 	var sink sinks.Sink
+	var queue *actors.QueueConfig
 	switch res.endpointType {
+	case DeliveryModeQueue: // consumers pull its events (pull.go): no sink
+		queue = &actors.QueueConfig{LockDuration: res.lockDuration}
 	case EndpointWebHook:
 		client := r.deps.HTTPClient
 		sink, err = webhook.New(webhook.Config{
@@ -91,6 +94,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
 		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
 		OnDeadLetter: onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, r.onAttempt),
+		Queue: queue,
 	}, nil
 }
 

@@ -121,13 +121,14 @@ var namespaceReasonText = map[Reason]string{
 	UndeliverableDueToProbationCausedByClientError: "Undeliverable due to probation caused by client error.",
 	DeadLetterDestinationUnavailable:               "Dead-letter destination was unavailable.",
 	UndeliverableDueToEventContent:                 "Undeliverable because the event cannot be encoded or sent.",
+	RejectedBySubscriber:                           "Event was rejected by the subscriber.",
 }
 
 // Reasons lists every [Reason] egrid writes, in a stable order.
 var Reasons = []Reason{
 	MaxDeliveryAttemptsExceeded, TimeToLiveExceeded, UndeliverableDueToHTTPBadRequest,
 	UndeliverableDueToClientError, UndeliverableDueToProbationCausedByClientError,
-	DeadLetterDestinationUnavailable, UndeliverableDueToEventContent,
+	DeadLetterDestinationUnavailable, UndeliverableDueToEventContent, RejectedBySubscriber,
 }
 
 // ParseReason parses a dead-letter reason, case-insensitively.

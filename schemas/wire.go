@@ -102,6 +102,10 @@ const (
 	// ([HeaderValueProblem]); this ends one that got past it (stored by an older version, or
 	// put into the store directly) without blaming the endpoint.
 	UndeliverableDueToEventContent Reason = "UndeliverableDueToEventContent"
+	// RejectedBySubscriber ends an event a consumer of a queue subscription rejected
+	// (eventgrid-behaviour.md §9 :reject): it is dead-lettered at once, or dropped without a
+	// dead-letter destination. Azure documents no reason name for it; this one is egrid's.
+	RejectedBySubscriber Reason = "RejectedBySubscriber"
 )
 
 // Delivery request header names (SPEC §2.4).

@@ -35,6 +35,20 @@ const (
 	// marker, wal, table); each is also logged as an ERROR saying what was lost.
 	StoreCorruptionCount = "StoreCorruptionCount"
 
+	// Pull delivery of namespace queue subscriptions (eventgrid-behaviour.md §8.2), per
+	// subscription: events received, and lock tokens acknowledged, released, rejected and
+	// renewed; the Failed counters count lock tokens refused, by error code (Dim: BadToken,
+	// TokenLost).
+	SuccessfulReceivedEvents     = "SuccessfulReceivedEvents"
+	SuccessfulAcknowledgedEvents = "SuccessfulAcknowledgedEvents"
+	FailedAcknowledgedEvents     = "FailedAcknowledgedEvents"
+	SuccessfulReleasedEvents     = "SuccessfulReleasedEvents"
+	FailedReleasedEvents         = "FailedReleasedEvents"
+	SuccessfulRejectedEvents     = "SuccessfulRejectedEvents"
+	FailedRejectedEvents         = "FailedRejectedEvents"
+	SuccessfulRenewedLockEvents  = "SuccessfulRenewedLockEvents"
+	FailedRenewedLockEvents      = "FailedRenewedLockEvents"
+
 	// Histograms ([Set.Observe]).
 	PublishSuccessLatencyInMs         = "PublishSuccessLatencyInMs"
 	DestinationProcessingDurationInMs = "DestinationProcessingDurationInMs"

@@ -70,6 +70,11 @@ type Update struct {
 	// store that keeps state writes in memory while it cannot write (a full disk): there
 	// the dead letters stay with their settlement, and a crash loses both together.
 	DeadLetters []DeadLetterRecord
+	// Sync makes the update durable when it returns, like one carrying DeadLetters: a queue
+	// subscription syncs the receipts, acknowledgements and releases it answers consumers
+	// for, so a crash never hands out an acknowledged event again nor forgets a delivery
+	// count (eventgrid-behaviour.md §9).
+	Sync bool
 }
 
 // DeadLetterRecord is one record of the router's dead-letter outbox: a dead letter waiting to

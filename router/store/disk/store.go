@@ -725,8 +725,8 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 }
 
 // durable reports whether w is synced when written: an update that hands dead letters over
-// ([store.Update.DeadLetters]).
-func (w *pendingWrite) durable() bool { return w.sb != nil && len(w.u.DeadLetters) > 0 }
+// ([store.Update.DeadLetters]) or asks for it ([store.Update.Sync]).
+func (w *pendingWrite) durable() bool { return w.sb != nil && (len(w.u.DeadLetters) > 0 || w.u.Sync) }
 
 // build adds w to b.
 func (w *pendingWrite) build(b *pebble.Batch) error {

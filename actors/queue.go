@@ -1,0 +1,809 @@
+package actors
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/router/logattr"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// QueueConfig makes a subscription a queue (pull) subscription ([SubscriptionConfig.Queue]):
+// consumers long-poll it for events and settle each by its lock token
+// (eventgrid-behaviour.md §9). The subscription's Policy gives maxDeliveryCount
+// (MaxDeliveryAttempts), the time to live and whether ended events are dead-lettered.
+type QueueConfig struct {
+	// LockDuration is how long a received event stays invisible unless settled
+	// (receiveLockDurationInSeconds); 0 means [DefaultLockDuration]. The policy's TimeScale
+	// divides it, like every policy delay.
+	LockDuration time.Duration
+}
+
+// Queue subscription limits (eventgrid-behaviour.md §9).
+const (
+	// DefaultLockDuration is receiveLockDurationInSeconds' default.
+	DefaultLockDuration = 60 * time.Second
+	// MaxLockRenewal is how long after its receipt a lock may still be renewed.
+	MaxLockRenewal = time.Hour
+)
+
+// QueueProps returns the props of a queue subscription actor: the actor that owns one queue
+// subscription's events, their locks and delivery counts. It is a child of the topic actor,
+// supervised like a push subscription actor, fed by the same [Deliver] messages, and reads the
+// journal from the subscription's cursor when it falls behind, as a push subscription does.
+//
+// Durability: a received event is parked in the store with its delivery count (Attempts) and
+// the cursor moves past it; an acknowledged one is deleted, a released one parked with its
+// delay as NextDue, a rejected or ended one settled together with its dead letter. Each of
+// these writes is synced ([store.Update.Sync]) before the consumer is answered, off the
+// mailbox through the topic's [StateWriter]. Locks live in memory: after a restart every
+// event received and not settled is available again at once, keeping its delivery count,
+// and the lock tokens handed out before fail with TokenLost.
+func QueueProps(cfg *SubscriptionConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &queue{cfg: cfg} }, subscriptionMailbox)
+}
+
+type qstate uint8
+
+const (
+	qAvailable qstate = iota + 1 // waiting for a receiver; due at its time to live
+	qLocked                      // received; due when its lock expires
+	qDelayed                     // released with a delay; due when available again
+)
+
+// qitem is one event a queue subscription has taken in and not yet finished with.
+type qitem struct {
+	seq     uint64
+	publish time.Time
+	ev      *schemas.Event
+	state   qstate
+	parked  bool // a Parked record for it is in the store (it has been received)
+	count   int  // deliveryCount: receipts so far
+	first   time.Time
+	receipt time.Time // of the current (or last) lock
+	due     time.Time
+	nonce   [nonceLen]byte // of the current lock; zero when not locked
+	dueIdx  int
+	seqIdx  int
+}
+
+type waiter struct {
+	id     uint64
+	sender *actor.PID
+	max    int
+	timer  *time.Timer
+}
+
+// queue is the queue subscription actor. All fields are owned by Receive.
+type queue struct {
+	cfg    *SubscriptionConfig
+	self   *actor.PID
+	system *actor.ActorSystem
+	log    *slog.Logger
+	scope  string
+	writer *StateWriter
+	owns   bool // the writer is this incarnation's own (no SubscriptionConfig.Writer)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	tag         [tagLen]byte
+	lock, renew time.Duration // scaled by the policy's TimeScale
+
+	cursor, next, head uint64
+	behind             bool
+	reading            uint64
+
+	items  map[uint64]*qitem
+	order  []uint64 // taken-in sequence numbers, oldest first
+	front  int      // order[:front] are all parked or gone
+	avail  qseqHeap
+	timed  qdueHeap
+	locked int
+	parked int
+
+	waiters []*waiter
+
+	timer    *time.Timer
+	timerAt  time.Time
+	timerGen uint64
+
+	pendingPut   []store.Parked
+	pendingDel   []uint64
+	pendingDL    []store.DeadLetterRecord
+	pendingAfter []func()
+
+	gauges *metrics.SubscriptionGauges
+}
+
+// Receive implements actor.Actor.
+func (q *queue) Receive(c actor.Context) {
+	switch msg := c.Message().(type) {
+	case *actor.Started:
+		q.start(c)
+	case *Deliver:
+		q.takeIn(msg)
+	case *journalRead:
+		q.applyRead(msg)
+	case *wake:
+		if msg.gen != q.timerGen {
+			return
+		}
+		q.timerAt = time.Time{}
+	case *ReceiveEvents:
+		q.addWaiter(c.Sender(), msg)
+	case *receiveTimeout:
+		if w := q.dropWaiter(msg.id); w != nil {
+			c.Send(w.sender, &ReceivedEvents{})
+		}
+	case *CancelReceive:
+		if w := q.dropWaiter(msg.ID); w != nil {
+			w.timer.Stop()
+			c.Send(w.sender, &ReceivedEvents{}) // frees the caller's future at once
+		}
+	case *SettleEvents:
+		q.expire(time.Now())
+		q.settleEvents(c.Sender(), msg)
+	case *GetStatus:
+		c.Respond(q.status())
+	case *EndProbation: // a queue has no endpoint, hence no probation
+		c.Respond(q.status())
+	case *actor.Restarting, *actor.Stopping:
+		q.stop()
+		return
+	}
+	now := time.Now()
+	q.expire(now)
+	q.serve(now)
+	q.fill()
+	q.persist()
+	q.armTimer(now)
+	q.publishGauges()
+}
+
+func (q *queue) start(c actor.Context) {
+	q.self, q.system = c.Self(), c.ActorSystem()
+	q.scope = metrics.SubscriptionScope(q.cfg.Topic, q.cfg.Name)
+	q.log = q.cfg.Logger
+	if q.log == nil {
+		q.log = slog.New(slog.DiscardHandler)
+	}
+	q.log = q.log.With(logattr.Topic, q.cfg.Topic, logattr.Subscription, q.cfg.Name)
+	if q.cfg.Metrics != nil && !q.cfg.NoGauges {
+		q.gauges = q.cfg.Metrics.PublishGauges(q.cfg.Topic, q.cfg.Name)
+	}
+	q.writer = q.cfg.Writer
+	if q.writer == nil {
+		q.writer, q.owns = NewStateWriter(q.cfg.Store, q.cfg.Topic), true
+	}
+	q.tag = tokenTag(q.cfg.Topic, q.cfg.Name)
+	lock := DefaultLockDuration
+	if q.cfg.Queue != nil && q.cfg.Queue.LockDuration > 0 {
+		lock = q.cfg.Queue.LockDuration
+	}
+	q.lock, q.renew = q.scale(lock), q.scale(MaxLockRenewal)
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	q.items = make(map[uint64]*qitem)
+
+	// Loading the state blocks this first turn only, as a push subscription's does: nothing
+	// is waiting on the actor before it has started.
+	st, err := q.cfg.Store.LoadSubscription(q.ctx, q.cfg.Topic, q.cfg.Name)
+	if err != nil {
+		panic(fmt.Errorf("loading subscription %s: %w", q.scope, err))
+	}
+	head, err := q.cfg.Store.LastSeq(q.ctx, q.cfg.Topic)
+	if err != nil {
+		panic(fmt.Errorf("loading journal head of topic %s: %w", q.cfg.Topic, err))
+	}
+	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, head
+	q.behind = q.next <= q.head
+	now := time.Now()
+	for _, p := range st.Parked {
+		it := &qitem{
+			seq: p.Seq, publish: p.PublishTime, ev: p.Event, parked: true, count: p.Attempts,
+			first: p.FirstAttempt, receipt: p.LastAttempt, dueIdx: -1, seqIdx: -1,
+		}
+		q.items[p.Seq] = it
+		q.order = append(q.order, p.Seq)
+		q.parked++
+		if p.NextDue.After(now) {
+			q.delay(it, p.NextDue)
+			continue
+		}
+		q.makeAvailable(it, now) // its lock, if it had one, died with the last process
+	}
+	q.front = len(q.order)
+}
+
+func (q *queue) scale(d time.Duration) time.Duration {
+	if ts := q.cfg.Policy.TimeScale; ts > 0 && ts != 1 {
+		return time.Duration(float64(d) / ts)
+	}
+	return d
+}
+
+func (q *queue) stop() {
+	if q.gauges != nil {
+		q.cfg.Metrics.RetireGauges(q.cfg.Topic, q.cfg.Name, q.gauges)
+	}
+	if q.cancel != nil {
+		q.cancel()
+	}
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.timerGen++
+	root := q.system.Root
+	for _, w := range q.waiters {
+		w.timer.Stop()
+		root.Send(w.sender, &ReceivedEvents{}) // nothing for them from this incarnation
+	}
+	q.waiters = nil
+	if !WaitBounded(&q.wg, DefaultStopGrace) {
+		q.log.Error("a journal read did not return after its context was cancelled; abandoning it")
+	}
+	if q.writer != nil {
+		// Answers waiting for their write go out once it is in the store.
+		if err := q.writer.Flush(q.cfg.Name); err != nil {
+			q.log.Error("flushing subscription state", "err", err)
+		}
+		if q.owns {
+			_ = q.writer.Close()
+		}
+	}
+}
+
+// --- taking events in (the journal window, as a push subscription keeps it) ---
+
+func (q *queue) window() int {
+	if q.cfg.Window > 0 {
+		return q.cfg.Window
+	}
+	return DefaultWindow
+}
+
+// room is how many more events the queue may take in: a window of events not yet received,
+// and at most maxParkedFactor windows in all.
+func (q *queue) room() int {
+	return min(q.window()-(len(q.items)-q.parked), maxParkedFactor*q.window()-len(q.items))
+}
+
+func (q *queue) takeIn(d *Deliver) {
+	if d.Through > q.head {
+		q.head = d.Through
+	}
+	if q.behind || d.Through < q.next {
+		return
+	}
+	now := time.Now()
+	for _, e := range d.Entries {
+		if e.Seq < q.next {
+			continue
+		}
+		if q.room() <= 0 {
+			q.next, q.behind = e.Seq, true
+			return
+		}
+		q.add(e, now)
+	}
+	q.next = d.Through + 1
+}
+
+// fill starts a journal read off the mailbox while the queue is behind and has room; its
+// entries come back as a [journalRead].
+func (q *queue) fill() {
+	if !q.behind || q.reading != 0 {
+		return
+	}
+	room := q.room()
+	if room <= 0 {
+		return
+	}
+	id := readIDs.Add(1)
+	q.reading = id
+	st, topic, from, limit := q.cfg.Store, q.cfg.Topic, q.next, min(room, maxReadEntries)
+	root, self, ctx := q.system.Root, q.self, q.ctx
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		entries, err := st.Read(ctx, topic, from, limit)
+		root.Send(self, &journalRead{id: id, from: from, entries: entries, err: err})
+	}()
+}
+
+func (q *queue) applyRead(r *journalRead) {
+	if r.id != q.reading {
+		return
+	}
+	q.reading = 0
+	if r.err != nil {
+		panic(fmt.Errorf("reading journal of topic %s from %d: %w", q.cfg.Topic, r.from, r.err))
+	}
+	if q.cfg.Filter.Advanced() > 0 && len(r.entries) > 0 {
+		q.cfg.Metrics.Add(metrics.Key{Name: metrics.AdvancedFilterEvaluationCount, Scope: q.scope}, int64(len(r.entries)))
+	}
+	now := time.Now()
+	for _, e := range r.entries {
+		if e.Seq < q.next {
+			continue
+		}
+		if q.cfg.Filter == nil || q.cfg.Filter.Match(e.Event) {
+			q.add(e, now)
+		}
+		q.next = e.Seq + 1
+	}
+	if len(r.entries) == 0 || q.next > q.head {
+		if q.next <= q.head {
+			q.next = q.head + 1
+		}
+		q.behind = false
+	}
+}
+
+func (q *queue) add(e store.Entry, now time.Time) {
+	if _, ok := q.items[e.Seq]; ok {
+		return // parked before a restart
+	}
+	it := &qitem{seq: e.Seq, publish: e.PublishTime, ev: e.Event, dueIdx: -1, seqIdx: -1}
+	q.items[e.Seq] = it
+	q.order = append(q.order, e.Seq)
+	q.makeAvailable(it, now)
+}
+
+// --- the life of an event ---
+
+// makeAvailable offers it to receivers, unless it has been received maxDeliveryCount times or
+// outlived its time to live: it then ends (eventgrid-behaviour.md §7.5).
+func (q *queue) makeAvailable(it *qitem, now time.Time) {
+	if it.count >= q.cfg.Policy.MaxAttempts() {
+		q.end(it, q.cfg.Policy.End(schemas.MaxDeliveryAttemptsExceeded))
+		return
+	}
+	if dec, expired := q.cfg.Policy.AtDue(it.publish, now); expired {
+		q.end(it, dec)
+		return
+	}
+	it.state, it.due = qAvailable, q.cfg.Policy.Deadline(it.publish)
+	heap.Push(&q.timed, it)
+	heap.Push(&q.avail, it)
+}
+
+// delay keeps it invisible until at (a release's delay), or until its time to live ends.
+func (q *queue) delay(it *qitem, at time.Time) {
+	it.state, it.due = qDelayed, at
+	if dl := q.cfg.Policy.Deadline(it.publish); dl.Before(at) {
+		it.due = dl // the release delay is bounded by the time to live
+	}
+	heap.Push(&q.timed, it)
+}
+
+// detach takes it out of the heaps it is in.
+func (q *queue) detach(it *qitem) {
+	if it.dueIdx >= 0 {
+		heap.Remove(&q.timed, it.dueIdx)
+	}
+	if it.seqIdx >= 0 {
+		heap.Remove(&q.avail, it.seqIdx)
+	}
+	if it.state == qLocked {
+		q.locked--
+		it.nonce = [nonceLen]byte{}
+	}
+	it.state = 0
+}
+
+// settle forgets an acknowledged or ended event.
+func (q *queue) settle(it *qitem) {
+	q.detach(it)
+	if it.parked {
+		q.pendingDel = append(q.pendingDel, it.seq)
+		q.parked--
+	}
+	delete(q.items, it.seq)
+}
+
+// end finishes it without delivery as dec says: dead-lettered (in the namespace record shape,
+// with the delivery count as deliveryattempts) or dropped, and counted either way.
+func (q *queue) end(it *qitem, dec retry.Decision) {
+	q.settle(it)
+	reason := dec.Reason
+	if dec.Action != retry.DeadLetter {
+		q.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: q.scope, Dim: string(reason)}, 1)
+		q.log.Info("event dropped", logattr.EventID, it.ev.ID, "reason", string(reason), "deliveryCount", it.count)
+		return
+	}
+	q.cfg.Metrics.Add(metrics.Key{Name: metrics.DeadLetteredCount, Scope: q.scope, Dim: string(reason)}, 1)
+	d := &DeadLetter{
+		Topic: q.cfg.Topic, Subscription: q.cfg.Name, TopicID: q.cfg.TopicID,
+		InputSchema: q.cfg.InputSchema, DeliverySchema: q.cfg.DeliverySchema,
+		Event: it.ev, Reason: reason, DeliveryAttempts: it.count,
+		PublishTime: it.publish, LastAttemptTime: it.receipt,
+	}
+	if q.cfg.OnDeadLetter != nil {
+		q.cfg.OnDeadLetter(d)
+	}
+	if q.cfg.Handoff == nil {
+		return
+	}
+	rec, err := q.cfg.Handoff.Record(d)
+	if err != nil {
+		q.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: q.scope, Dim: string(schemas.DeadLetterDestinationUnavailable)}, 1)
+		q.log.Error("dead letter dropped: it cannot be put in the outbox", logattr.EventID, it.ev.ID, "err", err)
+		return
+	}
+	q.pendingDL = append(q.pendingDL, rec)
+}
+
+// expire moves on every event whose due time has come: an available one has outlived its
+// time to live, a locked one's lock expired (it is available again, and its next receipt
+// counts one more delivery), a released one's delay is over.
+func (q *queue) expire(now time.Time) {
+	for q.timed.Len() > 0 && !q.timed[0].due.After(now) {
+		it := q.timed[0]
+		switch it.state {
+		case qAvailable:
+			dec, _ := q.cfg.Policy.AtDue(it.publish, now)
+			if dec.Action == retry.Retry { // not expired after all (time scale rounding)
+				dec = q.cfg.Policy.End(schemas.TimeToLiveExceeded)
+			}
+			q.end(it, dec)
+		default:
+			q.detach(it)
+			q.makeAvailable(it, now)
+		}
+	}
+}
+
+// --- receiving ---
+
+func (q *queue) addWaiter(sender *actor.PID, r *ReceiveEvents) {
+	w := &waiter{id: r.ID, sender: sender, max: max(r.MaxEvents, 1)}
+	root, self, id := q.system.Root, q.self, r.ID
+	w.timer = time.AfterFunc(max(r.MaxWait, 0), func() { root.Send(self, &receiveTimeout{id: id}) })
+	q.waiters = append(q.waiters, w)
+}
+
+func (q *queue) dropWaiter(id uint64) *waiter {
+	for i, w := range q.waiters {
+		if w.id == id {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			return w
+		}
+	}
+	return nil
+}
+
+// serve hands available events to the waiting receivers, oldest receiver first. Each event is
+// locked, its delivery count raised and its receipt parked in the store; the receiver is
+// answered once that write is durable.
+func (q *queue) serve(now time.Time) {
+	for len(q.waiters) > 0 && q.avail.Len() > 0 {
+		w := q.waiters[0]
+		var out []LockedEvent
+		for len(out) < w.max && q.avail.Len() > 0 {
+			it := q.avail[0]
+			q.detach(it)
+			body, _, err := schemas.EncodeBatchWith(nil, q.cfg.InputSchema, schemas.CloudEvents, q.cfg.TopicID, []*schemas.Event{it.ev}, q.cfg.Encode)
+			if err != nil {
+				q.log.Warn("event cannot be encoded as a CloudEvent; ended", logattr.EventID, shorten(it.ev.ID), "err", err)
+				q.end(it, q.cfg.Policy.End(schemas.UndeliverableDueToEventContent))
+				continue
+			}
+			it.count++
+			if it.first.IsZero() {
+				it.first = now
+			}
+			it.receipt = now
+			if _, err := rand.Read(it.nonce[:]); err != nil {
+				panic(fmt.Errorf("making a lock token: %w", err))
+			}
+			it.state, it.due = qLocked, now.Add(q.lock)
+			heap.Push(&q.timed, it)
+			q.locked++
+			if !it.parked {
+				it.parked = true
+				q.parked++
+			}
+			// NextDue now: should the process die, the event is available again at once.
+			q.pendingPut = append(q.pendingPut, q.record(it, now))
+			out = append(out, LockedEvent{LockToken: q.token(it), DeliveryCount: it.count, Event: body})
+		}
+		if len(out) == 0 {
+			continue // every event looked at ended; the receiver keeps waiting
+		}
+		q.waiters = q.waiters[1:]
+		w.timer.Stop()
+		q.cfg.Metrics.Add(metrics.Key{Name: metrics.SuccessfulReceivedEvents, Scope: q.scope}, int64(len(out)))
+		root, sender, res := q.system.Root, w.sender, &ReceivedEvents{Events: out}
+		q.pendingAfter = append(q.pendingAfter, func() { root.Send(sender, res) })
+	}
+}
+
+func (q *queue) record(it *qitem, nextDue time.Time) store.Parked {
+	return store.Parked{
+		Seq: it.seq, PublishTime: it.publish, Event: it.ev, Attempts: it.count,
+		FirstAttempt: it.first, LastAttempt: it.receipt, NextDue: nextDue,
+	}
+}
+
+// --- settling ---
+
+func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
+	now := time.Now()
+	res := &Settled{}
+	for _, tok := range m.LockTokens {
+		it, failed := q.lookup(tok)
+		if failed != nil {
+			res.Failed = append(res.Failed, *failed)
+			continue
+		}
+		switch m.Op {
+		case Acknowledge:
+			q.settle(it)
+		case Release:
+			q.detach(it)
+			if m.Delay <= 0 {
+				q.makeAvailable(it, now)
+			} else {
+				at := now.Add(q.scale(m.Delay))
+				q.delay(it, at)
+				q.pendingPut = append(q.pendingPut, q.record(it, at))
+			}
+		case Reject:
+			q.end(it, q.cfg.Policy.End(schemas.RejectedBySubscriber))
+		case RenewLock:
+			if now.Sub(it.receipt) >= q.renew {
+				res.Failed = append(res.Failed, FailedToken{LockToken: tok, Code: TokenLost,
+					Message: "The lock cannot be renewed: locks are renewed only within 1 hour of the event's receipt; receive the event again once its lock expires."})
+				continue
+			}
+			it.due = now.Add(q.lock)
+			heap.Fix(&q.timed, it.dueIdx)
+		default:
+			panic(fmt.Sprintf("unknown settle operation %d", m.Op))
+		}
+		res.Succeeded = append(res.Succeeded, tok)
+	}
+	q.count(m.Op, res)
+	if len(res.Succeeded) == 0 || m.Op == RenewLock {
+		q.system.Root.Send(sender, res) // nothing to write
+		return
+	}
+	root := q.system.Root
+	q.pendingAfter = append(q.pendingAfter, func() { root.Send(sender, res) })
+}
+
+// count adds a settle operation's results to the metrics, failures by error code.
+func (q *queue) count(op SettleOp, res *Settled) {
+	var ok, failed string
+	switch op {
+	case Acknowledge:
+		ok, failed = metrics.SuccessfulAcknowledgedEvents, metrics.FailedAcknowledgedEvents
+	case Release:
+		ok, failed = metrics.SuccessfulReleasedEvents, metrics.FailedReleasedEvents
+	case Reject:
+		ok, failed = metrics.SuccessfulRejectedEvents, metrics.FailedRejectedEvents
+	case RenewLock:
+		ok, failed = metrics.SuccessfulRenewedLockEvents, metrics.FailedRenewedLockEvents
+	}
+	if n := len(res.Succeeded); n > 0 {
+		q.cfg.Metrics.Add(metrics.Key{Name: ok, Scope: q.scope}, int64(n))
+	}
+	for _, f := range res.Failed {
+		q.cfg.Metrics.Add(metrics.Key{Name: failed, Scope: q.scope, Dim: f.Code}, 1)
+	}
+}
+
+// --- lock tokens ---
+
+// A lock token is base64url (no padding) of: a version byte, 8 bytes naming the subscription
+// (a hash of topic and subscription names, case-folded), the event's journal sequence number
+// and a random 96-bit nonce of the lock. The nonce makes it unguessable and tells one lock of
+// an event from the next; the name hash tells another subscription's token (BadToken) from an
+// expired one of this subscription (TokenLost).
+const (
+	tokenVersion = 1
+	tagLen       = 8
+	nonceLen     = 12
+	tokenLen     = 1 + tagLen + 8 + nonceLen
+)
+
+func tokenTag(topic, sub string) [tagLen]byte {
+	sum := sha256.Sum256([]byte(strings.ToLower(topic) + "\x00" + strings.ToLower(sub)))
+	var tag [tagLen]byte
+	copy(tag[:], sum[:])
+	return tag
+}
+
+func (q *queue) token(it *qitem) string {
+	var b [tokenLen]byte
+	b[0] = tokenVersion
+	copy(b[1:], q.tag[:])
+	binary.BigEndian.PutUint64(b[1+tagLen:], it.seq)
+	copy(b[1+tagLen+8:], it.nonce[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// lookup finds the locked event of tok, or says why it cannot be settled.
+func (q *queue) lookup(tok string) (*qitem, *FailedToken) {
+	var b [tokenLen]byte
+	n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok))
+	if err != nil || n != tokenLen || base64.RawURLEncoding.EncodedLen(tokenLen) != len(tok) || b[0] != tokenVersion {
+		return nil, &FailedToken{LockToken: tok, Code: TokenBad, Message: "The lock token is malformed: pass a lockToken exactly as receive returned it."}
+	}
+	if !bytes.Equal(b[1:1+tagLen], q.tag[:]) {
+		return nil, &FailedToken{LockToken: tok, Code: TokenBad, Message: "The lock token belongs to another event subscription: settle it on the subscription it was received from."}
+	}
+	it := q.items[binary.BigEndian.Uint64(b[1+tagLen:])]
+	if it == nil || it.state != qLocked || !bytes.Equal(it.nonce[:], b[1+tagLen+8:]) {
+		return nil, &FailedToken{LockToken: tok, Code: TokenLost, Message: "Token has expired."}
+	}
+	return it, nil
+}
+
+// --- state, timer, status ---
+
+// persist writes the cursor and the parked changes in one update, synced when a consumer
+// waits for it; the answers waiting for it go out once it is in the store.
+func (q *queue) persist() {
+	for len(q.order) > 0 && q.items[q.order[0]] == nil {
+		q.order = q.order[1:]
+		q.front = max(q.front-1, 0)
+	}
+	for q.front < len(q.order) {
+		if it := q.items[q.order[q.front]]; it != nil && !it.parked {
+			break
+		}
+		q.front++
+	}
+	cursor := q.next - 1
+	if q.front < len(q.order) {
+		cursor = q.order[q.front] - 1
+	}
+	if cursor <= q.cursor && len(q.pendingPut) == 0 && len(q.pendingDel) == 0 && len(q.pendingDL) == 0 && len(q.pendingAfter) == 0 {
+		return
+	}
+	u := store.Update{Put: q.pendingPut, Delete: q.pendingDel, DeadLetters: q.pendingDL, Sync: len(q.pendingAfter) > 0}
+	if cursor > q.cursor {
+		u.Cursor, q.cursor = cursor, cursor
+	}
+	var written func()
+	if after, h, recs := q.pendingAfter, q.cfg.Handoff, u.DeadLetters; len(after) > 0 || (h != nil && len(recs) > 0) {
+		written = func() {
+			if h != nil && len(recs) > 0 {
+				h.Handed(recs)
+			}
+			for _, f := range after {
+				f()
+			}
+		}
+	}
+	if err := q.writer.Enqueue(q.cfg.Name, u, written); err != nil {
+		panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, err))
+	}
+	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+}
+
+func (q *queue) armTimer(now time.Time) {
+	if q.timed.Len() == 0 {
+		return
+	}
+	at := q.timed[0].due
+	if at.Equal(q.timerAt) {
+		return
+	}
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.timerGen++
+	q.timerAt = at
+	gen, root, self := q.timerGen, q.system.Root, q.self
+	q.timer = time.AfterFunc(at.Sub(now), func() { root.Send(self, &wake{gen: gen}) })
+}
+
+func (q *queue) backlog() int {
+	n := len(q.items)
+	if q.behind && q.head >= q.next {
+		n += int(q.head - q.next + 1)
+	}
+	return n
+}
+
+func (q *queue) oldest() time.Time {
+	if len(q.order) > 0 {
+		if it := q.items[q.order[0]]; it != nil {
+			return it.publish
+		}
+	}
+	return time.Time{}
+}
+
+func (q *queue) status() *Status {
+	return &Status{
+		Topic: q.cfg.Topic, Subscription: q.cfg.Name, Backlog: q.backlog(), InFlight: q.locked,
+		Cursor: q.cursor, OldestUndelivered: q.oldest(),
+	}
+}
+
+// publishGauges stores the turn's state for the metrics: the backlog, the locked events as
+// in flight, and the oldest event not yet acknowledged.
+func (q *queue) publishGauges() {
+	g := q.gauges
+	if g == nil {
+		return
+	}
+	g.Backlog.Store(int64(q.backlog()))
+	g.InFlight.Store(int64(q.locked))
+	var at int64
+	if t := q.oldest(); !t.IsZero() {
+		at = t.UnixNano()
+	}
+	g.Oldest.Store(at)
+}
+
+// qseqHeap orders available events by sequence number: receivers get the oldest first.
+type qseqHeap []*qitem
+
+func (h qseqHeap) Len() int           { return len(h) }
+func (h qseqHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h qseqHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].seqIdx, h[j].seqIdx = i, j
+}
+func (h *qseqHeap) Push(x any) {
+	it := x.(*qitem)
+	it.seqIdx = len(*h)
+	*h = append(*h, it)
+}
+func (h *qseqHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.seqIdx = -1
+	return it
+}
+
+// qdueHeap orders events by due time.
+type qdueHeap []*qitem
+
+func (h qdueHeap) Len() int { return len(h) }
+func (h qdueHeap) Less(i, j int) bool {
+	if h[i].due.Equal(h[j].due) {
+		return h[i].seq < h[j].seq
+	}
+	return h[i].due.Before(h[j].due)
+}
+func (h qdueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].dueIdx, h[j].dueIdx = i, j
+}
+func (h *qdueHeap) Push(x any) {
+	it := x.(*qitem)
+	it.dueIdx = len(*h)
+	*h = append(*h, it)
+}
+func (h *qdueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.dueIdx = -1
+	return it
+}

@@ -1,0 +1,111 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotQueue answers a [ReceiveEvents] or [SettleEvents] sent to a push subscription.
+var ErrNotQueue = errors.New("the event subscription delivers by push, not from a queue")
+
+// This file holds the messages of queue subscription actors (pull delivery,
+// eventgrid-behaviour.md §9). The router sends them to the topic actor, which forwards them to
+// the subscription's actor; the answer goes to the sender.
+
+// ReceiveEvents asks a queue subscription actor for up to MaxEvents events, waiting up to
+// MaxWait for the first one (a long poll). The answer is a *[ReceivedEvents], sent as soon as
+// at least one event is locked for the caller and its receipt is durable, or with no events
+// once MaxWait has passed. Asked of a push subscription, the answer is [ErrNotQueue].
+type ReceiveEvents struct {
+	Subscription string
+	// ID names the request, so that a [CancelReceive] can withdraw it.
+	ID        uint64
+	MaxEvents int
+	MaxWait   time.Duration
+}
+
+// CancelReceive withdraws a waiting [ReceiveEvents] (its caller gave up). Nothing answers it.
+type CancelReceive struct {
+	Subscription string
+	ID           uint64
+}
+
+// ReceivedEvents answers a [ReceiveEvents].
+type ReceivedEvents struct {
+	Events []LockedEvent
+}
+
+// LockedEvent is one event handed to a consumer, locked until it is settled or the lock
+// expires.
+type LockedEvent struct {
+	LockToken     string
+	DeliveryCount int
+	// Event is the event as a structured CloudEvent (JSON).
+	Event []byte
+}
+
+// SettleOp is what a [SettleEvents] does to the locked events.
+type SettleOp uint8
+
+// Settle operations.
+const (
+	// Acknowledge deletes the events: they are delivered.
+	Acknowledge SettleOp = iota + 1
+	// Release makes them available again after [SettleEvents.Delay].
+	Release
+	// Reject dead-letters them (or drops them without a dead-letter destination).
+	Reject
+	// RenewLock extends their locks by the lock duration, within an hour of their receipt.
+	RenewLock
+)
+
+// String names the operation as Event Grid's REST API does.
+func (o SettleOp) String() string {
+	switch o {
+	case Acknowledge:
+		return "acknowledge"
+	case Release:
+		return "release"
+	case Reject:
+		return "reject"
+	case RenewLock:
+		return "renewLock"
+	}
+	return fmt.Sprintf("SettleOp(%d)", uint8(o))
+}
+
+// SettleEvents applies Op to the events locked under LockTokens. The answer is a *[Settled],
+// sent once the change is durable.
+type SettleEvents struct {
+	Subscription string
+	Op           SettleOp
+	LockTokens   []string
+	// Delay is a Release's delay before the events are available again.
+	Delay time.Duration
+}
+
+// Settled answers a [SettleEvents]: the tokens applied, and the others with Event Grid's code
+// and message.
+type Settled struct {
+	Succeeded []string
+	Failed    []FailedToken
+}
+
+// FailedToken is a lock token a [SettleEvents] could not apply.
+type FailedToken struct {
+	LockToken string
+	// Code is TokenBad (malformed, or another subscription's) or TokenLost (expired, settled,
+	// or issued before a restart).
+	Code    string
+	Message string
+}
+
+// Lock token failure codes (eventgrid-behaviour.md §9).
+const (
+	TokenBad  = "BadToken"
+	TokenLost = "TokenLost"
+)
+
+// receiveTimeout is sent by a waiting receive's timer when its MaxWait has passed.
+type receiveTimeout struct{ id uint64 }
