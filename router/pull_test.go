@@ -383,3 +383,100 @@ func TestPullRestartKeepsDeliveryCountsAndAcknowledgements(t *testing.T) {
 		}
 	})
 }
+
+func TestQueueSubscriptionSpecValidation(t *testing.T) {
+	queue := func(q *router.QueueInfo) router.SubscriptionSpec {
+		return router.SubscriptionSpec{DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: "queue", Queue: q}}
+	}
+	tests := []struct {
+		name  string
+		topic string // "nstopic" or "custom"
+		spec  router.SubscriptionSpec
+		want  []string // substrings of the error, each required; none: accepted
+	}{
+		{name: "defaults", topic: "nstopic", spec: queue(nil)},
+		{name: "all set", topic: "nstopic", spec: queue(&router.QueueInfo{ReceiveLockDurationInSeconds: 300, MaxDeliveryCount: 1, EventTimeToLive: "P0DT23H12M"})},
+		{name: "seven days", topic: "nstopic", spec: queue(&router.QueueInfo{EventTimeToLive: "P7D"})},
+		{name: "out of range, every problem at once", topic: "nstopic",
+			spec: queue(&router.QueueInfo{ReceiveLockDurationInSeconds: 59, MaxDeliveryCount: 11, EventTimeToLive: "P8D"}),
+			want: []string{"receiveLockDurationInSeconds 59 is out of range: use 60-300", "maxDeliveryCount 11 is out of range: use 1-10", `eventTimeToLive "P8D" is out of range: use PT1M to P7D`}},
+		{name: "not ISO 8601", topic: "nstopic", spec: queue(&router.QueueInfo{EventTimeToLive: "1 day"}),
+			want: []string{`deliveryConfiguration.queue.eventTimeToLive: "1 day" is not an ISO 8601 duration`}},
+		{name: "seconds", topic: "nstopic", spec: queue(&router.QueueInfo{EventTimeToLive: "PT90S"}), want: []string{"not whole minutes"}},
+		{name: "a destination", topic: "nstopic",
+			spec: func() router.SubscriptionSpec { s := queue(nil); s.Destination = router.WebHook("https://example.com/"); return s }(),
+			want: []string{"a queue subscription (deliveryConfiguration.deliveryMode Queue) has no destination"}},
+		{name: "a retry policy", topic: "nstopic",
+			spec: func() router.SubscriptionSpec {
+				s := queue(nil)
+				s.RetryPolicy.MaxDeliveryAttempts = 3
+				return s
+			}(),
+			want: []string{"retryPolicy: a queue subscription has none: use deliveryConfiguration.queue.maxDeliveryCount"}},
+		{name: "custom topic", topic: "custom", spec: queue(nil), want: []string{"deliveryConfiguration: applies to namespace topics only"}},
+		{name: "unknown mode", topic: "nstopic", spec: router.SubscriptionSpec{Destination: router.WebHook("https://example.com/"),
+			DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: "Pull"}}, want: []string{`deliveryMode "Pull" is not supported: use Push or Queue`}},
+		{name: "queue settings on push", topic: "nstopic", spec: router.SubscriptionSpec{Destination: router.WebHook("https://example.com/"),
+			DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: "Push", Queue: &router.QueueInfo{}}}, want: []string{"deliveryConfiguration.queue: applies to deliveryMode Queue only"}},
+		{name: "explicit push", topic: "nstopic", spec: router.SubscriptionSpec{Destination: router.WebHook("https://example.com/"),
+			DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: "Push"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+				h.CreateTopic("nstopic", router.TopicSpec{Kind: router.KindNamespace})
+				h.CreateTopic("custom")
+				err := h.Router().CreateSubscription(context.Background(), tc.topic, "sub", tc.spec)
+				if len(tc.want) == 0 {
+					if err != nil {
+						t.Fatalf("CreateSubscription: %v", err)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatal("CreateSubscription accepted it")
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A queue subscription reads and writes Azure's JSON shape.
+func TestQueueSubscriptionJSON(t *testing.T) {
+	const in = `{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{"receiveLockDurationInSeconds":120,"maxDeliveryCount":5,"eventTimeToLive":"P1D"}}}`
+	var spec router.SubscriptionSpec
+	if err := json.Unmarshal([]byte(in), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if !spec.IsQueue() || spec.DeliveryConfiguration.Queue.MaxDeliveryCount != 5 || spec.DeliveryConfiguration.Queue.EventTimeToLive != "P1D" {
+		t.Fatalf("decoded %+v", spec.DeliveryConfiguration)
+	}
+	out, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Fatalf("encoded\n%s\nwant\n%s", out, in)
+	}
+}
+
+func TestParseISODuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"PT1M": time.Minute, "PT23H12M": 23*time.Hour + 12*time.Minute, "P0DT23H12M": 23*time.Hour + 12*time.Minute,
+		"P1D": 24 * time.Hour, "P1DT0H0M0S": 24 * time.Hour, "P1W": 7 * 24 * time.Hour, "pt30m": 30 * time.Minute, "": 0,
+	} {
+		if got, err := router.ParseISODuration(in); err != nil || got != want {
+			t.Errorf("ParseISODuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"P", "PT", "1D", "P1M", "P1Y", "PT1D", "P1H", "PTM", "P1DT", "P1DT1H1X", "P99999999999D"} {
+		if _, err := router.ParseISODuration(in); err == nil || !strings.Contains(err.Error(), "ISO 8601") {
+			t.Errorf("ParseISODuration(%q) = %v, want an ISO 8601 error", in, err)
+		}
+	}
+}
