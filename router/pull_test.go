@@ -404,7 +404,11 @@ func TestQueueSubscriptionSpecValidation(t *testing.T) {
 			want: []string{`deliveryConfiguration.queue.eventTimeToLive: "1 day" is not an ISO 8601 duration`}},
 		{name: "seconds", topic: "nstopic", spec: queue(&router.QueueInfo{EventTimeToLive: "PT90S"}), want: []string{"not whole minutes"}},
 		{name: "a destination", topic: "nstopic",
-			spec: func() router.SubscriptionSpec { s := queue(nil); s.Destination = router.WebHook("https://example.com/"); return s }(),
+			spec: func() router.SubscriptionSpec {
+				s := queue(nil)
+				s.Destination = router.WebHook("https://example.com/")
+				return s
+			}(),
 			want: []string{"a queue subscription (deliveryConfiguration.deliveryMode Queue) has no destination"}},
 		{name: "a retry policy", topic: "nstopic",
 			spec: func() router.SubscriptionSpec {

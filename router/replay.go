@@ -147,6 +147,10 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
 	}
 	name = display
+	if spec.IsQueue() {
+		// The replay actor delivers by push; putting events back into a queue is not built.
+		return nil, fmt.Errorf("event subscription %q of topic %q is a queue subscription: replaying dead letters into a queue is not supported; publish the events again instead (--dry-run lists them)", name, topic)
+	}
 	sc, err := r.subscriptionConfig(t, name, spec)
 	if err != nil {
 		return nil, err

@@ -73,7 +73,9 @@ type Update struct {
 	// Sync makes the update durable when it returns, like one carrying DeadLetters: a queue
 	// subscription syncs the receipts, acknowledgements and releases it answers consumers
 	// for, so a crash never hands out an acknowledged event again nor forgets a delivery
-	// count (eventgrid-behaviour.md §9).
+	// count (eventgrid-behaviour.md §9). The disk store commits such an update with a sync;
+	// a JetStream store's acknowledged writes are already as durable as JetStream makes them,
+	// and the memory store has nothing to sync.
 	Sync bool
 }
 

@@ -428,6 +428,16 @@ func testUpdateSubscription(t *testing.T, s store.Store) {
 			u:    store.Update{},
 			want: store.SubscriptionState{Cursor: 12},
 		},
+		{
+			name: "a synced update applies like any other",
+			u:    store.Update{Sync: true, Cursor: 14, Put: []store.Parked{parked(13, 2)}},
+			want: store.SubscriptionState{Cursor: 14, Parked: []store.Parked{parked(13, 2)}},
+		},
+		{
+			name: "an empty synced update",
+			u:    store.Update{Sync: true},
+			want: store.SubscriptionState{Cursor: 14, Parked: []store.Parked{parked(13, 2)}},
+		},
 	}
 	for _, step := range steps {
 		update(t, s, "t", "sub", step.u)
