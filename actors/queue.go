@@ -53,7 +53,8 @@ const (
 // these writes is synced ([store.Update.Sync]) before the consumer is answered, off the
 // mailbox through the topic's [StateWriter]. Locks live in memory: after a restart every
 // event received and not settled is available again at once, keeping its delivery count,
-// and the lock tokens handed out before fail with TokenLost.
+// and the lock tokens handed out before fail with TokenLost. Without a
+// [SubscriptionConfig.Writer] the actor runs a writer of its own, closed when it stops.
 func QueueProps(cfg *SubscriptionConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &queue{cfg: cfg} }, subscriptionMailbox)
 }

@@ -484,3 +484,52 @@ func TestParseISODuration(t *testing.T) {
 		}
 	}
 }
+
+// A rejected event is written to the dead-letter bucket in the namespace record shape, with
+// its delivery count and the reason's text.
+func TestPullRejectWritesNamespaceDeadLetter(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("bad")))
+		first := h.Receive(pullTopic, pullSub, 1)
+		h.Release(pullTopic, pullSub, 0, first[0].LockToken)
+		again := h.Receive(pullTopic, pullSub, 1)
+		h.Reject(pullTopic, pullSub, again[0].LockToken)
+		h.Advance(6 * time.Minute) // the dead-letter delay
+		objs := h.DeadLetterObjects().Objects("deadletters")
+		if len(objs) != 1 {
+			t.Fatalf("%d dead-letter objects, want 1", len(objs))
+		}
+		body, _, err := h.DeadLetterObjects().Get(context.Background(), "deadletters", objs[0].Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []struct {
+			Props struct {
+				Reason   string `json:"deadletterreason"`
+				Attempts int    `json:"deliveryattempts"`
+			} `json:"deadLetterProperties"`
+			Event struct{ ID string } `json:"event"`
+		}
+		if err := json.Unmarshal(body, &recs); err != nil {
+			t.Fatalf("dead-letter object %s: %v", body, err)
+		}
+		if len(recs) != 1 || recs[0].Event.ID != "bad" || recs[0].Props.Attempts != 2 || recs[0].Props.Reason != "Event was rejected by the subscriber." {
+			t.Fatalf("dead-letter object %s, want bad rejected after 2 deliveries", body)
+		}
+	})
+}
+
+// The subscription's filter decides what reaches the queue.
+func TestPullQueueFilters(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.CreateTopic(pullTopic, router.TopicSpec{Kind: router.KindNamespace})
+		spec := testkit.QueueSubscription(router.QueueInfo{})
+		spec.Filter.IncludedEventTypes = []string{"Order.Created"}
+		h.Subscribe(pullTopic, pullSub, spec)
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("c1"), testkit.Type("Order.Created")), h.CloudEvent(testkit.ID("d1"), testkit.Type("Order.Deleted")))
+		if got := pulledIDs(t, h.Receive(pullTopic, pullSub, 10)); !slices.Equal(got, []string{"c1"}) {
+			t.Fatalf("received %v, want [c1]", got)
+		}
+	})
+}

@@ -1,0 +1,108 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/testkit"
+)
+
+func ask[T any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) T {
+	t.Helper()
+	v, err := root.RequestFuture(pid, msg, 5*time.Minute).Result()
+	if err != nil {
+		t.Fatalf("asking %T: %v", msg, err)
+	}
+	out, ok := v.(T)
+	if !ok {
+		t.Fatalf("asking %T: answer %T (%v)", msg, v, v)
+	}
+	return out
+}
+
+// A queue whose window holds 2 events reads the rest from the journal as receivers take
+// events: every event is received once, oldest first, and the cursor follows the receipts.
+func TestQueueReadsBehindItsWindowFromTheJournal(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		_ = st.PutTopic(ctx, "orders", nil)
+		_ = st.PutSubscription(ctx, "orders", "workers", nil)
+		var body []string
+		for i := 1; i <= 7; i++ {
+			body = append(body, fmt.Sprintf(`{"specversion":"1.0","id":"e%d","source":"/o","type":"T"}`, i))
+		}
+		evs, err := schemas.DecodeCloudEvents([]byte("["+strings.Join(body, ",")+"]"), schemas.ClassicLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := st.Append(ctx, "orders", time.Now(), evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
+			Topic: "orders", Name: "workers", TopicID: "/topics/orders",
+			InputSchema: schemas.CloudEvents, DeliverySchema: schemas.CloudEvents,
+			Policy: &retry.Policy{Profile: retry.Namespace()}, Store: st, Metrics: new(metrics.Set), Window: 2,
+			Queue: &actors.QueueConfig{},
+		}))
+		entries, _ := st.Read(ctx, "orders", 1, 10)
+		root := h.System().Root
+		root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
+		var got []string
+		for id := uint64(1); len(got) < 7 && id < 20; id++ {
+			res := ask[*actors.ReceivedEvents](t, root, pid, &actors.ReceiveEvents{Subscription: "workers", ID: id, MaxEvents: 3, MaxWait: 10 * time.Second})
+			if len(res.Events) > 2 {
+				t.Fatalf("one receive got %d events from a window of 2", len(res.Events))
+			}
+			var tokens []string
+			for _, e := range res.Events {
+				var id struct{ ID string }
+				_ = json.Unmarshal(e.Event, &id)
+				got = append(got, id.ID)
+				tokens = append(tokens, e.LockToken)
+			}
+			settled := ask[*actors.Settled](t, root, pid, &actors.SettleEvents{Subscription: "workers", Op: actors.Acknowledge, LockTokens: tokens})
+			if len(settled.Succeeded) != len(tokens) {
+				t.Fatalf("acknowledge = %+v", settled)
+			}
+		}
+		if want := []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}; !slices.Equal(got, want) {
+			t.Fatalf("received %v, want %v", got, want)
+		}
+		_ = root.StopFuture(pid).Wait() // flushes and stops its own state writer
+		state, _ := st.LoadSubscription(ctx, "orders", "workers")
+		if state.Cursor != last || len(state.Parked) != 0 {
+			t.Fatalf("stored state: cursor %d, %d parked; want cursor %d, none parked", state.Cursor, len(state.Parked), last)
+		}
+	})
+}
+
+// Sent to a push subscription's topic actor, pull requests are refused with ErrNotQueue.
+func TestTopicRefusesPullOnPushSubscription(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		st := store.NewMemory()
+		_ = st.PutTopic(context.Background(), "orders", nil)
+		_ = st.PutSubscription(context.Background(), "orders", "hook", nil)
+		pid := h.Spawn(actors.TopicProps(&actors.TopicConfig{Name: "orders", Metrics: new(metrics.Set), Subscriptions: []*actors.SubscriptionConfig{{
+			Topic: "orders", Name: "hook", InputSchema: schemas.CloudEvents, DeliverySchema: schemas.CloudEvents,
+			Policy: &retry.Policy{}, Store: st, Metrics: new(metrics.Set),
+		}}}))
+		v, err := h.System().Root.RequestFuture(pid, &actors.ReceiveEvents{Subscription: "hook", ID: 1, MaxEvents: 1, MaxWait: 10 * time.Second}, time.Minute).Result()
+		if err != nil || v != actors.ErrNotQueue {
+			t.Fatalf("receive on a push subscription = %v, %v; want ErrNotQueue", v, err)
+		}
+	})
+}
