@@ -533,3 +533,38 @@ func TestPullQueueFilters(t *testing.T) {
 		}
 	})
 }
+
+// A release delay never outlives the event: released past its time to live, the event ends at
+// its deadline.
+func TestPullReleaseBoundedByTimeToLive(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{EventTimeToLive: "PT5M"})
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("short")))
+		evs := h.Receive(pullTopic, pullSub, 1)
+		h.Release(pullTopic, pullSub, time.Hour, evs[0].LockToken)
+		h.Advance(5*time.Minute - h.Elapsed() - time.Second)
+		h.DeadLetters(pullSub).RequireNone(t)
+		h.Advance(time.Second)
+		recs := h.DeadLetters(pullSub).Records()
+		if len(recs) != 1 || recs[0].Reason != schemas.TimeToLiveExceeded || recs[0].DeliveryAttempts != 1 || h.Elapsed() != 5*time.Minute {
+			t.Fatalf("at +%v dead letters %+v, want short ended by its time to live at +5m after 1 delivery", h.Elapsed(), recs)
+		}
+	})
+}
+
+// A queue subscription's status counts its locked events as in flight and the rest of its
+// backlog.
+func TestPullStatus(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
+		h.Publish(pullTopic, h.CloudEvent(), h.CloudEvent(), h.CloudEvent())
+		h.Receive(pullTopic, pullSub, 2)
+		st, err := h.Router().Status(context.Background(), pullTopic, pullSub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Backlog != 3 || st.InFlight != 2 || st.Cursor != 2 {
+			t.Fatalf("status %+v, want backlog 3, 2 in flight, cursor 2", st)
+		}
+	})
+}
