@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,12 +17,17 @@ type API struct {
 	cfg router.Config // InsecureDev, AdminToken, PublicURL
 	log *slog.Logger
 	mux http.Handler
+	// polls is done once EndPolls was called: :receive long polls end with it.
+	polls    context.Context
+	endPolls context.CancelFunc
 }
 
 // New returns the HTTP data plane and admin plane of r:
 //
 //	POST /topics/{topic}/api/events          classic publish (SPEC §1.1)
 //	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents
+//	POST /topics/{topic}/eventsubscriptions/{sub}:receive|:acknowledge|:release|:reject|:renewLock
+//	                                         pull delivery of a queue event subscription (pull.go)
 //	PUT|GET|DELETE /admin/topics/{topic}     topics, ARM-shaped bodies (SPEC §1.2)
 //	GET /admin/topics
 //	POST /admin/topics/{topic}/listKeys
@@ -39,9 +45,11 @@ type API struct {
 // by net/http itself, before any handler runs: that one cannot be JSON.)
 func New(r *router.Router) *API {
 	a := &API{r: r, cfg: r.Config(), log: r.Logger()}
+	a.polls, a.endPolls = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /topics/{topic}/api/events", a.handleClassicPublish)
 	mux.HandleFunc("POST /topics/{topicAction}", a.handleNamespacePublish)
+	mux.HandleFunc(pullPath, a.handlePull)
 	a.adminRoutes(mux)
 	a.mux = jsonErrors(mux)
 	return a
@@ -68,7 +76,7 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 			}
 			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", req.Method, req.URL.Path, probe.header.Get("Allow")))
 		case http.StatusNotFound, 0:
-			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish; the admin API is under /admin/topics", req.Method, req.URL.Path))
+			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish, pull from /topics/{topic}/eventsubscriptions/{name}:receive; the admin API is under /admin/topics", req.Method, req.URL.Path))
 		default: // a redirect the mux makes (a cleaned path): pass it on
 			for k, v := range probe.header {
 				w.Header()[k] = v

@@ -1,0 +1,320 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/egridio/egrid/router"
+)
+
+// The pull delivery routes of a namespace topic's queue event subscription
+// (eventgrid-behaviour.md §9; Azure's EventGridNamespace TypeSpec, api-version 2023-11-01 and
+// 2024-06-01):
+//
+//	POST /topics/{topic}/eventsubscriptions/{sub}:receive?maxEvents=1..100&maxWaitTime=10..120
+//	POST /topics/{topic}/eventsubscriptions/{sub}:acknowledge           {"lockTokens":[...]}
+//	POST /topics/{topic}/eventsubscriptions/{sub}:release?releaseDelayInSeconds=0|10|60|600|3600
+//	POST /topics/{topic}/eventsubscriptions/{sub}:reject
+//	POST /topics/{topic}/eventsubscriptions/{sub}:renewLock
+//
+// They take the topic's keys and SAS tokens exactly as publish does, and like publish they
+// do not check api-version: the Azure SDKs send 2023-11-01 or 2024-06-01, and both versions
+// have these bodies (releaseDelayInSeconds came with 2024-06-01; egrid takes it whatever the
+// version).
+const pullPath = "POST /topics/{topic}/eventsubscriptions/{subAction}"
+
+// Bounds of :receive's query (the TypeSpec's, in seconds for maxWaitTime).
+const (
+	DefaultReceiveMaxEvents = 1
+	MaxReceiveMaxEvents     = 100
+	DefaultReceiveMaxWait   = 60 * time.Second
+	MinReceiveMaxWait       = 10 * time.Second
+	MaxReceiveMaxWait       = 120 * time.Second
+)
+
+// maxSettleBody bounds a settle request's body: lock tokens only, so 1 MB is ample.
+const maxSettleBody = 1 << 20
+
+// releaseDelays are the values :release's releaseDelayInSeconds takes (the TypeSpec's
+// ReleaseDelay enum).
+var releaseDelays = map[string]time.Duration{
+	"0": 0, "10": 10 * time.Second, "60": time.Minute, "600": 10 * time.Minute, "3600": time.Hour,
+}
+
+// pullOps are the operations after the colon, as the TypeSpec spells them.
+var pullOps = []string{"receive", "acknowledge", "release", "reject", "renewLock"}
+
+// receiveResult is the TypeSpec's ReceiveResult: value is always present, empty when no event
+// came within maxWaitTime.
+type receiveResult struct {
+	Value []receiveDetails `json:"value"`
+}
+
+type receiveDetails struct {
+	BrokerProperties brokerProperties `json:"brokerProperties"`
+	Event            json.RawMessage  `json:"event"`
+}
+
+type brokerProperties struct {
+	LockToken     string `json:"lockToken"`
+	DeliveryCount int    `json:"deliveryCount"`
+}
+
+// settleRequest is the body of every settle operation.
+type settleRequest struct {
+	LockTokens []string `json:"lockTokens"`
+}
+
+// settleResult is the TypeSpec's AcknowledgeResult (and ReleaseResult, RejectResult,
+// RenewCloudEventLocksResult): both arrays are always present.
+type settleResult struct {
+	FailedLockTokens    []failedLockToken `json:"failedLockTokens"`
+	SucceededLockTokens []string          `json:"succeededLockTokens"`
+}
+
+type failedLockToken struct {
+	LockToken string       `json:"lockToken"`
+	Error     apiErrorBody `json:"error"`
+}
+
+// EndPolls ends every :receive long poll in progress, and makes later ones answer at once:
+// each answers 200 with the events it has (none, usually). A server calls it when it starts
+// to shut down (http.Server.RegisterOnShutdown), so a consumer waiting up to 120 s does not
+// hold the shutdown. It is safe to call more than once, from any goroutine.
+func (a *API) EndPolls() { a.endPolls() }
+
+func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
+	topicName := req.PathValue("topic")
+	subName, op, ok := strings.Cut(req.PathValue("subAction"), ":")
+	if ok {
+		op = canonicalOp(op)
+	}
+	if !ok || op == "" {
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: the operations of an event subscription are :%s", req.URL.Path, strings.Join(pullOps, ", :")))
+		return
+	}
+	t, err := a.topic(topicName)
+	if err != nil {
+		// As publish: an unknown topic answers as wrong credentials do, unless the request
+		// passes without any (--insecure-dev).
+		if status, msg := a.authorize(req, &topic{name: topicName}); status != 0 {
+			writeAuthError(w, status, msg)
+			return
+		}
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", topicName, topicName))
+		return
+	}
+	if status, msg := a.authorize(req, t); status != 0 {
+		writeAuthError(w, status, msg)
+		return
+	}
+	_, sub, err := a.r.SubscriptionName(t.name, subName)
+	if err != nil {
+		a.writePullError(w, t.name, subName, err)
+		return
+	}
+	if op == "receive" {
+		a.receive(w, req, t.name, sub)
+		return
+	}
+	a.settle(w, req, t.name, sub, op)
+}
+
+// canonicalOp returns op as the TypeSpec spells it (matched ignoring case), or "".
+func canonicalOp(op string) string {
+	for _, o := range pullOps {
+		if strings.EqualFold(o, op) {
+			return o
+		}
+	}
+	return ""
+}
+
+func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub string) {
+	o, err := receiveOptions(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	// The receive has no body; whatever a client sent is read and dropped, so net/http
+	// clears the connection's read deadline (httpserver: ReadHeaderTimeout + BodyTimeout)
+	// before the long poll, which may last MaxReceiveMaxWait.
+	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, maxSettleBody))
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	stop := context.AfterFunc(a.polls, cancel)
+	defer stop()
+	evs, err := a.r.Receive(ctx, topic, sub, o)
+	if err != nil && !(ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+		a.writePullError(w, topic, sub, err)
+		return
+	}
+	if req.Context().Err() != nil {
+		return // the client went away: nobody to answer
+	}
+	out := receiveResult{Value: make([]receiveDetails, 0, len(evs))}
+	for _, ev := range evs {
+		out.Value = append(out.Value, receiveDetails{
+			BrokerProperties: brokerProperties{LockToken: ev.LockToken, DeliveryCount: ev.DeliveryCount},
+			Event:            ev.Event,
+		})
+	}
+	writeCompactJSON(w, out)
+}
+
+// receiveOptions reads maxEvents and maxWaitTime, reporting both problems at once.
+func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
+	o := router.ReceiveOptions{MaxEvents: DefaultReceiveMaxEvents, MaxWait: DefaultReceiveMaxWait}
+	q := req.URL.Query()
+	var errs []error
+	if v := q.Get("maxEvents"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxReceiveMaxEvents {
+			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default %d)", v, MaxReceiveMaxEvents, DefaultReceiveMaxEvents))
+		} else {
+			o.MaxEvents = n
+		}
+	}
+	if v := q.Get("maxWaitTime"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < int(MinReceiveMaxWait/time.Second) || n > int(MaxReceiveMaxWait/time.Second) {
+			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", v, int(MinReceiveMaxWait/time.Second), int(MaxReceiveMaxWait/time.Second), int(DefaultReceiveMaxWait/time.Second)))
+		} else {
+			o.MaxWait = time.Duration(n) * time.Second
+		}
+	}
+	if len(errs) > 0 {
+		return o, joinMessages(errs)
+	}
+	return o, nil
+}
+
+func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op string) {
+	var delay time.Duration
+	if op == "release" {
+		if v := req.URL.Query().Get("releaseDelayInSeconds"); v != "" {
+			d, ok := releaseDelays[v]
+			if !ok {
+				writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("releaseDelayInSeconds %q is not allowed: use 0, 10, 60, 600 or 3600", v))
+				return
+			}
+			delay = d
+		}
+	}
+	tokens, err := readLockTokens(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	ctx := req.Context()
+	var res router.SettleResult
+	switch op {
+	case "acknowledge":
+		res, err = a.r.Acknowledge(ctx, topic, sub, tokens)
+	case "release":
+		res, err = a.r.Release(ctx, topic, sub, tokens, delay)
+	case "reject":
+		res, err = a.r.Reject(ctx, topic, sub, tokens)
+	case "renewLock":
+		res, err = a.r.RenewLock(ctx, topic, sub, tokens)
+	}
+	if err != nil {
+		a.writePullError(w, topic, sub, err)
+		return
+	}
+	out := settleResult{FailedLockTokens: make([]failedLockToken, 0, len(res.Failed)), SucceededLockTokens: res.Succeeded}
+	if out.SucceededLockTokens == nil {
+		out.SucceededLockTokens = []string{}
+	}
+	for _, f := range res.Failed {
+		out.FailedLockTokens = append(out.FailedLockTokens, failedLockToken{LockToken: f.LockToken, Error: apiErrorBody{Code: f.Code, Message: f.Message}})
+	}
+	writeCompactJSON(w, out)
+}
+
+// readLockTokens reads {"lockTokens": [...]}: a body that is not that JSON object, a misspelt
+// member, or no tokens at all is an error saying what to send.
+func readLockTokens(req *http.Request) ([]string, error) {
+	const want = `send {"lockTokens": ["<lockToken of a received event>", ...]}`
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxSettleBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %v", err)
+	}
+	if len(body) > maxSettleBody {
+		return nil, fmt.Errorf("the request body is over %d bytes: send fewer lock tokens per request", maxSettleBody)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, errors.New("the request has no body: " + want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var r settleRequest
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("the body is not a lock token list (%v): %s", err, want)
+	}
+	if dec.More() {
+		return nil, errors.New("the body holds more than one JSON value: " + want)
+	}
+	if len(r.LockTokens) == 0 {
+		return nil, errors.New("lockTokens is missing or empty: " + want)
+	}
+	for i, tok := range r.LockTokens {
+		if tok == "" {
+			return nil, fmt.Errorf("lockTokens[%d] is empty: %s", i, want)
+		}
+	}
+	return r.LockTokens, nil
+}
+
+// writePullError maps the router's errors of a pull operation to statuses.
+func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error) {
+	switch {
+	case errors.Is(err, router.ErrNotQueueSubscription):
+		writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("event subscription %q of topic %q delivers by push: receive and settle need a subscription with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --delivery-mode queue)", sub, topic))
+	case errors.Is(err, router.ErrSubscriptionNotFound):
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("event subscription %q of topic %q does not exist: create it with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --topic %s --name %s --delivery-mode queue)", sub, topic, topic, sub))
+	case errors.Is(err, router.ErrTopicNotFound):
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, router.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down: retry later")
+	case errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrInsufficientStorage):
+		// The store's own error can name files on the server: it goes to the log only.
+		a.log.Error("pull operation failed: the store is unavailable", "topic", topic, "subscription", sub, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not record the operation: retry later; the server log has the cause")
+	default:
+		a.log.Error("pull operation failed", "topic", topic, "subscription", sub, "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "the operation failed: retry later; the server log has the cause")
+	}
+}
+
+// writeCompactJSON answers 200 with v as one line of JSON (no indentation: receive answers
+// carry up to 100 events).
+func writeCompactJSON(w http.ResponseWriter, v any) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "encoding the answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(raw)
+}
+
+// joinMessages joins errors into one whose message lists them with "; ".
+func joinMessages(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
