@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -19,21 +21,41 @@ import (
 func receiveCommand(e env) *cli.Command {
 	return &cli.Command{
 		Name:  "receive",
-		Usage: "run a webhook endpoint that prints every delivery (for trying egrid out)",
+		Usage: "run a webhook endpoint that prints every delivery, or pull from a queue subscription (for trying egrid out)",
 		Description: `Listens on --listen and prints each request it receives: the aeg-* headers and the
 body. It answers the Event Grid validation handshake (echoing validationCode) and the
 CloudEvents OPTIONS handshake, so subscriptions to it validate. --fail-first N answers the first
 N deliveries with --fail-status to watch the retry schedule.
 
-Example:
+With --pull it is a consumer of a queue subscription instead (--delivery-mode queue on a
+namespace topic): it receives up to --max-events events at a time (a long poll of up to
+--max-wait-time seconds), prints each with its delivery count and lock token, and acknowledges
+them, until --count events have come (0: until interrupted). It authenticates with the topic
+key, as egrid publish does.
+
+Examples:
    egrid receive --listen 127.0.0.1:9000
-   egrid event-subscription create --topic orders --name printer --endpoint http://127.0.0.1:9000/`,
+   egrid event-subscription create --topic orders --name printer --endpoint http://127.0.0.1:9000/
+
+   egrid event-subscription create --topic ns-orders --name workers --delivery-mode queue
+   egrid receive --pull --topic ns-orders --subscription workers --key "$KEY" --max-events 10`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:9000"},
 			&cli.IntFlag{Name: "fail-first", Usage: "answer the first N deliveries with --fail-status"},
 			&cli.IntFlag{Name: "fail-status", Usage: "status for failed deliveries", Value: http.StatusServiceUnavailable},
+			&cli.BoolFlag{Name: "pull", Usage: "pull from a queue subscription instead of listening (needs --topic and --subscription)"},
+			&cli.StringFlag{Name: "server", Usage: "--pull: egrid server URL (env EGRID_SERVER)", Value: "http://" + defaultListen},
+			&cli.StringFlag{Name: "topic", Usage: "--pull: the namespace topic"},
+			&cli.StringFlag{Name: "subscription", Usage: "--pull: the queue event subscription"},
+			&cli.StringFlag{Name: "key", Usage: "--pull: topic key, sent as aeg-sas-key (env EGRID_TOPIC_KEY); omit against --insecure-dev servers"},
+			&cli.IntFlag{Name: "max-events", Usage: "--pull: events per receive, 1-100", Value: 10},
+			&cli.IntFlag{Name: "max-wait-time", Usage: "--pull: seconds a receive waits for a first event, 10-120", Value: 60},
+			&cli.IntFlag{Name: "count", Usage: "--pull: stop after this many events (0: until interrupted)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("pull") {
+				return pullReceive(c, e)
+			}
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen)", c.String("listen"), err), 1)
@@ -109,4 +131,133 @@ func (h *receiver) print(r *http.Request, body []byte, status int, note string) 
 		fmt.Fprintf(h.out, "%s: %s\n", strings.ToLower(k), r.Header.Get(k))
 	}
 	fmt.Fprintf(h.out, "%s\n", body)
+}
+
+// pullReceive consumes a queue subscription from the terminal: receive, print, acknowledge.
+// An interrupt ends it between requests or during a long poll; events received by a poll the
+// interrupt cut short stay locked until their lock expires, then are redelivered.
+func pullReceive(c *cli.Context, e env) error {
+	var missing []string
+	for _, f := range []string{"topic", "subscription"} {
+		if c.String(f) == "" {
+			missing = append(missing, "--"+f)
+		}
+	}
+	if len(missing) > 0 {
+		return cli.Exit("receive --pull needs "+strings.Join(missing, " and ")+": the namespace topic and its queue event subscription", 2)
+	}
+	maxEvents, maxWait, count := c.Int("max-events"), c.Int("max-wait-time"), c.Int("count")
+	if maxEvents < 1 || maxEvents > 100 {
+		return cli.Exit(fmt.Sprintf("--max-events %d: use 1-100", maxEvents), 2)
+	}
+	if maxWait < 10 || maxWait > 120 {
+		return cli.Exit(fmt.Sprintf("--max-wait-time %d: use 10-120 seconds", maxWait), 2)
+	}
+	if count < 0 {
+		return cli.Exit(fmt.Sprintf("--count %d: use 0 (until interrupted) or more", count), 2)
+	}
+	cl := newClient(c, e)
+	cl.http.Timeout = time.Duration(maxWait)*time.Second + 30*time.Second // the long poll, and then some
+	key := c.String("key")
+	if key == "" {
+		key = e.Getenv("EGRID_TOPIC_KEY")
+	}
+	base := cl.server + "/topics/" + url.PathEscape(c.String("topic")) + "/eventsubscriptions/" + url.PathEscape(c.String("subscription"))
+	p := &puller{cl: cl, key: key, base: base}
+	fmt.Fprintf(e.Stderr, "pulling from %s (Ctrl-C stops)\n", base)
+	start, got := time.Now(), 0
+	for count == 0 || got < count {
+		n := maxEvents
+		if count > 0 && count-got < n {
+			n = count - got
+		}
+		var res struct {
+			Value []struct {
+				BrokerProperties struct {
+					LockToken     string `json:"lockToken"`
+					DeliveryCount int    `json:"deliveryCount"`
+				} `json:"brokerProperties"`
+				Event json.RawMessage `json:"event"`
+			} `json:"value"`
+		}
+		err := p.post(c.Context, fmt.Sprintf(":receive?api-version=%s&maxEvents=%d&maxWaitTime=%d", pullAPIVersion, n, maxWait), nil, &res)
+		if c.Context.Err() != nil {
+			return nil // interrupted
+		}
+		if err != nil {
+			return err
+		}
+		tokens := make([]string, 0, len(res.Value))
+		for _, v := range res.Value {
+			got++
+			fmt.Fprintf(e.Stdout, "--- +%s event %d deliveryCount=%d lockToken=%s\n%s\n", time.Since(start).Round(time.Millisecond), got, v.BrokerProperties.DeliveryCount, v.BrokerProperties.LockToken, v.Event)
+			tokens = append(tokens, v.BrokerProperties.LockToken)
+		}
+		if len(tokens) == 0 {
+			continue
+		}
+		var ack struct {
+			Failed []struct {
+				LockToken string `json:"lockToken"`
+				Error     struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			} `json:"failedLockTokens"`
+			Succeeded []string `json:"succeededLockTokens"`
+		}
+		// Acknowledge even when interrupted meanwhile: the events were printed.
+		if err := p.post(context.WithoutCancel(c.Context), ":acknowledge?api-version="+pullAPIVersion, map[string][]string{"lockTokens": tokens}, &ack); err != nil {
+			return err
+		}
+		for _, f := range ack.Failed {
+			fmt.Fprintf(e.Stderr, "not acknowledged: %s: %s %s (it will be delivered again)\n", f.LockToken, f.Error.Code, f.Error.Message)
+		}
+		fmt.Fprintf(e.Stderr, "acknowledged %d of %d\n", len(ack.Succeeded), len(tokens))
+	}
+	return nil
+}
+
+// pullAPIVersion is the api-version egrid receive --pull sends: the newest the namespace
+// TypeSpec defines, as the Azure SDKs send it.
+const pullAPIVersion = "2024-06-01"
+
+// puller sends the pull operations of one queue subscription with the topic key.
+type puller struct {
+	cl   *client
+	key  string
+	base string
+}
+
+// post sends one operation (op holds its query) and decodes the answer into out.
+func (p *puller) post(ctx context.Context, op string, body any, out any) error {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+op, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if p.key != "" {
+		req.Header.Set("aeg-sas-key", p.key)
+	}
+	resp, err := p.cl.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", p.cl.server, err), 1)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode != http.StatusOK {
+		return serverError(resp.StatusCode, raw)
+	}
+	return json.Unmarshal(raw, out)
 }

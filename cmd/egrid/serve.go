@@ -131,11 +131,19 @@ func withConsole(api, con http.Handler) http.Handler {
 	})
 }
 
-// isPublish selects the data plane's publish requests, whose bodies
-// httpserver.Config.MaxPublishBodies bounds. The admin plane is not limited: it is
+// isPublish selects the data plane's requests with bodies — publishes, and the settle
+// operations of pull delivery — which httpserver.Config.MaxPublishBodies bounds. A :receive
+// is not one: it has no body, and it long-polls for up to 120 s, so counting it would let
+// waiting consumers take every slot from publishers. The admin plane is not limited: it is
 // authenticated, and an operator must reach it when publishers flood the server.
 func isPublish(r *http.Request) bool {
-	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/")
+	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/") && !isReceive(r.URL.Path)
+}
+
+// isReceive says path is a :receive (the operation matches ignoring case, as httpapi does).
+func isReceive(path string) bool {
+	const op = ":receive"
+	return len(path) > len(op) && strings.EqualFold(path[len(path)-len(op):], op)
 }
 
 // applyDeclared creates (or updates) the topics and subscriptions the config declares.
@@ -167,7 +175,11 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	if s.MetricsListen == "" {
 		onMain = guardMetrics(s, metricsHandler(reg, log))
 	}
-	srv := httpserver.New(limits, opsMux(r, reg, onMain, withConsole(httpapi.New(r), console.New(r, attempts))), isPublish, log)
+	api := httpapi.New(r)
+	srv := httpserver.New(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), isPublish, log)
+	// A shutdown answers the :receive long polls in progress at once (with no events), so a
+	// consumer waiting up to 120 s does not hold it.
+	srv.RegisterOnShutdown(api.EndPolls)
 	scheme := "http"
 	errc := make(chan error, 2) // the main server and the metrics server
 	go func() {

@@ -133,7 +133,7 @@ func subscriptionFlags() []cli.Flag {
 			"Ranges are lo,hi. Examples: --advanced-filter data.n NumberGreaterThan 5; --advanced-filter \"subject StringBeginsWith /orders/ /carts/\"; --advanced-filter data.n NumberInRange 1,10 20,30", Value: &occurrences{}},
 		&cli.BoolFlag{Name: "enable-advanced-filtering-on-arrays", Usage: "Let advanced filters test array values element by element: true or false.", DefaultText: "false"},
 		&cli.IntFlag{Name: "max-delivery-attempts", Usage: "Maximum number of delivery attempts for an event, 1-30.", DefaultText: "30"},
-		&cli.IntFlag{Name: "event-ttl", Usage: "Event time to live in minutes, 1-1440.", DefaultText: "1440"},
+		&cli.StringFlag{Name: "event-ttl", Usage: "Event time to live: minutes, 1-1440, for a push subscription; for --delivery-mode queue an ISO 8601 duration PT1M-P7D (e.g. PT1H, P1D) or minutes.", DefaultText: "1440 (queue: P1D)"},
 		&cli.IntFlag{Name: "max-events-per-batch", Usage: "Maximum number of events in a batch, 1-5000. Setting it turns batching on.", DefaultText: "batching off"},
 		&cli.IntFlag{Name: "preferred-batch-size-in-kilobytes", Usage: "Preferred batch size in kilobytes, 1-1024. Setting it turns batching on.", DefaultText: "batching off"},
 		&cli.StringFlag{Name: "deadletter-container", Usage: "MinIO bucket that receives the events that cannot be delivered. Empty turns dead-lettering off (update)."},
@@ -145,6 +145,9 @@ func subscriptionFlags() []cli.Flag {
 		&cli.GenericFlag{Name: flagLabels, Usage: "Labels of the event subscription, as words or a quoted space-separated list.", Value: &occurrences{}},
 		&cli.StringFlag{Name: "retry-profile", Usage: "Retry schedule (egrid): eventgrid, eventgrid-2019 or namespace.", DefaultText: "eventgrid"},
 		&cli.BoolFlag{Name: "skip-validation", Usage: "Do not run the endpoint validation handshake (egrid): for trusted internal endpoints that do not implement it."},
+		&cli.StringFlag{Name: "delivery-mode", Usage: "Delivery mode of a namespace topic's event subscription: push (to --endpoint) or queue (consumers pull with :receive; no endpoint).", DefaultText: "push"},
+		&cli.IntFlag{Name: "receive-lock-duration", Usage: "Queue subscriptions: seconds a received event stays locked to its receiver unless it is settled, 60-300.", DefaultText: "60"},
+		&cli.IntFlag{Name: "max-delivery-count", Usage: "Queue subscriptions: times an event may be received before it is dead-lettered (or dropped), 1-10.", DefaultText: "10"},
 	}
 }
 
@@ -194,13 +197,21 @@ Examples:
    Retry for an hour at most, then dead-letter to a bucket; expire the subscription.
        egrid event-subscription create --topic orders --name audit \
            --endpoint https://example.com/audit --max-delivery-attempts 10 --event-ttl 60 \
-           --deadletter-container audit-dead-letters --expiration-date 2030-01-31`,
+           --deadletter-container audit-dead-letters --expiration-date 2030-01-31
+
+   A queue subscription of a namespace topic, for consumers that pull (egrid receive --pull).
+       egrid event-subscription create --topic ns-orders --name workers \
+           --delivery-mode queue --receive-lock-duration 60 --max-delivery-count 10 --event-ttl PT1H`,
 				Flags: append(append(serverFlags(), topicFlag, nameFlag, outputFlag()), subscriptionFlags()...),
 				Action: func(c *cli.Context) error {
-					if c.String("endpoint") == "" {
-						return cli.Exit("--endpoint is required: the URL events are delivered to", 2)
+					queue := strings.EqualFold(c.String("delivery-mode"), router.DeliveryModeQueue)
+					if c.String("endpoint") == "" && !queue {
+						return cli.Exit("--endpoint is required: the URL events are delivered to (or --delivery-mode queue on a namespace topic, for consumers that pull)", 2)
 					}
-					spec := router.SubscriptionSpec{Destination: router.Destination{EndpointType: "webhook"}}
+					spec := router.SubscriptionSpec{}
+					if !queue {
+						spec.Destination = router.Destination{EndpointType: "webhook"}
+					}
 					if err := applyFlags(c, &spec); err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
@@ -358,11 +369,9 @@ func applyFlags(c *cli.Context, spec *router.SubscriptionSpec) error {
 		}
 	}
 
+	errs = append(errs, applyDeliveryFlags(c, spec)...)
 	if c.IsSet("max-delivery-attempts") {
 		spec.RetryPolicy.MaxDeliveryAttempts = c.Int("max-delivery-attempts")
-	}
-	if c.IsSet("event-ttl") {
-		spec.RetryPolicy.EventTimeToLiveInMinutes = c.Int("event-ttl")
 	}
 	if c.IsSet("retry-profile") {
 		spec.RetryPolicy.Profile = c.String("retry-profile")
@@ -394,6 +403,64 @@ func applyFlags(c *cli.Context, spec *router.SubscriptionSpec) error {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return nil
+}
+
+// applyDeliveryFlags sets the delivery mode, the queue settings and the time to live. A queue
+// subscription (deliveryConfiguration.deliveryMode Queue, eventgrid-behaviour.md §3.5) keeps
+// its time to live as an ISO 8601 duration in deliveryConfiguration.queue.eventTimeToLive, a
+// push subscription as minutes in retryPolicy.eventTimeToLiveInMinutes, so --event-ttl takes
+// either form and goes where the subscription's mode says. Switching to push drops the
+// queue settings; switching to queue drops the destination (a queue has none).
+func applyDeliveryFlags(c *cli.Context, spec *router.SubscriptionSpec) []string {
+	var errs []string
+	if c.IsSet("delivery-mode") {
+		switch m := c.String("delivery-mode"); {
+		case strings.EqualFold(m, router.DeliveryModeQueue):
+			if !spec.IsQueue() {
+				spec.DeliveryConfiguration = &router.DeliveryConfiguration{DeliveryMode: router.DeliveryModeQueue}
+			}
+			if !c.IsSet("endpoint") {
+				spec.Destination = router.Destination{}
+			}
+		case strings.EqualFold(m, router.DeliveryModePush):
+			spec.DeliveryConfiguration = nil
+		default:
+			errs = append(errs, fmt.Sprintf("--delivery-mode %q: use push or queue", m))
+		}
+	}
+	queue := spec.IsQueue()
+	q := func() *router.QueueInfo {
+		if spec.DeliveryConfiguration.Queue == nil {
+			spec.DeliveryConfiguration.Queue = &router.QueueInfo{}
+		}
+		return spec.DeliveryConfiguration.Queue
+	}
+	for _, name := range []string{"receive-lock-duration", "max-delivery-count"} {
+		if c.IsSet(name) && !queue {
+			errs = append(errs, fmt.Sprintf("--%s: applies to queue subscriptions only: add --delivery-mode queue (push subscriptions take --max-delivery-attempts)", name))
+		}
+	}
+	if queue && c.IsSet("receive-lock-duration") {
+		q().ReceiveLockDurationInSeconds = c.Int("receive-lock-duration")
+	}
+	if queue && c.IsSet("max-delivery-count") {
+		q().MaxDeliveryCount = c.Int("max-delivery-count")
+	}
+	if c.IsSet("event-ttl") {
+		v := strings.TrimSpace(c.String("event-ttl"))
+		minutes, err := strconv.Atoi(v)
+		switch {
+		case queue && err == nil:
+			q().EventTimeToLive = fmt.Sprintf("PT%dM", minutes)
+		case queue:
+			q().EventTimeToLive = v // the server checks the duration and its range
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("--event-ttl %q: a push subscription takes whole minutes, 1-1440 (an ISO 8601 duration is for --delivery-mode queue)", v))
+		default:
+			spec.RetryPolicy.EventTimeToLiveInMinutes = minutes
+		}
+	}
+	return errs
 }
 
 // parseAdvancedFilter reads KEY OPERATOR [VALUE ...]. Values are typed by the operator: numbers
@@ -524,11 +591,15 @@ func printSubscriptions(e env, format string, subs ...armSubscription) error {
 		if endpoint == "" {
 			endpoint = d.Properties.SinkName
 		}
+		typ := d.EndpointType
+		if s.Properties.IsQueue() {
+			typ, endpoint = router.DeliveryModeQueue, "(consumers pull: egrid receive --pull)"
+		}
 		prov := s.Properties.ProvisioningState
 		if prov == "" {
 			prov = "-"
 		}
-		tab.row(s.Name, prov, d.EndpointType, endpoint, state)
+		tab.row(s.Name, prov, typ, endpoint, state)
 		if msg := s.Properties.ProvisioningMessage; msg != "" {
 			tab.note(msg)
 		}
