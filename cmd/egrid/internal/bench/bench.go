@@ -37,6 +37,7 @@ var Scenarios = []Scenario{
 	{Name: "idle", Description: "memory per idle subscription", Target: "≤ 4 KB", Run: idle},
 	{Name: "isolation", Description: "half of 100 endpoints failing",
 		Target: "≥ 0.9 × all healthy", Run: isolation},
+	{Name: "pull", Description: "queue subscription: receive+acknowledge, 8 consumers × 100, against the publish rate", Run: pull},
 }
 
 // Names returns the names of [Scenarios], in order.
