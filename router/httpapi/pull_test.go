@@ -1,0 +1,486 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/testkit"
+)
+
+// pullRig is a router with a namespace topic "nsq" holding a queue subscription "que" and a push
+// subscription "psh", served by httpapi, inside a testkit bubble (virtual time).
+type pullRig struct {
+	t   *testing.T
+	h   *testkit.Harness
+	api *httpapi.API
+	key string
+}
+
+func newPullRig(t *testing.T, h *testkit.Harness) *pullRig {
+	t.Helper()
+	h.CreateTopic("nsq", router.TopicSpec{Kind: router.KindNamespace})
+	h.Subscribe("nsq", "que", router.SubscriptionSpec{DeliveryConfiguration: &router.DeliveryConfiguration{
+		DeliveryMode: router.DeliveryModeQueue,
+		Queue:        &router.QueueInfo{ReceiveLockDurationInSeconds: 60, MaxDeliveryCount: 10},
+	}})
+	h.Subscribe("nsq", "psh", router.SubscriptionSpec{Destination: router.WebHook(h.Endpoint("hook").URL())})
+	spec, err := h.Router().Topic("nsq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pullRig{t: t, h: h, api: httpapi.New(h.Router()), key: spec.Key1}
+}
+
+// do serves one request with the topic key; it returns the status and the body.
+func (p *pullRig) do(path, body string) (int, string) {
+	p.t.Helper()
+	return p.doKey(path, body, p.key)
+}
+
+func (p *pullRig) doKey(path, body, key string) (int, string) {
+	p.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("aeg-sas-key", key)
+	}
+	rec := httptest.NewRecorder()
+	p.api.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+// publish posts CloudEvents with the given ids to the topic's :publish route.
+func (p *pullRig) publish(ids ...string) {
+	p.t.Helper()
+	var evs []string
+	for _, id := range ids {
+		evs = append(evs, fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"/orders","type":"Order.Created","subject":"/orders/%s","datacontenttype":"application/json","data":{"n":%q}}`, id, id, id))
+	}
+	req := httptest.NewRequest(http.MethodPost, "/topics/nsq:publish?api-version=2023-11-01", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+	req.Header.Set("Content-Type", "application/cloudevents-batch+json; charset=utf-8")
+	req.Header.Set("aeg-sas-key", p.key)
+	rec := httptest.NewRecorder()
+	p.api.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		p.t.Fatalf("publish: %d %s", rec.Code, rec.Body)
+	}
+	p.h.Settle()
+}
+
+// received is one element of a receive answer, parsed strictly against the TypeSpec shape.
+type received struct {
+	token string
+	count int
+	event cloudevents.Event
+}
+
+// receive posts :receive and checks the answer's shape member by member: {"value": [...]}
+// with exactly brokerProperties {lockToken, deliveryCount} and event, and the event a valid
+// CloudEvent by the CloudEvents SDK.
+func (p *pullRig) receive(query string) []received {
+	p.t.Helper()
+	status, body := p.do("/topics/nsq/eventsubscriptions/que:receive?api-version=2024-06-01&"+query, "")
+	if status != http.StatusOK {
+		p.t.Fatalf("receive: %d %s", status, body)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		p.t.Fatalf("receive answer %s: %v", body, err)
+	}
+	requireKeys(p.t, "receive answer", top, "value")
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(top["value"], &items); err != nil || items == nil {
+		p.t.Fatalf("receive answer's value %s: want an array (never null): %v", top["value"], err)
+	}
+	var out []received
+	for i, it := range items {
+		requireKeys(p.t, fmt.Sprintf("value[%d]", i), it, "brokerProperties", "event")
+		var bp map[string]json.RawMessage
+		if err := json.Unmarshal(it["brokerProperties"], &bp); err != nil {
+			p.t.Fatal(err)
+		}
+		requireKeys(p.t, fmt.Sprintf("value[%d].brokerProperties", i), bp, "lockToken", "deliveryCount")
+		var r received
+		if err := json.Unmarshal(bp["lockToken"], &r.token); err != nil || r.token == "" {
+			p.t.Fatalf("value[%d].brokerProperties.lockToken %s: want a non-empty string", i, bp["lockToken"])
+		}
+		if err := json.Unmarshal(bp["deliveryCount"], &r.count); err != nil {
+			p.t.Fatalf("value[%d].brokerProperties.deliveryCount %s: want an integer", i, bp["deliveryCount"])
+		}
+		r.event = cloudevents.NewEvent()
+		if err := json.Unmarshal(it["event"], &r.event); err != nil {
+			p.t.Fatalf("value[%d].event %s: not a CloudEvent: %v", i, it["event"], err)
+		}
+		if err := r.event.Validate(); err != nil {
+			p.t.Fatalf("value[%d].event %s: %v", i, it["event"], err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// settleAnswer is a settle operation's answer, parsed strictly against the TypeSpec shape.
+type settleAnswer struct {
+	succeeded []string
+	failed    map[string]string // lock token → error code
+}
+
+func (p *pullRig) settle(op string, tokens ...string) settleAnswer {
+	p.t.Helper()
+	raw, _ := json.Marshal(map[string][]string{"lockTokens": tokens})
+	status, body := p.do("/topics/nsq/eventsubscriptions/que:"+op+"?api-version=2024-06-01", string(raw))
+	if status != http.StatusOK {
+		p.t.Fatalf("%s: %d %s", op, status, body)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		p.t.Fatalf("%s answer %s: %v", op, body, err)
+	}
+	requireKeys(p.t, op+" answer", top, "failedLockTokens", "succeededLockTokens")
+	a := settleAnswer{failed: map[string]string{}}
+	if err := json.Unmarshal(top["succeededLockTokens"], &a.succeeded); err != nil || a.succeeded == nil {
+		p.t.Fatalf("%s: succeededLockTokens %s: want an array (never null)", op, top["succeededLockTokens"])
+	}
+	var failed []map[string]json.RawMessage
+	if err := json.Unmarshal(top["failedLockTokens"], &failed); err != nil || failed == nil {
+		p.t.Fatalf("%s: failedLockTokens %s: want an array (never null)", op, top["failedLockTokens"])
+	}
+	for i, f := range failed {
+		requireKeys(p.t, fmt.Sprintf("%s failedLockTokens[%d]", op, i), f, "lockToken", "error")
+		var tok string
+		var e struct{ Code, Message string }
+		_ = json.Unmarshal(f["lockToken"], &tok)
+		if err := json.Unmarshal(f["error"], &e); err != nil || e.Code == "" || e.Message == "" {
+			p.t.Fatalf("%s failedLockTokens[%d].error %s: want {code, message}", op, i, f["error"])
+		}
+		a.failed[tok] = e.Code
+	}
+	return a
+}
+
+func requireKeys(t *testing.T, what string, m map[string]json.RawMessage, want ...string) {
+	t.Helper()
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s has members %q; the TypeSpec has %q", what, got, want)
+	}
+}
+
+func ids(rs []received) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.event.ID())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPullDeliveryOverHTTP receives, acknowledges, releases, rejects and renews over the REST
+// routes, checking every answer against the shapes of Azure's EventGridNamespace TypeSpec and
+// reading the events with the CloudEvents SDK.
+func TestPullDeliveryOverHTTP(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		p.publish("e1", "e2", "e3")
+
+		got := p.receive("maxEvents=10&maxWaitTime=10")
+		if want := []string{"e1", "e2", "e3"}; !slices.Equal(ids(got), want) {
+			t.Fatalf("received %q, want %q", ids(got), want)
+		}
+		for _, r := range got {
+			if r.count != 1 {
+				t.Errorf("%s: deliveryCount %d on its first receive, want 1", r.event.ID(), r.count)
+			}
+			if r.event.Type() != "Order.Created" || r.event.Source() != "/orders" || r.event.Subject() != "/orders/"+r.event.ID() {
+				t.Errorf("%s: event %v lost attributes", r.event.ID(), r.event)
+			}
+			var data struct{ N string }
+			if err := r.event.DataAs(&data); err != nil || data.N != r.event.ID() {
+				t.Errorf("%s: data %s (%v)", r.event.ID(), r.event.Data(), err)
+			}
+		}
+		byID := map[string]string{}
+		for _, r := range got {
+			byID[r.event.ID()] = r.token
+		}
+
+		// Acknowledge e1 with a token that is not one: the good one succeeds, the bad one
+		// fails alone.
+		a := p.settle("acknowledge", byID["e1"], "not-a-token")
+		if !slices.Equal(a.succeeded, []string{byID["e1"]}) || a.failed["not-a-token"] == "" || len(a.failed) != 1 {
+			t.Fatalf("acknowledge: %+v", a)
+		}
+		// An acknowledged event is gone: settling it again fails.
+		if a := p.settle("release", byID["e1"]); len(a.succeeded) != 0 || a.failed[byID["e1"]] == "" {
+			t.Fatalf("release of an acknowledged event: %+v", a)
+		}
+
+		// Renew e2's lock, then release it at once (2024-06-01 delay 0): it comes back with
+		// deliveryCount 2.
+		if a := p.settle("renewLock", byID["e2"]); !slices.Equal(a.succeeded, []string{byID["e2"]}) {
+			t.Fatalf("renewLock: %+v", a)
+		}
+		status, body := p.do("/topics/nsq/eventsubscriptions/que:release?api-version=2024-06-01&releaseDelayInSeconds=0", `{"lockTokens":["`+byID["e2"]+`"]}`)
+		if status != http.StatusOK || !strings.Contains(body, `"succeededLockTokens":["`+byID["e2"]+`"]`) {
+			t.Fatalf("release: %d %s", status, body)
+		}
+		again := p.receive("maxEvents=10&maxWaitTime=10")
+		if len(again) != 1 || again[0].event.ID() != "e2" || again[0].count != 2 {
+			t.Fatalf("after release: %+v, want e2 with deliveryCount 2", again)
+		}
+
+		// Reject e2 and e3: both leave the queue.
+		if a := p.settle("reject", again[0].token, byID["e3"]); len(a.succeeded) != 2 || len(a.failed) != 0 {
+			t.Fatalf("reject: %+v", a)
+		}
+
+		// Nothing is left: a receive waits out its maxWaitTime and answers an empty value.
+		done := make(chan []received, 1)
+		go func() { done <- p.receive("maxWaitTime=10") }()
+		h.Advance(10*time.Second - time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("an empty receive answered %+v before its maxWaitTime", r)
+		default:
+		}
+		h.Advance(time.Millisecond)
+		if r := <-done; len(r) != 0 {
+			t.Fatalf("receive on an empty queue: %+v", r)
+		}
+	})
+}
+
+// TestPullRefusesBadInput checks that each bad request gets a clear error naming what is
+// wrong, with the status Event Grid gives it.
+func TestPullRefusesBadInput(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		const q = "/topics/nsq/eventsubscriptions/que"
+		tokens := `{"lockTokens":["t1"]}`
+		tests := []struct {
+			name, path, body, key string
+			status                int
+			want                  []string
+		}{
+			{name: "maxEvents 0", path: q + ":receive?maxEvents=0", status: 400, want: []string{"maxEvents", "1 to 100"}},
+			{name: "maxEvents 101", path: q + ":receive?maxEvents=101", status: 400, want: []string{"maxEvents", "1 to 100"}},
+			{name: "maxEvents not a number", path: q + ":receive?maxEvents=ten", status: 400, want: []string{"maxEvents \"ten\""}},
+			{name: "maxWaitTime 9", path: q + ":receive?maxWaitTime=9", status: 400, want: []string{"maxWaitTime", "10 to 120"}},
+			{name: "maxWaitTime 121", path: q + ":receive?maxWaitTime=121", status: 400, want: []string{"maxWaitTime", "10 to 120"}},
+			{name: "both out of range", path: q + ":receive?maxEvents=0&maxWaitTime=0", status: 400, want: []string{"maxEvents", "maxWaitTime"}},
+			{name: "release delay", path: q + ":release?releaseDelayInSeconds=5", body: tokens, status: 400, want: []string{"releaseDelayInSeconds", "0, 10, 60, 600 or 3600"}},
+			{name: "no body", path: q + ":acknowledge", status: 400, want: []string{"no body", `"lockTokens"`}},
+			{name: "not JSON", path: q + ":acknowledge", body: `lockTokens=t1`, status: 400, want: []string{"not a lock token list"}},
+			{name: "misspelt member", path: q + ":reject", body: `{"lockToken":["t1"]}`, status: 400, want: []string{`"lockToken"`, `"lockTokens"`}},
+			{name: "tokens not strings", path: q + ":renewLock", body: `{"lockTokens":[1]}`, status: 400, want: []string{"not a lock token list"}},
+			{name: "no tokens", path: q + ":acknowledge", body: `{"lockTokens":[]}`, status: 400, want: []string{"lockTokens is missing or empty"}},
+			{name: "an empty token", path: q + ":acknowledge", body: `{"lockTokens":["t1",""]}`, status: 400, want: []string{"lockTokens[1] is empty"}},
+			{name: "receive from a push subscription", path: "/topics/nsq/eventsubscriptions/psh:receive", status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
+			{name: "settle on a push subscription", path: "/topics/nsq/eventsubscriptions/psh:acknowledge", body: tokens, status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
+			{name: "unknown subscription", path: "/topics/nsq/eventsubscriptions/nope:receive", status: 404, want: []string{`"nope"`, "does not exist"}},
+			{name: "unknown operation", path: q + ":peek", status: 404, want: []string{":receive, :acknowledge, :release, :reject, :renewLock"}},
+			{name: "no operation", path: q, status: 404, want: []string{":receive"}},
+			{name: "wrong key", path: q + ":receive", key: "d3Jvbmc=", status: 401, want: []string{"aeg-sas-key", "does not match"}},
+			{name: "no key", path: q + ":receive", key: "-", status: 401, want: []string{"no credentials"}},
+			{name: "unknown topic answers as a wrong key", path: "/topics/nope/eventsubscriptions/que:receive", key: "d3Jvbmc=", status: 401, want: []string{"does not match"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				key := p.key
+				switch tt.key {
+				case "-":
+					key = ""
+				case "":
+				default:
+					key = tt.key
+				}
+				status, body := p.doKey(tt.path, tt.body, key)
+				if status != tt.status {
+					t.Fatalf("%d %s; want %d", status, body, tt.status)
+				}
+				var e struct {
+					Error struct{ Code, Message string }
+				}
+				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code == "" {
+					t.Fatalf("body %s is not Event Grid's error shape", body)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(e.Error.Message, w) {
+						t.Errorf("message %q does not say %q", e.Error.Message, w)
+					}
+				}
+			})
+		}
+	})
+}
+
+// pipeListener serves connections made with its dial over net.Pipe, so a real http.Server
+// runs inside a synctest bubble: its read deadlines follow virtual time.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, s := net.Pipe()
+	select {
+	case l.conns <- s:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestReceiveLongPollOutlivesTheServersReadTimeout runs a :receive through a real
+// http.Server built by httpserver with one-second read timeouts: the long poll waits 20
+// virtual seconds and still answers with the event published meanwhile, and EndPolls answers
+// a waiting poll at once (as a shutdown does).
+func TestReceiveLongPollOutlivesTheServersReadTimeout(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		ln := newPipeListener()
+		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
+			func(*http.Request) bool { return false }, nil)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		tr := &http.Transport{DialContext: ln.dial}
+		client := &http.Client{Transport: tr}
+		defer func() {
+			tr.CloseIdleConnections()
+			_ = srv.Close()
+			<-served
+		}()
+
+		poll := func() <-chan string {
+			out := make(chan string, 1)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, "http://egrid/topics/nsq/eventsubscriptions/que:receive?maxEvents=5&maxWaitTime=120", http.NoBody)
+				req.Header.Set("aeg-sas-key", p.key)
+				resp, err := client.Do(req)
+				if err != nil {
+					out <- "error: " + err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				raw, _ := io.ReadAll(resp.Body)
+				out <- fmt.Sprintf("%d %s", resp.StatusCode, raw)
+			}()
+			return out
+		}
+
+		answer := poll()
+		h.Advance(20 * time.Second)
+		select {
+		case a := <-answer:
+			t.Fatalf("the poll answered before any event: %s", a)
+		default:
+		}
+		p.publish("late")
+		a := <-answer
+		if !strings.HasPrefix(a, "200 ") || !strings.Contains(a, `"id":"late"`) {
+			t.Fatalf("a poll that waited past the read timeout: %s", a)
+		}
+
+		answer = poll()
+		h.Advance(5 * time.Second)
+		p.api.EndPolls()
+		h.Settle()
+		select {
+		case a := <-answer:
+			if a != `200 {"value":[]}` {
+				t.Fatalf("a poll ended by EndPolls: %s", a)
+			}
+		default:
+			t.Fatal("EndPolls did not end the waiting poll")
+		}
+	})
+}
+
+// TestQueueSubscriptionOverTheAdminAPI creates a queue subscription with Azure's ARM body
+// (properties.deliveryConfiguration), reads it back, and checks that bad settings are refused
+// naming the property.
+func TestQueueSubscriptionOverTheAdminAPI(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	if status, out := adminDo(t, srv, "tok", "PUT", "/admin/topics/nsq", `{"properties":{"kind":"namespace"}}`); status != 201 {
+		t.Fatalf("PUT topic: %d %v", status, out)
+	}
+	const arm = `{"properties":{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{"receiveLockDurationInSeconds":120,"maxDeliveryCount":5,"eventTimeToLive":"PT1H"}},"eventDeliverySchema":"CloudEventSchemaV1_0"}}`
+	if status, out := adminDo(t, srv, "tok", "PUT", "/admin/topics/nsq/eventSubscriptions/workers", arm); status != 201 {
+		t.Fatalf("PUT queue subscription: %d %v", status, out)
+	}
+	status, out := adminDo(t, srv, "tok", "GET", "/admin/topics/nsq/eventSubscriptions/workers", "")
+	if status != 200 {
+		t.Fatalf("GET: %d %v", status, out)
+	}
+	dc, _ := json.Marshal(out["properties"].(map[string]any)["deliveryConfiguration"])
+	if want := `{"deliveryMode":"Queue","queue":{"eventTimeToLive":"PT1H","maxDeliveryCount":5,"receiveLockDurationInSeconds":120}}`; string(dc) != want {
+		t.Errorf("deliveryConfiguration read back as %s, want %s", dc, want)
+	}
+
+	bad := `{"properties":{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{"receiveLockDurationInSeconds":30,"maxDeliveryCount":11,"eventTimeToLive":"P8D"}}}}`
+	status, out = adminDo(t, srv, "tok", "PUT", "/admin/topics/nsq/eventSubscriptions/bad", bad)
+	msg, _ := json.Marshal(out)
+	if status != 400 {
+		t.Fatalf("PUT with bad queue settings: %d %s", status, msg)
+	}
+	for _, w := range []string{"receiveLockDurationInSeconds", "maxDeliveryCount", "eventTimeToLive"} {
+		if !strings.Contains(string(msg), w) {
+			t.Errorf("the error %s does not name %s", msg, w)
+		}
+	}
+	status, out = adminDo(t, srv, "tok", "PUT", "/admin/topics/nsq/eventSubscriptions/bad", `{"properties":{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{"lockDuration":60}}}}`)
+	if msg, _ := json.Marshal(out); status != 400 || !strings.Contains(string(msg), "lockDuration") {
+		t.Errorf("a misspelt queue property: %d %s", status, msg)
+	}
+}
