@@ -40,6 +40,9 @@ const (
 	MaxReceiveMaxWait       = 120 * time.Second
 )
 
+// MaxLockTokens is the most lock tokens one settle request takes, as Event Grid takes them.
+const MaxLockTokens = 100
+
 // maxSettleBody bounds a settle request's body: lock tokens only, so 1 MB is ample.
 const maxSettleBody = 1 << 20
 
@@ -265,6 +268,9 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	}
 	if len(r.LockTokens) == 0 {
 		return nil, errors.New("lockTokens is missing or empty: " + want)
+	}
+	if len(r.LockTokens) > MaxLockTokens {
+		return nil, fmt.Errorf("lockTokens holds %d tokens; the limit is %d: settle in several requests", len(r.LockTokens), MaxLockTokens)
 	}
 	for i, tok := range r.LockTokens {
 		if tok == "" {

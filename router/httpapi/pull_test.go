@@ -293,6 +293,7 @@ func TestPullRefusesBadInput(t *testing.T) {
 			{name: "misspelt member", path: q + ":reject", body: `{"lockToken":["t1"]}`, status: 400, want: []string{`"lockToken"`, `"lockTokens"`}},
 			{name: "tokens not strings", path: q + ":renewLock", body: `{"lockTokens":[1]}`, status: 400, want: []string{"not a lock token list"}},
 			{name: "no tokens", path: q + ":acknowledge", body: `{"lockTokens":[]}`, status: 400, want: []string{"lockTokens is missing or empty"}},
+			{name: "too many tokens", path: q + ":acknowledge", body: `{"lockTokens":["t"` + strings.Repeat(`,"t"`, 100) + `]}`, status: 400, want: []string{"101 tokens", "limit is 100"}},
 			{name: "an empty token", path: q + ":acknowledge", body: `{"lockTokens":["t1",""]}`, status: 400, want: []string{"lockTokens[1] is empty"}},
 			{name: "receive from a push subscription", path: "/topics/nsq/eventsubscriptions/psh:receive", status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
 			{name: "settle on a push subscription", path: "/topics/nsq/eventsubscriptions/psh:acknowledge", body: tokens, status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
