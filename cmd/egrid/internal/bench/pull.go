@@ -99,59 +99,80 @@ func pull(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 // receiveAndAck receives up to PullBatch events and acknowledges them; it returns how many
 // were acknowledged.
 func receiveAndAck(ctx context.Context, client *http.Client, base string) (int, error) {
-	var rec struct {
-		Value []struct {
-			BrokerProperties struct {
-				LockToken string `json:"lockToken"`
-			} `json:"brokerProperties"`
-		} `json:"value"`
-	}
-	if err := postJSON(ctx, client, fmt.Sprintf("%s:receive?api-version=2024-06-01&maxEvents=%d&maxWaitTime=10", base, PullBatch), nil, &rec); err != nil {
+	raw, err := post(ctx, client, fmt.Sprintf("%s:receive?api-version=2024-06-01&maxEvents=%d&maxWaitTime=10", base, PullBatch), nil)
+	if err != nil {
 		return 0, err
 	}
-	if len(rec.Value) == 0 {
+	tokens := lockTokens(raw)
+	if len(tokens) == 0 {
 		return 0, nil
-	}
-	tokens := make([]string, len(rec.Value))
-	for i, v := range rec.Value {
-		tokens[i] = v.BrokerProperties.LockToken
 	}
 	var ack struct {
 		Succeeded []string `json:"succeededLockTokens"`
 	}
-	if err := postJSON(ctx, client, base+":acknowledge?api-version=2024-06-01", map[string][]string{"lockTokens": tokens}, &ack); err != nil {
+	raw, err = post(ctx, client, base+":acknowledge?api-version=2024-06-01", map[string][]string{"lockTokens": tokens})
+	if err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(raw, &ack); err != nil {
 		return 0, err
 	}
 	return len(ack.Succeeded), nil
 }
 
-func postJSON(ctx context.Context, client *http.Client, url string, in, out any) error {
+// lockTokenKey precedes each lock token in a receive answer.
+var lockTokenKey = []byte(`"brokerProperties":{"lockToken":"`)
+
+// lockTokens picks the lock tokens out of a receive answer without decoding its events: the
+// load generator shares the machine's CPU with the server it measures, so it parses no more
+// than it must. (The bench's events hold no such member; the REST-shape tests in
+// router/httpapi parse the answers fully.)
+func lockTokens(raw []byte) []string {
+	var out []string
+	for {
+		i := bytes.Index(raw, lockTokenKey)
+		if i < 0 {
+			return out
+		}
+		raw = raw[i+len(lockTokenKey):]
+		end := bytes.IndexByte(raw, '"')
+		if end < 0 {
+			return out
+		}
+		out = append(out, string(raw[:end]))
+		raw = raw[end:]
+	}
+}
+
+// post sends in as JSON (no body when nil) and returns the answer's body, or an error for an
+// answer other than 200.
+func post(ctx context.Context, client *http.Client, url string, in any) ([]byte, error) {
 	var rd io.Reader = http.NoBody
 	if in != nil {
 		raw, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
+		return nil, fmt.Errorf("%s: %d %s", url, resp.StatusCode, raw)
 	}
-	return json.Unmarshal(raw, out)
+	return raw, nil
 }
 
 // cloudEventBody returns a JSON array of n CloudEvents of about 1 KB each.
