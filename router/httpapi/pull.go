@@ -32,25 +32,22 @@ import (
 // version).
 const pullPath = "POST /topics/{topic}/eventsubscriptions/{subAction}"
 
-// Bounds of :receive's query (the TypeSpec's, in seconds for maxWaitTime).
-const (
-	DefaultReceiveMaxEvents = 1
-	MaxReceiveMaxEvents     = 100
-	DefaultReceiveMaxWait   = 60 * time.Second
-	MinReceiveMaxWait       = 10 * time.Second
-	MaxReceiveMaxWait       = 120 * time.Second
-)
-
-// MaxLockTokens is the most lock tokens one settle request takes, as Event Grid takes them.
-const MaxLockTokens = 100
-
-// maxSettleBody bounds a settle request's body: lock tokens only, so 1 MB is ample.
+// maxSettleBody bounds a settle request's body: at most router.MaxLockTokens lock tokens,
+// so 1 MB is ample.
 const maxSettleBody = 1 << 20
 
-// releaseDelays are the values :release's releaseDelayInSeconds takes (the TypeSpec's
-// ReleaseDelay enum).
-var releaseDelays = map[string]time.Duration{
-	"0": 0, "10": 10 * time.Second, "60": time.Minute, "600": 10 * time.Minute, "3600": time.Hour,
+// releaseDelay reads releaseDelayInSeconds: one of [router.ReleaseDelays] in whole seconds
+// (the TypeSpec's ReleaseDelay enum: 0, 10, 60, 600, 3600).
+func releaseDelay(v string) (time.Duration, error) {
+	var allowed []string
+	for _, d := range router.ReleaseDelays {
+		s := strconv.Itoa(int(d / time.Second))
+		if v == s {
+			return d, nil
+		}
+		allowed = append(allowed, s)
+	}
+	return 0, fmt.Errorf("releaseDelayInSeconds %q is not allowed: use %s or %s", v, strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1])
 }
 
 // pullOps are the operations after the colon, as the TypeSpec spells them.
@@ -134,7 +131,7 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	}
 	// The receive has no body; whatever a client sent is read and dropped, so net/http
 	// clears the connection's read deadline (httpserver: ReadHeaderTimeout + BodyTimeout)
-	// before the long poll, which may last MaxReceiveMaxWait.
+	// before the long poll, which may last router.MaxReceiveWait.
 	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, maxSettleBody))
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
@@ -188,21 +185,22 @@ func appendReceiveResult(b []byte, evs []router.ReceivedEvent) []byte {
 
 // receiveOptions reads maxEvents and maxWaitTime, reporting both problems at once.
 func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
-	o := router.ReceiveOptions{MaxEvents: DefaultReceiveMaxEvents, MaxWait: DefaultReceiveMaxWait}
+	o := router.ReceiveOptions{MaxEvents: 1, MaxWait: router.DefaultReceiveWait}
 	q := req.URL.Query()
 	var errs []error
 	if v := q.Get("maxEvents"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxReceiveMaxEvents {
-			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default %d)", v, MaxReceiveMaxEvents, DefaultReceiveMaxEvents))
+		if err != nil || n < 1 || n > router.MaxReceiveEvents {
+			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", v, router.MaxReceiveEvents))
 		} else {
 			o.MaxEvents = n
 		}
 	}
 	if v := q.Get("maxWaitTime"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < int(MinReceiveMaxWait/time.Second) || n > int(MaxReceiveMaxWait/time.Second) {
-			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", v, int(MinReceiveMaxWait/time.Second), int(MaxReceiveMaxWait/time.Second), int(DefaultReceiveMaxWait/time.Second)))
+		lo, hi := int(router.MinReceiveWait/time.Second), int(router.MaxReceiveWait/time.Second)
+		if err != nil || n < lo || n > hi {
+			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", v, lo, hi, int(router.DefaultReceiveWait/time.Second)))
 		} else {
 			o.MaxWait = time.Duration(n) * time.Second
 		}
@@ -217,9 +215,9 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 	var delay time.Duration
 	if op == "release" {
 		if v := req.URL.Query().Get("releaseDelayInSeconds"); v != "" {
-			d, ok := releaseDelays[v]
-			if !ok {
-				writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("releaseDelayInSeconds %q is not allowed: use 0, 10, 60, 600 or 3600", v))
+			d, err := releaseDelay(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 				return
 			}
 			delay = d
@@ -282,8 +280,8 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	if len(r.LockTokens) == 0 {
 		return nil, errors.New("lockTokens is missing or empty: " + want)
 	}
-	if len(r.LockTokens) > MaxLockTokens {
-		return nil, fmt.Errorf("lockTokens holds %d tokens; the limit is %d: settle in several requests", len(r.LockTokens), MaxLockTokens)
+	if len(r.LockTokens) > router.MaxLockTokens {
+		return nil, fmt.Errorf("lockTokens holds %d tokens; the limit is %d: settle in several requests", len(r.LockTokens), router.MaxLockTokens)
 	}
 	for i, tok := range r.LockTokens {
 		if tok == "" {
