@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router"
 )
 
 func receiveCommand(e env) *cli.Command {
@@ -147,11 +149,11 @@ func pullReceive(c *cli.Context, e env) error {
 		return cli.Exit("receive --pull needs "+strings.Join(missing, " and ")+": the namespace topic and its queue event subscription", 2)
 	}
 	maxEvents, maxWait, count := c.Int("max-events"), c.Int("max-wait-time"), c.Int("count")
-	if maxEvents < 1 || maxEvents > 100 {
-		return cli.Exit(fmt.Sprintf("--max-events %d: use 1-100", maxEvents), 2)
+	if maxEvents < 1 || maxEvents > router.MaxReceiveEvents {
+		return cli.Exit(fmt.Sprintf("--max-events %d: use 1-%d", maxEvents, router.MaxReceiveEvents), 2)
 	}
-	if maxWait < 10 || maxWait > 120 {
-		return cli.Exit(fmt.Sprintf("--max-wait-time %d: use 10-120 seconds", maxWait), 2)
+	if lo, hi := int(router.MinReceiveWait/time.Second), int(router.MaxReceiveWait/time.Second); maxWait < lo || maxWait > hi {
+		return cli.Exit(fmt.Sprintf("--max-wait-time %d: use %d-%d seconds", maxWait, lo, hi), 2)
 	}
 	if count < 0 {
 		return cli.Exit(fmt.Sprintf("--count %d: use 0 (until interrupted) or more", count), 2)
