@@ -10,7 +10,9 @@ import (
 // isPublish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]). A request must
 // be read whole within ReadHeaderTimeout + BodyTimeout of its first byte
 // (http.Server.ReadTimeout); net/http clears that deadline once the body has been read, so a
-// handler that then waits (a publish waiting for its fsync) keeps its context. net/http's own
+// handler that then waits (a publish waiting for its fsync) keeps its context. There is no
+// WriteTimeout, on purpose: a pull delivery :receive reads its (empty) body at once and then
+// long-polls for up to 120 s (maxWaitTime) before it answers. net/http's own
 // errors (failed accepts, TLS handshakes) are logged on log as structured records whose
 // message is constant, so a flood of them folds. Serve it on a listener from
 // [Listen] (or wrap one with [LimitListener]) to bound its connections too.
