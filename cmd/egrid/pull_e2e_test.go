@@ -213,3 +213,22 @@ func TestQueueFlagsBuildTheARMBody(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueFlagsAreInTheHelp checks that the help of create and update lists the queue flags
+// and shows a queue example.
+func TestQueueFlagsAreInTheHelp(t *testing.T) {
+	for _, sub := range []string{"create", "update"} {
+		_, out := cliRun(t, "event-subscription", sub, "--help")
+		for _, flag := range []string{"--delivery-mode", "--receive-lock-duration", "--max-delivery-count", "--event-ttl"} {
+			if !strings.Contains(out, flag+" ") {
+				t.Errorf("%s --help does not list %s", sub, flag)
+			}
+		}
+	}
+	if _, out := cliRun(t, "event-subscription", "create", "--help"); !strings.Contains(out, "--delivery-mode queue --receive-lock-duration 60 --max-delivery-count 10 --event-ttl PT1H") {
+		t.Errorf("create --help has no queue example:\n%s", out)
+	}
+	if _, out := cliRun(t, "receive", "--help"); !strings.Contains(out, "egrid receive --pull --topic") {
+		t.Errorf("receive --help has no --pull example:\n%s", out)
+	}
+}
