@@ -140,6 +140,15 @@ func isPublish(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/") && !isReceive(r.URL.Path)
 }
 
+// mainServer is the server of --listen: h (which serves api) within limits, the publish-body
+// limit applied by isPublish. Its Shutdown answers the :receive long polls in progress at once
+// (with no events), so a consumer waiting up to 120 s does not hold a shutdown.
+func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, log *slog.Logger) *http.Server {
+	srv := httpserver.New(limits, h, isPublish, log)
+	srv.RegisterOnShutdown(api.EndPolls)
+	return srv
+}
+
 // isReceive says path is a :receive (the operation matches ignoring case, as httpapi does).
 func isReceive(path string) bool {
 	const op = ":receive"
@@ -176,10 +185,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		onMain = guardMetrics(s, metricsHandler(reg, log))
 	}
 	api := httpapi.New(r)
-	srv := httpserver.New(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), isPublish, log)
-	// A shutdown answers the :receive long polls in progress at once (with no events), so a
-	// consumer waiting up to 120 s does not hold it.
-	srv.RegisterOnShutdown(api.EndPolls)
+	srv := mainServer(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), api, log)
 	scheme := "http"
 	errc := make(chan error, 2) // the main server and the metrics server
 	go func() {
