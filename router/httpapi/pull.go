@@ -71,7 +71,8 @@ type failedLockToken struct {
 }
 
 // EndPolls ends every :receive long poll in progress, and makes later ones answer at once:
-// each answers 200 with the events it has (none, usually). A server calls it when it starts
+// each answers 200 with no events (an event handed out at that very moment stays locked until
+// its lock expires, then comes back; see [router.Router.Receive]). A server calls it when it starts
 // to shut down (http.Server.RegisterOnShutdown), so a consumer waiting up to 120 s does not
 // hold the shutdown. It is safe to call more than once, from any goroutine.
 func (a *API) EndPolls() { a.endPolls() }
