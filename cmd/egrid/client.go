@@ -209,10 +209,13 @@ func topicCommand(e env) *cli.Command {
 				Name:  "create",
 				Usage: "create a topic",
 				Flags: append(serverFlags(), nameFlag, outputFlag(),
-					&cli.StringFlag{Name: "input-schema", Usage: "EventGridSchema, CloudEventSchemaV1_0 or CustomEventSchema", Value: "EventGridSchema"},
-					&cli.StringFlag{Name: "kind", Usage: `"" for a custom topic, "namespace" for a namespace topic`}),
+					&cli.StringFlag{Name: "input-schema", Usage: "EventGridSchema, CloudEventSchemaV1_0 or CustomEventSchema", DefaultText: "EventGridSchema; CloudEventSchemaV1_0 for --kind namespace"},
+					&cli.StringFlag{Name: "kind", Usage: `"" for a custom topic, "namespace" for a namespace topic (CloudEvents; push or queue subscriptions)`}),
 				Action: func(c *cli.Context) error {
 					var out armTopic
+					// Without --input-schema the server picks the kind's schema: Event Grid
+					// schema for a custom topic, CloudEvents for a namespace topic (the only
+					// one it takes).
 					body := map[string]any{"properties": router.TopicSpec{InputSchema: c.String("input-schema"), Kind: c.String("kind")}}
 					if err := newClient(c, e).do(http.MethodPut, "/admin/topics/"+c.String("name"), body, &out); err != nil {
 						return err
@@ -281,7 +284,10 @@ func printTopics(e env, format string, ts ...armTopic) error {
 	tab := newTable("NAME", "INPUT SCHEMA", "KIND")
 	for _, t := range ts {
 		schema, kind := t.Properties.InputSchema, t.Properties.Kind
-		if schema == "" {
+		switch {
+		case schema == "" && kind == router.KindNamespace:
+			schema = "CloudEventSchemaV1_0"
+		case schema == "":
 			schema = "EventGridSchema"
 		}
 		if kind == "" {

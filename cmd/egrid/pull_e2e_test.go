@@ -232,3 +232,22 @@ func TestQueueFlagsAreInTheHelp(t *testing.T) {
 		t.Errorf("receive --help has no --pull example:\n%s", out)
 	}
 }
+
+// TestNamespaceTopicFromTheCLI creates a namespace topic without --input-schema: it takes
+// CloudEvents (the only schema a namespace topic takes), and the table says so.
+func TestNamespaceTopicFromTheCLI(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = string(body)
+		_, _ = w.Write([]byte(`{"name":"ns-orders","properties":{"kind":"namespace"}}`))
+	}))
+	defer srv.Close()
+	code, out := cliRun(t, "topic", "create", "--server", srv.URL, "--name", "ns-orders", "--kind", "namespace")
+	if code != 0 || got != `{"properties":{"kind":"namespace"}}` {
+		t.Fatalf("topic create --kind namespace: %d %s; sent %s", code, out, got)
+	}
+	if !strings.Contains(out, "CloudEventSchemaV1_0") {
+		t.Errorf("the table does not show the namespace topic's schema:\n%s", out)
+	}
+}
