@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"actors/deadletter":            {"schemas", "router/retry", "router/store", "router/metrics", "router/logattr", "sinks", "actors"},
 	"actors/deadletter/outboxtest": {"schemas", "router/store", "actors", "actors/deadletter"},
 	"router":                       {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/metrics/", "router/logattr", "router/probes", "router/sas", "sinks", "sinks/", "actors", "actors/deadletter"},
-	"router/httpapi":               {"schemas", "router", "router/sas"},
+	"router/httpapi":               {"schemas", "router", "router/sas", "router/logattr"},
 	"router/console":               {"router", "router/metrics"},
 	"cmd/":                         {"schemas", "router", "router/", "sinks", "sinks/", "actors", "cmd/egrid/internal/"},
 	"testkit":                      {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
