@@ -40,6 +40,7 @@ Scenarios:` + list.String(),
 			&cli.IntFlag{Name: "concurrency", Usage: "load generator connections", Value: 64},
 			&cli.IntFlag{Name: "rate", Usage: "events/s of the latency scenario", Value: 5000},
 			&cli.IntFlag{Name: "idle-subscriptions", Usage: "subscriptions of the idle scenario", Value: 10000},
+			&cli.IntFlag{Name: "restart-parked", Usage: "events parked for retry in the restart scenario's store", Value: 1_000_000},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the stores (default: a temporary directory)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof)"},
 			outputFlag(),
@@ -54,14 +55,15 @@ Scenarios:` + list.String(),
 					return cli.Exit(fmt.Sprintf("unknown scenario %q: use %s", s, strings.Join(names, ", ")), 2)
 				}
 			}
-			for _, f := range []string{"concurrency", "rate", "idle-subscriptions"} {
+			for _, f := range []string{"concurrency", "rate", "idle-subscriptions", "restart-parked"} {
 				if c.Int(f) <= 0 {
 					return cli.Exit(fmt.Sprintf("--%s %d: use a positive number", f, c.Int(f)), 2)
 				}
 			}
 			opt := bench.Options{
 				Progress: e.Stderr, Duration: c.Duration("duration"), Concurrency: c.Int("concurrency"),
-				Rate: c.Int("rate"), IdleSubscriptions: c.Int("idle-subscriptions"), Dir: c.String("dir"),
+				Rate: c.Int("rate"), IdleSubscriptions: c.Int("idle-subscriptions"),
+				RestartParked: c.Int("restart-parked"), Dir: c.String("dir"),
 			}
 			if opt.Dir == "" {
 				dir, err := os.MkdirTemp("", "egrid-bench-")

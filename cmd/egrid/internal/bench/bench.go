@@ -35,6 +35,8 @@ var Scenarios = []Scenario{
 		Target: "≤ 10 ms", Run: latency},
 	{Name: "fanout", Description: "100 filtered subscriptions", Run: fanout},
 	{Name: "idle", Description: "memory per idle subscription", Target: "≤ 4 KB", Run: idle},
+	{Name: "restart", Description: "restart with parked events across 1 000 subscriptions (--restart-parked)",
+		Target: "≤ 10 s", Run: restart},
 	{Name: "isolation", Description: "half of 100 endpoints failing",
 		Target: "≥ 0.9 × all healthy", Run: isolation},
 	{Name: "pull", Description: "queue subscription: receive+acknowledge, 8 consumers × 100, against the publish rate", Run: pull},
@@ -93,6 +95,9 @@ type Options struct {
 	Rate int
 	// IdleSubscriptions is the number of subscriptions of the idle scenario.
 	IdleSubscriptions int
+	// RestartParked is the number of events parked for retry in the restart scenario's
+	// store, spread over its 1 000 subscriptions.
+	RestartParked int
 	// Dir holds the stores; it must exist.
 	Dir string
 }

@@ -49,13 +49,19 @@ func memNow() (heap, rss uint64) {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	heap = ms.HeapAlloc
-	if raw, err := os.ReadFile("/proc/self/statm"); err == nil {
-		f := strings.Fields(string(raw))
-		if len(f) > 1 {
-			pages, _ := strconv.ParseUint(f[1], 10, 64)
-			rss = pages * uint64(os.Getpagesize())
-		}
+	return ms.HeapAlloc, rssNow()
+}
+
+// rssNow returns the process's resident set size (0 where /proc is missing).
+func rssNow() uint64 {
+	raw, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
 	}
-	return heap, rss
+	f := strings.Fields(string(raw))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
 }
