@@ -152,6 +152,33 @@ func (m *Memory) LoadSubscription(_ context.Context, topic, name string) (Subscr
 	return st, nil
 }
 
+// LoadSubscriptionIndex implements [Store].
+func (m *Memory) LoadSubscriptionIndex(ctx context.Context, topic, name string) (SubscriptionState, error) {
+	st, err := m.LoadSubscription(ctx, topic, name)
+	for i := range st.Parked {
+		st.Parked[i].Event = nil
+	}
+	return st, err
+}
+
+// ParkedEvents implements [Store].
+func (m *Memory) ParkedEvents(_ context.Context, topic, name string, seqs []uint64) ([]Parked, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.sub(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Parked, 0, len(seqs))
+	for _, seq := range seqs {
+		if p, ok := s.parked[seq]; ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Parked) int { return cmp.Compare(a.Seq, b.Seq) })
+	return slices.CompactFunc(out, func(a, b Parked) bool { return a.Seq == b.Seq }), nil
+}
+
 // UpdateSubscription implements [Store].
 func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Update) error {
 	m.mu.Lock()

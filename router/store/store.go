@@ -142,6 +142,14 @@ type Store interface {
 	// LoadSubscription returns a subscription's cursor, parked events and probation state
 	// (zero state when new).
 	LoadSubscription(ctx context.Context, topic, sub string) (SubscriptionState, error)
+	// LoadSubscriptionIndex is LoadSubscription without the parked events' bodies: every
+	// Parked has a nil Event and the rest of its fields set. A subscription actor starts from
+	// it and reads the bodies with ParkedEvents when the events come due, so a restart with a
+	// million parked events neither reads nor holds their bodies.
+	LoadSubscriptionIndex(ctx context.Context, topic, sub string) (SubscriptionState, error)
+	// ParkedEvents returns, ordered by Seq and with their events, the parked events among seqs
+	// (in any order); a seq that is not parked (any more) is left out.
+	ParkedEvents(ctx context.Context, topic, sub string, seqs []uint64) ([]Parked, error)
 	// UpdateSubscription applies u atomically.
 	UpdateSubscription(ctx context.Context, topic, sub string, u Update) error
 

@@ -75,6 +75,21 @@ func appendParked(dst []byte, p *store.Parked) []byte {
 
 func decodeParked(seq uint64, b []byte) (store.Parked, error) {
 	d := decoder{b: b}
+	p := readParkedHead(&d, seq)
+	p.Event = d.readEvent()
+	return p, d.err
+}
+
+// decodeParkedIndex decodes a parked event's value without its event (Event is nil): a
+// subscription's start reads only these heads.
+func decodeParkedIndex(seq uint64, b []byte) (store.Parked, error) {
+	d := decoder{b: b}
+	p := readParkedHead(&d, seq)
+	return p, d.err
+}
+
+// readParkedHead reads what comes before the event in a parked event's value.
+func readParkedHead(d *decoder, seq uint64) store.Parked {
 	d.readVersion()
 	p := store.Parked{Seq: seq}
 	p.Attempts = int(d.readVarint())
@@ -84,8 +99,7 @@ func decodeParked(seq uint64, b []byte) (store.Parked, error) {
 	p.NextDue = d.readTime()
 	p.LastOutcome = schemas.Outcome(d.readByte())
 	p.LastStatus = int(d.readVarint())
-	p.Event = d.readEvent()
-	return p, d.err
+	return p
 }
 
 // appendTime encodes an instant as varint Unix seconds and uvarint nanoseconds. The zone and

@@ -765,6 +765,16 @@ func (s *Store) Cursors(ctx context.Context, topicName string) (map[string]uint6
 // LoadSubscription implements [store.Store]. While the store is failed it returns the state
 // on disk with the updates kept in memory applied.
 func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (store.SubscriptionState, error) {
+	return s.loadSubscription(ctx, topicName, name, true)
+}
+
+// LoadSubscriptionIndex implements [store.Store]: LoadSubscription decoding only the head of
+// each parked value (its attempts, times and outcome come before the event).
+func (s *Store) LoadSubscriptionIndex(ctx context.Context, topicName, name string) (store.SubscriptionState, error) {
+	return s.loadSubscription(ctx, topicName, name, false)
+}
+
+func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bodies bool) (store.SubscriptionState, error) {
 	if err := ctx.Err(); err != nil {
 		return store.SubscriptionState{}, err
 	}
@@ -785,8 +795,12 @@ func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (s
 	st := store.SubscriptionState{Cursor: sb.getCursor()}
 	parked := map[uint64]store.Parked{}
 	lo, hi := idRange(prefixParked, sb.id)
+	decode := decodeParked
+	if !bodies {
+		decode = decodeParkedIndex
+	}
 	err = scan(c.g.db, lo, hi, func(k, v []byte) error {
-		p, err := decodeParked(seqOf(k), v)
+		p, err := decode(seqOf(k), v)
 		if err != nil {
 			return fmt.Errorf("parked event %d: %w", seqOf(k), err)
 		}
@@ -809,8 +823,63 @@ func (s *Store) LoadSubscription(ctx context.Context, topicName, name string) (s
 	}
 	if pending != nil {
 		st.Parked = applyPending(&st, parked, pending)
+		if !bodies {
+			for i := range st.Parked {
+				st.Parked[i].Event = nil
+			}
+		}
 	}
 	return st, nil
+}
+
+// ParkedEvents implements [store.Store]: one point read per seq. While the store is failed
+// the updates kept in memory are applied.
+func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs []uint64) ([]store.Parked, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.enter(topicName, name)
+	if err != nil {
+		return nil, err
+	}
+	defer c.done()
+	sb := c.sb
+	var pending []store.Update
+	s.mu.RLock()
+	for _, w := range s.pending {
+		if w.sb == sb {
+			pending = append(pending, w.u)
+		}
+	}
+	s.mu.RUnlock()
+	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
+	out := make([]store.Parked, 0, len(sorted))
+	for _, seq := range sorted {
+		v, ok, err := get(c.g.db, seqKey(prefixParked, sb.id, seq))
+		if err != nil {
+			return nil, fmt.Errorf("reading parked event %d of subscription %q of topic %q: %w", seq, name, topicName, err)
+		}
+		p, found := store.Parked{}, ok
+		if ok {
+			if p, err = decodeParked(seq, v); err != nil {
+				return nil, fmt.Errorf("reading parked event %d of subscription %q of topic %q: %w", seq, name, topicName, err)
+			}
+		}
+		for _, u := range pending { // in order: the last word on seq wins
+			if slices.Contains(u.Delete, seq) {
+				found = false
+			}
+			for _, q := range u.Put {
+				if q.Seq == seq {
+					p, found = q, true
+				}
+			}
+		}
+		if found {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // applyPending applies updates kept in memory to a loaded state (parked by seq) and returns

@@ -729,6 +729,16 @@ func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, e
 // revision it read as the base of this store's next write of the subscription: a node taking
 // a subscription over loads it first.
 func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
+	return s.loadSubscription(ctx, topic, sub, true)
+}
+
+// LoadSubscriptionIndex implements [store.Store]: LoadSubscription without reading the
+// parked events' messages.
+func (s *Store) LoadSubscriptionIndex(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
+	return s.loadSubscription(ctx, topic, sub, false)
+}
+
+func (s *Store) loadSubscription(ctx context.Context, topic, sub string, bodies bool) (store.SubscriptionState, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return store.SubscriptionState{}, err
@@ -752,17 +762,66 @@ func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.
 		Parked:    slices.Clone(e.rec.parked),
 		Probation: slices.Clone(e.rec.probation),
 	}
-	for i := range st.Parked {
-		p := &st.Parked[i]
-		m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, p.Seq))
-		if err != nil {
-			return store.SubscriptionState{}, fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
-		}
-		if p.Event, err = decodeBody(m.Data); err != nil {
-			return store.SubscriptionState{}, fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+	if bodies {
+		if err := s.readParked(ctx, topic, sub, st.Parked); err != nil {
+			return store.SubscriptionState{}, err
 		}
 	}
 	return st, nil
+}
+
+// ParkedEvents implements [store.Store]. It reads the subscription's record when this store
+// holds none (as UpdateSubscription does), then one message per parked event asked for.
+func (s *Store) ParkedEvents(ctx context.Context, topic, sub string, seqs []uint64) ([]store.Parked, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	e, err := s.entry(ctx, subKey(topic, sub))
+	if err != nil {
+		return nil, err
+	}
+	defer e.release()
+	if e.rec == nil {
+		if err := s.load(ctx, e, topic, sub); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				if terr := s.topicExists(ctx, topic); terr != nil {
+					return nil, terr
+				}
+			}
+			return nil, err
+		}
+	}
+	want := make(map[uint64]bool, len(seqs))
+	for _, seq := range seqs {
+		want[seq] = true
+	}
+	var out []store.Parked
+	for _, p := range e.rec.parked { // ordered by Seq
+		if want[p.Seq] {
+			out = append(out, p)
+		}
+	}
+	if err := s.readParked(ctx, topic, sub, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readParked reads the event of each of parked from its message.
+func (s *Store) readParked(ctx context.Context, topic, sub string, parked []store.Parked) error {
+	for i := range parked {
+		p := &parked[i]
+		m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, p.Seq))
+		if err != nil {
+			return fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+		}
+		if p.Event, err = decodeBody(m.Data); err != nil {
+			return fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+		}
+	}
+	return nil
 }
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -442,7 +443,34 @@ func testUpdateSubscription(t *testing.T, s store.Store) {
 	for _, step := range steps {
 		update(t, s, "t", "sub", step.u)
 		checkState(t, step.name, load(t, s, "t", "sub"), step.want)
+		checkIndexAndBodies(t, s, step.name, step.want)
 	}
+}
+
+// checkIndexAndBodies checks that LoadSubscriptionIndex returns want without events, and that
+// ParkedEvents returns the parked events with their events, ordered by Seq, whatever the
+// order and duplicates of the seqs asked for, leaving out seqs that are not parked.
+func checkIndexAndBodies(t *testing.T, s store.Store, what string, want store.SubscriptionState) {
+	t.Helper()
+	idx, err := s.LoadSubscriptionIndex(t.Context(), "t", "sub")
+	if err != nil {
+		t.Fatalf("LoadSubscriptionIndex: %v", err)
+	}
+	wantIdx := want
+	wantIdx.Parked = make([]store.Parked, len(want.Parked))
+	seqs := []uint64{99, 4}
+	for i, p := range want.Parked {
+		p.Event = nil
+		wantIdx.Parked[i] = p
+		seqs = append(seqs, p.Seq, p.Seq)
+	}
+	checkState(t, what+": LoadSubscriptionIndex", idx, wantIdx)
+	slices.Reverse(seqs)
+	got, err := s.ParkedEvents(t.Context(), "t", "sub", seqs)
+	if err != nil {
+		t.Fatalf("ParkedEvents: %v", err)
+	}
+	checkState(t, what+": ParkedEvents", store.SubscriptionState{Cursor: want.Cursor, Probation: want.Probation, Parked: got}, store.SubscriptionState{Cursor: want.Cursor, Probation: want.Probation, Parked: want.Parked})
 }
 
 // Cursors reports every subscription's cursor as UpdateSubscription left it: a new one at
@@ -620,6 +648,13 @@ func testNotFound(t *testing.T, s store.Store) {
 		{"DeleteSubscription of an unknown subscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "ghost") }},
 		{"LoadSubscription on an unknown topic", func(ctx context.Context) error { _, err := s.LoadSubscription(ctx, "ghost", "sub"); return err }},
 		{"LoadSubscription of an unknown subscription", func(ctx context.Context) error { _, err := s.LoadSubscription(ctx, "t", "ghost"); return err }},
+		{"LoadSubscriptionIndex on an unknown topic", func(ctx context.Context) error { _, err := s.LoadSubscriptionIndex(ctx, "ghost", "sub"); return err }},
+		{"LoadSubscriptionIndex of an unknown subscription", func(ctx context.Context) error { _, err := s.LoadSubscriptionIndex(ctx, "t", "ghost"); return err }},
+		{"ParkedEvents on an unknown topic", func(ctx context.Context) error {
+			_, err := s.ParkedEvents(ctx, "ghost", "sub", []uint64{1})
+			return err
+		}},
+		{"ParkedEvents of an unknown subscription", func(ctx context.Context) error { _, err := s.ParkedEvents(ctx, "t", "ghost", []uint64{1}); return err }},
 		{"UpdateSubscription on an unknown topic", func(ctx context.Context) error {
 			return s.UpdateSubscription(ctx, "ghost", "sub", store.Update{Cursor: 1})
 		}},
