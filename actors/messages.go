@@ -148,3 +148,20 @@ type journalRead struct {
 	entries []store.Entry
 	err     error
 }
+
+// stateLoaded is the subscription's stored state, read off the mailbox when the actor starts
+// by the goroutine that sends it.
+type stateLoaded struct {
+	id    uint64
+	state store.SubscriptionState // parked events without their bodies
+	head  uint64                  // the journal's last seq, read after the state
+	err   error
+}
+
+// parkedRead is the result of reading the bodies of parked events that came due, sent by the
+// goroutine that ran it.
+type parkedRead struct {
+	id     uint64
+	parked []store.Parked
+	err    error
+}

@@ -68,6 +68,10 @@ type SubscriptionConfig struct {
 	StopGrace time.Duration
 
 	Store store.Store
+	// LoadSlots, when set, bounds the subscriptions of a router that read their stored state
+	// at once (one slot each, taken off the mailbox): a restart with a thousand subscriptions
+	// then holds a few of them half-read, not all of them.
+	LoadSlots chan struct{}
 	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
 	// the actor writes them itself.
 	Writer  *StateWriter
@@ -122,7 +126,8 @@ type itemState uint8
 const (
 	stateReady itemState = iota + 1
 	stateInFlight
-	stateWaiting // parked until due
+	stateWaiting  // parked until due
+	stateFetching // due, its event being read from the store
 	stateEnded
 )
 
@@ -163,6 +168,12 @@ type subscription struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// loading is the id of the state load in flight (0 once loaded): until it is back the
+	// actor takes in no events (early keeps the Delivers meanwhile) and answers no requests
+	// (waiters keeps them).
+	loading uint64
+	early   *earlyMessages
+
 	cursor uint64 // durable: every event up to it is settled
 	next   uint64 // next journal sequence number to take in
 	head   uint64 // highest journal sequence number known to exist
@@ -178,6 +189,13 @@ type subscription struct {
 	batches map[uint64]*batch
 
 	parkedSeq seqHeap // parked events by sequence number, for the oldest undelivered one
+
+	// due holds parked events that came due without their event in memory (loaded at start
+	// without bodies); fetching is the id of the read of their bodies in flight (0 when none)
+	// and fetched the events it reads.
+	due      []*item
+	fetching uint64
+	fetched  []*item
 
 	gauges   *metrics.SubscriptionGauges // published at the end of each turn
 	procHist *metrics.Histogram          // DestinationProcessingDurationInMs
@@ -197,9 +215,19 @@ type subscription struct {
 
 // Receive implements actor.Actor.
 func (s *subscription) Receive(c actor.Context) {
+	if s.loading != 0 && s.early.keep(c) {
+		return
+	}
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		s.start(c)
+	case *stateLoaded:
+		s.applyLoad(c, msg)
+	case *parkedRead:
+		s.applyParked(msg)
+		s.fill()
+		s.dispatch()
+		s.persist()
 	case *Deliver:
 		s.takeIn(msg)
 		s.fill()
@@ -230,10 +258,7 @@ func (s *subscription) Receive(c actor.Context) {
 	case *GetStatus:
 		c.Respond(s.status())
 	case *EndProbation:
-		if s.probation.State(time.Now()) != retry.Healthy {
-			s.log.Info("probation ended by an operator", "cause", s.probation.Cause().String())
-		}
-		s.probation.End()
+		s.endProbation()
 		s.dispatch()
 		s.persist()
 		c.Respond(s.status())
@@ -310,25 +335,70 @@ func (s *subscription) start(c actor.Context) {
 	s.batches = make(map[uint64]*batch)
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
 
-	st, err := s.cfg.Store.LoadSubscription(s.ctx, s.cfg.Topic, s.cfg.Name)
-	if err != nil {
-		panic(fmt.Errorf("loading subscription %s: %w", s.scope, err))
-	}
-	head, err := s.cfg.Store.LastSeq(s.ctx, s.cfg.Topic)
-	if err != nil {
-		panic(fmt.Errorf("loading journal head of topic %s: %w", s.cfg.Topic, err))
-	}
-	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, head
-	s.behind = s.next <= s.head
-	for _, p := range st.Parked {
-		it := &item{
-			seq: p.Seq, publish: p.PublishTime, ev: p.Event, state: stateWaiting, parked: true,
-			attempts: p.Attempts, firstAttempt: p.FirstAttempt, lastAttempt: p.LastAttempt,
-			due: p.NextDue, lastOutcome: p.LastOutcome, lastStatus: p.LastStatus,
+	// The state is read off the mailbox: a disk store may wait behind a publish's fsync, and
+	// a router restarting a thousand subscriptions starts them all at once.
+	id := loadIDs.Add(1)
+	s.loading, s.early = id, new(earlyMessages)
+	st, topic, name, slots := s.cfg.Store, s.cfg.Topic, s.cfg.Name, s.cfg.LoadSlots
+	root, self, ctx := s.system.Root, s.self, s.ctx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		msg := &stateLoaded{id: id}
+		defer func() { root.Send(self, msg) }()
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				msg.err = ctx.Err()
+				return
+			}
 		}
-		s.items[p.Seq] = it
-		heap.Push(&s.waiting, it)
-		heap.Push(&s.parkedSeq, it)
+		if msg.state, msg.err = st.LoadSubscriptionIndex(ctx, topic, name); msg.err != nil {
+			msg.err = fmt.Errorf("loading subscription %s/%s: %w", topic, name, msg.err)
+			return
+		}
+		if msg.head, msg.err = st.LastSeq(ctx, topic); msg.err != nil {
+			msg.err = fmt.Errorf("loading journal head of topic %s: %w", topic, msg.err)
+		}
+	}()
+}
+
+// loadIDs numbers state loads across incarnations, so a restarted actor ignores the state its
+// predecessor asked for.
+var loadIDs atomic.Uint64
+
+// applyLoad takes in the stored state: the cursor, the parked events (without their events,
+// read when they come due), the probation; then the Delivers and requests that arrived
+// meanwhile, in order.
+func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
+	if m.id != s.loading {
+		return // from before a restart
+	}
+	if m.err != nil {
+		panic(m.err)
+	}
+	early := s.early
+	s.loading, s.early = 0, nil
+	st := m.state
+	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, max(m.head, s.head)
+	s.behind = s.next <= s.head
+	if len(st.Parked) > 0 {
+		s.waiting = make(dueHeap, 0, len(st.Parked))
+		s.parkedSeq = make(seqHeap, 0, len(st.Parked))
+		for i, p := range st.Parked {
+			it := &item{
+				seq: p.Seq, publish: p.PublishTime, state: stateWaiting, parked: true,
+				attempts: p.Attempts, firstAttempt: p.FirstAttempt, lastAttempt: p.LastAttempt,
+				due: p.NextDue, lastOutcome: p.LastOutcome, lastStatus: p.LastStatus,
+				heapIndex: i, seqIndex: i,
+			}
+			s.items[p.Seq] = it
+			s.waiting = append(s.waiting, it)
+			s.parkedSeq = append(s.parkedSeq, it) // loaded ordered by Seq: already a heap
+		}
+		heap.Init(&s.waiting)
 	}
 	if len(st.Probation) > 0 {
 		snap, err := decodeProbation(st.Probation)
@@ -340,10 +410,130 @@ func (s *subscription) start(c actor.Context) {
 			s.saved = s.probation.Snapshot()
 		}
 	}
-	s.fill()
+	for _, m := range early.delivers {
+		s.takeIn(m)
+	}
+	if early.through > s.head { // announced by Delivers not kept: read from the journal
+		s.head = early.through
+		s.behind = s.next <= s.head
+	}
+	for _, w := range early.requests {
+		switch w.msg.(type) {
+		case *EndProbation:
+			s.endProbation()
+		}
+		if w.sender != nil {
+			c.Send(w.sender, s.status())
+		}
+	}
 	s.promoteDue(time.Now())
+	s.fill()
 	s.dispatch()
 	s.persist()
+}
+
+// earlyMessages keeps what a subscription actor receives while its state is loading.
+type earlyMessages struct {
+	delivers []*Deliver
+	entries  int    // in delivers
+	through  uint64 // the highest seq announced by a Deliver not kept (0: all were kept)
+	requests []earlyRequest
+}
+
+type earlyRequest struct {
+	msg    any
+	sender *actor.PID
+}
+
+// maxEarlyEntries bounds the journal entries kept from Delivers that arrive while a
+// subscription loads its state; past it only the journal head is kept, and the entries are
+// read back from the journal.
+const maxEarlyEntries = 4096
+
+// keep holds c's message for after the load and reports whether it did: Delivers (up to
+// maxEarlyEntries entries, then only the head they announce) and requests.
+func (e *earlyMessages) keep(c actor.Context) bool {
+	switch msg := c.Message().(type) {
+	case *Deliver:
+		if e.through == 0 && e.entries+len(msg.Entries) <= maxEarlyEntries {
+			e.delivers = append(e.delivers, msg)
+			e.entries += len(msg.Entries)
+		} else {
+			e.through = max(e.through, msg.Through)
+		}
+		return true
+	case *GetStatus, *EndProbation:
+		e.requests = append(e.requests, earlyRequest{msg: msg, sender: c.Sender()})
+		return true
+	}
+	return false
+}
+
+func (s *subscription) endProbation() {
+	if s.probation.State(time.Now()) != retry.Healthy {
+		s.log.Info("probation ended by an operator", "cause", s.probation.Cause().String())
+	}
+	s.probation.End()
+}
+
+// fetchDue reads the events of parked events that came due without them, off the mailbox and
+// at most maxReadEntries at a time, while the ready queue is short; they come back as a
+// [parkedRead].
+func (s *subscription) fetchDue() {
+	if s.fetching != 0 || len(s.due) == 0 || len(s.ready) >= maxReadEntries {
+		return
+	}
+	n := min(len(s.due), maxReadEntries)
+	s.fetched = append(s.fetched[:0], s.due[:n]...)
+	clear(s.due[:n])
+	s.due = s.due[n:]
+	if len(s.due) == 0 {
+		s.due = nil
+	}
+	seqs := make([]uint64, n)
+	for i, it := range s.fetched {
+		seqs[i] = it.seq
+	}
+	id := readIDs.Add(1)
+	s.fetching = id
+	st, topic, name := s.cfg.Store, s.cfg.Topic, s.cfg.Name
+	root, self, ctx := s.system.Root, s.self, s.ctx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		parked, err := st.ParkedEvents(ctx, topic, name, seqs)
+		root.Send(self, &parkedRead{id: id, parked: parked, err: err})
+	}()
+}
+
+// applyParked gives the events read by fetchDue their bodies and moves them on as promoteDue
+// does: to the ready queue, or ended when their time to live has passed.
+func (s *subscription) applyParked(r *parkedRead) {
+	if r.id != s.fetching {
+		return // from before a restart
+	}
+	s.fetching = 0
+	if r.err != nil {
+		panic(fmt.Errorf("reading parked events of subscription %s: %w", s.scope, r.err))
+	}
+	byseq := make(map[uint64]*schemas.Event, len(r.parked))
+	for _, p := range r.parked {
+		byseq[p.Seq] = p.Event
+	}
+	now := time.Now()
+	for _, it := range s.fetched {
+		ev, ok := byseq[it.seq]
+		if !ok || ev == nil {
+			// Only this actor deletes its parked events; a missing one is damage in the store.
+			s.log.Error("a parked event is missing from the store; forgetting it", "seq", it.seq)
+			s.settle(it)
+			continue
+		}
+		it.ev = ev
+		s.ready1(it, now)
+	}
+	clear(s.fetched)
+	s.fetched = s.fetched[:0]
 }
 
 func (s *subscription) stop() {
@@ -424,6 +614,7 @@ func (s *subscription) takeIn(d *Deliver) {
 // back as a [journalRead]. One read at a time, always from next: nothing moves next while the
 // subscription is behind, so no entry is read twice.
 func (s *subscription) fill() {
+	s.fetchDue()
 	if !s.behind || s.reading != 0 {
 		return
 	}
@@ -496,13 +687,23 @@ func (s *subscription) add(e store.Entry) {
 func (s *subscription) promoteDue(now time.Time) {
 	for s.waiting.Len() > 0 && !s.waiting[0].due.After(now) {
 		it := heap.Pop(&s.waiting).(*item)
-		it.state = stateReady
-		if dec, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
-			s.endUnattempted(it, dec, 0, now)
+		if it.ev == nil { // loaded without its event: read it first (fetchDue)
+			it.state = stateFetching
+			s.due = append(s.due, it)
 			continue
 		}
-		s.ready = append(s.ready, it)
+		s.ready1(it, now)
 	}
+}
+
+// ready1 moves one due event to the ready queue, or ends it when its time to live has passed.
+func (s *subscription) ready1(it *item, now time.Time) {
+	it.state = stateReady
+	if dec, expired := s.cfg.Policy.AtDue(it.publish, now); expired {
+		s.endUnattempted(it, dec, 0, now)
+		return
+	}
+	s.ready = append(s.ready, it)
 }
 
 // dispatch starts attempts while there is room and the endpoint's probation allows (SPEC

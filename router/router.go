@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime"
 	"sync"
 	"time"
 
@@ -229,6 +230,9 @@ type Router struct {
 	history   *historyWriter              // delivery histories for Explain (explain.go)
 	system    *actor.ActorSystem
 	trim      *trimmer
+	// loadSlots bounds the subscription actors reading their stored state at once
+	// ([actors.SubscriptionConfig.LoadSlots]).
+	loadSlots chan struct{}
 
 	life    lifecycle       // provisioning states, manual validations, expiry timers
 	notices deletionNotices // SubscriptionDeletion notifications in flight (deletion.go)
@@ -257,6 +261,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r := &Router{
 		cfg: cfg, deps: deps, log: deps.Logger, store: deps.Store, metrics: deps.Metrics,
 		topics: make(map[string]*topicRuntime), sinks: make(map[string]sinks.Sink),
+		loadSlots: make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -92,7 +92,7 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
 		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
-		Store: r.store, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
+		Store: r.store, LoadSlots: r.loadSlots, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
 		OnDeadLetter: onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, r.onAttempt),
 		Queue: queue,
 	}, nil
