@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -309,6 +310,23 @@ type dlWake struct{ gen uint64 }
 // dlSaved is the result of one outbox change, sent by the goroutine that wrote it.
 type dlSaved struct{ err error }
 
+// dlLoaded is the outbox as the actor's start read it, sent by the goroutine that read it.
+type dlLoaded struct {
+	id   uint64
+	recs []Record
+	err  error
+}
+
+// dlEarly is a message that arrived while the outbox was loading, kept for after it.
+type dlEarly struct {
+	msg    any
+	sender *actor.PID
+}
+
+// dlLoadIDs numbers outbox loads across incarnations, so a restarted actor ignores the load
+// its predecessor started.
+var dlLoadIDs atomic.Uint64
+
 // deadLetters is the dead-letter actor. All fields are owned by Receive.
 type deadLetters struct {
 	cfg    *Config
@@ -319,6 +337,11 @@ type deadLetters struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// loading is the id of the outbox load in flight (0 once loaded); the messages that
+	// arrive meanwhile wait in early and are handled after it, in order.
+	loading uint64
+	early   []dlEarly
 
 	recs    map[uint64]*Record
 	loaded  map[uint64]bool // ids loaded at start: a hand-off of one of them comes late
@@ -347,6 +370,25 @@ func (d *deadLetters) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		d.start(c)
+	case *dlLoaded:
+		d.applyLoad(c, msg)
+	case *actor.Restarting:
+		d.stop(false)
+	case *actor.Stopping:
+		d.stop(true)
+	default:
+		if d.loading != 0 {
+			d.early = append(d.early, dlEarly{msg: msg, sender: c.Sender()})
+			return
+		}
+		d.handle(c, msg, c.Sender())
+	}
+	d.cfg.Metrics.SetOutbox(len(d.recs)) // read by the Prometheus collector, never by asking
+}
+
+// handle handles one message from sender once the outbox is loaded.
+func (d *deadLetters) handle(c actor.Context, msg any, sender *actor.PID) {
+	switch msg := msg.(type) {
 	case *Enqueue:
 		d.enqueue(msg)
 		d.arm(time.Now())
@@ -368,17 +410,14 @@ func (d *deadLetters) Receive(c actor.Context) {
 		d.answerFlushers(c)
 		d.arm(time.Now())
 	case *Flush:
-		d.flushers = append(d.flushers, c.Sender())
+		d.flushers = append(d.flushers, sender)
 		d.run(time.Now(), true)
 		d.answerFlushers(c)
 	case *GetStatus:
-		c.Respond(d.status())
-	case *actor.Restarting:
-		d.stop(false)
-	case *actor.Stopping:
-		d.stop(true)
+		if sender != nil {
+			c.Send(sender, d.status())
+		}
 	}
-	d.cfg.Metrics.SetOutbox(len(d.recs)) // read by the Prometheus collector, never by asking
 }
 
 func (d *deadLetters) start(c actor.Context) {
@@ -391,10 +430,30 @@ func (d *deadLetters) start(c actor.Context) {
 	d.pendingPut = make(map[uint64]Record)
 	d.waiting = d.waiting[:0]
 	d.stats = Status{}
-	loaded, err := d.cfg.Outbox.Load(d.ctx)
-	if err != nil {
-		panic(fmt.Errorf("loading the dead-letter outbox: %w", err))
+	// The outbox is read off the mailbox: a store may wait behind a publish's fsync.
+	id := dlLoadIDs.Add(1)
+	d.loading, d.early = id, nil
+	outbox, root, self, ctx := d.cfg.Outbox, d.system.Root, d.self, d.ctx
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		recs, err := outbox.Load(ctx)
+		root.Send(self, &dlLoaded{id: id, recs: recs, err: err})
+	}()
+}
+
+// applyLoad takes in the records loaded at start, then handles the messages that arrived
+// meanwhile.
+func (d *deadLetters) applyLoad(c actor.Context, m *dlLoaded) {
+	if m.id != d.loading {
+		return // from before a restart
 	}
+	if m.err != nil {
+		panic(fmt.Errorf("loading the dead-letter outbox: %w", m.err))
+	}
+	early := d.early
+	d.loading, d.early = 0, nil
+	loaded := m.recs
 	now := time.Now()
 	// Records whose write was tried before a restart are grouped again into their object (by
 	// its key; records saved by an older version without one, by their first write attempt)
@@ -435,6 +494,9 @@ func (d *deadLetters) start(c actor.Context) {
 		d.log.Info("dead-letter outbox loaded", "records", len(loaded))
 	}
 	d.arm(now)
+	for _, e := range early {
+		d.handle(c, e.msg, e.sender)
+	}
 }
 
 func (d *deadLetters) stop(final bool) {
@@ -448,9 +510,27 @@ func (d *deadLetters) stop(final bool) {
 	if !actors.WaitBounded(&d.wg, d.cfg.WriteTimeout) {
 		d.log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
 	}
-	// What the actor decided is saved before it goes: the next incarnation loads it.
-	d.saveWG.Wait()
-	if err := d.savePending(context.Background()); err != nil {
+	// What the actor decided is saved before it goes: the next incarnation loads it. The
+	// save in flight gets WriteTimeout; a store stuck longer than that must not hold the
+	// router's shutdown, so the changes made since are then written beside it (at worst a
+	// record's older state lands last, and its object is written again: at least once).
+	if !actors.WaitBounded(&d.saveWG, d.cfg.WriteTimeout) {
+		d.log.Error("the dead-letter outbox save did not finish in time; writing the latest changes beside it", "timeout", d.cfg.WriteTimeout)
+	}
+	// The last changes, bounded the same way (an outbox may ignore its context).
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
+	defer cancel()
+	var last sync.WaitGroup
+	last.Add(1)
+	var err error
+	save := d.pendingSave()
+	go func() {
+		defer last.Done()
+		err = save(ctx)
+	}()
+	if !actors.WaitBounded(&last, d.cfg.WriteTimeout) {
+		d.log.Error("the dead-letter outbox did not take the last changes in time; records made since the last save may be lost", "timeout", d.cfg.WriteTimeout)
+	} else if err != nil {
 		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
 	}
 	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !(inMemory || d.cfg.Volatile) || len(d.recs) == 0 {
@@ -498,13 +578,15 @@ func (d *deadLetters) startSave() {
 	}()
 }
 
-// savePending writes the queued outbox changes now (the actor is stopping).
-func (d *deadLetters) savePending(ctx context.Context) error {
+// pendingSave takes the queued outbox changes and returns the function that writes them (the
+// actor is stopping); it touches no actor state, so it may run off the mailbox.
+func (d *deadLetters) pendingSave() func(ctx context.Context) error {
 	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	del := d.pendingDel
 	clear(d.pendingPut)
 	d.pendingDel = nil
-	return writeOutbox(ctx, d.cfg.Outbox, put, del)
+	outbox := d.cfg.Outbox
+	return func(ctx context.Context) error { return writeOutbox(ctx, outbox, put, del) }
 }
 
 func writeOutbox(ctx context.Context, outbox Outbox, put []Record, del []uint64) error {

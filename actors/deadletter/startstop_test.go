@@ -1,0 +1,109 @@
+package deadletter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/testkit"
+)
+
+// heldOutbox is an outbox whose Load waits for load (or its context) and whose Put, when
+// stuck is set, does not return until stuck is closed, whatever its context.
+type heldOutbox struct {
+	deadletter.Outbox
+	load  chan struct{}
+	stuck chan struct{} // Put blocks while this is open and non-nil
+}
+
+func (o *heldOutbox) Load(ctx context.Context) ([]deadletter.Record, error) {
+	select {
+	case <-o.load:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return o.Outbox.Load(ctx)
+}
+
+func (o *heldOutbox) Put(ctx context.Context, recs []deadletter.Record) error {
+	if o.stuck != nil {
+		<-o.stuck
+	}
+	return o.Outbox.Put(ctx, recs)
+}
+
+// The dead-letter actor reads its outbox off its mailbox: while the read is held up it stops
+// when asked, and what arrives meanwhile (a dead letter, a status request) is handled once
+// the outbox is in.
+func TestDeadLetterOutboxLoadsOffTheMailbox(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		mem := deadletter.NewMemoryOutbox()
+		outbox := &heldOutbox{Outbox: durableOutbox{mem}, load: make(chan struct{})}
+		cfg := &deadletter.Config{Store: testkit.NewObjectStore(), Outbox: outbox}
+
+		pid := h.Spawn(deadletter.Props(cfg))
+		h.Settle()
+		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatalf("stopping while the outbox load is held up: %v", err)
+		}
+
+		pid = h.Spawn(deadletter.Props(cfg))
+		h.Settle()
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "early", time.Now()), Target: dlTarget("sub-a", false)})
+		status := h.System().Root.RequestFuture(pid, &deadletter.GetStatus{}, time.Hour)
+		h.Settle()
+		if recs, _ := mem.Load(context.Background()); len(recs) != 0 {
+			t.Errorf("outbox before the load finished: %d records, want none yet", len(recs))
+		}
+		close(outbox.load)
+		h.Settle()
+		res, err := status.Result()
+		if err != nil {
+			t.Fatalf("status asked while loading: %v", err)
+		}
+		if st := res.(*deadletter.Status); st.Waiting != 1 {
+			t.Errorf("status asked while loading = %+v, want the dead letter that arrived before it waiting", st)
+		}
+		if recs, _ := mem.Load(context.Background()); len(recs) != 1 || recs[0].Letter.Event.ID != "early" {
+			t.Errorf("outbox after the load: %+v, want the early dead letter", recs)
+		}
+	})
+}
+
+// A stopping dead-letter actor waits for its outbox save at most WriteTimeout: an outbox
+// that never answers cannot hold the router's shutdown.
+func TestDeadLetterStopBoundsTheOutboxSave(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		load := make(chan struct{})
+		close(load)
+		outbox := &heldOutbox{Outbox: durableOutbox{deadletter.NewMemoryOutbox()}, load: load, stuck: make(chan struct{})}
+		cfg := &deadletter.Config{Store: testkit.NewObjectStore(), Outbox: outbox, WriteTimeout: 10 * time.Second}
+		pid := h.Spawn(deadletter.Props(cfg))
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "stuck", time.Now()), Target: dlTarget("sub-a", false)})
+		h.Settle() // its save is stuck
+		start := time.Now()
+		stopped := make(chan struct{})
+		go func() {
+			_ = h.System().Root.StopFuture(pid).Wait()
+			close(stopped)
+		}()
+		h.Advance(10*time.Second - time.Millisecond)
+		select {
+		case <-stopped:
+			t.Fatal("the stop returned before WriteTimeout while the save was stuck")
+		default:
+		}
+		h.Advance(time.Millisecond)
+		select {
+		case <-stopped:
+		default:
+			t.Fatal("the stop still waits for the stuck outbox save after WriteTimeout")
+		}
+		if waited := time.Since(start); waited != 10*time.Second {
+			t.Errorf("the stop waited %v, want WriteTimeout (10 s)", waited)
+		}
+		close(outbox.stuck)    // the abandoned save ends; its late result goes nowhere
+		h.Advance(time.Minute) // protoactor's dead-letter throttle, woken by that result, rests
+	})
+}
