@@ -168,11 +168,9 @@ type subscription struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// loading is the id of the state load in flight (0 once loaded): until it is back the
-	// actor takes in no events (early keeps the Delivers meanwhile) and answers no requests
-	// (waiters keeps them).
-	loading uint64
-	early   *earlyMessages
+	// boot is the state load in flight (nil once loaded): until it is back the actor takes in
+	// no events and answers no requests; it keeps them for after it.
+	boot *boot
 
 	cursor uint64 // durable: every event up to it is settled
 	next   uint64 // next journal sequence number to take in
@@ -190,19 +188,16 @@ type subscription struct {
 
 	parkedSeq seqHeap // parked events by sequence number, for the oldest undelivered one
 
-	// due holds parked events that came due without their event in memory (loaded at start
-	// without bodies); fetching is the id of the read of their bodies in flight (0 when none)
-	// and fetched the events it reads.
-	due      []*item
-	fetching uint64
-	fetched  []*item
+	// fetch holds the parked events that came due without their event in memory (loaded at
+	// start without bodies) while their bodies are read; nil when there are none.
+	fetch *fetch
 
 	gauges   *metrics.SubscriptionGauges // published at the end of each turn
 	procHist *metrics.Histogram          // DestinationProcessingDurationInMs
 	latHist  *metrics.Histogram          // DeliveryLatency
 
 	probation  retry.Probation
-	saved      retry.ProbationSnapshot // the probation state last handed to the store
+	saved      *retry.ProbationSnapshot // the probation state last handed to the store; nil: zero
 	timer      *time.Timer
 	timerAt    time.Time
 	timerGen   uint64
@@ -215,7 +210,7 @@ type subscription struct {
 
 // Receive implements actor.Actor.
 func (s *subscription) Receive(c actor.Context) {
-	if s.loading != 0 && s.early.keep(c) {
+	if s.boot != nil && s.boot.early.keep(c) {
 		return
 	}
 	switch msg := c.Message().(type) {
@@ -327,20 +322,20 @@ func (s *subscription) start(c actor.Context) {
 		if !s.cfg.NoGauges {
 			s.gauges = s.cfg.Metrics.PublishGauges(s.cfg.Topic, s.cfg.Name)
 		}
-		s.procHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope})
-		s.latHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DeliveryLatency, Scope: s.scope})
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.items = make(map[uint64]*item)
-	s.batches = make(map[uint64]*batch)
+	// items and batches are made when the first event arrives: an idle subscription has none.
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
 
 	// The state is read off the mailbox: a disk store may wait behind a publish's fsync, and
 	// a router restarting a thousand subscriptions starts them all at once.
+	// The load has a context of its own, dropped with the rest of boot once loaded: waiting on
+	// the actor's context would give every idle subscription a Done channel for good.
 	id := loadIDs.Add(1)
-	s.loading, s.early = id, new(earlyMessages)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.boot = &boot{id: id, cancel: cancel}
 	st, topic, name, slots := s.cfg.Store, s.cfg.Topic, s.cfg.Name, s.cfg.LoadSlots
-	root, self, ctx := s.system.Root, s.self, s.ctx
+	root, self := s.system.Root, s.self
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -365,6 +360,33 @@ func (s *subscription) start(c actor.Context) {
 	}()
 }
 
+// makeHistograms looks up the subscription's histograms at its first finished attempt: an
+// idle subscription has none (they would cost it about half a kilobyte).
+func (s *subscription) makeHistograms() {
+	if s.procHist != nil || s.cfg.Metrics == nil {
+		return
+	}
+	s.procHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DestinationProcessingDurationInMs, Scope: s.scope})
+	s.latHist = s.cfg.Metrics.Histogram(metrics.Key{Name: metrics.DeliveryLatency, Scope: s.scope})
+}
+
+// savedProbation is the probation state last handed to the store.
+func (s *subscription) savedProbation() retry.ProbationSnapshot {
+	if s.saved == nil {
+		return retry.ProbationSnapshot{}
+	}
+	return *s.saved
+}
+
+// setSaved records snap as handed to the store; a healthy subscription keeps no copy.
+func (s *subscription) setSaved(snap retry.ProbationSnapshot) {
+	if snap == (retry.ProbationSnapshot{}) {
+		s.saved = nil
+		return
+	}
+	s.saved = &snap
+}
+
 // loadIDs numbers state loads across incarnations, so a restarted actor ignores the state its
 // predecessor asked for.
 var loadIDs atomic.Uint64
@@ -373,18 +395,20 @@ var loadIDs atomic.Uint64
 // read when they come due), the probation; then the Delivers and requests that arrived
 // meanwhile, in order.
 func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
-	if m.id != s.loading {
+	if s.boot == nil || m.id != s.boot.id {
 		return // from before a restart
 	}
 	if m.err != nil {
 		panic(m.err)
 	}
-	early := s.early
-	s.loading, s.early = 0, nil
+	early := &s.boot.early
+	s.boot.cancel()
+	s.boot = nil
 	st := m.state
 	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, max(m.head, s.head)
 	s.behind = s.next <= s.head
 	if len(st.Parked) > 0 {
+		s.items = make(map[uint64]*item, len(st.Parked))
 		s.waiting = make(dueHeap, 0, len(st.Parked))
 		s.parkedSeq = make(seqHeap, 0, len(st.Parked))
 		for i, p := range st.Parked {
@@ -407,7 +431,7 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 			s.log.Error("discarding stored probation state", "err", err)
 		} else {
 			s.probation = retry.RestoreProbation(snap)
-			s.saved = s.probation.Snapshot()
+			s.setSaved(s.probation.Snapshot())
 		}
 	}
 	for _, m := range early.delivers {
@@ -430,6 +454,20 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	s.fill()
 	s.dispatch()
 	s.persist()
+}
+
+// boot is a subscription actor's state load in flight.
+type boot struct {
+	id     uint64
+	cancel context.CancelFunc // of the load's context; the actor's stop calls it
+	early  earlyMessages
+}
+
+// fetch is the reading of parked events' bodies (see [subscription.fetchDue]).
+type fetch struct {
+	due     []*item // came due; waiting for their read
+	id      uint64  // of the read in flight, 0 when none
+	fetched []*item // the events it reads
 }
 
 // earlyMessages keeps what a subscription actor receives while its state is loading.
@@ -480,22 +518,20 @@ func (s *subscription) endProbation() {
 // at most maxReadEntries at a time, while the ready queue is short; they come back as a
 // [parkedRead].
 func (s *subscription) fetchDue() {
-	if s.fetching != 0 || len(s.due) == 0 || len(s.ready) >= maxReadEntries {
+	f := s.fetch
+	if f == nil || f.id != 0 || len(f.due) == 0 || len(s.ready) >= maxReadEntries {
 		return
 	}
-	n := min(len(s.due), maxReadEntries)
-	s.fetched = append(s.fetched[:0], s.due[:n]...)
-	clear(s.due[:n])
-	s.due = s.due[n:]
-	if len(s.due) == 0 {
-		s.due = nil
-	}
+	n := min(len(f.due), maxReadEntries)
+	f.fetched = append(f.fetched[:0], f.due[:n]...)
+	clear(f.due[:n])
+	f.due = f.due[n:]
 	seqs := make([]uint64, n)
-	for i, it := range s.fetched {
+	for i, it := range f.fetched {
 		seqs[i] = it.seq
 	}
 	id := readIDs.Add(1)
-	s.fetching = id
+	f.id = id
 	st, topic, name := s.cfg.Store, s.cfg.Topic, s.cfg.Name
 	root, self, ctx := s.system.Root, s.self, s.ctx
 	s.wg.Add(1)
@@ -509,10 +545,11 @@ func (s *subscription) fetchDue() {
 // applyParked gives the events read by fetchDue their bodies and moves them on as promoteDue
 // does: to the ready queue, or ended when their time to live has passed.
 func (s *subscription) applyParked(r *parkedRead) {
-	if r.id != s.fetching {
+	f := s.fetch
+	if f == nil || r.id != f.id {
 		return // from before a restart
 	}
-	s.fetching = 0
+	f.id = 0
 	if r.err != nil {
 		panic(fmt.Errorf("reading parked events of subscription %s: %w", s.scope, r.err))
 	}
@@ -521,7 +558,7 @@ func (s *subscription) applyParked(r *parkedRead) {
 		byseq[p.Seq] = p.Event
 	}
 	now := time.Now()
-	for _, it := range s.fetched {
+	for _, it := range f.fetched {
 		ev, ok := byseq[it.seq]
 		if !ok || ev == nil {
 			// Only this actor deletes its parked events; a missing one is damage in the store.
@@ -532,8 +569,11 @@ func (s *subscription) applyParked(r *parkedRead) {
 		it.ev = ev
 		s.ready1(it, now)
 	}
-	clear(s.fetched)
-	s.fetched = s.fetched[:0]
+	clear(f.fetched)
+	f.fetched = f.fetched[:0]
+	if len(f.due) == 0 {
+		s.fetch = nil
+	}
 }
 
 func (s *subscription) stop() {
@@ -542,6 +582,9 @@ func (s *subscription) stop() {
 	}
 	if s.cancel != nil {
 		s.cancel()
+	}
+	if s.boot != nil {
+		s.boot.cancel()
 	}
 	if s.timer != nil {
 		s.timer.Stop()
@@ -675,6 +718,9 @@ func (s *subscription) add(e store.Entry) {
 		return // parked before a restart
 	}
 	it := &item{seq: e.Seq, publish: e.PublishTime, ev: e.Event, state: stateReady}
+	if s.items == nil {
+		s.items = make(map[uint64]*item)
+	}
 	s.items[e.Seq] = it
 	s.order = append(s.order, e.Seq)
 	s.ready = append(s.ready, it)
@@ -689,7 +735,10 @@ func (s *subscription) promoteDue(now time.Time) {
 		it := heap.Pop(&s.waiting).(*item)
 		if it.ev == nil { // loaded without its event: read it first (fetchDue)
 			it.state = stateFetching
-			s.due = append(s.due, it)
+			if s.fetch == nil {
+				s.fetch = new(fetch)
+			}
+			s.fetch.due = append(s.fetch.due, it)
 			continue
 		}
 		s.ready1(it, now)
@@ -827,6 +876,9 @@ func (s *subscription) send(b *batch) bool {
 		return false
 	}
 	id := batchIDs.Add(1)
+	if s.batches == nil {
+		s.batches = make(map[uint64]*batch)
+	}
 	s.batches[id] = b
 	for _, it := range b.items {
 		it.state = stateInFlight
@@ -871,6 +923,7 @@ func (s *subscription) finish(d *attemptDone) {
 	delete(s.batches, d.id)
 	now := time.Now()
 	m := s.cfg.Metrics
+	s.makeHistograms()
 	if s.procHist != nil {
 		s.procHist.Observe(d.duration)
 	}
@@ -1027,7 +1080,7 @@ func (s *subscription) persist() {
 		s.order = s.order[1:]
 	}
 	snap := s.probation.Snapshot()
-	probationChanged := snap != s.saved
+	probationChanged := snap != s.savedProbation()
 	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged && len(s.pendingDL) == 0 {
 		return
 	}
@@ -1037,7 +1090,7 @@ func (s *subscription) persist() {
 	}
 	if probationChanged {
 		u.Probation = encodeProbation(snap)
-		s.saved = snap
+		s.setSaved(snap)
 	}
 	handed := s.handed(u.DeadLetters)
 	var err error

@@ -232,26 +232,41 @@ func (p *Profile) Validate() error {
 		bad("name", "is empty: name the profile")
 	}
 	longest := p.MaxTTL
-	checkDelay := func(field string, d time.Duration) {
+	delayOK := func(d time.Duration) bool { return d >= 0 && (longest <= 0 || d <= longest) }
+	// checkDelay names the field (field formatted with index) only when d is wrong: a router
+	// validates a policy at every subscription it creates or restores.
+	checkDelay := func(d time.Duration, field string, index int) {
+		if delayOK(d) {
+			return
+		}
+		if index >= 0 {
+			field = fmt.Sprintf(field, index)
+		}
 		switch {
 		case d < 0:
 			bad(field, "is %s: a delay cannot be negative", d)
-		case longest > 0 && d > longest:
+		default:
 			bad(field, "is %s: longer than the longest time to live (%s), so no attempt could follow it", d, longest)
 		}
 	}
 	for i, d := range p.Schedule {
-		checkDelay(fmt.Sprintf("schedule[%d]", i), d)
+		checkDelay(d, "schedule[%d]", i)
 	}
 	if p.Tail <= 0 {
 		bad("tail", "is %s: the repeating delay must be positive", p.Tail)
 	} else {
-		checkDelay("tail", p.Tail)
+		checkDelay(p.Tail, "tail", -1)
 	}
-	for _, code := range slices.Sorted(maps.Keys(p.Floors)) {
-		checkDelay(fmt.Sprintf("floors[%d]", code), p.Floors[code])
+	floorsOK := true
+	for _, d := range p.Floors {
+		floorsOK = floorsOK && delayOK(d)
 	}
-	checkDelay("defaultFloor", p.DefaultFloor)
+	if !floorsOK { // reported in code order
+		for _, code := range slices.Sorted(maps.Keys(p.Floors)) {
+			checkDelay(p.Floors[code], "floors[%d]", code)
+		}
+	}
+	checkDelay(p.DefaultFloor, "defaultFloor", -1)
 	if p.MaxAttemptsLimit < 1 {
 		bad("maxAttemptsLimit", "is %d: must be at least 1", p.MaxAttemptsLimit)
 	}
