@@ -442,18 +442,19 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 		s.behind = s.next <= s.head
 	}
 	for _, w := range early.requests {
-		switch w.msg.(type) {
-		case *EndProbation:
+		if _, ok := w.msg.(*EndProbation); ok {
 			s.endProbation()
-		}
-		if w.sender != nil {
-			c.Send(w.sender, s.status())
 		}
 	}
 	s.promoteDue(time.Now())
 	s.fill()
 	s.dispatch()
 	s.persist()
+	for _, w := range early.requests {
+		if w.sender != nil {
+			c.Send(w.sender, s.status())
+		}
+	}
 }
 
 // boot is a subscription actor's state load in flight.
