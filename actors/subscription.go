@@ -343,12 +343,16 @@ func (s *subscription) start(c actor.Context) {
 		defer func() { root.Send(self, msg) }()
 		if slots != nil {
 			select {
-			case slots <- struct{}{}:
-				defer func() { <-slots }()
-			case <-ctx.Done():
-				msg.err = ctx.Err()
-				return
+			case slots <- struct{}{}: // a free slot: no Done channel made
+			default:
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					msg.err = ctx.Err()
+					return
+				}
 			}
+			defer func() { <-slots }()
 		}
 		if msg.state, msg.err = st.LoadSubscriptionIndex(ctx, topic, name); msg.err != nil {
 			msg.err = fmt.Errorf("loading subscription %s/%s: %w", topic, name, msg.err)
