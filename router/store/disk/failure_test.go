@@ -123,6 +123,12 @@ func TestWriteFailure(t *testing.T) {
 	if st, err := s.LoadSubscription(ctx, "t", "sub"); err != nil || st.Cursor != 1 || len(st.Parked) != 1 || string(st.Probation) != "p" {
 		t.Errorf("LoadSubscription while failed = %+v, %v; want the update kept in memory", st, err)
 	}
+	if st, err := s.LoadSubscriptionIndex(ctx, "t", "sub"); err != nil || len(st.Parked) != 1 || st.Parked[0].Attempts != 1 || st.Parked[0].Event != nil {
+		t.Errorf("LoadSubscriptionIndex while failed = %+v, %v; want the parked event kept in memory, without its event", st, err)
+	}
+	if p, err := s.ParkedEvents(ctx, "t", "sub", []uint64{1, 2}); err != nil || len(p) != 1 || p[0].Event == nil || p[0].Event.ID != "before" {
+		t.Errorf("ParkedEvents while failed = %+v, %v; want the parked event kept in memory, with its event", p, err)
+	}
 	if c, err := s.Cursors(ctx, "t"); err != nil || c["sub"] != 1 {
 		t.Errorf("Cursors while failed = %v, %v; want sub at 1", c, err)
 	}
