@@ -42,6 +42,7 @@
 //	B subID            probation state: version, the subscription actor's opaque bytes
 //	D id               dead-letter outbox record: version, the dead-letter actor's opaque bytes
 //	H subID eventID    delivery history: version, expiry (unix ns), the router's opaque bytes
+//	V                  the store's format version (8 bytes; format.go)
 //
 // Names are the rest of the key, so Topics and Subscriptions list in name order with one
 // range scan. DeleteTopic and DeleteSubscription are range deletions over the ids.

@@ -64,3 +64,11 @@ func (s *Store) WaitFailed(ctx context.Context, want bool) error {
 		}
 	}
 }
+
+// WriteFormat records v as the store's format version, as a newer egrid would.
+func (s *Store) WriteFormat(v uint64) error {
+	return s.gen.db.Set(formatKey, encodeUint64(v), pebble.Sync)
+}
+
+// Format returns the format version recorded in the store and whether one is.
+func (s *Store) Format() (uint64, bool, error) { return readFormat(s.gen.db) }

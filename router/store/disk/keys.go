@@ -16,6 +16,7 @@ const (
 	prefixDeadLetter = 'D' // D id → dead-letter outbox record
 	prefixKeyCheck   = 'K' // K → the secret key check (secret.go)
 	prefixHistory    = 'H' // H subID eventID → an event's delivery history (history.go)
+	prefixFormat     = 'V' // V → the store's format version (format.go)
 )
 
 var (

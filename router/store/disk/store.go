@@ -235,6 +235,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
 	s.gen = g
+	if err := s.checkFormat(g); err != nil {
+		s.closeGeneration(g)
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+	}
 	if err := s.checkKey(g); err != nil {
 		s.closeGeneration(g)
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
