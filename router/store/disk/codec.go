@@ -51,6 +51,115 @@ func encodedEntrySize(ev *schemas.Event) int {
 	return 1 + 2*binary.MaxVarintLen64 + encodedEventSize(ev)
 }
 
+// formatBlock is the first byte of a journal block (format 2 of the store, format.go): the
+// consecutive entries of one Append in one value, keyed by the last one's seq. Format 1
+// stores hold one entry per key (formatV1); the decoder reads both.
+const formatBlock = 2
+
+// Journal blocks hold at most maxBlockEntries entries and, beyond the first, about
+// maxBlockBytes: one key per block instead of one per event divides pebble's per-key work
+// (memtable inserts, flushes, compactions) without making a read of a few entries decode a
+// large value.
+const (
+	maxBlockEntries = 64
+	maxBlockBytes   = 64 << 10
+)
+
+// appendBlock encodes events as one journal block: formatBlock, uvarint count, then each entry
+// (appendEntry) with its uvarint length. It appends exactly blockSize(publishTime, events)
+// bytes, so the caller can encode straight into a value of that size.
+func appendBlock(dst []byte, publishTime time.Time, events []*schemas.Event) []byte {
+	dst = append(dst, formatBlock)
+	dst = binary.AppendUvarint(dst, uint64(len(events)))
+	ts := timeSize(publishTime)
+	for _, ev := range events {
+		dst = binary.AppendUvarint(dst, uint64(1+ts+eventSize(ev)))
+		dst = appendEntry(dst, publishTime, ev)
+	}
+	return dst
+}
+
+// blockSize returns the length of appendBlock's output.
+func blockSize(publishTime time.Time, events []*schemas.Event) int {
+	n := 1 + uvarintSize(uint64(len(events)))
+	ts := timeSize(publishTime)
+	for _, ev := range events {
+		e := 1 + ts + eventSize(ev)
+		n += uvarintSize(uint64(e)) + e
+	}
+	return n
+}
+
+// timeSize returns the length of appendTime's output.
+func timeSize(t time.Time) int {
+	var buf [2 * binary.MaxVarintLen64]byte
+	return len(appendTime(buf[:0], t))
+}
+
+// eventSize returns the length of appendEvent's output.
+func eventSize(ev *schemas.Event) int {
+	if ev == nil {
+		return 1
+	}
+	n := 1 + len(ev.Raw)
+	for _, s := range eventStrings(ev) {
+		n += uvarintSize(uint64(len(s))) + len(s)
+	}
+	return n
+}
+
+func uvarintSize(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// decodeJournal decodes the journal value v stored under the key of seq last: a block
+// (format 2) or a single entry (format 1). It calls fn with each entry whose seq is at least
+// from, in order, and stops when fn returns an error, returning it.
+func decodeJournal(last uint64, v []byte, from uint64, fn func(store.Entry) error) error {
+	if len(v) == 0 || v[0] != formatBlock {
+		if last < from {
+			return nil
+		}
+		e, err := decodeEntry(last, v)
+		if err != nil {
+			return err
+		}
+		return fn(e)
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n == 0 || n > last {
+		return fmt.Errorf("%w: bad journal block count", errCorrupt)
+	}
+	b := v[1+k:]
+	seq := last - n + 1
+	for ; seq <= last; seq++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return fmt.Errorf("%w: journal block entry %d cut short", errCorrupt, seq)
+		}
+		entry := b[k : k+int(l)]
+		b = b[k+int(l):]
+		if seq < from {
+			continue
+		}
+		e, err := decodeEntry(seq, entry)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", seq, err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last entry of journal block %d", errCorrupt, len(b), last)
+	}
+	return nil
+}
+
 func decodeEntry(seq uint64, b []byte) (store.Entry, error) {
 	d := decoder{b: b}
 	d.readVersion()

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"encoding/hex"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -156,4 +157,74 @@ func FuzzDecodeParked(f *testing.F) {
 			t.Errorf("%x decodes to %+v, which encodes to %x, which decodes to %+v, %v", b, p, again, p2, err)
 		}
 	})
+}
+
+// A journal block (format 2) is what a later version must still read, like the values of
+// TestFormatV1Golden.
+func TestJournalBlockGolden(t *testing.T) {
+	second := goldenEvent()
+	second.ID = "second"
+	block := appendBlock(nil, goldenTime, []*schemas.Event{goldenEvent(), second})
+	if n := blockSize(goldenTime, []*schemas.Event{goldenEvent(), second}); n != len(block) {
+		t.Fatalf("blockSize = %d, appendBlock wrote %d", n, len(block))
+	}
+	got := "block 8..9: " + hex.EncodeToString(block) + "\n"
+	path := filepath.Join("testdata", "format_v2_block.golden")
+	if updating() {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(golden) != got {
+		t.Errorf("encoding changed; a new encoding needs a new format version and the old one still decoded\ngot:\n%s\nwant:\n%s", got, golden)
+	}
+	b, err := hex.DecodeString(strings.TrimSpace(string(golden))[len("block 8..9: "):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Entry{{Seq: 8, PublishTime: goldenTime, Event: goldenEvent()}, {Seq: 9, PublishTime: goldenTime, Event: second}}
+	for from := uint64(0); from <= 10; from++ {
+		var entries []store.Entry
+		if err := decodeJournal(9, b, from, func(e store.Entry) error { entries = append(entries, e); return nil }); err != nil {
+			t.Fatalf("decodeJournal from %d: %v", from, err)
+		}
+		w := want[min(max(from, 8), 10)-8:]
+		if len(w) == 0 {
+			w = nil
+		}
+		if !reflect.DeepEqual(entries, w) {
+			t.Errorf("decodeJournal from %d = %+v, want %+v", from, entries, w)
+		}
+	}
+	// A format-1 entry decodes as a block of one keyed by its seq.
+	var one []store.Entry
+	if err := decodeJournal(7, appendEntry(nil, goldenTime, goldenEvent()), 1, func(e store.Entry) error { one = append(one, e); return nil }); err != nil || len(one) != 1 || one[0].Seq != 7 {
+		t.Fatalf("format-1 entry through decodeJournal = %+v, %v", one, err)
+	}
+}
+
+func TestDecodeRejectsCorruptBlocks(t *testing.T) {
+	block := appendBlock(nil, goldenTime, []*schemas.Event{goldenEvent(), goldenEvent()})
+	tests := []struct {
+		name  string
+		last  uint64
+		value []byte
+	}{
+		{"count zero", 9, []byte{formatBlock, 0}},
+		{"count above the key's seq", 1, block},
+		{"cut in the second entry", 9, block[:len(block)-5]},
+		{"bytes after the last entry", 9, append(append([]byte{}, block...), 1, 2)},
+		{"bad entry", 9, append([]byte{formatBlock, 1, 3}, 9, 9, 9)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := decodeJournal(tc.last, tc.value, 0, func(store.Entry) error { return nil }); !errors.Is(err, errCorrupt) {
+				t.Errorf("decodeJournal(%x) = %v, want errCorrupt", tc.value, err)
+			}
+		})
+	}
 }

@@ -11,14 +11,22 @@ import (
 // so that a later egrid can tell which layout a directory holds and upgrade it, and an
 // older egrid refuses a directory it would misread instead of taking it in.
 //
-// Format 1 is the layout doc.go describes: every journal, subscription state, definition,
-// dead letter and history in one pebble database. Stores written before the version key
-// existed hold that layout with no V key; Open reads them as format 1 and records the
-// version (testdata/store-format1 is such a store, made by that code). A later format that
-// changes the layout (a journal moved out of pebble, say) raises the number and upgrades an
-// older store at Open, in one synced batch with the new version, so a crash leaves either
-// the old layout with the old number or the new one with the new number.
-const FormatVersion = 1
+//   - Format 1: the layout doc.go describes, with one journal entry per key (J topicID seq →
+//     entry). Stores written before the version key existed hold it with no V key; Open
+//     reads them as format 1 (testdata/store-format1 is such a store, made by that code).
+//   - Format 2: journal blocks — the consecutive entries of one Append, up to
+//     maxBlockEntries, in one value keyed by the last one's seq (J topicID lastSeq → block,
+//     codec.go). Pebble's per-key work (memtable inserts, flush and compaction iteration)
+//     then comes once per block instead of once per event.
+//
+// Format 2 reads format 1 as it is: a format-1 entry is a block of one, keyed by its seq,
+// and its value's first byte (1, not 2) says which it is. Upgrading a format-1 store is
+// therefore only recording the new number; its entries are read where they are until the
+// journal is trimmed past them. A later format that changes the layout in a way the reader
+// cannot take as it is rewrites the older data at Open, in one synced batch with the new
+// number, so a crash leaves either the old layout with the old number or the new one with
+// the new number.
+const FormatVersion = 2
 
 // ErrNewerFormat is returned (wrapped) by [Open] on a store written in a format newer than
 // [FormatVersion]: a newer egrid wrote it, and this one would misread it.
@@ -40,9 +48,8 @@ func readFormat(db *pebble.DB) (version uint64, recorded bool, err error) {
 	return n, true, nil
 }
 
-// checkFormat refuses a store in a newer format than [FormatVersion] and records the
-// version in a store that has none (unless read-only). Format 1 is the only one so far, so
-// there is nothing to upgrade yet; an upgrade from an older format goes here.
+// checkFormat refuses a store in a newer format than [FormatVersion] and records the current
+// version in an older store (unless read-only): every older format is read as it is.
 func (s *Store) checkFormat(g *generation) error {
 	version, recorded, err := readFormat(g.db)
 	if err != nil {
@@ -51,8 +58,13 @@ func (s *Store) checkFormat(g *generation) error {
 	if version > FormatVersion {
 		return fmt.Errorf("%w: the store is in format %d and this egrid reads formats up to %d: run the egrid release that wrote it (or a newer one), or restore a backup made for this release", ErrNewerFormat, version, FormatVersion)
 	}
-	if recorded || s.opts.ReadOnly {
+	if (recorded && version == FormatVersion) || s.opts.ReadOnly {
 		return nil
+	}
+	if _, used, err := get(g.db, nextIDKey); err != nil {
+		return err
+	} else if used && version < FormatVersion {
+		s.log.Info("disk store: upgrading the store's format; its journal entries are read where they are", "dir", s.dir, "from", version, "to", FormatVersion)
 	}
 	b := g.db.NewBatch()
 	if err := b.Set(formatKey, encodeUint64(FormatVersion), nil); err != nil {

@@ -40,9 +40,11 @@ func copyStore(t *testing.T, src string) string {
 }
 
 // TestOpensFormat1Store opens a store written before the format version was recorded
-// (testdata/store-format1, made by that code: topic "orders" with five events, subscription
-// "s1" at cursor 3 with event 2 parked after two attempts, dead letter "dl-1") and finds
-// everything in it, delivers from it, records format 1 in it and goes on numbering after it.
+// (testdata/store-format1, made by that code: topic "orders" with five events, one key each,
+// subscription "s1" at cursor 3 with event 2 parked after two attempts, dead letter "dl-1")
+// and finds everything in it, delivers from it, records the current format in it, goes on
+// numbering after it in journal blocks, and reads and trims the old entries and the new
+// blocks together.
 func TestOpensFormat1Store(t *testing.T) {
 	dir := copyStore(t, "testdata/store-format1")
 	ctx := t.Context()
@@ -102,8 +104,23 @@ func TestOpensFormat1Store(t *testing.T) {
 	if err != nil || last != 6 {
 		t.Fatalf("Append after the upgrade = %d, %v; want 6", last, err)
 	}
-	if err := s.UpdateSubscription(ctx, "orders", "s1", store.Update{Cursor: 6, Delete: []uint64{2}}); err != nil {
+	// Format-1 entries and format-2 blocks are read together, in order.
+	last, err = s.Append(ctx, "orders", publishTime, []*schemas.Event{testEvent("ev-7"), testEvent("ev-8"), testEvent("ev-9")})
+	if err != nil || last != 9 {
+		t.Fatalf("Append after the upgrade = %d, %v; want 9", last, err)
+	}
+	if got := readIDs(t, s, "orders", 4); !slices.Equal(got, []string{"4:ev-4", "5:ev-5", "6:ev-6", "7:ev-7", "8:ev-8", "9:ev-9"}) {
+		t.Fatalf("journal from 4 = %v", got)
+	}
+	// A trim through the middle of a block hides the trimmed part of it.
+	if err := s.UpdateSubscription(ctx, "orders", "s1", store.Update{Cursor: 9, Delete: []uint64{2}}); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.Trim(ctx, "orders", 7); err != nil {
+		t.Fatal(err)
+	}
+	if got := readIDs(t, s, "orders", 1); !slices.Equal(got, []string{"8:ev-8", "9:ev-9"}) {
+		t.Fatalf("journal after Trim(7) = %v, want 8 and 9", got)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -118,11 +135,14 @@ func TestOpensFormat1Store(t *testing.T) {
 	if v, ok, _ := s.Format(); !ok || v != disk.FormatVersion {
 		t.Fatalf("format after reopening = %d, recorded %v", v, ok)
 	}
-	if last, _ := s.LastSeq(ctx, "orders"); last != 6 {
-		t.Fatalf("LastSeq after reopening = %d, want 6", last)
+	if last, _ := s.LastSeq(ctx, "orders"); last != 9 {
+		t.Fatalf("LastSeq after reopening = %d, want 9", last)
 	}
-	if st, _ := s.LoadSubscription(ctx, "orders", "s1"); st.Cursor != 6 || len(st.Parked) != 0 {
+	if st, _ := s.LoadSubscription(ctx, "orders", "s1"); st.Cursor != 9 || len(st.Parked) != 0 {
 		t.Fatalf("state after reopening = %+v", st)
+	}
+	if got := readIDs(t, s, "orders", 1); !slices.Equal(got, []string{"8:ev-8", "9:ev-9"}) {
+		t.Fatalf("journal after reopening = %v, want 8 and 9", got)
 	}
 	// Files the upgrade created are private too.
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -138,6 +158,20 @@ func TestOpensFormat1Store(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readIDs reads topic's journal from seq from on, as "seq:id".
+func readIDs(t *testing.T, s *disk.Store, topic string, from uint64) []string {
+	t.Helper()
+	got, err := s.Read(t.Context(), topic, from, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, fmt.Sprint(e.Seq, ":", e.Event.ID))
+	}
+	return ids
 }
 
 // TestCheckWritesNoFormat: egrid store check on a format-1 store leaves it as it was.

@@ -514,13 +514,25 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	committed := false
 	defer func() { t.finish(op, committed) }()
 	first := op.last - uint64(len(events)) + 1
-	var buf []byte
-	for i, ev := range events {
-		buf = appendEntry(buf[:0], publishTime, ev)
-		if err := b.Set(seqKey(prefixJournal, t.id, first+uint64(i)), buf, nil); err != nil {
+	for i := 0; i < len(events); {
+		// One block: up to maxBlockEntries entries and about maxBlockBytes, encoded straight
+		// into the batch.
+		j, bytes := i+1, encodedEntrySize(events[i])
+		for j < len(events) && j-i < maxBlockEntries && bytes+encodedEntrySize(events[j]) <= maxBlockBytes {
+			bytes += encodedEntrySize(events[j])
+			j++
+		}
+		key := seqKey(prefixJournal, t.id, first+uint64(j-1))
+		op := b.SetDeferred(len(key), blockSize(publishTime, events[i:j]))
+		copy(op.Key, key)
+		if v := appendBlock(op.Value[:0], publishTime, events[i:j]); len(v) != len(op.Value) {
+			panic(fmt.Sprintf("disk store: journal block of %d bytes, sized %d", len(v), len(op.Value)))
+		}
+		if err := op.Finish(); err != nil {
 			_ = b.Close()
 			return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
 		}
+		i = j
 	}
 	if err := c.g.commit(b, pebble.Sync, s.onFail); err != nil {
 		return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
@@ -542,6 +554,13 @@ func (t *topic) lastSeq() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.visible
+}
+
+// readBounds returns the newest seq a Read may return and the trim floor.
+func (t *topic) readBounds() (visible, floor uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.visible, t.floor
 }
 
 func (t *topic) isVisible(seq uint64) bool {
@@ -603,24 +622,25 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 		return nil, err
 	}
 	defer c.done()
-	visible := c.t.lastSeq()
+	visible, floor := c.t.readBounds()
+	from = max(from, floor+1) // a block a Trim cut through still holds trimmed entries
 	if limit <= 0 || from > visible {
 		return nil, nil
 	}
 	var out []store.Entry
 	for from <= visible && len(out) < limit {
 		next := from
+		// A block's key is its last seq: the first key at or after from is the block
+		// holding from (or the next one, after a hole).
 		err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
-			e, err := decodeEntry(seqOf(k), v)
-			if err != nil {
-				return fmt.Errorf("entry %d: %w", seqOf(k), err)
-			}
-			out = append(out, e)
-			next = e.Seq + 1
-			if len(out) == limit {
-				return errStop
-			}
-			return nil
+			return decodeJournal(seqOf(k), v, next, func(e store.Entry) error {
+				out = append(out, e)
+				next = e.Seq + 1
+				if len(out) == limit {
+					return errStop
+				}
+				return nil
+			})
 		})
 		if err == nil {
 			break
