@@ -35,7 +35,7 @@
 //	N                  highest id handed out (8 bytes)
 //	T name             topic definition: version, uvarint id, spec
 //	S topicID name     subscription definition: version, uvarint id, spec
-//	J topicID seq      journal entry: version, publish time, event
+//	J topicID seq      journal block ending at seq: 2, count, entries (format 1: one entry)
 //	F topicID          trim floor: highest trimmed seq (8 bytes)
 //	C subID            cursor (8 bytes)
 //	P subID seq        parked event: version, attempts, four times, outcome, status, event
@@ -59,7 +59,11 @@
 // # Values
 //
 // Values start with a format version byte (1) so the format can change and old data still
-// be read; testdata/format_v1.golden pins it. Times are varint Unix seconds and uvarint
+// be read; testdata/format_v1.golden pins it. The store as a whole records its format under
+// V (format.go): format 2 keeps a journal as blocks, the consecutive entries of one Append
+// (up to 64) in one value keyed by the last one's seq, each entry encoded as in format 1
+// behind its length (testdata/format_v2_block.golden). Pebble's per-key work then comes once
+// per block; a format-1 entry reads as a block of one, so a format-1 store opens as it is. Times are varint Unix seconds and uvarint
 // nanoseconds (decoded in UTC: compare with Equal). An event is a presence byte, its eight
 // string lengths as uvarints, the strings back to back and Raw as the rest of the value; an
 // empty Raw decodes as nil.

@@ -8,7 +8,7 @@ const (
 	prefixNextID     = 'N' // N → the highest id handed out
 	prefixTopic      = 'T' // T name → topic definition
 	prefixSub        = 'S' // S topicID name → subscription definition
-	prefixJournal    = 'J' // J topicID seq → journal entry
+	prefixJournal    = 'J' // J topicID lastSeq → journal block (format 2) or entry (format 1)
 	prefixFloor      = 'F' // F topicID → highest trimmed seq
 	prefixCursor     = 'C' // C subID → cursor
 	prefixParked     = 'P' // P subID seq → parked event
