@@ -33,6 +33,8 @@ var Scenarios = []Scenario{
 		Target: "≥ 100000 events/s", Run: endToEnd(100)},
 	{Name: "latency", Description: "publish→delivery p50/p99/p999 at a fixed rate",
 		Target: "≤ 10 ms", Run: latency},
+	{Name: "ack", Description: "publish→durable ack p50/p99 at the latency pace, no subscription",
+		Target: "p99 ≤ 1.5 × baseline", Run: ack},
 	{Name: "fanout", Description: "100 filtered subscriptions", Run: fanout},
 	{Name: "idle", Description: "memory per idle subscription", Target: "≤ 4 KB", Run: idle},
 	{Name: "restart", Description: "restart with parked events across 1 000 subscriptions (--restart-parked)",
