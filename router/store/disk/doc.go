@@ -61,7 +61,7 @@
 // Values start with a format version byte (1) so the format can change and old data still
 // be read; testdata/format_v1.golden pins it. The store as a whole records its format under
 // V (format.go): format 2 keeps a journal as blocks, the consecutive entries of one Append
-// (up to 64) in one value keyed by the last one's seq, each entry encoded as in format 1
+// (up to 16, about 16 KiB) in one value keyed by the last one's seq, each entry encoded as in format 1
 // behind its length (testdata/format_v2_block.golden). Pebble's per-key work then comes once
 // per block; a format-1 entry reads as a block of one, so a format-1 store opens as it is. Times are varint Unix seconds and uvarint
 // nanoseconds (decoded in UTC: compare with Equal). An event is a presence byte, its eight
