@@ -14,8 +14,10 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
@@ -101,6 +103,9 @@ type Config struct {
 	// History configures the per-event delivery histories [Router.Explain] reads: how many
 	// attempts each keeps and how long (see [HistoryConfig]).
 	History HistoryConfig `json:"history,omitzero" yaml:"history,omitempty"`
+	// Cluster names this node and its cluster when [Deps.NATS] is set (cluster mode, see
+	// package router/cluster); ignored otherwise.
+	Cluster cluster.Options `json:"cluster,omitzero" yaml:"cluster,omitempty"`
 }
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
@@ -166,7 +171,7 @@ func (c Config) Validate() error {
 	if c.ResourceIDPrefix != "" && (c.AzureSubscriptionID != "" || c.ResourceGroup != "") {
 		errs = append(errs, errors.New("resourceIdPrefix and azureSubscriptionId/resourceGroup both set: set azureSubscriptionId and resourceGroup, or the whole resourceIdPrefix, not both"))
 	}
-	errs = append(errs, c.DeadLetters.Validate(), c.History.Validate())
+	errs = append(errs, c.DeadLetters.Validate(), c.History.Validate(), c.Cluster.Validate())
 	return errors.Join(errs...)
 }
 
@@ -215,6 +220,13 @@ type Deps struct {
 	Subscribers map[broker.Kind]message.Subscriber
 	// Now is the clock of publish times; nil means time.Now. (Tests use synctest instead.)
 	Now func() time.Time
+	// NATS, when set, runs the router as one node of a cluster (see package router/cluster
+	// and README "Cluster mode"): Store must then be a JetStream store (router/store/jetstream)
+	// opened with the prefix of [Config.Cluster], which every node shares. Definitions made
+	// on any node take effect on all, each subscription actor runs on one live node, and a
+	// publish on any node reaches them all. The caller owns the connection: closing it cuts
+	// the node off (its subscriptions move to the others within the lease TTL).
+	NATS *nats.Conn
 }
 
 // Router routes events from topics to event subscriptions. It is safe for concurrent use.

@@ -115,6 +115,8 @@ type serverConfig struct {
 	// MetricsListen is --metrics-listen: a separate address serving /metrics without
 	// credentials.
 	MetricsListen string `yaml:"metricsListen"`
+	// Cluster runs the server as one node of a cluster on NATS JetStream (clusterflags.go).
+	Cluster clusterFileConfig `yaml:"cluster"`
 }
 
 type topicDecl struct {
@@ -218,6 +220,8 @@ type serveSettings struct {
 	Log logSettings
 	// MetricsListen is the separate address of /metrics ("": /metrics on Listen, guarded).
 	MetricsListen string
+	// Cluster is cluster mode's settings (off unless its URLs are set).
+	Cluster clusterSettings
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -302,6 +306,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	errs = append(errs, err, checkInsecureDev(s))
 	st, err := resolveStore(c, getenv, fs)
 	s.Store, errs = st, append(errs, err)
+	cl, clErrs := resolveCluster(c, getenv, fs)
+	s.Cluster, errs = cl, append(errs, clErrs...)
 	eg, egErrs := resolveEgress(c, getenv, fs, s.InsecureDev)
 	s.Egress, errs = eg, append(errs, egErrs...)
 	return s, errors.Join(errs...)
@@ -317,6 +323,7 @@ func (s serveSettings) routerConfig() router.Config {
 		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
 		RequireHTTPS:            !s.InsecureDev && !s.Egress.AllowHTTPEndpoints,
 		History:                 s.History,
+		Cluster:                 s.Cluster.Options,
 	}
 }
 

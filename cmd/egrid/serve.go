@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
@@ -20,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -44,7 +46,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), egressFlags(), observeFlags()),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), clusterFlags(), egressFlags(), observeFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }
@@ -74,9 +76,24 @@ func serve(c *cli.Context, e env) error {
 	warnInsecureDev(log, s)
 
 	counters := new(metrics.Set)
-	st, err := openStore(s, log, counters)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
+	var (
+		st store.Store
+		nc *nats.Conn
+	)
+	if s.Cluster.enabled() {
+		var js *jetstream.Store
+		if nc, js, err = openCluster(c.Context, s.Cluster, log); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		defer nc.Close() // after the store
+		st = js
+		log.Info("cluster mode", "node", s.Cluster.Options.NodeName, "nats", strings.Join(s.Cluster.URLs, ","), "prefix", s.Cluster.Options.Prefix, "replicas", s.Cluster.Replicas)
+	} else {
+		ds, err := openStore(s, log, counters)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
+		}
+		st = ds
 	}
 	defer st.Close()
 	dls, err := deadLetterStore(c.Context, s.DeadLetters, log)
@@ -100,7 +117,7 @@ func serve(c *cli.Context, e env) error {
 	r, err := router.New(s.routerConfig(), router.Deps{
 		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters, Egress: s.egress,
 		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
-		OnAttempt: attempts.Record,
+		OnAttempt: attempts.Record, NATS: nc,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
