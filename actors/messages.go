@@ -20,6 +20,16 @@ type Appended struct {
 type Deliver struct {
 	Entries []store.Entry
 	Through uint64
+	// From, when non-zero, is the sequence number of the first journal entry the topic actor
+	// looked at. A subscription whose next entry comes before it missed entries (in cluster
+	// mode other nodes append to the journal too) and reads them from the journal instead.
+	From uint64
+}
+
+// JournalAt tells a topic actor that its journal reaches at least Last: another cluster node
+// appended to it. Its subscription actors read what they lack from the journal.
+type JournalAt struct {
+	Last uint64
 }
 
 // AddSubscription asks a topic actor to start (or replace) a subscription actor.

@@ -87,6 +87,11 @@ type SubscriptionConfig struct {
 	// Handoff, when set, takes those events into the dead-letter outbox in the same store
 	// update that settles them (see [DeadLetterHandoff]).
 	Handoff DeadLetterHandoff
+	// OnFenced, when set, is called (from the actor) when a state write failed with
+	// [store.ErrFenced]: another writer (another cluster node) changed the subscription's
+	// state since this actor loaded it. The actor then stops for good instead of restarting
+	// and overwriting it; its owner decides whether to start it again. It must not block.
+	OnFenced func()
 	// OnAttempt, when set, receives a record of every finished attempt, and of every event
 	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
 	// from the actor and must not block.
@@ -206,10 +211,18 @@ type subscription struct {
 	pendingPut []store.Parked
 	pendingDel []uint64
 	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
+	fenced     bool                     // a state write was fenced: the actor is stopping
 }
 
 // Receive implements actor.Actor.
 func (s *subscription) Receive(c actor.Context) {
+	if s.fenced {
+		switch c.Message().(type) {
+		case *actor.Restarting, *actor.Stopping:
+		default:
+			return // stopping: nothing more is sent or written
+		}
+	}
 	if s.boot != nil && s.boot.early.keep(c) {
 		return
 	}
@@ -641,6 +654,10 @@ func (s *subscription) takeIn(d *Deliver) {
 		s.head = d.Through
 	}
 	if s.behind || d.Through < s.next {
+		return
+	}
+	if d.From > s.next {
+		s.behind = true // entries before From were appended elsewhere: read them
 		return
 	}
 	for _, e := range d.Entries {
@@ -1104,10 +1121,27 @@ func (s *subscription) persist() {
 	} else if err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err == nil && handed != nil {
 		handed()
 	}
+	if errors.Is(err, store.ErrFenced) {
+		s.fence(err)
+		return
+	}
 	if err != nil {
 		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
 	}
 	s.pendingPut, s.pendingDel, s.pendingDL = nil, nil, nil
+}
+
+// fence stops the actor for good after a fenced state write: another writer owns the state
+// now, and a restart would load it and overwrite it. Attempts in flight are cancelled; their
+// events belong to the new owner.
+func (s *subscription) fence(err error) {
+	s.log.Warn("subscription state changed elsewhere (another node took it over); stopping this actor", "err", err)
+	s.fenced = true
+	s.cancel()
+	if s.cfg.OnFenced != nil {
+		s.cfg.OnFenced()
+	}
+	s.system.Root.Stop(s.self)
 }
 
 // armTimer makes sure a wake message arrives when the earliest parked event comes due or

@@ -68,6 +68,10 @@ func (t *topic) Receive(c actor.Context) {
 		}
 	case *Appended:
 		t.fanOut(c, msg)
+	case *JournalAt:
+		for _, name := range t.order {
+			c.Send(t.subs[name].pid, &Deliver{Through: msg.Last, From: msg.Last + 1})
+		}
 	case *AddSubscription:
 		t.add(c, msg.Config)
 		c.Respond(true)
@@ -141,11 +145,11 @@ func (t *topic) fanOut(c actor.Context, a *Appended) {
 	if len(a.Entries) == 0 {
 		return
 	}
-	through := a.Entries[len(a.Entries)-1].Seq
+	through, from := a.Entries[len(a.Entries)-1].Seq, a.Entries[0].Seq
 	matchedAny := make([]bool, len(a.Entries))
 	for _, name := range t.order {
 		ch := t.subs[name]
-		d := &Deliver{Through: through}
+		d := &Deliver{Through: through, From: from}
 		if ch.cfg.Filter == nil {
 			d.Entries = a.Entries
 			for i := range matchedAny {

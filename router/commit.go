@@ -113,6 +113,9 @@ func (c *committer) commit(batch []*appendReq, n int) {
 		entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: now, Event: ev}
 	}
 	c.r.system.Root.Send(c.t.pid, &actors.Appended{Entries: entries})
+	if c.r.cl != nil {
+		c.r.cl.node.Appended(c.t.name, last) // the subscription actors on other nodes
+	}
 	for _, req := range batch {
 		req.err <- nil
 	}

@@ -241,12 +241,8 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	r.mu.Unlock()
 	r.life.set(k, prov)
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
-	var msg any = &actors.RemoveSubscription{Name: k.name}
-	if sc != nil {
-		msg = &actors.AddSubscription{Config: sc}
-	}
-	if _, err := r.system.Root.RequestFuture(t.pid, msg, 10*time.Second).Result(); err != nil {
-		return fmt.Errorf("starting event subscription %q: %w", k.name, err)
+	if err := r.runSubscription(t, k.name, sc); err != nil {
+		return err
 	}
 	r.stopReplays(k.topic, k.name) // a replay runs with the replaced config
 	verb := "created"

@@ -253,6 +253,8 @@ type Router struct {
 
 	egress egressRuntime // egress policy wiring (egress.go)
 
+	cl *clusterRuntime // cluster mode (cluster.go); nil when embedded
+
 	// mu guards the maps below and closed. It is held only to read or change them, never
 	// across I/O or across waiting on an actor: a publish takes its read side to find its
 	// topic, and nothing may stall it.
@@ -319,13 +321,22 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		return log.With("component", "actors")
 	}))
 	r.history = newHistoryWriter(r.store, cfg.History, r.log)
+	if deps.NATS != nil {
+		if err := r.joinCluster(); err != nil {
+			r.system.Shutdown()
+			r.history.close()
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
+	}
 	if err := r.startDeadLetters(); err != nil {
+		r.closeCluster()
 		r.life.close()
 		r.system.Shutdown()
 		r.history.close()
 		return nil, err
 	}
 	if err := r.restore(context.Background()); err != nil {
+		r.closeCluster()
 		r.life.close()
 		r.system.Shutdown()
 		r.history.close()
@@ -337,6 +348,9 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		return nil, err
 	}
 	r.life.release() // expiry and validation timers armed by restore may run now
+	if r.cl != nil {
+		r.cl.watch()
+	}
 	return r, nil
 }
 
@@ -406,8 +420,9 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 // after a restart), and closes the store if the router opened it. Close is idempotent; ctx
 // bounds the wait.
 func (r *Router) Close(ctx context.Context) error {
-	r.srcs.stop()  // stop ingress from brokers first: messages in hand are acked or nacked
-	r.life.close() // stop expiry and validation timers first: their callbacks take r.mu
+	r.closeCluster() // no more placement: the actors stop with their topics below
+	r.srcs.stop()    // stop ingress from brokers first: messages in hand are acked or nacked
+	r.life.close()   // stop expiry and validation timers first: their callbacks take r.mu
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -432,6 +447,9 @@ func (r *Router) Close(ctx context.Context) error {
 			if err := t.writer.Close(); err != nil {
 				r.log.Error("writing subscription state at shutdown", logattr.Topic, t.name, "err", err)
 			}
+		}
+		if r.cl != nil {
+			r.cl.release(ctx) // the actors wrote their state: hand their leases over now
 		}
 		r.history.close()       // the actors have reported their last attempts
 		r.closeDeadLetters(ctx) // write what is waiting (in-memory outbox), then stop the dead-letter actor

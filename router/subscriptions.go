@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -146,8 +147,8 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 		return err
 	}
 	topic, name = t.name, display
-	if _, err := r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: name}, 10*time.Second).Result(); err != nil {
-		return fmt.Errorf("stopping event subscription %q: %w", name, err)
+	if err := r.runSubscription(t, name, nil); err != nil {
+		return err
 	}
 	r.stopReplays(topic, name)
 	r.mu.Lock()
@@ -157,6 +158,9 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	r.life.forget(subKey{topic, name})
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
 		return fmt.Errorf("deleting event subscription %q: %w: %w", name, ErrUnavailable, err)
+	}
+	if r.cl != nil {
+		r.cl.node.Changed(topic, name)
 	}
 	r.trim.kick(topic) // it may have been holding the journal back
 	r.log.Info("event subscription deleted", logattr.Topic, topic, logattr.Subscription, name)
@@ -174,9 +178,26 @@ func (r *Router) EndProbation(ctx context.Context, topic, name string) (*Status,
 	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.EndProbation{Subscription: name} })
 }
 
-// askSubscription asks a subscription's actor the message msg builds for its name as created.
+// askSubscription asks a subscription's actor the message msg builds for its name as created;
+// in cluster mode, on the node that runs it.
 func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*Status, error) {
 	t, _, name, err := r.lookup(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	if r.cl != nil && !r.cl.node.Running(cluster.Key{Topic: t.name, Subscription: name}) {
+		op := "status"
+		if _, ok := msg(name).(*actors.EndProbation); ok {
+			op = "endProbation"
+		}
+		return r.cl.askOwner(ctx, op, t.name, name)
+	}
+	return r.askLocal(ctx, t.name, name, msg)
+}
+
+// askLocal asks a subscription's actor on this node (topic and name as created).
+func (r *Router) askLocal(ctx context.Context, topic, name string, msg func(name string) any) (*Status, error) {
+	t, err := r.topic(topic)
 	if err != nil {
 		return nil, err
 	}

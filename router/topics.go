@@ -63,14 +63,23 @@ func (r *Router) newTopicRuntime(name string, spec TopicSpec) *topicRuntime {
 // startTopic spawns a topic's actor and committer and adds it to the router; a closed router
 // refuses it (and stops what was started).
 func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) error {
+	initial := subs
+	if r.cl != nil {
+		initial = nil // the placement starts those this node runs
+	}
 	t.pid = r.system.Root.Spawn(actors.TopicProps(&actors.TopicConfig{
-		Name: t.name, Metrics: r.metrics, Logger: r.log, Subscriptions: subs,
+		Name: t.name, Metrics: r.metrics, Logger: r.log, Subscriptions: initial,
 	}))
 	t.commit = newCommitter(r, t)
 	r.mu.Lock()
 	if !r.closed {
 		r.topics[fold(t.name)] = t
 		r.mu.Unlock()
+		if r.cl != nil {
+			for _, sc := range subs {
+				r.cl.want(sc)
+			}
+		}
 		return nil
 	}
 	r.mu.Unlock()
@@ -143,6 +152,9 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if err := r.store.PutTopic(ctx, name, raw); err != nil {
 		return TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
 	}
+	if r.cl != nil {
+		r.cl.node.Changed(name, "")
+	}
 	if t != nil {
 		t.state.Store(newTopicState(spec)) // publishes see the old keys or the new ones, whole
 		return spec, nil
@@ -189,8 +201,17 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
 	}
 	delete(r.topics, fold(name))
+	subNames := make([]string, 0, len(t.subNames))
+	for _, n := range t.subNames {
+		subNames = append(subNames, n)
+	}
 	r.mu.Unlock()
 	name = t.name
+	if r.cl != nil {
+		for _, n := range subNames {
+			r.cl.unwant(name, n)
+		}
+	}
 	r.stopReplays(name, "")
 	t.commit.close()
 	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
@@ -199,6 +220,9 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	_ = t.writer.Close() // after the actors: they flush on stop
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
+	}
+	if r.cl != nil {
+		r.cl.node.Changed(name, "")
 	}
 	r.log.Info("topic deleted", logattr.Topic, name)
 	return nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/webhook"
@@ -203,8 +202,8 @@ func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) e
 	}
 	r.life.drop(p.hash)
 	r.life.set(p.key, next)
-	if _, err := r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: sc}, 10*time.Second).Result(); err != nil {
-		return fmt.Errorf("starting event subscription %q: %w", p.key.name, err)
+	if err := r.runSubscription(t, p.key.name, sc); err != nil {
+		return err
 	}
 	r.log.Info("event subscription validated through its validationUrl", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name)
 	return nil

@@ -1,0 +1,565 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/logattr"
+	"github.com/egridio/egrid/router/store"
+)
+
+// NodeHeader is the delivery header that names the cluster node that made an attempt: an
+// egrid extension, sent in cluster mode only (README "Extensions").
+const NodeHeader = "aeg-egrid-node"
+
+// clusterRuntime is the router's side of cluster mode (package router/cluster has the
+// membership, the leases and the notices). Every node runs every topic (committer, topic
+// actor); a subscription's actor runs only on the node holding its lease, started and
+// stopped by the node's placement loop through start and stop.
+type clusterRuntime struct {
+	r    *Router
+	node *cluster.Node
+
+	mu   sync.Mutex
+	subs map[cluster.Key]*clusterSub
+	gen  uint64
+
+	changed   chan string // topics whose definitions another node changed
+	quit      chan struct{}
+	done      chan struct{}
+	watching  bool // run was started
+	closeOnce sync.Once
+}
+
+// clusterSub is a subscription that should deliver: its actor's config, and while this node
+// runs the actor, its own state writer (one per actor: a fenced write must not stop the
+// other subscriptions of the topic).
+type clusterSub struct {
+	cfg    *actors.SubscriptionConfig
+	gen    uint64
+	writer *actors.StateWriter
+}
+
+// joinCluster starts cluster mode: the node's membership and placement, and the definitions
+// and journal watch.
+func (r *Router) joinCluster() error {
+	c := &clusterRuntime{
+		r: r, subs: make(map[cluster.Key]*clusterSub),
+		changed: make(chan string, 256), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	node, err := cluster.Join(context.Background(), r.deps.NATS, r.cfg.Cluster, cluster.Hooks{
+		Start: c.start, Stop: c.stop, Appended: c.appended, Changed: c.onChanged, Admin: c.admin,
+	}, r.log)
+	if err != nil {
+		return err
+	}
+	c.node = node
+	r.cl = c
+	return nil
+}
+
+// run watches the definitions and the journals: a topic another node changed is read again
+// at once, every topic every resyncEvery, and the journal end of every topic with actors
+// here every round (a lost append notice costs at most that long).
+func (c *clusterRuntime) run() {
+	defer close(c.done)
+	round := c.node.Options().LeaseTTL / 5
+	t := time.NewTicker(round)
+	defer t.Stop()
+	n := 0
+	for {
+		select {
+		case <-c.quit:
+			return
+		case topic := <-c.changed:
+			c.r.syncTopic(topic)
+		case <-t.C:
+			n++
+			if n%resyncRounds == 0 {
+				c.r.syncAll()
+			}
+			c.pollJournals()
+		}
+	}
+}
+
+// resyncRounds is how many placement rounds pass between two full reads of the definitions.
+const resyncRounds = 10
+
+// watch starts run; New calls it once the topics are restored.
+func (c *clusterRuntime) watch() {
+	c.watching = true
+	go c.run()
+}
+
+// close stops the placement loop and the watch; the actors keep running until the router
+// stops its topics. Idempotent.
+func (c *clusterRuntime) close() {
+	c.closeOnce.Do(func() {
+		c.node.Close()
+		close(c.quit)
+		if c.watching {
+			<-c.done
+		}
+	})
+}
+
+// closeCluster stops cluster mode's loops, if any.
+func (r *Router) closeCluster() {
+	if r.cl != nil {
+		r.cl.close()
+	}
+}
+
+// release closes the writers of the actors that ran here and gives up the leases. Called by
+// Close after the topic actors stopped.
+func (c *clusterRuntime) release(ctx context.Context) {
+	c.mu.Lock()
+	var ws []*actors.StateWriter
+	for _, s := range c.subs {
+		if s.writer != nil {
+			ws = append(ws, s.writer)
+			s.writer = nil
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		_ = w.Close()
+	}
+	c.node.Release(ctx)
+}
+
+// want registers (or replaces) the config of a subscription that should deliver.
+func (c *clusterRuntime) want(sc *actors.SubscriptionConfig) {
+	k := cluster.Key{Topic: sc.Topic, Subscription: sc.Name}
+	c.mu.Lock()
+	c.gen++
+	s := c.subs[k]
+	if s == nil {
+		s = &clusterSub{}
+		c.subs[k] = s
+	}
+	s.cfg, s.gen = sc, c.gen
+	gen := c.gen
+	c.mu.Unlock()
+	c.node.Want(k, gen)
+}
+
+// unwant says a subscription should not deliver (deleted, awaiting validation, failed).
+func (c *clusterRuntime) unwant(topic, name string) {
+	k := cluster.Key{Topic: topic, Subscription: name}
+	c.mu.Lock()
+	if s := c.subs[k]; s != nil && s.writer == nil {
+		delete(c.subs, k)
+	} else if s != nil {
+		s.cfg = nil // stop drops it
+	}
+	c.mu.Unlock()
+	c.node.Unwant(k)
+}
+
+// start is the placement's Start hook: this node took the lease.
+func (c *clusterRuntime) start(k cluster.Key) error {
+	c.mu.Lock()
+	s := c.subs[k]
+	if s == nil || s.cfg == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("subscription %s is not known on this node yet", k)
+	}
+	cfg := *s.cfg
+	c.mu.Unlock()
+	t, err := c.r.topic(k.Topic)
+	if err != nil {
+		return err
+	}
+	w := actors.NewStateWriter(c.r.store, k.Topic)
+	cfg.Writer = w
+	headers := make(map[string]string, len(cfg.Headers)+1)
+	for h, v := range cfg.Headers {
+		headers[h] = v
+	}
+	cfg.Headers = headers
+	cfg.Headers[NodeHeader] = c.node.Name()
+	cfg.OnFenced = func() { c.fenced(k) }
+	if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second).Result(); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("starting subscription %s: %w", k, err)
+	}
+	c.mu.Lock()
+	old := s.writer
+	s.writer = w
+	c.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	c.r.log.Info("subscription placed on this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+	return nil
+}
+
+// stop is the placement's Stop hook: stop the actor (it flushes its state on stop), then
+// close its writer, so the lease goes only after the state is written.
+func (c *clusterRuntime) stop(k cluster.Key) {
+	if t, err := c.r.topic(k.Topic); err == nil {
+		if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); err != nil {
+			c.r.log.Error("stopping a subscription actor", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", err)
+		}
+	}
+	c.mu.Lock()
+	s := c.subs[k]
+	var w *actors.StateWriter
+	if s != nil {
+		w, s.writer = s.writer, nil
+		if s.cfg == nil {
+			delete(c.subs, k)
+		}
+	}
+	c.mu.Unlock()
+	if w != nil {
+		_ = w.Close()
+	}
+	c.r.log.Info("subscription left this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+}
+
+// fenced is the actors' OnFenced: the actor stopped itself; the placement starts it again if
+// this node still holds the lease.
+func (c *clusterRuntime) fenced(k cluster.Key) {
+	go func() {
+		if t, err := c.r.topic(k.Topic); err == nil {
+			_, _ = c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result()
+		}
+		c.node.Fenced(k)
+	}()
+}
+
+// appended is the node's Appended hook: another node appended to a topic's journal.
+func (c *clusterRuntime) appended(topic string, last uint64) {
+	if t, err := c.r.topic(topic); err == nil {
+		c.r.system.Root.Send(t.pid, &actors.JournalAt{Last: last})
+	}
+}
+
+// pollJournals tells the topics that have actors here where their journals end: the safety
+// net for lost append notices.
+func (c *clusterRuntime) pollJournals() {
+	c.mu.Lock()
+	topics := map[string]bool{}
+	for k, s := range c.subs {
+		if s.writer != nil {
+			topics[k.Topic] = true
+		}
+	}
+	c.mu.Unlock()
+	for topic := range topics {
+		ctx, cancel := context.WithTimeout(context.Background(), c.node.Options().LeaseTTL/5)
+		last, err := c.r.store.LastSeq(ctx, topic)
+		cancel()
+		if err == nil {
+			c.appended(topic, last)
+		}
+	}
+}
+
+func (c *clusterRuntime) onChanged(topic, _ string) {
+	select {
+	case c.changed <- topic:
+	default: // the next full read catches it
+	}
+}
+
+// clusterAdmin is an admin request routed to the node running a subscription.
+type clusterAdmin struct {
+	Op           string `json:"op"` // "status" or "endProbation"
+	Topic        string `json:"topic"`
+	Subscription string `json:"subscription"`
+}
+
+type clusterAnswer struct {
+	Status *Status `json:"status,omitempty"`
+	Err    string  `json:"err,omitempty"`
+	// NotHere is set when this node does not run the subscription (it moved meanwhile).
+	NotHere bool `json:"notHere,omitempty"`
+}
+
+func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
+	var q clusterAdmin
+	var a clusterAnswer
+	if err := json.Unmarshal(req, &q); err != nil {
+		a.Err = err.Error()
+	} else if !c.node.Running(cluster.Key{Topic: q.Topic, Subscription: q.Subscription}) {
+		a.NotHere = true
+	} else {
+		var err error
+		switch q.Op {
+		case "endProbation":
+			a.Status, err = c.r.askLocal(ctx, q.Topic, q.Subscription, func(name string) any { return &actors.EndProbation{Subscription: name} })
+		default:
+			a.Status, err = c.r.askLocal(ctx, q.Topic, q.Subscription, func(name string) any { return &actors.GetStatus{Subscription: name} })
+		}
+		if err != nil {
+			a.Err = err.Error()
+		}
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// ErrNotPlaced is returned by calls about a subscription whose actor runs on no node at the
+// moment (it is moving, or no node could start it): try again in a few seconds.
+var ErrNotPlaced = errors.New("the event subscription is not running on any cluster node at the moment (it is moving to another node); try again in a few seconds")
+
+// askOwner asks the node running a subscription (topic and name as created).
+func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (*Status, error) {
+	holder, err := c.node.Holder(ctx, cluster.Key{Topic: topic, Subscription: name})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if holder == "" {
+		return nil, ErrNotPlaced
+	}
+	req, _ := json.Marshal(clusterAdmin{Op: op, Topic: topic, Subscription: name})
+	raw, err := c.node.Request(ctx, holder, req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotPlaced, err)
+	}
+	var a clusterAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("asking node %s: %w", holder, err)
+	}
+	switch {
+	case a.NotHere:
+		return nil, ErrNotPlaced
+	case a.Err != "":
+		return nil, fmt.Errorf("node %s: %s", holder, a.Err)
+	}
+	return a.Status, nil
+}
+
+// syncAll reads every definition from the store and applies what changed.
+func (r *Router) syncAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defs, err := r.store.Topics(ctx)
+	if err != nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, d := range defs {
+		names[fold(d.Name)] = true
+		r.syncTopicDef(ctx, d.Name, &d)
+	}
+	for _, name := range r.Topics() {
+		if !names[fold(name)] {
+			r.syncTopicDef(ctx, name, nil)
+		}
+	}
+}
+
+// syncTopic reads one topic's definitions from the store and applies what changed.
+func (r *Router) syncTopic(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defs, err := r.store.Topics(ctx)
+	if err != nil {
+		return
+	}
+	for _, d := range defs {
+		if fold(d.Name) == fold(name) {
+			r.syncTopicDef(ctx, d.Name, &d)
+			return
+		}
+	}
+	r.syncTopicDef(ctx, name, nil)
+}
+
+// syncTopicDef makes the local runtime of a topic match its stored definition d (nil: the
+// topic is gone), without writing to the store: another node wrote it. It runs in the
+// topic's turn, as the admin calls that change a topic do.
+func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definition) {
+	release, err := r.turns.acquire(ctx, name)
+	if err != nil {
+		return
+	}
+	defer release()
+	r.mu.RLock()
+	t, closed := r.topics[fold(name)], r.closed
+	r.mu.RUnlock()
+	if closed {
+		return
+	}
+	if d == nil {
+		if t != nil {
+			r.dropTopicLocally(t)
+		}
+		return
+	}
+	var spec TopicSpec
+	if err := json.Unmarshal(d.Spec, &spec); err != nil {
+		r.log.Error("reading a topic another node stored", logattr.Topic, d.Name, "err", err)
+		return
+	}
+	subDefs, err := r.store.Subscriptions(ctx, d.Name)
+	if err != nil {
+		return
+	}
+	if t == nil {
+		t = r.newTopicRuntime(d.Name, spec)
+		if err := r.startTopic(t, nil); err != nil {
+			return
+		}
+		r.log.Info("topic created on another node", logattr.Topic, d.Name)
+	} else if cur := t.load(); cur.spec.Key1 != spec.Key1 || cur.spec.Key2 != spec.Key2 {
+		t.state.Store(newTopicState(spec)) // keys rotated elsewhere
+	}
+	stored := map[string]bool{}
+	for _, sd := range subDefs {
+		stored[fold(sd.Name)] = true
+		r.syncSubscriptionDef(t, sd)
+	}
+	r.mu.RLock()
+	var gone []string
+	for f, display := range t.subNames {
+		if !stored[f] {
+			gone = append(gone, display)
+		}
+	}
+	r.mu.RUnlock()
+	for _, name := range gone {
+		r.cl.unwant(t.name, name)
+		r.stopReplays(t.name, name)
+		r.mu.Lock()
+		t.delSub(name)
+		r.mu.Unlock()
+		r.life.forget(subKey{t.name, name})
+	}
+}
+
+// syncSubscriptionDef applies a subscription definition read from the store when it differs
+// from the one in force here.
+func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
+	var rec record
+	if err := json.Unmarshal(sd.Spec, &rec); err != nil {
+		r.log.Error("reading a subscription another node stored", logattr.Topic, t.name, logattr.Subscription, sd.Name, "err", err)
+		return
+	}
+	r.mu.RLock()
+	cur, _, exists := t.sub(sd.Name)
+	r.mu.RUnlock()
+	prov := r.life.get(subKey{t.name, sd.Name})
+	if exists {
+		a, _ := json.Marshal(record{SubscriptionSpec: *cur, Egrid: nonEmpty(prov)})
+		b, _ := json.Marshal(record{SubscriptionSpec: rec.SubscriptionSpec, Egrid: nonEmpty(rec.Egrid)})
+		if string(a) == string(b) {
+			return
+		}
+		r.mu.Lock()
+		t.delSub(sd.Name)
+		r.mu.Unlock()
+	}
+	sc, err := r.restoreSubscription(t, sd)
+	r.life.release()
+	if err != nil {
+		r.log.Error("applying a subscription another node stored", logattr.Topic, t.name, logattr.Subscription, sd.Name, "err", err)
+		return
+	}
+	if sc == nil {
+		r.cl.unwant(t.name, sd.Name)
+		return
+	}
+	r.cl.want(sc)
+}
+
+func nonEmpty(p *provisioned) *provisioned {
+	if p == nil || *p == (provisioned{}) {
+		return nil
+	}
+	return p
+}
+
+// dropTopicLocally stops a topic another node deleted.
+func (r *Router) dropTopicLocally(t *topicRuntime) {
+	r.mu.Lock()
+	if r.topics[fold(t.name)] != t {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.topics, fold(t.name))
+	names := slices.Collect(func(yield func(string) bool) {
+		for _, n := range t.subNames {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	r.mu.Unlock()
+	for _, n := range names {
+		r.cl.unwant(t.name, n)
+		r.life.forget(subKey{t.name, n})
+	}
+	r.stopReplays(t.name, "")
+	t.commit.close()
+	_ = r.system.Root.StopFuture(t.pid).Wait()
+	_ = t.writer.Close()
+	r.log.Info("topic deleted on another node", logattr.Topic, t.name)
+}
+
+// runSubscription starts (sc non-nil) or stops the delivery of a subscription after its
+// definition changed on this node: in the topic actor here, or in cluster mode on the node
+// its placement picks, and the other nodes are told to read the definition.
+func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.SubscriptionConfig) error {
+	if r.cl != nil {
+		if sc != nil {
+			r.cl.want(sc)
+		} else {
+			r.cl.unwant(t.name, name)
+		}
+		r.cl.node.Changed(t.name, name)
+		return nil
+	}
+	var msg any = &actors.RemoveSubscription{Name: name}
+	verb := "stopping"
+	if sc != nil {
+		msg, verb = &actors.AddSubscription{Config: sc}, "starting"
+	}
+	if _, err := r.system.Root.RequestFuture(t.pid, msg, 10*time.Second).Result(); err != nil {
+		return fmt.Errorf("%s event subscription %q: %w", verb, name, err)
+	}
+	return nil
+}
+
+// NodeName returns this router's cluster node name, "" when it does not run in cluster mode.
+func (r *Router) NodeName() string {
+	if r.cl == nil {
+		return ""
+	}
+	return r.cl.node.Name()
+}
+
+// RunsSubscription reports whether this router runs the actor of a subscription: always
+// true for an existing, delivering subscription outside cluster mode; in cluster mode only
+// on the one node that holds its lease.
+func (r *Router) RunsSubscription(topic, name string) bool {
+	t, _, display, err := r.lookup(topic, name)
+	if err != nil {
+		return false
+	}
+	if r.cl == nil {
+		return true
+	}
+	return r.cl.node.Running(cluster.Key{Topic: t.name, Subscription: display})
+}
+
+// ClusterMembers returns the live cluster nodes as this node last saw them (nil outside
+// cluster mode).
+func (r *Router) ClusterMembers() []string {
+	if r.cl == nil {
+		return nil
+	}
+	return r.cl.node.Members()
+}

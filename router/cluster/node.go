@@ -1,0 +1,365 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Key names one subscription.
+type Key struct{ Topic, Subscription string }
+
+// String is "topic/subscription".
+func (k Key) String() string { return k.Topic + "/" + k.Subscription }
+
+// leaseKey escapes k into a key-value key: letters, digits and '-' stay, every other byte
+// becomes '_' and two hex digits (as the JetStream store escapes names), and '.' joins the
+// two parts.
+func (k Key) leaseKey() string { return escape(k.Topic) + "." + escape(k.Subscription) }
+
+func escape(name string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// Hooks are what the router does when the node's placement decides. They are called from
+// the node's own goroutines, never with a lock held; Start and Stop one at a time.
+type Hooks struct {
+	// Start starts the subscription's actor on this node; the node holds its lease. An
+	// error leaves the lease held and Start is called again next round.
+	Start func(Key) error
+	// Stop stops the subscription's actor and returns once its state is written: the node
+	// releases the lease (or lets it lapse) only after.
+	Stop func(Key)
+	// Appended: another node appended to topic's journal up to last.
+	Appended func(topic string, last uint64)
+	// Changed: another node changed the definition of topic (subscription "") or of one of
+	// its subscriptions; read it from the store.
+	Changed func(topic, subscription string)
+	// Admin answers a request another node routed here ([Node.Request]).
+	Admin func(ctx context.Context, req []byte) []byte
+}
+
+// Node is this process's membership in the cluster and the placement of subscription actors
+// on it. Create it with [Join]; tell it which subscriptions exist with [Node.Want] and
+// [Node.Unwant].
+type Node struct {
+	nc      *nats.Conn
+	opts    Options
+	log     *slog.Logger
+	hooks   Hooks
+	members jetstream.KeyValue
+	leases  jetstream.KeyValue
+	subs    []*nats.Subscription
+
+	poke   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+
+	mu      sync.Mutex
+	want    map[Key]uint64 // wanted subscriptions and their config generation
+	lost    map[Key]bool   // actors that stopped by themselves (fenced): start again if still held
+	running map[Key]bool   // a copy of the loop's view, for Running
+	live    []string       // the latest membership view
+
+	held map[Key]*lease // owned by the loop goroutine (and Release after Close)
+	seen map[string]int // rounds each member has been seen live in a row (loop)
+}
+
+type lease struct {
+	rev     uint64
+	renewed time.Time
+	running bool
+	gen     uint64
+}
+
+// Subjects and buckets.
+func (n *Node) subject(s string) string { return n.opts.Prefix + ".cluster." + s }
+func (n *Node) adminSubject(node string) string {
+	return n.subject("node." + node + ".admin")
+}
+
+// Join creates the cluster's buckets when they do not exist, announces this node and starts
+// its placement loop. Close it, then (after the router stopped its actors) Release.
+func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *slog.Logger) (*Node, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{
+		nc: nc, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
+		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		want: make(map[Key]uint64), lost: make(map[Key]bool), running: make(map[Key]bool),
+		held: make(map[Key]*lease), seen: make(map[string]int),
+	}
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+		desc string
+	}{
+		{&n.members, opts.Prefix + "_members", "egrid cluster members (expire unless renewed)"},
+		{&n.leases, opts.Prefix + "_leases", "egrid subscription leases: which node runs each subscription actor"},
+	} {
+		*b.kv, err = js.KeyValue(ctx, b.name)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.MemoryStorage})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: creating bucket %s: %w", b.name, err)
+		}
+	}
+	if e, err := n.members.Get(ctx, opts.NodeName); err == nil && string(e.Value()) != n.incarnation() {
+		// Another live node of this name, or this node's previous process whose membership
+		// has not lapsed yet: the leases it held lapse within the TTL either way.
+		n.log.Warn("a node of this name was live a moment ago: node names must be unique (--node-name); if it was this node before a restart, its subscriptions resume within the lease TTL", "ttl", opts.LeaseTTL)
+	}
+	if _, err := n.members.Put(ctx, opts.NodeName, []byte(n.incarnation())); err != nil {
+		return nil, fmt.Errorf("cluster: announcing node %s: %w", opts.NodeName, err)
+	}
+	for subj, fn := range map[string]nats.MsgHandler{
+		n.subject("appended"):          n.onAppended,
+		n.subject("defs"):              n.onChanged,
+		n.adminSubject(opts.NodeName): n.onAdmin,
+	} {
+		s, err := nc.Subscribe(subj, fn)
+		if err != nil {
+			n.unsubscribe()
+			return nil, fmt.Errorf("cluster: subscribing to %s: %w", subj, err)
+		}
+		n.subs = append(n.subs, s)
+	}
+	go n.loop()
+	return n, nil
+}
+
+// incarnation is this node's membership value: the name of its NATS connection, unique per
+// process, so a node restarting under its name is not mistaken for a duplicate.
+func (n *Node) incarnation() string {
+	id, _ := n.nc.GetClientID()
+	return fmt.Sprintf("%s %d %s", n.opts.NodeName, id, n.nc.ConnectedServerId())
+}
+
+func (n *Node) unsubscribe() {
+	for _, s := range n.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// Name is this node's name.
+func (n *Node) Name() string { return n.opts.NodeName }
+
+// Options returns the node's options with the defaults filled in.
+func (n *Node) Options() Options { return n.opts }
+
+// Want says subscription k should run on some node; gen is its config's generation: when it
+// changes while this node runs the actor, the actor is restarted (Stop, Start) with the new
+// config.
+func (n *Node) Want(k Key, gen uint64) {
+	n.mu.Lock()
+	n.want[k] = gen
+	n.mu.Unlock()
+	n.Poke()
+}
+
+// Unwant says subscription k should not run (deleted, or not provisioned): this node stops
+// its actor, if it runs it, and releases the lease.
+func (n *Node) Unwant(k Key) {
+	n.mu.Lock()
+	delete(n.want, k)
+	n.mu.Unlock()
+	n.Poke()
+}
+
+// Fenced reports that k's actor stopped by itself because another writer changed its state
+// (store.ErrFenced): the node starts it again (reloading the state) while it still holds
+// the lease, and forgets it otherwise.
+func (n *Node) Fenced(k Key) {
+	n.mu.Lock()
+	n.lost[k] = true
+	n.mu.Unlock()
+	n.Poke()
+}
+
+// Poke runs a placement round now.
+func (n *Node) Poke() {
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Running reports whether this node runs k's actor.
+func (n *Node) Running(k Key) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.running[k]
+}
+
+// Members returns the live nodes as this node last saw them, sorted.
+func (n *Node) Members() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.live)
+}
+
+// Holder returns the node holding k's lease ("" when none does).
+func (n *Node) Holder(ctx context.Context, k Key) (string, error) {
+	e, err := n.leases.Get(ctx, k.leaseKey())
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("cluster: reading the lease of %s: %w", k, err)
+	}
+	return string(e.Value()), nil
+}
+
+type notice struct {
+	Node  string `json:"n"`
+	Topic string `json:"t"`
+	Sub   string `json:"s,omitempty"`
+	Last  uint64 `json:"l,omitempty"`
+}
+
+// Appended tells the other nodes that this one appended to topic's journal up to last.
+// Best effort: the others also poll the journal's end.
+func (n *Node) Appended(topic string, last uint64) {
+	b, _ := json.Marshal(notice{Node: n.opts.NodeName, Topic: topic, Last: last})
+	_ = n.nc.Publish(n.subject("appended"), b)
+}
+
+// Changed tells the other nodes that this one changed a definition (subscription "" for the
+// topic's own). Best effort: the others also read the definitions periodically.
+func (n *Node) Changed(topic, subscription string) {
+	b, _ := json.Marshal(notice{Node: n.opts.NodeName, Topic: topic, Sub: subscription})
+	_ = n.nc.Publish(n.subject("defs"), b)
+}
+
+func (n *Node) onAppended(m *nats.Msg) {
+	var nt notice
+	if json.Unmarshal(m.Data, &nt) != nil || nt.Node == n.opts.NodeName || n.hooks.Appended == nil {
+		return
+	}
+	n.hooks.Appended(nt.Topic, nt.Last)
+}
+
+func (n *Node) onChanged(m *nats.Msg) {
+	var nt notice
+	if json.Unmarshal(m.Data, &nt) != nil || nt.Node == n.opts.NodeName || n.hooks.Changed == nil {
+		return
+	}
+	n.hooks.Changed(nt.Topic, nt.Sub)
+}
+
+func (n *Node) onAdmin(m *nats.Msg) {
+	if n.hooks.Admin == nil {
+		return
+	}
+	data := slices.Clone(m.Data)
+	go func() { // the handler may wait on actors: not on the connection's dispatcher
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = m.Respond(n.hooks.Admin(ctx, data))
+	}()
+}
+
+// ErrNoResponders is returned by [Node.Request] when the node is not reachable.
+var ErrNoResponders = errors.New("cluster: the node is not reachable")
+
+// Request sends req to node's admin handler and returns its answer.
+func (n *Node) Request(ctx context.Context, node string, req []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	m, err := n.nc.RequestWithContext(ctx, n.adminSubject(node), req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%w: %s", ErrNoResponders, node)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: asking node %s: %w", node, err)
+	}
+	return m.Data, nil
+}
+
+// Owner returns the preferred owner of k among members: the highest rendezvous hash.
+func Owner(members []string, k Key) string {
+	best, bestScore := "", uint64(0)
+	for _, m := range members {
+		h := fnv.New64a()
+		h.Write([]byte(m))
+		h.Write([]byte{0})
+		h.Write([]byte(k.Topic))
+		h.Write([]byte{0})
+		h.Write([]byte(k.Subscription))
+		s := mix(h.Sum64())
+		if best == "" || s > bestScore || s == bestScore && m < best {
+			best, bestScore = m, s
+		}
+	}
+	return best
+}
+
+// mix is splitmix64's finaliser: FNV's low bits alone spread poorly over few members.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Close stops the placement loop and the notice subscriptions; the actors keep running and
+// the leases stay held until Release (or until they lapse). Idempotent.
+func (n *Node) Close() {
+	n.closed.Do(func() {
+		close(n.quit)
+		<-n.done
+		n.unsubscribe()
+	})
+}
+
+// Release gives up every lease this node holds and its membership, so the others take its
+// subscriptions over at once rather than after the lease TTL. Call it after Close, once the
+// router stopped the actors and wrote their state.
+func (n *Node) Release(ctx context.Context) {
+	if !n.nc.IsConnected() {
+		return // the leases lapse by themselves
+	}
+	for k, l := range n.held {
+		_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(l.rev))
+		delete(n.held, k)
+	}
+	_ = n.members.Delete(ctx, n.opts.NodeName)
+}

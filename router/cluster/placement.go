@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// round is the placement period: every round the node renews its membership and leases,
+// reads the membership and takes, hands over or gives up leases.
+func (n *Node) round() time.Duration { return n.opts.LeaseTTL / 5 }
+
+// stopAfter is how long after its last renewal a lease's actor is stopped when renewals
+// fail: well before the lease lapses (LeaseTTL) and another node may start it.
+func (n *Node) stopAfter() time.Duration { return n.opts.LeaseTTL * 3 / 5 }
+
+func (n *Node) loop() {
+	defer close(n.done)
+	t := time.NewTicker(n.round())
+	defer t.Stop()
+	for {
+		n.place()
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		case <-n.poke:
+		}
+	}
+}
+
+// place runs one placement round.
+func (n *Node) place() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.round())
+	defer cancel()
+	now := time.Now()
+	connected := n.nc.IsConnected()
+	var live []string
+	if connected {
+		if _, err := n.members.Put(ctx, n.opts.NodeName, []byte(n.incarnation())); err != nil {
+			connected = false
+		} else if keys, err := n.members.Keys(ctx); err == nil || errors.Is(err, jetstream.ErrNoKeysFound) {
+			live = keys
+		} else {
+			connected = false
+		}
+	}
+	if connected && !slices.Contains(live, n.opts.NodeName) {
+		live = append(live, n.opts.NodeName)
+	}
+	slices.Sort(live)
+	seen := make(map[string]int, len(live))
+	for _, m := range live {
+		seen[m] = n.seen[m] + 1
+	}
+	n.seen = seen
+
+	n.mu.Lock()
+	want := make(map[Key]uint64, len(n.want))
+	for k, g := range n.want {
+		want[k] = g
+	}
+	lost := n.lost
+	n.lost = make(map[Key]bool)
+	if connected {
+		n.live = live
+	}
+	n.mu.Unlock()
+
+	for k := range lost {
+		if l := n.held[k]; l != nil {
+			l.running = false
+		}
+	}
+	// Renew, hand over or give up what this node holds.
+	for k, l := range n.held {
+		gen, wanted := want[k]
+		switch {
+		case !wanted:
+			n.stop(k, l)
+			n.release(ctx, k, l)
+			continue
+		case !connected:
+			n.lapse(k, l, now)
+			continue
+		}
+		if owner := Owner(live, k); owner != n.opts.NodeName && seen[owner] >= 2 {
+			// A node joined (and stayed a round): hand this subscription over.
+			n.log.Info("handing a subscription over", "subscription", k.String(), "to", owner)
+			n.stop(k, l)
+			n.release(ctx, k, l)
+			continue
+		}
+		rev, err := n.leases.Update(ctx, k.leaseKey(), []byte(n.opts.NodeName), l.rev)
+		if err != nil {
+			if isConflict(err) {
+				n.log.Warn("lost the lease of a subscription; stopping its actor", "subscription", k.String(), "err", err)
+				n.stop(k, l)
+				delete(n.held, k)
+				continue
+			}
+			n.lapse(k, l, now)
+			continue
+		}
+		l.rev, l.renewed = rev, now
+		if l.running && l.gen != gen {
+			n.stop(k, l) // a new config: restart below
+		}
+		n.start(k, l, gen)
+	}
+	if !connected {
+		n.publishRunning()
+		return
+	}
+	// Take the free leases of the subscriptions this node is the preferred owner of.
+	for k, gen := range want {
+		if n.held[k] != nil || Owner(live, k) != n.opts.NodeName {
+			continue
+		}
+		rev, err := n.leases.Create(ctx, k.leaseKey(), []byte(n.opts.NodeName))
+		if err != nil {
+			continue // held by another node (which hands it over), or NATS failed: next round
+		}
+		l := &lease{rev: rev, renewed: now}
+		n.held[k] = l
+		n.start(k, l, gen)
+	}
+	n.publishRunning()
+}
+
+// lapse handles a renewal that failed for want of NATS: the actor stops once stopAfter
+// passed since the last renewal, and the lease is forgotten once it lapsed.
+func (n *Node) lapse(k Key, l *lease, now time.Time) {
+	since := now.Sub(l.renewed)
+	if l.running && since >= n.stopAfter() {
+		n.log.Warn("cannot renew the lease of a subscription; stopping its actor before the lease lapses", "subscription", k.String(), "sinceRenewal", since)
+		n.stop(k, l)
+	}
+	if since >= n.opts.LeaseTTL {
+		delete(n.held, k)
+	}
+}
+
+func (n *Node) start(k Key, l *lease, gen uint64) {
+	if l.running || n.hooks.Start == nil {
+		return
+	}
+	if err := n.hooks.Start(k); err != nil {
+		n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
+		return
+	}
+	l.running, l.gen = true, gen
+}
+
+func (n *Node) stop(k Key, l *lease) {
+	if !l.running {
+		return
+	}
+	if n.hooks.Stop != nil {
+		n.hooks.Stop(k)
+	}
+	l.running = false
+}
+
+func (n *Node) release(ctx context.Context, k Key, l *lease) {
+	delete(n.held, k)
+	_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(l.rev))
+}
+
+func (n *Node) publishRunning() {
+	running := make(map[Key]bool, len(n.held))
+	for k, l := range n.held {
+		if l.running {
+			running[k] = true
+		}
+	}
+	n.mu.Lock()
+	n.running = running
+	n.mu.Unlock()
+}
+
+// isConflict reports a compare-and-set that found another revision: another node took the
+// lease (after this one's lapsed).
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyNotFound)
+}
