@@ -36,6 +36,11 @@ type clusterRuntime struct {
 	done      chan struct{}
 	watching  bool // run was started
 	closeOnce sync.Once
+
+	// adopt holds the subscriptions started here since the last adoption of dead letters
+	// (guarded by mu); adoptAll asks run to adopt those of every subscription running here.
+	adopt    map[cluster.Key]bool
+	adoptAll bool
 }
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
@@ -84,8 +89,10 @@ func (c *clusterRuntime) run() {
 			n++
 			if n%resyncRounds == 0 {
 				c.r.syncAll()
+				c.adoptAll = true
 			}
 			c.pollJournals()
+			c.adoptDeadLetters()
 		}
 	}
 }
@@ -199,8 +206,41 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	if old != nil {
 		_ = old.Close()
 	}
+	c.mu.Lock()
+	if c.adopt == nil {
+		c.adopt = make(map[cluster.Key]bool)
+	}
+	c.adopt[k] = true
+	c.mu.Unlock()
 	c.r.log.Info("subscription placed on this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 	return nil
+}
+
+// adoptDeadLetters hands the dead-letter actor the outbox records of the subscriptions that
+// started here since the last round (and every so often of all that run here): records the
+// node that ran them before had not written yet, which this node writes at their due time.
+func (c *clusterRuntime) adoptDeadLetters() {
+	d := c.r.dead
+	c.mu.Lock()
+	keys, all := c.adopt, c.adoptAll
+	c.adopt, c.adoptAll = nil, false
+	c.mu.Unlock()
+	if d == nil || (len(keys) == 0 && !all) {
+		return
+	}
+	node := c.node
+	keep := func(topic, sub string) bool {
+		k := cluster.Key{Topic: topic, Subscription: sub}
+		return (all || keys[k]) && node.Running(k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.outbox.Adopt(ctx, c.r.system.Root, d.pid, keep); err != nil {
+		c.r.log.Warn("reading the dead-letter outbox for subscriptions placed here; trying again later", "err", err)
+		c.mu.Lock()
+		c.adoptAll = true
+		c.mu.Unlock()
+	}
 }
 
 // stop is the placement's Stop hook: stop the actor (it flushes its state on stop), then

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/actors/deadletter"
+	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
@@ -129,14 +130,23 @@ func (r *Router) startDeadLetters() error {
 		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
 		durable: !r.ownsStore,
 	}
-	outbox, err := deadletter.NewStoreOutbox(context.Background(), r.store, r.log)
+	var base uint64
+	var owns func(topic, sub string) bool
+	if r.cl != nil {
+		// Each node numbers its records from its own slot, and writes those of the
+		// subscriptions it runs (cluster.go adopts a moving subscription's records).
+		base = uint64(r.cl.node.Slot()) * deadletter.IDSpan
+		node := r.cl.node
+		owns = func(topic, sub string) bool { return node.Running(cluster.Key{Topic: topic, Subscription: sub}) }
+	}
+	outbox, err := deadletter.NewStoreOutboxFrom(context.Background(), r.store, r.log, base)
 	if err != nil {
 		return err
 	}
 	d.outbox = outbox
 	d.actorCfg = &deadletter.Config{
 		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale,
-		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated,
+		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns,
 	}
 	d.pid = r.system.Root.Spawn(deadletter.Props(d.actorCfg))
 	r.dead = d

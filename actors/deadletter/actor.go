@@ -228,6 +228,12 @@ type Config struct {
 	// stops) and must be safe for concurrent use. The router publishes the BlobCreated
 	// notification from it.
 	OnWritten func(ctx context.Context, o *Object)
+	// Owns, when set, says whether this actor writes the records of a subscription: in
+	// cluster mode, the node running the subscription does. A record of another's that comes
+	// due is forgotten here (not deleted from the outbox: its owner writes it) until
+	// [StoreOutbox.Adopt] hands it back. It is called from the actor, must not block and must
+	// take no lock.
+	Owns func(topic, subscription string) bool
 }
 
 func (c *Config) scale(d time.Duration) time.Duration {
@@ -692,6 +698,11 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 	due := map[group][]*Record{}
 	for d.waiting.Len() > 0 && (flush || !d.waiting[0].Due.After(now)) {
 		r := heap.Pop(&d.waiting).(*Record)
+		if d.cfg.Owns != nil && !d.cfg.Owns(r.Letter.Topic, r.Letter.Subscription) {
+			delete(d.recs, r.ID) // another node's to write; Adopt brings it back if it moves here
+			delete(d.loaded, r.ID)
+			continue
+		}
 		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription}
 		if _, ok := due[g]; !ok {
 			order = append(order, g)

@@ -34,20 +34,53 @@ type StoreOutbox struct {
 // follow theirs. Records that no longer decode are logged on log (nil discards) and skipped by
 // Load, left in the store for an operator to look at.
 func NewStoreOutbox(ctx context.Context, st store.Store, log *slog.Logger) (*StoreOutbox, error) {
+	return NewStoreOutboxFrom(ctx, st, log, 0)
+}
+
+// IDSpan is how many ids a [NewStoreOutboxFrom] base numbers.
+const IDSpan = 1 << 40
+
+// NewStoreOutboxFrom is [NewStoreOutbox] numbering its records from base+1 up (base a
+// multiple of [IDSpan]; 0 for a router of its own), after the stored ids in
+// [base, base+IDSpan): routers sharing one store (cluster nodes) each number from a base of
+// their own and never give two records one id.
+func NewStoreOutboxFrom(ctx context.Context, st store.Store, log *slog.Logger, base uint64) (*StoreOutbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	o := &StoreOutbox{store: st, log: log}
+	o.last.Store(base)
 	stored, err := st.DeadLetters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the dead-letter outbox: %w", err)
 	}
 	for _, r := range stored {
-		if n, err := strconv.ParseUint(r.ID, 10, 64); err == nil {
+		if n, err := strconv.ParseUint(r.ID, 10, 64); err == nil && (base == 0 || n > base && n-base < IDSpan) {
 			o.last.Store(max(o.last.Load(), n))
 		}
 	}
 	return o, nil
+}
+
+// Adopt reads the outbox and hands the dead-letter actor pid the records keep selects (by
+// topic and subscription): in cluster mode, those of a subscription that just moved to this
+// node, written by the node that had it before. Records the actor knows are not taken twice.
+// It reads the store: call it off any actor's mailbox.
+func (o *StoreOutbox) Adopt(ctx context.Context, root *actor.RootContext, pid *actor.PID, keep func(topic, subscription string) bool) error {
+	recs, err := o.Load(ctx)
+	if err != nil {
+		return err
+	}
+	m := &deadLettersHanded{}
+	for _, r := range recs {
+		if keep(r.Letter.Topic, r.Letter.Subscription) {
+			m.recs = append(m.recs, r)
+		}
+	}
+	if len(m.recs) > 0 {
+		root.Send(pid, m)
+	}
+	return nil
 }
 
 // NewID implements [Outbox].

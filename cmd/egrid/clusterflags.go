@@ -108,6 +108,7 @@ func resolveCluster(c *cli.Context, getenv func(string) string, fs serverConfig)
 	if err := s.Options.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	s.Options.Replicas = s.Replicas
 	s.Options = s.Options.WithDefaults()
 	return s, errs
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,10 +80,12 @@ type Node struct {
 	closed sync.Once
 
 	mu      sync.Mutex
-	want    map[Key]uint64 // wanted subscriptions and their config generation
-	lost    map[Key]bool   // actors that stopped by themselves (fenced): start again if still held
-	running map[Key]bool   // a copy of the loop's view, for Running
-	live    []string       // the latest membership view
+	want    map[Key]uint64               // wanted subscriptions and their config generation
+	lost    map[Key]bool                 // actors that stopped by themselves (fenced): start again if still held
+	running atomic.Pointer[map[Key]bool] // the actors running here (copy on write), for Running
+	live    []string                     // the latest membership view
+
+	slot uint32 // this node name's number, unique in the cluster for good
 
 	held map[Key]*lease // owned by the loop goroutine (and Release after Close)
 	seen map[string]int // rounds each member has been seen live in a row (loop)
@@ -118,7 +121,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 	n := &Node{
 		nc: nc, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
 		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		want: make(map[Key]uint64), lost: make(map[Key]bool), running: make(map[Key]bool),
+		want: make(map[Key]uint64), lost: make(map[Key]bool),
 		held: make(map[Key]*lease), seen: make(map[string]int),
 	}
 	for _, b := range []struct {
@@ -131,11 +134,14 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 	} {
 		*b.kv, err = js.KeyValue(ctx, b.name)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.MemoryStorage})
+			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.MemoryStorage, Replicas: opts.Replicas})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: creating bucket %s: %w", b.name, err)
 		}
+	}
+	if n.slot, err = reserveSlot(ctx, js, opts); err != nil {
+		return nil, err
 	}
 	if e, err := n.members.Get(ctx, opts.NodeName); err == nil && string(e.Value()) != n.incarnation() {
 		// Another live node of this name, or this node's previous process whose membership
@@ -146,8 +152,8 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		return nil, fmt.Errorf("cluster: announcing node %s: %w", opts.NodeName, err)
 	}
 	for subj, fn := range map[string]nats.MsgHandler{
-		n.subject("appended"):          n.onAppended,
-		n.subject("defs"):              n.onChanged,
+		n.subject("appended"):         n.onAppended,
+		n.subject("defs"):             n.onChanged,
 		n.adminSubject(opts.NodeName): n.onAdmin,
 	} {
 		s, err := nc.Subscribe(subj, fn)
@@ -217,11 +223,10 @@ func (n *Node) Poke() {
 	}
 }
 
-// Running reports whether this node runs k's actor.
+// Running reports whether this node runs k's actor. It takes no lock: actors may call it.
 func (n *Node) Running(k Key) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.running[k]
+	m := n.running.Load()
+	return m != nil && (*m)[k]
 }
 
 // Members returns the live nodes as this node last saw them, sorted.
@@ -362,4 +367,64 @@ func (n *Node) Release(ctx context.Context) {
 		delete(n.held, k)
 	}
 	_ = n.members.Delete(ctx, n.opts.NodeName)
+}
+
+// MaxSlot bounds [Node.Slot].
+const MaxSlot = 1<<24 - 1
+
+// Slot is a number unique to this node's name in the cluster, kept for good (a node started
+// again under its name gets it back): the dead-letter outbox numbers this node's records
+// from it, so nodes never give two records one ID.
+func (n *Node) Slot() uint32 { return n.slot }
+
+// reserveSlot returns the slot of opts.NodeName, taking the next free one (a compare-and-set
+// counter in bucket P_nodes) the first time the name joins.
+func reserveSlot(ctx context.Context, js jetstream.JetStream, opts Options) (uint32, error) {
+	name := opts.Prefix + "_nodes"
+	kv, err := js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Description: "egrid cluster node names and their slots", History: 1, Replicas: opts.Replicas})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cluster: creating bucket %s: %w", name, err)
+	}
+	key := "node." + opts.NodeName
+	for range 100 {
+		if e, err := kv.Get(ctx, key); err == nil {
+			var slot uint32
+			if _, err := fmt.Sscan(string(e.Value()), &slot); err != nil {
+				return 0, fmt.Errorf("cluster: the slot of node %s: %w", opts.NodeName, err)
+			}
+			return slot, nil
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, fmt.Errorf("cluster: reading the slot of node %s: %w", opts.NodeName, err)
+		}
+		var next uint64 = 1
+		var rev uint64
+		if e, err := kv.Get(ctx, "next"); err == nil {
+			if _, err := fmt.Sscan(string(e.Value()), &next); err != nil {
+				return 0, fmt.Errorf("cluster: the next slot: %w", err)
+			}
+			rev = e.Revision()
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, fmt.Errorf("cluster: reading the next slot: %w", err)
+		}
+		if next > MaxSlot {
+			return 0, fmt.Errorf("cluster: %d node names have joined, the most a cluster numbers; reuse node names (--node-name) rather than the default host-pid", MaxSlot)
+		}
+		val := []byte(fmt.Sprint(next + 1))
+		if rev == 0 {
+			_, err = kv.Create(ctx, "next", val)
+		} else {
+			_, err = kv.Update(ctx, "next", val, rev)
+		}
+		if err != nil {
+			continue // another node took it: read again
+		}
+		if _, err := kv.Create(ctx, key, []byte(fmt.Sprint(next))); err != nil {
+			continue // this name joined meanwhile (the slot taken above stays unused)
+		}
+		return uint32(next), nil
+	}
+	return 0, fmt.Errorf("cluster: could not reserve a slot for node %s: too many nodes joining at once; start it again", opts.NodeName)
 }

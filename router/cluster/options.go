@@ -33,6 +33,10 @@ type Options struct {
 	// actors once LeaseTTL/2 passed without a renewal, well before another node may take
 	// over. Default 5 s; at least 1 s.
 	LeaseTTL time.Duration `json:"leaseTtl,omitempty" yaml:"leaseTtl,omitempty"`
+	// Replicas is the JetStream replication of the cluster's buckets when Join creates them,
+	// as the store's (jetstream.Options.Replicas): 1, or 3 in production, so that losing a NATS
+	// server loses no lease. Default 1.
+	Replicas int `json:"replicas,omitempty" yaml:"replicas,omitempty"`
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -45,6 +49,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
 	}
 	return o
 }
@@ -60,6 +67,9 @@ func (o Options) Validate() error {
 	}
 	if o.LeaseTTL != 0 && o.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("cluster lease TTL %v: use at least 1s (JetStream expires keys at second granularity)", o.LeaseTTL))
+	}
+	if o.Replicas < 0 || o.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("cluster replicas %d: JetStream keeps 1 to 5 replicas (3 in production)", o.Replicas))
 	}
 	return errors.Join(errs...)
 }

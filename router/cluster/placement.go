@@ -153,16 +153,18 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 		return
 	}
 	l.running, l.gen = true, gen
+	n.publishRunning()
 }
 
 func (n *Node) stop(k Key, l *lease) {
 	if !l.running {
 		return
 	}
+	l.running = false
+	n.publishRunning() // before the actor stops: its dead letters are no longer this node's
 	if n.hooks.Stop != nil {
 		n.hooks.Stop(k)
 	}
-	l.running = false
 }
 
 func (n *Node) release(ctx context.Context, k Key, l *lease) {
@@ -177,9 +179,7 @@ func (n *Node) publishRunning() {
 			running[k] = true
 		}
 	}
-	n.mu.Lock()
-	n.running = running
-	n.mu.Unlock()
+	n.running.Store(&running)
 }
 
 // isConflict reports a compare-and-set that found another revision: another node took the

@@ -499,4 +499,3 @@ func TestFencedActorStops(t *testing.T) {
 		return err == nil && st.Cursor >= 2
 	})
 }
-
