@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"sinks":                        {"schemas"},
 	"sinks/":                       {"sinks", "schemas"},
 	"router/store":                 {"schemas"},
-	"router/cluster":               {"router/logattr"},
+	"router/cluster":               {},
 	"router/store/":                {"router/store", "schemas"},
 	"actors":                       {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/logattr", "sinks"},
 	"actors/deadletter":            {"schemas", "router/retry", "router/store", "router/metrics", "router/logattr", "sinks", "actors"},

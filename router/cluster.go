@@ -186,7 +186,8 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	if err != nil {
 		return err
 	}
-	w := actors.NewStateWriter(c.r.store, k.Topic)
+	var w *actors.StateWriter // the writer's first write comes after it is set (Enqueue)
+	w = actors.NewStateWriter(fencingStore{c.r.store, func() { c.fenced(k, w) }}, k.Topic)
 	cfg.Writer = w
 	headers := make(map[string]string, len(cfg.Headers)+1)
 	for h, v := range cfg.Headers {
@@ -194,7 +195,7 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	}
 	cfg.Headers = headers
 	cfg.Headers[NodeHeader] = c.node.Name()
-	cfg.OnFenced = func() { c.fenced(k) }
+	cfg.OnFenced = func() { c.fenced(k, w) }
 	if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second).Result(); err != nil {
 		_ = w.Close()
 		return fmt.Errorf("starting subscription %s: %w", k, err)
@@ -226,6 +227,12 @@ func (c *clusterRuntime) adoptDeadLetters() {
 	c.adopt, c.adoptAll = nil, false
 	c.mu.Unlock()
 	if d == nil || (len(keys) == 0 && !all) {
+		return
+	}
+	if !c.r.deps.NATS.IsConnected() {
+		c.mu.Lock()
+		c.adoptAll = true // once connected again (the actors stop meanwhile anyway)
+		c.mu.Unlock()
 		return
 	}
 	node := c.node
@@ -267,15 +274,45 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 	c.r.log.Info("subscription left this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 }
 
-// fenced is the actors' OnFenced: the actor stopped itself; the placement starts it again if
-// this node still holds the lease.
-func (c *clusterRuntime) fenced(k cluster.Key) {
+// fenced is called when a state write of the actor running with writer w was fenced (by the
+// writer, or the actor's OnFenced): the actor stops, and the placement starts it again,
+// loading the new state, if this node still holds the lease. A report about an actor that
+// is no longer the current one is ignored.
+func (c *clusterRuntime) fenced(k cluster.Key, w *actors.StateWriter) {
+	c.mu.Lock()
+	s := c.subs[k]
+	current := s != nil && s.writer == w
+	if current {
+		s.writer = nil
+	}
+	c.mu.Unlock()
+	if !current {
+		return
+	}
+	c.r.log.Warn("a state write of a subscription was fenced: another node wrote its state; stopping its actor here", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 	go func() {
+		defer func() { _ = w.Close() }()
 		if t, err := c.r.topic(k.Topic); err == nil {
 			_, _ = c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result()
 		}
 		c.node.Fenced(k)
 	}()
+}
+
+// fencingStore reports a fenced subscription state write of one actor's writer at once, so
+// the actor stops without waiting for its next write to find out.
+type fencingStore struct {
+	store.Store
+	onFenced func()
+}
+
+// UpdateSubscription implements [store.Store].
+func (f fencingStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	err := f.Store.UpdateSubscription(ctx, topic, sub, u)
+	if errors.Is(err, store.ErrFenced) {
+		f.onFenced()
+	}
+	return err
 }
 
 // appended is the node's Appended hook: another node appended to a topic's journal.

@@ -279,7 +279,10 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	if err := json.Unmarshal(d.Spec, &rec); err != nil {
 		return nil, err
 	}
-	if _, _, dup := t.sub(d.Name); dup {
+	r.mu.RLock()
+	_, _, dup := t.sub(d.Name)
+	r.mu.RUnlock()
+	if dup {
 		// Stored by an egrid that compared names by case: the first one is served, the
 		// other is kept in the store untouched for an operator to export or delete.
 		r.log.Error("a stored event subscription differs from another only in case and is not served: names are case-insensitive", logattr.Topic, t.name, logattr.Subscription, d.Name)
@@ -288,7 +291,9 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	r.life.hold() // New releases the timers armed here once the router is complete
 	k := subKey{t.name, d.Name}
 	spec := rec.SubscriptionSpec
+	r.mu.Lock() // in cluster mode the topic is served while another node's change is applied
 	t.putSub(d.Name, &spec)
+	r.mu.Unlock()
 	r.life.set(k, rec.Egrid)
 	now := r.deps.Now()
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(now), spec.ExpirationTimeUTC, r.expire)

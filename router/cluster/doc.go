@@ -27,5 +27,5 @@
 //   - Admin requests: request/reply on P.cluster.node.<name>.admin, so a call about a
 //     subscription (status, end probation, replay) reaches the node that runs it.
 //
-// cluster imports no egrid package but router/logattr; the router wires it (router/cluster.go).
+// cluster imports no egrid package; the router wires it (router/cluster.go).
 package cluster

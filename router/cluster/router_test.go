@@ -21,7 +21,9 @@ import (
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/jetstream"
+	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
 )
 
 // The tests run several routers in one process, each with its own NATS connection and
@@ -30,8 +32,14 @@ import (
 // server is on a socket, which a synctest bubble cannot hold): waits are bounded polls.
 var serverURL string
 
-// leaseTTL is short so that failovers take a couple of seconds.
-const leaseTTL = 2 * time.Second
+// leaseTTL is short so that failovers take a couple of seconds; EGRID_CLUSTER_TEST_LEASE_TTL
+// sets another (5s, the default of serve, to measure its failover time).
+var leaseTTL = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("EGRID_CLUSTER_TEST_LEASE_TTL")); err == nil {
+		return d
+	}
+	return 2 * time.Second
+}()
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "egrid-cluster-")
@@ -93,7 +101,7 @@ func (rc *recorder) sink(node string) sinks.Sink {
 		rc.seen = append(rc.seen, d)
 		rc.mu.Unlock()
 		if failed {
-			return &sinks.DeliveryError{Outcome: 0, StatusCode: 503, Err: errors.New("scripted 503")}
+			return &sinks.DeliveryError{Outcome: schemas.Busy, StatusCode: 503, Err: errors.New("scripted 503")}
 		}
 		return nil
 	})
@@ -127,14 +135,15 @@ type node struct {
 }
 
 type testCluster struct {
-	t      *testing.T
-	prefix string
-	rec    *recorder
-	fenced atomic.Int64 // log lines of actors that stopped on a fenced write
+	t       *testing.T
+	prefix  string
+	rec     *recorder
+	objects *testkit.ObjectStore // the dead-letter destination every node shares
+	fenced  atomic.Int64         // log lines of actors that stopped on a fenced write
 }
 
 func newCluster(t *testing.T) *testCluster {
-	c := &testCluster{t: t, prefix: fmt.Sprintf("CL%d_%d", os.Getpid(), prefixes.Add(1)), rec: &recorder{}}
+	c := &testCluster{t: t, prefix: fmt.Sprintf("CL%d_%d", os.Getpid(), prefixes.Add(1)), rec: &recorder{}, objects: testkit.NewObjectStore()}
 	t.Cleanup(func() { cleanup(c.prefix) })
 	return c
 }
@@ -171,8 +180,9 @@ func (c *testCluster) start(name string) *node {
 	log := slog.New(slog.NewTextHandler(testWriter{t, &c.fenced}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := router.New(router.Config{
 		TimeScale: 10, NoJitter: true,
-		Cluster: cluster.Options{NodeName: name, Prefix: c.prefix, LeaseTTL: leaseTTL},
-	}, router.Deps{Store: st, NATS: nc, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}})
+		Cluster:     cluster.Options{NodeName: name, Prefix: c.prefix, LeaseTTL: leaseTTL},
+		DeadLetters: router.DeadLetterConfig{Delay: 40 * time.Second}, // 4 s at TimeScale 10
+	}, router.Deps{Store: st, NATS: nc, DeadLetterStore: c.objects, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}})
 	if err != nil {
 		t.Fatalf("router.New (node %s): %v", name, err)
 	}
@@ -194,7 +204,7 @@ type testWriter struct {
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "changed elsewhere") {
+	if strings.Contains(string(p), "was fenced") {
 		w.fenced.Add(1)
 	}
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -293,9 +303,15 @@ func setup(t *testing.T, n int, nodes ...*node) {
 			t.Fatalf("CreateSubscription: %v", err)
 		}
 	}
-	eventually(t, 30*time.Second, "every subscription placed on one node", func() bool {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.name)
+	}
+	eventually(t, 30*time.Second, "every subscription placed on its preferred node alone", func() bool {
 		for i := range n {
-			if len(runners("orders", fmt.Sprintf("sub%d", i), nodes...)) != 1 {
+			sub := fmt.Sprintf("sub%d", i)
+			run := runners("orders", sub, nodes...)
+			if len(run) != 1 || run[0] != cluster.Owner(names, cluster.Key{Topic: "orders", Subscription: sub}) {
 				return false
 			}
 		}
@@ -489,13 +505,64 @@ func TestFencedActorStops(t *testing.T) {
 	if err := publish(t, a.r, "orders", "x2"); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	eventually(t, 30*time.Second, "x2 attempted after the restart", func() bool { return len(c.rec.attemptsOf("x2")) >= 1 })
-	if c.fenced.Load() == 0 {
-		t.Error("no actor reported a fenced state write")
+	eventually(t, 30*time.Second, "the fenced write reported", func() bool { return c.fenced.Load() > 0 })
+	eventually(t, 30*time.Second, "sub0 running again on a", func() bool { return a.r.RunsSubscription("orders", "sub0") })
+	if err := publish(t, a.r, "orders", "x3"); err != nil {
+		t.Fatalf("Publish: %v", err)
 	}
-	// The stored cursor is past x2: the restarted actor writes on the new revision.
-	eventually(t, 30*time.Second, "cursor past x2", func() bool {
+	eventually(t, 30*time.Second, "x3 attempted after the restart", func() bool { return len(c.rec.attemptsOf("x3")) >= 1 })
+	// The stored cursor is past x3: the restarted actor writes on the new revision.
+	eventually(t, 30*time.Second, "cursor past x3", func() bool {
 		st, err := other.LoadSubscription(t.Context(), "orders", "sub0")
-		return err == nil && st.Cursor >= 2
+		return err == nil && st.Cursor >= 3
 	})
+}
+
+// A dead letter waiting in the outbox of a node that is cut off is written by the node the
+// subscription moves to, once, at its due time.
+func TestDeadLetterOfACutOffNodeWrittenByTheNewOwner(t *testing.T) {
+	c := newCluster(t)
+	c.rec.fail = func(node, id string) bool { return id == "dl1" }
+	a, b := c.start("a"), c.start("b")
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	// A subscription placed on a: try names until the placement puts one there.
+	var sub string
+	for i := 0; sub == ""; i++ {
+		name := fmt.Sprintf("dead%d", i)
+		if cluster.Owner([]string{"a", "b"}, cluster.Key{Topic: "orders", Subscription: name}) == "a" {
+			sub = name
+		}
+	}
+	spec := router.SubscriptionSpec{Destination: router.SinkDestination("hook")}
+	spec.RetryPolicy.MaxDeliveryAttempts = 1
+	spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
+	spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+	if err := a.r.CreateSubscription(ctx, "orders", sub, spec); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
+	eventually(t, 30*time.Second, sub+" runs on a", func() bool { return a.r.RunsSubscription("orders", sub) })
+	if err := publish(t, b.r, "orders", "dl1"); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	eventually(t, 30*time.Second, "the dead letter in the outbox", func() bool {
+		recs, err := b.st.DeadLetters(ctx)
+		return err == nil && len(recs) == 1
+	})
+	a.nc.Close()
+	eventually(t, 30*time.Second, "the dead letter written", func() bool { return len(c.objects.Objects("deadletters")) > 0 })
+	eventually(t, 30*time.Second, "the outbox empty", func() bool {
+		recs, err := b.st.DeadLetters(ctx)
+		return err == nil && len(recs) == 0
+	})
+	objs := c.objects.Objects("deadletters")
+	if len(objs) != 1 {
+		t.Fatalf("%d dead-letter objects, want 1: %+v", len(objs), objs)
+	}
+	recs := c.objects.Records(t, "deadletters", "", schemas.EventGrid, a.r.TopicID("orders"))
+	if len(recs) != 1 || recs[0].Event.ID != "dl1" {
+		t.Errorf("dead-letter records %+v, want dl1 once", recs)
+	}
 }

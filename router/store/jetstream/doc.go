@@ -1,6 +1,6 @@
 // Package jetstream is a [store.Store] on NATS JetStream: the foundation of egrid's cluster
-// mode, where several router nodes share one JetStream domain. It is a library for now; the
-// serve command still uses the disk store.
+// mode, where several router nodes share one JetStream domain (`egrid serve --cluster`,
+// package router/cluster); the serve command uses the disk store otherwise.
 //
 // # Mapping
 //
