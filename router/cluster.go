@@ -41,6 +41,7 @@ type clusterRuntime struct {
 	// (guarded by mu); adoptAll asks run to adopt those of every subscription running here.
 	adopt    map[cluster.Key]bool
 	adoptAll bool
+	misses   map[string]time.Time // topicFresh's store reads, by folded name
 }
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
@@ -471,10 +472,23 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 		return
 	}
 	if d == nil {
-		if t != nil {
-			r.dropTopicLocally(t)
+		if t == nil {
+			return
 		}
-		return
+		// Read again in the turn: the listing may predate a create that just finished here.
+		defs, err := r.store.Topics(ctx)
+		if err != nil {
+			return
+		}
+		for i := range defs {
+			if fold(defs[i].Name) == fold(name) {
+				d = &defs[i]
+			}
+		}
+		if d == nil {
+			r.dropTopicLocally(t)
+			return
+		}
 	}
 	var spec TopicSpec
 	if err := json.Unmarshal(d.Spec, &spec); err != nil {
@@ -608,6 +622,34 @@ func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.Subscr
 		return fmt.Errorf("%s event subscription %q: %w", verb, name, err)
 	}
 	return nil
+}
+
+// topicFresh is topic, but in cluster mode a topic this node does not know yet is looked up
+// in the store first (at most once a second per name), so a topic created on another node
+// a moment ago can be published to here at once.
+func (r *Router) topicFresh(name string) (*topicRuntime, error) {
+	t, err := r.topic(name)
+	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || !r.cl.missAllowed(name) {
+		return t, err
+	}
+	r.syncTopic(name)
+	return r.topic(name)
+}
+
+// missAllowed rate-limits the store reads of topicFresh: once a second per name, so
+// requests for a topic that does not exist cannot make every request read the store.
+func (c *clusterRuntime) missAllowed(name string) bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.misses == nil || len(c.misses) > 10000 {
+		c.misses = make(map[string]time.Time)
+	}
+	if last, ok := c.misses[fold(name)]; ok && now.Sub(last) < time.Second {
+		return false
+	}
+	c.misses[fold(name)] = now
+	return true
 }
 
 // NodeName returns this router's cluster node name, "" when it does not run in cluster mode.

@@ -169,6 +169,11 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 // Topic returns a topic's spec.
 func (r *Router) Topic(name string) (TopicSpec, error) {
 	t, _, _, err := r.lookup(name, "")
+	if err != nil && r.cl != nil {
+		if ft, ferr := r.topicFresh(name); ferr == nil { // created on another node a moment ago
+			t, err = ft, nil
+		}
+	}
 	if err != nil {
 		return TopicSpec{}, err
 	}

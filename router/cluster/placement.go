@@ -34,7 +34,11 @@ func (n *Node) loop() {
 
 // place runs one placement round.
 func (n *Node) place() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.round())
+	// One bound for the whole round, longer than the round itself (a loaded NATS server must
+	// not make a healthy node think it is cut off) and short enough that a round stuck on NATS
+	// still leaves the next one time to stop the actors (3/5 TTL after the last renewal)
+	// before the leases lapse (TTL).
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
 	defer cancel()
 	now := time.Now()
 	connected := n.nc.IsConnected()
@@ -78,6 +82,9 @@ func (n *Node) place() {
 	// Renew, hand over or give up what this node holds.
 	for k, l := range n.held {
 		gen, wanted := want[k]
+		if l.running && time.Since(l.renewed) >= n.stopAfter() {
+			n.lapse(k, l, time.Now()) // this round got here late: stop before the lease lapses
+		}
 		switch {
 		case !wanted:
 			n.stop(k, l)
