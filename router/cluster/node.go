@@ -134,7 +134,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 	} {
 		*b.kv, err = js.KeyValue(ctx, b.name)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.MemoryStorage, Replicas: opts.Replicas})
+			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.FileStorage, Replicas: opts.Replicas})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: creating bucket %s: %w", b.name, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -139,6 +140,8 @@ type testCluster struct {
 	prefix  string
 	rec     *recorder
 	objects *testkit.ObjectStore // the dead-letter destination every node shares
+	url     string               // the NATS server (default serverURL)
+	files   bool                 // the store keeps its streams in files (survives a server restart)
 	fenced  atomic.Int64         // log lines of actors that stopped on a fenced write
 }
 
@@ -169,11 +172,15 @@ func cleanup(prefix string) {
 func (c *testCluster) start(name string) *node {
 	t := c.t
 	t.Helper()
-	nc, err := nats.Connect(serverURL, nats.MaxReconnects(-1))
+	url := c.url
+	if url == "" {
+		url = serverURL
+	}
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
-	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: true, Timeout: 3 * time.Second})
+	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatalf("opening the store: %v", err)
 	}
@@ -572,3 +579,56 @@ func TestDeadLetterOfACutOffNodeWrittenByTheNewOwner(t *testing.T) {
 	}
 }
 
+
+// When the NATS server goes away every node refuses publishes and stops its actors; when it
+// comes back the nodes resume by themselves: each subscription runs on one node again and
+// what is published next is delivered.
+func TestNodesResumeWhenNATSReturns(t *testing.T) {
+	dir := t.TempDir()
+	opts := &natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
+	}
+	startServer := func() *natsserver.Server {
+		t.Helper()
+		srv, err := natsserver.NewServer(opts)
+		if err != nil {
+			t.Fatalf("starting a NATS server: %v", err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("the NATS server did not accept connections within 10s")
+		}
+		return srv
+	}
+	srv := startServer()
+	opts.Port = srv.Addr().(*net.TCPAddr).Port // the same port again
+	defer func() { srv.Shutdown() }()
+	c := newCluster(t)
+	c.url, c.files = srv.ClientURL(), true
+	a, b := c.start("a"), c.start("b")
+	setup(t, 2, a, b)
+	if err := publish(t, a.r, "orders", "before"); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	eventually(t, 30*time.Second, "delivered before the outage", func() bool { return len(c.rec.attemptsOf("before")) == 2 })
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	if err := publish(t, a.r, "orders", "refused"); !errors.Is(err, router.ErrUnavailable) {
+		t.Errorf("publish while NATS is down = %v, want ErrUnavailable", err)
+	}
+	eventually(t, 30*time.Second, "every actor stopped", func() bool {
+		return len(runners("orders", "sub0", a, b))+len(runners("orders", "sub1", a, b)) == 0
+	})
+
+	srv = startServer()
+	eventually(t, 60*time.Second, "each subscription running on one node again", func() bool {
+		return len(runners("orders", "sub0", a, b)) == 1 && len(runners("orders", "sub1", a, b)) == 1
+	})
+	eventually(t, 30*time.Second, "publishes accepted again", func() bool { return publish(t, b.r, "orders", "after") == nil })
+	eventually(t, 30*time.Second, "delivered after the outage", func() bool { return len(c.rec.attemptsOf("after")) >= 2 })
+	if n := len(c.rec.attemptsOf("refused")); n != 0 {
+		t.Errorf("the refused publish was delivered %d times", n)
+	}
+}
