@@ -227,7 +227,11 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		go func() { errc <- metricsSrv.Serve(mln) }()
 		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+MetricsPath)
 	}
-	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), "dataDir", s.DataDir, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
+	where := slog.String("dataDir", s.DataDir)
+	if s.Cluster.enabled() {
+		where = slog.String("node", s.Cluster.Options.NodeName)
+	}
+	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), where, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
 	log.Info("http limits", "readHeaderTimeout", limits.ReadHeaderTimeout, "bodyTimeout", limits.BodyTimeout,
 		"idleTimeout", limits.IdleTimeout, "maxHeaderBytes", limits.MaxHeaderBytes, "maxConnections", limits.MaxConnections,
 		"maxPublishBodies", limits.MaxPublishBodies, "publishWait", limits.PublishWait)

@@ -140,6 +140,20 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 			return nil, fmt.Errorf("cluster: creating bucket %s: %w", b.name, err)
 		}
 	}
+	// The buckets' TTL is the lease TTL every node must use: one that differs (another
+	// --cluster-lease-ttl, or buckets made by an earlier run) would let this node stop its
+	// actors after a lease lapsed. The buckets win.
+	for _, kv := range []jetstream.KeyValue{n.leases, n.members} {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: reading bucket %s: %w", kv.Bucket(), err)
+		}
+		if ttl := st.TTL(); ttl > 0 && ttl != n.opts.LeaseTTL {
+			n.log.Warn("the cluster's buckets have another lease TTL than this node's setting; using the buckets' (delete buckets "+opts.Prefix+"_leases and "+opts.Prefix+"_members while no node runs to change it)", "setting", n.opts.LeaseTTL, "buckets", ttl)
+			n.opts.LeaseTTL = ttl
+			opts.LeaseTTL = ttl
+		}
+	}
 	if n.slot, err = reserveSlot(ctx, js, opts); err != nil {
 		return nil, err
 	}
