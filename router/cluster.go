@@ -389,8 +389,9 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 }
 
 // ErrNotPlaced is returned by calls about a subscription whose actor runs on no node at the
-// moment (it is moving, or no node could start it): try again in a few seconds.
-var ErrNotPlaced = errors.New("the event subscription is not running on any cluster node at the moment (it is moving to another node); try again in a few seconds")
+// moment (it is moving, or no node could start it): try again in a few seconds. It wraps
+// [ErrUnavailable], so the admin API answers it 503 with Retry-After.
+var ErrNotPlaced = fmt.Errorf("the event subscription is not running on any cluster node at the moment (it is moving to another node); try again in a few seconds: %w", ErrUnavailable)
 
 // askOwner asks the node running a subscription (topic and name as created).
 func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (*Status, error) {

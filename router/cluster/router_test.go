@@ -579,7 +579,6 @@ func TestDeadLetterOfACutOffNodeWrittenByTheNewOwner(t *testing.T) {
 	}
 }
 
-
 // When the NATS server goes away every node refuses publishes and stops its actors; when it
 // comes back the nodes resume by themselves: each subscription runs on one node again and
 // what is published next is delivered.
