@@ -166,6 +166,12 @@ func (r *Router) ensureSystemTopic(ctx context.Context) error {
 		return nil
 	}
 	if _, err := r.CreateTopic(ctx, name, TopicSpec{}); err != nil {
+		if r.cl != nil { // another node starting at the same moment created it first
+			r.syncTopic(name)
+			if _, terr := r.topic(name); terr == nil {
+				return nil
+			}
+		}
 		return fmt.Errorf("creating the dead-letter notification topic %q: %w", name, err)
 	}
 	return nil

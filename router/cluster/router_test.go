@@ -170,19 +170,29 @@ func cleanup(prefix string) {
 
 // start runs a router as node name.
 func (c *testCluster) start(name string) *node {
+	c.t.Helper()
+	n, err := c.open(name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// open is start returning its error (for other goroutines than the test's).
+func (c *testCluster) open(name string) (*node, error) {
 	t := c.t
-	t.Helper()
 	url := c.url
 	if url == "" {
 		url = serverURL
 	}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
-		t.Fatalf("connecting: %v", err)
+		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second})
 	if err != nil {
-		t.Fatalf("opening the store: %v", err)
+		nc.Close()
+		return nil, fmt.Errorf("opening the store: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t, &c.fenced}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := router.New(router.Config{
@@ -191,11 +201,13 @@ func (c *testCluster) start(name string) *node {
 		DeadLetters: router.DeadLetterConfig{Delay: 40 * time.Second}, // 4 s at TimeScale 10
 	}, router.Deps{Store: st, NATS: nc, DeadLetterStore: c.objects, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}})
 	if err != nil {
-		t.Fatalf("router.New (node %s): %v", name, err)
+		_ = st.Close()
+		nc.Close()
+		return nil, fmt.Errorf("router.New (node %s): %w", name, err)
 	}
 	n := &node{name: name, r: r, nc: nc, st: st}
 	t.Cleanup(func() { n.stop() })
-	return n
+	return n, nil
 }
 
 // stop closes the node cleanly (idempotent).
@@ -629,5 +641,25 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	eventually(t, 30*time.Second, "delivered after the outage", func() bool { return len(c.rec.attemptsOf("after")) >= 2 })
 	if n := len(c.rec.attemptsOf("refused")); n != 0 {
 		t.Errorf("the refused publish was delivered %d times", n)
+	}
+}
+
+// Nodes started at the same moment all come up: they share the dead-letter notification
+// topic that each creates when it is missing.
+func TestNodesStartTogether(t *testing.T) {
+	c := newCluster(t)
+	nodes, errs := make([]*node, 3), make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() { nodes[i], errs[i] = c.open(fmt.Sprintf("n%d", i)) })
+	}
+	wg.Wait()
+	for i, n := range nodes {
+		if errs[i] != nil {
+			t.Fatalf("node n%d did not start: %v", i, errs[i])
+		}
+		if _, err := n.r.Topic(router.DefaultDeadLetterTopic); err != nil {
+			t.Errorf("node %s: %v", n.name, err)
+		}
 	}
 }
