@@ -661,9 +661,9 @@ func (r *Router) NodeName() string {
 	return r.cl.node.Name()
 }
 
-// RunsSubscription reports whether this router runs the actor of a subscription: always
-// true for an existing, delivering subscription outside cluster mode; in cluster mode only
-// on the one node that holds its lease.
+// RunsSubscription reports whether this router runs the actor of a subscription: outside
+// cluster mode, whether the subscription exists; in cluster mode, whether this node holds its
+// lease and runs its actor (one node at a time).
 func (r *Router) RunsSubscription(topic, name string) bool {
 	t, _, display, err := r.lookup(topic, name)
 	if err != nil {

@@ -22,6 +22,7 @@ const (
 	CheckStore       = "store"
 	CheckActors      = "actors"
 	CheckDeadLetters = "deadLetterStore"
+	CheckCluster     = "cluster"
 )
 
 // pinger is a dead-letter store that can tell whether it is reachable (sinks/blob.Store).
@@ -32,7 +33,8 @@ type pinger interface {
 // ReadinessChecks returns the checks of a readiness probe (router/probes): the store takes
 // writes ([Router.Health] is Healthy: not below its free-space floor, not failed), the router's actors run
 // (it was built and is not closed), and, when the dead-letter store can be pinged (MinIO),
-// that it answers. A failed check says what is wrong.
+// that it answers; in cluster mode, that the node is connected to NATS. A failed check says
+// what is wrong.
 func (r *Router) ReadinessChecks() []probes.Check {
 	checks := []probes.Check{
 		{Name: CheckStore, Run: func(context.Context) error {
@@ -58,6 +60,14 @@ func (r *Router) ReadinessChecks() []probes.Check {
 		checks = append(checks, probes.Check{Name: CheckDeadLetters, Run: func(ctx context.Context) error {
 			if err := p.Ping(ctx); err != nil {
 				return fmt.Errorf("the dead-letter store does not answer: %w", err)
+			}
+			return nil
+		}})
+	}
+	if nc := r.deps.NATS; nc != nil {
+		checks = append(checks, probes.Check{Name: CheckCluster, Run: func(context.Context) error {
+			if !nc.IsConnected() {
+				return fmt.Errorf("not connected to NATS (%v): publishes are refused and this node delivers nothing until it reconnects", nc.Status())
 			}
 			return nil
 		}})

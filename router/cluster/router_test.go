@@ -629,6 +629,9 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	if err := publish(t, a.r, "orders", "refused"); !errors.Is(err, router.ErrUnavailable) {
 		t.Errorf("publish while NATS is down = %v, want ErrUnavailable", err)
 	}
+	if !notReady(t, a.r) {
+		t.Error("a node cut off from NATS is ready")
+	}
 	eventually(t, 30*time.Second, "every actor stopped", func() bool {
 		return len(runners("orders", "sub0", a, b))+len(runners("orders", "sub1", a, b)) == 0
 	})
@@ -638,6 +641,9 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 		return len(runners("orders", "sub0", a, b)) == 1 && len(runners("orders", "sub1", a, b)) == 1
 	})
 	eventually(t, 30*time.Second, "publishes accepted again", func() bool { return publish(t, b.r, "orders", "after") == nil })
+	if notReady(t, b.r) {
+		t.Error("a node connected again is not ready")
+	}
 	eventually(t, 30*time.Second, "delivered after the outage", func() bool { return len(c.rec.attemptsOf("after")) >= 2 })
 	if n := len(c.rec.attemptsOf("refused")); n != 0 {
 		t.Errorf("the refused publish was delivered %d times", n)
@@ -662,4 +668,15 @@ func TestNodesStartTogether(t *testing.T) {
 			t.Errorf("node %s: %v", n.name, err)
 		}
 	}
+}
+
+// notReady reports whether r's cluster readiness check fails.
+func notReady(t *testing.T, r *router.Router) bool {
+	for _, c := range r.ReadinessChecks() {
+		if c.Name == router.CheckCluster {
+			return c.Run(t.Context()) != nil
+		}
+	}
+	t.Fatal("no cluster readiness check")
+	return false
 }
