@@ -506,8 +506,8 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 			return
 		}
 		r.log.Info("topic created on another node", logattr.Topic, d.Name)
-	} else if cur := t.load(); cur.spec.Key1 != spec.Key1 || cur.spec.Key2 != spec.Key2 {
-		t.state.Store(newTopicState(spec)) // keys rotated elsewhere
+	} else if cur, _ := json.Marshal(t.load().spec); string(cur) != string(d.Spec) {
+		t.state.Store(newTopicState(spec)) // keys rotated elsewhere: publishes see old or new, whole
 	}
 	stored := map[string]bool{}
 	for _, sd := range subDefs {
