@@ -72,8 +72,9 @@ func (r *Router) joinCluster() error {
 }
 
 // run watches the definitions and the journals: a topic another node changed is read again
-// at once, every topic every resyncEvery, and the journal end of every topic with actors
-// here every round (a lost append notice costs at most that long).
+// at once, every topic every resyncRounds rounds, and the journal end of every topic with
+// actors here every round (a lost append notice costs at most that long); and it hands the
+// dead-letter actor the records of subscriptions placed here.
 func (c *clusterRuntime) run() {
 	defer close(c.done)
 	round := c.node.Options().LeaseTTL / 5
@@ -90,7 +91,9 @@ func (c *clusterRuntime) run() {
 			n++
 			if n%resyncRounds == 0 {
 				c.r.syncAll()
+				c.mu.Lock()
 				c.adoptAll = true
+				c.mu.Unlock()
 			}
 			c.pollJournals()
 			c.adoptDeadLetters()
@@ -472,15 +475,13 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 	if closed {
 		return
 	}
-	if d == nil {
-		if t == nil {
-			return
-		}
-		// Read again in the turn: the listing may predate a create that just finished here.
+	if t != nil && (d == nil || string(localSpec(t)) != string(d.Spec)) {
+		// Read again in the turn: the listing may predate a change that just finished here.
 		defs, err := r.store.Topics(ctx)
 		if err != nil {
 			return
 		}
+		d = nil
 		for i := range defs {
 			if fold(defs[i].Name) == fold(name) {
 				d = &defs[i]
@@ -490,6 +491,9 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 			r.dropTopicLocally(t)
 			return
 		}
+	}
+	if d == nil {
+		return
 	}
 	var spec TopicSpec
 	if err := json.Unmarshal(d.Spec, &spec); err != nil {
@@ -506,7 +510,7 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 			return
 		}
 		r.log.Info("topic created on another node", logattr.Topic, d.Name)
-	} else if cur, _ := json.Marshal(t.load().spec); string(cur) != string(d.Spec) {
+	} else if string(localSpec(t)) != string(d.Spec) {
 		t.state.Store(newTopicState(spec)) // keys rotated elsewhere: publishes see old or new, whole
 	}
 	stored := map[string]bool{}
@@ -530,6 +534,12 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 		r.mu.Unlock()
 		r.life.forget(subKey{t.name, name})
 	}
+}
+
+// localSpec is a topic's definition in force here, as the store keeps it.
+func localSpec(t *topicRuntime) []byte {
+	b, _ := json.Marshal(t.load().spec)
+	return b
 }
 
 // syncSubscriptionDef applies a subscription definition read from the store when it differs
