@@ -191,7 +191,7 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 		return err
 	}
 	var w *actors.StateWriter // the writer's first write comes after it is set (Enqueue)
-	w = actors.NewStateWriter(fencingStore{c.r.store, func() { c.fenced(k, w) }}, k.Topic)
+	w = actors.NewStateWriter(watchedStore{c.r.store, func(err error) { c.writeFailed(k, w, err) }}, k.Topic)
 	cfg.Writer = w
 	headers := make(map[string]string, len(cfg.Headers)+1)
 	for h, v := range cfg.Headers {
@@ -199,7 +199,7 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	}
 	cfg.Headers = headers
 	cfg.Headers[NodeHeader] = c.node.Name()
-	cfg.OnFenced = func() { c.fenced(k, w) }
+	cfg.OnFenced = func() { c.writeFailed(k, w, store.ErrFenced) }
 	if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second).Result(); err != nil {
 		_ = w.Close()
 		return fmt.Errorf("starting subscription %s: %w", k, err)
@@ -278,11 +278,13 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 	c.r.log.Info("subscription left this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 }
 
-// fenced is called when a state write of the actor running with writer w was fenced (by the
-// writer, or the actor's OnFenced): the actor stops, and the placement starts it again,
-// loading the new state, if this node still holds the lease. A report about an actor that
-// is no longer the current one is ignored.
-func (c *clusterRuntime) fenced(k cluster.Key, w *actors.StateWriter) {
+// writeFailed is called when a state write of the actor running with writer w failed (by
+// the writer, or the actor's OnFenced): the writer keeps its first error for good, so the
+// actor stops, and the placement starts it again with a new writer, loading the state, if
+// this node still holds the lease — after a fenced write (another node wrote the state) as
+// after an outage shorter than the lease. A report about an actor that is no longer the
+// current one is ignored.
+func (c *clusterRuntime) writeFailed(k cluster.Key, w *actors.StateWriter, err error) {
 	c.mu.Lock()
 	s := c.subs[k]
 	current := s != nil && s.writer == w
@@ -293,28 +295,32 @@ func (c *clusterRuntime) fenced(k cluster.Key, w *actors.StateWriter) {
 	if !current {
 		return
 	}
-	c.r.log.Warn("a state write of a subscription was fenced: another node wrote its state; stopping its actor here", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+	if errors.Is(err, store.ErrFenced) {
+		c.r.log.Warn("a state write of a subscription was fenced: another node wrote its state; stopping its actor here", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+	} else {
+		c.r.log.Warn("a state write of a subscription failed; restarting its actor from the stored state", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", err)
+	}
 	go func() {
 		defer func() { _ = w.Close() }()
 		if t, err := c.r.topic(k.Topic); err == nil {
 			_, _ = c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result()
 		}
-		c.node.Fenced(k)
+		c.node.ActorStopped(k)
 	}()
 }
 
-// fencingStore reports a fenced subscription state write of one actor's writer at once, so
+// watchedStore reports a failed subscription state write of one actor's writer at once, so
 // the actor stops without waiting for its next write to find out.
-type fencingStore struct {
+type watchedStore struct {
 	store.Store
-	onFenced func()
+	onFailed func(error)
 }
 
 // UpdateSubscription implements [store.Store].
-func (f fencingStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+func (f watchedStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
 	err := f.Store.UpdateSubscription(ctx, topic, sub, u)
-	if errors.Is(err, store.ErrFenced) {
-		f.onFenced()
+	if err != nil {
+		f.onFailed(err)
 	}
 	return err
 }

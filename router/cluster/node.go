@@ -219,10 +219,10 @@ func (n *Node) Unwant(k Key) {
 	n.Poke()
 }
 
-// Fenced reports that k's actor stopped by itself because another writer changed its state
-// (store.ErrFenced): the node starts it again (reloading the state) while it still holds
-// the lease, and forgets it otherwise.
-func (n *Node) Fenced(k Key) {
+// ActorStopped reports that k's actor stopped by itself (a state write failed or was fenced
+// by another writer): the node starts it again next round (reloading the state) while it
+// still holds the lease, and forgets it otherwise.
+func (n *Node) ActorStopped(k Key) {
 	n.mu.Lock()
 	n.lost[k] = true
 	n.mu.Unlock()
