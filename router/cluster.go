@@ -669,6 +669,21 @@ func (c *clusterRuntime) missAllowed(name string) bool {
 	return true
 }
 
+// queueHere checks, in cluster mode, that this node runs a queue subscription's actor: pull
+// calls are answered only there (they are not routed between nodes yet).
+func (r *Router) queueHere(topic, name string) error {
+	if r.cl == nil || r.cl.node.Running(cluster.Key{Topic: topic, Subscription: name}) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	holder, err := r.cl.node.Holder(ctx, cluster.Key{Topic: topic, Subscription: name})
+	if err != nil || holder == "" {
+		return ErrNotPlaced
+	}
+	return fmt.Errorf("queue subscription %q of topic %q runs on cluster node %s: receive and settle its events there (pull calls are not routed between nodes): %w", name, topic, holder, ErrUnavailable)
+}
+
 // NodeName returns this router's cluster node name, "" when it does not run in cluster mode.
 func (r *Router) NodeName() string {
 	if r.cl == nil {

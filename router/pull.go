@@ -103,6 +103,9 @@ func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
 	if !spec.IsQueue() {
 		return nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, t.name, ErrNotQueueSubscription)
 	}
+	if err := r.queueHere(t.name, name); err != nil {
+		return nil, "", err
+	}
 	return t, name, nil
 }
 
