@@ -86,10 +86,15 @@ type recorder struct {
 	mu   sync.Mutex
 	seen []delivery
 	fail func(node, id string) bool
+	// gate, when set, holds attempts of event "slow" until it is closed.
+	gate chan struct{}
 }
 
 func (rc *recorder) sink(node string) sinks.Sink {
 	return sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		if rc.gate != nil && len(b.Events) > 0 && b.Events[0].ID == "slow" {
+			<-rc.gate
+		}
 		d := delivery{node: node, sub: b.Subscription, header: b.Headers[router.NodeHeader], count: b.DeliveryCount}
 		failed := false
 		for _, ev := range b.Events {
@@ -679,4 +684,63 @@ func notReady(t *testing.T, r *router.Router) bool {
 	}
 	t.Fatal("no cluster readiness check")
 	return false
+}
+
+// A state write that fails in a NATS outage shorter than the lease restarts the actor with a
+// new writer once NATS is back (a writer keeps its first error): the subscription's cursor
+// moves on again.
+func TestShortOutageRestartsTheActor(t *testing.T) {
+	dir := t.TempDir()
+	opts := &natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
+	}
+	startServer := func() *natsserver.Server {
+		t.Helper()
+		srv, err := natsserver.NewServer(opts)
+		if err != nil {
+			t.Fatalf("starting a NATS server: %v", err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("the NATS server did not accept connections within 10s")
+		}
+		return srv
+	}
+	srv := startServer()
+	opts.Port = srv.Addr().(*net.TCPAddr).Port
+	defer func() { srv.Shutdown() }()
+	c := newCluster(t)
+	c.url, c.files = srv.ClientURL(), true
+	c.rec.gate = make(chan struct{})
+	a := c.start("a")
+	setup(t, 1, a)
+	if err := publish(t, a.r, "orders", "slow"); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	// The attempt of "slow" is in the sink; NATS goes away; the attempt succeeds, and the
+	// cursor write that follows fails.
+	eventually(t, 30*time.Second, "slow in flight", func() bool {
+		st, err := a.r.Status(t.Context(), "orders", "sub0")
+		return err == nil && st.InFlight == 1
+	})
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	close(c.rec.gate)
+	eventually(t, 30*time.Second, "slow attempted", func() bool { return len(c.rec.attemptsOf("slow")) >= 1 })
+	srv = startServer() // well within the lease: a keeps it
+	eventually(t, 30*time.Second, "publishes accepted again", func() bool { return publish(t, a.r, "orders", "after") == nil })
+	eventually(t, 30*time.Second, "after delivered", func() bool { return len(c.rec.attemptsOf("after")) >= 1 })
+	check, err := jetstream.Open(t.Context(), a.nc, jetstream.Options{Prefix: c.prefix, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("opening a store: %v", err)
+	}
+	eventually(t, 30*time.Second, "the stored cursor past after", func() bool {
+		last, err := check.LastSeq(t.Context(), "orders")
+		if err != nil {
+			return false
+		}
+		st, err := check.LoadSubscription(t.Context(), "orders", "sub0")
+		return err == nil && st.Cursor >= last
+	})
 }
