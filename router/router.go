@@ -225,7 +225,9 @@ type Deps struct {
 	// opened with the prefix of [Config.Cluster], which every node shares. Definitions made
 	// on any node take effect on all, each subscription actor runs on one live node, and a
 	// publish on any node reaches them all. The caller owns the connection: closing it cuts
-	// the node off (its subscriptions move to the others within the lease TTL).
+	// the node off (its subscriptions move to the others within the lease TTL). Connect with
+	// nats.MaxReconnects(-1) (the node resumes by itself when NATS returns) and
+	// nats.ReconnectBufSize(-1) (a publish refused while disconnected is not stored later).
 	NATS *nats.Conn
 }
 

@@ -128,6 +128,8 @@ func splitURLs(v string) []string {
 func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nats.Conn, *jetstream.Store, error) {
 	nc, err := nats.Connect(strings.Join(s.URLs, ","),
 		nats.Name("egrid "+s.Options.NodeName), nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
+		// No buffering while disconnected: a publish answered 503 must not be stored later.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("disconnected from NATS: publishes are refused (503) and this node stops delivering until it reconnects", "err", err)
 		}),

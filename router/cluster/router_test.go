@@ -190,7 +190,7 @@ func (c *testCluster) open(name string) (*node, error) {
 	if url == "" {
 		url = serverURL
 	}
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
