@@ -373,6 +373,7 @@ func (n *Node) Close() {
 // subscriptions over at once rather than after the lease TTL. Call it after Close, once the
 // router stopped the actors and wrote their state.
 func (n *Node) Release(ctx context.Context) {
+	n.running.Store(&map[Key]bool{}) // the router stopped the actors
 	if !n.nc.IsConnected() {
 		return // the leases lapse by themselves
 	}

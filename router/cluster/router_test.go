@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -743,4 +744,87 @@ func TestShortOutageRestartsTheActor(t *testing.T) {
 		st, err := check.LoadSubscription(t.Context(), "orders", "sub0")
 		return err == nil && st.Cursor >= last
 	})
+}
+
+// While nodes join and leave, no subscription ever runs on two nodes at once (sampled every
+// few milliseconds), and every event published meanwhile is delivered to every subscription.
+func TestPlacementExclusiveWhileNodesComeAndGo(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.start("a"), c.start("b")
+	const subs = 8
+	setup(t, subs, a, b)
+	var mu sync.Mutex
+	nodes := []*node{a, b}
+	stop := make(chan struct{})
+	var violations []string
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			mu.Lock()
+			ns := slices.Clone(nodes)
+			mu.Unlock()
+			for i := range subs {
+				sub := fmt.Sprintf("sub%d", i)
+				if run := runners("orders", sub, ns...); len(run) > 1 {
+					violations = append(violations, fmt.Sprintf("%s on %v", sub, run))
+				}
+			}
+		}
+	})
+	published := 0
+	pub := func(n *node) {
+		t.Helper()
+		for range 5 {
+			if err := publish(t, n.r, "orders", fmt.Sprintf("ev%d", published)); err != nil {
+				t.Fatalf("Publish on %s: %v", n.name, err)
+			}
+			published++
+		}
+	}
+	pub(a)
+	d := c.start("c") // joins: takes its share
+	mu.Lock()
+	nodes = append(nodes, d)
+	mu.Unlock()
+	eventually(t, 30*time.Second, "c runs some subscriptions", func() bool {
+		for i := range subs {
+			if d.r.RunsSubscription("orders", fmt.Sprintf("sub%d", i)) {
+				return true
+			}
+		}
+		return false
+	})
+	pub(d)
+	b.stop() // leaves cleanly: hands its subscriptions over at once
+	pub(a)
+	eventually(t, 30*time.Second, "every subscription on a or c", func() bool {
+		for i := range subs {
+			if len(runners("orders", fmt.Sprintf("sub%d", i), a, d)) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, 30*time.Second, "every event delivered to every subscription", func() bool {
+		for i := range published {
+			seen := map[string]bool{}
+			for _, at := range c.rec.attemptsOf(fmt.Sprintf("ev%d", i)) {
+				seen[at.sub] = true
+			}
+			if len(seen) < subs {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	sampler.Wait()
+	if len(violations) > 0 {
+		t.Errorf("subscriptions ran on two nodes at once: %v", violations[:min(5, len(violations))])
+	}
 }

@@ -41,10 +41,11 @@
 // stream's last sequence number and publishes each Append's events pipelined: the first
 // message of a pipeline carries Nats-Expected-Last-Sequence, each next one
 // Nats-Expected-Last-Msg-Id naming the message before it. So an Append's events get
-// consecutive numbers, concurrent Appends share one round of acknowledgements (as the disk
-// store's share one fsync), and an Append from a node whose view of the journal is stale is
-// refused with [store.ErrFenced] instead of interleaving; the writer then reads the stream's
-// end again, so the next Append goes on. Append returns once JetStream acknowledged every
+// consecutive numbers and concurrent Appends share one round of acknowledgements (as the disk
+// store's share one fsync). When another node appended meanwhile, the pipeline's first
+// message finds another last sequence number and the whole pipeline is refused (nothing of
+// it is stored, never interleaved); the writer reads the stream's end again and publishes it
+// after, up to 8 times before failing the Appends with [store.ErrFenced]. Append returns once JetStream acknowledged every
 // event. The JetStream server in go.mod (2.10) has no atomic batch publish, so an Append that
 // fails may have stored a prefix of its events (never a part with a hole), which the contract
 // allows: "A failed Append may still be on disk"; publishers retry and delivery is at least

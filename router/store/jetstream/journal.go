@@ -103,26 +103,40 @@ func (w *writer) run() {
 				break drain
 			}
 		}
-		if !synced {
-			seq, err := w.s.streamLastSeq(w.topic)
-			if err != nil {
-				for _, r := range batch {
-					r.done <- appendResult{err: err}
+		// Another node appending to the journal moves its end: a pipeline whose first message
+		// finds another last sequence number is refused whole (nothing of it is stored), so
+		// it is published again after the new end, a few times before giving up.
+		for try := 0; ; try++ {
+			if !synced {
+				seq, err := w.s.streamLastSeq(w.topic)
+				if err != nil {
+					for _, r := range batch {
+						r.done <- appendResult{err: err}
+					}
+					break
 				}
-				continue
+				last, synced = seq, true
 			}
-			last, synced = seq, true
+			var ok, again bool
+			last, ok, again = w.publish(batch, last, try < maxRepublish)
+			synced = ok
+			if !again {
+				break
+			}
 		}
-		var ok bool
-		last, ok = w.publish(batch, last)
-		synced = ok
 	}
 }
 
+// maxRepublish bounds how often a pipeline refused whole because another writer appended
+// first is published again.
+const maxRepublish = 8
+
 // publish publishes the batch's events pipelined after last and answers every request. It
 // returns the new last sequence number and whether it is still known (false after any
-// failure: the next batch reads it from the stream again).
-func (w *writer) publish(batch []*appendReq, last uint64) (uint64, bool) {
+// failure: the next batch reads it from the stream again). With mayRetry, a pipeline whose
+// very first message was refused for another last sequence number (another writer appended:
+// nothing of the pipeline is stored) is not answered, and again is true: publish it again.
+func (w *writer) publish(batch []*appendReq, last uint64, mayRetry bool) (newLast uint64, ok, again bool) {
 	type pending struct {
 		r       *appendReq
 		futures []jetstream.PubAckFuture
@@ -165,6 +179,9 @@ func (w *writer) publish(batch []*appendReq, last uint64) (uint64, bool) {
 	}
 	timer := time.NewTimer(w.s.opts.Timeout)
 	defer timer.Stop()
+	if mayRetry && failed == nil && w.refusedWhole(ps[0].futures, timer) {
+		return last, false, true
+	}
 	var first error // the first failed acknowledgement: the cause of the ones after it
 	for i := range ps {
 		p := &ps[i]
@@ -196,7 +213,60 @@ func (w *writer) publish(batch []*appendReq, last uint64) (uint64, bool) {
 		}
 		p.r.done <- appendResult{last: seq, err: p.err}
 	}
-	return last, first == nil && failed == nil
+	return last, first == nil && failed == nil, false
+}
+
+// refusedWhole waits for the first acknowledgement of a pipeline (fs, the futures of its
+// first request) and reports whether it was refused for another last sequence number; then
+// the rest of the pipeline, chained to it by message ID, is refused too and nothing of it
+// is stored. Only then are the futures consumed; otherwise the first one's result is put
+// back for the caller to read.
+func (w *writer) refusedWhole(fs []jetstream.PubAckFuture, timer *time.Timer) bool {
+	if len(fs) == 0 {
+		return false
+	}
+	select {
+	case err := <-fs[0].Err():
+		refused := isWrongLastSeq(err)
+		if refused {
+			return true
+		}
+		fs[0] = failedFuture{fs[0], err}
+		return false
+	case ack := <-fs[0].Ok():
+		fs[0] = ackedFuture{fs[0], ack}
+		return false
+	case <-timer.C:
+		timer.Reset(0) // the caller's wait fails at once too
+		return false
+	}
+}
+
+// ackedFuture and failedFuture replay a result already taken from a future's channel.
+type ackedFuture struct {
+	jetstream.PubAckFuture
+	ack *jetstream.PubAck
+}
+
+func (f ackedFuture) Ok() <-chan *jetstream.PubAck {
+	c := make(chan *jetstream.PubAck, 1)
+	c <- f.ack
+	return c
+}
+
+func (f ackedFuture) Err() <-chan error { return nil }
+
+type failedFuture struct {
+	jetstream.PubAckFuture
+	err error
+}
+
+func (f failedFuture) Ok() <-chan *jetstream.PubAck { return nil }
+
+func (f failedFuture) Err() <-chan error {
+	c := make(chan error, 1)
+	c <- f.err
+	return c
 }
 
 // appendErr maps a failed publish to the store's errors.
