@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,44 +80,60 @@ func (n *Node) place() {
 			l.running = false
 		}
 	}
-	// Renew, hand over or give up what this node holds.
-	for k, l := range n.held {
-		gen, wanted := want[k]
-		if l.running && time.Since(l.renewed) >= n.stopAfter() {
-			n.lapse(k, l, time.Now()) // this round got here late: stop before the lease lapses
-		}
+	// Renew what this node keeps first, all at once (stopping an actor can take seconds, and
+	// must not delay the other renewals), then give up, hand over and start.
+	var keep, drop, handOver []Key
+	for k := range n.held {
+		_, wanted := want[k]
 		switch {
 		case !wanted:
-			n.stop(k, l)
-			n.release(ctx, k, l)
-			continue
+			drop = append(drop, k)
 		case !connected:
-			n.lapse(k, l, now)
-			continue
+			keep = append(keep, k)
+		case Owner(live, k) != n.opts.NodeName && seen[Owner(live, k)] >= 2:
+			handOver = append(handOver, k) // a node joined (and stayed a round)
+		default:
+			keep = append(keep, k)
 		}
-		if owner := Owner(live, k); owner != n.opts.NodeName && seen[owner] >= 2 {
-			// A node joined (and stayed a round): hand this subscription over.
-			n.log.Info("handing a subscription over", "subscription", k.String(), "to", owner)
+	}
+	var renewed map[Key]renewal
+	if connected {
+		renewed = n.renew(ctx, keep)
+	}
+	for _, k := range keep {
+		l := n.held[k]
+		res, tried := renewed[k]
+		switch {
+		case !tried || (res.err != nil && !isConflict(res.err)):
+			n.lapse(k, l, time.Now()) // NATS is away: stop the actor before the lease lapses
+		case res.err != nil:
+			n.log.Warn("lost the lease of a subscription; stopping its actor", "subscription", k.String(), "err", res.err)
 			n.stop(k, l)
-			n.release(ctx, k, l)
+			delete(n.held, k)
+		default:
+			l.rev, l.renewed = res.rev, now
+		}
+	}
+	for _, k := range drop {
+		l := n.held[k]
+		n.stop(k, l)
+		n.release(ctx, k, l)
+	}
+	for _, k := range handOver {
+		l := n.held[k]
+		n.log.Info("handing a subscription over", "subscription", k.String(), "to", Owner(live, k))
+		n.stop(k, l)
+		n.release(ctx, k, l)
+	}
+	for _, k := range keep {
+		l := n.held[k]
+		if l == nil || !renewed[k].ok() {
 			continue
 		}
-		rev, err := n.leases.Update(ctx, k.leaseKey(), []byte(n.opts.NodeName), l.rev)
-		if err != nil {
-			if isConflict(err) {
-				n.log.Warn("lost the lease of a subscription; stopping its actor", "subscription", k.String(), "err", err)
-				n.stop(k, l)
-				delete(n.held, k)
-				continue
-			}
-			n.lapse(k, l, now)
-			continue
+		if gen := want[k]; l.running && l.gen != gen {
+			n.stop(k, l) // a new config: start it again with it
 		}
-		l.rev, l.renewed = rev, now
-		if l.running && l.gen != gen {
-			n.stop(k, l) // a new config: restart below
-		}
-		n.start(k, l, gen)
+		n.start(k, l, want[k])
 	}
 	if !connected {
 		n.publishRunning()
@@ -136,6 +153,38 @@ func (n *Node) place() {
 		n.start(k, l, gen)
 	}
 	n.publishRunning()
+}
+
+// renewal is the result of one lease renewal.
+type renewal struct {
+	rev uint64
+	err error
+}
+
+func (r renewal) ok() bool { return r.err == nil && r.rev != 0 }
+
+// maxRenewing bounds the lease renewals in flight at once.
+const maxRenewing = 64
+
+// renew renews the leases of keys concurrently (each an Update on the revision held).
+func (n *Node) renew(ctx context.Context, keys []Key) map[Key]renewal {
+	out := make(map[Key]renewal, len(keys))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxRenewing)
+	for _, k := range keys {
+		rev := n.held[k].rev
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			newRev, err := n.leases.Update(ctx, k.leaseKey(), []byte(n.opts.NodeName), rev)
+			mu.Lock()
+			out[k] = renewal{rev: newRev, err: err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // lapse handles a renewal that failed for want of NATS: the actor stops once stopAfter
