@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,11 @@ func timeoutCause(d time.Duration) error {
 // URL returns the endpoint URL, query string included.
 func (s *Sink) URL() string { return s.url }
 
+// maxCopiedBody is the largest request body Deliver copies rather than guards (see
+// [newGuardedBody]). Copying a body this size costs less than the extra write net/http makes
+// for a body it does not know to be in memory; larger bodies take several writes anyway.
+const maxCopiedBody = 64 << 10
+
 // maxDrain is how much of a response body Deliver reads so the connection can be reused.
 const maxDrain = 64 << 10
 
@@ -217,14 +223,23 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if s.origin != "" {
 		req.Header.Set(hdrOrigin, s.origin)
 	}
-	body := newGuardedBody(b.Body)
-	defer body.release()
 	req.ContentLength = int64(len(b.Body))
-	if len(b.Body) > 0 {
+	switch n := len(b.Body); {
+	case n == 0:
+		req.Body = http.NoBody
+	case n <= maxCopiedBody:
+		// A copy the request owns, behind a *bytes.Reader: net/http then writes the headers
+		// and the body in one write (it flushes the headers first for any other reader, one
+		// more syscall and packet per request), and a late read sees the copy, never the
+		// caller's buffer.
+		own := bytes.Clone(b.Body)
+		req.Body = io.NopCloser(bytes.NewReader(own))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(own)), nil }
+	default:
+		body := newGuardedBody(b.Body)
+		defer body.release()
 		req.Body = body.reader()
 		req.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
-	} else {
-		req.Body = http.NoBody
 	}
 
 	resp, err := s.client.Do(req)

@@ -628,34 +628,53 @@ func (l *lateReader) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestDeliverReleasesBody checks the sinks.Sink buffer rule: once Deliver has returned, the
-// request body no longer reads the batch's buffer.
+// request body no longer reads the batch's buffer. A small body is sent from a copy (a late
+// read sees the copy, never what the caller writes into its buffer afterwards); a large one
+// from a guard over the caller's buffer that fails every read after Deliver returned.
 func TestDeliverReleasesBody(t *testing.T) {
-	rt := &lateReader{}
-	s := newSink(t, webhook.Config{URL: "http://127.0.0.1:1/hook"}, &http.Client{Transport: rt})
-	body := []byte(`[{"id":"1"}]`)
-	err := s.Deliver(context.Background(), &sinks.Batch{Subscription: "s", Body: body})
-	if de := sinks.AsDeliveryError(err); de.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("Deliver = %v; want the 413 from the transport", err)
-	}
-	if string(rt.prefix) != `[{"i` {
-		t.Fatalf("during the attempt the body read %q; want the batch's first bytes", rt.prefix)
-	}
-	for i := range body {
-		body[i] = 'y' // the caller owns the buffer again
-	}
-	readers := map[string]io.Reader{"body": rt.body}
-	if rt.again != nil {
-		again, err := rt.again()
-		if err != nil {
-			t.Fatalf("GetBody after Deliver: %v", err)
-		}
-		readers["GetBody"] = again
-	}
-	for name, r := range readers {
-		n, err := r.Read(make([]byte, 64))
-		if n != 0 || err == nil || err == io.EOF {
-			t.Fatalf("%s read after Deliver returned %d bytes, %v; want 0 bytes and an error that is not EOF", name, n, err)
-		}
+	for _, tc := range []struct {
+		name   string
+		size   int
+		copied bool
+	}{
+		{name: "small body, copied", size: 64, copied: true},
+		{name: "large body, guarded", size: 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &lateReader{}
+			s := newSink(t, webhook.Config{URL: "http://127.0.0.1:1/hook"}, &http.Client{Transport: rt})
+			body := append([]byte(`[{"id":"1"}]`), bytes.Repeat([]byte(" "), tc.size-12)...)
+			err := s.Deliver(context.Background(), &sinks.Batch{Subscription: "s", Body: body})
+			if de := sinks.AsDeliveryError(err); de.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("Deliver = %v; want the 413 from the transport", err)
+			}
+			if string(rt.prefix) != `[{"i` {
+				t.Fatalf("during the attempt the body read %q; want the batch's first bytes", rt.prefix)
+			}
+			for i := range body {
+				body[i] = 'y' // the caller owns the buffer again
+			}
+			readers := map[string]io.Reader{"body": rt.body}
+			if rt.again != nil {
+				again, err := rt.again()
+				if err != nil {
+					t.Fatalf("GetBody after Deliver: %v", err)
+				}
+				readers["GetBody"] = again
+			}
+			for name, r := range readers {
+				got, err := io.ReadAll(r)
+				if bytes.IndexByte(got, 'y') >= 0 {
+					t.Fatalf("%s read the caller's buffer after Deliver returned: %q", name, got)
+				}
+				if tc.copied && err != nil {
+					t.Fatalf("%s: reading the copy after Deliver returned: %v", name, err)
+				}
+				if !tc.copied && (len(got) != 0 || err == nil) {
+					t.Fatalf("%s read after Deliver returned %d bytes, %v; want 0 bytes and an error", name, len(got), err)
+				}
+			}
+		})
 	}
 }
 
