@@ -42,7 +42,7 @@ Scenarios:` + list.String(),
 			&cli.IntFlag{Name: "idle-subscriptions", Usage: "subscriptions of the idle scenario", Value: 10000},
 			&cli.IntFlag{Name: "restart-parked", Usage: "events parked for retry in the restart scenario's store", Value: 1_000_000},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the stores (default: a temporary directory)"},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof; samples carry a role label: router, loadgen, sink)"},
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -83,6 +83,7 @@ Scenarios:` + list.String(),
 					return err
 				}
 				defer pprof.StopCPUProfile()
+				opt.WholeRunProfile = true
 			}
 			results, err := bench.NewRunner(opt).Run(c.Context, scen)
 			if err != nil {

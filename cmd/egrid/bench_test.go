@@ -38,4 +38,16 @@ func TestBenchRuns(t *testing.T) {
 			t.Errorf("scenario %s missing from the report", s)
 		}
 	}
+	// The delivery scenarios report CPU per delivered event, from /proc and from the profile.
+	cpu := map[string]int{}
+	for _, r := range rs {
+		if r.Unit == "µs/event" {
+			cpu[r.Scenario]++
+		}
+	}
+	for _, s := range []string{"e2e1", "e2e100"} {
+		if cpu[s] != 2 {
+			t.Errorf("scenario %s has %d CPU-per-event rows, want 2 (process and profile)", s, cpu[s])
+		}
+	}
 }

@@ -71,7 +71,7 @@ type Result struct {
 	Metric string `json:"metric"`
 	// Value is the measurement, in Unit.
 	Value float64 `json:"value"`
-	// Unit is Value's unit: events/s, requests/s, ms or bytes.
+	// Unit is Value's unit: events/s, requests/s, ms, µs/event (CPU time per event) or bytes.
 	Unit string `json:"unit"`
 	// Baseline is the same measurement of the baseline in the same run (0: none).
 	Baseline float64 `json:"baseline,omitempty"`
@@ -102,6 +102,10 @@ type Options struct {
 	RestartParked int
 	// Dir holds the stores; it must exist.
 	Dir string
+	// WholeRunProfile says a CPU profile of the whole run is being taken (--cpuprofile): the
+	// delivery scenarios then cannot profile their windows, and their CPU rows split by role
+	// are left empty with a note (the run's profile carries the same role labels).
+	WholeRunProfile bool
 }
 
 // Runner runs scenarios with one set of [Options]; each router it starts gets a fresh store
@@ -132,7 +136,11 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Result, error) {
 			break
 		}
 		fmt.Fprintf(r.opt.Progress, "== %s\n", s.Name)
-		res, err := s.Run(ctx, r, s)
+		var res []Result
+		var err error
+		// Everything the scenario starts is egrid's unless it says otherwise (the load
+		// generator and the sinks label their goroutines themselves).
+		withRole(ctx, roleRouter, func(ctx context.Context) { res, err = s.Run(ctx, r, s) })
 		if err != nil {
 			return all, fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
@@ -166,10 +174,14 @@ func WriteTable(w io.Writer, rs []Result) error {
 	return tw.Flush()
 }
 
-// formatValue prints milliseconds with two decimals and everything else as a whole number.
+// formatValue prints milliseconds with two decimals, CPU per event with one and everything
+// else as a whole number.
 func formatValue(v float64, unit string) string {
-	if unit == "ms" {
+	switch unit {
+	case "ms":
 		return fmt.Sprintf("%.2f", v)
+	case "µs/event":
+		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }

@@ -24,7 +24,9 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		}
 		defer sink.close()
 		single := eventBody(1, "e", "/bench")
+		baseCPU, baseFrom := b.startCPU(), sink.requests.Load()
 		rawRPS, err := b.load(ctx, "baseline client→sink", sink.url+"/raw", single, b.opt.Duration)
+		baseUse, baseEvents := baseCPU.stop(), sink.requests.Load()-baseFrom
 		if err != nil {
 			return nil, err
 		}
@@ -39,9 +41,11 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 			return nil, err
 		}
 		body := eventBody(100, "e", "/bench")
+		cpu := b.startCPU()
 		start := time.Now()
 		rps, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, b.opt.Duration)
 		if err != nil {
+			cpu.stop()
 			return nil, err
 		}
 		published := int64(rps * b.opt.Duration.Seconds() * 100)
@@ -49,6 +53,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 			published = total
 		}
 		last := b.drain(ctx, "delivering", sink.events.Load, published, 120*time.Second)
+		use := cpu.stop()
 		delivered := sink.events.Load()
 		rate := float64(delivered) / last.Sub(start).Seconds()
 		res := Result{Scenario: s.Name, Metric: "end-to-end delivered", Value: rate, Unit: "events/s",
@@ -61,7 +66,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		if delivered < published {
 			res.Note = fmt.Sprintf("only %d of %d delivered within the bound", delivered, published)
 		}
-		return []Result{res}, nil
+		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents)...), nil
 	}
 }
 

@@ -59,9 +59,11 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario, deliver bool) ([]R
 		return nil, err
 	}
 	pad := strings.Repeat("x", 820)
+	baseCPU := b.startCPU()
 	baseAck := b.paced(ctx, "baseline read+fsync", base.url+"/", int(float64(b.opt.Rate)*b.opt.Duration.Seconds()/2), func(i int) string {
 		return fmt.Sprintf(`[{"id":"b-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}]`, i, pad)
 	})
+	baseUse := baseCPU.stop()
 	base.close()
 	slices.Sort(baseAck)
 
@@ -76,6 +78,7 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario, deliver bool) ([]R
 		}
 	}
 	total := int(float64(b.opt.Rate) * b.opt.Duration.Seconds())
+	cpu := b.startCPU()
 	ack := b.paced(ctx, fmt.Sprintf("publishing at %d/s", b.opt.Rate), eg.publishURL(), total, func(i int) string {
 		return fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q,"sent":%d}}]`, i, pad, time.Now().UnixNano())
 	})
@@ -88,11 +91,13 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario, deliver bool) ([]R
 			Note: "baseline: the same paced requests into the read+fsync server"},
 	}
 	if !deliver {
+		cpu.stop() // publish only: nothing is delivered, so no CPU rows
 		met := ack99/base99 <= 1.5
 		ackRows[1].Target, ackRows[1].Met = s.Target, &met
 		return ackRows, nil
 	}
 	b.drain(ctx, "delivering", delivered, int64(total), 60*time.Second)
+	use := cpu.stop()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lat) == 0 {
@@ -102,12 +107,14 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario, deliver bool) ([]R
 	pct := func(p float64) float64 { return percentile(lat, p) }
 	p99 := pct(0.99)
 	met := p99 <= 10
-	return append([]Result{
+	rows := []Result{
 		{Scenario: s.Name, Metric: "publish→delivery p50", Value: pct(0.50), Unit: "ms"},
 		{Scenario: s.Name, Metric: "publish→delivery p99", Value: p99, Unit: "ms", Target: s.Target, Met: &met},
 		{Scenario: s.Name, Metric: "publish→delivery p999", Value: pct(0.999), Unit: "ms",
 			Note: fmt.Sprintf("%d events at %d/s", len(lat), b.opt.Rate)},
-	}, ackRows...), nil
+	}
+	rows = append(rows, ackRows...)
+	return append(rows, cpuRows(s.Name, use, int64(len(lat)), baseUse, int64(len(baseAck)))...), nil
 }
 
 // percentile returns the p-th quantile of sorted durations in milliseconds (0 when empty).

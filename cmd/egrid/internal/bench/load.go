@@ -49,7 +49,7 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 	stop := b.progress(label, func() string { return fmt.Sprintf("%d requests", ok.Load()) })
 	for range b.opt.Concurrency {
 		wg.Add(1)
-		go func() {
+		goWithRole(roleLoadgen, func() {
 			defer wg.Done()
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -67,7 +67,7 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 					failed.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	stop()
@@ -84,7 +84,12 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 // The pace is a token bucket ([rate.Limiter]) holding 10 ms worth of requests, so a sender
 // that fell behind (a slow scheduler, a full pool) catches up by at most that much at once
 // instead of losing the requests it missed.
-func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
+func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) (acks []time.Duration) {
+	withRole(ctx, roleLoadgen, func(ctx context.Context) { acks = b.pacedLoad(ctx, label, url, total, body) })
+	return acks
+}
+
+func (b *Runner) pacedLoad(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
 	client := loadClient(b.opt.Concurrency)
 	defer client.CloseIdleConnections()
 	limiter := rate.NewLimiter(rate.Limit(b.opt.Rate), max(1, b.opt.Rate/100))

@@ -52,7 +52,7 @@ func startSink() (*sinkServer, error) {
 			s.onEvent(r.URL.Path, body)
 		}
 	})}
-	go s.srv.Serve(ln)
+	goWithRole(roleSink, func() { _ = s.srv.Serve(ln) })
 	return s, nil
 }
 
@@ -111,7 +111,7 @@ func startSyncServer(dir string) (*syncServer, error) {
 		return nil, err
 	}
 	s := &syncServer{f: f, reqs: make(chan syncReq, 4096), done: make(chan struct{})}
-	go s.writer()
+	goWithRole(roleSink, s.writer)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func startSyncServer(dir string) (*syncServer, error) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})}
-	go s.srv.Serve(ln)
+	goWithRole(roleSink, func() { _ = s.srv.Serve(ln) })
 	return s, nil
 }
 
