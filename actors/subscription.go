@@ -153,10 +153,18 @@ type item struct {
 	seqIndex     int // in subscription.parkedSeq while parked
 }
 
+// batch is one attempt's events. Everything an attempt needs travels in it, so a
+// single-event attempt (batching off) costs one allocation for its bookkeeping: the sink's
+// [sinks.Batch], the events slice and the result message live inside it.
 type batch struct {
 	items   []*item
 	started time.Time
 	probe   bool
+
+	one  [1]*item          // backing array of items for a batch of one
+	ev1  [1]*schemas.Event // backing array of sb.Events for a batch of one
+	sb   sinks.Batch       // what the sink is given
+	done attemptDone       // the result, sent to the actor when the sink returns
 }
 
 var batchIDs atomic.Uint64
@@ -172,6 +180,11 @@ type subscription struct {
 	ctx    context.Context // cancelled when the actor stops or restarts
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// finished counts the attemptDone messages sent and not yet received: the attempt
+	// goroutines add one before they send, the actor takes one off as it receives. While it
+	// is above zero after a completion, another completion is already on its way, and the
+	// state update waits for it (see [subscription.persistSoon]).
+	finished atomic.Int32
 
 	// boot is the state load in flight (nil once loaded): until it is back the actor takes in
 	// no events and answers no requests; it keeps them for after it.
@@ -181,6 +194,9 @@ type subscription struct {
 	next   uint64 // next journal sequence number to take in
 	head   uint64 // highest journal sequence number known to exist
 	behind bool   // entries in (next, head] are in the journal, not in memory
+	// turnOpen is set while Receive runs; still set when the next message comes, it says the
+	// last turn panicked half way, so its state must not be written.
+	turnOpen bool
 	// reading is the id of the journal read in flight (0 when none): at most one runs at a
 	// time, from next, so no range is read twice.
 	reading uint64
@@ -226,6 +242,8 @@ func (s *subscription) Receive(c actor.Context) {
 	if s.boot != nil && s.boot.early.keep(c) {
 		return
 	}
+	broken := s.turnOpen
+	s.turnOpen = true
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		s.start(c)
@@ -250,12 +268,14 @@ func (s *subscription) Receive(c actor.Context) {
 		s.finish(msg)
 		s.fill()
 		s.dispatch()
-		s.persist()
 		if msg.panicked != nil {
+			s.persist()
 			panic(fmt.Sprintf("sink of subscription %s panicked: %v", s.scope, msg.panicked))
 		}
+		s.persistSoon()
 	case *wake:
 		if msg.gen != s.timerGen {
+			s.turnOpen = false
 			return
 		}
 		s.timerAt = time.Time{}
@@ -270,11 +290,24 @@ func (s *subscription) Receive(c actor.Context) {
 		s.dispatch()
 		s.persist()
 		c.Respond(s.status())
-	case *actor.Restarting, *actor.Stopping:
+	case *actor.Stopping:
+		// Completions whose update waited for one still on its way: this turn is the last.
+		// Not after a panic (see Restarting), nor before the actor's state is loaded.
+		if !broken && s.self != nil && s.boot == nil {
+			s.persist()
+		}
+		s.stop()
+		return
+	case *actor.Restarting:
+		// After a panic the turn that panicked may be half done, so nothing more is
+		// written: the next incarnation loads the last update written and attempts again
+		// whatever completed after it (a panicking sink's attempt is written before the
+		// panic).
 		s.stop()
 		return
 	}
 	s.publishGauges()
+	s.turnOpen = false
 }
 
 // publishGauges stores the turn's delivery state where readers outside the actor find it
@@ -846,6 +879,11 @@ func (s *subscription) endReady(now time.Time) {
 // batch empty.
 func (s *subscription) nextBatch(now time.Time) *batch {
 	b := &batch{started: now}
+	if s.maxEvents == 1 {
+		b.items = b.one[:0]
+	} else {
+		b.items = make([]*item, 0, min(len(s.ready), s.maxEvents))
+	}
 	size := 0
 	n := 0
 	for n < len(s.ready) && len(b.items) < s.maxEvents {
@@ -880,7 +918,10 @@ func (s *subscription) batching() bool {
 // be encoded end alone ([subscription.unsendable]) and the rest go back to the front of the
 // ready queue; send then returns false.
 func (s *subscription) send(b *batch) bool {
-	events := make([]*schemas.Event, len(b.items))
+	events := b.ev1[:]
+	if len(b.items) != 1 {
+		events = make([]*schemas.Event, len(b.items))
+	}
 	count := 0
 	for i, it := range b.items {
 		events[i] = it.ev
@@ -905,28 +946,30 @@ func (s *subscription) send(b *batch) bool {
 	for _, it := range b.items {
 		it.state = stateInFlight
 	}
-	sb := &sinks.Batch{
+	b.sb = sinks.Batch{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Schema: s.cfg.DeliverySchema,
 		Body: body, ContentType: contentType, Events: events, DeliveryCount: count,
 		Headers: s.cfg.Headers, InputSchema: s.cfg.InputSchema, TopicID: s.cfg.TopicID,
 		EncodeOptions: s.cfg.Encode,
 	}
+	b.done = attemptDone{id: id}
+	sb, done := &b.sb, &b.done
 	timeout := s.cfg.Timeout
 	if timeout <= 0 {
 		timeout = sinks.DefaultTimeout
 	}
-	root, self, sink, parent := s.system.Root, s.self, s.cfg.Sink, s.ctx
+	root, self, sink, parent, finished := s.system.Root, s.self, s.cfg.Sink, s.ctx, &s.finished
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		start := time.Now()
-		done := &attemptDone{id: id}
 		defer func() {
 			if r := recover(); r != nil {
 				done.panicked = r
 				done.err = &sinks.DeliveryError{Outcome: schemas.GenericError, Err: fmt.Errorf("sink panicked: %v", r)}
 			}
 			done.duration = time.Since(start)
+			finished.Add(1)
 			root.Send(self, done)
 		}()
 		ctx, cancel := context.WithTimeout(parent, timeout)
@@ -949,13 +992,15 @@ func (s *subscription) finish(d *attemptDone) {
 	if s.procHist != nil {
 		s.procHist.Observe(d.duration)
 	}
-	rec := &AttemptRecord{
-		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: b.started, Duration: d.duration, Probe: b.probe,
-		EventIDs: make([]string, 0, len(b.items)), Attempts: make([]int, 0, len(b.items)),
-		Decisions: make([]retry.Decision, 0, len(b.items)), PublishTimes: make([]time.Time, 0, len(b.items)),
+	var rec *AttemptRecord // nil when nobody listens
+	if s.cfg.OnAttempt != nil {
+		rec = newAttemptRecord(len(b.items))
+		rec.Topic, rec.Subscription, rec.Time, rec.Duration, rec.Probe = s.cfg.Topic, s.cfg.Name, b.started, d.duration, b.probe
 	}
 	if d.err == nil {
-		rec.Outcome = schemas.Delivered
+		if rec != nil {
+			rec.Outcome = schemas.Delivered
+		}
 		if b.probe {
 			s.log.Info("probe delivered; probation over", "cause", s.probation.Cause().String())
 		}
@@ -963,10 +1008,12 @@ func (s *subscription) finish(d *attemptDone) {
 		m.Add(metrics.Key{Name: metrics.DeliverySuccessCount, Scope: s.scope}, int64(len(b.items)))
 		for _, it := range b.items {
 			it.attempts++
-			rec.EventIDs = append(rec.EventIDs, it.ev.ID)
-			rec.Attempts = append(rec.Attempts, it.attempts)
-			rec.Decisions = append(rec.Decisions, retry.Decision{})
-			rec.PublishTimes = append(rec.PublishTimes, it.publish)
+			if rec != nil {
+				rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+				rec.Attempts = append(rec.Attempts, it.attempts)
+				rec.Decisions = append(rec.Decisions, retry.Decision{})
+				rec.PublishTimes = append(rec.PublishTimes, it.publish)
+			}
 			if s.latHist != nil {
 				s.latHist.Observe(now.Sub(it.publish))
 			}
@@ -980,7 +1027,9 @@ func (s *subscription) finish(d *attemptDone) {
 		return
 	}
 	de := sinks.AsDeliveryError(d.err)
-	rec.Outcome, rec.StatusCode, rec.Detail = de.Outcome, de.StatusCode, de.Error()
+	if rec != nil {
+		rec.Outcome, rec.StatusCode, rec.Detail = de.Outcome, de.StatusCode, de.Error()
+	}
 	// DeliveryAttemptFailCount counts every failed attempt of every event, by outcome.
 	m.Add(metrics.Key{Name: metrics.DeliveryAttemptFailCount, Scope: s.scope, Dim: de.Outcome.String()}, int64(len(b.items)))
 	// While the probe is out, only the probe's result moves probation on: a batch that was
@@ -1004,10 +1053,12 @@ func (s *subscription) finish(d *attemptDone) {
 		it.lastAttempt = b.started
 		it.lastOutcome, it.lastStatus = de.Outcome, de.StatusCode
 		dec := s.cfg.Policy.AfterFailure(f, it.attempts, it.ev.ID, it.publish, now)
-		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
-		rec.Attempts = append(rec.Attempts, it.attempts)
-		rec.Decisions = append(rec.Decisions, dec)
-		rec.PublishTimes = append(rec.PublishTimes, it.publish)
+		if rec != nil {
+			rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+			rec.Attempts = append(rec.Attempts, it.attempts)
+			rec.Decisions = append(rec.Decisions, dec)
+			rec.PublishTimes = append(rec.PublishTimes, it.publish)
+		}
 		if dec.Action == retry.Retry {
 			if !it.parked {
 				heap.Push(&s.parkedSeq, it)
@@ -1022,8 +1073,28 @@ func (s *subscription) finish(d *attemptDone) {
 	s.record(rec)
 }
 
+// newAttemptRecord returns a record with room for n events; a record of one event is a
+// single allocation (the per-event slices point into it).
+func newAttemptRecord(n int) *AttemptRecord {
+	if n == 1 {
+		r := &struct {
+			rec     AttemptRecord
+			id      [1]string
+			attempt [1]int
+			dec     [1]retry.Decision
+			publish [1]time.Time
+		}{}
+		r.rec.EventIDs, r.rec.Attempts, r.rec.Decisions, r.rec.PublishTimes = r.id[:0], r.attempt[:0], r.dec[:0], r.publish[:0]
+		return &r.rec
+	}
+	return &AttemptRecord{
+		EventIDs: make([]string, 0, n), Attempts: make([]int, 0, n),
+		Decisions: make([]retry.Decision, 0, n), PublishTimes: make([]time.Time, 0, n),
+	}
+}
+
 func (s *subscription) record(rec *AttemptRecord) {
-	if s.cfg.OnAttempt != nil {
+	if rec != nil && s.cfg.OnAttempt != nil {
 		s.cfg.OnAttempt(rec)
 	}
 }
@@ -1088,6 +1159,19 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 	}
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
 	s.log.Info("event dropped", logattr.EventID, it.ev.ID, "reason", string(reason), "attempts", it.attempts)
+}
+
+// persistSoon writes the changes of a completion unless another completion is already on its
+// way to the mailbox: attempts that finish together (a batching-off subscription finishes up
+// to MaxInFlight at once) then cost one state update, written after the last of them, not one
+// each. The update that waits holds nothing the store lacks for safety: until it is written,
+// the events it settles are at worst attempted again after a crash, as with any update not
+// yet written.
+func (s *subscription) persistSoon() {
+	if s.finished.Add(-1) > 0 {
+		return
+	}
+	s.persist()
 }
 
 // persist writes the cursor, parked-set and probation changes in one atomic update.

@@ -212,8 +212,15 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err := waitTurn(ctx, s.pace); err != nil {
 		return &sinks.DeliveryError{Outcome: classify(err, ctx.Err()), Err: fmt.Errorf("waiting for the request rate %s allows: %w", s.display, err)}
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)
-	defer cancel()
+	actx := ctx
+	if dl, ok := ctx.Deadline(); !ok || dl.After(time.Now().Add(s.timeout)) {
+		// Otherwise the caller's deadline comes first (a subscription bounds each attempt
+		// itself): a context of our own would only add a timer, or a cancel context that
+		// ends with the caller's, to every request.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)
+		defer cancel()
+	}
 
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, nil)
 	if err != nil { // cannot happen for a URL New accepted
