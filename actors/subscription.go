@@ -1042,7 +1042,19 @@ func (r *attemptRunner) worker(b *batch) {
 				return
 			}
 		case <-r.parent.Done():
-			return
+			// An attempt handed over just before the end may still wait in work: run it (its
+			// context is done, so the sink returns at once) so that the stopping actor's
+			// wait for its attempts ends.
+			for {
+				select {
+				case b = <-r.work:
+					if b != nil {
+						r.run(b)
+					}
+				default:
+					return
+				}
+			}
 		}
 	}
 }
