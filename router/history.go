@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,8 +15,17 @@ import (
 )
 
 // maxHistoryQueue bounds the steps waiting for the history writer; past it new steps are
-// dropped (and logged): histories are advisory and must never hold delivery back.
-const maxHistoryQueue = 1 << 16
+// dropped (and logged): histories are advisory and must never hold delivery back. A step is
+// about 450 bytes, so a full queue holds about 7 MB.
+const maxHistoryQueue = 1 << 14
+
+// maxHistoryBatch bounds the steps the writer takes from its queue for one write. A write
+// holds, per step, the event's history (read back for a retry), its JSON and its share of the
+// store's write batch, about 1.5 KB in all: had the writer taken the whole queue at once, a
+// writer that fell behind (CPU scarce, thousands of deliveries a second) would hold that for
+// the whole queue while the queue filled again behind it — 100 MB of the 1 M-event backlog
+// test's peak live heap. Small batches also let each subscription's writes interleave.
+const maxHistoryBatch = 1 << 10
 
 // minHeldBack is the least wait past an attempt's due time a history tells.
 const minHeldBack = time.Second
@@ -125,12 +135,11 @@ func (w *historyWriter) run() {
 	}
 }
 
-// drain writes everything queued, batch after batch.
+// drain writes everything queued, batch after batch of at most maxHistoryBatch steps.
 func (w *historyWriter) drain() {
 	for {
 		w.mu.Lock()
-		steps := w.queue
-		w.queue = nil
+		steps := w.take()
 		dropped := w.dropped
 		w.dropped = 0
 		w.mu.Unlock()
@@ -146,6 +155,21 @@ func (w *historyWriter) drain() {
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
+}
+
+// take removes and returns the oldest steps queued, at most maxHistoryBatch; w.mu is held.
+// The rest stays queued in place; the slots taken are cleared so that the queue's array does
+// not keep what they referred to alive.
+func (w *historyWriter) take() []historyStep {
+	if len(w.queue) <= maxHistoryBatch {
+		steps := w.queue
+		w.queue = nil
+		return steps
+	}
+	steps := slices.Clone(w.queue[:maxHistoryBatch])
+	clear(w.queue[:maxHistoryBatch])
+	w.queue = w.queue[maxHistoryBatch:]
+	return steps
 }
 
 type subRef struct{ topic, sub string }

@@ -1,0 +1,100 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// heldHistoryStore is a memory store whose first PutHistory waits until release is closed, so
+// a test can make the history writer fall behind; it records the size of every PutHistory.
+type heldHistoryStore struct {
+	*store.Memory
+	entered, release chan struct{}
+	once             sync.Once
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *heldHistoryStore) PutHistory(ctx context.Context, topic, sub string, recs []store.HistoryRecord) error {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(recs))
+	s.mu.Unlock()
+	return s.Memory.PutHistory(ctx, topic, sub, recs)
+}
+
+// TestHistoryWriterBoundsWhatItHolds makes the history writer fall behind (its first write
+// waits) while far more steps are queued than the queue holds: the queue keeps at most
+// maxHistoryQueue steps (the rest are dropped and counted as written), and once the writer
+// runs again it writes them in batches of at most maxHistoryBatch, so what one write holds in
+// memory (histories, their JSON, the store's batch) is bounded however far it fell behind.
+func TestHistoryWriterBoundsWhatItHolds(t *testing.T) {
+	ctx := context.Background()
+	st := &heldHistoryStore{Memory: store.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	if err := st.PutTopic(ctx, "orders", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSubscription(ctx, "orders", "s", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	w := newHistoryWriter(st, HistoryConfig{Attempts: DefaultHistoryAttempts, Retention: time.Hour}, slog.New(slog.DiscardHandler))
+	defer w.close()
+	now := time.Now()
+	step := func(i int) historyStep {
+		return historyStep{
+			topic: "orders", sub: "s", eventID: fmt.Sprintf("e-%07d", i), publish: now,
+			attempt: ExplainedAttempt{Attempt: 1, Time: now},
+		}
+	}
+	w.enqueue([]historyStep{step(0)})
+	<-st.entered // the writer holds step 0 and waits in its write
+
+	const offered = maxHistoryQueue + maxHistoryQueue/2
+	for i := 1; i <= offered; i += 500 {
+		steps := make([]historyStep, 0, 500)
+		for j := i; j < i+500 && j <= offered; j++ {
+			steps = append(steps, step(j))
+		}
+		w.enqueue(steps)
+	}
+	w.mu.Lock()
+	queued, dropped := len(w.queue), w.dropped
+	w.mu.Unlock()
+	if queued != maxHistoryQueue || dropped != offered-maxHistoryQueue {
+		t.Errorf("while the writer is behind: %d steps queued and %d dropped of %d offered, want %d and %d",
+			queued, dropped, offered, maxHistoryQueue, offered-maxHistoryQueue)
+	}
+
+	close(st.release)
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	sizes := st.sizes
+	st.mu.Unlock()
+	total := 0
+	for _, n := range sizes {
+		total += n
+		if n > maxHistoryBatch {
+			t.Errorf("one write of %d histories, want at most %d per write (writes: %v)", n, maxHistoryBatch, sizes)
+			break
+		}
+	}
+	if total != 1+maxHistoryQueue {
+		t.Errorf("%d histories written, want %d (step 0 and the queued ones)", total, 1+maxHistoryQueue)
+	}
+	// The last queued step is in the store, its history readable.
+	if _, err := st.History(ctx, "orders", "s", fmt.Sprintf("e-%07d", maxHistoryQueue), now); err != nil {
+		t.Errorf("history of the last queued step: %v", err)
+	}
+}
