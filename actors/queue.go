@@ -46,6 +46,9 @@ const (
 // subscription's events, their locks and delivery counts. It is a child of the topic actor,
 // supervised like a push subscription actor, fed by the same [Deliver] messages, and reads the
 // journal from the subscription's cursor when it falls behind, as a push subscription does.
+// It reads its stored state off the mailbox at start, as a push subscription does (sharing the
+// router's load slots): meanwhile it answers Stop, receives wait, and Delivers, settlements
+// and status requests are kept and handled once the state is in.
 //
 // Durability: a received event is parked in the store with its delivery count (Attempts) and
 // the cursor moves past it; an acknowledged one is deleted, a released one parked with its
@@ -104,6 +107,11 @@ type queue struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// boot is the state load in flight (nil once loaded; see [startLoad]). Meanwhile receives
+	// wait (their MaxWait runs), and Delivers, settlements and status requests are kept for
+	// after it.
+	boot *boot
+
 	tag         [tagLen]byte
 	lock, renew time.Duration // scaled by the policy's TimeScale
 
@@ -135,9 +143,39 @@ type queue struct {
 
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
+	if q.boot != nil && q.keepEarly(c) {
+		return
+	}
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		q.start(c)
+		return // nothing to serve before the state is in
+	case *stateLoaded:
+		if !q.applyLoad(c, msg) {
+			return
+		}
+	case *actor.Restarting, *actor.Stopping:
+		q.stop()
+		return
+	default:
+		q.handle(c, msg, c.Sender())
+	}
+	if q.boot != nil {
+		return // loading: receivers wait for the state
+	}
+	now := time.Now()
+	q.expire(now)
+	q.serve(now)
+	q.fill()
+	q.persist()
+	q.armTimer(now)
+	q.publishGauges()
+}
+
+// handle applies one message from sender (answered by a send, so that the requests kept while
+// loading are answered alike).
+func (q *queue) handle(c actor.Context, m any, sender *actor.PID) {
+	switch msg := m.(type) {
 	case *Deliver:
 		q.takeIn(msg)
 	case *journalRead:
@@ -148,7 +186,7 @@ func (q *queue) Receive(c actor.Context) {
 		}
 		q.timerAt = time.Time{}
 	case *ReceiveEvents:
-		q.addWaiter(c.Sender(), msg)
+		q.addWaiter(sender, msg)
 	case *receiveTimeout:
 		if w := q.dropWaiter(msg.id); w != nil {
 			c.Send(w.sender, &ReceivedEvents{})
@@ -160,22 +198,70 @@ func (q *queue) Receive(c actor.Context) {
 		}
 	case *SettleEvents:
 		q.expire(time.Now())
-		q.settleEvents(c.Sender(), msg)
-	case *GetStatus:
-		c.Respond(q.status())
-	case *EndProbation: // a queue has no endpoint, hence no probation
-		c.Respond(q.status())
-	case *actor.Restarting, *actor.Stopping:
-		q.stop()
-		return
+		q.settleEvents(sender, msg)
+	case *GetStatus, *EndProbation: // a queue has no endpoint, hence no probation
+		if sender != nil {
+			c.Send(sender, q.status())
+		}
 	}
+}
+
+// keepEarly holds c's message for after the state load and reports whether it did: what
+// needs the state (Delivers, settlements, status requests) is kept; a receive starts waiting
+// at once, so that its MaxWait counts from its arrival.
+func (q *queue) keepEarly(c actor.Context) bool {
+	if q.boot.early.keep(c) {
+		return true
+	}
+	if m, ok := c.Message().(*SettleEvents); ok {
+		q.boot.early.requests = append(q.boot.early.requests, earlyRequest{msg: m, sender: c.Sender()})
+		return true
+	}
+	return false
+}
+
+// applyLoad takes in the stored state, then the Delivers and requests kept meanwhile, in
+// order. It reports whether the load was this incarnation's.
+func (q *queue) applyLoad(c actor.Context, m *stateLoaded) bool {
+	if q.boot == nil || m.id != q.boot.id {
+		return false // from before a restart
+	}
+	if m.err != nil {
+		panic(m.err)
+	}
+	early := &q.boot.early
+	q.boot.cancel()
+	q.boot = nil
+	st := m.state
+	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, max(m.head, q.head)
+	q.behind = q.next <= q.head
 	now := time.Now()
-	q.expire(now)
-	q.serve(now)
-	q.fill()
-	q.persist()
-	q.armTimer(now)
-	q.publishGauges()
+	for _, p := range st.Parked {
+		it := &qitem{
+			seq: p.Seq, publish: p.PublishTime, ev: p.Event, parked: true, count: p.Attempts,
+			first: p.FirstAttempt, receipt: p.LastAttempt, dueIdx: -1, seqIdx: -1,
+		}
+		q.items[p.Seq] = it
+		q.order = append(q.order, p.Seq)
+		q.parked++
+		if p.NextDue.After(now) {
+			q.delay(it, p.NextDue)
+			continue
+		}
+		q.makeAvailable(it, now) // its lock, if it had one, died with the last process
+	}
+	q.front = len(q.order)
+	for _, d := range early.delivers {
+		q.takeIn(d)
+	}
+	if early.through > q.head { // announced by Delivers not kept: read from the journal
+		q.head = early.through
+		q.behind = q.next <= q.head
+	}
+	for _, r := range early.requests {
+		q.handle(c, r.msg, r.sender)
+	}
+	return true
 }
 
 func (q *queue) start(c actor.Context) {
@@ -202,34 +288,7 @@ func (q *queue) start(c actor.Context) {
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.items = make(map[uint64]*qitem)
 
-	// Loading the state blocks this first turn only, as a push subscription's does: nothing
-	// is waiting on the actor before it has started.
-	st, err := q.cfg.Store.LoadSubscription(q.ctx, q.cfg.Topic, q.cfg.Name)
-	if err != nil {
-		panic(fmt.Errorf("loading subscription %s: %w", q.scope, err))
-	}
-	head, err := q.cfg.Store.LastSeq(q.ctx, q.cfg.Topic)
-	if err != nil {
-		panic(fmt.Errorf("loading journal head of topic %s: %w", q.cfg.Topic, err))
-	}
-	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, head
-	q.behind = q.next <= q.head
-	now := time.Now()
-	for _, p := range st.Parked {
-		it := &qitem{
-			seq: p.Seq, publish: p.PublishTime, ev: p.Event, parked: true, count: p.Attempts,
-			first: p.FirstAttempt, receipt: p.LastAttempt, dueIdx: -1, seqIdx: -1,
-		}
-		q.items[p.Seq] = it
-		q.order = append(q.order, p.Seq)
-		q.parked++
-		if p.NextDue.After(now) {
-			q.delay(it, p.NextDue)
-			continue
-		}
-		q.makeAvailable(it, now) // its lock, if it had one, died with the last process
-	}
-	q.front = len(q.order)
+	q.boot = startLoad(q.cfg, true, &q.wg, q.system.Root, q.self)
 }
 
 func (q *queue) scale(d time.Duration) time.Duration {
@@ -246,6 +305,9 @@ func (q *queue) stop() {
 	if q.cancel != nil {
 		q.cancel()
 	}
+	if q.boot != nil {
+		q.boot.cancel()
+	}
 	if q.timer != nil {
 		q.timer.Stop()
 	}
@@ -257,7 +319,7 @@ func (q *queue) stop() {
 	}
 	q.waiters = nil
 	if !WaitBounded(&q.wg, DefaultStopGrace) {
-		q.log.Error("a journal read did not return after its context was cancelled; abandoning it")
+		q.log.Error("a journal or state read did not return after its context was cancelled; abandoning it")
 	}
 	if q.writer != nil {
 		// Answers waiting for their write go out once it is in the store.

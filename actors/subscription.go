@@ -377,41 +377,7 @@ func (s *subscription) start(c actor.Context) {
 	// items and batches are made when the first event arrives: an idle subscription has none.
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
 
-	// The state is read off the mailbox: a disk store may wait behind a publish's fsync, and
-	// a router restarting a thousand subscriptions starts them all at once.
-	// The load has a context of its own, dropped with the rest of boot once loaded: waiting on
-	// the actor's context would give every idle subscription a Done channel for good.
-	id := loadIDs.Add(1)
-	ctx, cancel := context.WithCancel(context.Background())
-	s.boot = &boot{id: id, cancel: cancel}
-	st, topic, name, slots := s.cfg.Store, s.cfg.Topic, s.cfg.Name, s.cfg.LoadSlots
-	root, self := s.system.Root, s.self
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		msg := &stateLoaded{id: id}
-		defer func() { root.Send(self, msg) }()
-		if slots != nil {
-			select {
-			case slots <- struct{}{}: // a free slot: no Done channel made
-			default:
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					msg.err = ctx.Err()
-					return
-				}
-			}
-			defer func() { <-slots }()
-		}
-		if msg.state, msg.err = st.LoadSubscriptionIndex(ctx, topic, name); msg.err != nil {
-			msg.err = fmt.Errorf("loading subscription %s/%s: %w", topic, name, msg.err)
-			return
-		}
-		if msg.head, msg.err = st.LastSeq(ctx, topic); msg.err != nil {
-			msg.err = fmt.Errorf("loading journal head of topic %s: %w", topic, msg.err)
-		}
-	}()
+	s.boot = startLoad(s.cfg, false, &s.wg, s.system.Root, s.self) // see startLoad: off the mailbox
 }
 
 // makeHistograms looks up the subscription's histograms at its first finished attempt: an

@@ -1,0 +1,55 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// startLoad reads a subscription's stored state and its topic's journal head off the mailbox
+// and sends them to self as a [stateLoaded] with the returned boot's id: a disk store may wait
+// behind a publish's fsync, and a router restarting a thousand subscriptions starts them all
+// at once. It takes one of cfg.LoadSlots for the read when they are set. withBodies reads the
+// parked events with their events (LoadSubscription, for a queue subscription, which hands
+// them out); without, only their index (LoadSubscriptionIndex: a push subscription reads a
+// body when its event comes due). The read runs under wg and stops when the boot is
+// cancelled; it has a context of its own, dropped with the boot once loaded: waiting on the
+// actor's context would give every idle subscription a Done channel for good.
+func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, root *actor.RootContext, self *actor.PID) *boot {
+	id := loadIDs.Add(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, topic, name, slots := cfg.Store, cfg.Topic, cfg.Name, cfg.LoadSlots
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		msg := &stateLoaded{id: id}
+		defer func() { root.Send(self, msg) }()
+		if slots != nil {
+			select {
+			case slots <- struct{}{}: // a free slot: no Done channel made
+			default:
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					msg.err = ctx.Err()
+					return
+				}
+			}
+			defer func() { <-slots }()
+		}
+		load := st.LoadSubscriptionIndex
+		if withBodies {
+			load = st.LoadSubscription
+		}
+		if msg.state, msg.err = load(ctx, topic, name); msg.err != nil {
+			msg.err = fmt.Errorf("loading subscription %s/%s: %w", topic, name, msg.err)
+			return
+		}
+		if msg.head, msg.err = st.LastSeq(ctx, topic); msg.err != nil {
+			msg.err = fmt.Errorf("loading journal head of topic %s: %w", topic, msg.err)
+		}
+	}()
+	return &boot{id: id, cancel: cancel}
+}
