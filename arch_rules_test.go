@@ -22,11 +22,62 @@ import (
 //     unexported functions and methods of its package that only Receive reaches (called from
 //     nowhere else, never used as a value). Code in a `go` statement runs off the mailbox and is not
 //     checked, and neither are calls through fields or interfaces, which go/ast cannot follow;
+//   - nor does it wait on storage there: no call of a method named like one of the I/O methods
+//     (those taking a context.Context) of router/store's Store or of the dead-letter actor's
+//     Outbox ([ioInterfaces]) in the same places — store reads, syncs, journal reads and outbox
+//     writes run in a goroutine that sends its result back as a message. Without types the
+//     rule goes by name: a call qualified by an imported package (rand.Read) is not one;
 //   - tests do not sleep: no time.Sleep in a _test.go file outside testkit, which owns the
 //     virtual clock (testkit.Advance).
 
 // protoactorActor is the import path of protoactor's actor package.
 const protoactorActor = "github.com/asynkron/protoactor-go/actor"
+
+// ioInterfaces are the interfaces whose I/O methods an actor calls only off its mailbox: the
+// router's store, and the dead-letter actor's outbox (kept in the store). Their methods taking
+// a context.Context are the I/O ones (Store.Close and Outbox.NewID are not).
+var ioInterfaces = []struct{ dir, name string }{
+	{"router/store", "Store"},
+	{"actors/deadletter", "Outbox"},
+}
+
+// ioMethods returns the I/O methods of ioInterfaces found in code, by name, each with the
+// interface it belongs to ("store.Store").
+func ioMethods(t *testing.T, code map[string][]*ast.File) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, want := range ioInterfaces {
+		found := false
+		for _, f := range code[filepath.FromSlash(want.dir)] {
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok || ts.Name.Name != want.name {
+					return true
+				}
+				it, ok := ts.Type.(*ast.InterfaceType)
+				if !ok {
+					return false
+				}
+				found = true
+				ctxPkg := importName(f, "context")
+				for _, m := range it.Methods.List {
+					ft, ok := m.Type.(*ast.FuncType)
+					if !ok || len(m.Names) == 0 || len(ft.Params.List) == 0 || !isPkgSel(ft.Params.List[0].Type, ctxPkg, "Context") {
+						continue
+					}
+					for _, name := range m.Names {
+						out[name.Name] = f.Name.Name + "." + want.name
+					}
+				}
+				return false
+			})
+		}
+		if !found {
+			t.Fatalf("interface %s not found in %s: update ioInterfaces", want.name, want.dir)
+		}
+	}
+	return out
+}
 
 // lockMethods are the methods that take or release a sync.Mutex or sync.RWMutex.
 var lockMethods = []string{"Lock", "Unlock", "RLock", "RUnlock", "TryLock", "TryRLock"}
@@ -139,9 +190,10 @@ func walkOnMailbox(body ast.Node, visit func(ast.Node)) {
 	})
 }
 
-// checkActors applies the actor rules to the files of one package. It returns what it found
-// and the functions it checked (the Receive methods and what only they reach).
-func checkActors(fset *token.FileSet, files []*ast.File) (out []violation, checked []string) {
+// checkActors applies the actor rules to the files of one package, with io the I/O methods
+// (see [ioMethods]). It returns what it found and the functions it checked (the Receive methods
+// and what only they reach).
+func checkActors(fset *token.FileSet, files []*ast.File, io map[string]string) (out []violation, checked []string) {
 	funcs := map[string]*pkgFunc{}
 	for _, f := range files {
 		actorPkg := importName(f, protoactorActor)
@@ -177,14 +229,32 @@ func checkActors(fset *token.FileSet, files []*ast.File) (out []violation, check
 			return ""
 		}
 		called := map[ast.Expr]bool{}
+		// offMailbox marks what n calls or names as escaping: it runs on another goroutine (a go
+		// statement) or whenever a function value is called.
+		offMailbox := func(n ast.Node) {
+			ast.Inspect(n, func(n ast.Node) bool {
+				if e, ok := n.(ast.Expr); ok {
+					if t := target(e); t != "" {
+						funcs[t].escapes = true
+					}
+				}
+				return true
+			})
+		}
 		ast.Inspect(fn.decl.Body, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.GoStmt:
-				if t := target(x.Call.Fun); t != "" {
-					funcs[t].escapes = true
-					called[x.Call.Fun] = true
+				offMailbox(x)
+				return false
+			case *ast.FuncLit:
+				if !called[x] { // a function value: who calls it, and where, is unknown
+					offMailbox(x.Body)
+					return false
 				}
 			case *ast.CallExpr:
+				if lit, ok := x.Fun.(*ast.FuncLit); ok {
+					called[lit] = true // func() { ... }() runs here
+				}
 				if t := target(x.Fun); t != "" && !called[x.Fun] {
 					funcs[t].callers[key] = true
 					called[x.Fun] = true
@@ -234,6 +304,11 @@ func checkActors(fset *token.FileSet, files []*ast.File) (out []violation, check
 	for _, key := range keys {
 		fn := funcs[key]
 		syncPkg := importName(fn.file, "sync")
+		pkgs := map[string]bool{}
+		for _, imp := range fn.file.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			pkgs[importName(fn.file, p)] = true
+		}
 		where := "in " + key
 		if !fn.receive {
 			where = "in " + key + ", which only Receive reaches"
@@ -254,6 +329,11 @@ func checkActors(fset *token.FileSet, files []*ast.File) (out []violation, check
 					out = append(out, violation{fset.Position(x.Pos()), "RequestFuture " + where + ": a future blocks the mailbox; send a message and handle the answer as one"})
 				case slices.Contains(lockMethods, sel.Sel.Name):
 					out = append(out, violation{fset.Position(x.Pos()), fmt.Sprintf("%s() %s: actors own their state and take no locks", sel.Sel.Name, where)})
+				case io[sel.Sel.Name] != "":
+					if id, ok := sel.X.(*ast.Ident); ok && pkgs[id.Name] {
+						return // a package's function (rand.Read), not the method
+					}
+					out = append(out, violation{fset.Position(x.Pos()), fmt.Sprintf("%s() %s: %s I/O blocks the mailbox; run it in a goroutine and send the result back as a message", sel.Sel.Name, where, io[sel.Sel.Name])})
 				}
 			}
 		})
@@ -308,11 +388,17 @@ func repoFiles(t *testing.T, fset *token.FileSet) (code map[string][]*ast.File, 
 	return code, tests
 }
 
-// TestActorsShareNothingAndNeverBlock fails for every lock and every RequestFuture inside an
-// actor's Receive or the code only it reaches.
+// TestActorsShareNothingAndNeverBlock fails for every lock, every RequestFuture and every
+// store or outbox call inside an actor's Receive or the code only it reaches.
 func TestActorsShareNothingAndNeverBlock(t *testing.T) {
 	fset := token.NewFileSet()
 	code, _ := repoFiles(t, fset)
+	io := ioMethods(t, code)
+	for _, m := range []string{"LoadSubscription", "Read", "UpdateSubscription", "Put"} {
+		if io[m] == "" {
+			t.Fatalf("the I/O methods %v lack %s; is ioMethods still reading the interfaces?", io, m)
+		}
+	}
 	receives := 0
 	for dir, files := range code {
 		for _, f := range files {
@@ -322,7 +408,7 @@ func TestActorsShareNothingAndNeverBlock(t *testing.T) {
 				}
 			}
 		}
-		vs, checked := checkActors(fset, files)
+		vs, checked := checkActors(fset, files, io)
 		for _, v := range vs {
 			t.Error(v)
 		}
@@ -418,6 +504,8 @@ func (a *notAnActor) Receive(msg any) { a.mu.Lock() }
 
 // TestActorRuleChecker runs the checker on badActor: it must report exactly the breaks in
 // Receive and in what only Receive reaches.
+var badIO = map[string]string{"LoadSubscription": "store.Store", "Read": "store.Store", "Put": "deadletter.Outbox"}
+
 func TestActorRuleChecker(t *testing.T) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "bad.go", badActor, parser.SkipObjectResolution)
@@ -425,7 +513,7 @@ func TestActorRuleChecker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	vs, _ := checkActors(fset, []*ast.File{f})
+	vs, _ := checkActors(fset, []*ast.File{f}, badIO)
 	for _, v := range vs {
 		got = append(got, strings.SplitN(v.what, ":", 2)[0])
 	}

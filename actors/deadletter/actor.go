@@ -523,6 +523,16 @@ func (d *deadLetters) stop(final bool) {
 	if !actors.WaitBounded(&d.saveWG, d.cfg.WriteTimeout) {
 		d.log.Error("the dead-letter outbox save did not finish in time; writing the latest changes beside it", "timeout", d.cfg.WriteTimeout)
 	}
+	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); final && (inMemory || d.cfg.Volatile) && len(d.recs) > 0 {
+		// The in-memory outbox dies with the process: what is still in it is lost, and said
+		// so; its records leave the outbox with the last changes.
+		ids := slices.Sorted(maps.Keys(d.recs))
+		for _, id := range ids {
+			d.drop(d.recs[id], "the router stopped before the record could be written")
+			delete(d.pendingPut, id)
+		}
+		d.pendingDel = append(d.pendingDel, ids...)
+	}
 	// The last changes, bounded the same way (an outbox may ignore its context).
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
 	defer cancel()
@@ -539,15 +549,6 @@ func (d *deadLetters) stop(final bool) {
 	} else if err != nil {
 		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
 	}
-	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); !final || !(inMemory || d.cfg.Volatile) || len(d.recs) == 0 {
-		return
-	}
-	// The in-memory outbox dies with the process: what is still in it is lost, and said so.
-	ids := slices.Sorted(maps.Keys(d.recs))
-	for _, id := range ids {
-		d.drop(d.recs[id], "the router stopped before the record could be written")
-	}
-	_ = d.cfg.Outbox.Delete(context.Background(), ids)
 }
 
 // save queues outbox changes: records to put (their latest state) and ids to delete. They are
