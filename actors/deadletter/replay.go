@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -86,6 +87,8 @@ type replay struct {
 	settled map[string]replayOutcome
 	result  ReplayResult
 	done    bool
+	// journalID is the id of the journal this incarnation prepares (see [journalReady]).
+	journalID uint64
 }
 
 // Receive implements actor.Actor.
@@ -93,6 +96,8 @@ func (r *replay) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		r.start(c)
+	case *journalReady:
+		r.run(c, msg)
 	case *replaySettled:
 		for _, id := range msg.ids {
 			if _, ok := r.settled[id]; ok || r.done {
@@ -130,18 +135,43 @@ func (r *replay) start(c actor.Context) {
 		c.Stop(c.Self())
 		return
 	}
-	live := r.cfg.Subscription
-	ctx := context.Background()
-	journal := store.NewMemory()
-	if err := journal.PutTopic(ctx, live.Topic, nil); err != nil {
-		panic(fmt.Errorf("preparing the replay journal: %w", err))
+	// The journal is written off the mailbox, as every store is; the subscription starts once
+	// it is ready.
+	r.journalID = journalIDs.Add(1)
+	id, live, at, events := r.journalID, r.cfg.Subscription, r.cfg.PublishTime, r.cfg.Events
+	root, self := c.ActorSystem().Root, c.Self()
+	go func() {
+		msg := &journalReady{id: id, journal: store.NewMemory()}
+		ctx := context.Background()
+		if msg.err = msg.journal.PutTopic(ctx, live.Topic, nil); msg.err == nil {
+			if msg.err = msg.journal.PutSubscription(ctx, live.Topic, live.Name, nil); msg.err == nil {
+				_, msg.err = msg.journal.Append(ctx, live.Topic, at, events)
+			}
+		}
+		root.Send(self, msg)
+	}()
+}
+
+// journalIDs numbers the replay journals across incarnations, so that a restarted replay
+// ignores the journal its predecessor asked for.
+var journalIDs atomic.Uint64
+
+// journalReady brings a replay its private journal, holding the events to replay.
+type journalReady struct {
+	id      uint64
+	journal *store.Memory
+	err     error
+}
+
+// run replays the events of journal through a copy of the live subscription.
+func (r *replay) run(c actor.Context, m *journalReady) {
+	if m.id != r.journalID {
+		return // from before a restart
 	}
-	if err := journal.PutSubscription(ctx, live.Topic, live.Name, nil); err != nil {
-		panic(fmt.Errorf("preparing the replay journal: %w", err))
+	if m.err != nil {
+		panic(fmt.Errorf("preparing the replay journal: %w", m.err))
 	}
-	if _, err := journal.Append(ctx, live.Topic, r.cfg.PublishTime, r.cfg.Events); err != nil {
-		panic(fmt.Errorf("preparing the replay journal: %w", err))
-	}
+	journal, live := m.journal, r.cfg.Subscription
 	root, self := c.ActorSystem().Root, c.Self()
 	sc := *live
 	sc.Store = journal
