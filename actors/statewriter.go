@@ -9,7 +9,8 @@ import (
 )
 
 // StateWriter writes the subscription state updates of one topic (cursor moves, parked
-// retries) to the store off the subscription actors' mailboxes, one goroutine per topic.
+// retries) to the store off the subscription actors' mailboxes, one goroutine per topic while
+// it has updates to write (none when idle: nothing to leak or to keep in memory).
 //
 // Why: a disk store commits in order, so a state write issued while a publish's synced journal
 // append is in progress waits for that fsync; done inside Receive it would stall delivery
@@ -31,7 +32,7 @@ type StateWriter struct {
 	busy    map[string]bool          // subscriptions whose update is being written
 	err     error                    // first write failure; the store is then unusable
 	closed  bool
-	done    chan struct{}
+	running bool // the writing goroutine is running
 }
 
 type mergedUpdate struct {
@@ -47,10 +48,9 @@ type mergedUpdate struct {
 func NewStateWriter(st store.Store, topic string) *StateWriter {
 	w := &StateWriter{
 		store: st, topic: topic, pending: make(map[string]*mergedUpdate),
-		busy: make(map[string]bool), done: make(chan struct{}),
+		busy: make(map[string]bool),
 	}
 	w.cond = sync.NewCond(&w.mu)
-	go w.run()
 	return w
 }
 
@@ -91,7 +91,10 @@ func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error 
 	if written != nil {
 		m.written = append(m.written, written)
 	}
-	w.cond.Broadcast()
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
 	return nil
 }
 
@@ -108,26 +111,22 @@ func (w *StateWriter) Flush(sub string) error {
 // Close writes what is queued and stops the writer. It is idempotent.
 func (w *StateWriter) Close() error {
 	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
-		w.cond.Broadcast()
-	}
-	w.mu.Unlock()
-	<-w.done
-	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
+	for w.running {
+		w.cond.Wait()
+	}
 	return w.err
 }
 
+// run writes the queued updates until there are none left.
 func (w *StateWriter) run() {
-	defer close(w.done)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
-		for len(w.order) == 0 && !w.closed {
-			w.cond.Wait()
-		}
-		if len(w.order) == 0 && w.closed {
+		if len(w.order) == 0 {
+			w.running = false
+			w.cond.Broadcast()
 			return
 		}
 		sub := w.order[0]
