@@ -229,6 +229,7 @@ type subscription struct {
 	pendingDel []uint64
 	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 	fenced     bool                     // a state write was fenced: the actor is stopping
+	ownWriter  bool                     // cfg is a copy whose Writer is this incarnation's (see persist)
 }
 
 // Receive implements actor.Actor.
@@ -627,6 +628,9 @@ func (s *subscription) stop() {
 		// The next incarnation loads what this one decided.
 		if err := s.cfg.Writer.Flush(s.cfg.Name); err != nil {
 			s.log.Error("flushing subscription state", "err", err)
+		}
+		if s.ownWriter {
+			_ = s.cfg.Writer.Close()
 		}
 	}
 }
@@ -1265,12 +1269,13 @@ func (s *subscription) persist() {
 		s.setSaved(snap)
 	}
 	handed := s.handed(u.DeadLetters)
-	var err error
-	if s.cfg.Writer != nil {
-		err = s.cfg.Writer.Enqueue(s.cfg.Name, u, handed)
-	} else if err = s.cfg.Store.UpdateSubscription(s.ctx, s.cfg.Topic, s.cfg.Name, u); err == nil && handed != nil {
-		handed()
+	if s.cfg.Writer == nil {
+		// Writes go off the mailbox: without a router's writer (a replay, a test) the actor
+		// makes its own at its first write, so an idle subscription has none; stop closes it.
+		cfg := *s.cfg
+		cfg.Writer, s.cfg, s.ownWriter = NewStateWriter(cfg.Store, cfg.Topic), &cfg, true
 	}
+	err := s.cfg.Writer.Enqueue(s.cfg.Name, u, handed)
 	if errors.Is(err, store.ErrFenced) {
 		s.fence(err)
 		return
