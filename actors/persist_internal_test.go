@@ -35,11 +35,20 @@ func TestCompletionsArrivingTogetherShareOneUpdate(t *testing.T) {
 		cfg:   &SubscriptionConfig{Topic: "orders", Name: "billing", Store: st, Metrics: new(metrics.Set)},
 		items: make(map[uint64]*item), batches: make(map[uint64]*batch), ctx: context.Background(),
 	}
+	// Without a router's writer the actor makes its own at its first write: wait for it to
+	// have written what was queued before counting.
+	flush := func() {
+		if s.cfg.Writer != nil {
+			_ = s.cfg.Writer.Flush(s.cfg.Name)
+		}
+	}
+	defer func() { _ = s.cfg.Writer.Close() }()
 	// Three attempts finished; their attemptDone messages are all in the mailbox.
 	s.finished.Store(3)
 	for seq := uint64(1); seq <= 3; seq++ {
 		s.next = seq + 1 // the completion settled event seq: the cursor may move to it
 		s.persistSoon()
+		flush()
 		want := 0
 		if seq == 3 {
 			want = 1
@@ -55,6 +64,7 @@ func TestCompletionsArrivingTogetherShareOneUpdate(t *testing.T) {
 	s.finished.Store(1)
 	s.next = 5
 	s.persistSoon()
+	flush()
 	if len(st.updates) != 2 || st.updates[1].Cursor != 4 {
 		t.Fatalf("a lone completion: updates %+v, want a second one with cursor 4", st.updates)
 	}
