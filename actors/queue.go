@@ -354,6 +354,10 @@ func (q *queue) takeIn(d *Deliver) {
 	if q.behind || d.Through < q.next {
 		return
 	}
+	if d.From > q.next {
+		q.behind = true // entries before From were appended on another cluster node: read them
+		return
+	}
 	now := time.Now()
 	for _, e := range d.Entries {
 		if e.Seq < q.next {

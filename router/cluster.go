@@ -360,18 +360,69 @@ func (c *clusterRuntime) onChanged(topic, _ string) {
 	}
 }
 
-// clusterAdmin is an admin request routed to the node running a subscription.
+// clusterAdmin is a request routed to the node running a subscription: an admin call
+// (status, endProbation) or a pull call (receive, settle).
 type clusterAdmin struct {
-	Op           string `json:"op"` // "status" or "endProbation"
+	Op           string `json:"op"` // "status", "endProbation", "receive" or "settle"
 	Topic        string `json:"topic"`
 	Subscription string `json:"subscription"`
+	// receive
+	MaxEvents int           `json:"maxEvents,omitempty"`
+	MaxWait   time.Duration `json:"maxWait,omitempty"`
+	// settle
+	Settle     actors.SettleOp `json:"settle,omitempty"`
+	LockTokens []string        `json:"lockTokens,omitempty"`
+	Delay      time.Duration   `json:"delay,omitempty"`
 }
 
 type clusterAnswer struct {
-	Status *Status `json:"status,omitempty"`
-	Err    string  `json:"err,omitempty"`
+	Status  *Status         `json:"status,omitempty"`
+	Events  []ReceivedEvent `json:"events,omitempty"`
+	Settled *SettleResult   `json:"settled,omitempty"`
+	Err     string          `json:"err,omitempty"`
+	// Kind names the sentinel Err wraps, so the caller's node answers as the owner would.
+	Kind string `json:"kind,omitempty"`
 	// NotHere is set when this node does not run the subscription (it moved meanwhile).
 	NotHere bool `json:"notHere,omitempty"`
+}
+
+// errKinds are the sentinels an answer's Kind carries between nodes.
+var errKinds = []struct {
+	kind string
+	err  error
+}{
+	{"notQueue", ErrNotQueueSubscription},
+	{"subNotFound", ErrSubscriptionNotFound},
+	{"topicNotFound", ErrTopicNotFound},
+	{"closed", ErrClosed},
+	{"storage", ErrInsufficientStorage},
+	{"unavailable", ErrUnavailable},
+	{"canceled", context.Canceled},
+	{"deadline", context.DeadlineExceeded},
+}
+
+func (a *clusterAnswer) setErr(err error) {
+	a.Err = err.Error()
+	for _, k := range errKinds {
+		if errors.Is(err, k.err) {
+			a.Kind = k.kind
+			return
+		}
+	}
+}
+
+// err is the owner's error as this node returns it: wrapping the same sentinel. An owner
+// shutting down is a subscription about to move.
+func (a *clusterAnswer) err(holder string) error {
+	for _, k := range errKinds {
+		if a.Kind == k.kind {
+			if k.err == ErrClosed {
+				return fmt.Errorf("node %s is shutting down: %w", holder, ErrNotPlaced)
+			}
+			return fmt.Errorf("node %s: %s: %w", holder, a.Err, k.err)
+		}
+	}
+	return fmt.Errorf("node %s: %s", holder, a.Err)
 }
 
 func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
@@ -384,13 +435,20 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 	} else {
 		var err error
 		switch q.Op {
+		case "receive":
+			a.Events, err = c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait})
+		case "settle":
+			var res SettleResult
+			if res, err = c.r.settleLocal(ctx, q.Topic, q.Subscription, q.Settle, q.LockTokens, q.Delay); err == nil {
+				a.Settled = &res
+			}
 		case "endProbation":
 			a.Status, err = c.r.askLocal(ctx, q.Topic, q.Subscription, func(name string) any { return &actors.EndProbation{Subscription: name} })
 		default:
 			a.Status, err = c.r.askLocal(ctx, q.Topic, q.Subscription, func(name string) any { return &actors.GetStatus{Subscription: name} })
 		}
 		if err != nil {
-			a.Err = err.Error()
+			a.setErr(err)
 		}
 	}
 	b, _ := json.Marshal(a)
@@ -402,18 +460,22 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 // [ErrUnavailable], so the admin API answers it 503 with Retry-After.
 var ErrNotPlaced = fmt.Errorf("the event subscription is not running on any cluster node at the moment (it is moving to another node); try again in a few seconds: %w", ErrUnavailable)
 
-// askOwner asks the node running a subscription (topic and name as created).
-func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (*Status, error) {
-	holder, err := c.node.Holder(ctx, cluster.Key{Topic: topic, Subscription: name})
+// ask sends q to the node running its subscription (topic and name as created) and returns
+// its answer. ctx bounds the wait, and the owner's handling (see [cluster.Node.Request]).
+func (c *clusterRuntime) ask(ctx context.Context, q clusterAdmin) (*clusterAnswer, error) {
+	holder, err := c.node.Holder(ctx, cluster.Key{Topic: q.Topic, Subscription: q.Subscription})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if holder == "" {
 		return nil, ErrNotPlaced
 	}
-	req, _ := json.Marshal(clusterAdmin{Op: op, Topic: topic, Subscription: name})
+	req, _ := json.Marshal(q)
 	raw, err := c.node.Request(ctx, holder, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNotPlaced, err)
 	}
 	var a clusterAnswer
@@ -424,7 +486,17 @@ func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (
 	case a.NotHere:
 		return nil, ErrNotPlaced
 	case a.Err != "":
-		return nil, fmt.Errorf("node %s: %s", holder, a.Err)
+		return nil, a.err(holder)
+	}
+	return &a, nil
+}
+
+// askOwner asks the node running a subscription for its status (op "status" or
+// "endProbation").
+func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (*Status, error) {
+	a, err := c.ask(ctx, clusterAdmin{Op: op, Topic: topic, Subscription: name})
+	if err != nil {
+		return nil, err
 	}
 	return a.Status, nil
 }
@@ -669,19 +741,10 @@ func (c *clusterRuntime) missAllowed(name string) bool {
 	return true
 }
 
-// queueHere checks, in cluster mode, that this node runs a queue subscription's actor: pull
-// calls are answered only there (they are not routed between nodes yet).
-func (r *Router) queueHere(topic, name string) error {
-	if r.cl == nil || r.cl.node.Running(cluster.Key{Topic: topic, Subscription: name}) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	holder, err := r.cl.node.Holder(ctx, cluster.Key{Topic: topic, Subscription: name})
-	if err != nil || holder == "" {
-		return ErrNotPlaced
-	}
-	return fmt.Errorf("queue subscription %q of topic %q runs on cluster node %s: receive and settle its events there (pull calls are not routed between nodes): %w", name, topic, holder, ErrUnavailable)
+// queueRemote reports, in cluster mode, that another node runs a queue subscription's
+// actor: its pull calls are routed there ([clusterRuntime.ask]).
+func (r *Router) queueRemote(topic, name string) bool {
+	return r.cl != nil && !r.cl.node.Running(cluster.Key{Topic: topic, Subscription: name})
 }
 
 // NodeName returns this router's cluster node name, "" when it does not run in cluster mode.

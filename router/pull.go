@@ -94,7 +94,8 @@ type SettleResult struct {
 
 var receiveIDs atomic.Uint64
 
-// queueTarget finds a queue subscription, with its name as created.
+// queueTarget finds a queue subscription, with its name as created. In cluster mode its
+// actor may run on another node ([Router.queueRemote]).
 func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
 	t, spec, name, err := r.lookup(topic, sub)
 	if err != nil {
@@ -103,9 +104,6 @@ func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
 	if !spec.IsQueue() {
 		return nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, t.name, ErrNotQueueSubscription)
 	}
-	if err := r.queueHere(t.name, name); err != nil {
-		return nil, "", err
-	}
 	return t, name, nil
 }
 
@@ -113,8 +111,14 @@ func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
 // available (up to o.MaxEvents), or with none after o.MaxWait. Each event is locked for the
 // subscription's receiveLockDurationInSeconds and its receipt (with its delivery count) is
 // durable before Receive returns it. A cancelled ctx ends the wait early with ctx's error;
-// events handed out at that very moment stay locked until their lock expires, then come back
-// with their delivery count raised.
+// events handed out at that very moment are released at once (their next receipt counts one
+// more delivery, as after a lock expiry).
+//
+// In cluster mode any node answers: when another node runs the subscription's actor, the call
+// goes there over NATS request/reply, bounded by ctx (and MaxWait plus a margin); when ctx
+// ends first the owner is told at once and stops waiting, as a local caller's cancel does.
+// Events the owner handed out in the instant before the cancel reached it (its answer
+// crossed the cancel notice) stay locked until their lock expires.
 func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -124,22 +128,55 @@ func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOption
 	if err != nil {
 		return nil, err
 	}
+	if r.queueRemote(t.name, name) {
+		ctx, cancel := context.WithTimeout(ctx, o.MaxWait+receiveAnswerMargin)
+		defer cancel()
+		a, err := r.cl.ask(ctx, clusterAdmin{Op: "receive", Topic: t.name, Subscription: name, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait})
+		if err != nil {
+			return nil, remoteError("receiving from", name, err)
+		}
+		return a.Events, nil
+	}
+	return r.receiveAt(ctx, t, name, o)
+}
+
+// remoteError leaves the errors of a call routed to another node as they are (they wrap the
+// router's sentinels, or ctx's error) and names the subscription.
+func remoteError(what, name string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%s event subscription %q: %w", what, name, err)
+}
+
+// receiveLocal is Receive on this node's actor of a queue subscription (a call another node
+// routed here).
+func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t, name, err := r.queueTarget(topic, sub)
+	if err != nil {
+		return nil, err
+	}
+	return r.receiveAt(ctx, t, name, o)
+}
+
+func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions) ([]ReceivedEvent, error) {
 	id := receiveIDs.Add(1)
 	f := r.system.Root.RequestFuture(t.pid, &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait}, o.MaxWait+receiveAnswerMargin)
-	type answer struct {
-		v   any
-		err error
-	}
-	ch := make(chan answer, 1)
+	ch := make(chan receiveAnswer, 1)
 	go func() { // ends when the actor answers: at MaxWait at the latest, or at once on cancel
 		v, err := f.Result()
-		ch <- answer{v, err}
+		ch <- receiveAnswer{v, err}
 	}()
-	var a answer
+	var a receiveAnswer
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
 		r.system.Root.Send(t.pid, &actors.CancelReceive{Subscription: name, ID: id})
+		go r.releaseUnclaimed(t, name, ch)
 		return nil, ctx.Err()
 	}
 	if a.err != nil {
@@ -156,6 +193,28 @@ func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOption
 		return nil, queueError(name, v)
 	}
 	return nil, fmt.Errorf("receiving from event subscription %q: unexpected answer %T", name, a.v)
+}
+
+// releaseUnclaimed waits for the answer of a receive whose caller went away and releases the
+// events it holds, if the actor handed some out before the cancel reached it: nobody will
+// settle them, so they are available again at once rather than after their lock.
+func (r *Router) releaseUnclaimed(t *topicRuntime, name string, ch <-chan receiveAnswer) {
+	a := <-ch
+	v, ok := a.v.(*actors.ReceivedEvents)
+	if a.err != nil || !ok || len(v.Events) == 0 {
+		return
+	}
+	tokens := make([]string, len(v.Events))
+	for i, e := range v.Events {
+		tokens[i] = e.LockToken
+	}
+	_, _ = r.system.Root.RequestFuture(t.pid, &actors.SettleEvents{Subscription: name, Op: actors.Release, LockTokens: tokens}, defaultSettleDeadline).Result()
+}
+
+// receiveAnswer is the queue actor's answer to a receive.
+type receiveAnswer struct {
+	v   any
+	err error
 }
 
 // Acknowledge deletes the locked events: they are delivered. The acknowledgement is durable
@@ -202,6 +261,37 @@ func (r *Router) settle(ctx context.Context, topic, sub string, op actors.Settle
 	if err != nil {
 		return SettleResult{}, err
 	}
+	if r.queueRemote(t.name, name) {
+		// Locks live in the owner's memory: the tokens are settled there, whichever node
+		// the call reached. Tokens of a previous owner fail there with TokenLost.
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, defaultSettleDeadline)
+			defer cancel()
+		}
+		a, err := r.cl.ask(ctx, clusterAdmin{Op: "settle", Topic: t.name, Subscription: name, Settle: op, LockTokens: tokens, Delay: delay})
+		if err != nil {
+			return SettleResult{}, remoteError(fmt.Sprint(op)+" on", name, err)
+		}
+		if a.Settled == nil {
+			return SettleResult{}, nil
+		}
+		return *a.Settled, nil
+	}
+	return r.settleAt(ctx, t, name, op, tokens, delay)
+}
+
+// settleLocal is a settle call on this node's actor of a queue subscription (a call another
+// node routed here).
+func (r *Router) settleLocal(ctx context.Context, topic, sub string, op actors.SettleOp, tokens []string, delay time.Duration) (SettleResult, error) {
+	t, name, err := r.queueTarget(topic, sub)
+	if err != nil {
+		return SettleResult{}, err
+	}
+	return r.settleAt(ctx, t, name, op, tokens, delay)
+}
+
+func (r *Router) settleAt(ctx context.Context, t *topicRuntime, name string, op actors.SettleOp, tokens []string, delay time.Duration) (SettleResult, error) {
 	timeout := defaultSettleDeadline
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,8 @@ type Hooks struct {
 	// Changed: another node changed the definition of topic (subscription "") or of one of
 	// its subscriptions; read it from the store.
 	Changed func(topic, subscription string)
-	// Admin answers a request another node routed here ([Node.Request]).
+	// Admin answers a request another node routed here ([Node.Request]); ctx ends when the
+	// caller stops waiting (its deadline, or a cancel notice).
 	Admin func(ctx context.Context, req []byte) []byte
 }
 
@@ -84,6 +86,9 @@ type Node struct {
 	lost    map[Key]bool                 // actors that stopped by themselves (fenced): start again if still held
 	running atomic.Pointer[map[Key]bool] // the actors running here (copy on write), for Running
 	live    []string                     // the latest membership view
+
+	inflightMu sync.Mutex
+	inflight   map[string]context.CancelFunc // admin requests being answered here, by id
 
 	slot uint32 // this node name's number, unique in the cluster for good
 
@@ -299,14 +304,60 @@ func (n *Node) onChanged(m *nats.Msg) {
 	n.hooks.Changed(nt.Topic, nt.Sub)
 }
 
+// Headers of admin requests: the request's id, the time the caller still waits for the
+// answer (milliseconds), and on a cancel notice the id of the request the caller gave up.
+const (
+	hdrID      = "Egrid-Request"
+	hdrTimeout = "Egrid-Timeout-Ms"
+	hdrCancel  = "Egrid-Cancel"
+)
+
+// Bounds of the time an admin request's handler may run: the caller's wait, by default
+// DefaultRequestTimeout, at most MaxRequestTimeout.
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	MaxRequestTimeout     = 5 * time.Minute
+)
+
 func (n *Node) onAdmin(m *nats.Msg) {
+	if id := m.Header.Get(hdrCancel); id != "" {
+		n.inflightMu.Lock()
+		cancel := n.inflight[id]
+		n.inflightMu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return
+	}
 	if n.hooks.Admin == nil {
 		return
 	}
+	timeout := DefaultRequestTimeout
+	if ms, err := strconv.ParseInt(m.Header.Get(hdrTimeout), 10, 64); err == nil && ms > 0 {
+		timeout = min(time.Duration(ms)*time.Millisecond, MaxRequestTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// Registered before the next message of the subscription is dispatched, so a cancel
+	// notice that follows the request always finds it.
+	id := m.Header.Get(hdrID)
+	if id != "" {
+		n.inflightMu.Lock()
+		if n.inflight == nil {
+			n.inflight = make(map[string]context.CancelFunc)
+		}
+		n.inflight[id] = cancel
+		n.inflightMu.Unlock()
+	}
 	data := slices.Clone(m.Data)
 	go func() { // the handler may wait on actors: not on the connection's dispatcher
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+		defer func() {
+			if id != "" {
+				n.inflightMu.Lock()
+				delete(n.inflight, id)
+				n.inflightMu.Unlock()
+			}
+			cancel()
+		}()
 		_ = m.Respond(n.hooks.Admin(ctx, data))
 	}()
 }
@@ -314,18 +365,36 @@ func (n *Node) onAdmin(m *nats.Msg) {
 // ErrNoResponders is returned by [Node.Request] when the node is not reachable.
 var ErrNoResponders = errors.New("cluster: the node is not reachable")
 
-// Request sends req to node's admin handler and returns its answer.
+var requestIDs atomic.Uint64
+
+// Request sends req to node's admin handler and returns its answer. ctx bounds the wait
+// (DefaultRequestTimeout without a deadline) and the handler's: the request carries the time
+// left, the handler's context ends then, and when ctx ends first (cancelled, or its deadline
+// passed) the node is told at once (a cancel notice), so a handler waiting for something (a
+// long poll) stops waiting rather than running on for nobody.
 func (n *Node) Request(ctx context.Context, node string, req []byte) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
 		defer cancel()
 	}
-	m, err := n.nc.RequestWithContext(ctx, n.adminSubject(node), req)
+	d, _ := ctx.Deadline()
+	id := fmt.Sprintf("%s.%d", n.opts.NodeName, requestIDs.Add(1))
+	msg := nats.NewMsg(n.adminSubject(node))
+	msg.Data = req
+	msg.Header.Set(hdrID, id)
+	msg.Header.Set(hdrTimeout, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
+	m, err := n.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("%w: %s", ErrNoResponders, node)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			c := nats.NewMsg(n.adminSubject(node))
+			c.Header.Set(hdrCancel, id)
+			_ = n.nc.PublishMsg(c)
+			return nil, fmt.Errorf("cluster: asking node %s: %w", node, ctx.Err())
+		}
 		return nil, fmt.Errorf("cluster: asking node %s: %w", node, err)
 	}
 	return m.Data, nil
