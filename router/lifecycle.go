@@ -123,10 +123,15 @@ func (l *lifecycle) get(k subKey) *provisioned {
 	return l.state[k.id()]
 }
 
-// set records a subscription's provisioning record.
+// set records a subscription's provisioning record. An empty record is not kept: get returns
+// nil, which reads the same, and an idle subscription costs a map entry less.
 func (l *lifecycle) set(k subKey, p *provisioned) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if p.empty() {
+		delete(l.state, k.id())
+		return
+	}
 	if l.state == nil {
 		l.state = make(map[subKey]*provisioned)
 	}

@@ -64,6 +64,10 @@ type provisioned struct {
 	Deadline  time.Time `json:"deadline,omitzero"`
 }
 
+// empty reports whether p records nothing: a Succeeded subscription that needed no handshake
+// (nil too). Such records are not kept.
+func (p *provisioned) empty() bool { return p == nil || *p == provisioned{} }
+
 func (p *provisioned) state() string {
 	if p == nil || p.State == "" {
 		return StateSucceeded
@@ -148,7 +152,8 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if exp := spec.ExpirationTimeUTC; !exp.IsZero() && !exp.After(r.deps.Now()) {
 		problems = append(problems, fmt.Errorf("expirationTimeUtc %s is not in the future (invalid expiration time): use a later time, or leave it out for a subscription that does not expire", exp.UTC().Format(time.RFC3339)))
 	}
-	res, err := spec.validate(&t.load().spec, r.cfg.TimeScale)
+	st := t.load()
+	res, err := spec.validate(&st.spec, r.cfg.TimeScale)
 	if err != nil {
 		problems = append(problems, err)
 	}
@@ -161,10 +166,14 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 		r.mu.RUnlock()
 		return Provisioning{}, err
 	}
-	if _, err := r.subscriptionConfigWith(t, name, &spec, nil); err != nil { // a sink that is not registered
+	// Building the config here reports a sink that is not registered; commitSubscription uses
+	// it unless the topic changed or the handshake set a rate or origin meanwhile.
+	sc, err := r.buildSubscriptionConfig(t, st, name, &spec, res, nil)
+	if err != nil {
 		r.mu.RUnlock()
 		return Provisioning{}, err
 	}
+	pre := &builtConfig{st: st, name: name, sc: sc}
 	topicID := t.id
 	r.mu.RUnlock()
 	if err := r.checkEgress(ctx, name, &spec); err != nil { // before any connection (egress.go)
@@ -186,7 +195,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 			return Provisioning{}, err
 		}
 	}
-	if err := r.commitSubscription(ctx, t, k, &spec, prov); err != nil {
+	if err := r.commitSubscription(ctx, t, k, &spec, prov, pre); err != nil {
 		if prov.TokenHash != "" {
 			r.life.drop(prov.TokenHash)
 		}
@@ -195,10 +204,20 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	return Provisioning{State: prov.state(), Message: prov.Message}, nil
 }
 
+// builtConfig is an actor config built while a create was checked: the topic state and the
+// name it was built for, and the config.
+type builtConfig struct {
+	st   *topicState
+	name string
+	sc   *actors.SubscriptionConfig
+}
+
 // commitSubscription stores a checked (and validated) subscription and starts or stops its
 // delivery according to prov. It runs in the topic's turn, without holding r.mu across the
-// store write or the wait for the topic actor.
-func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+// store write or the wait for the topic actor. pre (nil: none) is the config built while
+// checking, without a provisioning record; it is used when it still fits, so a create
+// validates and builds once.
+func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig) error {
 	release, err := r.turns.acquire(ctx, k.topic)
 	if err != nil {
 		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
@@ -228,9 +247,13 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	}
 	var sc *actors.SubscriptionConfig
 	if prov.state() == StateSucceeded {
-		var err error
-		if sc, err = r.subscriptionConfigWith(t, k.name, spec, prov); err != nil {
-			return err
+		if pre != nil && pre.st == t.load() && pre.name == k.name && prov.empty() {
+			sc = pre.sc
+		} else {
+			var err error
+			if sc, err = r.subscriptionConfigWith(t, k.name, spec, prov); err != nil {
+				return err
+			}
 		}
 	}
 	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {

@@ -47,6 +47,13 @@ func (r *Router) subscriptionConfigWith(t *topicRuntime, name string, spec *Subs
 	if err != nil {
 		return nil, fmt.Errorf("event subscription %q: %w", name, err)
 	}
+	return r.buildSubscriptionConfig(t, st, name, spec, res, prov)
+}
+
+// buildSubscriptionConfig builds the actor's config from spec, already validated (res) against
+// st, the topic's state. It sets res.policy's per-subscription fields: res is used once.
+func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name string, spec *SubscriptionSpec, res *resolved, prov *provisioned) (*actors.SubscriptionConfig, error) {
+	var err error
 	var sink sinks.Sink
 	var queue *actors.QueueConfig
 	switch res.endpointType {

@@ -60,8 +60,16 @@ func (e *ConfigError) Error() string { return "webhook " + e.Field + ": " + e.Re
 
 // Validate reports every problem with c at once (joined *[ConfigError] values), or nil.
 func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate that also returns the parsed URL (nil when it is bad), so New parses
+// it once.
+func (c Config) validate() (*url.URL, error) {
 	var errs []error
-	if _, err := parseURL(c.URL); err != nil {
+	u, err := parseURL(c.URL)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if c.Timeout < 0 {
@@ -75,7 +83,7 @@ func (c Config) Validate() error {
 	if c.MaxRequestsPerMinute < 0 {
 		errs = append(errs, &ConfigError{Field: "maxRequestsPerMinute", Reason: fmt.Sprintf("%d is negative; use a positive number, or 0 for no cap", c.MaxRequestsPerMinute)})
 	}
-	return errors.Join(errs...)
+	return u, errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
@@ -136,15 +144,18 @@ type Sink struct {
 // New validates cfg and returns a sink for its URL. client is the HTTP client to use; nil
 // means [SharedClient]. A client's own Timeout, if set, applies in addition to cfg.Timeout.
 func New(cfg Config, client *http.Client) (*Sink, error) {
-	if err := cfg.Validate(); err != nil {
+	u, err := cfg.validate()
+	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	u, _ := parseURL(cfg.URL) // validated above
 	if client == nil {
 		client = SharedClient()
 	}
-	display := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+	display := displayURL(u)
+	if display == cfg.URL {
+		display = cfg.URL // most endpoints: one string kept, not two
+	}
 	return &Sink{
 		url:          cfg.URL,
 		display:      display,

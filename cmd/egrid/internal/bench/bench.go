@@ -97,6 +97,9 @@ type Options struct {
 	Rate int
 	// IdleSubscriptions is the number of subscriptions of the idle scenario.
 	IdleSubscriptions int
+	// MemProfile, when set, is the file the idle scenario writes a heap profile to while its
+	// subscriptions live.
+	MemProfile string
 	// RestartParked is the number of events parked for retry in the restart scenario's
 	// store, spread over its 1 000 subscriptions.
 	RestartParked int

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,11 @@ func idle(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 	}
 	stop()
 	heapAfter, rssAfter := memNow()
+	if b.opt.MemProfile != "" {
+		if err := writeHeapProfile(b.opt.MemProfile); err != nil {
+			return nil, err
+		}
+	}
 	perHeap := float64(heapAfter-heapBefore) / float64(n)
 	perRSS := float64(rssAfter-rssBefore) / float64(n)
 	met := perRSS <= 4096
@@ -41,6 +47,19 @@ func idle(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		{Scenario: s.Name, Metric: "resident memory per idle subscription", Value: perRSS, Unit: "bytes", Target: s.Target, Met: &met, Note: fmt.Sprintf("%d subscriptions", n)},
 		{Scenario: s.Name, Metric: "heap per idle subscription", Value: perHeap, Unit: "bytes"},
 	}, nil
+}
+
+// writeHeapProfile writes the heap profile of the live objects to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("--memprofile %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // memNow returns the live heap after a GC and the process's resident set size.
