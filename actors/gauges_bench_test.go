@@ -11,7 +11,7 @@ import (
 // for the Prometheus collector, with a full window of events in memory and some parked.
 func BenchmarkPublishGauges(b *testing.B) {
 	set := new(metrics.Set)
-	s := &subscription{cfg: &SubscriptionConfig{Topic: "orders", Name: "billing", Metrics: set},
+	s := &subscription{cfg: &SubscriptionConfig{SubscriptionShared: &SubscriptionShared{Topic: "orders", Metrics: set}, Name: "billing"},
 		items: make(map[uint64]*item), batches: make(map[uint64]*batch)}
 	s.gauges = set.PublishGauges("orders", "billing")
 	now := time.Now()

@@ -77,9 +77,9 @@ func TestCatchUpReadDoesNotBlockTheMailbox(t *testing.T) {
 			return nil
 		})
 		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{NoJitter: true}, Sink: sink, Store: g, Metrics: new(metrics.Set), Window: 4,
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: g, Metrics: new(metrics.Set), Window: 4},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
+			Sink: sink,
 		}))
 		h.Settle() // the first read is started and held at the gate
 		res, err := h.System().Root.RequestFuture(pid, &actors.GetStatus{}, time.Second).Result()
@@ -125,10 +125,9 @@ func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 			return nil
 		})
 		cfg := &actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{NoJitter: true}, Sink: stuck, Store: st, Metrics: new(metrics.Set),
-			StopGrace: 3 * time.Second,
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), StopGrace: 3 * time.Second},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
+			Sink: stuck,
 		}
 		pid := h.Spawn(actors.SubscriptionProps(cfg))
 		h.Settle()

@@ -59,6 +59,7 @@ const (
 // and the lock tokens handed out before fail with TokenLost. Without a
 // [SubscriptionConfig.Writer] the actor runs a writer of its own, closed when it stops.
 func QueueProps(cfg *SubscriptionConfig) *actor.Props {
+	mustShare(cfg)
 	return actor.PropsFromProducer(func() actor.Actor { return &queue{cfg: cfg} }, subscriptionMailbox)
 }
 

@@ -53,10 +53,9 @@ func TestQueueReadsBehindItsWindowFromTheJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "workers", TopicID: "/topics/orders",
-			InputSchema: schemas.CloudEvents, DeliverySchema: schemas.CloudEvents,
-			Policy: &retry.Policy{Profile: retry.Namespace()}, Store: st, Metrics: new(metrics.Set), Window: 2,
-			Queue: &actors.QueueConfig{},
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set), Window: 2},
+			Name:               "workers", DeliverySchema: schemas.CloudEvents,
+			Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
 		}))
 		entries, _ := st.Read(ctx, "orders", 1, 10)
 		root := h.System().Root
@@ -97,8 +96,8 @@ func TestTopicRefusesPullOnPushSubscription(t *testing.T) {
 		_ = st.PutTopic(context.Background(), "orders", nil)
 		_ = st.PutSubscription(context.Background(), "orders", "hook", nil)
 		pid := h.Spawn(actors.TopicProps(&actors.TopicConfig{Name: "orders", Metrics: new(metrics.Set), Subscriptions: []*actors.SubscriptionConfig{{
-			Topic: "orders", Name: "hook", InputSchema: schemas.CloudEvents, DeliverySchema: schemas.CloudEvents,
-			Policy: &retry.Policy{}, Store: st, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set)},
+			Name:               "hook", DeliverySchema: schemas.CloudEvents, Policy: &retry.Policy{},
 		}}}))
 		v, err := h.System().Root.RequestFuture(pid, &actors.ReceiveEvents{Subscription: "hook", ID: 1, MaxEvents: 1, MaxWait: 10 * time.Second}, time.Minute).Result()
 		if err != nil || v != actors.ErrNotQueue {

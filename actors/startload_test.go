@@ -75,9 +75,9 @@ func TestSubscriptionLoadsItsStateOffTheMailbox(t *testing.T) {
 		})
 		g := &gatedLoad{Store: st, gate: make(chan struct{})}
 		cfg := &actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{NoJitter: true}, Sink: sink, Store: g, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: g, Metrics: new(metrics.Set)},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
+			Sink: sink,
 		}
 
 		// Held up, it still stops.

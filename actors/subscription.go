@@ -39,16 +39,20 @@ const (
 
 // SubscriptionConfig is everything a subscription actor needs. It is immutable once the actor
 // is spawned; an update replaces the actor.
+//
+// The fields every subscription of a topic has in common are in [SubscriptionShared], one
+// value per topic that the configs point to (its fields read as the config's own): at tens of
+// thousands of subscriptions, each keeps only what is its own.
 type SubscriptionConfig struct {
-	Topic, Name    string
-	TopicID        string         // stamped into Event Grid events; the CloudEvents source
-	InputSchema    schemas.Schema // the topic's input schema
+	// SubscriptionShared must be set. A copy that changes one of its fields (a replay's
+	// journal) copies it first: writing through the pointer would change every subscription's.
+	*SubscriptionShared
+
+	Name           string
 	DeliverySchema schemas.Schema // how events are encoded for the sink
-	// Encode holds egrid's extensions to the delivery encoding; the zero value is Azure's.
-	Encode schemas.EncodeOptions
-	Filter *filter.Filter // nil matches everything
-	Policy *retry.Policy  // retry, TTL and dead-letter policy
-	Sink   sinks.Sink
+	Filter         *filter.Filter // nil matches everything
+	Policy         *retry.Policy  // retry, TTL and dead-letter policy
+	Sink           sinks.Sink
 
 	// Batching is off when both are zero: one event per request (SPEC §2.3). Setting either
 	// turns it on; the other takes its default. With batching on, CloudEvents deliveries always
@@ -57,26 +61,9 @@ type SubscriptionConfig struct {
 	MaxEventsPerBatch   int
 	PreferredBatchBytes int
 
-	MaxInFlight int           // attempts at once; 0 = DefaultMaxInFlight
-	Timeout     time.Duration // per-attempt response timeout; 0 = sinks.DefaultTimeout
-	Window      int           // events kept in memory; 0 = DefaultWindow
-	Headers     map[string]string
+	Timeout time.Duration // per-attempt response timeout; 0 = sinks.DefaultTimeout
+	Headers map[string]string
 
-	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
-	// flight to return once their context is cancelled; 0 = DefaultStopGrace. A sink that
-	// ignores its context is abandoned after it: see [sinks.Sink].
-	StopGrace time.Duration
-
-	Store store.Store
-	// LoadSlots, when set, bounds the subscriptions of a router that read their stored state
-	// at once (one slot each, taken off the mailbox): a restart with a thousand subscriptions
-	// then holds a few of them half-read, not all of them.
-	LoadSlots chan struct{}
-	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
-	// the actor writes them itself.
-	Writer  *StateWriter
-	Metrics *metrics.Set
-	Logger  *slog.Logger
 	// NoGauges keeps the actor from publishing its delivery state in Metrics' gauges: a
 	// replay's actor, which shares the live subscription's name, sets it.
 	NoGauges bool
@@ -102,6 +89,36 @@ type SubscriptionConfig struct {
 	Queue *QueueConfig
 }
 
+// SubscriptionShared is the part of a [SubscriptionConfig] that the subscriptions of a topic
+// share: the topic, the router's limits, store, writer and telemetry. It is immutable once a
+// config points to it.
+type SubscriptionShared struct {
+	Topic       string
+	TopicID     string         // stamped into Event Grid events; the CloudEvents source
+	InputSchema schemas.Schema // the topic's input schema
+	// Encode holds egrid's extensions to the delivery encoding; the zero value is Azure's.
+	Encode schemas.EncodeOptions
+
+	MaxInFlight int // attempts at once; 0 = DefaultMaxInFlight
+	Window      int // events kept in memory; 0 = DefaultWindow
+
+	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
+	// flight to return once their context is cancelled; 0 = DefaultStopGrace. A sink that
+	// ignores its context is abandoned after it: see [sinks.Sink].
+	StopGrace time.Duration
+
+	Store store.Store
+	// LoadSlots, when set, bounds the subscriptions of a router that read their stored state
+	// at once (one slot each, taken off the mailbox): a restart with a thousand subscriptions
+	// then holds a few of them half-read, not all of them.
+	LoadSlots chan struct{}
+	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
+	// the actor writes them itself.
+	Writer  *StateWriter
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+}
+
 func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
 	if c.MaxEventsPerBatch == 0 && c.PreferredBatchBytes == 0 {
 		return 1, 0
@@ -121,7 +138,16 @@ func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
 // Its mailbox is protoactor's lock-free linked queue rather than the default ring buffer: an idle
 // subscription then costs no queue storage, which matters at tens of thousands of them.
 func SubscriptionProps(cfg *SubscriptionConfig) *actor.Props {
+	mustShare(cfg)
 	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg} }, subscriptionMailbox)
+}
+
+// mustShare panics with what to do when cfg has no shared part: a programming error that
+// would otherwise surface as a nil dereference inside the actor.
+func mustShare(cfg *SubscriptionConfig) {
+	if cfg.SubscriptionShared == nil {
+		panic("actors: SubscriptionConfig.SubscriptionShared is nil; point it at the topic's SubscriptionShared")
+	}
 }
 
 var subscriptionMailbox = actor.WithMailbox(actor.UnboundedLockfree())

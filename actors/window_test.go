@@ -47,9 +47,9 @@ func TestParkedEventsDoNotBlockNewOnes(t *testing.T) {
 			return nil
 		})
 		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{NoJitter: true}, Sink: sink, Store: st, Metrics: new(metrics.Set), Window: 2,
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), Window: 2},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
+			Sink: sink,
 		}))
 		last, err := st.Append(ctx, "orders", start, evs)
 		if err != nil {

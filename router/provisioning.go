@@ -279,11 +279,15 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 // storeSubscription writes a subscription's record. Called in the topic's turn, never with
 // r.mu held.
 func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
-	rec := record{SubscriptionSpec: *spec}
-	if prov != nil && *prov != (provisioned{}) {
+	// The same JSON as a record, without copying the spec (a copy per create).
+	rec := struct {
+		*SubscriptionSpec
+		Egrid *provisioned `json:"egrid,omitempty"`
+	}{SubscriptionSpec: spec}
+	if !prov.empty() {
 		rec.Egrid = prov
 	}
-	raw, err := json.Marshal(rec)
+	raw, err := json.Marshal(&rec)
 	if err != nil {
 		return err
 	}

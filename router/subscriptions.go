@@ -9,7 +9,6 @@ import (
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
-	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -94,14 +93,13 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 		res.policy.HonorRetryAfter = *h
 	}
 	return &actors.SubscriptionConfig{
-		Topic: t.name, Name: name, TopicID: t.id, InputSchema: st.schema, DeliverySchema: res.deliverySchema,
-		Encode: schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
+		SubscriptionShared: r.sharedConfig(t, st),
+		Name:               name, DeliverySchema: res.deliverySchema,
 		Filter: res.filter, Policy: res.policy, Sink: sink,
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
-		MaxInFlight:         r.cfg.MaxInFlight, Timeout: attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
-		Store: r.store, LoadSlots: r.loadSlots, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
-		OnDeadLetter: onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, r.onAttempt),
+		Timeout:             attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
+		OnDeadLetter:        onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, r.onAttempt),
 		Queue: queue,
 	}, nil
 }

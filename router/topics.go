@@ -33,6 +33,25 @@ type topicRuntime struct {
 	subNames map[string]string
 	// publishLatency is the topic's PublishSuccessLatencyInMs histogram, looked up once.
 	publishLatency *metrics.Histogram
+	// shared is the part of its subscriptions' actor configs they have in common (see
+	// sharedConfig); nil until the first one is built.
+	shared atomic.Pointer[actors.SubscriptionShared]
+}
+
+// sharedConfig returns the part of an actor config that the topic's subscriptions share, for
+// the topic state st: one value per topic and input schema, not one per subscription.
+func (r *Router) sharedConfig(t *topicRuntime, st *topicState) *actors.SubscriptionShared {
+	if sh := t.shared.Load(); sh != nil && sh.InputSchema == st.schema {
+		return sh
+	}
+	sh := &actors.SubscriptionShared{
+		Topic: t.name, TopicID: t.id, InputSchema: st.schema,
+		Encode:      schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
+		MaxInFlight: r.cfg.MaxInFlight,
+		Store:       r.store, LoadSlots: r.loadSlots, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
+	}
+	t.shared.Store(sh) // two racing builds store equal values
+	return sh
 }
 
 // topicState is a topic's definition as publishes see it. It is immutable: an update stores

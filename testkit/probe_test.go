@@ -36,9 +36,8 @@ func TestProbeSingleSubscriptionActor(t *testing.T) {
 			return nil
 		})
 		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{}, Sink: sink, Store: st, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set)},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{}, Sink: sink,
 		}))
 		h.System().Root.Send(pid, &actors.Deliver{Entries: []store.Entry{{Seq: 1, PublishTime: time.Now(), Event: evs[0]}}, Through: 1})
 

@@ -174,6 +174,8 @@ func (r *replay) run(c actor.Context, m *journalReady) {
 	journal, live := m.journal, r.cfg.Subscription
 	root, self := c.ActorSystem().Root, c.Self()
 	sc := *live
+	shared := *live.SubscriptionShared // the live subscription's is the topic's: copy, then change
+	sc.SubscriptionShared = &shared
 	sc.Store = journal
 	// Its state is the private journal's: the live subscription's state writer must not see
 	// the replay's sequence numbers. Its dead letters are handed to the dead-letter actor from

@@ -68,9 +68,10 @@ func TestReplayRedeliversToOneSubscription(t *testing.T) {
 		var progress [][2]int
 		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{
-			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Filter: f, Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, DeadLetter: true, NoJitter: true},
-			Sink: sink, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: dlTopicID, InputSchema: schemas.EventGrid, Metrics: new(metrics.Set)},
+			Name:               "sub-a", DeliverySchema: schemas.EventGrid, Filter: f,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, DeadLetter: true, NoJitter: true},
+			Sink:   sink,
 			OnDeadLetter: func(d *actors.DeadLetter) {
 				mu.Lock()
 				deadLettered = append(deadLettered, d)
@@ -114,8 +115,9 @@ func TestReplayStopped(t *testing.T) {
 		sink := &replaySink{failing: map[string]bool{"e1": true}}
 		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{
-			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{Profile: retry.EventGrid(), DeadLetter: true}, Sink: sink, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: dlTopicID, InputSchema: schemas.EventGrid, Metrics: new(metrics.Set)},
+			Name:               "sub-a", DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), DeadLetter: true}, Sink: sink,
 		}
 		pid := h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
 			Subscription: cfg, Events: replayEvents(t, "e1"), PublishTime: time.Now(),
@@ -134,7 +136,7 @@ func TestReplayStopped(t *testing.T) {
 func TestReplayOfNothingEndsAtOnce(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		done := make(chan deadletter.ReplayResult, 1)
-		cfg := &actors.SubscriptionConfig{Topic: "orders", Name: "sub-a", Policy: &retry.Policy{}, Sink: &replaySink{}, Metrics: new(metrics.Set)}
+		cfg := &actors.SubscriptionConfig{SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", Metrics: new(metrics.Set)}, Name: "sub-a", Policy: &retry.Policy{}, Sink: &replaySink{}}
 		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{Subscription: cfg, OnDone: func(r deadletter.ReplayResult) { done <- r }}))
 		h.Settle()
 		select {
@@ -161,9 +163,10 @@ func TestReplayLeavesTheLiveStateAlone(t *testing.T) {
 		defer w.Close()
 		done := make(chan deadletter.ReplayResult, 1)
 		cfg := &actors.SubscriptionConfig{
-			Topic: "orders", Name: "sub-a", TopicID: dlTopicID, InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: dlTopicID, InputSchema: schemas.EventGrid, Store: st, Writer: w, Metrics: new(metrics.Set)},
+			Name:               "sub-a", DeliverySchema: schemas.EventGrid,
 			Policy: &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, NoJitter: true},
-			Sink:   &replaySink{failing: map[string]bool{"bad": true}}, Store: st, Writer: w, Metrics: new(metrics.Set),
+			Sink:   &replaySink{failing: map[string]bool{"bad": true}},
 		}
 		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
 			Subscription: cfg, Events: replayEvents(t, "bad"), PublishTime: time.Now(),
