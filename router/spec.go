@@ -298,6 +298,7 @@ type resolved struct {
 	endpointType   string
 	timeout        time.Duration
 	headers        sinks.HeaderMappings
+	endpoint       *url.URL // a WebHook's endpoint URL, parsed
 	// lockDuration is a queue subscription's receive lock (0: a push subscription).
 	lockDuration time.Duration
 }
@@ -315,9 +316,11 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 		}
 	case strings.EqualFold(s.Destination.EndpointType, EndpointWebHook):
 		r.endpointType = EndpointWebHook
-		if err := validateEndpointURL(s.Destination.Properties.EndpointURL); err != nil {
+		u, err := validateEndpointURL(s.Destination.Properties.EndpointURL)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("destination.properties.endpointUrl: %w", err))
 		}
+		r.endpoint = u
 	case strings.EqualFold(s.Destination.EndpointType, EndpointSink):
 		r.endpointType = EndpointSink
 		if s.Destination.Properties.SinkName == "" {
@@ -412,23 +415,24 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 	return r, nil
 }
 
-// validateEndpointURL checks a webhook URL. Its messages never repeat the URL: its query string
-// may carry a secret (Event Grid hides it on reads too).
-func validateEndpointURL(raw string) error {
+// validateEndpointURL checks a webhook URL and returns it parsed, for the sink (one parse per
+// create). Its messages never repeat the URL: its query string may carry a secret (Event Grid
+// hides it on reads too).
+func validateEndpointURL(raw string) (*url.URL, error) {
 	if raw == "" {
-		return errors.New("required: set the webhook URL, e.g. https://example.com/events")
+		return nil, errors.New("required: set the webhook URL, e.g. https://example.com/events")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return errors.New("is not a valid URL: use an absolute http or https URL")
+		return nil, errors.New("is not a valid URL: use an absolute http or https URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("has scheme %q: use an absolute http or https URL", u.Scheme)
+		return nil, fmt.Errorf("has scheme %q: use an absolute http or https URL", u.Scheme)
 	}
 	if u.Host == "" {
-		return errors.New("has no host: use an absolute http or https URL")
+		return nil, errors.New("has no host: use an absolute http or https URL")
 	}
-	return nil
+	return u, nil
 }
 
 // headerMappings checks ARM delivery attribute mappings and converts them, reporting every

@@ -61,7 +61,7 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 	case EndpointWebHook:
 		client := r.deps.HTTPClient
 		sink, err = webhook.New(webhook.Config{
-			URL: spec.Destination.Properties.EndpointURL, Timeout: res.timeout,
+			URL: spec.Destination.Properties.EndpointURL, Parsed: res.endpoint, Timeout: res.timeout,
 			Headers: res.headers, MaxRequestsPerMinute: prov.deliveryRate(), Origin: prov.origin(),
 		}, client)
 		if err != nil {

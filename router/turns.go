@@ -15,6 +15,10 @@ import (
 type turns struct {
 	mu sync.Mutex
 	m  map[string]*turn
+	// spare is the last turn nobody held or waited for, kept for the next acquire: a run of
+	// creates then allocates no turn each (garbage that costs resident memory, README
+	// "Benchmarks" row 7). Its channel is empty.
+	spare *turn
 }
 
 type turn struct {
@@ -31,7 +35,11 @@ func (ts *turns) acquire(ctx context.Context, topic string) (release func(), err
 	}
 	t := ts.m[key]
 	if t == nil {
-		t = &turn{ch: make(chan struct{}, 1)}
+		if t = ts.spare; t != nil {
+			ts.spare = nil
+		} else {
+			t = &turn{ch: make(chan struct{}, 1)}
+		}
 		ts.m[key] = t
 	}
 	t.refs++
@@ -40,6 +48,7 @@ func (ts *turns) acquire(ctx context.Context, topic string) (release func(), err
 		ts.mu.Lock()
 		if t.refs--; t.refs == 0 {
 			delete(ts.m, key)
+			ts.spare = t
 		}
 		ts.mu.Unlock()
 	}
