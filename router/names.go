@@ -19,8 +19,8 @@ func fold(name string) string { return strings.ToLower(name) }
 // Called with Router.mu held.
 func (t *topicRuntime) putSub(name string, spec *SubscriptionSpec) {
 	k := fold(name)
-	if _, ok := t.subs[k]; !ok {
-		t.subNames[k] = name
+	if _, ok := t.subs[k]; !ok && name != k {
+		t.subNames[k] = name // only names with capitals: most are kept once, as the key
 	}
 	t.subs[k] = spec
 }
@@ -37,7 +37,16 @@ func (t *topicRuntime) sub(name string) (*SubscriptionSpec, string, bool) {
 	if !ok {
 		return nil, "", false
 	}
-	return spec, t.subNames[fold(name)], true
+	return spec, t.displayName(fold(name)), true
+}
+
+// displayName is the name as created of the subscription under folded key k. Called with
+// Router.mu held.
+func (t *topicRuntime) displayName(k string) string {
+	if n, ok := t.subNames[k]; ok {
+		return n
+	}
+	return k
 }
 
 // lookupLocked finds a topic and, unless name is empty, one of its subscriptions, by names

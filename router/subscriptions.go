@@ -131,8 +131,8 @@ func (r *Router) Subscriptions(topic string) ([]string, error) {
 		return nil, err
 	}
 	names := make([]string, 0, len(t.subs))
-	for _, n := range t.subNames {
-		names = append(names, n)
+	for k := range t.subs {
+		names = append(names, t.displayName(k))
 	}
 	slices.Sort(names)
 	return names, nil

@@ -28,7 +28,7 @@ type topicRuntime struct {
 	writer *actors.StateWriter // subscription state writes, off the actors' mailboxes
 	state  atomic.Pointer[topicState]
 	// subs and subNames are keyed by folded subscription name (names.go); subNames keeps the
-	// name as created. Guarded by Router.mu.
+	// name as created when it differs from the key (see displayName). Guarded by Router.mu.
 	subs     map[string]*SubscriptionSpec
 	subNames map[string]string
 	// publishLatency is the topic's PublishSuccessLatencyInMs histogram, looked up once.
