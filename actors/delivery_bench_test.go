@@ -90,11 +90,9 @@ func benchDelivery(b *testing.B, base store.Store, writer bool, maxEvents int) {
 	}))
 	defer sys.Shutdown()
 	cfg := &actors.SubscriptionConfig{
-		Topic: topic, Name: sub, TopicID: "/topics/orders",
-		InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-		Policy: policy, Sink: sink, Store: st, Writer: w, Metrics: new(metrics.Set),
-		MaxEventsPerBatch: maxEvents, MaxInFlight: 64,
-		OnAttempt: func(*actors.AttemptRecord) {},
+		SubscriptionShared: &actors.SubscriptionShared{Topic: topic, TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Writer: w, Metrics: new(metrics.Set), MaxInFlight: 64},
+		Name:               sub, DeliverySchema: schemas.EventGrid, Policy: policy, Sink: sink,
+		MaxEventsPerBatch: maxEvents, OnAttempt: func(*actors.AttemptRecord) {},
 	}
 	pid := sys.Root.Spawn(actors.SubscriptionProps(cfg))
 	defer sys.Root.Stop(pid)

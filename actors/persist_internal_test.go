@@ -32,7 +32,7 @@ func TestCompletionsArrivingTogetherShareOneUpdate(t *testing.T) {
 	}
 	st := &updateCounter{Store: mem}
 	s := &subscription{
-		cfg:   &SubscriptionConfig{Topic: "orders", Name: "billing", Store: st, Metrics: new(metrics.Set)},
+		cfg:   &SubscriptionConfig{SubscriptionShared: &SubscriptionShared{Topic: "orders", Store: st, Metrics: new(metrics.Set)}, Name: "billing"},
 		items: make(map[uint64]*item), batches: make(map[uint64]*batch), ctx: context.Background(),
 	}
 	// Without a router's writer the actor makes its own at its first write: wait for it to
