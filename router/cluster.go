@@ -192,6 +192,8 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	}
 	var w *actors.StateWriter // the writer's first write comes after it is set (Enqueue)
 	w = actors.NewStateWriter(watchedStore{c.r.store, func(err error) { c.writeFailed(k, w, err) }}, k.Topic)
+	shared := *cfg.SubscriptionShared // the topic's, shared with its other subscriptions: copy, then change
+	cfg.SubscriptionShared = &shared
 	cfg.Writer = w
 	headers := make(map[string]string, len(cfg.Headers)+1)
 	for h, v := range cfg.Headers {
