@@ -32,9 +32,8 @@ func TestSubscriptionWithoutWriterWritesOffTheMailbox(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		g := &gatedUpdates{Store: journalWithEvents(t, 1), gate: make(chan struct{})}
 		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "audit", TopicID: "/topics/orders",
-			InputSchema: schemas.EventGrid, DeliverySchema: schemas.EventGrid,
-			Policy: &retry.Policy{NoJitter: true}, Store: g, Metrics: new(metrics.Set),
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: g, Metrics: new(metrics.Set)},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
 			Sink: sinks.Func(func(context.Context, *sinks.Batch) error { return nil }),
 		}))
 		h.Settle() // e1 delivered; its cursor move is held at the gate

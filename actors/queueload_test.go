@@ -93,10 +93,9 @@ func TestQueueLoadsItsStateOffTheMailbox(t *testing.T) {
 		}
 		g := &gatedFullLoad{Store: st, gate: make(chan struct{})}
 		props := actors.QueueProps(&actors.SubscriptionConfig{
-			Topic: "orders", Name: "workers", TopicID: "/topics/orders",
-			InputSchema: schemas.CloudEvents, DeliverySchema: schemas.CloudEvents,
-			Policy: &retry.Policy{Profile: retry.Namespace()}, Store: g, Metrics: new(metrics.Set),
-			Queue: &actors.QueueConfig{},
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: g, Metrics: new(metrics.Set)},
+			Name:               "workers", DeliverySchema: schemas.CloudEvents,
+			Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
 		})
 		root := h.System().Root
 
