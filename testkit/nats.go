@@ -2,11 +2,11 @@ package testkit
 
 import (
 	"context"
-	"log"
-	"os"
 	"fmt"
+	"log"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
