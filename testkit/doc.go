@@ -8,7 +8,10 @@
 // records every attempt with its virtual time, headers and body. Dead letters land in an
 // in-memory box per subscription. Probes ([Harness.Probe], [Expect]) test single actors.
 //
-// For integration tests outside a bubble, [StartMinIO] starts a real MinIO server.
+// For integration tests outside a bubble, [StartMinIO] starts a real MinIO server,
+// [StartNATSCluster] a cluster of in-process NATS servers with JetStream (killable and
+// restartable one by one), and [StartCluster] several egrid routers as nodes of one cluster
+// on it, so a test can kill a node and watch its subscriptions fail over.
 //
 // testkit may import every egrid package; only tests and examples import testkit.
 package testkit
