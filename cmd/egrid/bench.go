@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,10 @@ func benchCommand(e env) *cli.Command {
 			fmt.Fprintf(tw, " (target %s)", s.Target)
 		}
 	}
+	fmt.Fprintf(tw, "\n\nWith --cluster (cluster mode: three in-process NATS servers, JetStream R3, three egrid nodes; baseline raw JetStream R3 publishes of the same events):")
+	for _, s := range bench.ClusterScenarios {
+		fmt.Fprintf(tw, "\n  %s\t%s", s.Name, s.Description)
+	}
 	_ = tw.Flush() // a strings.Builder does not fail
 	return &cli.Command{
 		Name:  "bench",
@@ -36,7 +41,8 @@ because shared machines drift and only same-run ratios mean something.
 
 Scenarios:` + list.String(),
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "scenario", Usage: "scenarios to run (default all): " + strings.Join(names, ", ")},
+			&cli.StringSliceFlag{Name: "scenario", Usage: "scenarios to run (default all of the table chosen): " + strings.Join(names, ", ") + "; with --cluster " + strings.Join(bench.ClusterNames(), ", ")},
+			&cli.BoolFlag{Name: "cluster", Usage: "run the cluster-mode scenarios instead: three in-process NATS servers (JetStream R3) and three egrid nodes, against raw JetStream publishes"},
 			&cli.DurationFlag{Name: "duration", Usage: "load phase of each measurement", Value: 5 * time.Second},
 			&cli.IntFlag{Name: "concurrency", Usage: "load generator connections", Value: 64},
 			&cli.IntFlag{Name: "rate", Usage: "events/s of the latency scenario", Value: 5000},
@@ -48,13 +54,19 @@ Scenarios:` + list.String(),
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			scen := c.StringSlice("scenario")
+			scen, table := c.StringSlice("scenario"), names
+			if c.Bool("cluster") {
+				table = bench.ClusterNames()
+			}
 			if len(scen) == 0 {
-				scen = names
+				scen = table
 			}
 			for _, s := range scen {
-				if _, ok := bench.Lookup(s); !ok {
-					return cli.Exit(fmt.Sprintf("unknown scenario %q: use %s", s, strings.Join(names, ", ")), 2)
+				if !slices.Contains(table, s) {
+					if _, ok := bench.Lookup(s); ok {
+						return cli.Exit(fmt.Sprintf("scenario %q is not in the table chosen: the cluster scenarios (%s) run with --cluster, the others without", s, strings.Join(bench.ClusterNames(), ", ")), 2)
+					}
+					return cli.Exit(fmt.Sprintf("unknown scenario %q: use %s", s, strings.Join(table, ", ")), 2)
 				}
 			}
 			for _, f := range []string{"concurrency", "rate", "idle-subscriptions", "restart-parked"} {

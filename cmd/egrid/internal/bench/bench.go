@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,9 +54,9 @@ func Names() []string {
 	return names
 }
 
-// Lookup returns the scenario called name.
+// Lookup returns the scenario called name, from [Scenarios] or [ClusterScenarios].
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range Scenarios {
+	for _, s := range slices.Concat(Scenarios, ClusterScenarios) {
 		if s.Name == name {
 			return s, true
 		}
@@ -133,7 +134,7 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Result, error) {
 	for _, name := range names {
 		s, ok := Lookup(name)
 		if !ok {
-			return all, fmt.Errorf("unknown scenario %q: use %s", name, strings.Join(Names(), ", "))
+			return all, fmt.Errorf("unknown scenario %q: use %s", name, strings.Join(slices.Concat(Names(), ClusterNames()), ", "))
 		}
 		if ctx.Err() != nil {
 			break

@@ -8,10 +8,11 @@ import (
 	"github.com/egridio/egrid/cmd/egrid/internal/bench"
 )
 
-// TestScenarioTable checks the table the CLI is built from: unique names, each row complete.
+// TestScenarioTable checks the tables the CLI is built from (the default one and the one
+// --cluster runs): unique names across both, each row complete.
 func TestScenarioTable(t *testing.T) {
 	seen := map[string]bool{}
-	for _, s := range bench.Scenarios {
+	for _, s := range append(append([]bench.Scenario(nil), bench.Scenarios...), bench.ClusterScenarios...) {
 		if s.Name == "" || s.Description == "" || s.Run == nil {
 			t.Errorf("scenario %+v: name, description and run are required", s)
 		}

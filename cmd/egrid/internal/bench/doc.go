@@ -9,5 +9,11 @@
 // function that runs it; `egrid bench` is a thin layer that parses flags and prints the
 // [Result] rows with [WriteTable] or as JSON.
 //
-// bench imports router and router/store/disk; only cmd/egrid imports it.
+// [ClusterScenarios] (`egrid bench --cluster`) measure cluster mode the same way: three
+// in-process NATS servers with JetStream clustered (so the binary carries nats-server, a
+// module egrid's tests already use) and three routers as nodes on them, against raw
+// JetStream publishes of the same events with the same replication.
+//
+// bench imports router, router/cluster, router/httpapi and the disk and JetStream stores;
+// only cmd/egrid imports it.
 package bench
