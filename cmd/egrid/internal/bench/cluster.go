@@ -467,7 +467,7 @@ func clusterEndToEnd(ctx context.Context, b *Runner, s Scenario) ([]Result, erro
 		published = int64(rps * b.opt.Duration.Seconds() * 100)
 	}
 	want := published * subs
-	last := b.drain(ctx, "delivering to 10", sink.events.Load, want, 180*time.Second)
+	last := b.drain(ctx, "delivering to 10", sink.events.Load, want, 60*time.Second)
 	delivered := sink.events.Load()
 	rate := float64(delivered) / last.Sub(start).Seconds()
 	res := Result{Scenario: s.Name, Metric: "end-to-end deliveries (R3, 10 subscriptions)", Value: rate, Unit: "events/s", Baseline: base, Ratio: rate / base, Target: s.Target}
