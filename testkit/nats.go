@@ -226,6 +226,11 @@ func (c *NATSCluster) readiness() string {
 		if current < len(running) {
 			return fmt.Sprintf("the meta leader %s has %d of %d running servers current: %s", s.Name(), current, len(running), strings.Join(peers, ", "))
 		}
+		// Placement takes only servers whose statistics the leader has; until then creating a
+		// replicated stream fails with "no suitable peers for placement".
+		if online := s.JetStreamClusterPeers(); len(online) < len(running) {
+			return fmt.Sprintf("the meta leader %s has statistics of %d of %d running servers (%v)", s.Name(), len(online), len(running), online)
+		}
 	}
 	if !leader {
 		return "no meta leader"
