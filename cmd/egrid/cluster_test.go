@@ -586,7 +586,7 @@ func TestClusterFailoverWithTheBinary(t *testing.T) {
 		dups -= len(d)
 	}
 	dups += deliveries
-	t.Logf("%d events acknowledged, every matching subscription got each in %v: %d deliveries (%d duplicates), %d notifications failed by the endpoint, %d publish requests sent again",
+	t.Logf("%d events acknowledged; deliveries waited for %v: %d deliveries (%d duplicates), %d notifications failed by the endpoint, %d publish requests sent again",
 		len(ackedIDs), elapsed.Round(time.Millisecond), deliveries, dups, failed, resent.Load())
 }
 
