@@ -154,7 +154,7 @@ func (c *Cluster) Start(i int) {
 
 // open connects, opens the store and starts a router as node name.
 func (c *Cluster) open(name string) (*router.Router, *nats.Conn, *jetstream.Store, error) {
-	nc, err := nats.Connect(c.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("egrid "+name))
+	nc, err := nats.Connect(c.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("egrid "+name))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", c.NATS.URL(), err)
 	}

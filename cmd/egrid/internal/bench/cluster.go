@@ -202,7 +202,7 @@ func startClusterNode(ctx context.Context, natsURL, name string, cfg router.Conf
 }
 
 func tryClusterNode(ctx context.Context, natsURL, name string, cfg router.Config, sinksOf func(node string) map[string]sinks.Sink) (*clusterNode, error) {
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
