@@ -221,6 +221,9 @@ type subscription struct {
 	next   uint64 // next journal sequence number to take in
 	head   uint64 // highest journal sequence number known to exist
 	behind bool   // entries in (next, head] are in the journal, not in memory
+	// stalled is set when a journal read from next came back empty although the journal
+	// reaches head (a lagging replica answered); fill waits for the next Deliver to read again.
+	stalled bool
 	// turnOpen is set while Receive runs; still set when the next message comes, it says the
 	// last turn panicked half way, so its state must not be written.
 	turnOpen bool
@@ -683,6 +686,7 @@ func (s *subscription) window() int {
 // takeIn accepts the entries of a Deliver that the subscription has not seen yet, as far as the
 // window allows.
 func (s *subscription) takeIn(d *Deliver) {
+	s.stalled = false
 	if d.Through > s.head {
 		s.head = d.Through
 	}
@@ -713,7 +717,7 @@ func (s *subscription) takeIn(d *Deliver) {
 // subscription is behind, so no entry is read twice.
 func (s *subscription) fill() {
 	s.fetchDue()
-	if !s.behind || s.reading != 0 {
+	if !s.behind || s.reading != 0 || s.stalled {
 		return
 	}
 	room := s.room()
@@ -760,11 +764,18 @@ func (s *subscription) applyRead(r *journalRead) {
 		}
 		s.next = e.Seq + 1
 	}
-	if len(r.entries) == 0 || s.next > s.head {
-		if s.next <= s.head {
-			s.next = s.head + 1 // the journal was trimmed or the events never matched
-		}
+	if s.next > s.head {
 		s.behind = false
+		return
+	}
+	if len(r.entries) == 0 {
+		// The journal is known to reach head, but the read found nothing from next: in
+		// cluster mode the replica that answered may not have the newest entries yet. Never
+		// skip them: stay behind and read again at the next message that announces the
+		// journal (a Deliver: an append here, another node's notice, the periodic poll of
+		// the journal's end). A read starts from the journal's first entry, so a trimmed
+		// journal does not end here.
+		s.stalled = true
 	}
 }
 

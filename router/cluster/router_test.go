@@ -148,7 +148,12 @@ type testCluster struct {
 	objects *testkit.ObjectStore // the dead-letter destination every node shares
 	url     string               // the NATS server (default serverURL)
 	files   bool                 // the store keeps its streams in files (survives a server restart)
-	fenced  atomic.Int64         // log lines of actors that stopped on a fenced write
+	// urls, when set, are NATS servers of one cluster: node i connects to urls[i%len], and
+	// the streams and buckets have replicas copies.
+	urls     []string
+	replicas int
+	nodes    int
+	fenced   atomic.Int64 // log lines of actors that stopped on a fenced write
 }
 
 func newCluster(t *testing.T) *testCluster {
@@ -191,11 +196,15 @@ func (c *testCluster) open(name string) (*node, error) {
 	if url == "" {
 		url = serverURL
 	}
+	if len(c.urls) > 0 {
+		url = c.urls[c.nodes%len(c.urls)]
+		c.nodes++
+	}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
-	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second})
+	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second, Replicas: c.replicas})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("opening the store: %w", err)

@@ -387,7 +387,9 @@ const smallRead = 4
 
 // Read implements [store.Store]. The stream numbers messages without gaps, so what it returns
 // is a contiguous run; it may include events of an Append still waiting for its
-// acknowledgement (they are stored, and delivery is at least once).
+// acknowledgement (they are stored, and delivery is at least once). With replicas it may also
+// return fewer entries than the journal holds, none even: a replica that answers may not have
+// the newest yet. Callers read again later; they never take a short read for the journal's end.
 func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -409,7 +411,11 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 		for seq := from; seq < from+uint64(n); seq++ {
 			m, err := str.GetMsg(ctx, seq)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue // trimmed meanwhile
+				// Trimmed meanwhile, or not yet on the replica that answered (gets are direct
+				// gets, which any replica answers, and a follower may lag behind the
+				// acknowledged end): stop here, so that what is returned stays a contiguous
+				// run from from and the caller reads the rest again later.
+				break
 			}
 			if err != nil {
 				return nil, fmt.Errorf("jetstream store: reading topic %q at %d: %w", topic, seq, err)
