@@ -137,10 +137,13 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		{&n.members, opts.Prefix + "_members", "egrid cluster members (expire unless renewed)"},
 		{&n.leases, opts.Prefix + "_leases", "egrid subscription leases: which node runs each subscription actor"},
 	} {
-		*b.kv, err = js.KeyValue(ctx, b.name)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.FileStorage, Replicas: opts.Replicas})
-		}
+		err = untilLeader(ctx, func(ctx context.Context) (err error) {
+			*b.kv, err = js.KeyValue(ctx, b.name)
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1, TTL: opts.LeaseTTL, Storage: jetstream.FileStorage, Replicas: opts.Replicas})
+			}
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: creating bucket %s: %w", b.name, err)
 		}
@@ -149,7 +152,11 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 	// --cluster-lease-ttl, or buckets made by an earlier run) would let this node stop its
 	// actors after a lease lapsed. The buckets win.
 	for _, kv := range []jetstream.KeyValue{n.leases, n.members} {
-		st, err := kv.Status(ctx)
+		var st jetstream.KeyValueStatus
+		err := untilLeader(ctx, func(ctx context.Context) (err error) {
+			st, err = kv.Status(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: reading bucket %s: %w", kv.Bucket(), err)
 		}
@@ -159,15 +166,32 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 			opts.LeaseTTL = ttl
 		}
 	}
-	if n.slot, err = reserveSlot(ctx, js, opts); err != nil {
+	if err = untilLeader(ctx, func(ctx context.Context) (err error) {
+		n.slot, err = reserveSlot(ctx, js, opts)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	if e, err := n.members.Get(ctx, opts.NodeName); err == nil && string(e.Value()) != n.incarnation() {
+	var prev jetstream.KeyValueEntry
+	err = untilLeader(ctx, func(ctx context.Context) (err error) {
+		prev, err = n.members.Get(ctx, opts.NodeName)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the membership of node %s: %w", opts.NodeName, err)
+	}
+	if e := prev; e != nil && string(e.Value()) != n.incarnation() {
 		// Another live node of this name, or this node's previous process whose membership
 		// has not lapsed yet: the leases it held lapse within the TTL either way.
 		n.log.Warn("a node of this name was live a moment ago: node names must be unique (--node-name); if it was this node before a restart, its subscriptions resume within the lease TTL", "ttl", opts.LeaseTTL)
 	}
-	if _, err := n.members.Put(ctx, opts.NodeName, []byte(n.incarnation())); err != nil {
+	if err := untilLeader(ctx, func(ctx context.Context) error {
+		_, err := n.members.Put(ctx, opts.NodeName, []byte(n.incarnation()))
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("cluster: announcing node %s: %w", opts.NodeName, err)
 	}
 	for subj, fn := range map[string]nats.MsgHandler{
@@ -511,4 +535,44 @@ func reserveSlot(ctx context.Context, js jetstream.JetStream, opts Options) (uin
 		return uint32(next), nil
 	}
 	return 0, fmt.Errorf("cluster: could not reserve a slot for node %s: too many nodes joining at once; start it again", opts.NodeName)
+}
+
+// leaderWait bounds how long Join waits for its buckets to answer: a bucket just created with
+// replicas has no leader for a moment (seconds while the NATS servers start together), and its
+// reads time out meanwhile.
+const leaderWait = time.Minute
+
+// leaderTry bounds one read or write of Join while it waits for a leader.
+const leaderTry = 5 * time.Second
+
+// untilLeader runs fn until it returns anything but a timeout (or JetStream not answering),
+// each try bounded by leaderTry, for at most leaderWait or until ctx ends: what a bucket
+// without a leader yet answers. It returns fn's last error.
+func untilLeader(ctx context.Context, fn func(context.Context) error) error {
+	deadline := time.Now().Add(leaderWait)
+	wait := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, leaderTry)
+		err := fn(tctx)
+		cancel()
+		if err == nil || !noLeaderYet(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// noLeaderYet reports whether err is what a JetStream call answers while the stream behind it
+// has no leader: a timeout or no response.
+func noLeaderYet(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat)
 }
