@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -123,13 +125,19 @@ func (w *writer) run() {
 			if !again {
 				break
 			}
+			if try >= 2 {
+				// Writers that keep refusing each other: a random pause lets one through.
+				time.Sleep(time.Duration(mrand.Int64N(int64(time.Millisecond) << min(try, 6))))
+			}
 		}
 	}
 }
 
 // maxRepublish bounds how often a pipeline refused whole because another writer appended
 // first is published again.
-const maxRepublish = 8
+// Each refusal names the journal's new end, so a try costs one round trip; with several
+// nodes appending to one topic at once a writer may lose a few rounds in a row.
+const maxRepublish = 32
 
 // publish publishes the batch's events pipelined after last and answers every request. It
 // returns the new last sequence number and whether it is still known (false after any
@@ -179,8 +187,10 @@ func (w *writer) publish(batch []*appendReq, last uint64, mayRetry bool) (newLas
 	}
 	timer := time.NewTimer(w.s.opts.Timeout)
 	defer timer.Stop()
-	if mayRetry && failed == nil && w.refusedWhole(ps[0].futures, timer) {
-		return last, false, true
+	if mayRetry && failed == nil {
+		if refused, end, known := w.refusedWhole(ps[0].futures, timer); refused {
+			return end, known, true
+		}
 	}
 	var first error // the first failed acknowledgement: the cause of the ones after it
 	for i := range ps {
@@ -221,25 +231,43 @@ func (w *writer) publish(batch []*appendReq, last uint64, mayRetry bool) (newLas
 // the rest of the pipeline, chained to it by message ID, is refused too and nothing of it
 // is stored. Only then are the futures consumed; otherwise the first one's result is put
 // back for the caller to read.
-func (w *writer) refusedWhole(fs []jetstream.PubAckFuture, timer *time.Timer) bool {
+//
+// A refusal names the journal's last sequence number; end is it and known is true when it
+// could be read from the error (else the caller reads it from the stream).
+func (w *writer) refusedWhole(fs []jetstream.PubAckFuture, timer *time.Timer) (refused bool, end uint64, known bool) {
 	if len(fs) == 0 {
-		return false
+		return false, 0, false
 	}
 	select {
 	case err := <-fs[0].Err():
-		refused := isWrongLastSeq(err)
-		if refused {
-			return true
+		if isWrongLastSeq(err) {
+			end, known = wrongLastSeqEnd(err)
+			return true, end, known
 		}
 		fs[0] = failedFuture{fs[0], err}
-		return false
+		return false, 0, false
 	case ack := <-fs[0].Ok():
 		fs[0] = ackedFuture{fs[0], ack}
-		return false
+		return false, 0, false
 	case <-timer.C:
 		timer.Reset(0) // the caller's wait fails at once too
-		return false
+		return false, 0, false
 	}
+}
+
+// wrongLastSeqEnd reads the stream's last sequence number from a refusal for another last
+// sequence number ("wrong last sequence: 85").
+func wrongLastSeqEnd(err error) (uint64, bool) {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return 0, false
+	}
+	_, num, ok := strings.Cut(api.Description, "wrong last sequence: ")
+	if !ok {
+		return 0, false
+	}
+	seq, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+	return seq, perr == nil
 }
 
 // ackedFuture and failedFuture replay a result already taken from a future's channel.
