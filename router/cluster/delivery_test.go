@@ -42,7 +42,8 @@ func everyEventReachesEverySubscription(t *testing.T, c *testCluster) {
 		if i%2 == 1 {
 			spec.Filter = filter.Spec{SubjectBeginsWith: "/orders/1"}
 		}
-		// A replica may not have the topic yet just after its creation (reads are direct gets).
+		// A replica may not have the topic yet just after its creation: the store reads with
+		// direct gets, which a lagging follower may answer (a known limit, see README).
 		var err error
 		eventually(t, 10*time.Second, "CreateSubscription", func() bool {
 			err = a.r.CreateSubscription(ctx, "orders", fmt.Sprintf("sub%d", i), spec)

@@ -152,7 +152,7 @@ type testCluster struct {
 	// the streams and buckets have replicas copies.
 	urls     []string
 	replicas int
-	nodes    int
+	nodes    atomic.Int64 // nodes opened, for urls
 	fenced   atomic.Int64 // log lines of actors that stopped on a fenced write
 }
 
@@ -197,8 +197,7 @@ func (c *testCluster) open(name string) (*node, error) {
 		url = serverURL
 	}
 	if len(c.urls) > 0 {
-		url = c.urls[c.nodes%len(c.urls)]
-		c.nodes++
+		url = c.urls[int(c.nodes.Add(1)-1)%len(c.urls)]
 	}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
 	if err != nil {
