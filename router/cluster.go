@@ -600,9 +600,9 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 	}
 	r.mu.RLock()
 	var gone []string
-	for f, display := range t.subNames {
+	for f := range t.subs { // subNames holds only names with capitals
 		if !stored[f] {
-			gone = append(gone, display)
+			gone = append(gone, t.displayName(f))
 		}
 	}
 	r.mu.RUnlock()
@@ -673,8 +673,8 @@ func (r *Router) dropTopicLocally(t *topicRuntime) {
 	}
 	delete(r.topics, fold(t.name))
 	names := slices.Collect(func(yield func(string) bool) {
-		for _, n := range t.subNames {
-			if !yield(n) {
+		for k := range t.subs { // subNames holds only names with capitals
+			if !yield(t.displayName(k)) {
 				return
 			}
 		}

@@ -225,9 +225,9 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
 	}
 	delete(r.topics, fold(name))
-	subNames := make([]string, 0, len(t.subNames))
-	for _, n := range t.subNames {
-		subNames = append(subNames, n)
+	subNames := make([]string, 0, len(t.subs))
+	for k := range t.subs { // subNames holds only names with capitals
+		subNames = append(subNames, t.displayName(k))
 	}
 	r.mu.Unlock()
 	name = t.name
