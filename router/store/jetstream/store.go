@@ -155,10 +155,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	} {
 		*b.kv, err = js.KeyValue(ctx, b.name)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			*b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-				Bucket: b.name, Description: b.desc, History: 1,
-				Storage: s.storage(), Replicas: opts.Replicas,
-			})
+			*b.kv, err = s.createBucket(ctx, b.name, b.desc)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
@@ -174,13 +171,45 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			Discard:           jetstream.DiscardOld,
 			Storage:           s.storage(),
 			Replicas:          opts.Replicas,
-			AllowDirect:       true,
+			AllowDirect:       s.directReads(),
 		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
 	}
 	return s, nil
+}
+
+// directReads says whether the store's streams allow direct gets. A direct get may be
+// answered by any replica, and a follower that has not caught up answers with what it has: a
+// journal entry another node appended a moment ago "not found", a subscription state one
+// revision old (whose next write is then fenced), a topic created a moment ago unknown. On a
+// replicated store every read therefore goes to the stream's leader, which holds everything
+// acknowledged; a single replica is its own leader and keeps the cheaper direct gets. Streams
+// and buckets get this when they are created: changing it on a running cluster's streams
+// while nodes start together made their reads time out.
+func (s *Store) directReads() bool { return s.opts.Replicas <= 1 }
+
+// createBucket creates a key-value bucket holding one value per key. nats.go creates buckets
+// with direct gets on; a replicated store creates the bucket's stream itself, the same but
+// for direct gets (see directReads), and binds it, so its reads go to the leader.
+func (s *Store) createBucket(ctx context.Context, name, desc string) (jetstream.KeyValue, error) {
+	if s.directReads() {
+		return s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, Description: desc, History: 1, Storage: s.storage(), Replicas: s.opts.Replicas,
+		})
+	}
+	_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_" + name, Description: desc, Subjects: []string{"$KV." + name + ".>"},
+		MaxMsgsPerSubject: 1, MaxBytes: -1, MaxMsgSize: -1, MaxMsgs: -1, MaxConsumers: -1,
+		Storage: s.storage(), Replicas: s.opts.Replicas,
+		AllowRollup: true, DenyDelete: true, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardNew,
+		AllowDirect: false,
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil, err
+	}
+	return s.js.KeyValue(ctx, name)
 }
 
 func (s *Store) storage() jetstream.StorageType {
@@ -377,7 +406,7 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 		Duplicates:  time.Second,
 		Storage:     s.storage(),
 		Replicas:    s.opts.Replicas,
-		AllowDirect: true,
+		AllowDirect: s.directReads(),
 	})
 	if err != nil {
 		return fmt.Errorf("jetstream store: creating the journal stream of topic %q: %w", name, err)
