@@ -115,15 +115,11 @@ func (n *Node) place() {
 		}
 	}
 	for _, k := range drop {
-		l := n.held[k]
-		n.stop(k, l)
-		n.release(ctx, k, l)
+		n.stopAndRelease(k, n.held[k])
 	}
 	for _, k := range handOver {
-		l := n.held[k]
 		n.log.Info("handing a subscription over", "subscription", k.String(), "to", Owner(live, k))
-		n.stop(k, l)
-		n.release(ctx, k, l)
+		n.stopAndRelease(k, n.held[k])
 	}
 	for _, k := range keep {
 		l := n.held[k]
@@ -141,7 +137,7 @@ func (n *Node) place() {
 	}
 	// Take the free leases of the subscriptions this node is the preferred owner of.
 	for k, gen := range want {
-		if n.held[k] != nil || Owner(live, k) != n.opts.NodeName {
+		if n.held[k] != nil || Owner(live, k) != n.opts.NodeName || n.isStopping(k) {
 			continue
 		}
 		rev, err := n.leases.Create(ctx, k.leaseKey(), []byte(n.opts.NodeName))
@@ -201,8 +197,8 @@ func (n *Node) lapse(k Key, l *lease, now time.Time) {
 }
 
 func (n *Node) start(k Key, l *lease, gen uint64) {
-	if l.running || n.hooks.Start == nil {
-		return
+	if l.running || n.hooks.Start == nil || n.isStopping(k) {
+		return // a stop under way: start it in a later round
 	}
 	if err := n.hooks.Start(k); err != nil {
 		n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
@@ -212,20 +208,60 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 	n.publishRunning()
 }
 
-func (n *Node) stop(k Key, l *lease) {
-	if !l.running {
+// stop stops a subscription's actor, off the placement loop: stopping an actor closes its
+// state writer, which waits for its last write, and while NATS reconnects that can take the
+// store's timeout; a round that waited for it would renew no other lease and stop no other
+// actor whose lease is lapsing, so those would outlive their leases on this node while
+// another node takes them over. Until the stop is done the key is neither started nor taken
+// here again; then, if given, then runs (the release of a lease handed over).
+func (n *Node) stop(k Key, l *lease) { n.stopThen(k, l, nil) }
+
+func (n *Node) stopThen(k Key, l *lease, then func()) {
+	if !l.running || n.hooks.Stop == nil {
+		l.running = false
+		if then != nil {
+			n.stops.Add(1)
+			go func() { defer n.stops.Done(); then() }()
+		}
 		return
 	}
 	l.running = false
 	n.publishRunning() // before the actor stops: its dead letters are no longer this node's
-	if n.hooks.Stop != nil {
+	n.mu.Lock()
+	n.stopping[k]++
+	n.mu.Unlock()
+	n.stops.Add(1)
+	go func() {
+		defer n.stops.Done()
 		n.hooks.Stop(k)
-	}
+		if then != nil {
+			then()
+		}
+		n.mu.Lock()
+		if n.stopping[k]--; n.stopping[k] <= 0 {
+			delete(n.stopping, k)
+		}
+		n.mu.Unlock()
+		n.Poke() // a round may now start or take it again
+	}()
 }
 
-func (n *Node) release(ctx context.Context, k Key, l *lease) {
+func (n *Node) isStopping(k Key) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stopping[k] > 0
+}
+
+// stopAndRelease gives a lease up: the actor stops (and writes its state) before the lease is
+// deleted, so the next owner starts from that state.
+func (n *Node) stopAndRelease(k Key, l *lease) {
 	delete(n.held, k)
-	_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(l.rev))
+	rev := l.rev
+	n.stopThen(k, l, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
+		defer cancel()
+		_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(rev))
+	})
 }
 
 func (n *Node) publishRunning() {
