@@ -48,6 +48,12 @@ type child struct {
 	pid *actor.PID
 }
 
+// stopping is a subscription actor being stopped by [RemoveSubscription] (or replaced by
+// [AddSubscription]): who waits for its end.
+type stopping struct {
+	waiters []*actor.PID
+}
+
 // topic is the topic actor: it fans journal entries out to its subscription actors, filtering
 // for each.
 type topic struct {
@@ -55,6 +61,13 @@ type topic struct {
 	subs map[string]*child
 	// order keeps fan-out deterministic.
 	order []string
+	// stopping holds the subscription actors stopped here and not yet terminated, by
+	// process id: a RemoveSubscription is answered once its actor has terminated — its last
+	// state written (its Stopping turn flushes it) — so that a caller closing the actor's
+	// state writer or giving its lease up afterwards comes after that write.
+	stopping map[string]*stopping
+	// ended holds the subscription actors that terminated by themselves while still in subs.
+	ended map[string]bool
 }
 
 // Receive implements actor.Actor.
@@ -62,6 +75,8 @@ func (t *topic) Receive(c actor.Context) {
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		t.subs = make(map[string]*child)
+		t.stopping = make(map[string]*stopping)
+		t.ended = make(map[string]bool)
 		t.order = t.order[:0]
 		for _, sc := range t.cfg.Subscriptions {
 			t.add(c, sc)
@@ -76,8 +91,25 @@ func (t *topic) Receive(c actor.Context) {
 		t.add(c, msg.Config)
 		c.Respond(true)
 	case *RemoveSubscription:
-		t.remove(c, msg.Name)
-		c.Respond(true)
+		st := t.remove(c, msg.Name)
+		if st == nil || c.Sender() == nil {
+			c.Respond(true)
+			return
+		}
+		st.waiters = append(st.waiters, c.Sender()) // answered at its Terminated
+	case *actor.Terminated:
+		if st, ok := t.stopping[msg.Who.Id]; ok {
+			delete(t.stopping, msg.Who.Id)
+			for _, w := range st.waiters {
+				c.Send(w, true)
+			}
+			return
+		}
+		for _, ch := range t.subs {
+			if ch.pid.Id == msg.Who.Id { // it stopped itself; a later remove need not wait
+				t.ended[msg.Who.Id] = true
+			}
+		}
 	case *GetStatus:
 		t.forward(c, msg.Subscription)
 	case *EndProbation:
@@ -114,7 +146,7 @@ func (t *topic) forwardQueue(c actor.Context, name string) {
 
 func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	if old, ok := t.subs[sc.Name]; ok {
-		c.Stop(old.pid) // its state is in the store; the new actor picks it up
+		t.stop(c, old.pid) // its state is in the store; the new actor picks it up
 	} else {
 		t.order = append(t.order, sc.Name)
 	}
@@ -126,12 +158,30 @@ func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	t.subs[sc.Name] = &child{cfg: sc, pid: pid}
 }
 
-func (t *topic) remove(c actor.Context, name string) {
+// stop stops a subscription actor and returns its entry in t.stopping, or nil when it has
+// terminated already (it stopped itself: a fenced write).
+func (t *topic) stop(c actor.Context, pid *actor.PID) *stopping {
+	if t.ended[pid.Id] {
+		delete(t.ended, pid.Id)
+		return nil
+	}
+	st := t.stopping[pid.Id]
+	if st == nil {
+		st = &stopping{}
+		t.stopping[pid.Id] = st
+	}
+	c.Stop(pid)
+	return st
+}
+
+// remove stops the actor of subscription name and returns its entry in t.stopping (nil when
+// the subscription has no actor here).
+func (t *topic) remove(c actor.Context, name string) *stopping {
 	ch, ok := t.subs[name]
 	if !ok {
-		return
+		return nil
 	}
-	c.Stop(ch.pid)
+	st := t.stop(c, ch.pid)
 	delete(t.subs, name)
 	for i, n := range t.order {
 		if n == name {
@@ -139,6 +189,7 @@ func (t *topic) remove(c actor.Context, name string) {
 			break
 		}
 	}
+	return st
 }
 
 func (t *topic) fanOut(c actor.Context, a *Appended) {
