@@ -37,6 +37,19 @@ type watchedStore struct {
 	// beforeAppend, when set, runs before every Append; an error fails the Append without
 	// touching the journal.
 	beforeAppend func() error
+	// hideCursors makes Cursors list no subscription, as a JetStream key watch that ended
+	// early would.
+	hideCursors bool
+}
+
+func (s *watchedStore) Cursors(ctx context.Context, topic string) (map[string]uint64, error) {
+	s.mu.Lock()
+	hide := s.hideCursors
+	s.mu.Unlock()
+	if hide {
+		return map[string]uint64{}, nil
+	}
+	return s.Store.Cursors(ctx, topic)
 }
 
 type trimCall struct{ through, last uint64 }
@@ -248,6 +261,24 @@ func TestJournalIsTrimmed(t *testing.T) {
 			if got := ws.journal(t, "orders"); len(got) != 0 {
 				t.Errorf("journal holds %v after the subscription holding it was deleted, want nothing", got)
 			}
+		})
+	})
+
+	t.Run("a listing without a known subscription's cursor trims nothing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ws := &watchedStore{Store: store.NewMemory(), t: t}
+			held := &recorder{hold: make(chan struct{})}
+			r := bubbleRouter(t, ws, map[string]sinks.Sink{"held": held})
+			publishN(t, r, "a", 10)
+			synctest.Wait()
+			ws.mu.Lock()
+			ws.hideCursors = true
+			ws.mu.Unlock()
+			testkit.Advance(router.TrimIdleMax)
+			if got, want := ws.journal(t, "orders"), seqRange(1, 10); !slices.Equal(got, want) {
+				t.Fatalf("journal holds %v after a cursor listing that left subscription held out, want %v", got, want)
+			}
+			close(held.hold)
 		})
 	})
 

@@ -204,6 +204,14 @@ func (tr *trimmer) trim(l look) bool {
 	if !ok || closed {
 		return false
 	}
+	// The subscriptions the router knows, before the store is asked for their cursors: each
+	// must be among them (one created meanwhile starts at the LastSeq of its creation).
+	r.mu.RLock()
+	known := make([]string, 0, len(t.subs))
+	for k := range t.subs {
+		known = append(known, k)
+	}
+	r.mu.RUnlock()
 	ctx := context.Background()
 	last, err := r.store.LastSeq(ctx, t.name)
 	if err != nil {
@@ -213,6 +221,13 @@ func (tr *trimmer) trim(l look) bool {
 	cursors, err := r.store.Cursors(ctx, t.name)
 	if err != nil {
 		tr.failed(t.name, err)
+		return false
+	}
+	if missing := missingCursor(known, cursors); missing != "" {
+		// A listing that left a subscription out would trim events it has not delivered: a
+		// JetStream key watch can end early while a NATS server is lost or leadership moves.
+		// A subscription deleted meanwhile is missing too; the next look trims.
+		r.log.Info("not trimming the journal: the store listed no cursor for a subscription; trying again later", logattr.Topic, t.name, logattr.Subscription, missing)
 		return false
 	}
 	through := last
@@ -236,4 +251,22 @@ func (tr *trimmer) failed(topic string, err error) {
 		return // deleted or closing under way; nothing left to trim
 	}
 	tr.r.log.Warn("trimming the journal failed; it is tried again later", logattr.Topic, topic, "err", err)
+}
+
+// missingCursor returns a subscription of known (folded names) without a cursor in cursors
+// (keyed by the names the store keeps), or "" when every one has one.
+func missingCursor(known []string, cursors map[string]uint64) string {
+	if len(known) == 0 {
+		return ""
+	}
+	have := make(map[string]bool, len(cursors))
+	for name := range cursors {
+		have[fold(name)] = true
+	}
+	for _, k := range known {
+		if !have[k] {
+			return k
+		}
+	}
+	return ""
 }
