@@ -131,6 +131,9 @@ func tryStartNode(t *testing.T, args ...string) (*proc, error) {
 		if t.Failed() {
 			t.Logf("node log (pid %d):\n%s", p.cmd.Process.Pid, lastLines(p.log(), 40))
 		}
+		if dir := os.Getenv("EGRID_TEST_NODE_LOGS"); dir != "" { // every node's whole log, for a post-mortem
+			_ = os.WriteFile(fmt.Sprintf("%s/node-%d.log", dir, p.cmd.Process.Pid), []byte(p.log()), 0o644)
+		}
 	})
 	select {
 	case p.url = <-urls:

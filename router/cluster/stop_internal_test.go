@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A stop that blocks — an actor whose last state write waits for a reconnecting NATS client
+// — must not hold the placement loop: while it lasts the node goes on renewing its other
+// leases (no other actor outlives its lease because of it), does not start the stopping
+// subscription again or take its lease, and releases the lease only once the stop returned.
+func TestBlockedStopDelaysNoRenewal(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the in-process NATS server did not accept connections within 10s")
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	a, b := Key{Topic: "orders", Subscription: "a"}, Key{Topic: "orders", Subscription: "b"}
+	var mu sync.Mutex
+	starts := map[Key]int{}
+	started := make(chan Key, 16)
+	stopping := make(chan struct{})
+	release := make(chan struct{})
+	hooks := Hooks{
+		Start: func(k Key) error {
+			mu.Lock()
+			starts[k]++
+			mu.Unlock()
+			started <- k
+			return nil
+		},
+		Stop: func(k Key) {
+			if k == a {
+				close(stopping)
+				<-release // held until the test lets it go
+			}
+		},
+	}
+	const ttl = time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	n, err := Join(ctx, nc, Options{NodeName: "n1", Prefix: "STOPTEST", LeaseTTL: ttl}, hooks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		n.Close()
+		n.Release(context.Background())
+	}()
+	n.Want(a, 1)
+	n.Want(b, 1)
+	for range 2 {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the node did not start both subscriptions within a minute")
+		}
+	}
+
+	n.Unwant(a) // its actor stops, and blocks there
+	select {
+	case <-stopping:
+	case <-ctx.Done():
+		t.Fatal("the node did not stop subscription a within a minute")
+	}
+	n.Want(a, 2) // wanted again while its stop is under way: not started until the stop is done
+	// While a's stop blocks, b's lease is renewed round after round: its revision moves on
+	// at least five times (each round is TTL/5, so a loop held by the stop would renew it
+	// never). The lease of a is still there (released only after the stop), and a, wanted again,
+	// was not started again in those rounds.
+	first, err := n.leases.Get(ctx, b.leaseKey())
+	if err != nil {
+		t.Fatalf("reading b's lease: %v", err)
+	}
+	w, err := n.leases.Watch(ctx, b.leaseKey(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	renewals := 0
+	bound := time.After(20 * ttl) // 100 rounds
+	for renewals < 5 {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut && e.Revision() > first.Revision() {
+				renewals++
+			}
+		case <-bound:
+			t.Fatalf("b's lease was renewed %d times in %v while a's stop was blocked; want it renewed every round (%v)", renewals, 20*ttl, ttl/5)
+		}
+	}
+	if holder, err := n.Holder(ctx, a); err != nil || holder != "n1" {
+		t.Errorf("a's lease during its stop: held by %q (%v); want still n1's until the stop returns", holder, err)
+	}
+	mu.Lock()
+	if starts[a] != 1 {
+		t.Errorf("a was started %d times while its stop was under way; want only the first start", starts[a])
+	}
+	mu.Unlock()
+
+	close(release)
+	// Once the stop returned the lease is released, and since a is wanted again the node
+	// takes it and starts a's actor once more.
+	for {
+		select {
+		case k := <-started:
+			if k == a {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("a was not started again within a minute of its stop returning")
+		}
+	}
+}
