@@ -30,7 +30,7 @@ type Options struct {
 	// LeaseTTL is how long a subscription's lease and a node's membership last without
 	// renewal: a node that stops renewing (dead, or cut off from NATS) loses its
 	// subscriptions to the others after it. The owner renews every LeaseTTL/5 and stops its
-	// actors once LeaseTTL/2 passed without a renewal, well before another node may take
+	// actors once 3/5 of LeaseTTL passed without a renewal, well before another node may take
 	// over. Default 5 s; at least 1 s.
 	LeaseTTL time.Duration `json:"leaseTtl,omitempty" yaml:"leaseTtl,omitempty"`
 	// Replicas is the JetStream replication of the cluster's buckets when Join creates them,
