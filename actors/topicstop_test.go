@@ -32,7 +32,7 @@ func TestRemoveSubscriptionAnswersAfterTheActorsLastWrite(t *testing.T) {
 		h.Settle() // e1 delivered; its cursor move is held at the gate
 		var released atomic.Bool
 		go func() {
-			time.Sleep(10 * time.Second) // virtual: the stop waits for the write meanwhile
+			<-time.After(10 * time.Second) // virtual time: the stop waits for the write meanwhile
 			released.Store(true)
 			close(g.gate)
 		}()

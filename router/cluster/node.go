@@ -92,10 +92,11 @@ type Node struct {
 
 	slot uint32 // this node name's number, unique in the cluster for good
 
-	// stopping counts the actor stops under way per key (guarded by mu): a stop runs off the
-	// placement loop, and a key is not started or taken again until its stop is done.
-	stopping map[Key]int
-	stops    sync.WaitGroup // the stops under way; Close waits for them
+	// busy holds the actor starts and stops under way per key (guarded by mu): they run off
+	// the placement loop, one after the other, and a key is not started or taken again until
+	// they are done.
+	busy map[Key]*keyOps
+	ops  sync.WaitGroup // the starts and stops under way; Close waits for them
 
 	held map[Key]*lease // owned by the loop goroutine (and Release after Close)
 	seen map[string]int // rounds each member has been seen live in a row (loop)
@@ -132,7 +133,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		nc: nc, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
 		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		want: make(map[Key]uint64), lost: make(map[Key]bool),
-		held: make(map[Key]*lease), seen: make(map[string]int), stopping: make(map[Key]int),
+		held: make(map[Key]*lease), seen: make(map[string]int), busy: make(map[Key]*keyOps),
 	}
 	for _, b := range []struct {
 		kv   *jetstream.KeyValue
@@ -463,7 +464,7 @@ func (n *Node) Close() {
 	n.closed.Do(func() {
 		close(n.quit)
 		<-n.done
-		n.stops.Wait()
+		n.ops.Wait()
 		n.unsubscribe()
 	})
 }

@@ -137,7 +137,7 @@ func (n *Node) place() {
 	}
 	// Take the free leases of the subscriptions this node is the preferred owner of.
 	for k, gen := range want {
-		if n.held[k] != nil || Owner(live, k) != n.opts.NodeName || n.isStopping(k) {
+		if n.held[k] != nil || Owner(live, k) != n.opts.NodeName || n.isBusy(k) {
 			continue
 		}
 		rev, err := n.leases.Create(ctx, k.leaseKey(), []byte(n.opts.NodeName))
@@ -196,16 +196,25 @@ func (n *Node) lapse(k Key, l *lease, now time.Time) {
 	}
 }
 
+// start starts a subscription's actor, off the placement loop like stop (the Start hook
+// asks the topic actor, whose mailbox may be long under load, and a round waiting for it
+// would renew no lease and stop no lapsing actor meanwhile). The lease counts as running at
+// once; a Start that fails marks it lost, so the next round starts it again while the lease
+// is held. No start is issued while an earlier start or stop of the key is under way.
 func (n *Node) start(k Key, l *lease, gen uint64) {
-	if l.running || n.hooks.Start == nil || n.isStopping(k) {
-		return // a stop under way: start it in a later round
-	}
-	if err := n.hooks.Start(k); err != nil {
-		n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
-		return
+	if l.running || n.hooks.Start == nil || n.isBusy(k) {
+		return // an operation under way: start it in a later round
 	}
 	l.running, l.gen = true, gen
 	n.publishRunning()
+	n.async(k, func() {
+		if err := n.hooks.Start(k); err != nil {
+			n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
+			n.mu.Lock()
+			n.lost[k] = true
+			n.mu.Unlock()
+		}
+	})
 }
 
 // stop stops a subscription's actor, off the placement loop: stopping an actor closes its
@@ -220,36 +229,62 @@ func (n *Node) stopThen(k Key, l *lease, then func()) {
 	if !l.running || n.hooks.Stop == nil {
 		l.running = false
 		if then != nil {
-			n.stops.Add(1)
-			go func() { defer n.stops.Done(); then() }()
+			n.async(k, then)
 		}
 		return
 	}
 	l.running = false
 	n.publishRunning() // before the actor stops: its dead letters are no longer this node's
-	n.mu.Lock()
-	n.stopping[k]++
-	n.mu.Unlock()
-	n.stops.Add(1)
-	go func() {
-		defer n.stops.Done()
+	n.async(k, func() {
 		n.hooks.Stop(k)
 		if then != nil {
 			then()
 		}
+	})
+}
+
+// async runs fn in a goroutine of its own, after every earlier operation on k has finished:
+// a stop issued while its actor's start is under way waits for that start, so the actor is
+// never started after the stop meant to end it. Close waits for all of them.
+func (n *Node) async(k Key, fn func()) {
+	n.mu.Lock()
+	o := n.busy[k]
+	if o == nil {
+		o = &keyOps{}
+		n.busy[k] = o
+	}
+	prev, done := o.last, make(chan struct{})
+	o.last = done
+	o.pending++
+	n.mu.Unlock()
+	n.ops.Add(1)
+	go func() {
+		defer n.ops.Done()
+		if prev != nil {
+			<-prev
+		}
+		fn()
+		close(done)
 		n.mu.Lock()
-		if n.stopping[k]--; n.stopping[k] <= 0 {
-			delete(n.stopping, k)
+		if o.pending--; o.pending == 0 {
+			delete(n.busy, k)
 		}
 		n.mu.Unlock()
 		n.Poke() // a round may now start or take it again
 	}()
 }
 
-func (n *Node) isStopping(k Key) bool {
+// keyOps is the start and stop operations of one key under way (guarded by Node.mu).
+type keyOps struct {
+	pending int
+	last    chan struct{} // closed when the latest one has finished
+}
+
+// isBusy reports whether a start or stop of k is under way.
+func (n *Node) isBusy(k Key) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.stopping[k] > 0
+	return n.busy[k] != nil
 }
 
 // stopAndRelease gives a lease up: the actor stops (and writes its state) before the lease is

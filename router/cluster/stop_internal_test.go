@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,22 +17,7 @@ import (
 // leases (no other actor outlives its lease because of it), does not start the stopping
 // subscription again or take its lease, and releases the lease only once the stop returned.
 func TestBlockedStopDelaysNoRenewal(t *testing.T) {
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the in-process NATS server did not accept connections within 10s")
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testNATS(t)
 
 	a, b := Key{Topic: "orders", Subscription: "a"}, Key{Topic: "orders", Subscription: "b"}
 	var mu sync.Mutex
@@ -95,18 +81,7 @@ func TestBlockedStopDelaysNoRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Stop() }()
-	renewals := 0
-	bound := time.After(20 * ttl) // 100 rounds
-	for renewals < 5 {
-		select {
-		case e := <-w.Updates():
-			if e != nil && e.Operation() == jetstream.KeyValuePut && e.Revision() > first.Revision() {
-				renewals++
-			}
-		case <-bound:
-			t.Fatalf("b's lease was renewed %d times in %v while a's stop was blocked; want it renewed every round (%v)", renewals, 20*ttl, ttl/5)
-		}
-	}
+	waitRenewals(t, w, first.Revision(), ttl, "a's stop was blocked")
 	if holder, err := n.Holder(ctx, a); err != nil || holder != "n1" {
 		t.Errorf("a's lease during its stop: held by %q (%v); want still n1's until the stop returns", holder, err)
 	}
@@ -129,4 +104,132 @@ func TestBlockedStopDelaysNoRenewal(t *testing.T) {
 			t.Fatal("a was not started again within a minute of its stop returning")
 		}
 	}
+}
+
+// A start that blocks — the topic actor's mailbox long under load — must not hold the
+// placement loop either, and a stop issued meanwhile runs only after the start returned, so
+// the actor is never started after the stop meant to end it.
+func TestBlockedStartDelaysNoRenewal(t *testing.T) {
+	nc := testNATS(t)
+	a, b := Key{Topic: "orders", Subscription: "a"}, Key{Topic: "orders", Subscription: "b"}
+	var mu sync.Mutex
+	var calls []string
+	started := make(chan Key, 16)
+	blocked := make(chan struct{})
+	release := make(chan struct{})
+	stopped := make(chan struct{})
+	hooks := Hooks{
+		Start: func(k Key) error {
+			if k == a {
+				close(blocked)
+				<-release
+			}
+			mu.Lock()
+			calls = append(calls, "start "+k.Subscription)
+			mu.Unlock()
+			started <- k
+			return nil
+		},
+		Stop: func(k Key) {
+			mu.Lock()
+			calls = append(calls, "stop "+k.Subscription)
+			mu.Unlock()
+			if k == a {
+				close(stopped)
+			}
+		},
+	}
+	const ttl = time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	n, err := Join(ctx, nc, Options{NodeName: "n1", Prefix: "STARTTEST", LeaseTTL: ttl}, hooks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		n.Close()
+		n.Release(context.Background())
+	}()
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	defer letGo() // before Close: a failing run must not leave the start blocked
+	n.Want(b, 1)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the node did not start subscription b within a minute")
+	}
+	n.Want(a, 1)
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the node did not start subscription a within a minute")
+	}
+	first, err := n.leases.Get(ctx, b.leaseKey())
+	if err != nil {
+		t.Fatalf("reading b's lease: %v", err)
+	}
+	w, err := n.leases.Watch(ctx, b.leaseKey(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	n.Unwant(a) // its stop must wait for its start
+	waitRenewals(t, w, first.Revision(), ttl, "a's start was blocked")
+	select {
+	case <-stopped:
+		t.Fatal("a's actor was stopped while its start was still under way")
+	default:
+	}
+	letGo()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("a's actor was not stopped within a minute of its start returning")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"start b", "start a", "stop a"}; !slices.Equal(calls, want) {
+		t.Errorf("hook calls %v, want %v", calls, want)
+	}
+}
+
+// waitRenewals waits until b's lease (watched by w) was renewed five times past revision
+// first, within 20 lease TTLs (100 rounds).
+func waitRenewals(t *testing.T, w jetstream.KeyWatcher, first uint64, ttl time.Duration, while string) {
+	t.Helper()
+	renewals := 0
+	bound := time.After(20 * ttl)
+	for renewals < 5 {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut && e.Revision() > first {
+				renewals++
+			}
+		case <-bound:
+			t.Fatalf("b's lease was renewed %d times in %v while %s; want it renewed every round (%v)", renewals, 20*ttl, while, ttl/5)
+		}
+	}
+}
+
+// testNATS starts an in-process NATS server with JetStream on 127.0.0.1 and connects to it.
+func testNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the in-process NATS server did not accept connections within 10s")
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
