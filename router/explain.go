@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -175,7 +174,7 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)
 	}
 	var e Explanation
-	if err := json.Unmarshal(rec.Payload, &e); err != nil {
+	if err := decodeExplanation(rec.Payload, rec.EventID, &e); err != nil {
 		return nil, fmt.Errorf("explaining event %q: decoding its history: %w", eventID, err)
 	}
 	e.Topic, e.Subscription = t.name, name
@@ -225,55 +224,16 @@ func excerpt(s string) string {
 	return s[:cut] + "…"
 }
 
-// historyStep is one event's share of an attempt record, queued for the history writer.
-type historyStep struct {
-	topic, sub, eventID string
-	publish, deadline   time.Time
-	maxAttempts         int
-	attempt             ExplainedAttempt
-	dec                 retry.Decision
-}
-
 // observeAttempts returns what a subscription actor calls with each attempt record: queue
-// its steps for the history writer, then call next (Deps.OnAttempt and the debug log). policy
-// is the subscription's, for the time to live and maxDeliveryAttempts.
+// the record for the history writer, then call next (Deps.OnAttempt and the debug log).
+// policy is the subscription's, for the time to live and maxDeliveryAttempts. The actor
+// hands the record over and never changes it again, so the queue keeps the record itself:
+// the callback allocates nothing, and the writer builds each event's step from the record's
+// shared fields (see historyWriter.write).
 func (r *Router) observeAttempts(policy *retry.Policy, next func(*actors.AttemptRecord)) func(*actors.AttemptRecord) {
 	h := r.history
 	return func(rec *actors.AttemptRecord) {
-		steps := make([]historyStep, 0, len(rec.EventIDs))
-		detail := ""
-		if rec.Detail != "" {
-			detail = excerpt(rec.Detail)
-		}
-		for i, id := range rec.EventIDs {
-			var publish time.Time
-			if i < len(rec.PublishTimes) {
-				publish = rec.PublishTimes[i]
-			}
-			dec := rec.Decisions[i]
-			a := ExplainedAttempt{
-				Attempt: rec.Attempts[i], Time: rec.Time, Duration: rec.Duration,
-				StatusCode: rec.StatusCode, Response: detail, Probe: rec.Probe, NoAttempt: rec.NoAttempt,
-				Explanation: dec.Explain(),
-			}
-			if rec.Outcome != 0 {
-				a.Outcome = rec.Outcome.String()
-			}
-			if dec.Action != 0 {
-				a.Decision = dec.Action.String()
-			}
-			if dec.Why.Rule != 0 {
-				a.Rule = dec.Why.Rule.String()
-			}
-			if dec.Action == retry.Retry {
-				a.Due = dec.At
-			}
-			steps = append(steps, historyStep{
-				topic: rec.Topic, sub: rec.Subscription, eventID: id, publish: publish,
-				deadline: policy.Deadline(publish), maxAttempts: policy.MaxAttempts(), attempt: a, dec: dec,
-			})
-		}
-		h.enqueue(steps)
+		h.enqueue(rec, policy)
 		if next != nil {
 			next(rec)
 		}

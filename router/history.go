@@ -2,26 +2,27 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 )
 
-// maxHistoryQueue bounds the steps waiting for the history writer; past it new steps are
-// dropped (and logged): histories are advisory and must never hold delivery back. A step is
-// about 450 bytes, so a full queue holds about 7 MB.
+// maxHistoryQueue bounds the steps (one event's share of an attempt record) waiting for the
+// history writer; past it new steps are dropped (and logged): histories are advisory and must
+// never hold delivery back. The queue holds the attempt records themselves, a few hundred
+// bytes per event, so a full queue holds a few MB.
 const maxHistoryQueue = 1 << 14
 
 // maxHistoryBatch bounds the steps the writer takes from its queue for one write. A write
-// holds, per step, the event's history (read back for a retry), its JSON and its share of the
-// store's write batch, about 1.5 KB in all: had the writer taken the whole queue at once, a
+// holds, per step, the event's history (read back for a retry), its encoding and its share of
+// the store's write batch, about 1 KB in all: had the writer taken the whole queue at once, a
 // writer that fell behind (CPU scarce, thousands of deliveries a second) would hold that for
 // the whole queue while the queue filled again behind it — 100 MB of the 1 M-event backlog
 // test's peak live heap. Small batches also let each subscription's writes interleave.
@@ -43,39 +44,76 @@ type historyWriter struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []historyStep
-	queued  uint64 // steps ever queued (or dropped)
-	written uint64 // steps ever taken and handled
+	queue   []queuedRecord
+	spare   []queuedRecord // an emptied queue array, for the next queue to reuse
+	steps   int            // steps in queue
+	queued  uint64         // steps ever queued (or dropped)
+	written uint64         // steps ever taken and handled
 	dropped int
 	closed  bool
 
 	wake chan struct{} // capacity 1
 	done chan struct{}
+
+	// What write reuses from batch to batch; only the writer's goroutine touches it.
+	pending []pendingHistory
+	index   map[historyKey]int // into pending
+}
+
+// queuedRecord is an attempt record waiting for the history writer: the steps of its events
+// from to to (exclusive). The actor never changes a record once it reported it, so the
+// record's fields shared by its events are read from it, not copied per event.
+type queuedRecord struct {
+	rec      *actors.AttemptRecord
+	policy   *retry.Policy // the subscription's, for the deadline and maxDeliveryAttempts
+	from, to int
+}
+
+// historyKey names one event's history.
+type historyKey struct{ topic, sub, id string }
+
+// pendingHistory is an event's history while a batch is written: read back from the store
+// for a retry, or new, with the batch's steps added.
+type pendingHistory struct {
+	key     historyKey
+	e       Explanation
+	expires time.Time
 }
 
 func newHistoryWriter(st store.Store, cfg HistoryConfig, log *slog.Logger) *historyWriter {
-	w := &historyWriter{store: st, cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &historyWriter{
+		store: st, cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		index: make(map[historyKey]int),
+	}
 	w.cond = sync.NewCond(&w.mu)
 	go w.run()
 	return w
 }
 
-// enqueue queues steps. It never blocks on I/O.
-func (w *historyWriter) enqueue(steps []historyStep) {
+// enqueue queues the steps of rec's events. It never blocks on I/O and, once the queue's
+// array has grown, allocates nothing.
+func (w *historyWriter) enqueue(rec *actors.AttemptRecord, policy *retry.Policy) {
+	n := len(rec.EventIDs)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return
 	}
-	room := maxHistoryQueue - len(w.queue)
-	if len(steps) > room {
-		w.dropped += len(steps) - room
-		w.written += uint64(len(steps) - room) // nothing to wait for
-		w.queued += uint64(len(steps) - room)
-		steps = steps[:max(room, 0)]
+	if room := maxHistoryQueue - w.steps; n > room {
+		over := n - max(room, 0)
+		w.dropped += over
+		w.written += uint64(over) // nothing to wait for
+		w.queued += uint64(over)
+		n -= over
 	}
-	w.queue = append(w.queue, steps...)
-	w.queued += uint64(len(steps))
+	if n > 0 {
+		if w.queue == nil {
+			w.queue, w.spare = w.spare, nil
+		}
+		w.queue = append(w.queue, queuedRecord{rec: rec, policy: policy, to: n})
+		w.steps += n
+		w.queued += uint64(n)
+	}
 	select { // under mu, so close cannot close wake meanwhile
 	case w.wake <- struct{}{}:
 	default:
@@ -139,109 +177,169 @@ func (w *historyWriter) run() {
 func (w *historyWriter) drain() {
 	for {
 		w.mu.Lock()
-		steps := w.take()
+		recs, steps := w.take()
 		dropped := w.dropped
 		w.dropped = 0
 		w.mu.Unlock()
 		if dropped > 0 {
 			w.log.Warn("delivery history steps dropped: the history writer fell behind", "steps", dropped)
 		}
-		if len(steps) == 0 {
+		if steps == 0 {
 			return
 		}
-		w.write(steps)
+		w.write(recs)
+		clear(recs) // the records are written: let them go
 		w.mu.Lock()
-		w.written += uint64(len(steps))
+		w.written += uint64(steps)
+		if w.spare == nil && cap(recs) <= 2*maxHistoryBatch {
+			w.spare = recs[:0]
+		}
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
 }
 
-// take removes and returns the oldest steps queued, at most maxHistoryBatch; w.mu is held.
+// take removes and returns the oldest records queued, with at most maxHistoryBatch steps in
+// all (the last one's steps split when it has more), and the number of steps; w.mu is held.
 // The rest stays queued in place; the slots taken are cleared so that the queue's array does
 // not keep what they referred to alive.
-func (w *historyWriter) take() []historyStep {
-	if len(w.queue) <= maxHistoryBatch {
-		steps := w.queue
-		w.queue = nil
-		return steps
+func (w *historyWriter) take() ([]queuedRecord, int) {
+	if w.steps <= maxHistoryBatch {
+		recs, steps := w.queue, w.steps
+		w.queue, w.steps = nil, 0
+		return recs, steps
 	}
-	steps := slices.Clone(w.queue[:maxHistoryBatch])
-	clear(w.queue[:maxHistoryBatch])
-	w.queue = w.queue[maxHistoryBatch:]
-	return steps
+	n, i := 0, 0
+	for n < maxHistoryBatch {
+		n += w.queue[i].to - w.queue[i].from
+		i++
+	}
+	recs := slices.Clone(w.queue[:i])
+	if over := n - maxHistoryBatch; over > 0 { // the last record's later steps stay queued
+		recs[i-1].to -= over
+		w.queue[i-1].from = recs[i-1].to
+		i--
+	}
+	clear(w.queue[:i])
+	w.queue = w.queue[i:]
+	w.steps -= maxHistoryBatch
+	return recs, maxHistoryBatch
 }
 
 type subRef struct{ topic, sub string }
 
-// write merges steps into their events' histories and writes them, one PutHistory per
-// subscription.
-func (w *historyWriter) write(steps []historyStep) {
+// write merges the records' steps into their events' histories and writes them, one
+// PutHistory per subscription.
+func (w *historyWriter) write(recs []queuedRecord) {
 	ctx := context.Background()
-	type pending struct {
-		e       *Explanation
-		expires time.Time
-	}
-	bySub := make(map[subRef]map[string]*pending)
-	var order []subRef
-	for i := range steps {
-		s := &steps[i]
-		ref := subRef{s.topic, s.sub}
-		events, ok := bySub[ref]
-		if !ok {
-			events = make(map[string]*pending)
-			bySub[ref] = events
-			order = append(order, ref)
+	clear(w.index)
+	w.pending = w.pending[:0]
+	for _, q := range recs {
+		rec := q.rec
+		detail := ""
+		if rec.Detail != "" {
+			detail = excerpt(rec.Detail)
 		}
-		p, ok := events[s.eventID]
-		if !ok {
-			p = &pending{e: w.load(ctx, s)}
-			events[s.eventID] = p
-		}
-		p.expires = w.apply(p.e, s)
-	}
-	for _, ref := range order {
-		recs := make([]store.HistoryRecord, 0, len(bySub[ref]))
-		for id, p := range bySub[ref] {
-			payload, err := json.Marshal(p.e)
-			if err != nil {
-				w.log.Error("encoding a delivery history", "err", err)
-				continue
+		for i := q.from; i < q.to; i++ {
+			key := historyKey{rec.Topic, rec.Subscription, rec.EventIDs[i]}
+			var publish time.Time
+			if i < len(rec.PublishTimes) {
+				publish = rec.PublishTimes[i]
 			}
-			recs = append(recs, store.HistoryRecord{EventID: id, Expires: p.expires, Payload: payload})
+			k, ok := w.index[key]
+			if !ok {
+				k = len(w.pending)
+				w.index[key] = k
+				w.pending = slices.Grow(w.pending, 1)[:k+1]
+				p := &w.pending[k]
+				*p = pendingHistory{key: key, e: Explanation{Attempts: p.e.Attempts[:0]}}
+				w.load(ctx, p, publish, rec.Attempts[i], rec.Time, rec.NoAttempt)
+			}
+			p := &w.pending[k]
+			p.expires = w.apply(&p.e, rec, i, publish, detail, q.policy)
 		}
-		err := w.store.PutHistory(ctx, ref.topic, ref.sub, recs)
+	}
+	// One payload array for the batch: the stores copy what they keep.
+	size := 0
+	for i := range w.pending {
+		size += 96 + 160*(len(w.pending[i].e.Attempts)-1)
+	}
+	buf := make([]byte, 0, size)
+	type group struct {
+		ref  subRef
+		recs []store.HistoryRecord
+	}
+	var groups []group
+	bySub := make(map[subRef]int, 1)
+	for i := range w.pending {
+		p := &w.pending[i]
+		ref := subRef{p.key.topic, p.key.sub}
+		g, ok := bySub[ref]
+		if !ok {
+			g = len(groups)
+			bySub[ref] = g
+			groups = append(groups, group{ref: ref, recs: make([]store.HistoryRecord, 0, len(w.pending)/(g+1))})
+		}
+		start := len(buf)
+		buf = appendExplanation(buf, &p.e)
+		groups[g].recs = append(groups[g].recs, store.HistoryRecord{EventID: p.key.id, Expires: p.expires, Payload: buf[start:len(buf):len(buf)]})
+	}
+	for _, g := range groups {
+		err := w.store.PutHistory(ctx, g.ref.topic, g.ref.sub, g.recs)
 		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
-			w.log.Warn("saving delivery histories", logattr.Topic, ref.topic, logattr.Subscription, ref.sub, "err", err)
+			w.log.Warn("saving delivery histories", logattr.Topic, g.ref.topic, logattr.Subscription, g.ref.sub, "err", err)
 		}
 	}
 }
 
-// load returns the stored history s adds to, or a new one. A first attempt starts afresh
-// without a read, so an event delivered at once costs one write and no read.
-func (w *historyWriter) load(ctx context.Context, s *historyStep) *Explanation {
-	fresh := &Explanation{EventID: s.eventID, PublishTime: s.publish, Attempts: []ExplainedAttempt{}}
-	if s.attempt.Attempt <= 1 && !s.attempt.NoAttempt {
-		return fresh
+// load fills p, whose key and e.Attempts array are set, with the stored history a step adds
+// to, or starts it afresh. A first attempt starts afresh without a read, and so does an
+// event that ended when it came due without ever being attempted: no history of theirs can
+// exist, so an event delivered at once costs one write and no read.
+func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish time.Time, attempt int, at time.Time, noAttempt bool) {
+	fresh := func() {
+		p.e = Explanation{EventID: p.key.id, PublishTime: publish, Attempts: p.e.Attempts[:0]}
 	}
-	rec, err := w.store.History(ctx, s.topic, s.sub, s.eventID, s.attempt.Time)
+	if (attempt <= 1 && !noAttempt) || (noAttempt && attempt == 0) {
+		fresh()
+		return
+	}
+	s := p.key
+	rec, err := w.store.History(ctx, s.topic, s.sub, s.id, at)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
 			w.log.Warn("reading a delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
 		}
-		return fresh
+		fresh()
+		return
 	}
-	var e Explanation
-	if err := json.Unmarshal(rec.Payload, &e); err != nil {
+	if err := decodeExplanation(rec.Payload, s.id, &p.e); err != nil {
 		w.log.Warn("discarding an unreadable delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
-		return fresh
+		fresh()
 	}
-	return &e
 }
 
-// apply adds step s to history e and returns when e expires.
-func (w *historyWriter) apply(e *Explanation, s *historyStep) time.Time {
-	a := s.attempt
+// apply adds the step of event i of rec (published at publish; detail is the excerpt of
+// rec.Detail) to history e and returns when e expires.
+func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, publish time.Time, detail string, policy *retry.Policy) time.Time {
+	dec := &rec.Decisions[i]
+	a := ExplainedAttempt{
+		Attempt: rec.Attempts[i], Time: rec.Time, Duration: rec.Duration,
+		StatusCode: rec.StatusCode, Response: detail, Probe: rec.Probe, NoAttempt: rec.NoAttempt,
+		Explanation: dec.Explain(),
+	}
+	if rec.Outcome != 0 {
+		a.Outcome = rec.Outcome.String()
+	}
+	if dec.Action != 0 {
+		a.Decision = dec.Action.String()
+	}
+	if dec.Why.Rule != 0 {
+		a.Rule = dec.Why.Rule.String()
+	}
+	if dec.Action == retry.Retry {
+		a.Due = dec.At
+	}
 	// How long the attempt waited past its due time: the previous retry's due time, or the
 	// publish time for a first attempt.
 	due := e.PublishTime
@@ -255,22 +353,24 @@ func (w *historyWriter) apply(e *Explanation, s *historyStep) time.Time {
 	}
 	e.Attempts = append(e.Attempts, a)
 	if over := len(e.Attempts) - w.cfg.Attempts; over > 0 {
-		e.Attempts = append([]ExplainedAttempt(nil), e.Attempts[over:]...)
+		n := copy(e.Attempts, e.Attempts[over:])
+		clear(e.Attempts[n:])
+		e.Attempts = e.Attempts[:n]
 		e.EarlierAttempts += over
 	}
 	if !a.NoAttempt {
 		e.AttemptsMade = a.Attempt
 	}
-	e.MaxDeliveryAttempts, e.Deadline = s.maxAttempts, s.deadline
+	e.MaxDeliveryAttempts, e.Deadline = policy.MaxAttempts(), policy.Deadline(publish)
 	e.NextAttempt, e.Reason = time.Time{}, ""
-	switch s.dec.Action {
+	switch dec.Action {
 	case retry.Retry:
-		e.State, e.NextAttempt = EventRetrying, s.dec.At
-		return s.dec.At.Add(w.cfg.Retention)
+		e.State, e.NextAttempt = EventRetrying, dec.At
+		return dec.At.Add(w.cfg.Retention)
 	case retry.DeadLetter:
-		e.State, e.Reason = EventDeadLettered, s.dec.Reason
+		e.State, e.Reason = EventDeadLettered, dec.Reason
 	case retry.Drop:
-		e.State, e.Reason = EventDropped, s.dec.Reason
+		e.State, e.Reason = EventDropped, dec.Reason
 	default:
 		e.State = EventDelivered
 	}

@@ -2,13 +2,17 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
 )
 
 // heldHistoryStore is a memory store whose first PutHistory waits until release is closed, so
@@ -50,25 +54,28 @@ func TestHistoryWriterBoundsWhatItHolds(t *testing.T) {
 	w := newHistoryWriter(st, HistoryConfig{Attempts: DefaultHistoryAttempts, Retention: time.Hour}, slog.New(slog.DiscardHandler))
 	defer w.close()
 	now := time.Now()
-	step := func(i int) historyStep {
-		return historyStep{
-			topic: "orders", sub: "s", eventID: fmt.Sprintf("e-%07d", i), publish: now,
-			attempt: ExplainedAttempt{Attempt: 1, Time: now},
+	policy := &retry.Policy{}
+	// record returns a delivered first attempt of events from to to (inclusive).
+	record := func(from, to int) *actors.AttemptRecord {
+		rec := &actors.AttemptRecord{Topic: "orders", Subscription: "s", Time: now, Outcome: schemas.Delivered}
+		for i := from; i <= to; i++ {
+			rec.EventIDs = append(rec.EventIDs, fmt.Sprintf("e-%07d", i))
+			rec.Attempts = append(rec.Attempts, 1)
+			rec.Decisions = append(rec.Decisions, retry.Decision{})
+			rec.PublishTimes = append(rec.PublishTimes, now)
 		}
+		return rec
 	}
-	w.enqueue([]historyStep{step(0)})
+	w.enqueue(record(0, 0), policy)
 	<-st.entered // the writer holds step 0 and waits in its write
 
+	// Records of 500 events: the writer's batches of maxHistoryBatch steps split some.
 	const offered = maxHistoryQueue + maxHistoryQueue/2
 	for i := 1; i <= offered; i += 500 {
-		steps := make([]historyStep, 0, 500)
-		for j := i; j < i+500 && j <= offered; j++ {
-			steps = append(steps, step(j))
-		}
-		w.enqueue(steps)
+		w.enqueue(record(i, min(i+499, offered)), policy)
 	}
 	w.mu.Lock()
-	queued, dropped := len(w.queue), w.dropped
+	queued, dropped := w.steps, w.dropped
 	w.mu.Unlock()
 	if queued != maxHistoryQueue || dropped != offered-maxHistoryQueue {
 		t.Errorf("while the writer is behind: %d steps queued and %d dropped of %d offered, want %d and %d",
@@ -93,8 +100,14 @@ func TestHistoryWriterBoundsWhatItHolds(t *testing.T) {
 	if total != 1+maxHistoryQueue {
 		t.Errorf("%d histories written, want %d (step 0 and the queued ones)", total, 1+maxHistoryQueue)
 	}
-	// The last queued step is in the store, its history readable.
-	if _, err := st.History(ctx, "orders", "s", fmt.Sprintf("e-%07d", maxHistoryQueue), now); err != nil {
-		t.Errorf("history of the last queued step: %v", err)
+	// Every queued step is in the store, those of records split between batches too, and
+	// the first dropped one is not.
+	for i := range maxHistoryQueue + 1 {
+		if _, err := st.History(ctx, "orders", "s", fmt.Sprintf("e-%07d", i), now); err != nil {
+			t.Fatalf("history of queued step %d: %v", i, err)
+		}
+	}
+	if _, err := st.History(ctx, "orders", "s", fmt.Sprintf("e-%07d", maxHistoryQueue+1), now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("history of the first dropped step: %v, want not found", err)
 	}
 }
