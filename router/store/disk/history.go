@@ -58,9 +58,12 @@ func (s *Store) PutHistory(ctx context.Context, topicName, name string, recs []s
 	}
 	b := c.g.db.NewBatch()
 	var buf []byte
+	prefix := idKey(prefixHistory, c.sb.id)
+	key := prefix
 	for i := range recs {
 		buf = appendHistory(buf[:0], &recs[i])
-		if err := b.Set(historyKey(c.sb.id, recs[i].EventID), buf, nil); err != nil {
+		key = append(key[:len(prefix)], recs[i].EventID...) // the batch copies key and value
+		if err := b.Set(key, buf, nil); err != nil {
 			_ = b.Close()
 			return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, err)
 		}
