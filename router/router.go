@@ -208,7 +208,9 @@ type Deps struct {
 	// DeadLetterStore it is the only place dead letters go (tests use this). It must not
 	// block.
 	OnDeadLetter func(*DeadLetter)
-	// OnAttempt receives a record of every finished delivery attempt.
+	// OnAttempt receives a record of every finished delivery attempt. The record and its
+	// slices are shared with the delivery history kept for explain: read them, never modify
+	// them (copy what you keep).
 	OnAttempt func(*AttemptRecord)
 	// Publishers are the watermill publishers of subscriptions with a broker endpointType
 	// (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel), by broker; broker.Open
