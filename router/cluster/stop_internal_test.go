@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/testkit/brokertest"
 )
 
 // A stop that blocks — an actor whose last state write waits for a reconnecting NATS client
@@ -40,17 +41,9 @@ func TestBlockedStopDelaysNoRenewal(t *testing.T) {
 			}
 		},
 	}
-	const ttl = time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	n, err := Join(ctx, nc, Options{NodeName: "n1", Prefix: "STOPTEST", LeaseTTL: ttl}, hooks, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		n.Close()
-		n.Release(context.Background())
-	}()
+	n := joinTestNode(t, nc, "STOPTEST", hooks)
 	n.Want(a, 1)
 	n.Want(b, 1)
 	for range 2 {
@@ -139,20 +132,12 @@ func TestBlockedStartDelaysNoRenewal(t *testing.T) {
 			}
 		},
 	}
-	const ttl = time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	n, err := Join(ctx, nc, Options{NodeName: "n1", Prefix: "STARTTEST", LeaseTTL: ttl}, hooks, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		n.Close()
-		n.Release(context.Background())
-	}()
+	n := joinTestNode(t, nc, "STARTTEST", hooks)
 	var once sync.Once
 	letGo := func() { once.Do(func() { close(release) }) }
-	defer letGo() // before Close: a failing run must not leave the start blocked
+	t.Cleanup(letGo) // before the node's Close: a failing run must not leave the start blocked
 	n.Want(b, 1)
 	select {
 	case <-started:
@@ -212,24 +197,32 @@ func waitRenewals(t *testing.T, w jetstream.KeyWatcher, first uint64, ttl time.D
 	}
 }
 
-// testNATS starts an in-process NATS server with JetStream on 127.0.0.1 and connects to it.
+// ttl is the test nodes' lease TTL: a placement round every 200 ms.
+const ttl = time.Second
+
+// testNATS connects to an in-process NATS server with JetStream on 127.0.0.1.
 func testNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the in-process NATS server did not accept connections within 10s")
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(brokertest.StartNATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// joinTestNode joins node n1 with hooks; it is closed and released when the test ends.
+func joinTestNode(t *testing.T, nc *nats.Conn, prefix string, hooks Hooks) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	n, err := Join(ctx, nc, Options{NodeName: "n1", Prefix: prefix, LeaseTTL: ttl}, hooks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		n.Release(context.Background())
+	})
+	return n
 }
