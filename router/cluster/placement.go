@@ -47,7 +47,7 @@ func (n *Node) place() {
 	if connected {
 		if _, err := n.members.Put(ctx, n.opts.NodeName, []byte(n.incarnation())); err != nil {
 			connected = false
-		} else if keys, err := n.members.Keys(ctx); err == nil || errors.Is(err, jetstream.ErrNoKeysFound) {
+		} else if keys, err := listKeys(ctx, n.members); err == nil {
 			live = keys
 		} else {
 			connected = false
@@ -317,4 +317,31 @@ func isConflict(err error) bool {
 		return true
 	}
 	return errors.Is(err, jetstream.ErrKeyNotFound)
+}
+
+// listKeys lists the keys of kv within ctx. KeyValue.Keys of nats.go does not: once its
+// watch is made it waits for the end of the listing however long it takes, and while a
+// NATS server is lost that took seconds, in which the placement round renewed no lease and
+// stopped no lapsing actor.
+func listKeys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var keys []string
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("listing keys: the watch ended early")
+			}
+			if e == nil {
+				return keys, nil
+			}
+			keys = append(keys, e.Key())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
