@@ -270,8 +270,17 @@ func (s *subscription) Receive(c actor.Context) {
 			return // stopping: nothing more is sent or written
 		}
 	}
-	if s.boot != nil && s.boot.early.keep(c) {
-		return
+	if s.boot != nil {
+		if s.boot.early.keep(c) {
+			return
+		}
+		switch c.Message().(type) {
+		case *journalRead, *parkedRead, *attemptDone, *wake:
+			// From an earlier incarnation (this one starts nothing before its state is in):
+			// a turn on the zero state would write a cursor from it (next 0: the largest
+			// number), which the store keeps and the trimmer takes for settled.
+			return
+		}
 	}
 	broken := s.turnOpen
 	s.turnOpen = true
@@ -1281,8 +1290,12 @@ func (s *subscription) persistSoon() {
 	s.persist()
 }
 
-// persist writes the cursor, parked-set and probation changes in one atomic update.
+// persist writes the cursor, parked-set and probation changes in one atomic update. Nothing
+// is written before the state is loaded: the zero state's cursor would be next-1 with next 0.
 func (s *subscription) persist() {
+	if s.boot != nil || s.next == 0 {
+		return
+	}
 	cursor := s.next - 1
 	for len(s.order) > 0 {
 		it, ok := s.items[s.order[0]]
