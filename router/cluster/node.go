@@ -76,16 +76,19 @@ type Node struct {
 	leases  jetstream.KeyValue
 	subs    []*nats.Subscription
 
-	poke   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
-	closed sync.Once
+	poke     chan struct{}
+	quit     chan struct{}
+	done     chan struct{}
+	viewDone chan struct{} // closed when watchMembers returns
+	closed   sync.Once
 
 	mu      sync.Mutex
 	want    map[Key]uint64               // wanted subscriptions and their config generation
 	lost    map[Key]bool                 // actors that stopped by themselves (fenced): start again if still held
 	running atomic.Pointer[map[Key]bool] // the actors running here (copy on write), for Running
-	live    []string                     // the latest membership view
+	live    []string                     // the latest membership view placement used
+	view    []string                     // the members watchMembers listed last, at viewAt
+	viewAt  time.Time
 
 	inflightMu sync.Mutex
 	inflight   map[string]context.CancelFunc // admin requests being answered here, by id
@@ -131,7 +134,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 	}
 	n := &Node{
 		nc: nc, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
-		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), viewDone: make(chan struct{}),
 		want: make(map[Key]uint64), lost: make(map[Key]bool),
 		held: make(map[Key]*lease), seen: make(map[string]int), busy: make(map[Key]*keyOps),
 	}
@@ -212,6 +215,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		}
 		n.subs = append(n.subs, s)
 	}
+	go n.watchMembers()
 	go n.loop()
 	return n, nil
 }
@@ -464,6 +468,7 @@ func (n *Node) Close() {
 	n.closed.Do(func() {
 		close(n.quit)
 		<-n.done
+		<-n.viewDone
 		n.ops.Wait()
 		n.unsubscribe()
 	})

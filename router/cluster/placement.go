@@ -33,6 +33,32 @@ func (n *Node) loop() {
 	}
 }
 
+// watchMembers keeps n.view, the live members, listed every round within the round's bound
+// (their keys in the members bucket, which expire unless renewed). Until Close.
+func (n *Node) watchMembers() {
+	defer close(n.viewDone)
+	t := time.NewTicker(n.round())
+	defer t.Stop()
+	for {
+		if n.nc.IsConnected() {
+			ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
+			keys, err := listKeys(ctx, n.members)
+			cancel()
+			if err == nil {
+				n.mu.Lock()
+				n.view, n.viewAt = keys, time.Now()
+				n.mu.Unlock()
+				n.Poke()
+			}
+		}
+		select {
+		case <-n.quit:
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // place runs one placement round.
 func (n *Node) place() {
 	// One bound for the whole round, longer than the round itself (a loaded NATS server must
@@ -43,25 +69,31 @@ func (n *Node) place() {
 	defer cancel()
 	now := time.Now()
 	connected := n.nc.IsConnected()
-	var live []string
 	if connected {
 		if _, err := n.members.Put(ctx, n.opts.NodeName, []byte(n.incarnation())); err != nil {
 			connected = false
-		} else if keys, err := listKeys(ctx, n.members); err == nil {
-			live = keys
-		} else {
-			connected = false
 		}
 	}
-	if connected && !slices.Contains(live, n.opts.NodeName) {
-		live = append(live, n.opts.NodeName)
+	// The membership comes from its own loop (watchMembers): listing it can take seconds
+	// while a NATS server is lost, and renewals must not wait for it. Without a fresh view
+	// the node renews and keeps what it holds, and hands nothing over and takes nothing.
+	n.mu.Lock()
+	live, viewAt := n.view, n.viewAt
+	n.mu.Unlock()
+	viewOK := connected && !viewAt.IsZero() && now.Sub(viewAt) < n.opts.LeaseTTL/2
+	if viewOK {
+		live = slices.Clone(live)
+		if !slices.Contains(live, n.opts.NodeName) {
+			live = append(live, n.opts.NodeName)
+		}
+		slices.Sort(live)
+		seen := make(map[string]int, len(live))
+		for _, m := range live {
+			seen[m] = n.seen[m] + 1
+		}
+		n.seen = seen
 	}
-	slices.Sort(live)
-	seen := make(map[string]int, len(live))
-	for _, m := range live {
-		seen[m] = n.seen[m] + 1
-	}
-	n.seen = seen
+	seen := n.seen
 
 	n.mu.Lock()
 	want := make(map[Key]uint64, len(n.want))
@@ -70,7 +102,7 @@ func (n *Node) place() {
 	}
 	lost := n.lost
 	n.lost = make(map[Key]bool)
-	if connected {
+	if viewOK {
 		n.live = live
 	}
 	n.mu.Unlock()
@@ -88,7 +120,7 @@ func (n *Node) place() {
 		switch {
 		case !wanted:
 			drop = append(drop, k)
-		case !connected:
+		case !viewOK:
 			keep = append(keep, k)
 		case Owner(live, k) != n.opts.NodeName && seen[Owner(live, k)] >= 2:
 			handOver = append(handOver, k) // a node joined (and stayed a round)
@@ -131,7 +163,7 @@ func (n *Node) place() {
 		}
 		n.start(k, l, want[k])
 	}
-	if !connected {
+	if !viewOK {
 		n.publishRunning()
 		return
 	}
