@@ -65,16 +65,7 @@ func TestBlockedStopDelaysNoRenewal(t *testing.T) {
 	// at least five times (each round is TTL/5, so a loop held by the stop would renew it
 	// never). The lease of a is still there (released only after the stop), and a, wanted again,
 	// was not started again in those rounds.
-	first, err := n.leases.Get(ctx, b.leaseKey())
-	if err != nil {
-		t.Fatalf("reading b's lease: %v", err)
-	}
-	w, err := n.leases.Watch(ctx, b.leaseKey(), jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
-	waitRenewals(t, w, first.Revision(), ttl, "a's stop was blocked")
+	watchRenewals(t, ctx, n, b)("a's stop was blocked")
 	if holder, err := n.Holder(ctx, a); err != nil || holder != "n1" {
 		t.Errorf("a's lease during its stop: held by %q (%v); want still n1's until the stop returns", holder, err)
 	}
@@ -150,17 +141,9 @@ func TestBlockedStartDelaysNoRenewal(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the node did not start subscription a within a minute")
 	}
-	first, err := n.leases.Get(ctx, b.leaseKey())
-	if err != nil {
-		t.Fatalf("reading b's lease: %v", err)
-	}
-	w, err := n.leases.Watch(ctx, b.leaseKey(), jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
+	renewed := watchRenewals(t, ctx, n, b)
 	n.Unwant(a) // its stop must wait for its start
-	waitRenewals(t, w, first.Revision(), ttl, "a's start was blocked")
+	renewed("a's start was blocked")
 	select {
 	case <-stopped:
 		t.Fatal("a's actor was stopped while its start was still under way")
@@ -179,9 +162,27 @@ func TestBlockedStartDelaysNoRenewal(t *testing.T) {
 	}
 }
 
-// waitRenewals waits until b's lease (watched by w) was renewed five times past revision
-// first, within 20 lease TTLs (100 rounds).
-func waitRenewals(t *testing.T, w jetstream.KeyWatcher, first uint64, ttl time.Duration, while string) {
+// watchRenewals watches the lease of k from now on and returns a wait for five renewals of
+// it, within 20 lease TTLs (100 rounds), that fails the test naming while.
+func watchRenewals(t *testing.T, ctx context.Context, n *Node, k Key) func(while string) {
+	t.Helper()
+	cur, err := n.leases.Get(ctx, k.leaseKey())
+	if err != nil {
+		t.Fatalf("reading the lease of %s: %v", k, err)
+	}
+	w, err := n.leases.Watch(ctx, k.leaseKey(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return func(while string) {
+		t.Helper()
+		waitRenewals(t, w, cur.Revision(), while)
+	}
+}
+
+// waitRenewals waits until the lease watched by w was renewed five times past revision first.
+func waitRenewals(t *testing.T, w jetstream.KeyWatcher, first uint64, while string) {
 	t.Helper()
 	renewals := 0
 	bound := time.After(20 * ttl)
@@ -192,7 +193,7 @@ func waitRenewals(t *testing.T, w jetstream.KeyWatcher, first uint64, ttl time.D
 				renewals++
 			}
 		case <-bound:
-			t.Fatalf("b's lease was renewed %d times in %v while %s; want it renewed every round (%v)", renewals, 20*ttl, while, ttl/5)
+			t.Fatalf("the lease was renewed %d times in %v while %s; want it renewed every round (%v)", renewals, 20*ttl, while, ttl/5)
 		}
 	}
 }
