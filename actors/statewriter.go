@@ -16,7 +16,9 @@ import (
 // append is in progress waits for that fsync; done inside Receive it would stall delivery
 // behind ingest. Updates of one subscription are applied in the order they were queued —
 // merged when several are waiting — so the store always holds a prefix of the actor's
-// history: after a crash an event is at worst attempted again, never lost.
+// history: after a crash an event is at worst attempted again, never lost. After a failed
+// write nothing more is written (what was queued behind it changes a state the store does
+// not have).
 //
 // A subscription actor flushes its queued updates before it stops or restarts, so the next
 // incarnation loads what the last one decided. The owner (the router, per topic) calls Close
@@ -124,6 +126,14 @@ func (w *StateWriter) run() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
+		if w.err != nil {
+			// What is still queued was decided after the update that failed, and an update
+			// is a change to the state before it: a subscription's later cursor written
+			// without the parked events the failed update added would skip them for good.
+			// Nothing more is written; the actors restart from the store.
+			clear(w.pending)
+			w.order = nil
+		}
 		if len(w.order) == 0 {
 			w.running = false
 			w.cond.Broadcast()

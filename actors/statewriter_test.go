@@ -152,3 +152,62 @@ func TestStateWriterMergesProbation(t *testing.T) {
 		})
 	}
 }
+
+// failFirstStore fails its first UpdateSubscription once release is closed, and passes the
+// rest through.
+type failFirstStore struct {
+	store.Store
+	entered, release chan struct{}
+	first            bool
+}
+
+func (f *failFirstStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if !f.first {
+		f.first = true
+		close(f.entered)
+		<-f.release
+		return errors.New("server is disconnected")
+	}
+	return f.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+// An update queued behind one that fails is not written: it changes a state the store does
+// not have. Written, the later cursor without the events the failed update parked would
+// skip them for good (lost in cluster mode when a NATS connection failed over between the
+// two writes).
+func TestStateWriterWritesNothingAfterAFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	if err := mem.PutTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.PutSubscription(ctx, "orders", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	st := &failFirstStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	w := actors.NewStateWriter(st, "orders")
+	defer w.Close()
+	// Events 1-2 failed their attempt: parked, the cursor past them.
+	if err := w.Enqueue("a", store.Update{Cursor: 2, Put: []store.Parked{{Seq: 1, Attempts: 1}, {Seq: 2, Attempts: 1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-st.entered
+	// Events 3-4 delivered: the cursor moves on, while the first write is under way.
+	if err := w.Enqueue("a", store.Update{Cursor: 4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(st.release)
+	if err := w.Flush("a"); err == nil {
+		t.Fatal("Flush after a failed write returned nil")
+	}
+	if err := w.Close(); err == nil {
+		t.Fatal("Close after a failed write returned nil")
+	}
+	got, err := mem.LoadSubscription(ctx, "orders", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cursor != 0 || len(got.Parked) != 0 {
+		t.Errorf("stored state %+v after the first write failed, want the state before it (cursor 0, nothing parked): the update behind it was written", got)
+	}
+}
