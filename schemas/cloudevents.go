@@ -31,6 +31,9 @@ const (
 	ceMembers
 )
 
+// memberStrings has room for every member.
+var _ [maxMembers - ceMembers]struct{}
+
 var ceNames = [ceMembers]string{"id", "source", "specversion", "type", "time", "subject", "datacontenttype", "dataschema", "data", "data_base64", "traceparent"}
 
 func ceIndex(key []byte) int {
@@ -187,6 +190,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	raw := s.buf[start:s.pos]
 	ws := s.ws
 
+	var vals memberStrings
+	vals.unquoteMembers(m[:], func(k int) bool { return k == ceData || k == ceDataBase64 })
+
 	str := func(k int, required bool) string {
 		switch {
 		case !m[k].present():
@@ -202,7 +208,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 			fail(ceNames[k], "must be a string, got "+m[k].kind.String())
 			return ""
 		}
-		v := unquote(m[k].tok, m[k].esc)
+		v := vals.get(k)
 		if v == "" {
 			fail(ceNames[k], "must not be empty")
 		}
@@ -239,7 +245,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 		}
 	}
 	if m[ceTraceparent].kind == kindString {
-		ev.Traceparent = unquote(m[ceTraceparent].tok, m[ceTraceparent].esc)
+		ev.Traceparent = vals.get(ceTraceparent)
 		if checkHeaderBound(p, i, "traceparent", ev.Traceparent, MaxHeaderAttributeBytes) {
 			bad = true
 		}

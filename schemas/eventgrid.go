@@ -18,6 +18,9 @@ const (
 	egMembers
 )
 
+// memberStrings has room for every member.
+var _ [maxMembers - egMembers]struct{}
+
 var egNames = [egMembers]string{"id", "topic", "subject", "eventType", "eventTime", "data", "dataVersion", "metadataVersion"}
 
 func egIndex(key []byte) int {
@@ -170,6 +173,9 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		return nil, nil
 	}
 
+	var vals memberStrings
+	vals.unquoteMembers(m[:], func(k int) bool { return k == egData })
+
 	// str validates a string member and returns its value.
 	str := func(k int, required bool) string {
 		switch {
@@ -188,7 +194,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 			bad = true
 			return ""
 		}
-		return unquote(m[k].tok, m[k].esc)
+		return vals.get(k)
 	}
 	ev := &Event{Source: topicID}
 	ev.ID = str(egID, true)

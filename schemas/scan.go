@@ -411,6 +411,39 @@ func (s *scanner) end() error {
 	return nil
 }
 
+// memberStrings holds the unquoted values of an event's string members in one string, so
+// they cost one allocation together; each value is a slice of it.
+type memberStrings struct {
+	all   string
+	spans [maxMembers][2]int
+}
+
+// maxMembers bounds the members of a schema that memberStrings takes (ceMembers, egMembers).
+const maxMembers = 16
+
+// unquoteMembers unquotes the string members of ms whose data reports false: not the
+// payload, which can be large and is kept only in the event's Raw.
+func (v *memberStrings) unquoteMembers(ms []member, data func(k int) bool) {
+	var scratch [256]byte
+	b := scratch[:0]
+	for k := range ms {
+		if ms[k].kind != kindString || data(k) {
+			continue
+		}
+		v.spans[k][0] = len(b)
+		if ms[k].esc {
+			b = appendUnquoted(b, ms[k].tok)
+		} else {
+			b = append(b, ms[k].tok[1:len(ms[k].tok)-1]...)
+		}
+		v.spans[k][1] = len(b)
+	}
+	v.all = string(b)
+}
+
+// get returns the value of string member k ("" for any other).
+func (v *memberStrings) get(k int) string { return v.all[v.spans[k][0]:v.spans[k][1]] }
+
 // unquote returns the content of a scanned string token (quotes included in tok).
 func unquote(tok []byte, esc bool) string {
 	if !esc {
