@@ -113,13 +113,7 @@ func TestStateWriterMergesProbation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			mem := store.NewMemory()
-			if err := mem.PutTopic(ctx, "orders", nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := mem.PutSubscription(ctx, "orders", "a", nil); err != nil {
-				t.Fatal(err)
-			}
+			mem := memoryWithSubscription(t)
 			g := &heldStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 			w := actors.NewStateWriter(g, "orders")
 			defer w.Close()
@@ -177,13 +171,7 @@ func (f *failFirstStore) UpdateSubscription(ctx context.Context, topic, sub stri
 // two writes).
 func TestStateWriterWritesNothingAfterAFailedWrite(t *testing.T) {
 	ctx := context.Background()
-	mem := store.NewMemory()
-	if err := mem.PutTopic(ctx, "orders", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := mem.PutSubscription(ctx, "orders", "a", nil); err != nil {
-		t.Fatal(err)
-	}
+	mem := memoryWithSubscription(t)
 	st := &failFirstStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 	w := actors.NewStateWriter(st, "orders")
 	defer w.Close()
@@ -210,4 +198,17 @@ func TestStateWriterWritesNothingAfterAFailedWrite(t *testing.T) {
 	if got.Cursor != 0 || len(got.Parked) != 0 {
 		t.Errorf("stored state %+v after the first write failed, want the state before it (cursor 0, nothing parked): the update behind it was written", got)
 	}
+}
+
+// memoryWithSubscription is a memory store holding topic orders and its subscription a.
+func memoryWithSubscription(t *testing.T) *store.Memory {
+	t.Helper()
+	mem := store.NewMemory()
+	if err := mem.PutTopic(context.Background(), "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.PutSubscription(context.Background(), "orders", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	return mem
 }
