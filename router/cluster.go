@@ -717,7 +717,7 @@ func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.Subscr
 
 // topicFresh is topic, but in cluster mode a topic this node does not know yet is looked up
 // in the store first (at most once a second per name), so a topic created on another node
-// a moment ago can be published to here at once.
+// a moment ago can be published to, read or given subscriptions here at once.
 func (r *Router) topicFresh(name string) (*topicRuntime, error) {
 	t, err := r.topic(name)
 	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || !r.cl.missAllowed(name) {

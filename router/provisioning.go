@@ -123,6 +123,9 @@ func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec S
 // router's own address for the validationUrl ("" offers none).
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
 	nameErr := ValidateSubscriptionName(name)
+	if r.cl != nil {
+		_, _ = r.topicFresh(topic) // a topic created on another node a moment ago (cluster.go)
+	}
 	r.mu.RLock()
 	if r.closed {
 		r.mu.RUnlock()

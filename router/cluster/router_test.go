@@ -323,6 +323,33 @@ func TestDefinitionsPropagate(t *testing.T) {
 	})
 }
 
+// A node that has not heard of a topic yet (stored by another node whose notice it has not
+// had) accepts a subscription to it at once: it reads the topic from the store first.
+func TestSubscriptionToATopicOnlyTheStoreKnows(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.start("a"), c.start("b")
+	ctx := t.Context()
+	spec, err := json.Marshal(router.TopicSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Straight into the store: no node sends a notice, so b learns of it only from the
+	// store.
+	if err := a.st.PutTopic(ctx, "orders", spec); err != nil {
+		t.Fatalf("PutTopic: %v", err)
+	}
+	if err := b.r.CreateSubscription(ctx, "orders", "billing", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+		t.Fatalf("CreateSubscription on a node that has not heard of the topic: %v", err)
+	}
+	eventually(t, 20*time.Second, "subscription placed", func() bool {
+		return len(runners("orders", "billing", a, b)) == 1
+	})
+	if err := publish(t, a.r, "orders", "e1"); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	eventually(t, 20*time.Second, "e1 delivered", func() bool { return len(c.rec.attemptsOf("e1")) > 0 })
+}
+
 // setup creates topic orders with subscriptions s0..s(n-1) on a and waits until each runs on
 // exactly one of nodes.
 func setup(t *testing.T, n int, nodes ...*node) {
