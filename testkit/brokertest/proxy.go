@@ -14,7 +14,6 @@ import (
 // and brings back instead of the broker itself. It is safe for concurrent use and stops when
 // the test ends.
 type Proxy struct {
-	t      testing.TB
 	target string
 	addr   string
 
@@ -37,7 +36,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("starting a proxy to %s: %v", target, err)
 	}
-	p := &Proxy{t: t, target: target, addr: ln.Addr().String(), ln: ln, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, conns: make(map[net.Conn]struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept(ln)
@@ -48,19 +47,17 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // Addr returns the proxy's host:port.
 func (p *Proxy) Addr() string { return p.addr }
 
-// Down takes the broker away: open connections are cut and new ones refused, as when the
-// broker stops.
+// Down takes the broker away, as when it stops: open connections are cut, and a new one is
+// closed as soon as it is accepted, before anything reaches the broker. The proxy keeps its
+// port meanwhile: closing its listener would free the port for any other process to take
+// (another test's proxy to the same broker, say), and a client reconnecting there would
+// reach the broker after all.
 func (p *Proxy) Down() {
 	p.mu.Lock()
 	p.down, p.stalled = true, false
-	ln := p.ln
-	p.ln = nil
 	conns := p.takeConns()
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	if ln != nil {
-		_ = ln.Close()
-	}
 	for _, c := range conns {
 		_ = c.Close()
 	}
@@ -69,33 +66,17 @@ func (p *Proxy) Down() {
 // Up brings the broker back on the same address (after [Proxy.Down] or [Proxy.Stall]).
 // Connections that were stalled are cut: their requests are lost, as in a broker restart.
 func (p *Proxy) Up() {
-	p.t.Helper()
 	p.mu.Lock()
-	wasStalled := p.stalled
-	p.stalled = false
 	var conns []net.Conn
-	if wasStalled {
+	if p.stalled {
 		conns = p.takeConns()
 	}
+	p.down, p.stalled = false, false
 	p.cond.Broadcast()
-	needListen := p.down
-	p.down = false
 	p.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	if !needListen {
-		return
-	}
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("bringing the proxy to %s back on %s: %v", p.target, p.addr, err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go p.accept(ln)
 }
 
 // Stall makes the broker stop answering: connections stay open and accepted, but no byte is
@@ -142,6 +123,13 @@ func (p *Proxy) accept(ln net.Listener) {
 		c, err := ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			_ = c.Close()
+			continue
 		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
