@@ -413,11 +413,13 @@ const readWait = 2 * time.Second
 // consumer, which costs two more round trips but fetches in one.
 const smallRead = 4
 
-// Read implements [store.Store]. The stream numbers messages without gaps, so what it returns
-// is a contiguous run; it may include events of an Append still waiting for its
-// acknowledgement (they are stored, and delivery is at least once). With replicas it may also
-// return fewer entries than the journal holds, none even: a replica that answers may not have
-// the newest yet. Callers read again later; they never take a short read for the journal's end.
+// Read implements [store.Store]. What it returns is a contiguous run of the stream from from
+// (or from the first entry, when the entries before it are trimmed): a subscription actor
+// moves its next entry past each one it gets, so a hole would skip an event for good. It may
+// include events of an Append still waiting for its acknowledgement (they are stored, and
+// delivery is at least once). With replicas it may also return fewer entries than the journal
+// holds, none even: a replica that answers may not have the newest yet. Callers read again
+// later; they never take a short read for the journal's end.
 func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -475,8 +477,9 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 	// The consumer counted what it has to deliver when it was made; fetch that many, waiting
 	// only if entries vanish meanwhile (a Trim), which ends the read early.
 	n = min(n, int(cons.CachedInfo().NumPending))
-	for len(entries) < n {
-		batch, err := cons.Fetch(n-len(entries), jetstream.FetchMaxWait(readWait))
+	r := run{str: str, topic: topic, next: from, entries: entries}
+	for len(r.entries) < n {
+		batch, err := cons.Fetch(n-len(r.entries), jetstream.FetchMaxWait(readWait))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 		}
@@ -487,11 +490,9 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			if err != nil {
 				return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 			}
-			e, err := decodeEntry(md.Sequence.Stream, m.Data())
-			if err != nil {
-				return nil, fmt.Errorf("jetstream store: topic %q entry %d: %w", topic, md.Sequence.Stream, err)
+			if err := r.add(ctx, md.Sequence.Stream, m.Data()); err != nil {
+				return nil, err
 			}
-			entries = append(entries, e)
 		}
 		if err := batch.Error(); err != nil {
 			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
@@ -500,7 +501,53 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			break // trimmed meanwhile
 		}
 	}
-	return entries, nil
+	return r.entries, nil
+}
+
+// run is the contiguous run a Read's consumer builds. The consumer acknowledges nothing
+// (AckNone), so a message it sent that never arrived is gone from its delivery: the client's
+// connection to NATS dropped and came back while the read was under way (a NATS server
+// lost), or the fetch gave up waiting on a starved machine. The next message then comes
+// after a hole. add fills a hole from the stream with single-message gets before it takes
+// the message after it: an entry the stream has is never left out of the run.
+type run struct {
+	str     jetstream.Stream
+	topic   string
+	next    uint64 // the sequence number the run needs next
+	entries []store.Entry
+}
+
+// add takes the message the consumer delivered as sequence number seq.
+func (r *run) add(ctx context.Context, seq uint64, data []byte) error {
+	if seq < r.next {
+		return nil // delivered twice
+	}
+	for ; r.next < seq; r.next++ {
+		m, err := r.str.GetMsg(ctx, r.next)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // not in the stream: trimmed meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream store: reading topic %q at %d (a message its read did not get): %w", r.topic, r.next, err)
+		}
+		if err := r.take(r.next, m.Data); err != nil {
+			return err
+		}
+	}
+	if err := r.take(seq, data); err != nil {
+		return err
+	}
+	r.next = seq + 1
+	return nil
+}
+
+func (r *run) take(seq uint64, data []byte) error {
+	e, err := decodeEntry(seq, data)
+	if err != nil {
+		return fmt.Errorf("jetstream store: topic %q entry %d: %w", r.topic, seq, err)
+	}
+	r.entries = append(r.entries, e)
+	return nil
 }
 
 func maxU(a, b, c uint64) uint64 { return max(a, b, c) }
