@@ -493,6 +493,11 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			if err := r.add(ctx, md.Sequence.Stream, m.Data()); err != nil {
 				return nil, err
 			}
+			if len(r.entries) >= n {
+				// All counted: the fetch, short of the messages lost on the way, would
+				// wait for them until it gives up (seconds); its goroutine ends by itself.
+				return r.entries, nil
+			}
 		}
 		if err := batch.Error(); err != nil {
 			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
