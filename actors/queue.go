@@ -187,6 +187,9 @@ func (q *queue) handle(c actor.Context, m any, sender *actor.PID) {
 		}
 		q.timerAt = time.Time{}
 	case *ReceiveEvents:
+		if sender == nil {
+			return // sent, not asked: nobody to hand the events to, so none is locked
+		}
 		q.addWaiter(sender, msg)
 	case *receiveTimeout:
 		if w := q.dropWaiter(msg.id); w != nil {
@@ -324,11 +327,21 @@ func (q *queue) stop() {
 	}
 	if q.writer != nil {
 		// Answers waiting for their write go out once it is in the store.
-		if err := q.writer.Flush(q.cfg.Name); err != nil {
+		w := q.writer
+		written, err := w.FlushWithin(q.cfg.Name, DefaultStopGrace)
+		switch {
+		case !written:
+			q.log.Error("the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)",
+				"grace", DefaultStopGrace)
+		case err != nil:
 			q.log.Error("flushing subscription state", "err", err)
 		}
 		if q.owns {
-			_ = q.writer.Close()
+			if written {
+				_ = w.Close()
+			} else {
+				go func() { _ = w.Close() }() // returns once the write does
+			}
 		}
 	}
 }
@@ -649,6 +662,9 @@ func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
 		res.Succeeded = append(res.Succeeded, tok)
 	}
 	q.count(m.Op, res)
+	if sender == nil {
+		return // sent, not asked: settled, with nobody to tell
+	}
 	if len(res.Succeeded) == 0 || m.Op == RenewLock {
 		q.system.Root.Send(sender, res) // nothing to write
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/egridio/egrid/router/store"
 )
@@ -108,6 +109,26 @@ func (w *StateWriter) Flush(sub string) error {
 		w.cond.Wait()
 	}
 	return w.err
+}
+
+// FlushWithin is Flush waiting at most d. It reports whether the updates were written (or
+// failed) in time; when they were not, they go on being written in the background, and a
+// next incarnation that loads the state meanwhile may load it without them. That costs
+// duplicates, never a lost event: every update is a change to the state before it, and
+// one that lands late only settles or parks what the next incarnation then attempts again.
+// Stopping actors use it, so a store write that hangs (a disk that stopped answering)
+// cannot hold a stop, and whatever waits for it, forever.
+func (w *StateWriter) FlushWithin(sub string, d time.Duration) (bool, error) {
+	done := make(chan error, 1)
+	go func() { done <- w.Flush(sub) }() // ends with the write it waits for
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return true, err
+	case <-t.C:
+		return false, nil
+	}
 }
 
 // Close writes what is queued and stops the writer. It is idempotent.

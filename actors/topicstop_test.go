@@ -18,7 +18,9 @@ import (
 // its last state written: cluster mode closes the actor's state writer and gives its lease up
 // right after the answer, so an answer sent with the stop still under way lost that write
 // (and the actor, failing on the closed writer while stopping, was restarted by its
-// supervisor).
+// supervisor). A write that takes longer than the stop grace no longer holds the answer
+// (TestStopDoesNotWaitForAHungStateWrite); cluster mode's stop then waits for it when it
+// closes the writer.
 func TestRemoveSubscriptionAnswersAfterTheActorsLastWrite(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		g := &gatedUpdates{Store: journalWithEvents(t, 1), gate: make(chan struct{})}
@@ -32,7 +34,7 @@ func TestRemoveSubscriptionAnswersAfterTheActorsLastWrite(t *testing.T) {
 		h.Settle() // e1 delivered; its cursor move is held at the gate
 		var released atomic.Bool
 		go func() {
-			<-time.After(10 * time.Second) // virtual time: the stop waits for the write meanwhile
+			<-time.After(actors.DefaultStopGrace * 3 / 5) // virtual time: the stop waits for the write meanwhile
 			released.Store(true)
 			close(g.gate)
 		}()
