@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,11 +120,15 @@ func TestExplainReadsJSONHistory(t *testing.T) {
 			if err := r.CreateSubscription(ctx, "orders", "billing", SubscriptionSpec{Destination: SinkDestination("null")}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.PutHistory(ctx, "orders", "billing", []store.HistoryRecord{{EventID: "6f1c2a", Expires: time.Now().Add(time.Hour), Payload: []byte(jsonHistory)}}); err != nil {
+			// Moved to today: the second attempt's history expires a day after it, so the
+			// stored dates would make it expired the day after they were written.
+			today := time.Now().UTC()
+			history := strings.NewReplacer("2026-11-23", today.Format(time.DateOnly), "2026-11-24", today.AddDate(0, 0, 1).Format(time.DateOnly)).Replace(jsonHistory)
+			if err := st.PutHistory(ctx, "orders", "billing", []store.HistoryRecord{{EventID: "6f1c2a", Expires: time.Now().Add(time.Hour), Payload: []byte(history)}}); err != nil {
 				t.Fatal(err)
 			}
 			var want Explanation
-			if err := json.Unmarshal([]byte(jsonHistory), &want); err != nil {
+			if err := json.Unmarshal([]byte(history), &want); err != nil {
 				t.Fatal(err)
 			}
 
