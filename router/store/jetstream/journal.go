@@ -107,7 +107,9 @@ func (w *writer) run() {
 		}
 		// Another node appending to the journal moves its end: a pipeline whose first message
 		// finds another last sequence number is refused whole (nothing of it is stored), so
-		// it is published again after the new end, a few times before giving up.
+		// it is published again after the new end, for as long as its requests' contexts
+		// allow (each has a deadline: the caller's or the store's Timeout); a request given
+		// up is answered with its context's error and left out of the next try.
 		for try := 0; ; try++ {
 			if !synced {
 				seq, err := w.s.streamLastSeq(w.topic)
@@ -120,31 +122,29 @@ func (w *writer) run() {
 				last, synced = seq, true
 			}
 			var ok, again bool
-			last, ok, again = w.publish(batch, last, try < maxRepublish)
+			last, ok, again = w.publish(batch, last)
 			synced = ok
 			if !again {
 				break
 			}
 			if try >= 2 {
-				// Writers that keep refusing each other: a random pause lets one through.
+				// Writers that keep refusing each other: a random pause lets one through. The
+				// end the refusal named is stale after it (the others went on appending), so
+				// it is read again; publishing after it would be refused for certain.
 				time.Sleep(time.Duration(mrand.Int64N(int64(time.Millisecond) << min(try, 6))))
+				synced = false
 			}
 		}
 	}
 }
 
-// maxRepublish bounds how often a pipeline refused whole because another writer appended
-// first is published again.
-// Each refusal names the journal's new end, so a try costs one round trip; with several
-// nodes appending to one topic at once a writer may lose a few rounds in a row.
-const maxRepublish = 32
-
 // publish publishes the batch's events pipelined after last and answers every request. It
 // returns the new last sequence number and whether it is still known (false after any
-// failure: the next batch reads it from the stream again). With mayRetry, a pipeline whose
-// very first message was refused for another last sequence number (another writer appended:
-// nothing of the pipeline is stored) is not answered, and again is true: publish it again.
-func (w *writer) publish(batch []*appendReq, last uint64, mayRetry bool) (newLast uint64, ok, again bool) {
+// failure: the next batch reads it from the stream again). A pipeline whose very first
+// message was refused for another last sequence number (another writer appended: nothing of
+// the pipeline is stored) is not answered, and again is true: publish it again. Requests
+// whose context ended are answered with its error whatever happens.
+func (w *writer) publish(batch []*appendReq, last uint64) (newLast uint64, ok, again bool) {
 	type pending struct {
 		r       *appendReq
 		futures []jetstream.PubAckFuture
@@ -187,8 +187,13 @@ func (w *writer) publish(batch []*appendReq, last uint64, mayRetry bool) (newLas
 	}
 	timer := time.NewTimer(w.s.opts.Timeout)
 	defer timer.Stop()
-	if mayRetry && failed == nil {
-		if refused, end, known := w.refusedWhole(ps[0].futures, timer); refused {
+	if failed == nil {
+		// The pipeline's first message is the first of the first request still sent.
+		i := 0
+		for i < len(ps)-1 && len(ps[i].futures) == 0 {
+			i++
+		}
+		if refused, end, known := w.refusedWhole(ps[i].futures, timer); refused {
 			return end, known, true
 		}
 	}
