@@ -35,14 +35,11 @@ type generation struct {
 }
 
 // isFailed reports whether g has failed.
-func (g *generation) isFailed() bool {
-	select {
-	case <-g.failed:
-		return true
-	default:
-		return false
-	}
-}
+//
+// It reads the recorded failure, not g.failed: fail's callback wakes the recovery loop before
+// g.failed is closed, and a loop that then found g healthy went back to sleep, leaving the
+// store failed for good.
+func (g *generation) isFailed() bool { return g.failure.Load() != nil }
 
 // err returns g's failure, nil while it has not failed.
 func (g *generation) err() error {
