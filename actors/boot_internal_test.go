@@ -32,13 +32,7 @@ func (g *gatedLoad) LoadSubscriptionIndex(ctx context.Context, topic, sub string
 func TestStaleResultsWhileLoadingWriteNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := store.NewMemory()
-		if err := mem.PutTopic(ctx, "orders", nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := mem.PutSubscription(ctx, "orders", "audit", nil); err != nil {
-			t.Fatal(err)
-		}
+		mem := ordersAudit(t)
 		g := &gatedLoad{Store: mem, gate: make(chan struct{})}
 		system := actor.NewActorSystem()
 		defer system.Shutdown()
@@ -64,4 +58,17 @@ func TestStaleResultsWhileLoadingWriteNothing(t *testing.T) {
 			t.Errorf("stored cursor %d after stale results reached the loading actor, want 0 (nothing delivered)", st.Cursor)
 		}
 	})
+}
+
+// ordersAudit returns a memory store holding topic orders and its subscription audit.
+func ordersAudit(t *testing.T) *store.Memory {
+	t.Helper()
+	mem := store.NewMemory()
+	if err := mem.PutTopic(context.Background(), "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.PutSubscription(context.Background(), "orders", "audit", nil); err != nil {
+		t.Fatal(err)
+	}
+	return mem
 }

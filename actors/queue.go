@@ -327,22 +327,8 @@ func (q *queue) stop() {
 	}
 	if q.writer != nil {
 		// Answers waiting for their write go out once it is in the store.
-		w := q.writer
-		written, err := w.FlushWithin(q.cfg.Name, DefaultStopGrace)
-		switch {
-		case !written:
-			q.log.Error("the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)",
-				"grace", DefaultStopGrace)
-		case err != nil:
-			q.log.Error("flushing subscription state", "err", err)
-		}
-		if q.owns {
-			if written {
-				_ = w.Close()
-			} else {
-				go func() { _ = w.Close() }() // returns once the write does
-			}
-		}
+		flushOnStop(q.writer, q.cfg.Name, DefaultStopGrace, q.owns, q.log,
+			"the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)")
 	}
 }
 

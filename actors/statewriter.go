@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -129,6 +130,28 @@ func (w *StateWriter) FlushWithin(sub string, d time.Duration) (bool, error) {
 	case <-t.C:
 		return false, nil
 	}
+}
+
+// flushOnStop is a stopping actor's last flush of sub's updates: it waits at most grace
+// ([StateWriter.FlushWithin]), logs late (with the grace) when the write did not finish in
+// time, and closes w when the actor owns it — at once, or in the background once the write
+// returns.
+func flushOnStop(w *StateWriter, sub string, grace time.Duration, owns bool, log *slog.Logger, late string) {
+	written, err := w.FlushWithin(sub, grace)
+	switch {
+	case !written:
+		log.Error(late, "grace", grace)
+	case err != nil:
+		log.Error("flushing subscription state", "err", err)
+	}
+	if !owns {
+		return
+	}
+	if written {
+		_ = w.Close()
+		return
+	}
+	go func() { _ = w.Close() }() // returns once the write does
 }
 
 // Close writes what is queued and stops the writer. It is idempotent.

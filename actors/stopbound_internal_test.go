@@ -56,13 +56,7 @@ func TestStopDoesNotWaitForAHungStateWrite(t *testing.T) {
 func testStopWithAHungWrite(t *testing.T, queue bool, write func(*actor.RootContext, *actor.PID)) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := store.NewMemory()
-		if err := mem.PutTopic(ctx, "orders", nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := mem.PutSubscription(ctx, "orders", "audit", nil); err != nil {
-			t.Fatal(err)
-		}
+		mem := ordersAudit(t)
 		h := &hungWrites{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
 		system := actor.NewActorSystem()
 		defer system.Shutdown()

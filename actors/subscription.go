@@ -664,22 +664,8 @@ func (s *subscription) stop() {
 	}
 	if s.cfg.Writer != nil {
 		// The next incarnation loads what this one decided.
-		w := s.cfg.Writer
-		written, err := w.FlushWithin(s.cfg.Name, grace)
-		switch {
-		case !written:
-			s.log.Error("the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)",
-				"grace", grace)
-		case err != nil:
-			s.log.Error("flushing subscription state", "err", err)
-		}
-		if s.ownWriter {
-			if written {
-				_ = w.Close()
-			} else {
-				go func() { _ = w.Close() }() // returns once the write does
-			}
-		}
+		flushOnStop(s.cfg.Writer, s.cfg.Name, grace, s.ownWriter, s.log,
+			"the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)")
 	}
 }
 
