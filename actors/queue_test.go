@@ -105,3 +105,37 @@ func TestTopicRefusesPullOnPushSubscription(t *testing.T) {
 		}
 	})
 }
+
+// A receive sent without a sender to answer (Send, not Request) locks nothing: the event stays
+// available to the next receiver with its delivery count unchanged, and the actor keeps
+// running (answering nobody panicked in it, and its supervisor restarted it in a loop).
+func TestQueueIgnoresAReceiveNobodyAsked(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		_ = st.PutTopic(ctx, "orders", nil)
+		_ = st.PutSubscription(ctx, "orders", "workers", nil)
+		evs, err := schemas.DecodeCloudEvents([]byte(`[{"specversion":"1.0","id":"e1","source":"/o","type":"T"}]`), schemas.ClassicLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := st.Append(ctx, "orders", time.Now(), evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set)},
+			Name:               "workers", DeliverySchema: schemas.CloudEvents,
+			Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+		}))
+		entries, _ := st.Read(ctx, "orders", 1, 10)
+		root := h.System().Root
+		root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
+		root.Send(pid, &actors.ReceiveEvents{Subscription: "workers", ID: 1, MaxEvents: 1, MaxWait: time.Minute})
+		h.Settle()
+		res := ask[*actors.ReceivedEvents](t, root, pid, &actors.ReceiveEvents{Subscription: "workers", ID: 2, MaxEvents: 1, MaxWait: time.Second})
+		if len(res.Events) != 1 || res.Events[0].DeliveryCount != 1 {
+			t.Fatalf("received %+v after a receive nobody asked; want e1, received for the first time", res.Events)
+		}
+	})
+}
