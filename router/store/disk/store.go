@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -307,6 +308,38 @@ func (s *Store) load(g *generation) error {
 		if err := loadSeqs(g.db, t); err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
+	}
+	return s.repairCursors(g)
+}
+
+// repairCursors lowers every cursor of 2⁶⁴−1 to its journal's trim floor, in one synced
+// batch. Builds before 2026-11-23 could write next-1 with next 0, that number, for a
+// subscription actor restarted while loading its state; the store only ever raises a cursor,
+// so it stayed there, and the subscription took every new event for delivered and got nothing
+// more. No journal reaches that number, so it is never a real position. From the floor, every
+// event still in the journal is delivered to the subscription again (at least once); the ones
+// trimmed meanwhile are gone.
+func (s *Store) repairCursors(g *generation) error {
+	b := g.db.NewBatch()
+	defer b.Close()
+	for tname, t := range s.topics {
+		for name, sb := range t.subs {
+			if sb.cursor != math.MaxUint64 {
+				continue
+			}
+			s.log.Warn("disk store: a subscription's cursor was 2^64-1, past its journal's end (written by an egrid before 2026-11-23); delivering again every event still in the journal",
+				"topic", tname, "subscription", name, "cursor", sb.cursor, "journalEnd", t.next, "newCursor", t.floor)
+			sb.cursor = t.floor
+			if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(t.floor), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("repairing cursors past their journal's end: %w", err)
 	}
 	return nil
 }
