@@ -37,29 +37,8 @@ func ask[T any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) 
 func TestQueueReadsBehindItsWindowFromTheJournal(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		ctx := context.Background()
-		st := store.NewMemory()
-		_ = st.PutTopic(ctx, "orders", nil)
-		_ = st.PutSubscription(ctx, "orders", "workers", nil)
-		var body []string
-		for i := 1; i <= 7; i++ {
-			body = append(body, fmt.Sprintf(`{"specversion":"1.0","id":"e%d","source":"/o","type":"T"}`, i))
-		}
-		evs, err := schemas.DecodeCloudEvents([]byte("["+strings.Join(body, ",")+"]"), schemas.ClassicLimits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := st.Append(ctx, "orders", time.Now(), evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
-			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set), Window: 2},
-			Name:               "workers", DeliverySchema: schemas.CloudEvents,
-			Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
-		}))
-		entries, _ := st.Read(ctx, "orders", 1, 10)
+		pid, st, last := startQueue(t, h, 2, 7)
 		root := h.System().Root
-		root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
 		var got []string
 		for id := uint64(1); len(got) < 7 && id < 20; id++ {
 			res := ask[*actors.ReceivedEvents](t, root, pid, &actors.ReceiveEvents{Subscription: "workers", ID: id, MaxEvents: 3, MaxWait: 10 * time.Second})
@@ -111,26 +90,8 @@ func TestTopicRefusesPullOnPushSubscription(t *testing.T) {
 // running (answering nobody panicked in it, and its supervisor restarted it in a loop).
 func TestQueueIgnoresAReceiveNobodyAsked(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
-		ctx := context.Background()
-		st := store.NewMemory()
-		_ = st.PutTopic(ctx, "orders", nil)
-		_ = st.PutSubscription(ctx, "orders", "workers", nil)
-		evs, err := schemas.DecodeCloudEvents([]byte(`[{"specversion":"1.0","id":"e1","source":"/o","type":"T"}]`), schemas.ClassicLimits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := st.Append(ctx, "orders", time.Now(), evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
-			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set)},
-			Name:               "workers", DeliverySchema: schemas.CloudEvents,
-			Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
-		}))
-		entries, _ := st.Read(ctx, "orders", 1, 10)
+		pid, _, _ := startQueue(t, h, 0, 1)
 		root := h.System().Root
-		root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
 		root.Send(pid, &actors.ReceiveEvents{Subscription: "workers", ID: 1, MaxEvents: 1, MaxWait: time.Minute})
 		h.Settle()
 		res := ask[*actors.ReceivedEvents](t, root, pid, &actors.ReceiveEvents{Subscription: "workers", ID: 2, MaxEvents: 1, MaxWait: time.Second})
@@ -138,4 +99,35 @@ func TestQueueIgnoresAReceiveNobodyAsked(t *testing.T) {
 			t.Fatalf("received %+v after a receive nobody asked; want e1, received for the first time", res.Events)
 		}
 	})
+}
+
+// startQueue starts a queue subscription workers of topic orders, with a window of window
+// events (0: the default), on a memory store holding the events e1 to en, and hands it
+// them. It returns the actor, the store and the last sequence number.
+func startQueue(t *testing.T, h *testkit.Harness, window, n int) (*actor.PID, *store.Memory, uint64) {
+	t.Helper()
+	ctx := context.Background()
+	st := store.NewMemory()
+	_ = st.PutTopic(ctx, "orders", nil)
+	_ = st.PutSubscription(ctx, "orders", "workers", nil)
+	var body []string
+	for i := 1; i <= n; i++ {
+		body = append(body, fmt.Sprintf(`{"specversion":"1.0","id":"e%d","source":"/o","type":"T"}`, i))
+	}
+	evs, err := schemas.DecodeCloudEvents([]byte("["+strings.Join(body, ",")+"]"), schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := st.Append(ctx, "orders", time.Now(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := h.Spawn(actors.QueueProps(&actors.SubscriptionConfig{
+		SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.CloudEvents, Store: st, Metrics: new(metrics.Set), Window: window},
+		Name:               "workers", DeliverySchema: schemas.CloudEvents,
+		Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+	}))
+	entries, _ := st.Read(ctx, "orders", 1, n)
+	h.System().Root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
+	return pid, st, last
 }
