@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -73,7 +72,8 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is %d bytes; the limit is %d bytes (1 MB): split the request", req.ContentLength, lim.MaxRequestBytes))
 		return
 	}
-	body, err := readBody(req, lim.MaxRequestBytes)
+	body, buf, err := readBody(req, lim.MaxRequestBytes)
+	defer releaseBody(buf)
 	if err != nil {
 		a.r.CountPublishFailure(t.name, "BadRequest")
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
@@ -126,20 +126,6 @@ func authCode(status int) string {
 		return "BadRequest"
 	}
 	return "Unauthorized"
-}
-
-// readBody reads at most limit+1 bytes of the request body, into a buffer sized from
-// Content-Length when the client sent one (no regrowing on the hot path).
-func readBody(req *http.Request, limit int) ([]byte, error) {
-	if n := req.ContentLength; n >= 0 && n <= int64(limit) {
-		buf := make([]byte, n, n+1)
-		if _, err := io.ReadFull(req.Body, buf); err != nil {
-			return nil, err
-		}
-		// A body longer than its Content-Length is a protocol error net/http already refuses.
-		return buf, nil
-	}
-	return io.ReadAll(io.LimitReader(req.Body, int64(limit)+1))
 }
 
 // decodeHTTP picks the decoder from the topic's input schema and the request's Content-Type.

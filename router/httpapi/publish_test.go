@@ -16,6 +16,7 @@ import (
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/sas"
+	"github.com/egridio/egrid/router/store"
 )
 
 type server struct {
@@ -238,5 +239,57 @@ func TestSchemaProblemsAnswerInputJsonInvalid(t *testing.T) {
 				t.Errorf("detail %q does not mention %q", e.Error.Details[0].Message, c.mention)
 			}
 		})
+	}
+}
+
+// TestPublishedEventsOutliveTheirBody: a publish's body buffer goes back to a pool for the
+// next request, so the events kept from one request must not change when later requests are
+// read into the same buffer.
+func TestPublishedEventsOutliveTheirBody(t *testing.T) {
+	st := store.NewMemory()
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	t.Cleanup(srv.Close)
+	s := &server{t: t, r: r, srv: srv}
+
+	const requests, perRequest = 20, 10
+	pad := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 500) }
+	for i := range requests {
+		evs := make([]string, perRequest)
+		for j := range evs {
+			evs[j] = fmt.Sprintf(`{"id":"r%02d-%d","subject":"/orders","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q},"dataVersion":"1.0"}`, i, j, pad(i))
+		}
+		if status, body := s.post("/topics/orders/api/events", "application/json", []byte("["+strings.Join(evs, ",")+"]"), nil); status != http.StatusOK {
+			t.Fatalf("publish %d: %d %s", i, status, body)
+		}
+	}
+	entries, err := st.Read(context.Background(), "orders", 1, requests*perRequest+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != requests*perRequest {
+		t.Fatalf("the journal holds %d events, want %d", len(entries), requests*perRequest)
+	}
+	for k, e := range entries {
+		i, j := k/perRequest, k%perRequest
+		var got struct {
+			ID   string `json:"id"`
+			Data struct {
+				Pad string `json:"pad"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(e.Event.Raw, &got); err != nil {
+			t.Fatalf("event %d: %v in %s", k, err, e.Event.Raw)
+		}
+		if want := fmt.Sprintf("r%02d-%d", i, j); got.ID != want || e.Event.ID != want || got.Data.Pad != pad(i) {
+			t.Errorf("event %d is %s (ID %s), data.pad %.10s…; want %s, %.10s…", k, got.ID, e.Event.ID, got.Data.Pad, want, pad(i))
+		}
 	}
 }

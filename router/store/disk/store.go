@@ -535,7 +535,7 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	for _, ev := range events {
 		size += entryOverhead + encodedEntrySize(ev)
 	}
-	b := c.g.db.NewBatchWithSize(size)
+	b := c.g.db.NewBatchWithSize(size, pebble.WithMaxRetainedSizeBytes(maxRetainedAppend))
 
 	op, err := t.reserve(len(events))
 	if err != nil {
@@ -578,6 +578,10 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	}
 	return op.last, nil
 }
+
+// maxRetainedAppend is the largest batch buffer an append hands back to pebble's batch pool
+// for the next append to reuse (pebble keeps 1 MB by default).
+const maxRetainedAppend = 32 << 20
 
 // entryOverhead bounds what a journal entry adds to a batch besides its value: the key and
 // pebble's kind byte and two length varints.

@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"runtime/debug"
+	"testing"
+)
+
+// TestPublishBodiesAreReused: reading a body with a Content-Length takes its buffer from the
+// pool once one was handed back, instead of allocating one per request.
+func TestPublishBodiesAreReused(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random; run without -race")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // a collection empties the pools
+	for _, size := range []int{100, 5000, 100_000, 1 << 20} {
+		body := bytes.Repeat([]byte("e"), size)
+		reqs := make([]*http.Request, 101)
+		for i := range reqs {
+			reqs[i] = newRequest(body)
+		}
+		i := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			got, buf, err := readBody(reqs[i], 1<<20)
+			i++
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("readBody of %d bytes = %d bytes, %v", size, len(got), err)
+			}
+			releaseBody(buf)
+		})
+		if allocs != 0 {
+			t.Errorf("reading a body of %d bytes allocates %.0f times; want its buffer from the pool", size, allocs)
+		}
+	}
+}
+
+// TestOverLongBodiesAreNotKept: a body over the request limit, or one without a
+// Content-Length, is read into a buffer of its own that nobody hands back.
+func TestOverLongBodiesAreNotKept(t *testing.T) {
+	r := newRequest(bytes.Repeat([]byte("e"), 3000))
+	r.ContentLength = -1
+	got, buf, err := readBody(r, 1<<20)
+	if err != nil || len(got) != 3000 || buf != nil {
+		t.Fatalf("readBody without a Content-Length = %d bytes, buffer %v, %v; want 3000, none", len(got), buf, err)
+	}
+	got, buf, err = readBody(newRequest(make([]byte, 2000)), 1000)
+	if err != nil || len(got) != 1001 || buf != nil {
+		t.Fatalf("readBody over the limit = %d bytes, buffer %v, %v; want the limit and one byte, none", len(got), buf, err)
+	}
+}
+
+func newRequest(body []byte) *http.Request {
+	return httptest.NewRequest(http.MethodPost, "/topics/t/api/events", bytes.NewReader(body))
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpapi
+
+const raceEnabled = false
