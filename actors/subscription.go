@@ -18,6 +18,7 @@ import (
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/bufpool"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -191,6 +192,10 @@ type batch struct {
 	ev1  [1]*schemas.Event // backing array of sb.Events for a batch of one
 	sb   sinks.Batch       // what the sink is given
 	done attemptDone       // the result, sent to the actor when the sink returns
+	// body is sb.Body's pooled buffer. The attempt's goroutine hands it back to bufpool as
+	// soon as the sink returns (a sink keeps no buffer of a batch after Deliver,
+	// sinks.Sink), and sb.Body is not read after that.
+	body *[]byte
 }
 
 var batchIDs atomic.Uint64
@@ -965,8 +970,15 @@ func (s *subscription) send(b *batch) bool {
 		count = max(count, it.attempts)
 	}
 	enc := schemas.Encoding{In: s.cfg.InputSchema, Out: s.cfg.DeliverySchema, TopicID: s.cfg.TopicID, Batched: s.batching(), Options: s.cfg.Encode}
-	body, contentType, err := enc.AppendBatch(nil, events)
+	size := len(events) + 1 // what the body takes when the schema is kept; a conversion grows it
+	for _, ev := range events {
+		size += len(ev.Raw)
+	}
+	buf := bufpool.Get(size)
+	body, contentType, err := enc.AppendBatch(*buf, events)
+	*buf = body
 	if err != nil {
+		bufpool.Put(buf)
 		var ee *schemas.EncodeError
 		if !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(b.items) {
 			// Refused at create time; reaching it is a wiring bug.
@@ -989,6 +1001,7 @@ func (s *subscription) send(b *batch) bool {
 		Headers: s.cfg.Headers, InputSchema: s.cfg.InputSchema, TopicID: s.cfg.TopicID,
 		EncodeOptions: s.cfg.Encode,
 	}
+	b.body = buf
 	b.done = attemptDone{id: id}
 	if s.attempts == nil {
 		timeout := s.cfg.Timeout
@@ -1097,6 +1110,7 @@ func (r *attemptRunner) run(b *batch) {
 			done.err = &sinks.DeliveryError{Outcome: schemas.GenericError, Err: fmt.Errorf("sink panicked: %v", p)}
 		}
 		done.duration = time.Since(start)
+		bufpool.Put(b.body)
 		r.finished.Add(1)
 		r.root.Send(r.self, done)
 	}()

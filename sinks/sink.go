@@ -17,7 +17,8 @@ import (
 // 200-204, for HTTP). Any failure is reported as a *[DeliveryError] (possibly wrapped); a
 // plain error is treated as GenericError. An *[UnsendableError] says some events can never be
 // sent and nothing was sent: the fault is theirs, not the destination's. When ctx is done Deliver returns promptly with a
-// TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns.
+// TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns: the
+// subscription hands b.Body's buffer to the next attempt.
 //
 // A Deliver that ignores its context (a [Func] blocked on something else) holds up nothing
 // for good: when the subscription stops or restarts it cancels ctx and waits a bounded grace

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"runtime/debug"
 	"testing"
+
+	"github.com/egridio/egrid/schemas/bufpool"
 )
 
 // TestPublishBodiesAreReused: reading a body with a Content-Length takes its buffer from the
@@ -28,10 +30,10 @@ func TestPublishBodiesAreReused(t *testing.T) {
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("readBody of %d bytes = %d bytes, %v", size, len(got), err)
 			}
-			releaseBody(buf)
+			bufpool.Put(buf)
 		})
 		if allocs != 0 {
-			t.Errorf("reading a body of %d bytes allocates %.0f times; want its buffer from the pool", size, allocs)
+			t.Errorf("reading a body of %d bytes allocates %.0f times; want its buffer from bufpool", size, allocs)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/bufpool"
 )
 
 func (a *API) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
@@ -73,7 +74,7 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		return
 	}
 	body, buf, err := readBody(req, lim.MaxRequestBytes)
-	defer releaseBody(buf)
+	defer bufpool.Put(buf)
 	if err != nil {
 		a.r.CountPublishFailure(t.name, "BadRequest")
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())

@@ -80,7 +80,8 @@ const (
 const guard = 30 * time.Second
 
 // RunSink runs the [sinks.Sink] conformance suite: single deliveries in the Event Grid and
-// CloudEvents schemas, a batch, error classification, a cancelled or expired context (before
+// CloudEvents schemas, a batch, a body the sink no longer reads once Deliver returns, error
+// classification, a cancelled or expired context (before
 // and during a request), concurrent use, an idempotent Close (for a [sinks.Closer]) and no
 // goroutine left behind. Every sink egrid ships passes it: the webhook sink, [sinks.Func] and
 // every broker sink.
@@ -121,6 +122,21 @@ func RunSink(t *testing.T, s SinkSuite) {
 		evs := EventGridEvents(t, "batch", 5)
 		if err := d.Sink.Deliver(ctxFor(t), NewBatch(t, schemas.EventGrid, schemas.CloudEvents, evs)); err != nil {
 			t.Fatalf("Deliver of a batch of %d: %v", len(evs), err)
+		}
+		requireIDs(t, d.Received(t, len(evs)), evs)
+	})
+
+	// The subscription actor hands a batch's body buffer back to a pool for the next attempt
+	// as soon as Deliver returns (sinks.Sink: Deliver keeps no buffer of the batch).
+	t.Run("BodyNotReadAfterDeliver", func(t *testing.T) {
+		d := s.New(t)
+		evs := EventGridEvents(t, "reused", 3)
+		b := NewBatch(t, schemas.EventGrid, schemas.EventGrid, evs)
+		if err := d.Sink.Deliver(ctxFor(t), b); err != nil {
+			t.Fatalf("Deliver of a batch of %d: %v", len(evs), err)
+		}
+		for i := range b.Body {
+			b.Body[i] = 'x'
 		}
 		requireIDs(t, d.Received(t, len(evs)), evs)
 	})

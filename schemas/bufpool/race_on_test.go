@@ -1,0 +1,5 @@
+//go:build race
+
+package bufpool_test
+
+const raceEnabled = true
