@@ -33,6 +33,9 @@ func TestAppendReusesItsBatchBuffer(t *testing.T) {
 		size += len(evs[i].Raw)
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // a collection empties the pool
+	// One P: sync.Pool keeps an item on the P that put it, and the batch is closed on the
+	// commit's goroutine, so with more Ps the next append may look on another and miss it.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	appendAll := func() {
 		if _, err := s.Append(t.Context(), "t", publishTime, evs); err != nil {
 			t.Fatal(err)
