@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -54,6 +55,24 @@ type CPUUsage struct {
 	Roles map[string]time.Duration
 	// Note says why Roles is nil.
 	Note string
+}
+
+// add returns the usage of two windows together. A role split is kept only when both have one.
+func (u CPUUsage) add(v CPUUsage) CPUUsage {
+	if u.Process == 0 && u.Roles == nil && u.Note == "" { // the zero usage: nothing measured yet
+		return v
+	}
+	sum := CPUUsage{Process: u.Process + v.Process, Note: cmp.Or(u.Note, v.Note)}
+	if u.Roles != nil && v.Roles != nil {
+		sum.Roles = make(map[string]time.Duration, len(u.Roles))
+		for role, d := range u.Roles {
+			sum.Roles[role] += d
+		}
+		for role, d := range v.Roles {
+			sum.Roles[role] += d
+		}
+	}
+	return sum
 }
 
 // cpuWindow measures one window: the process's CPU time and, when no other CPU profile is

@@ -241,3 +241,28 @@ func TestFormatCPUPerEvent(t *testing.T) {
 		t.Errorf("formatValue(41.84, µs/event) = %q, want 41.8", got)
 	}
 }
+
+func TestCPUUsageAdd(t *testing.T) {
+	a := CPUUsage{Process: 3 * time.Second, Roles: map[string]time.Duration{"loadgen": time.Second, "sink": 2 * time.Second}}
+	b := CPUUsage{Process: time.Second, Roles: map[string]time.Duration{"loadgen": time.Second, "other": 500 * time.Millisecond}}
+	sum := CPUUsage{}.add(a).add(b)
+	if sum.Process != 4*time.Second {
+		t.Errorf("Process = %v, want 4s", sum.Process)
+	}
+	want := map[string]time.Duration{"loadgen": 2 * time.Second, "sink": 2 * time.Second, "other": 500 * time.Millisecond}
+	if len(sum.Roles) != len(want) {
+		t.Errorf("Roles = %v, want %v", sum.Roles, want)
+	}
+	for role, d := range want {
+		if sum.Roles[role] != d {
+			t.Errorf("Roles[%s] = %v, want %v", role, sum.Roles[role], d)
+		}
+	}
+	if a.Roles["loadgen"] != time.Second {
+		t.Errorf("add changed its receiver's roles: %v", a.Roles)
+	}
+	unprofiled := CPUUsage{Process: time.Second, Note: "not profiled"}
+	if got := a.add(unprofiled); got.Roles != nil || got.Note != "not profiled" || got.Process != 4*time.Second {
+		t.Errorf("a profiled window plus an unprofiled one = %+v, want no roles, the note and 4s", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/egridio/egrid/router"
@@ -216,11 +217,11 @@ func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
 	s := &egridServer{r: r, st: st, url: "http://" + ln.Addr().String()}
 	s.srv = &http.Server{Handler: httpapi.New(r)}
 	go s.srv.Serve(ln)
-	s.close = func() {
+	s.close = sync.OnceFunc(func() { // a scenario may close it early, then again on return
 		_ = s.srv.Close()
 		_ = r.Close(context.Background())
 		_ = st.Close()
-	}
+	})
 	return s, nil
 }
 
