@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -38,6 +39,27 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
+// Long strings go through plainRun after their first four words: every kind of byte that ends
+// a plain run, at every offset around and past the switch, in strings with one or two of them,
+// must be read as encoding/json reads it (invalid UTF-8 refused).
+func TestLongStringsAgreeWithEncodingJSON(t *testing.T) {
+	kinds := []string{`\"`, `\\`, `\u00e9`, `\n`, "é", "😀", "\xff", "\xc3", "\x01", "\x1f", "\x7f", `"`, `\x`, `\u12`}
+	for _, k1 := range kinds {
+		for _, k2 := range append([]string{""}, kinds...) {
+			for at := 0; at < 80; at += 3 {
+				for _, gap := range []int{0, 1, 9, 40} {
+					str := strings.Repeat("a", at) + k1 + strings.Repeat("b", gap) + k2 + strings.Repeat("c", 50)
+					in := `["` + str + `","tail"]`
+					want := json.Valid([]byte(in)) && utf8.ValidString(in)
+					if got := scanAll([]byte(in)) == nil; got != want {
+						t.Fatalf("scanner accepts %q: %v, want %v (%v)", in, got, want, scanAll([]byte(in)))
+					}
+				}
+			}
+		}
+	}
+}
+
 // special must flag a word exactly when one of its bytes is not plain.
 func TestSpecial(t *testing.T) {
 	for c := 0; c < 256; c++ {
@@ -58,6 +80,33 @@ func TestSpecial(t *testing.T) {
 		}
 		if got := special(binary.LittleEndian.Uint64([]byte(w))); got != want {
 			t.Errorf("special(%q) = %v, want %v", w, got, want)
+		}
+	}
+}
+
+// outsideASCIIText must flag a word exactly when one of its bytes is a control character or
+// not ASCII, whatever its neighbours (the subtraction borrows between bytes).
+func TestOutsideASCIIText(t *testing.T) {
+	outside := func(c byte) bool { return c < 0x20 || c >= utf8.RuneSelf }
+	for _, at := range [][2]int{{0, 1}, {3, 4}, {6, 7}, {0, 7}} {
+		for c1 := 0; c1 < 256; c1++ {
+			for c2 := 0; c2 < 256; c2++ {
+				word := []byte("abcdefgh")
+				word[at[0]], word[at[1]] = byte(c1), byte(c2)
+				want := outside(byte(c1)) || outside(byte(c2))
+				if got := outsideASCIIText(binary.LittleEndian.Uint64(word)); got != want {
+					t.Fatalf("outsideASCIIText(%q) = %v, want %v", word, got, want)
+				}
+			}
+		}
+	}
+	for _, w := range []string{"\x00\x00\x00\x00\x00\x00\x00\x00", "\x1f\x20\x21\x22\x5b\x5c\x5d\x7f", "\x20\x20\x20\x20\x20\x20\x20\x20", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f", "!#[]~ 0z"} {
+		want := false
+		for i := 0; i < 8; i++ {
+			want = want || outside(w[i])
+		}
+		if got := outsideASCIIText(binary.LittleEndian.Uint64([]byte(w))); got != want {
+			t.Errorf("outsideASCIIText(%q) = %v, want %v", w, got, want)
 		}
 	}
 }
@@ -128,4 +177,19 @@ func FuzzScanner(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkScanString scans one JSON string of n plain ASCII bytes, as in an event's data.
+func BenchmarkScanString(b *testing.B) {
+	for _, n := range []int{8, 24, 64, 200, 820} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			in := []byte(`"` + strings.Repeat("x", n) + `"`)
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if err := scanAll(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
