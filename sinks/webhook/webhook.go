@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -150,14 +152,60 @@ type Sink struct {
 	url     string
 	display string // url without query string and user info, for error messages
 	timeout time.Duration
+	client  *http.Client
+	headers sinks.HeaderMappings
+	pace    *rate.Limiter // nil without a rate cap
+	origin  string        // the Origin header, or ""
+	// wire is what every request needs, made at the first Deliver: a subscription that never
+	// delivers keeps only this pointer (see [wire]).
+	wire atomic.Pointer[wire]
+}
+
+// wire is what a [Sink] reuses on every request instead of making it anew.
+type wire struct {
+	u    url.URL // the parsed URL: each request takes a copy instead of parsing it
+	host string  // the request's Host: u.Host without an empty port, as net/http sends it
 	// timeoutCause ends an attempt's context when the attempt timeout passes, so a timeout
 	// reads as such in the error chain. It wraps context.DeadlineExceeded.
 	timeoutCause error
-	client       *http.Client
-	headers      sinks.HeaderMappings
-	pace         *rate.Limiter // nil without a rate cap
-	origin       string        // the Origin header, or ""
+	// direct, when not nil, is the client's transport, which Deliver sends through without
+	// Client.Do: see [sendsDirectly].
+	direct http.RoundTripper
 }
+
+// wireOf returns s's wire, making it at the first call.
+func (s *Sink) wireOf() *wire {
+	if w := s.wire.Load(); w != nil {
+		return w
+	}
+	u, err := url.Parse(s.url)
+	if err != nil { // cannot happen for a URL New accepted
+		u = &url.URL{}
+	}
+	w := &wire{u: *u, host: u.Host, timeoutCause: timeoutCause(s.timeout)}
+	if strings.LastIndex(w.host, ":") > strings.LastIndex(w.host, "]") {
+		w.host = strings.TrimSuffix(w.host, ":")
+	}
+	if sendsDirectly(s.client, u) {
+		w.direct = s.client.Transport
+	}
+	s.wire.Store(w) // a concurrent first Deliver may store its own, equal one
+	return w
+}
+
+// sendsDirectly reports whether a request to u through c may go to c's transport without
+// Client.Do, which then adds nothing and costs a copy of the request's headers (kept for
+// redirects it would not follow): c is one [NewClient] made (it refuses redirects), has no
+// cookie jar or overall timeout at the sink's first delivery, and u carries no user info
+// (Client.Do would turn it into Basic authentication).
+func sendsDirectly(c *http.Client, u *url.URL) bool {
+	return c.Transport != nil && c.Jar == nil && c.Timeout == 0 && u.User == nil &&
+		c.CheckRedirect != nil && reflect.ValueOf(c.CheckRedirect).Pointer() == reflect.ValueOf(refuseRedirects).Pointer()
+}
+
+// refuseRedirects is the CheckRedirect of [NewClient]'s clients: a 3xx answer is the
+// attempt's outcome.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // New validates cfg and returns a sink for its URL. client is the HTTP client to use; nil
 // means [SharedClient]. A client's own Timeout, if set, applies in addition to cfg.Timeout.
@@ -175,14 +223,13 @@ func New(cfg Config, client *http.Client) (*Sink, error) {
 		display = cfg.URL // most endpoints: one string kept, not two
 	}
 	return &Sink{
-		url:          cfg.URL,
-		display:      display,
-		timeout:      cfg.Timeout,
-		timeoutCause: timeoutCause(cfg.Timeout),
-		client:       client,
-		headers:      cfg.Headers,
-		pace:         newPacer(cfg.MaxRequestsPerMinute),
-		origin:       cfg.Origin,
+		url:     cfg.URL,
+		display: display,
+		timeout: cfg.Timeout,
+		client:  client,
+		headers: cfg.Headers,
+		pace:    newPacer(cfg.MaxRequestsPerMinute),
+		origin:  cfg.Origin,
 	}, nil
 }
 
@@ -241,21 +288,24 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err := waitTurn(ctx, s.pace); err != nil {
 		return &sinks.DeliveryError{Outcome: classify(err, ctx.Err()), Err: fmt.Errorf("waiting for the request rate %s allows: %w", s.display, err)}
 	}
+	w := s.wireOf()
 	actx := ctx
 	if dl, ok := ctx.Deadline(); !ok || dl.After(time.Now().Add(s.timeout)) {
 		// Otherwise the caller's deadline comes first (a subscription bounds each attempt
 		// itself): a context of our own would only add a timer, or a cancel context that
 		// ends with the caller's, to every request.
 		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeoutCause(ctx, s.timeout, s.timeoutCause)
+		actx, cancel = context.WithTimeoutCause(ctx, s.timeout, w.timeoutCause)
 		defer cancel()
 	}
 
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, nil)
-	if err != nil { // cannot happen for a URL New accepted
-		return &sinks.DeliveryError{Outcome: schemas.InvalidDestination, Err: fmt.Errorf("building request for %s: %w", s.display, err)}
-	}
-	req.Header = h
+	// The request as http.NewRequestWithContext makes it, from a copy of the parsed URL.
+	u := new(url.URL)
+	*u = w.u
+	req := (&http.Request{
+		Method: http.MethodPost, URL: u, Host: w.host, Header: h,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}).WithContext(actx)
 	if s.origin != "" {
 		req.Header.Set(hdrOrigin, s.origin)
 	}
@@ -278,7 +328,12 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 		req.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
 	}
 
-	resp, err := s.client.Do(req)
+	var resp *http.Response
+	if w.direct != nil {
+		resp, err = w.direct.RoundTrip(req)
+	} else {
+		resp, err = s.client.Do(req)
+	}
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -440,6 +495,6 @@ func NewClient(dial func(ctx context.Context, network, addr string) (net.Conn, e
 			ExpectContinueTimeout: time.Second,
 			DisableCompression:    true,
 		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: refuseRedirects,
 	}
 }
