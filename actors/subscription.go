@@ -1010,7 +1010,7 @@ func (s *subscription) send(b *batch) bool {
 		}
 		s.attempts = &attemptRunner{
 			work: make(chan *batch, s.maxInFlight()), root: s.system.Root, self: s.self, sink: s.cfg.Sink,
-			parent: s.ctx, timeout: timeout, wg: &s.wg, finished: &s.finished,
+			parent: s.ctx, values: context.WithoutCancel(s.ctx), timeout: timeout, wg: &s.wg, finished: &s.finished,
 		}
 	}
 	s.attempts.start(b)
@@ -1038,6 +1038,7 @@ type attemptRunner struct {
 	self     *actor.PID
 	sink     sinks.Sink
 	parent   context.Context // the incarnation's context: its end ends the waiting goroutines
+	values   context.Context // the incarnation's values, which the attempts' contexts carry
 	timeout  time.Duration
 	wg       *sync.WaitGroup // counts attempts in flight, not waiting goroutines
 	finished *atomic.Int32
@@ -1073,8 +1074,10 @@ func (r *attemptRunner) release() {
 // worker runs b's attempt, then the next ones handed to it, until it is told to end or the
 // incarnation ends.
 func (r *attemptRunner) worker(b *batch) {
+	k := newAttemptClock(r.parent)
+	defer k.close()
 	for {
-		r.run(b)
+		r.run(k, b)
 		select {
 		case b = <-r.work:
 			if b == nil {
@@ -1088,7 +1091,7 @@ func (r *attemptRunner) worker(b *batch) {
 				select {
 				case b = <-r.work:
 					if b != nil {
-						r.run(b)
+						r.run(k, b)
 					}
 				default:
 					return
@@ -1100,7 +1103,7 @@ func (r *attemptRunner) worker(b *batch) {
 
 // run makes b's attempt, bounded by the attempt timeout, and sends the actor its result. A
 // panicking sink is reported as a failed attempt carrying the panic.
-func (r *attemptRunner) run(b *batch) {
+func (r *attemptRunner) run(k *attemptClock, b *batch) {
 	defer r.wg.Done()
 	done := &b.done
 	start := time.Now()
@@ -1114,8 +1117,8 @@ func (r *attemptRunner) run(b *batch) {
 		r.finished.Add(1)
 		r.root.Send(r.self, done)
 	}()
-	ctx, cancel := context.WithTimeout(r.parent, r.timeout)
-	defer cancel()
+	ctx := k.begin(r.values, r.parent, r.timeout)
+	defer k.finish(ctx)
 	done.err = r.sink.Deliver(ctx, &b.sb)
 }
 
