@@ -124,11 +124,17 @@ func newAttemptClock(incarnation context.Context) *attemptClock {
 
 // expire ends the current attempt if its deadline has passed. A timer that fired as one
 // attempt finished may find the next one current, whose deadline is still ahead: it leaves
-// that one alone.
+// that one alone, and sets the timer for it again in case its own setting came first.
 func (k *attemptClock) expire() {
-	if c := k.cur.Load(); c != nil && !time.Now().Before(c.deadline) {
-		c.end(context.DeadlineExceeded)
+	c := k.cur.Load()
+	if c == nil {
+		return
 	}
+	if d := time.Until(c.deadline); d > 0 {
+		k.timer.Reset(d)
+		return
+	}
+	c.end(context.DeadlineExceeded)
 }
 
 // begin returns the context of an attempt that may run until timeout from now.

@@ -78,7 +78,8 @@ func TestAttemptContextFinishAndReuse(t *testing.T) {
 
 		c2 := k.begin(vals, inc, 10*time.Second)
 		<-time.After(9 * time.Second) // past the first attempt's deadline
-		k.expire()                    // as a late firing of the first attempt's timer would
+		k.timer.Stop()                // as if the second attempt's setting came before...
+		k.expire()                    // ...a late firing of the first attempt's timer
 		if c2.Err() != nil {
 			t.Fatalf("the second attempt ended at %v: %v", 9*time.Second, c2.Err())
 		}
