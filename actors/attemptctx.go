@@ -105,13 +105,17 @@ func (c *attemptCtx) end(err error) {
 // attempt to attempt, ends the current one at its deadline, and its one registration with the
 // incarnation's context ends the current one when the incarnation ends.
 type attemptClock struct {
-	timer   *time.Timer
-	cur     atomic.Pointer[attemptCtx]
-	unwatch func() bool // undoes the registration with the incarnation's context
+	incarnation context.Context
+	values      context.Context // the incarnation's values, without its cancellation
+	timer       *time.Timer
+	cur         atomic.Pointer[attemptCtx]
+	unwatch     func() bool // undoes the registration with the incarnation's context
 }
 
-func newAttemptClock(incarnation context.Context) *attemptClock {
-	k := &attemptClock{}
+// newAttemptClock returns the clock of an attempt goroutine of incarnation, whose attempts'
+// contexts carry values (context.WithoutCancel(incarnation), made once for all of them).
+func newAttemptClock(incarnation, values context.Context) *attemptClock {
+	k := &attemptClock{incarnation: incarnation, values: values}
 	k.timer = time.AfterFunc(time.Hour, k.expire)
 	k.timer.Stop()
 	k.unwatch = context.AfterFunc(incarnation, func() {
@@ -138,11 +142,11 @@ func (k *attemptClock) expire() {
 }
 
 // begin returns the context of an attempt that may run until timeout from now.
-func (k *attemptClock) begin(values, incarnation context.Context, timeout time.Duration) *attemptCtx {
-	c := newAttemptCtx(values, time.Now().Add(timeout))
+func (k *attemptClock) begin(timeout time.Duration) *attemptCtx {
+	c := newAttemptCtx(k.values, time.Now().Add(timeout))
 	k.cur.Store(c)
 	// After the Store: an incarnation that ended before it found no current attempt to end.
-	if incarnation.Err() != nil {
+	if k.incarnation.Err() != nil {
 		c.end(context.Canceled)
 	}
 	k.timer.Reset(timeout)

@@ -17,10 +17,10 @@ func TestAttemptContextEndsAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inc, cancel := context.WithCancelCause(context.WithValue(context.Background(), ctxKey{}, "v"))
 		defer cancel(nil)
-		k := newAttemptClock(inc)
+		k := newAttemptClock(inc, context.WithoutCancel(inc))
 		defer k.close()
 		start := time.Now()
-		c := k.begin(context.WithoutCancel(inc), inc, 30*time.Second)
+		c := k.begin(30 * time.Second)
 		if dl, ok := c.Deadline(); !ok || !dl.Equal(start.Add(30*time.Second)) {
 			t.Fatalf("Deadline() = %v, %v; want %v, true", dl, ok, start.Add(30*time.Second))
 		}
@@ -56,11 +56,10 @@ func TestAttemptContextFinishAndReuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inc, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		k := newAttemptClock(inc)
+		k := newAttemptClock(inc, context.WithoutCancel(inc))
 		defer k.close()
-		vals := context.WithoutCancel(inc)
 
-		c1 := k.begin(vals, inc, 10*time.Second)
+		c1 := k.begin(10 * time.Second)
 		child, stopChild := context.WithCancel(c1)
 		defer stopChild()
 		ran := make(chan struct{})
@@ -76,7 +75,7 @@ func TestAttemptContextFinishAndReuse(t *testing.T) {
 			t.Fatalf("after finish: Err() = %v, child %v; want Canceled", c1.Err(), child.Err())
 		}
 
-		c2 := k.begin(vals, inc, 10*time.Second)
+		c2 := k.begin(10 * time.Second)
 		<-time.After(9 * time.Second) // past the first attempt's deadline
 		k.timer.Stop()                // as if the second attempt's setting came before...
 		k.expire()                    // ...a late firing of the first attempt's timer
@@ -100,10 +99,9 @@ func TestAttemptContextFinishAndReuse(t *testing.T) {
 func TestAttemptContextEndsWithTheIncarnation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inc, cancel := context.WithCancel(context.Background())
-		k := newAttemptClock(inc)
+		k := newAttemptClock(inc, context.WithoutCancel(inc))
 		defer k.close()
-		vals := context.WithoutCancel(inc)
-		c1 := k.begin(vals, inc, time.Minute)
+		c1 := k.begin(time.Minute)
 		child, stopChild := context.WithTimeout(c1, time.Hour)
 		defer stopChild()
 		cancel()
@@ -112,7 +110,7 @@ func TestAttemptContextEndsWithTheIncarnation(t *testing.T) {
 			t.Fatalf("Err() = %v, child %v; want Canceled", c1.Err(), child.Err())
 		}
 		k.finish(c1)
-		c2 := k.begin(vals, inc, time.Minute)
+		c2 := k.begin(time.Minute)
 		select {
 		case <-c2.Done():
 		default:
@@ -131,9 +129,9 @@ func TestAttemptContextEndsWithTheIncarnation(t *testing.T) {
 func TestAttemptContextDerivedContextsUnregister(t *testing.T) {
 	inc, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := newAttemptClock(inc)
+	k := newAttemptClock(inc, context.WithoutCancel(inc))
 	defer k.close()
-	c := k.begin(context.WithoutCancel(inc), inc, time.Minute)
+	c := k.begin(time.Minute)
 	for range 100 {
 		_, stop := context.WithCancel(c)
 		stop()
@@ -170,10 +168,10 @@ func BenchmarkAttemptContext(b *testing.B) {
 		{"clock", func(b *testing.B, inc context.Context) {
 			vals := context.WithoutCancel(inc)
 			b.RunParallel(func(pb *testing.PB) {
-				k := newAttemptClock(inc)
+				k := newAttemptClock(inc, vals)
 				defer k.close()
 				for pb.Next() {
-					ctx := k.begin(vals, inc, timeout)
+					ctx := k.begin(timeout)
 					child, stop := context.WithCancelCause(ctx)
 					_ = child.Done() // net/http selects on it
 					stop(nil)

@@ -1074,7 +1074,7 @@ func (r *attemptRunner) release() {
 // worker runs b's attempt, then the next ones handed to it, until it is told to end or the
 // incarnation ends.
 func (r *attemptRunner) worker(b *batch) {
-	k := newAttemptClock(r.parent)
+	k := newAttemptClock(r.parent, r.values)
 	defer k.close()
 	for {
 		r.run(k, b)
@@ -1117,7 +1117,7 @@ func (r *attemptRunner) run(k *attemptClock, b *batch) {
 		r.finished.Add(1)
 		r.root.Send(r.self, done)
 	}()
-	ctx := k.begin(r.values, r.parent, r.timeout)
+	ctx := k.begin(r.timeout)
 	defer k.finish(ctx)
 	done.err = r.sink.Deliver(ctx, &b.sb)
 }
