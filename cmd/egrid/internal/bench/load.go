@@ -21,7 +21,9 @@ func loadClient(conc int) *http.Client {
 	}}
 }
 
-// eventBody returns a JSON array of n Event Grid events of about 1 KB each.
+// eventBody returns a JSON array of n Event Grid events of about 1 KB each. Their ids are
+// idPrefix, the request number's [idDigits] digits (zeros here; see [requestBodies]) and the
+// event's index.
 func eventBody(n int, idPrefix string, subject string) []byte {
 	pad := strings.Repeat("x", 820)
 	var b bytes.Buffer
@@ -30,10 +32,67 @@ func eventBody(n int, idPrefix string, subject string) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"id":"%s-%d","subject":%q,"eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1.0","data":{"pad":%q,"sent":0}}`, idPrefix, i, subject, pad)
+		fmt.Fprintf(&b, `{"id":"%s-%s-%d","subject":%q,"eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1.0","data":{"pad":%q,"sent":0}}`, idPrefix, idZeros, i, subject, pad)
 	}
 	b.WriteByte(']')
 	return b.Bytes()
+}
+
+// idDigits is how many hex digits of a request's number each event id of the load
+// generator's bodies carries.
+const idDigits = 12
+
+var idZeros = strings.Repeat("0", idDigits)
+
+// requestBodies numbers a load generator's requests into their events' ids, so that every
+// event has an id of its own, in no particular order, as publishers' (GUIDs, typically) have:
+// egrid keeps a delivery history per event id, and a body posted unchanged made every request
+// overwrite the same 100 histories. Each goroutine fills its own copy of the body between requests; net/http is done
+// with a request's body once its response's body has been read and closed.
+type requestBodies struct {
+	body []byte
+	ids  []int         // where the request number's digits go in body
+	n    atomic.Uint64 // requests numbered so far
+}
+
+// newRequestBodies finds the request-number digits of a body from eventBody or
+// cloudEventBody. A body without them is sent unchanged.
+func newRequestBodies(body []byte) *requestBodies {
+	rb := &requestBodies{body: body}
+	const field = `"id":"`
+	for off := 0; ; {
+		i := bytes.Index(body[off:], []byte(field))
+		if i < 0 {
+			break
+		}
+		off += i + len(field)
+		dash := bytes.IndexByte(body[off:], '-')
+		if dash < 0 {
+			break
+		}
+		if d := off + dash + 1; d+idDigits <= len(body) && string(body[d:d+idDigits]) == idZeros {
+			rb.ids = append(rb.ids, d)
+		}
+	}
+	return rb
+}
+
+// fill writes the next request's number into buf, a copy of rb.body.
+func (rb *requestBodies) fill(buf []byte) {
+	if len(rb.ids) == 0 {
+		return
+	}
+	var digits [idDigits]byte
+	// Scrambled, as GUIDs are in no order: an odd multiplier is a bijection on the 48 bits
+	// written, so no two requests share their digits.
+	n := rb.n.Add(1) * 0x9e3779b97f4a7c15
+	for i := idDigits - 1; i >= 0; i-- {
+		digits[i] = "0123456789abcdef"[n&15]
+		n >>= 4
+	}
+	for _, at := range rb.ids {
+		copy(buf[at:at+idDigits], digits[:])
+	}
 }
 
 // load posts body to url from Concurrency goroutines for d and returns the successful
@@ -47,12 +106,15 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 	start := time.Now()
 	deadline := start.Add(d)
 	stop := b.progress(label, func() string { return fmt.Sprintf("%d requests", ok.Load()) })
+	bodies := newRequestBodies(body)
 	for range b.opt.Concurrency {
 		wg.Add(1)
 		goWithRole(roleLoadgen, func() {
 			defer wg.Done()
+			buf := bytes.Clone(body)
 			for ctx.Err() == nil && time.Now().Before(deadline) {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				bodies.fill(buf)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := client.Do(req)
 				if err != nil {

@@ -175,7 +175,8 @@ func post(ctx context.Context, client *http.Client, url string, in any) ([]byte,
 	return raw, nil
 }
 
-// cloudEventBody returns a JSON array of n CloudEvents of about 1 KB each.
+// cloudEventBody returns a JSON array of n CloudEvents of about 1 KB each, with ids as
+// [eventBody] makes them.
 func cloudEventBody(n int, idPrefix string) []byte {
 	pad := strings.Repeat("x", 820)
 	var b bytes.Buffer
@@ -184,7 +185,7 @@ func cloudEventBody(n int, idPrefix string) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"specversion":"1.0","id":"%s-%d","source":"/bench","type":"Bench.Event","subject":"/bench","time":"2026-01-01T00:00:00Z","datacontenttype":"application/json","data":{"pad":%q,"sent":0}}`, idPrefix, i, pad)
+		fmt.Fprintf(&b, `{"specversion":"1.0","id":"%s-%s-%d","source":"/bench","type":"Bench.Event","subject":"/bench","time":"2026-01-01T00:00:00Z","datacontenttype":"application/json","data":{"pad":%q,"sent":0}}`, idPrefix, idZeros, i, pad)
 	}
 	b.WriteByte(']')
 	return b.Bytes()
