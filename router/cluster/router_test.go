@@ -57,6 +57,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "starting an in-process NATS server:", err)
 		os.Exit(1)
 	}
+	// The server's warnings and errors go to stderr, which go test shows when the package
+	// fails: a JetStream API error names no cause ("error creating store for stream"); the
+	// server's warning beside it does.
+	srv.SetLogger(warnLogger{}, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		fmt.Fprintln(os.Stderr, "the in-process NATS server did not accept connections within 10s")
@@ -68,6 +72,18 @@ func TestMain(m *testing.M) {
 	srv.WaitForShutdown()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// warnLogger writes a NATS server's warnings and errors to stderr, and nothing else.
+type warnLogger struct{}
+
+func (warnLogger) Noticef(string, ...any)    {}
+func (warnLogger) Debugf(string, ...any)     {}
+func (warnLogger) Tracef(string, ...any)     {}
+func (warnLogger) Warnf(f string, v ...any)  { fmt.Fprintf(os.Stderr, "nats-server WARN "+f+"\n", v...) }
+func (warnLogger) Errorf(f string, v ...any) { fmt.Fprintf(os.Stderr, "nats-server ERR "+f+"\n", v...) }
+func (warnLogger) Fatalf(f string, v ...any) {
+	fmt.Fprintf(os.Stderr, "nats-server FATAL "+f+"\n", v...)
 }
 
 var prefixes atomic.Int64
