@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -233,10 +232,10 @@ func buildMinIO(t testing.TB, dir, bin string) (string, error) {
 	}
 	defer lock.Close()
 	t.Logf("waiting for the MinIO build lock %s", lock.Name())
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(lock); err != nil {
 		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlockFile(lock)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil // another package built it while we waited
 	}

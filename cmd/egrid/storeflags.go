@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -69,14 +68,20 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("--min-free-disk %q: %w", v, err)
 	}
+	total, err := volumeBytes(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		// The embedded store does not watch free space on this platform either.
+		if s.MinFreeDisk != "" && n > 0 {
+			return 0, fmt.Errorf("--min-free-disk %q: egrid does not watch the disk's free space on this platform: leave it unset or 0", v)
+		}
+		return 0, nil
+	}
 	if s.MinFreeDisk != "" && !percent {
 		return n, nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	if err != nil {
 		return 0, fmt.Errorf("--min-free-disk: reading the size of the volume of %s: %w", dir, err)
 	}
-	total := uint64(st.Blocks) * uint64(st.Bsize) //nolint:unconvert // field types differ by platform
 	if percent {
 		return total * n / 100, nil
 	}

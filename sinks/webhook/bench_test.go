@@ -12,9 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -75,15 +73,6 @@ func startBenchEndpoint(b *testing.B) string {
 		b.Fatalf("reading the endpoint's address: %v", err)
 	}
 	return strings.TrimSpace(line)
-}
-
-// cpuTime is the process's user and system CPU time so far (getrusage).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // countingConn counts the writes (one syscall each) a client makes on its connection.

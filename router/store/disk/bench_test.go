@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -165,7 +164,7 @@ func BenchmarkRawJournal100(b *testing.B) {
 		if _, err := f.Write(buf); err != nil {
 			b.Fatal(err)
 		}
-		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		if err := datasync(f); err != nil {
 			b.Fatal(err)
 		}
 	}

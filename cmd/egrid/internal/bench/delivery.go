@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/egridio/egrid/router"
@@ -93,7 +92,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 // settle writes back what the file system holds dirty (sync(2)) and collects the garbage of
 // what ran before, so a baseline that follows egrid's run does not pay for either.
 func settle() {
-	syscall.Sync()
+	syncDisks()
 	runtime.GC()
 }
 

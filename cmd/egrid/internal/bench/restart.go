@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/egridio/egrid/router"
@@ -264,14 +263,4 @@ func (m *memSampler) close() (peakLive, peakRSS uint64) {
 	close(m.stop)
 	<-m.done
 	return m.peakLive, m.peakRSS
-}
-
-// cpuTime returns the CPU time the process has used, user and system: unlike wall-clock
-// time it hardly changes when other work shares the machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
