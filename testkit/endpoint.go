@@ -111,7 +111,6 @@ type Endpoint struct {
 	behavior Behavior
 	mu       sync.Mutex
 	attempts []Attempt
-	handler  http.Handler
 }
 
 // URL is the endpoint's URL, for a subscription's endpointUrl.

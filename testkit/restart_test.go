@@ -84,7 +84,7 @@ func TestBusyProbationSurvivesRestart(t *testing.T) {
 
 		h.Restart()
 		h.Publish("orders", h.EventGridEvent(testkit.ID("e2")))
-		h.Advance(until.Sub(time.Now()) - time.Millisecond)
+		h.Advance(time.Until(until) - time.Millisecond)
 		hook.RequireAttempts(t, 1)
 		h.Advance(time.Minute)
 		for _, a := range hook.Attempts()[1:] {
