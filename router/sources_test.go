@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -271,4 +272,75 @@ func consumerInfo(t *testing.T, rig *sourceRig) *jetstream.ConsumerInfo {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// A RabbitMQ source reads through a connection the test can cut: events published to its
+// queue while RabbitMQ is out of reach reach the topic once it is back, without a restart
+// (watermill-amqp's subscriber reconnects by itself). Run under -race, it also guards the
+// subscriber's reconnect against data races.
+func TestRabbitMQSourceResumesAfterAnOutage(t *testing.T) {
+	direct := brokertest.Servers(t, broker.RabbitMQ)
+	routed, proxy := brokertest.Through(t, direct, broker.RabbitMQ)
+	brokers := openBrokers(t, routed)
+	feeder := openBrokers(t, direct)
+	pub, ok := feeder.Publisher(broker.RabbitMQ)
+	if !ok {
+		t.Fatal("no RabbitMQ publisher")
+	}
+	delivered := make(chan string, 64)
+	collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			delivered <- ev.ID
+		}
+		return nil
+	})
+	redial := make(chan string, 1)
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
+		Subscribers: brokers.Subscribers(), Sinks: map[string]sinks.Sink{"collect": collect},
+		Logger: slog.New(signalHandler{msg: "source cannot subscribe", ch: redial}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	(&sourceRig{r: r}).createTopic(t)
+	queue := brokertest.Unique("egrid-src-")
+	if err := r.AddSource(router.SourceSpec{Name: "orders-in", Broker: "RabbitMQ", From: queue, Topic: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(id string) {
+		t.Helper()
+		if err := pub.Publish(queue, message.NewMessage(id, []byte(ev(id)))); err != nil {
+			t.Fatalf("publishing %s to RabbitMQ queue %s: %v", id, queue, err)
+		}
+	}
+	// Delivery from a broker is at least once: an ack lost with the connection brings a
+	// message back, so the waits below look for their events among whatever arrives.
+	await := func(id string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-delivered:
+				if got == id {
+					return
+				}
+			case <-time.After(brokerGuard):
+				t.Fatalf("event %s not delivered within %s", id, brokerGuard)
+			}
+		}
+	}
+	send("before")
+	await("before")
+
+	proxy.Down() // cuts the source's connection and refuses new ones
+	send("during")
+	select { // the source noticed, and tried to dial RabbitMQ again
+	case <-redial:
+	case <-time.After(brokerGuard):
+		t.Fatalf("the source did not try to subscribe again within %s of losing its connection", brokerGuard)
+	}
+	proxy.Up()
+	await("during")
+	send("after")
+	await("after")
 }

@@ -21,11 +21,11 @@ type Kind string
 
 // The brokers egrid supports out of the box.
 const (
-	// NATSJetStream publishes to a NATS subject captured by a JetStream stream
-	// (watermill-nats v2, pkg/jetstream).
+	// NATSJetStream publishes to a NATS subject captured by a JetStream stream (in
+	// watermill-nats v2's jetstream wire format, through nats.go).
 	NATSJetStream Kind = "NatsJetStream"
 	// RabbitMQ publishes to a durable RabbitMQ queue through the default exchange, with
-	// publisher confirms (watermill-amqp v3).
+	// publisher confirms (in watermill-amqp v3's wire format, through amqp091-go).
 	RabbitMQ Kind = "RabbitMQ"
 	// RedisStream appends to a Redis stream (watermill-redisstream).
 	RedisStream Kind = "RedisStream"

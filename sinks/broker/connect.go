@@ -241,13 +241,6 @@ func durableConsumer(group string) wmjs.ResourceInitializer {
 
 // RabbitMQ.
 
-func rabbitMQConfig(s RabbitMQServer) wmamqp.Config {
-	cfg := wmamqp.NewDurableQueueConfig(s.URL)
-	c := amqpConfig()
-	cfg.Connection.AmqpConfig = &c
-	return cfg
-}
-
 // rabbitMQPublisher publishes to durable queues through the default exchange in
 // watermill-amqp's wire format (its DefaultMarshaler: persistent messages, the UUID and
 // metadata as headers), so watermill-amqp subscribers read what it publishes. It declares each
@@ -328,16 +321,141 @@ func (p *rabbitMQPublisher) Close() error {
 	return nil
 }
 
-type rabbitMQSubscriber struct{ *wmamqp.Subscriber }
+// rabbitMQSubscriber consumes durable queues (declared as watermill-amqp's durable-queue
+// subscriber declares them, one message in flight per queue) on one amqp091 connection, and
+// reads watermill-amqp's wire format. It is egrid's own rather than watermill-amqp's
+// Subscriber, whose reconnect goroutine replaces the connection and its "connected" channel
+// while the subscriptions read them (a data race at every lost connection). Here nothing
+// reconnects in the background: a subscription whose channel or connection is lost ends (its
+// message channel closes), the source subscribes again, and [Brokers] dials a new
+// connection for it once this one is closed, as it does for the publisher.
+type rabbitMQSubscriber struct {
+	conn    *amqp.Connection
+	closing chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+}
 
-func (s rabbitMQSubscriber) connected() bool { return !s.Closed() }
+func (s *rabbitMQSubscriber) connected() bool { return !s.conn.IsClosed() }
 
-func openRabbitMQSubscriber(s RabbitMQServer, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
-	sub, err := wmamqp.NewSubscriber(rabbitMQConfig(s), wlog)
+func openRabbitMQSubscriber(s RabbitMQServer, _ watermill.LoggerAdapter) (message.Subscriber, error) {
+	conn, err := amqp.DialConfig(s.URL, amqpConfig())
 	if err != nil {
 		return nil, err
 	}
-	return rabbitMQSubscriber{sub}, nil
+	return &rabbitMQSubscriber{conn: conn, closing: make(chan struct{})}, nil
+}
+
+// Subscribe implements [message.Subscriber]: messages of the durable queue, one at a time,
+// each acked or nacked (and requeued) before the next one comes. The channel closes when ctx
+// ends, the subscriber closes or the connection is lost; a message in hand then goes back to
+// the queue.
+func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-chan *message.Message, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("opening a channel: %w", err)
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("declaring queue %q: %w", queue, err)
+	}
+	if err := ch.Qos(1, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("setting the prefetch of queue %q: %w", queue, err)
+	}
+	// Consume, not ConsumeWithContext: that one cancels the consumer from a goroutine of its
+	// own when ctx ends, an RPC that can take the answer to the channel's Close beside it (the
+	// Close then waits for good). Closing the channel ends the consumer, and RabbitMQ requeues
+	// what it had not been answered.
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("consuming queue %q: %w", queue, err)
+	}
+	out := make(chan *message.Message)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		defer ch.Close()
+		for {
+			select {
+			case d, ok := <-deliveries:
+				if !ok || !s.deliver(ctx, d, out) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			case <-s.closing:
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// deliver hands one delivery out and answers RabbitMQ as the handler answered it. It returns
+// false when the subscription must end.
+func (s *rabbitMQSubscriber) deliver(ctx context.Context, d amqp.Delivery, out chan<- *message.Message) bool {
+	m := amqpMessage(d)
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.SetContext(mctx)
+	select {
+	case out <- m:
+	case <-ctx.Done():
+		_ = d.Nack(false, true)
+		return false
+	case <-s.closing:
+		_ = d.Nack(false, true)
+		return false
+	}
+	select {
+	case <-m.Acked():
+		_ = d.Ack(false)
+	case <-m.Nacked():
+		_ = d.Nack(false, true)
+	case <-ctx.Done():
+		_ = d.Nack(false, true)
+		return false
+	case <-s.closing:
+		_ = d.Nack(false, true)
+		return false
+	}
+	return true
+}
+
+// amqpMessage reads a delivery in watermill-amqp's wire format (its DefaultMarshaler: the UUID
+// and the metadata as headers). A header that is not a string, which that format cannot
+// read, is taken in its printed form: the message still reaches the source, whose checks of
+// the payload decide, rather than stalling the queue unanswered.
+func amqpMessage(d amqp.Delivery) *message.Message {
+	if m, err := (wmamqp.DefaultMarshaler{}).Unmarshal(d); err == nil {
+		return m
+	}
+	m := message.NewMessage("", d.Body)
+	for k, v := range d.Headers {
+		text, ok := v.(string)
+		if !ok {
+			text = fmt.Sprint(v)
+		}
+		if k == wmamqp.DefaultMessageUUIDHeaderKey {
+			m.UUID = text
+			continue
+		}
+		m.Metadata[k] = text
+	}
+	return m
+}
+
+// Close stops every subscription, waits for them and closes the connection. It is idempotent.
+func (s *rabbitMQSubscriber) Close() error {
+	s.once.Do(func() {
+		close(s.closing)
+		s.wg.Wait()
+		_ = s.conn.Close() // amqp.ErrClosed when the connection was lost already
+	})
+	return nil
 }
 
 // Redis Streams.
