@@ -473,12 +473,24 @@ func openRedisPublisher(s RedisServer, wlog watermill.LoggerAdapter) (message.Pu
 	return redisstream.NewPublisher(redisstream.PublisherConfig{Client: redisClient(s)}, wlog)
 }
 
+// redisClaimIdle is how long a pending message of a Redis source waits before the subscriber
+// claims it back (see openRedisSubscriber).
+const redisClaimIdle = 15 * time.Second
+
 func openRedisSubscriber(s RedisServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
 	return redisstream.NewSubscriber(redisstream.SubscriberConfig{
 		Client:        redisClient(s),
 		ConsumerGroup: group,
 		// A new consumer group reads the stream from its first entry.
-		OldestId:                      "0",
+		OldestId: "0",
+		// A message Redis hands to a connection that is dying (the source's read in flight
+		// when the connection drops) stays pending for this consumer with no one holding it,
+		// until the subscriber claims it back: after redisClaimIdle, not the library's
+		// minute. A message the source holds that long (a topic refusing it, nacked with
+		// pauses of up to 10 s) may be claimed while in hand and so read twice: sources are
+		// at least once.
+		MaxIdleTime:                   redisClaimIdle,
+		ClaimInterval:                 redisClaimIdle / 5,
 		NackResendSleep:               time.Second,
 		DisableIndefiniteInitialBlock: true,
 	}, wlog)

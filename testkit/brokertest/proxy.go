@@ -27,6 +27,7 @@ type Proxy struct {
 	heldOnce bool
 	done     bool
 	wg       sync.WaitGroup
+	refused  chan struct{} // capacity 1: a connection was refused while down
 }
 
 // NewProxy starts a proxy to target (host:port) on a free loopback port.
@@ -36,7 +37,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("starting a proxy to %s: %v", target, err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, conns: make(map[net.Conn]struct{}), refused: make(chan struct{}, 1)}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept(ln)
@@ -46,6 +47,11 @@ func NewProxy(t testing.TB, target string) *Proxy {
 
 // Addr returns the proxy's host:port.
 func (p *Proxy) Addr() string { return p.addr }
+
+// Refused returns a channel that receives when the proxy refuses a connection while it is
+// down: a client noticed the broker gone and tried to connect again. It holds one value at
+// most, so a receive means at least one refusal since the one before.
+func (p *Proxy) Refused() <-chan struct{} { return p.refused }
 
 // Down takes the broker away, as when it stops: open connections are cut, and a new one is
 // closed as soon as it is accepted, before anything reaches the broker. The proxy keeps its
@@ -128,6 +134,10 @@ func (p *Proxy) accept(ln net.Listener) {
 		down := p.down
 		p.mu.Unlock()
 		if down {
+			select { // before the close the client sees
+			case p.refused <- struct{}{}:
+			default:
+			}
 			_ = c.Close()
 			continue
 		}

@@ -71,8 +71,18 @@ func TestProxyDownKeepsItsPort(t *testing.T) {
 	if n := conns.Load(); n != before {
 		t.Errorf("the broker got %d connections while the proxy was down", n-before)
 	}
+	select { // the refused connection was signalled (roundTrip has returned: it came first)
+	case <-p.Refused():
+	default:
+		t.Error("a connection refused while down was not signalled on Refused")
+	}
 	p.Up()
 	if got, err := roundTrip(p.Addr()); err != nil || got != "ping\n" {
 		t.Fatalf("through the proxy after Up: %q, %v; want the echo", got, err)
+	}
+	select {
+	case <-p.Refused():
+		t.Error("a connection while up was signalled on Refused")
+	default:
 	}
 }
