@@ -176,28 +176,60 @@ func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out cha
 		_ = msg.Term() // it can never be read
 		return true
 	}
+	switch handOut(ctx, s.closing, m, out, natsAckWait) {
+	case acked:
+		_ = msg.Ack()
+	case nacked:
+		_ = msg.NakWithDelay(natsNakDelay)
+	case unanswered: // JetStream redelivers after its own AckWait
+	default:
+		_ = msg.Nak()
+		return false
+	}
+	return true
+}
+
+// answer is what became of a message handed out (see handOut).
+type answer int
+
+const (
+	ended      answer = iota // the subscription ended first
+	acked                    // the reader acked it
+	nacked                   // the reader nacked it
+	unanswered               // the bound passed first
+)
+
+// handOut sends m on out, with a context that ends when it returns, and waits for the
+// reader's answer, for at most bound (0: no bound), or until ctx ends or closing closes.
+func handOut(ctx context.Context, closing <-chan struct{}, m *message.Message, out chan<- *message.Message, bound time.Duration) answer {
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m.SetContext(mctx)
 	select {
 	case out <- m:
 	case <-ctx.Done():
-		_ = msg.Nak()
-		return false
-	case <-s.closing:
-		_ = msg.Nak()
-		return false
+		return ended
+	case <-closing:
+		return ended
 	}
-	timeout := time.NewTimer(natsAckWait)
-	defer timeout.Stop()
+	var timeout <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-m.Acked():
-		_ = msg.Ack()
+		return acked
 	case <-m.Nacked():
-		_ = msg.NakWithDelay(natsNakDelay)
-	case <-timeout.C: // JetStream redelivers after its own AckWait
+		return nacked
+	case <-timeout:
+		return unanswered
+	case <-ctx.Done():
+		return ended
+	case <-closing:
+		return ended
 	}
-	return true
 }
 
 // Close stops every subscription, waits for them and closes the connection. It is idempotent.
@@ -397,28 +429,12 @@ func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-cha
 // deliver hands one delivery out and answers RabbitMQ as the handler answered it. It returns
 // false when the subscription must end.
 func (s *rabbitMQSubscriber) deliver(ctx context.Context, d amqp.Delivery, out chan<- *message.Message) bool {
-	m := amqpMessage(d)
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	m.SetContext(mctx)
-	select {
-	case out <- m:
-	case <-ctx.Done():
-		_ = d.Nack(false, true)
-		return false
-	case <-s.closing:
-		_ = d.Nack(false, true)
-		return false
-	}
-	select {
-	case <-m.Acked():
+	switch handOut(ctx, s.closing, amqpMessage(d), out, 0) {
+	case acked:
 		_ = d.Ack(false)
-	case <-m.Nacked():
+	case nacked:
 		_ = d.Nack(false, true)
-	case <-ctx.Done():
-		_ = d.Nack(false, true)
-		return false
-	case <-s.closing:
+	default:
 		_ = d.Nack(false, true)
 		return false
 	}
