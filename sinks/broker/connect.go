@@ -226,8 +226,16 @@ func handOut(ctx context.Context, closing <-chan struct{}, m *message.Message, o
 	case <-timeout:
 		return unanswered
 	case <-ctx.Done():
-		return ended
 	case <-closing:
+	}
+	// The subscription ended, maybe just after the reader answered (select picks at random
+	// among ready cases): an answer given still counts, or an acked message would come back.
+	select {
+	case <-m.Acked():
+		return acked
+	case <-m.Nacked():
+		return nacked
+	default:
 		return ended
 	}
 }
