@@ -557,9 +557,9 @@ const leaderWait = time.Minute
 // leaderTry bounds one read or write of Join while it waits for a leader.
 const leaderTry = 5 * time.Second
 
-// untilLeader runs fn until it returns anything but a timeout (or JetStream not answering),
-// each try bounded by leaderTry, for at most leaderWait or until ctx ends: what a bucket
-// without a leader yet answers. It returns fn's last error.
+// untilLeader runs fn until it returns anything but what a bucket without a leader yet answers
+// (see noLeaderYet), each try bounded by leaderTry, for at most leaderWait or until ctx ends.
+// It returns fn's last error.
 func untilLeader(ctx context.Context, fn func(context.Context) error) error {
 	deadline := time.Now().Add(leaderWait)
 	wait := 100 * time.Millisecond
@@ -582,9 +582,12 @@ func untilLeader(ctx context.Context, fn func(context.Context) error) error {
 }
 
 // noLeaderYet reports whether err is what a JetStream call answers while the stream behind it
-// has no leader: a timeout or no response.
+// has no leader: a timeout or no response. Or "stream not found": Join reads only buckets it
+// has just opened or created, and a server whose copy of the cluster's JetStream state lags
+// answers so for a moment after a bucket with replicas is created (seen in CI: a Status read
+// right after CreateKeyValue on three servers).
 func noLeaderYet(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrNoHeartbeat)
+		errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
