@@ -134,11 +134,7 @@ func (p *Proxy) accept(ln net.Listener) {
 		down := p.down
 		p.mu.Unlock()
 		if down {
-			select { // before the close the client sees
-			case p.refused <- struct{}{}:
-			default:
-			}
-			_ = c.Close()
+			p.refuse(c)
 			continue
 		}
 		up, err := net.Dial("tcp", p.target)
@@ -149,8 +145,8 @@ func (p *Proxy) accept(ln net.Listener) {
 		p.mu.Lock()
 		if p.down {
 			p.mu.Unlock()
-			_ = c.Close()
 			_ = up.Close()
+			p.refuse(c)
 			continue
 		}
 		p.conns[c] = struct{}{}
@@ -160,6 +156,16 @@ func (p *Proxy) accept(ln net.Listener) {
 		go p.pipe(up, c)
 		go p.pipe(c, up)
 	}
+}
+
+// refuse closes c, a connection accepted while the proxy is down, and signals Refused first
+// (so the signal is there by the time the client sees the close).
+func (p *Proxy) refuse(c net.Conn) {
+	select {
+	case p.refused <- struct{}{}:
+	default:
+	}
+	_ = c.Close()
 }
 
 // pipe copies src to dst, holding data while the proxy is stalled.
