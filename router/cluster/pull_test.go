@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,7 +259,15 @@ func TestPullFailoverLosesLocksKeepsCounts(t *testing.T) {
 	eventually(t, 30*time.Second, "workers runs on "+survivor.name, func() bool {
 		return survivor.r.RunsSubscription("jobs", "workers")
 	})
-	res, err := survivor.r.Acknowledge(t.Context(), "jobs", "workers", tokens)
+	// The placement can name the survivor a moment before its topic actor has started the
+	// subscription's actor, which then answers that the subscription is not running: the
+	// answer the new owner gives once it runs is what this test is about.
+	var res router.SettleResult
+	var err error
+	eventually(t, 30*time.Second, "the new owner answers Acknowledge", func() bool {
+		res, err = survivor.r.Acknowledge(t.Context(), "jobs", "workers", tokens)
+		return err == nil || !strings.Contains(err.Error(), "is not running")
+	})
 	if err != nil {
 		t.Fatalf("Acknowledge of the old owner's tokens: %v", err)
 	}
