@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -81,6 +82,24 @@ func TestTopicRefusesPullOnPushSubscription(t *testing.T) {
 		v, err := h.System().Root.RequestFuture(pid, &actors.ReceiveEvents{Subscription: "hook", ID: 1, MaxEvents: 1, MaxWait: 10 * time.Second}, time.Minute).Result()
 		if err != nil || v != actors.ErrNotQueue {
 			t.Fatalf("receive on a push subscription = %v, %v; want ErrNotQueue", v, err)
+		}
+	})
+}
+
+// Requests for a subscription the topic actor runs no actor of are answered ErrNotRunning,
+// which a cluster node turns into "not placed, try again".
+func TestTopicAnswersNotRunning(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		pid := h.Spawn(actors.TopicProps(&actors.TopicConfig{Name: "orders", Metrics: new(metrics.Set)}))
+		for _, msg := range []any{
+			&actors.GetStatus{Subscription: "workers"},
+			&actors.ReceiveEvents{Subscription: "workers", ID: 1, MaxEvents: 1, MaxWait: time.Second},
+			&actors.SettleEvents{Subscription: "workers", Op: actors.Acknowledge, LockTokens: []string{"t"}},
+		} {
+			v, err := h.System().Root.RequestFuture(pid, msg, time.Minute).Result()
+			if got, ok := v.(error); err != nil || !ok || !errors.Is(got, actors.ErrNotRunning) {
+				t.Errorf("%T for a subscription not running = %v, %v; want ErrNotRunning", msg, v, err)
+			}
 		}
 	})
 }

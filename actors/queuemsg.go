@@ -9,6 +9,12 @@ import (
 // ErrNotQueue answers a [ReceiveEvents] or [SettleEvents] sent to a push subscription.
 var ErrNotQueue = errors.New("the event subscription delivers by push, not from a queue")
 
+// ErrNotRunning answers a request a topic actor forwards to one of its subscriptions' actors
+// (a status, a pull request) when it runs no actor of that name: the subscription was just
+// deleted, or, in cluster mode, its placement names this node a moment before the topic
+// actor has started it there.
+var ErrNotRunning = errors.New("the event subscription's actor is not running")
+
 // This file holds the messages of queue subscription actors (pull delivery,
 // eventgrid-behaviour.md §9). The router sends them to the topic actor, which forwards them to
 // the subscription's actor; the answer goes to the sender.

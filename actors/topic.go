@@ -128,7 +128,7 @@ func (t *topic) Receive(c actor.Context) {
 func (t *topic) forward(c actor.Context, name string) {
 	ch, ok := t.subs[name]
 	if !ok {
-		c.Respond(fmt.Errorf("subscription %q of topic %q is not running", name, t.cfg.Name))
+		c.Respond(fmt.Errorf("subscription %q of topic %q: %w", name, t.cfg.Name, ErrNotRunning))
 		return
 	}
 	c.Forward(ch.pid)

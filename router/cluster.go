@@ -393,6 +393,7 @@ var errKinds = []struct {
 	kind string
 	err  error
 }{
+	{"notRunning", actors.ErrNotRunning},
 	{"notQueue", ErrNotQueueSubscription},
 	{"subNotFound", ErrSubscriptionNotFound},
 	{"topicNotFound", ErrTopicNotFound},
@@ -414,12 +415,17 @@ func (a *clusterAnswer) setErr(err error) {
 }
 
 // err is the owner's error as this node returns it: wrapping the same sentinel. An owner
-// shutting down is a subscription about to move.
+// shutting down is a subscription about to move, and an owner whose topic actor has not yet
+// started the subscription (the placement names a node a moment before it runs it there) is
+// one about to run: both are [ErrNotPlaced], to try again.
 func (a *clusterAnswer) err(holder string) error {
 	for _, k := range errKinds {
 		if a.Kind == k.kind {
-			if k.err == ErrClosed {
+			switch k.err {
+			case ErrClosed:
 				return fmt.Errorf("node %s is shutting down: %w", holder, ErrNotPlaced)
+			case actors.ErrNotRunning:
+				return fmt.Errorf("node %s is starting the event subscription: %w", holder, ErrNotPlaced)
 			}
 			return fmt.Errorf("node %s: %s: %w", holder, a.Err, k.err)
 		}

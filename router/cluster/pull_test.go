@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -260,13 +259,13 @@ func TestPullFailoverLosesLocksKeepsCounts(t *testing.T) {
 		return survivor.r.RunsSubscription("jobs", "workers")
 	})
 	// The placement can name the survivor a moment before its topic actor has started the
-	// subscription's actor, which then answers that the subscription is not running: the
-	// answer the new owner gives once it runs is what this test is about.
+	// subscription's actor, which then answers ErrNotPlaced (try again): the answer the new
+	// owner gives once it runs is what this test is about.
 	var res router.SettleResult
 	var err error
 	eventually(t, 30*time.Second, "the new owner answers Acknowledge", func() bool {
 		res, err = survivor.r.Acknowledge(t.Context(), "jobs", "workers", tokens)
-		return err == nil || !strings.Contains(err.Error(), "is not running")
+		return !errors.Is(err, router.ErrNotPlaced)
 	})
 	if err != nil {
 		t.Fatalf("Acknowledge of the old owner's tokens: %v", err)

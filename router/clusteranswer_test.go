@@ -1,0 +1,43 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/egridio/egrid/actors"
+)
+
+// An owner's error reaches the asking node wrapping the same sentinel, through the JSON of
+// the answer; an owner shutting down, or not yet running the subscription its placement
+// names it for, answers ErrNotPlaced, which callers retry.
+func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
+	for _, c := range []struct {
+		owner error
+		want  []error
+	}{
+		{fmt.Errorf("subscription %q of topic %q: %w", "workers", "jobs", actors.ErrNotRunning), []error{ErrNotPlaced, ErrUnavailable}},
+		{fmt.Errorf("receiving: %w: %w", ErrUnavailable, fmt.Errorf("subscription: %w", actors.ErrNotRunning)), []error{ErrNotPlaced}},
+		{ErrClosed, []error{ErrNotPlaced}},
+		{fmt.Errorf("event subscription %q: %w", "workers", ErrNotQueueSubscription), []error{ErrNotQueueSubscription}},
+		{ErrInsufficientStorage, []error{ErrInsufficientStorage}},
+	} {
+		var a clusterAnswer
+		a.setErr(c.owner)
+		raw, err := json.Marshal(&a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got clusterAnswer
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		err = got.err("b")
+		for _, w := range c.want {
+			if !errors.Is(err, w) {
+				t.Errorf("owner's %q reached the asking node as %q, not wrapping %q", c.owner, err, w)
+			}
+		}
+	}
+}
