@@ -483,17 +483,21 @@ var sharedClient = sync.OnceValue(func() *http.Client {
 // after DNS resolution. A dial error that wraps [sinks.ErrDestinationDenied] makes the attempt
 // InvalidDestination. Call CloseIdleConnections when done with it.
 func NewClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+	const maxIdle, maxIdlePerHost, idleTimeout = 1024, 256, 90 * time.Second
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dial,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			DisableCompression:    true,
+		Transport: &transport{
+			Transport: &http.Transport{
+				Proxy:                 http.ProxyFromEnvironment,
+				DialContext:           dial,
+				ForceAttemptHTTP2:     true,
+				MaxIdleConns:          maxIdle,
+				MaxIdleConnsPerHost:   maxIdlePerHost,
+				IdleConnTimeout:       idleTimeout,
+				TLSHandshakeTimeout:   10 * time.Second,
+				ExpectContinueTimeout: time.Second,
+				DisableCompression:    true,
+			},
+			direct: newDirectPool(dial, maxIdlePerHost, maxIdle, idleTimeout),
 		},
 		CheckRedirect: refuseRedirects,
 	}
