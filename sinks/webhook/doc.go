@@ -44,6 +44,17 @@
 // CloudEvents OPTIONS abuse-protection handshake and returns the allowed rate. Both report a
 // refusal as a *[HandshakeError] whose message names the endpoint without its query string.
 //
+// The client: [SharedClient] and the clients [NewClient] makes send a plain-http request
+// with a body of at most 16 KiB, and no proxy for its URL, on the caller's goroutine over
+// keep-alive connections of their own: the request written by [http.Request.Write], the
+// answer read by [http.ReadResponse], with no goroutine hand-off (about half the client's
+// CPU per delivery; see the README's benchmark notes). A connection taken from the pool that
+// the endpoint had closed while it was idle fails before any byte of an answer; the request
+// is then sent once more on a new connection, which may duplicate a request the endpoint
+// read and dropped without answering, as Event Grid's at-least-once delivery allows.
+// Everything else (https with HTTP/2 and TLS, proxied URLs, larger bodies, which net/http
+// writes while it already reads an early answer) goes through net/http's Transport.
+//
 // Buffers: Deliver does not read b.Body after it returns, even when the endpoint answers
 // before it has read the whole request (net/http may keep writing the body in the
 // background). A body up to 64 KB is sent from a copy the request owns, behind a

@@ -142,13 +142,17 @@ func (p *directPool) roundTrip(req *http.Request) (*http.Response, error) {
 			pc = &directConn{c: c, key: key, bw: bufio.NewWriter(c)}
 			pc.br = bufio.NewReader(pc)
 		}
-		if try > 0 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		if try > 0 && req.Body != nil && req.Body != http.NoBody {
+			// A copy with the body again: RoundTrip does not change the caller's request.
 			body, err := req.GetBody()
 			if err != nil {
 				_ = pc.c.Close()
 				return nil, err
 			}
-			req.Body = body
+			again := new(http.Request)
+			*again = *req
+			again.Body = body
+			req = again
 		}
 		before := pc.read
 		resp, err := p.exchange(ctx, pc, req)
@@ -193,7 +197,7 @@ func (p *directPool) exchange(ctx context.Context, pc *directConn, req *http.Req
 		return fail(err)
 	}
 	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
-	resp.Body = &directBody{r: resp.Body, pc: pc, p: p, stop: stop, keep: keep}
+	resp.Body = &directBody{r: resp.Body, pc: pc, p: p, stop: stop, keep: keep, eof: resp.Body == http.NoBody}
 	return resp, nil
 }
 

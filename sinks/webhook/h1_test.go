@@ -95,7 +95,15 @@ func TestDirectResendsOnAConnectionClosedWhileIdle(t *testing.T) {
 			close(closed)
 			return
 		}
-		for s.readRequest(br) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if body, _ := io.ReadAll(req.Body); string(body) != string(smallBatch.Body) {
+				t.Errorf("the endpoint read the body %q; want the batch's %q", body, smallBatch.Body)
+			}
+			s.requests.Add(1)
 			_, _ = io.WriteString(c, ok200)
 		}
 	})

@@ -470,7 +470,9 @@ func validHeaderValue(v string) bool {
 // (for the validation handshake, say). It is tuned for connection reuse: keep-alive, up to
 // 256 idle connections per host, no compression (response bodies are discarded), no overall
 // Timeout (each attempt is bounded by its context) and no redirects (a 3xx is a failed
-// attempt). It honours the HTTP_PROXY, HTTPS_PROXY and NO_PROXY environment variables.
+// attempt). It honours the HTTP_PROXY, HTTPS_PROXY and NO_PROXY environment variables. Its
+// transport sends small plain-http requests on the caller's goroutine (see the package
+// documentation) and the rest through net/http's Transport.
 func SharedClient() *http.Client { return sharedClient() }
 
 var sharedClient = sync.OnceValue(func() *http.Client {
