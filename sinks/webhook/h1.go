@@ -260,7 +260,9 @@ func (b *directBody) Close() error {
 	}
 	b.done = true
 	_ = b.r.Close()
-	if b.stop() && b.eof && b.keep {
+	// Bytes already waiting after the answer were not asked for (net/http's read goroutine
+	// drops such a connection too): the next request must not read them as its answer.
+	if b.stop() && b.eof && b.keep && b.pc.br.Buffered() == 0 {
 		b.p.put(b.pc)
 		return nil
 	}

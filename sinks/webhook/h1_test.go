@@ -168,6 +168,7 @@ func TestDirectClosesWhatCannotBeReused(t *testing.T) {
 		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"},
 		{name: "body longer than drained", answer: "HTTP/1.1 200 OK\r\nContent-Length: 70000\r\n\r\n" + strings.Repeat("x", 70000)},
 		{name: "body until close", answer: "HTTP/1.1 200 OK\r\n\r\nall of it"},
+		{name: "an answer nobody asked for", answer: ok200 + ok200},
 		{name: "101 Switching Protocols", answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: Upgrade\r\n\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
