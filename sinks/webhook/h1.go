@@ -106,7 +106,7 @@ func newDirectPool(dial func(ctx context.Context, network, addr string) (net.Con
 	return &directPool{dial: dial, maxPerHost: maxPerHost, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: make(map[string][]*directConn)}
 }
 
-// hostPort is the address of u's host as net/http dials it: port 80 when none is given.
+// hostPort is the address of req's URL as net/http dials it: port 80 when none is given.
 func hostPort(req *http.Request) string {
 	host, port := req.URL.Hostname(), req.URL.Port()
 	if port == "" {
