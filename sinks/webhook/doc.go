@@ -48,10 +48,12 @@
 // with a body of at most 16 KiB, and no proxy for its URL, on the caller's goroutine over
 // keep-alive connections of their own: the request written by [http.Request.Write], the
 // answer read by [http.ReadResponse], with no goroutine hand-off (about half the client's
-// CPU per delivery; see the README's benchmark notes). A connection taken from the pool that
-// the endpoint had closed while it was idle fails before any byte of an answer; the request
-// is then sent once more on a new connection, which may duplicate a request the endpoint
-// read and dropped without answering, as Event Grid's at-least-once delivery allows.
+// CPU per delivery; see the README's benchmark notes). A connection idle for a second or
+// more is looked at before use (a peek that does not wait), so one the endpoint closed while
+// it was idle is dropped, not written to. One closed as the request goes out fails before
+// any byte of an answer; the request is then sent once more on a new connection, which may
+// duplicate a request the endpoint read and dropped without answering, as Event Grid's
+// at-least-once delivery allows.
 // Everything else (https with HTTP/2 and TLS, proxied URLs, larger bodies, which net/http
 // writes while it already reads an early answer) goes through net/http's Transport.
 //

@@ -76,6 +76,7 @@ type directPool struct {
 	maxPerHost  int
 	maxIdle     int
 	idleTimeout time.Duration
+	probeAfter  time.Duration // see probeAfter
 
 	mu    sync.Mutex
 	idle  map[string][]*directConn // by host:port, oldest first
@@ -103,7 +104,7 @@ func newDirectPool(dial func(ctx context.Context, network, addr string) (net.Con
 	if dial == nil { // as net/http's Transport dials without a DialContext
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &directPool{dial: dial, maxPerHost: maxPerHost, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: make(map[string][]*directConn)}
+	return &directPool{dial: dial, maxPerHost: maxPerHost, maxIdle: maxIdle, idleTimeout: idleTimeout, probeAfter: probeAfter, idle: make(map[string][]*directConn)}
 }
 
 // hostPort is the address of req's URL as net/http dials it: port 80 when none is given.
@@ -116,13 +117,14 @@ func hostPort(req *http.Request) string {
 }
 
 // roundTrip sends req on an idle connection to its host, or a new one, and reads the
-// answer's head; the body is read by the caller (see directBody). A connection taken from the
-// pool that the endpoint had closed meanwhile (its keep-alive timeout passed) fails before
-// any answer arrives: the request is then sent once more on a new connection, as net/http
-// does for a connection its read goroutine saw closed. In the rare case that the endpoint
-// read the request and closed the connection without answering, that second send is a
-// duplicate delivery, which Event Grid's at-least-once delivery allows and the retry policy
-// would have made anyway, later.
+// answer's head; the body is read by the caller (see directBody). A connection idle for a
+// second or more is looked at first (take), so one the endpoint closed meanwhile (its
+// keep-alive timeout passed) is not used. One it closes as the request goes out, or within
+// that second, fails before any answer arrives: the request is then sent once more on a new
+// connection, as net/http does for a connection its read goroutine saw closed. In the rare
+// case that the endpoint read the request and closed the connection without answering, that
+// second send is a duplicate delivery, which Event Grid's at-least-once delivery allows and
+// the retry policy would have made anyway, later.
 func (p *directPool) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if err := validHeader(req.Header); err != nil {
@@ -269,23 +271,37 @@ func (b *directBody) Close() error {
 	return b.pc.c.Close()
 }
 
-// take returns the most recently used idle connection to key, or nil.
+// probeAfter is how long a connection must have been idle before take looks whether the
+// endpoint closed it meanwhile. Endpoints close idle connections after seconds (Node.js after
+// 5 s, nginx after 75 s), so one used within the last second is sent on without a look: the
+// look is a system call, and a busy subscription reuses its connections every few
+// milliseconds.
+const probeAfter = time.Second
+
+// take returns the most recently used idle connection to key that the endpoint has not
+// closed as far as can be seen, or nil. Those it finds closed it closes.
 func (p *directPool) take(key string) *directConn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	conns := p.idle[key]
-	if len(conns) == 0 {
-		return nil
+	for {
+		p.mu.Lock()
+		conns := p.idle[key]
+		if len(conns) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		pc := conns[len(conns)-1]
+		conns[len(conns)-1] = nil
+		if len(conns) == 1 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = conns[:len(conns)-1]
+		}
+		p.count--
+		p.mu.Unlock()
+		if time.Since(pc.idleAt) < p.probeAfter || !peerGone(pc.c) {
+			return pc
+		}
+		_ = pc.c.Close()
 	}
-	pc := conns[len(conns)-1]
-	conns[len(conns)-1] = nil
-	if len(conns) == 1 {
-		delete(p.idle, key)
-	} else {
-		p.idle[key] = conns[:len(conns)-1]
-	}
-	p.count--
-	return pc
 }
 
 // put keeps pc for the next request to its host, or closes it when the pool is full.
