@@ -140,6 +140,9 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Result, error) {
 			break
 		}
 		fmt.Fprintf(r.opt.Progress, "== %s\n", s.Name)
+		// Each scenario starts on a settled machine: nothing the one before wrote is still
+		// being written back to the disk its fsyncs wait for, and its garbage is collected.
+		settle()
 		var res []Result
 		var err error
 		// Everything the scenario starts is egrid's unless it says otherwise (the load

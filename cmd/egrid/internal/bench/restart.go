@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/metrics"
 	"strings"
@@ -44,6 +45,7 @@ func restart(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 	total := perSub * restartSubscriptions
 	b.runs++
 	dir := filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs))
+	defer os.RemoveAll(dir) // deferred first, so it runs after the store is closed
 	if err := buildParkedStore(ctx, b, dir, sink.url, perSub); err != nil {
 		return nil, err
 	}

@@ -183,6 +183,7 @@ func (s *syncServer) close() {
 	close(s.reqs)
 	<-s.done
 	_ = s.f.Close()
+	_ = os.Remove(s.f.Name())
 }
 
 // egridServer is a router on a fresh disk store, served on 127.0.0.1.
@@ -196,7 +197,8 @@ type egridServer struct {
 
 func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
 	b.runs++
-	st, err := disk.Open(filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs)), disk.Options{})
+	dir := filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs))
+	st, err := disk.Open(dir, disk.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +223,9 @@ func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
 		_ = s.srv.Close()
 		_ = r.Close(context.Background())
 		_ = st.Close()
+		// Its files go at once: what the page cache still holds of them is then never
+		// written back while later scenarios use the disk.
+		_ = os.RemoveAll(dir)
 	})
 	return s, nil
 }
