@@ -46,9 +46,11 @@
 //
 // The client: [SharedClient] and the clients [NewClient] makes send a plain-http request
 // with a body of at most 16 KiB, and no proxy for its URL, on the caller's goroutine over
-// keep-alive connections of their own: the request written by [http.Request.Write], the
-// answer read by [http.ReadResponse], with no goroutine hand-off (about half the client's
-// CPU per delivery; see the README's benchmark notes). A connection idle for a second or
+// keep-alive connections of their own, with no goroutine hand-off (about half the client's
+// CPU per delivery; see the README's benchmark notes). The request and the answer are the
+// bytes net/http writes and reads: the shapes nearly all of them have are written and read by
+// the package's own code, held to [http.Request.Write] and [http.ReadResponse] by tests that
+// compare the two (fuzz targets included), and every other shape by those functions. A connection idle for a second or
 // more is looked at before use (a peek that does not wait), so one the endpoint closed while
 // it was idle is dropped, not written to. One closed as the request goes out fails before
 // any byte of an answer; the request is then sent once more on a new connection, which may
