@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -112,6 +113,9 @@ func newDirectPool(dial func(ctx context.Context, network, addr string) (net.Con
 // hostPort is the address of req's URL as net/http dials it: port 80 when none is given.
 func hostPort(req *http.Request) string {
 	host, port := req.URL.Hostname(), req.URL.Port()
+	if port != "" && strings.IndexByte(host, ':') < 0 && len(host)+1+len(port) == len(req.URL.Host) {
+		return req.URL.Host // name:port as it is, without building it again per request
+	}
 	if port == "" {
 		port = "80"
 	}

@@ -119,8 +119,7 @@ func writeHead(bw *bufio.Writer, req *http.Request, host, uri string) error {
 	}
 	if sendsContentLength(method, req.ContentLength) {
 		bw.WriteString("Content-Length: ")
-		var num [20]byte
-		bw.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), req.ContentLength, 10))
 		bw.WriteString("\r\n")
 	}
 	var stack [sortedHeaders]string

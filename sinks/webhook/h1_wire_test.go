@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -324,4 +325,24 @@ func FuzzWriteRequest(f *testing.F) {
 		}
 		compareWrites(t, build(), build())
 	})
+}
+
+func TestHostPort(t *testing.T) {
+	for _, target := range []string{
+		"http://127.0.0.1:8080/x", "http://example.com/x", "http://Example.COM:81/", "http://[::1]:8080/",
+		"http://[::1]/", "http://host:/", "http://[fe80::1%25eth0]:80/", "http://user:pw@example.com:99/",
+	} {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		want := net.JoinHostPort(u.Hostname(), port)
+		if got := hostPort(&http.Request{URL: u}); got != want {
+			t.Errorf("%s: %q, want %q", target, got, want)
+		}
+	}
 }
