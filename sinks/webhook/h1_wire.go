@@ -48,8 +48,13 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 // length, and headers whose names are tokens and whose values have no control bytes (net/http
 // would drop or clean those).
 func plainRequest(req *http.Request) (host, uri string, ok bool) {
-	if req.URL == nil || req.Method == http.MethodConnect || (req.Method != "" && !validHeaderName(req.Method)) || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 ||
-		req.ContentLength < 0 || (req.ContentLength > 0) != (req.Body != nil && req.Body != http.NoBody) {
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	switch {
+	case req.URL == nil, req.Method == http.MethodConnect, req.Method != "" && !validHeaderName(req.Method):
+		return "", "", false
+	case req.Close, req.Trailer != nil, len(req.TransferEncoding) > 0:
+		return "", "", false
+	case req.ContentLength < 0, (req.ContentLength > 0) != hasBody:
 		return "", "", false
 	}
 	if httptrace.ContextClientTrace(req.Context()) != nil {
@@ -244,8 +249,10 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 			return nil
 		}
 		v := line[colon+1:]
-		if !validHeaderValue(string(v)) {
-			return nil
+		for _, c := range v { // as validHeaderValue
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return nil
+			}
 		}
 		v = bytes.Trim(v, " \t")
 		switch name {
