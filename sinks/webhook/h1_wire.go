@@ -25,11 +25,12 @@ import (
 
 // writeRequest writes req to bw as [http.Request.Write] would.
 func writeRequest(bw *bufio.Writer, req *http.Request) error {
-	host, uri, ok := plainRequest(req)
+	var stack [sortedHeaders]string
+	host, uri, names, ok := plainRequest(req, stack[:0])
 	if !ok {
 		return req.Write(bw)
 	}
-	err := writeHead(bw, req, host, uri)
+	err := writeHead(bw, req, host, uri, names)
 	if err == nil && req.ContentLength > 0 {
 		err = writeBody(bw, req)
 	}
@@ -41,24 +42,25 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 	return err
 }
 
-// plainRequest reports whether writeRequest writes req itself, with the Host header and the
-// request target it writes: a host of letters, digits and the punctuation of names and
+// plainRequest reports whether writeRequest writes req itself, with the Host header, the
+// request target and the names of the headers after Content-Length it writes (appended to
+// names, in no order): a host of letters, digits and the punctuation of names and
 // addresses (net/http would write it unchanged), a request target without control bytes, no
 // client trace, trailer, transfer encoding or Connection: close to add, a body of stated
 // length, and headers whose names are tokens and whose values have no control bytes (net/http
 // would drop or clean those).
-func plainRequest(req *http.Request) (host, uri string, ok bool) {
+func plainRequest(req *http.Request, names []string) (host, uri string, _ []string, ok bool) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	switch {
 	case req.URL == nil, req.Method == http.MethodConnect, req.Method != "" && !validHeaderName(req.Method):
-		return "", "", false
+		return "", "", nil, false
 	case req.Close, req.Trailer != nil, len(req.TransferEncoding) > 0:
-		return "", "", false
+		return "", "", nil, false
 	case req.ContentLength < 0, (req.ContentLength > 0) != hasBody:
-		return "", "", false
+		return "", "", nil, false
 	}
 	if httptrace.ContextClientTrace(req.Context()) != nil {
-		return "", "", false
+		return "", "", nil, false
 	}
 	host = req.Host
 	if host == "" {
@@ -69,37 +71,43 @@ func plainRequest(req *http.Request) (host, uri string, ok bool) {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '.', c == '-', c == '_', c == ':', c == '[', c == ']':
 		default:
-			return "", "", false
+			return "", "", nil, false
 		}
 	}
 	uri = req.URL.RequestURI()
 	for i := 0; i < len(uri); i++ {
 		if c := uri[i]; c < ' ' || c == 0x7f {
-			return "", "", false
+			return "", "", nil, false
 		}
 	}
 	for name, values := range req.Header {
 		if !validHeaderName(name) {
-			return "", "", false
+			return "", "", nil, false
 		}
 		for _, v := range values {
 			if !validHeaderValue(v) {
-				return "", "", false
+				return "", "", nil, false
 			}
 		}
+		switch name {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			// Written by net/http from the request's fields, or not at all.
+		default:
+			names = append(names, name)
+		}
 	}
-	return host, uri, true
+	return host, uri, names, true
 }
 
 // defaultUserAgent is the User-Agent net/http sends when the request sets none.
 const defaultUserAgent = "Go-http-client/1.1"
 
-// sortedHeaders is how many header names writeHead sorts without allocating.
+// sortedHeaders is how many header names writeRequest collects and sorts without allocating.
 const sortedHeaders = 16
 
 // writeHead writes the request line and the headers in net/http's order: Host, User-Agent,
-// Content-Length, then the rest sorted by name.
-func writeHead(bw *bufio.Writer, req *http.Request, host, uri string) error {
+// Content-Length, then the headers names lists, sorted by name.
+func writeHead(bw *bufio.Writer, req *http.Request, host, uri string, names []string) error {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -126,15 +134,6 @@ func writeHead(bw *bufio.Writer, req *http.Request, host, uri string) error {
 		bw.WriteString("Content-Length: ")
 		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), req.ContentLength, 10))
 		bw.WriteString("\r\n")
-	}
-	var stack [sortedHeaders]string
-	names := stack[:0]
-	for name := range req.Header {
-		switch name {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue
-		}
-		names = append(names, name)
 	}
 	// Insertion sort: a request has a handful of headers, and it allocates nothing.
 	for i := 1; i < len(names); i++ {

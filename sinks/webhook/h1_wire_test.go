@@ -119,7 +119,7 @@ var wireRequests = []wireRequest{
 func TestWriteRequestMatchesNetHTTP(t *testing.T) {
 	for _, w := range wireRequests {
 		t.Run(w.name, func(t *testing.T) {
-			if _, _, plain := plainRequest(w.build(t)); plain != w.plain {
+			if _, _, _, plain := plainRequest(w.build(t), nil); plain != w.plain {
 				t.Errorf("written by writeRequest itself: %v, want %v", plain, w.plain)
 			}
 			compareWrites(t, w.build(t), w.build(t))
