@@ -61,9 +61,11 @@
 //
 // Buffers: Deliver does not read b.Body after it returns, even when the endpoint answers
 // before it has read the whole request (net/http may keep writing the body in the
-// background). A body up to 64 KB is sent from a copy the request owns, behind a
-// *bytes.Reader, which also lets net/http write headers and body in one write; a larger one
-// is read through a guard that the sink cuts off when Deliver returns.
+// background). A body the direct path sends is written whole, resends included, before
+// Deliver returns, so it goes from b.Body itself. Any other body up to 64 KB is sent from a
+// copy the request owns, behind a *bytes.Reader, which also lets net/http write headers and
+// body in one write; a larger one is read through a guard that the sink cuts off when
+// Deliver returns.
 //
 // webhook imports only sinks and schemas from egrid.
 package webhook

@@ -171,6 +171,9 @@ type wire struct {
 	// direct, when not nil, is the client's transport, which Deliver sends through without
 	// Client.Do: see [sendsDirectly].
 	direct http.RoundTripper
+	// own is direct when it is one [NewClient] made, whose direct pool sends a small request
+	// whole before RoundTrip returns.
+	own *transport
 }
 
 // wireOf returns s's wire, making it at the first call.
@@ -188,6 +191,7 @@ func (s *Sink) wireOf() *wire {
 	}
 	if sendsDirectly(s.client, u) {
 		w.direct = s.client.Transport
+		w.own, _ = w.direct.(*transport)
 	}
 	s.wire.Store(w) // a concurrent first Deliver may store its own, equal one
 	return w
@@ -313,6 +317,12 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	switch n := len(b.Body); {
 	case n == 0:
 		req.Body = http.NoBody
+	case n <= maxDirectBody && w.own != nil && w.own.sendsDirectly(req):
+		// The direct pool writes the whole request, and any resend of it, before RoundTrip
+		// returns: nothing reads the body once Deliver has returned, so it needs no copy.
+		body := b.Body
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	case n <= maxCopiedBody:
 		// A copy the request owns, behind a *bytes.Reader: net/http then writes the headers
 		// and the body in one write (it flushes the headers first for any other reader, one
