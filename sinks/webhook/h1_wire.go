@@ -248,10 +248,8 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 			return nil
 		}
 		v := line[colon+1:]
-		for _, c := range v { // as validHeaderValue
-			if (c < ' ' && c != '\t') || c == 0x7f {
-				return nil
-			}
+		if !validHeaderValue(v) {
+			return nil
 		}
 		v = bytes.Trim(v, " \t")
 		switch name {
@@ -300,7 +298,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) *http.Response {
 func canonicalName(b []byte) (string, bool) {
 	var stack [64]byte
 	if len(b) > len(stack) {
-		if !validHeaderName(string(b)) {
+		if !validHeaderName(b) {
 			return "", false
 		}
 		return http.CanonicalHeaderKey(string(b)), true
@@ -317,8 +315,7 @@ func canonicalName(b []byte) (string, bool) {
 			if !upper {
 				c += 'a' - 'A'
 			}
-		case c >= '0' && c <= '9', c == '-':
-		case c < 0x80 && tokenPunct[c]:
+		case c < 0x80 && tokenByte[c]:
 		default:
 			return "", false
 		}
@@ -343,14 +340,6 @@ func canonicalName(b []byte) (string, bool) {
 	}
 	return string(name), true
 }
-
-// tokenPunct marks the punctuation allowed in a token besides '-' (RFC 9110 §5.6.2).
-var tokenPunct = func() (t [0x80]bool) {
-	for _, c := range "!#$%&'*+.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 // hasCloseToken reports whether the Connection header value v lists "close".
 func hasCloseToken(v []byte) bool {

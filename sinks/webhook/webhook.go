@@ -449,25 +449,32 @@ func header(b *sinks.Batch, custom map[string]string) (http.Header, error) {
 }
 
 // validHeaderName reports whether name is an HTTP token (RFC 9110 §5.1).
-func validHeaderName(name string) bool {
-	if name == "" {
+func validHeaderName[T string | []byte](name T) bool {
+	if len(name) == 0 {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
+		if c := name[i]; c >= 0x80 || !tokenByte[c] {
 			return false
 		}
 	}
 	return true
 }
 
+// tokenByte marks the bytes of a token: letters, digits and !#$%&'*+-.^_`|~.
+var tokenByte = func() (t [0x80]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
 // validHeaderValue reports whether v can be sent as a header value: no control characters
 // other than horizontal tab (RFC 9110 §5.5).
-func validHeaderValue(v string) bool {
+func validHeaderValue[T string | []byte](v T) bool {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
