@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/egridio/egrid/router"
@@ -78,11 +79,13 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) 
 	defer sink.close()
 	var mu sync.Mutex
 	var lat []time.Duration
+	var arrivals []arrival
 	sink.onEvent = func(_ string, body []byte) {
 		now := time.Now()
 		mu.Lock()
-		for sent := range sentTimes(body) {
-			lat = append(lat, now.Sub(time.Unix(0, sent)))
+		for m := range latencyMarks(body) {
+			lat = append(lat, now.Sub(time.Unix(0, m.sent)))
+			arrivals = append(arrivals, arrival{n: m.n, at: now.UnixNano()})
 		}
 		mu.Unlock()
 	}
@@ -112,9 +115,10 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) 
 	}
 	total := int(float64(b.opt.Rate) * b.opt.Duration.Seconds())
 	cpu := b.startCPU()
-	ack := b.paced(ctx, fmt.Sprintf("publishing at %d/s", b.opt.Rate), eg.publishURL(), total, func(i int) string {
-		return fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%s,"sent":%d}}]`, i, pad, time.Now().UnixNano())
-	})
+	answered := make([]atomic.Int64, total) // when each request's answer came, unix ns
+	ack := b.pacedAnswers(ctx, fmt.Sprintf("publishing at %d/s", b.opt.Rate), eg.publishURL(), total, func(i int) string {
+		return fmt.Sprintf(`[{"id":"l-%d","subject":"/bench","eventType":"Bench.Event","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%s,"n":%d,"sent":%d}}]`, i, pad, i, time.Now().UnixNano())
+	}, answered)
 	slices.Sort(ack)
 	ack50, ack99 := percentile(ack, 0.50), percentile(ack, 0.99)
 	base50, base99 := percentile(baseAck, 0.50), percentile(baseAck, 0.99)
@@ -141,34 +145,87 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) 
 			Note: fmt.Sprintf("%d events at %d/s", len(lat), b.opt.Rate)},
 	}
 	rows = append(rows, ackRows...)
+	if leg := afterAnswer(arrivals, answered); len(leg) > 0 {
+		rows = append(rows,
+			Result{Scenario: s.Name, Metric: "answer→delivery p50", Value: percentile(leg, 0.50), Unit: "ms"},
+			Result{Scenario: s.Name, Metric: "answer→delivery p99", Value: percentile(leg, 0.99), Unit: "ms",
+				Note: "per event, its publisher's answer to its receipt: delivery alone, without the journal"})
+	}
 	return append(rows, cpuRows(s.Name, use, int64(len(lat)), baseUse, int64(len(baseAck)))...), nil
 }
 
-// sentKey precedes the send time (unix nanoseconds) in the data of every event the latency
-// scenario publishes.
-var sentKey = []byte(`"sent":`)
+// arrival is one event's receipt at the latency scenario's sink: its request number and
+// when it arrived (unix nanoseconds).
+type arrival struct{ n, at int64 }
 
-// sentTimes yields the send time of each event in a delivery body of the latency scenario. It
-// finds them with bytes.Index rather than decoding the JSON: the scenario's events carry
-// nothing else named "sent", and the sink shares the cores with egrid, so what it spends on
-// each delivery is CPU egrid's acknowledgements and deliveries wait for (encoding/json took
-// 5.4 µs per delivered event, this 0.2).
-func sentTimes(body []byte) iter.Seq[int64] {
-	return func(yield func(int64) bool) {
+// afterAnswer returns, sorted, each arrived event's time from its publisher's answer
+// (answered[n], unix nanoseconds; 0 when the request failed) to its arrival at the sink. The
+// leg after the answer is what delivery adds to a durable ack; an event can arrive before
+// its answer reaches the publisher, so some may be negative.
+func afterAnswer(arrivals []arrival, answered []atomic.Int64) []time.Duration {
+	leg := make([]time.Duration, 0, len(arrivals))
+	for _, a := range arrivals {
+		if a.n < 0 || a.n >= int64(len(answered)) {
+			continue
+		}
+		if at := answered[a.n].Load(); at != 0 {
+			leg = append(leg, time.Duration(a.at-at))
+		}
+	}
+	slices.Sort(leg)
+	return leg
+}
+
+// mark is what the latency scenario puts in each event's data: its request's number and
+// its send time (unix nanoseconds).
+type mark struct{ n, sent int64 }
+
+var (
+	numberKey = []byte(`"n":`)
+	sentKey   = []byte(`"sent":`)
+)
+
+// latencyMarks yields the mark of each event in a delivery body of the latency scenario:
+// each "n" followed by a "sent". It finds them with bytes.Index rather than decoding the
+// JSON: the scenario's events carry nothing else so named, and the sink shares the cores
+// with egrid, so what it spends on each delivery is CPU egrid's acknowledgements and
+// deliveries wait for (encoding/json took 5.4 µs per delivered event, this 0.2).
+func latencyMarks(body []byte) iter.Seq[mark] {
+	return func(yield func(mark) bool) {
 		for {
-			i := bytes.Index(body, sentKey)
-			if i < 0 {
+			n, rest, ok := numberAfter(body, numberKey)
+			if !ok {
 				return
 			}
-			body = body[i+len(sentKey):]
-			n, digits := int64(0), 0
-			for digits < len(body) && body[digits] >= '0' && body[digits] <= '9' {
-				n = n*10 + int64(body[digits]-'0')
-				digits++
-			}
-			if digits > 0 && !yield(n) {
+			sent, rest, ok := numberAfter(rest, sentKey)
+			if !ok {
 				return
 			}
+			body = rest
+			if !yield(mark{n: n, sent: sent}) {
+				return
+			}
+		}
+	}
+}
+
+// numberAfter finds key in body and reads the unsigned decimal right after it; it returns
+// the number and the rest of body after its digits, or false when key is not there. A key
+// not followed by a digit is skipped over.
+func numberAfter(body, key []byte) (int64, []byte, bool) {
+	for {
+		i := bytes.Index(body, key)
+		if i < 0 {
+			return 0, nil, false
+		}
+		body = body[i+len(key):]
+		n, digits := int64(0), 0
+		for digits < len(body) && body[digits] >= '0' && body[digits] <= '9' {
+			n = n*10 + int64(body[digits]-'0')
+			digits++
+		}
+		if digits > 0 {
+			return n, body[digits:], true
 		}
 	}
 }

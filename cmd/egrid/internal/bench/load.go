@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,44 +150,160 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 // The pace is a token bucket ([rate.Limiter]) holding 10 ms worth of requests, so a sender
 // that fell behind (a slow scheduler, a full pool) catches up by at most that much at once
 // instead of losing the requests it missed.
-func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) (acks []time.Duration) {
-	withRole(ctx, roleLoadgen, func(ctx context.Context) { acks = b.pacedLoad(ctx, label, url, total, body) })
+//
+// Each of the Concurrency senders keeps one connection and writes its requests and reads
+// their answers itself ([pacedConn]), rather than through net/http's client, which wakes a
+// connection's writer and reader goroutines besides the caller's for every request: at the
+// latency scenario's pace that client took as much CPU per request as egrid's router took
+// per event (80–100 µs against 160, 2026-11-27), and on this machine's two cores a
+// publisher's CPU is taken from the router it measures, which a publisher on a machine of
+// its own would not.
+func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
+	return b.pacedAnswers(ctx, label, url, total, body, nil)
+}
+
+// pacedAnswers is paced that also records when the i-th request's answer came (unix
+// nanoseconds) in answered[i], when answered is not nil (len total).
+func (b *Runner) pacedAnswers(ctx context.Context, label, url string, total int, body func(i int) string, answered []atomic.Int64) (acks []time.Duration) {
+	withRole(ctx, roleLoadgen, func(ctx context.Context) { acks = b.pacedLoad(ctx, label, url, total, body, answered) })
 	return acks
 }
 
-func (b *Runner) pacedLoad(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
-	client := loadClient(b.opt.Concurrency)
-	defer client.CloseIdleConnections()
+func (b *Runner) pacedLoad(ctx context.Context, label, rawURL string, total int, body func(i int) string, answered []atomic.Int64) []time.Duration {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "http" {
+		fmt.Fprintf(b.opt.Progress, "   %s: %s is not a plain http URL\n", label, rawURL)
+		return nil
+	}
+	conns := &pacedConns{addr: u.Host, head: "POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host +
+		"\r\nContent-Type: application/json\r\nContent-Length: "}
+	defer conns.closeAll()
+	stopOnCancel := context.AfterFunc(ctx, conns.closeAll)
+	defer stopOnCancel()
 	limiter := rate.NewLimiter(rate.Limit(b.opt.Rate), max(1, b.opt.Rate/100))
-	sem := make(chan struct{}, b.opt.Concurrency)
+	jobs := make(chan int) // unbuffered: the pacer waits while every sender is busy
 	var mu sync.Mutex
 	var acks []time.Duration
 	var wg sync.WaitGroup
 	stop := b.progress(label, func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("%d answered", len(acks)) })
 	defer stop()
+	for range b.opt.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pc pacedConn
+			for i := range jobs {
+				payload := body(i)
+				sent := time.Now()
+				if err := conns.post(&pc, payload); err != nil {
+					continue
+				}
+				now := time.Now()
+				if answered != nil {
+					answered[i].Store(now.UnixNano())
+				}
+				mu.Lock()
+				acks = append(acks, now.Sub(sent))
+				mu.Unlock()
+			}
+			conns.drop(&pc)
+		}()
+	}
 	for i := 0; i < total; i++ {
 		if limiter.Wait(ctx) != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body(i)))
-			req.Header.Set("Content-Type", "application/json")
-			sent := time.Now()
-			if resp, err := client.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				mu.Lock()
-				acks = append(acks, time.Since(sent))
-				mu.Unlock()
-			}
-		}(i)
+		jobs <- i
 	}
+	close(jobs)
 	wg.Wait()
 	return acks
+}
+
+// pacedConns are the paced senders' connections to one address; closeAll ends them all
+// (when the run's context ends, so a sender waiting for an answer stops waiting).
+type pacedConns struct {
+	addr string
+	head string // the request line and the headers up to Content-Length's value
+
+	mu     sync.Mutex
+	open   map[*pacedConn]bool
+	closed bool
+}
+
+// pacedConn is one sender's keep-alive connection; nil c until it is dialled.
+type pacedConn struct {
+	c  net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+// post sends one request with body on pc, dialling it first when it has no connection, and
+// reads the answer; anything but a 200 is an error. A connection that failed, or that the
+// server asks to close, is closed and dialled again for the next request.
+func (cs *pacedConns) post(pc *pacedConn, body string) error {
+	if pc.c == nil {
+		c, err := net.Dial("tcp", cs.addr)
+		if err != nil {
+			return err
+		}
+		cs.mu.Lock()
+		if cs.closed {
+			cs.mu.Unlock()
+			_ = c.Close()
+			return net.ErrClosed
+		}
+		if cs.open == nil {
+			cs.open = make(map[*pacedConn]bool)
+		}
+		cs.open[pc] = true
+		pc.c, pc.br, pc.bw = c, bufio.NewReader(c), bufio.NewWriterSize(c, 4<<10)
+		cs.mu.Unlock()
+	}
+	pc.bw.WriteString(cs.head)
+	pc.bw.Write(strconv.AppendInt(pc.bw.AvailableBuffer(), int64(len(body)), 10))
+	pc.bw.WriteString("\r\n\r\n")
+	pc.bw.WriteString(body)
+	if err := pc.bw.Flush(); err != nil {
+		cs.drop(pc)
+		return err
+	}
+	resp, err := http.ReadResponse(pc.br, nil)
+	if err != nil {
+		cs.drop(pc)
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		cs.drop(pc)
+	}
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("answered %s", resp.Status)
+	}
+	return err
+}
+
+// drop closes pc's connection, if it has one.
+func (cs *pacedConns) drop(pc *pacedConn) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if pc.c != nil {
+		_ = pc.c.Close()
+		delete(cs.open, pc)
+		pc.c = nil
+	}
+}
+
+// closeAll closes every connection and refuses new ones.
+func (cs *pacedConns) closeAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.closed = true
+	for pc := range cs.open {
+		_ = pc.c.Close()
+	}
+	clear(cs.open)
 }
 
 // progress prints a live line every second until stop is called.

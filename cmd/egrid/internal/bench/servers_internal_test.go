@@ -3,7 +3,9 @@ package bench
 import (
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestCountEvents(t *testing.T) {
@@ -34,17 +36,27 @@ func TestCountEvents(t *testing.T) {
 	}
 }
 
-func TestSentTimes(t *testing.T) {
-	body := []byte(`[{"id":"l-1","data":{"pad":"xx","sent":1764171234000000001}},` +
-		`{"id":"l-2","data":{"sent":42,"pad":"yy"}},{"id":"l-3","data":{"sent":"late"}}]`)
-	var got []int64
-	for sent := range sentTimes(body) {
-		got = append(got, sent)
+func TestLatencyMarks(t *testing.T) {
+	body := []byte(`[{"id":"l-1","data":{"pad":"xx","n":1,"sent":1764171234000000001}},` +
+		`{"id":"l-2","data":{"n":"two","pad":"yy","n":2,"sent":42}},{"id":"l-3","data":{"n":3,"sent":"late"}}]`)
+	var got []mark
+	for m := range latencyMarks(body) {
+		got = append(got, m)
 	}
-	if want := []int64{1764171234000000001, 42}; !slices.Equal(got, want) {
-		t.Errorf("sentTimes = %v, want %v", got, want)
+	if want := []mark{{1, 1764171234000000001}, {2, 42}}; !slices.Equal(got, want) {
+		t.Errorf("latencyMarks = %v, want %v", got, want)
 	}
-	for range sentTimes(body) {
+	for range latencyMarks(body) {
 		break // stopping early must not panic
+	}
+}
+
+func TestAfterAnswer(t *testing.T) {
+	answered := make([]atomic.Int64, 4)
+	answered[0].Store(1000)
+	answered[2].Store(5000) // request 1 failed: no answer; request 3 was never sent
+	arrivals := []arrival{{n: 2, at: 4000}, {n: 0, at: 3500}, {n: 1, at: 9000}, {n: 7, at: 1}, {n: -1, at: 1}}
+	if got, want := afterAnswer(arrivals, answered), []time.Duration{-1000, 2500}; !slices.Equal(got, want) {
+		t.Errorf("afterAnswer = %v, want %v", got, want)
 	}
 }
