@@ -154,10 +154,10 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 // Each of the Concurrency senders keeps one connection and writes its requests and reads
 // their answers itself ([pacedConn]), rather than through net/http's client, which wakes a
 // connection's writer and reader goroutines besides the caller's for every request: at the
-// latency scenario's pace that client took as much CPU per request as egrid's router took
-// per event (80–100 µs against 160, 2026-11-27), and on this machine's two cores a
-// publisher's CPU is taken from the router it measures, which a publisher on a machine of
-// its own would not.
+// latency scenario's pace that client took half as much CPU per request as egrid's router
+// took per event (80–100 µs against 160, 2026-11-27; these senders take 25–43), and on this
+// machine's two cores a publisher's CPU is taken from the router it measures, which a
+// publisher on a machine of its own would not.
 func (b *Runner) paced(ctx context.Context, label, url string, total int, body func(i int) string) []time.Duration {
 	return b.pacedAnswers(ctx, label, url, total, body, nil)
 }
