@@ -313,9 +313,11 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 // cpuRows reports the CPU per delivered event of a delivery scenario as two rows: the
 // process's CPU (/proc) per event of egrid's window against the baseline window's, and, from
 // the windows' profiles, egrid's own share (role router) per event against the baseline's
-// client (role loadgen: what posts the events to the sink when egrid is not there). The second
-// row's note lists every role. events and baseEvents are what each window delivered.
-func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEvents int64) []Result {
+// part that egrid stands in for (cmp): its client (role loadgen: what posts the events to
+// the sink when egrid is not there) in the end-to-end scenarios, its read+fsync server (role
+// sink) in latency. The second row's note lists every role. events and baseEvents are what
+// each window delivered.
+func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEvents int64, cmp baselinePart) []Result {
 	per := func(d time.Duration, n int64) float64 {
 		if n <= 0 {
 			return 0
@@ -326,7 +328,7 @@ func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEven
 		Value: per(eg.Process, events), Baseline: per(base.Process, baseEvents),
 		Note: "egrid, load generator and sink together; baseline: client and sink"}
 	prof := Result{Scenario: scenario, Metric: "CPU per delivered event, egrid (profile)", Unit: "µs/event",
-		Value: per(eg.Roles[roleRouter], events), Baseline: per(base.Roles[roleLoadgen], baseEvents)}
+		Value: per(eg.Roles[roleRouter], events), Baseline: per(base.Roles[cmp.role], baseEvents)}
 	for _, r := range []*Result{&proc, &prof} {
 		if r.Baseline > 0 {
 			r.Ratio = r.Value / r.Baseline
@@ -338,10 +340,19 @@ func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEven
 	case base.Roles == nil:
 		prof.Note = "baseline " + base.Note
 	default:
-		prof.Note = "baseline: its client; egrid " + roleSplit(eg.Roles, events) + "; baseline " + roleSplit(base.Roles, baseEvents)
+		prof.Note = "baseline: " + cmp.name + "; egrid " + roleSplit(eg.Roles, events) + "; baseline " + roleSplit(base.Roles, baseEvents)
 	}
 	return []Result{proc, prof}
 }
+
+// baselinePart is the role of a baseline whose CPU egrid's share is held against, and its
+// name in the row's note.
+type baselinePart struct{ role, name string }
+
+var (
+	baselineClient = baselinePart{roleLoadgen, "its client"}
+	baselineServer = baselinePart{roleSink, "its read+fsync server"}
+)
 
 // roleSplit prints µs per event by role, largest first ("router 21.3, sink 9.1, ...").
 func roleSplit(roles map[string]time.Duration, events int64) string {

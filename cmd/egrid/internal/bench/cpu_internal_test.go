@@ -206,7 +206,7 @@ func TestCPURows(t *testing.T) {
 		roleRouter: 300 * time.Millisecond, roleSink: 200 * time.Millisecond, roleLoadgen: 50 * time.Millisecond, roleOther: 50 * time.Millisecond}}
 	base := CPUUsage{Process: 400 * time.Millisecond, Roles: map[string]time.Duration{
 		roleLoadgen: 200 * time.Millisecond, roleSink: 150 * time.Millisecond, roleOther: 50 * time.Millisecond}}
-	rows := cpuRows("e2e1", eg, 10000, base, 20000)
+	rows := cpuRows("e2e1", eg, 10000, base, 20000, baselineClient)
 	if len(rows) != 2 {
 		t.Fatalf("got %d rows, want 2", len(rows))
 	}
@@ -220,14 +220,18 @@ func TestCPURows(t *testing.T) {
 	if !near(prof.Value, 30) || !near(prof.Baseline, 10) || !near(prof.Ratio, 3) {
 		t.Errorf("profile row %+v; want 30 against 10 µs/event, ratio 3", prof)
 	}
-	for _, want := range []string{"egrid router 30.0, sink 20.0, loadgen 5.0, other 5.0", "baseline loadgen 10.0, sink 7.5, other 2.5"} {
+	for _, want := range []string{"baseline: its client;", "egrid router 30.0, sink 20.0, loadgen 5.0, other 5.0", "baseline loadgen 10.0, sink 7.5, other 2.5"} {
 		if !strings.Contains(prof.Note, want) {
 			t.Errorf("profile row note %q lacks %q", prof.Note, want)
 		}
 	}
+	// In latency egrid stands in for the read+fsync server: 150 ms / 20 000 = 7.5 µs.
+	if prof := cpuRows("latency", eg, 10000, base, 20000, baselineServer)[1]; !near(prof.Baseline, 7.5) || !near(prof.Ratio, 4) || !strings.Contains(prof.Note, "baseline: its read+fsync server;") {
+		t.Errorf("latency's profile row %+v; want 30 against 7.5 µs/event, ratio 4, against the server", prof)
+	}
 
 	// An unprofiled window: the process row stands, the profile row says why it is empty.
-	rows = cpuRows("latency", CPUUsage{Process: time.Second, Note: "not profiled: x"}, 1000, base, 0)
+	rows = cpuRows("latency", CPUUsage{Process: time.Second, Note: "not profiled: x"}, 1000, base, 0, baselineServer)
 	if rows[0].Value != 1000 || rows[0].Baseline != 0 || rows[0].Ratio != 0 {
 		t.Errorf("process row %+v; want 1000 µs/event, no baseline (it delivered nothing)", rows[0])
 	}

@@ -85,7 +85,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		if delivered < published {
 			res.Note = fmt.Sprintf("only %d of %d delivered within the bound", delivered, published)
 		}
-		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents)...), nil
+		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents, baselineClient)...), nil
 	}
 }
 
