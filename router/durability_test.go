@@ -374,6 +374,85 @@ func TestPublishAnswersOnlyOnceDurable(t *testing.T) {
 	})
 }
 
+// Publishes that arrive while an append is under way wait and go into the next append
+// together, once the first is done; each is answered 200 after its own append, and each is
+// delivered, the first first in the journal. Closing the router meanwhile refuses nothing already waiting: Close
+// returns once the waiting publishes are in the journal and answered (group commit, SPEC §6).
+func TestWaitingPublishesShareTheNextAppend(t *testing.T) {
+	for _, closing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closing=%v", closing), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ws := &watchedStore{Store: store.NewMemory(), t: t}
+				ok := &recorder{}
+				r := bubbleRouter(t, ws, map[string]sinks.Sink{"healthy": ok})
+				var appends atomic.Int32
+				entered, release := make(chan struct{}), make(chan struct{})
+				ws.setBeforeAppend(func() error {
+					if appends.Add(1) == 1 {
+						close(entered)
+						<-release
+					}
+					return nil
+				})
+				h := httpapi.New(r)
+				ids := []string{"first", "w1", "w2", "w3", "w4"}
+				codes := make([]atomic.Int32, len(ids))
+				var wg sync.WaitGroup
+				wg.Go(func() { codes[0].Store(int32(postEvents(h, ids[0]).Code)) })
+				<-entered
+				for i := 1; i < len(ids); i++ {
+					wg.Go(func() { codes[i].Store(int32(postEvents(h, ids[i]).Code)) })
+				}
+				closed := make(chan error, 1)
+				if closing {
+					synctest.Wait()
+					go func() { closed <- r.Close(context.Background()) }()
+				}
+				synctest.Wait() // everything that can happen before the first append returns has
+				for i := range ids {
+					if c := codes[i].Load(); c != 0 {
+						t.Errorf("%s answered %d while the first append was under way", ids[i], c)
+					}
+				}
+				select {
+				case err := <-closed:
+					t.Fatalf("Close returned (%v) while publishes waited for their append", err)
+				default:
+				}
+				close(release)
+				wg.Wait()
+				if closing {
+					if err := <-closed; err != nil {
+						t.Errorf("Close: %v", err)
+					}
+				}
+				synctest.Wait()
+				for i := range ids {
+					if c := codes[i].Load(); c != http.StatusOK {
+						t.Errorf("%s answered %d, want 200", ids[i], c)
+					}
+				}
+				if n := appends.Load(); n != 2 {
+					t.Errorf("%d appends, want 2: the first, then the four that waited, together", n)
+				}
+				if last, err := ws.LastSeq(context.Background(), "orders"); err != nil || last != uint64(len(ids)) {
+					t.Errorf("LastSeq = %d, %v; want %d", last, err, len(ids))
+				}
+				entries, err := ws.Read(context.Background(), "orders", 1, len(ids)+1)
+				if err != nil || len(entries) != len(ids) || entries[0].Event.ID != "first" {
+					t.Fatalf("journal %v (%v), want first and then the other four", entries, err)
+				}
+				if closing {
+					return // the router stopped delivering
+				}
+				if got := ok.delivered(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(ids))) {
+					t.Errorf("delivered %v, want each of %v once", got, ids)
+				}
+			})
+		})
+	}
+}
+
 // A publish whose append fails is answered 503 (HTTP) or ErrUnavailable (Go) and nothing of
 // it is accepted: no event of it is delivered, and what is published afterwards is
 // (SPEC §1.1, §6).
