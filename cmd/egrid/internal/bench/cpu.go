@@ -310,25 +310,24 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 	return nil
 }
 
-// cpuRows reports the CPU per delivered event of a delivery scenario as two rows: the
-// process's CPU (/proc) per event of egrid's window against the baseline window's, and, from
-// the windows' profiles, egrid's own share (role router) per event against the baseline's
-// part that egrid stands in for (cmp): its client (role loadgen: what posts the events to
-// the sink when egrid is not there) in the end-to-end scenarios, its read+fsync server (role
-// sink) in latency. The second row's note lists every role. events and baseEvents are what
-// each window delivered.
-func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEvents int64, cmp baselinePart) []Result {
+// cpuRows reports the CPU per event of a scenario as two rows: the process's CPU (/proc) per
+// event of egrid's window against the baseline window's, and, from the windows' profiles,
+// egrid's own share (role router) per event against the part of the baseline egrid stands in
+// for (c.role): its client (role loadgen: what posts the events to the sink when egrid is not
+// there) in the end-to-end scenarios, its read+fsync server (role sink) in latency and the
+// publish scenarios. The second row's note lists every role. events and baseEvents are what
+// each window delivered or, in the publish scenarios, had acknowledged.
+func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEvents int64, c cpuComparison) []Result {
 	per := func(d time.Duration, n int64) float64 {
 		if n <= 0 {
 			return 0
 		}
 		return float64(d.Nanoseconds()) / 1e3 / float64(n)
 	}
-	proc := Result{Scenario: scenario, Metric: "CPU per delivered event, process (/proc)", Unit: "µs/event",
-		Value: per(eg.Process, events), Baseline: per(base.Process, baseEvents),
-		Note: "egrid, load generator and sink together; baseline: client and sink"}
-	prof := Result{Scenario: scenario, Metric: "CPU per delivered event, egrid (profile)", Unit: "µs/event",
-		Value: per(eg.Roles[roleRouter], events), Baseline: per(base.Roles[cmp.role], baseEvents)}
+	proc := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, process (/proc)", Unit: "µs/event",
+		Value: per(eg.Process, events), Baseline: per(base.Process, baseEvents), Note: c.processNote}
+	prof := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, egrid (profile)", Unit: "µs/event",
+		Value: per(eg.Roles[roleRouter], events), Baseline: per(base.Roles[c.role], baseEvents)}
 	for _, r := range []*Result{&proc, &prof} {
 		if r.Baseline > 0 {
 			r.Ratio = r.Value / r.Baseline
@@ -340,18 +339,25 @@ func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEven
 	case base.Roles == nil:
 		prof.Note = "baseline " + base.Note
 	default:
-		prof.Note = "baseline: " + cmp.name + "; egrid " + roleSplit(eg.Roles, events) + "; baseline " + roleSplit(base.Roles, baseEvents)
+		prof.Note = "baseline: " + c.name + "; egrid " + roleSplit(eg.Roles, events) + "; baseline " + roleSplit(base.Roles, baseEvents)
 	}
 	return []Result{proc, prof}
 }
 
-// baselinePart is the role of a baseline whose CPU egrid's share is held against, and its
-// name in the row's note.
-type baselinePart struct{ role, name string }
+// cpuComparison says what a scenario's CPU rows compare: the events counted (delivered or
+// published), what the process row holds on each side, and the role of the baseline whose
+// CPU egrid's share is held against, with its name in the row's note.
+type cpuComparison struct{ event, processNote, role, name string }
 
 var (
-	baselineClient = baselinePart{roleLoadgen, "its client"}
-	baselineServer = baselinePart{roleSink, "its read+fsync server"}
+	// endToEndCPU: egrid's router stands in for the baseline's client, which posts each event
+	// straight to the sink.
+	endToEndCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and sink", roleLoadgen, "its client"}
+	// latencyCPU: egrid's router takes the publishes, journals and delivers them, where the
+	// baseline's server takes and journals them.
+	latencyCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and read+fsync server", roleSink, "its read+fsync server"}
+	// publishCPU: egrid's router takes and journals the publishes, as the read+fsync server does.
+	publishCPU = cpuComparison{"published", "egrid and load generator together; baseline: load generator and read+fsync server", roleSink, "its read+fsync server"}
 )
 
 // roleSplit prints µs per event by role, largest first ("router 21.3, sink 9.1, ...").

@@ -206,7 +206,7 @@ func TestCPURows(t *testing.T) {
 		roleRouter: 300 * time.Millisecond, roleSink: 200 * time.Millisecond, roleLoadgen: 50 * time.Millisecond, roleOther: 50 * time.Millisecond}}
 	base := CPUUsage{Process: 400 * time.Millisecond, Roles: map[string]time.Duration{
 		roleLoadgen: 200 * time.Millisecond, roleSink: 150 * time.Millisecond, roleOther: 50 * time.Millisecond}}
-	rows := cpuRows("e2e1", eg, 10000, base, 20000, baselineClient)
+	rows := cpuRows("e2e1", eg, 10000, base, 20000, endToEndCPU)
 	if len(rows) != 2 {
 		t.Fatalf("got %d rows, want 2", len(rows))
 	}
@@ -226,12 +226,21 @@ func TestCPURows(t *testing.T) {
 		}
 	}
 	// In latency egrid stands in for the read+fsync server: 150 ms / 20 000 = 7.5 µs.
-	if prof := cpuRows("latency", eg, 10000, base, 20000, baselineServer)[1]; !near(prof.Baseline, 7.5) || !near(prof.Ratio, 4) || !strings.Contains(prof.Note, "baseline: its read+fsync server;") {
+	if prof := cpuRows("latency", eg, 10000, base, 20000, latencyCPU)[1]; !near(prof.Baseline, 7.5) || !near(prof.Ratio, 4) || !strings.Contains(prof.Note, "baseline: its read+fsync server;") {
 		t.Errorf("latency's profile row %+v; want 30 against 7.5 µs/event, ratio 4, against the server", prof)
 	}
 
+	// In the publish scenarios the rows count published events, egrid against the server too.
+	pub := cpuRows("publish100", eg, 10000, base, 20000, publishCPU)
+	if !strings.HasPrefix(pub[0].Metric, "CPU per published event") || !strings.Contains(pub[0].Note, "read+fsync server") || !near(pub[1].Baseline, 7.5) {
+		t.Errorf("publish rows %+v; want published events against the read+fsync server (7.5 µs)", pub)
+	}
+	if strings.Contains(rows[0].Metric, "published") || !strings.Contains(rows[0].Note, "client and sink") {
+		t.Errorf("e2e1's process row %+v; want delivered events, client and sink", rows[0])
+	}
+
 	// An unprofiled window: the process row stands, the profile row says why it is empty.
-	rows = cpuRows("latency", CPUUsage{Process: time.Second, Note: "not profiled: x"}, 1000, base, 0, baselineServer)
+	rows = cpuRows("latency", CPUUsage{Process: time.Second, Note: "not profiled: x"}, 1000, base, 0, latencyCPU)
 	if rows[0].Value != 1000 || rows[0].Baseline != 0 || rows[0].Ratio != 0 {
 		t.Errorf("process row %+v; want 1000 µs/event, no baseline (it delivered nothing)", rows[0])
 	}

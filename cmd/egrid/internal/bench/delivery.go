@@ -37,9 +37,9 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		baseline := func(half int) error {
 			settle()
 			cpu, from := b.startCPU(), sink.requests.Load()
-			rps, err := b.load(ctx, fmt.Sprintf("baseline client→sink (%d/2)", half), sink.url+"/raw", single, b.opt.Duration/2)
+			l, err := b.load(ctx, fmt.Sprintf("baseline client→sink (%d/2)", half), sink.url+"/raw", single, b.opt.Duration/2)
 			baseUse, baseEvents = baseUse.add(cpu.stop()), baseEvents+sink.requests.Load()-from
-			rawRPS += rps / 2
+			rawRPS += l.rate() / 2
 			return err
 		}
 		if err := baseline(1); err != nil {
@@ -58,11 +58,12 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		body := eventBody(100, "e", "/bench")
 		cpu := b.startCPU()
 		start := time.Now()
-		rps, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, b.opt.Duration)
+		l, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, b.opt.Duration)
 		if err != nil {
 			cpu.stop()
 			return nil, err
 		}
+		rps := l.rate()
 		published := int64(rps * b.opt.Duration.Seconds() * 100)
 		if total := eg.r.Metrics().Snapshot().Sum("PublishSuccessCount", "bench"); total > 0 {
 			published = total
@@ -85,7 +86,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		if delivered < published {
 			res.Note = fmt.Sprintf("only %d of %d delivered within the bound", delivered, published)
 		}
-		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents, baselineClient)...), nil
+		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents, endToEndCPU)...), nil
 	}
 }
 
@@ -120,10 +121,11 @@ func fanout(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 	body := eventBody(100, "f", "/bench/x")
 	start := time.Now()
 	d := b.opt.Duration / 5
-	rps, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, d)
+	l, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, d)
 	if err != nil {
 		return nil, err
 	}
+	rps := l.rate()
 	want := eg.r.Metrics().Snapshot().Sum("PublishSuccessCount", "bench") * 100
 	if want == 0 {
 		want = int64(rps*d.Seconds()) * 100 * 100

@@ -151,7 +151,7 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) 
 			Result{Scenario: s.Name, Metric: "answer→delivery p99", Value: percentile(leg, 0.99), Unit: "ms",
 				Note: "per event, its publisher's answer to its receipt: delivery alone, without the journal"})
 	}
-	return append(rows, cpuRows(s.Name, use, int64(len(lat)), baseUse, int64(len(baseAck)), baselineServer)...), nil
+	return append(rows, cpuRows(s.Name, use, int64(len(lat)), baseUse, int64(len(baseAck)), latencyCPU)...), nil
 }
 
 // arrival is one event's receipt at the latency scenario's sink: its request number and

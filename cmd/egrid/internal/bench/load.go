@@ -99,10 +99,10 @@ func (rb *requestBodies) fill(buf []byte) {
 	}
 }
 
-// load posts body to url from Concurrency goroutines for d and returns the successful
-// requests/s. Requests in flight at the end of d are finished and counted, and the rate is
+// load posts body to url from Concurrency goroutines for d and returns how many requests were
+// answered 200 and over how long (loaded.rate: requests/s). Requests in flight at the end of d are finished and counted, and the rate is
 // taken over the whole time, so a slow request is never thrown away.
-func (b *Runner) load(ctx context.Context, label, url string, body []byte, d time.Duration) (float64, error) {
+func (b *Runner) load(ctx context.Context, label, url string, body []byte, d time.Duration) (loaded, error) {
 	client := loadClient(b.opt.Concurrency)
 	defer client.CloseIdleConnections()
 	var ok, failed atomic.Int64
@@ -139,9 +139,23 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 	stop()
 	elapsed := time.Since(start)
 	if ok.Load() == 0 {
-		return 0, fmt.Errorf("%s: no request succeeded (%d failed)", label, failed.Load())
+		return loaded{}, fmt.Errorf("%s: no request succeeded (%d failed)", label, failed.Load())
 	}
-	return float64(ok.Load()) / elapsed.Seconds(), nil
+	return loaded{ok: ok.Load(), elapsed: elapsed}, nil
+}
+
+// loaded is what a load phase had answered 200, and how long it lasted.
+type loaded struct {
+	ok      int64
+	elapsed time.Duration
+}
+
+// rate is the phase's answered requests per second.
+func (l loaded) rate() float64 {
+	if l.elapsed <= 0 {
+		return 0
+	}
+	return float64(l.ok) / l.elapsed.Seconds()
 }
 
 // paced posts total single-event requests (body(i) gives the i-th) to url at Rate requests/s,

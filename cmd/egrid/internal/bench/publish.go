@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/egridio/egrid/router"
 )
@@ -15,7 +16,11 @@ import (
 // disk's background work comes and goes over seconds (the baseline's own append rate fell by
 // half after 5–6 s in some runs), so a baseline measured in one stretch of the run and egrid in
 // the next compared the stretches as much as the two servers. Each side's rate is the mean of
-// its rounds', which all last the same.
+// its rounds', which all last the same; the row's note gives each side's slowest and fastest
+// round. Two more rows give each side's CPU per acknowledged event over its rounds (see
+// [cpuRows]): the baseline's rate follows how long the disk takes to sync (its fsyncs carry
+// up to a megabyte each at 100 events per request), egrid's the CPU it spends per event, so
+// the CPU rows hold still where the rate's ratio moves with the disk.
 func publish(perRequest int, targetRate float64) func(context.Context, *Runner, Scenario) ([]Result, error) {
 	return func(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		body := eventBody(perRequest, "p", "/bench")
@@ -30,31 +35,69 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 		}
 		defer eg.close()
 		d := b.opt.Duration / publishRounds
-		var baseRPS, rps float64
+		var egRounds, baseRounds rounds
+		var use, baseUse CPUUsage
 		for r := range publishRounds {
+			cpu := b.startCPU()
 			one, err := b.load(ctx, fmt.Sprintf("baseline (read+fsync) (%d/%d)", r+1, publishRounds), base.url+"/", body, d)
+			baseUse = baseUse.add(cpu.stop())
 			if err != nil {
 				return nil, err
 			}
-			baseRPS += one / publishRounds
-			if one, err = b.load(ctx, fmt.Sprintf("egrid publish (%d/%d)", r+1, publishRounds), eg.publishURL(), body, d); err != nil {
+			baseRounds.add(one, perRequest)
+			cpu = b.startCPU()
+			one, err = b.load(ctx, fmt.Sprintf("egrid publish (%d/%d)", r+1, publishRounds), eg.publishURL(), body, d)
+			use = use.add(cpu.stop())
+			if err != nil {
 				return nil, err
 			}
-			rps += one / publishRounds
+			egRounds.add(one, perRequest)
 		}
-		unit, value, baseline := "events/s", rps*float64(perRequest), baseRPS*float64(perRequest)
+		unit, value, baseline := "events/s", egRounds.mean(), baseRounds.mean()
 		if perRequest == 1 {
 			unit = "requests/s"
 		}
 		r := Result{Scenario: s.Name, Metric: "durable publish", Value: value, Unit: unit, Baseline: baseline, Ratio: value / baseline, Target: s.Target,
-			Note: fmt.Sprintf("baseline: the same requests into the read+fsync server, in %d alternating rounds", publishRounds)}
+			Note: fmt.Sprintf("baseline: the same requests into the read+fsync server, in %d alternating rounds; rounds: egrid %s, baseline %s %s",
+				publishRounds, egRounds.spread(), baseRounds.spread(), unit)}
 		if targetRate > 0 {
 			met := value >= targetRate && r.Ratio >= 0.8
 			r.Met = &met
 		}
-		return []Result{r}, nil
+		return append([]Result{r}, cpuRows(s.Name, use, egRounds.events, baseUse, baseRounds.events, publishCPU)...), nil
 	}
 }
 
 // publishRounds is how many rounds of each side the publish scenarios alternate.
 const publishRounds = 5
+
+// rounds collects one side's rounds of a publish scenario.
+type rounds struct {
+	rates  []float64 // events/s of each round
+	events int64     // events acknowledged in all
+}
+
+func (r *rounds) add(l loaded, perRequest int) {
+	r.rates = append(r.rates, l.rate()*float64(perRequest))
+	r.events += l.ok * int64(perRequest)
+}
+
+// mean is the mean of the rounds' rates: each lasts the same.
+func (r *rounds) mean() float64 {
+	if len(r.rates) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, v := range r.rates {
+		sum += v
+	}
+	return sum / float64(len(r.rates))
+}
+
+// spread is the slowest and fastest round's rate, "398010–452112".
+func (r *rounds) spread() string {
+	if len(r.rates) == 0 {
+		return "none"
+	}
+	return formatValue(slices.Min(r.rates), "events/s") + "–" + formatValue(slices.Max(r.rates), "events/s")
+}

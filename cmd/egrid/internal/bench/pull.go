@@ -44,10 +44,11 @@ func pull(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		return nil, err
 	}
 	body := cloudEventBody(PullBatch, "q")
-	rps, err := b.load(ctx, "egrid publish (100/request)", eg.url+"/topics/bench-ns:publish?api-version=2024-06-01", body, b.opt.Duration)
+	l, err := b.load(ctx, "egrid publish (100/request)", eg.url+"/topics/bench-ns:publish?api-version=2024-06-01", body, b.opt.Duration)
 	if err != nil {
 		return nil, err
 	}
+	rps := l.rate()
 	publishRate := rps * PullBatch
 	published := eg.r.Metrics().Snapshot().Sum("PublishSuccessCount", "bench-ns")
 	if published == 0 {
