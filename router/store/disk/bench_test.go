@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,6 +172,86 @@ func BenchmarkRawJournal100(b *testing.B) {
 	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(100*b.N), "cpu-µs/event")
 }
+
+// manyTopics is how many topics BenchmarkAppendTopics and BenchmarkRawJournalTopics publish
+// to at once, one goroutine each.
+const manyTopics = 64
+
+// BenchmarkAppendTopics appends one 1 KB event per call to each of manyTopics topics at once,
+// one goroutine per topic: pebble puts every topic's appends into its one log, so concurrent
+// appends to different topics share an fsync as those to one topic do. Beside
+// BenchmarkRawJournalTopics it is the price of a journal of segment files per topic (README
+// "Durability").
+func BenchmarkAppendTopics(b *testing.B) {
+	s, syncs := openBench(b)
+	for i := range manyTopics {
+		if err := s.PutTopic(b.Context(), fmt.Sprint("t", i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	evs := []*schemas.Event{benchEvent()}
+	var next atomic.Int64
+	b.SetParallelism(manyTopics / runtimeProcs())
+	b.SetBytes(1024)
+	syncs.Store(0)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		topic := fmt.Sprint("t", (next.Add(1)-1)%manyTopics)
+		for pb.Next() {
+			if _, err := s.Append(b.Context(), topic, publishTime, evs); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	report(b, b.N, syncs, cpu0)
+}
+
+// BenchmarkRawJournalTopics is BenchmarkAppendTopics on a file per topic, each record framed
+// with its length and CRC-32C as in BenchmarkRawJournal100 and each append fdatasynced on its
+// own file, as a journal of segment files per topic would: one sync per topic and append.
+func BenchmarkRawJournalTopics(b *testing.B) {
+	dir := b.TempDir()
+	files := make([]*os.File, manyTopics)
+	for i := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprint("t", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	ev := benchEvent()
+	table := crc32.MakeTable(crc32.Castagnoli)
+	var next atomic.Int64
+	b.SetParallelism(manyTopics / runtimeProcs())
+	b.SetBytes(1024)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		f := files[(next.Add(1)-1)%manyTopics]
+		var buf []byte
+		for pb.Next() {
+			buf = binary.LittleEndian.AppendUint32(buf[:0], uint32(len(ev.Raw)))
+			buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(ev.Raw, table))
+			buf = append(buf, ev.Raw...)
+			if _, err := f.Write(buf); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := datasync(f); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+// runtimeProcs is GOMAXPROCS, at least 1.
+func runtimeProcs() int { return max(1, runtime.GOMAXPROCS(0)) }
 
 // BenchmarkCursors asks for the cursors of a topic with 500 subscriptions (the default limit
 // per topic): the price of one look by the router's trimmer, which makes one every 1024
