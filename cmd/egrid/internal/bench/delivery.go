@@ -63,8 +63,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 			cpu.stop()
 			return nil, err
 		}
-		rps := l.rate()
-		published := int64(rps * b.opt.Duration.Seconds() * 100)
+		published := l.ok * 100
 		if total := eg.r.Metrics().Snapshot().Sum("PublishSuccessCount", "bench"); total > 0 {
 			published = total
 		}
@@ -125,10 +124,9 @@ func fanout(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rps := l.rate()
 	want := eg.r.Metrics().Snapshot().Sum("PublishSuccessCount", "bench") * 100
 	if want == 0 {
-		want = int64(rps*d.Seconds()) * 100 * 100
+		want = l.ok * 100 * 100 // 100 events per request, each to 100 subscriptions
 	}
 	last := b.drain(ctx, "delivering to 100", sink.events.Load, want, 120*time.Second)
 	delivered := sink.events.Load()

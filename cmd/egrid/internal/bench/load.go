@@ -100,8 +100,9 @@ func (rb *requestBodies) fill(buf []byte) {
 }
 
 // load posts body to url from Concurrency goroutines for d and returns how many requests were
-// answered 200 and over how long (loaded.rate: requests/s). Requests in flight at the end of d are finished and counted, and the rate is
-// taken over the whole time, so a slow request is never thrown away.
+// answered 200 and over how long (loaded.rate: requests/s). Requests in flight at the end of d
+// are finished and counted, and the rate is taken over the whole time, so a slow request is
+// never thrown away.
 func (b *Runner) load(ctx context.Context, label, url string, body []byte, d time.Duration) (loaded, error) {
 	client := loadClient(b.opt.Concurrency)
 	defer client.CloseIdleConnections()

@@ -20,7 +20,8 @@ import (
 // round. Two more rows give each side's CPU per acknowledged event over its rounds (see
 // [cpuRows]): the baseline's rate follows how long the disk takes to sync (its fsyncs carry
 // up to a megabyte each at 100 events per request), egrid's the CPU it spends per event, so
-// the CPU rows hold still where the rate's ratio moves with the disk.
+// the CPU rows compare the work each side does where the rate's ratio also compares the disk
+// with the CPU.
 func publish(perRequest int, targetRate float64) func(context.Context, *Runner, Scenario) ([]Result, error) {
 	return func(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		body := eventBody(perRequest, "p", "/bench")
