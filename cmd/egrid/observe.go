@@ -15,6 +15,8 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/probes"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/disk"
 )
 
 // MetricsPath is where Prometheus scrapes egrid.
@@ -74,11 +76,47 @@ func (s logSettings) handler(w io.Writer) slog.Handler {
 }
 
 // metricsRegistry is the registry of GET /metrics: the router's collector with Go's runtime
-// and the process's collectors.
-func metricsRegistry(r *router.Router) *prometheus.Registry {
+// and the process's collectors, and the embedded store's log syncs when st is it.
+func metricsRegistry(r *router.Router, st store.Store) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(r.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if ls, ok := st.(logSyncer); ok {
+		reg.MustRegister(logSyncCollector{ls})
+	}
 	return reg
+}
+
+// logSyncer is a store that times its log syncs: the embedded store (disk.Store.LogSyncs).
+type logSyncer interface{ LogSyncs() disk.SyncTimes }
+
+// logSyncCollector exports the embedded store's log syncs as a histogram. Every durable
+// acknowledgement waits for one, so a disk that stalls shows here as the cause of a slow
+// publish (egrid_publish_success_latency_seconds). The buckets are pebble's, which times the
+// syncs; the counts start again when the store reopens itself after a failure, which
+// Prometheus' rate() takes as a counter reset.
+type logSyncCollector struct{ st logSyncer }
+
+var logSyncDesc = prometheus.NewDesc("egrid_store_log_sync_seconds",
+	"Time each sync of the embedded store's write-ahead log took; every durable acknowledgement waits for one (egrid only).", nil, nil)
+
+// Describe implements prometheus.Collector.
+func (c logSyncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- logSyncDesc }
+
+// Collect implements prometheus.Collector.
+func (c logSyncCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.st.LogSyncs()
+	buckets := make(map[float64]uint64, len(t.Buckets))
+	for _, b := range t.Buckets {
+		if b.UpperBound > 0 {
+			buckets[b.UpperBound.Seconds()] = b.Count
+		}
+	}
+	m, err := prometheus.NewConstHistogram(logSyncDesc, t.Count, t.Sum.Seconds(), buckets)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(logSyncDesc, err)
+		return
+	}
+	ch <- m
 }
 
 // opsMux mounts the probes and, when open or guarded, the metrics endpoint in front of next.

@@ -236,6 +236,13 @@ topics:
 			t.Errorf("%s%v buckets %v do not add up to count %d", h.name, h.labels, b, hist.GetSampleCount())
 		}
 	}
+	// The publish's acknowledgement waited for a log sync, as did the definitions'.
+	if m := sample(fams, "egrid_store_log_sync_seconds"); m == nil {
+		t.Error("egrid_store_log_sync_seconds: missing")
+	} else if h := m.GetHistogram(); h.GetSampleCount() < 2 || h.GetSampleSum() <= 0 ||
+		len(h.GetBucket()) == 0 || h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount() > h.GetSampleCount() {
+		t.Errorf("egrid_store_log_sync_seconds: %d syncs taking %v s in buckets %v, want the synced writes of the config and the publish", h.GetSampleCount(), h.GetSampleSum(), h.GetBucket())
+	}
 	for _, sub := range []string{"delivers", "fails", "filtered"} {
 		for _, g := range []string{"egrid_backlog_events", "egrid_in_flight_attempts", "egrid_oldest_undelivered_age_seconds", "egrid_probation_state"} {
 			m := sample(fams, g, "topic", "orders", "subscription", sub)

@@ -196,7 +196,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen to pick another address)", s.Listen, err), 1)
 	}
 	s.egress.DenySelf(ln.Addr().String()) // webhooks must not reach egrid's own API (egress.go)
-	reg := metricsRegistry(r)
+	reg := metricsRegistry(r, st)
 	var onMain http.Handler // /metrics on --listen: behind the admin token, unless --metrics-listen
 	if s.MetricsListen == "" {
 		onMain = guardMetrics(s, metricsHandler(reg, log))

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
@@ -115,6 +117,9 @@ type syncServer struct {
 	f    *os.File
 	reqs chan syncReq
 	done chan struct{}
+
+	mu     sync.Mutex
+	synced []time.Duration // how long each fsync took, in order
 }
 
 type syncReq struct {
@@ -169,13 +174,25 @@ func (s *syncServer) writer() {
 				err = werr
 			}
 		}
+		start := time.Now()
 		if serr := s.f.Sync(); serr != nil {
 			err = serr
 		}
+		took := time.Since(start)
+		s.mu.Lock()
+		s.synced = append(s.synced, took)
+		s.mu.Unlock()
 		for _, r := range batch {
 			r.ok <- err
 		}
 	}
+}
+
+// fsyncs returns how long each of the server's fsyncs so far took.
+func (s *syncServer) fsyncs() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.synced)
 }
 
 func (s *syncServer) close() {
