@@ -55,7 +55,8 @@ func (s *Store) LogSyncs() SyncTimes {
 }
 
 // Sub returns the syncs of t that earlier, a reading of the same instance, does not hold.
-// Readings with different buckets (the store reopened itself between them) give t itself.
+// When earlier holds more than t in any count (the store reopened itself between them) or
+// its buckets differ, Sub gives t itself: the syncs since the reopening.
 func (t SyncTimes) Sub(earlier SyncTimes) SyncTimes {
 	if len(earlier.Buckets) != len(t.Buckets) || earlier.Count > t.Count {
 		return t
