@@ -38,6 +38,9 @@ func TestLogSyncsSeeAStalledDisk(t *testing.T) {
 		if err := s.PutTopic(ctx, "orders", []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
+		// Pebble times a sync after it has released the writes waiting for it: read once its
+		// log's goroutine is waiting again.
+		synctest.Wait()
 		before := s.LogSyncs()
 		if before.Count == 0 {
 			t.Fatal("no log sync counted before the appends; the topic's definition was synced")
@@ -49,6 +52,7 @@ func TestLogSyncsSeeAStalledDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		synctest.Wait()
 		got := s.LogSyncs().Sub(before)
 		if got.Count != appends {
 			t.Fatalf("%d syncs counted for %d synced appends made one after another", got.Count, appends)
