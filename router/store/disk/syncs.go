@@ -30,8 +30,10 @@ type SyncBucket struct {
 
 // LogSyncs returns the log syncs of the store's current pebble instance: since the store
 // opened, or since it last reopened itself after a failure. Subtract an earlier reading
-// ([SyncTimes.Sub]) for the syncs of a stretch of time. It returns the zero SyncTimes
-// once the store is closed.
+// ([SyncTimes.Sub]) for the syncs of a stretch of time. Pebble counts a sync just after it
+// has released the writes waiting for it, so a reading taken as an acknowledgement returns
+// may not hold that acknowledgement's sync yet. It returns the zero SyncTimes once the store
+// is closed.
 func (s *Store) LogSyncs() SyncTimes {
 	c, err := s.enter("", "")
 	if err != nil {
