@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"router":                       {"schemas", "router/filter", "router/retry", "router/store", "router/metrics", "router/metrics/", "router/logattr", "router/probes", "router/sas", "router/cluster", "sinks", "sinks/", "actors", "actors/deadletter"},
 	"router/httpapi":               {"schemas", "schemas/bufpool", "router", "router/sas", "router/logattr"},
 	"router/console":               {"router", "router/metrics"},
-	"cmd/":                         {"schemas", "router", "router/", "sinks", "sinks/", "actors", "cmd/egrid/internal/"},
+	"cmd/":                         {"schemas", "schemas/bufpool", "router", "router/", "sinks", "sinks/", "actors", "cmd/egrid/internal/"},
 	"testkit":                      {"schemas", "router", "router/", "sinks", "sinks/", "actors"},
 	"testkit/":                     {"schemas", "router", "router/", "sinks", "sinks/", "actors", "testkit"},
 	"examples/":                    {"schemas", "router", "router/httpapi", "router/metrics", "sinks", "sinks/"},
