@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -99,7 +100,9 @@ type scanner struct {
 }
 
 func (s *scanner) skipWS() {
-	for s.pos < len(s.buf) {
+	// Whitespace is ' ' and three control characters, all at most ' ': one comparison passes
+	// over any other byte, which is what follows most tokens of a compact body.
+	for s.pos < len(s.buf) && s.buf[s.pos] <= ' ' {
 		switch s.buf[s.pos] {
 		case ' ', '\t', '\n', '\r':
 			s.pos++
@@ -140,23 +143,7 @@ func (s *scanner) scanString() (esc bool, err error) {
 	// Where the next quote and backslash are, once plainRun has looked.
 	quote, backslash := -1, -1
 	for {
-		// Skip plain ASCII eight bytes at a time, then byte by byte up to the next byte that
-		// needs a look. Most strings (member names, ids, types, times) end within the first
-		// shortString bytes; a run plain for a word beyond them goes on in plainRun.
-		lim := min(len(s.buf), s.pos+shortString)
-		for s.pos+8 <= lim && !special(binary.LittleEndian.Uint64(s.buf[s.pos:])) {
-			s.pos += 8
-		}
-		if s.pos+8 > lim && s.pos+8 <= len(s.buf) && !special(binary.LittleEndian.Uint64(s.buf[s.pos:])) {
-			s.pos = s.plainRun(&quote, &backslash)
-		}
-		for s.pos < len(s.buf) {
-			c := s.buf[s.pos]
-			if c >= utf8.RuneSelf || !plain[c] {
-				break
-			}
-			s.pos++
-		}
+		s.toSpecial(&quote, &backslash)
 		if s.pos >= len(s.buf) {
 			return esc, &syntaxError{start, "unterminated string"}
 		}
@@ -197,6 +184,35 @@ func (s *scanner) scanString() (esc bool, err error) {
 	}
 }
 
+// toSpecial moves pos to the next byte that is not plain inside a string (a quote, a
+// backslash, a control character or a byte of a multi-byte UTF-8 sequence), or to the end.
+//
+// It tests eight bytes at a time, and the first word holding such a byte says which byte it
+// is (specialMask), so a string costs a word test per eight bytes and no test per byte. Most
+// strings (member names, ids, types, times) end within the first shortString bytes; a run
+// plain beyond them goes on in plainRun.
+func (s *scanner) toSpecial(quote, backslash *int) {
+	lim := s.pos + shortString
+	for s.pos+8 <= len(s.buf) {
+		if m := specialMask(binary.LittleEndian.Uint64(s.buf[s.pos:])); m != 0 {
+			s.pos += bits.TrailingZeros64(m) >> 3
+			return
+		}
+		if s.pos >= lim {
+			s.pos = s.plainRun(quote, backslash) // at least this plain word further
+			lim = len(s.buf)
+			continue
+		}
+		s.pos += 8
+	}
+	for s.pos < len(s.buf) {
+		if c := s.buf[s.pos]; c >= utf8.RuneSelf || !plain[c] {
+			return
+		}
+		s.pos++
+	}
+}
+
 // shortString is how many bytes of a plain run scanString tests word by word before it hands
 // the rest to plainRun, whose two searches cost more than they save in shorter runs
 // (BenchmarkScanString).
@@ -222,6 +238,17 @@ func (s *scanner) plainRun(quote, backslash *int) int {
 		*backslash = nextByte(s.buf[:*quote], s.pos, '\\')
 	}
 	pos, end := s.pos, *backslash
+	// Four words at a time while they are all plain (the test is exact for each word, so it
+	// is for their union), then the last of them one at a time.
+	for ; pos+32 <= end; pos += 32 {
+		b := s.buf[pos : pos+32]
+		w0, w1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		w2, w3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
+		const lsb, msb = 0x0101010101010101, 0x8080808080808080
+		if ((w0-lsb*0x20)|w0|(w1-lsb*0x20)|w1|(w2-lsb*0x20)|w2|(w3-lsb*0x20)|w3)&msb != 0 {
+			break // some word is outsideASCIIText
+		}
+	}
 	for pos+8 <= end && !outsideASCIIText(binary.LittleEndian.Uint64(s.buf[pos:])) {
 		pos += 8
 	}
@@ -229,12 +256,17 @@ func (s *scanner) plainRun(quote, backslash *int) int {
 }
 
 // special reports whether any of the eight bytes in x is not plain inside a JSON string: a
-// control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence. Each test is the
-// exact "some byte is zero / less than n" bit trick.
-func special(x uint64) bool {
+// control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence.
+func special(x uint64) bool { return specialMask(x) != 0 }
+
+// specialMask sets the top bit of each byte of x that is not plain inside a JSON string, by
+// the "some byte is zero / less than n" bit tricks, and may set it in a plain byte above one
+// that is not (a borrow carries only upwards from a flagged byte). Its lowest set bit is
+// therefore always exact: it marks the first byte that is not plain.
+func specialMask(x uint64) uint64 {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	hasZero := func(v uint64) uint64 { return (v - lsb) & ^v & msb }
-	return (x&msb)|((x-lsb*0x20)&^x&msb)|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\')) != 0
+	return (x & msb) | ((x - lsb*0x20) &^ x & msb) | hasZero(x^(lsb*'"')) | hasZero(x^(lsb*'\\'))
 }
 
 // nextByte returns the index of the first c in b at or after from, or len(b).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,14 +40,15 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
-// Long strings go through plainRun after their first four words: every kind of byte that ends
-// a plain run, at every offset around and past the switch, in strings with one or two of them,
-// must be read as encoding/json reads it (invalid UTF-8 refused).
+// Long strings go through plainRun after their first eight words, which tests four words at a
+// time and then one: every kind of byte that ends a plain run, at every offset around and past
+// the switch and in each word of plainRun's blocks, in strings with one or two of them, must be
+// read as encoding/json reads it (invalid UTF-8 refused).
 func TestLongStringsAgreeWithEncodingJSON(t *testing.T) {
 	kinds := []string{`\"`, `\\`, `\u00e9`, `\n`, "é", "😀", "\xff", "\xc3", "\x01", "\x1f", "\x7f", `"`, `\x`, `\u12`}
 	for _, k1 := range kinds {
 		for _, k2 := range append([]string{""}, kinds...) {
-			for at := 0; at < 80; at += 3 {
+			for at := 0; at < 200; at += 3 {
 				for _, gap := range []int{0, 1, 9, 40} {
 					str := strings.Repeat("a", at) + k1 + strings.Repeat("b", gap) + k2 + strings.Repeat("c", 50)
 					in := `["` + str + `","tail"]`
@@ -81,6 +83,48 @@ func TestSpecial(t *testing.T) {
 		if got := special(binary.LittleEndian.Uint64([]byte(w))); got != want {
 			t.Errorf("special(%q) = %v, want %v", w, got, want)
 		}
+	}
+}
+
+// specialMask's lowest set bit must mark the first byte of a word that is not plain, whatever
+// the bytes around it (toSpecial jumps to it), and the mask must be empty for a plain word.
+func TestSpecialMaskFindsFirstSpecialByte(t *testing.T) {
+	first := func(w []byte) int {
+		for i, c := range w {
+			if c >= utf8.RuneSelf || !plain[c] {
+				return i
+			}
+		}
+		return 8
+	}
+	check := func(w []byte) {
+		t.Helper()
+		m := specialMask(binary.LittleEndian.Uint64(w))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if want := first(w); got != want {
+			t.Fatalf("specialMask(%q) marks byte %d first, want %d", w, got, want)
+		}
+	}
+	for _, at := range [][2]int{{0, 1}, {2, 3}, {6, 7}, {0, 7}, {3, 5}} {
+		for c1 := 0; c1 < 256; c1++ {
+			for c2 := 0; c2 < 256; c2++ {
+				word := []byte("abcdefgh")
+				word[at[0]], word[at[1]] = byte(c1), byte(c2)
+				check(word)
+			}
+		}
+	}
+	// Every word of bytes around the thresholds the tricks test (0x20, '"', '\\', 0x80).
+	edges := []byte{0x00, 0x1f, 0x20, 0x21, '"', 0x23, 0x5b, '\\', 0x5d, 0x7f, 0x80, 0xff}
+	word := make([]byte, 8)
+	for n := 0; n < 1<<16; n++ {
+		for i := range word {
+			word[i] = edges[(n>>(2*i)+n*i)%len(edges)]
+		}
+		check(word)
 	}
 }
 
