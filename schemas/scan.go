@@ -138,8 +138,30 @@ func quoteByte(c byte) string {
 
 // scanString consumes a string token and reports whether it holds escapes.
 func (s *scanner) scanString() (esc bool, err error) {
-	start := s.pos
-	s.pos++ // opening quote
+	start, buf := s.pos, s.buf
+	pos := start + 1 // after the opening quote
+	// Most strings (member names, ids, types, times) are plain up to their closing quote
+	// within a few words: those end here, without the general loop's calls.
+	for pos+8 <= len(buf) && pos-start <= shortString {
+		m := specialMask(binary.LittleEndian.Uint64(buf[pos : pos+8]))
+		if m == 0 {
+			pos += 8
+			continue
+		}
+		pos += bits.TrailingZeros64(m) >> 3
+		if buf[pos] == '"' {
+			s.pos = pos + 1
+			return false, nil
+		}
+		break
+	}
+	s.pos = pos
+	return s.scanStringRest(start)
+}
+
+// scanStringRest goes on with the string token that starts at start once scanString has
+// met a byte other than its closing quote, or a long or unfinished run.
+func (s *scanner) scanStringRest(start int) (esc bool, err error) {
 	// Where the next quote and backslash are, once plainRun has looked.
 	quote, backslash := -1, -1
 	for {
@@ -192,25 +214,28 @@ func (s *scanner) scanString() (esc bool, err error) {
 // strings (member names, ids, types, times) end within the first shortString bytes; a run
 // plain beyond them goes on in plainRun.
 func (s *scanner) toSpecial(quote, backslash *int) {
-	lim := s.pos + shortString
-	for s.pos+8 <= len(s.buf) {
-		if m := specialMask(binary.LittleEndian.Uint64(s.buf[s.pos:])); m != 0 {
-			s.pos += bits.TrailingZeros64(m) >> 3
+	buf, pos := s.buf, s.pos
+	lim := pos + shortString
+	for pos+8 <= len(buf) {
+		if m := specialMask(binary.LittleEndian.Uint64(buf[pos : pos+8])); m != 0 {
+			s.pos = pos + bits.TrailingZeros64(m)>>3
 			return
 		}
-		if s.pos >= lim {
-			s.pos = s.plainRun(quote, backslash) // at least this plain word further
-			lim = len(s.buf)
+		if pos >= lim {
+			s.pos = pos
+			pos = s.plainRun(quote, backslash) // at least this plain word further
+			lim = len(buf)
 			continue
 		}
-		s.pos += 8
+		pos += 8
 	}
-	for s.pos < len(s.buf) {
-		if c := s.buf[s.pos]; c >= utf8.RuneSelf || !plain[c] {
-			return
+	for pos < len(buf) {
+		if c := buf[pos]; c >= utf8.RuneSelf || !plain[c] {
+			break
 		}
-		s.pos++
+		pos++
 	}
+	s.pos = pos
 }
 
 // shortString is how many bytes of a plain run scanString tests word by word before it hands
