@@ -188,6 +188,10 @@ func FuzzScanner(f *testing.F) {
 	f.Add([]byte(`{"a":[1,-2.5e3,"\u00e9",true,null]}`))
 	f.Add([]byte(`"\ud83d\ude00 \ud800"`))
 	f.Add([]byte(`[1,]`))
+	// Strings long enough for scanString's word loop to hand over to scanStringRest and for
+	// plainRun's four-word steps, with bytes that end a plain run inside them.
+	f.Add([]byte(`["` + strings.Repeat("lorem ipsum ", 8) + `"éé` + strings.Repeat("dolor sit ", 6) + "" + strings.Repeat("x", 40) + `"]`))
+	f.Add([]byte(`{"` + strings.Repeat("k", 70) + `":"` + strings.Repeat("v", 33) + "	" + `"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := json.Valid(b) && utf8.Valid(b)
 		err := scanAll(b)
