@@ -167,7 +167,7 @@ func startSyncServer(dir string) (*syncServer, error) {
 func readInto(dst []byte, r io.Reader) ([]byte, error) {
 	for {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, cap(dst))
+			dst = slices.Grow(dst, max(cap(dst), 512))
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]

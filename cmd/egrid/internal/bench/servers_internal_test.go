@@ -1,8 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,4 +64,86 @@ func TestAfterAnswer(t *testing.T) {
 	if got, want := afterAnswer(arrivals, answered), []time.Duration{-1000, 2500}; !slices.Equal(got, want) {
 		t.Errorf("afterAnswer = %v, want %v", got, want)
 	}
+}
+
+// The read+fsync server and the sink read each body into a pooled buffer of its announced
+// size: bodies around the pool's size classes, and bodies sent without a Content-Length (the
+// buffer then starts at the smallest class and grows), must arrive whole and in order.
+func TestServersKeepEveryBodyWhole(t *testing.T) {
+	var bodies [][]byte
+	for i, n := range []int{0, 1, 511, 512, 513, 4096, 100_000, 1 << 20} {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte('a' + (i+j)%26)
+		}
+		bodies = append(bodies, b)
+	}
+	post := func(t *testing.T, url string, body []byte, chunked bool) {
+		t.Helper()
+		var r io.Reader = bytes.NewReader(body)
+		if chunked {
+			r = io.MultiReader(r) // hides the length: the request goes chunked
+		}
+		req, err := http.NewRequest(http.MethodPost, url, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %d bytes: %s", len(body), resp.Status)
+		}
+	}
+
+	t.Run("read+fsync server", func(t *testing.T) {
+		s, err := startSyncServer(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		var want []byte
+		for _, chunked := range []bool{false, true} {
+			for _, b := range bodies {
+				post(t, s.url+"/", b, chunked)
+				want = append(want, b...)
+			}
+		}
+		got, err := os.ReadFile(s.f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("the file holds %d bytes, want the %d posted, in order", len(got), len(want))
+		}
+	})
+
+	t.Run("sink", func(t *testing.T) {
+		s, err := startSink()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		var mu sync.Mutex
+		var got [][]byte
+		s.onEvent = func(_ string, body []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, bytes.Clone(body))
+		}
+		for _, chunked := range []bool{false, true} {
+			for _, b := range bodies {
+				post(t, s.url+"/", b, chunked)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := append(slices.Clone(bodies), bodies...)
+		if !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("the sink saw %d bodies, not the %d posted, whole and in order", len(got), len(want))
+		}
+	})
 }
