@@ -164,8 +164,10 @@ func (s *scanner) scanString() (esc bool, err error) {
 func (s *scanner) scanStringRest(start int) (esc bool, err error) {
 	// Where the next quote and backslash are, once plainRun has looked.
 	quote, backslash := -1, -1
-	for {
-		s.toSpecial(&quote, &backslash)
+	// A run is tested word by word for its first shortString bytes (from the opening quote,
+	// then from each escape or multi-byte character on), and goes on in plainRun after them.
+	for lim := start + 1 + shortString; ; lim = s.pos + shortString {
+		s.toSpecial(&quote, &backslash, lim)
 		if s.pos >= len(s.buf) {
 			return esc, &syntaxError{start, "unterminated string"}
 		}
@@ -211,11 +213,10 @@ func (s *scanner) scanStringRest(start int) (esc bool, err error) {
 //
 // It tests eight bytes at a time, and the first word holding such a byte says which byte it
 // is (specialMask), so a string costs a word test per eight bytes and no test per byte. Most
-// strings (member names, ids, types, times) end within the first shortString bytes; a run
-// plain beyond them goes on in plainRun.
-func (s *scanner) toSpecial(quote, backslash *int) {
+// strings (member names, ids, types, times) end within their first shortString bytes; a run
+// still plain at lim goes on in plainRun.
+func (s *scanner) toSpecial(quote, backslash *int, lim int) {
 	buf, pos := s.buf, s.pos
-	lim := pos + shortString
 	for pos+8 <= len(buf) {
 		if m := specialMask(binary.LittleEndian.Uint64(buf[pos : pos+8])); m != 0 {
 			s.pos = pos + bits.TrailingZeros64(m)>>3
