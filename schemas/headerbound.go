@@ -44,15 +44,13 @@ func HeaderValueProblem(v string, max int) string {
 // DEL, or C1 as UTF-8), or -1. Bytes that are not valid UTF-8 are not control characters.
 func controlChar(v string) (int, rune) {
 	// Eight bytes at a time while none of them is below 0x20, DEL or 0xc2 (the lead byte of
-	// every C1 character); each test is exact for the word.
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	hasZero := func(x uint64) uint64 { return (x - lsb) &^ x & msb }
+	// every C1 character).
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
 		w := v[i : i+8]
 		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		if (x-lsb*0x20)&^x&msb|hasZero(x^(lsb*0x7f))|hasZero(x^(lsb*0xc2)) != 0 {
+		if bytesBelow(x, 0x20)|bytesEqual(x, 0x7f)|bytesEqual(x, 0xc2) != 0 {
 			break
 		}
 	}

@@ -270,7 +270,6 @@ func (s *scanner) plainRun(quote, backslash *int) int {
 		b := s.buf[pos : pos+32]
 		w0, w1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
 		w2, w3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
-		const lsb, msb = 0x0101010101010101, 0x8080808080808080
 		if ((w0-lsb*0x20)|w0|(w1-lsb*0x20)|w1|(w2-lsb*0x20)|w2|(w3-lsb*0x20)|w3)&msb != 0 {
 			break // some word is outsideASCIIText
 		}
@@ -285,15 +284,24 @@ func (s *scanner) plainRun(quote, backslash *int) int {
 // control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence.
 func special(x uint64) bool { return specialMask(x) != 0 }
 
-// specialMask sets the top bit of each byte of x that is not plain inside a JSON string, by
-// the "some byte is zero / less than n" bit tricks, and may set it in a plain byte above one
-// that is not (a borrow carries only upwards from a flagged byte). Its lowest set bit is
-// therefore always exact: it marks the first byte that is not plain.
+// specialMask marks the bytes of x that are not plain inside a JSON string (see bytesBelow:
+// its lowest set bit marks the first such byte).
 func specialMask(x uint64) uint64 {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	hasZero := func(v uint64) uint64 { return (v - lsb) & ^v & msb }
-	return (x & msb) | ((x - lsb*0x20) &^ x & msb) | hasZero(x^(lsb*'"')) | hasZero(x^(lsb*'\\'))
+	return x&msb | bytesBelow(x, 0x20) | bytesEqual(x, '"') | bytesEqual(x, '\\')
 }
+
+// Eight bytes at a time: lsb and msb are the lowest and the highest bit of every byte of a
+// little-endian word.
+const lsb, msb = 0x0101010101010101, 0x8080808080808080
+
+// bytesBelow sets the top bit of each byte of x below n (at most 0x80), by the "some byte is
+// less than n" bit trick. It may also set it in a byte above one that is below n (the borrow
+// carries only upwards from such a byte), so whether the result is zero, and which byte its
+// lowest set bit marks, are exact.
+func bytesBelow(x uint64, n byte) uint64 { return (x - lsb*uint64(n)) &^ x & msb }
+
+// bytesEqual marks the bytes of x equal to c, as exactly as bytesBelow.
+func bytesEqual(x uint64, c byte) uint64 { return bytesBelow(x^(lsb*uint64(c)), 1) }
 
 // nextByte returns the index of the first c in b at or after from, or len(b).
 func nextByte(b []byte, from int, c byte) int {
@@ -308,7 +316,6 @@ func nextByte(b []byte, from int, c byte) int {
 // byte's top bit when the byte is below 0x20; the borrow that carries into the next byte only
 // ever follows such a byte, so the answer is exact though the bit may mark the wrong byte.
 func outsideASCIIText(x uint64) bool {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	return ((x-lsb*0x20)|x)&msb != 0
 }
 
