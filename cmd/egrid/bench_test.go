@@ -50,4 +50,18 @@ func TestBenchRuns(t *testing.T) {
 			t.Errorf("scenario %s has %d CPU-per-event rows, want 2 (process and profile)", s, cpu[s])
 		}
 	}
+	// The publish scenarios hold egrid against the read+validate+fsync server too, which must
+	// have taken the bench's bodies (it answers 400 to a body egrid's decoder refuses).
+	if cpu["publish1"] != 4 {
+		t.Errorf("publish1 has %d CPU-per-event rows, want 4 (process and profile, against each baseline)", cpu["publish1"])
+	}
+	validating := false
+	for _, r := range rs {
+		if r.Scenario == "publish1" && r.Metric == "durable publish, against read+validate+fsync" {
+			validating = r.Baseline > 0 && r.Ratio > 0
+		}
+	}
+	if !validating {
+		t.Errorf("publish1 has no rate against the read+validate+fsync server: %+v", rs)
+	}
 }

@@ -324,9 +324,13 @@ func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEven
 		}
 		return float64(d.Nanoseconds()) / 1e3 / float64(n)
 	}
-	proc := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, process (/proc)", Unit: "µs/event",
+	against := ""
+	if c.against != "" {
+		against = ", against " + c.against
+	}
+	proc := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, process (/proc)" + against, Unit: "µs/event",
 		Value: per(eg.Process, events), Baseline: per(base.Process, baseEvents), Note: c.processNote}
-	prof := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, egrid (profile)", Unit: "µs/event",
+	prof := Result{Scenario: scenario, Metric: "CPU per " + c.event + " event, egrid (profile)" + against, Unit: "µs/event",
 		Value: per(eg.Roles[roleRouter], events), Baseline: per(base.Roles[c.role], baseEvents)}
 	for _, r := range []*Result{&proc, &prof} {
 		if r.Baseline > 0 {
@@ -346,18 +350,21 @@ func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEven
 
 // cpuComparison says what a scenario's CPU rows compare: the events counted (delivered or
 // published), what the process row holds on each side, and the role of the baseline whose
-// CPU egrid's share is held against, with its name in the row's note.
-type cpuComparison struct{ event, processNote, role, name string }
+// CPU egrid's share is held against, with its name in the row's note; against names the
+// baseline in the rows' metrics where a scenario has two.
+type cpuComparison struct{ event, processNote, role, name, against string }
 
 var (
 	// endToEndCPU: egrid's router stands in for the baseline's client, which posts each event
 	// straight to the sink.
-	endToEndCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and sink", roleLoadgen, "its client"}
+	endToEndCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and sink", roleLoadgen, "its client", ""}
 	// latencyCPU: egrid's router takes the publishes, journals and delivers them, where the
 	// baseline's server takes and journals them.
-	latencyCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and read+fsync server", roleSink, "its read+fsync server"}
+	latencyCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and read+fsync server", roleSink, "its read+fsync server", ""}
 	// publishCPU: egrid's router takes and journals the publishes, as the read+fsync server does.
-	publishCPU = cpuComparison{"published", "egrid and load generator together; baseline: load generator and read+fsync server", roleSink, "its read+fsync server"}
+	publishCPU = cpuComparison{"published", "egrid and load generator together; baseline: load generator and read+fsync server", roleSink, "its read+fsync server", ""}
+	// publishValidatingCPU: the same against the read+validate+fsync server.
+	publishValidatingCPU = cpuComparison{"published", "egrid and load generator together; baseline: load generator and read+validate+fsync server", roleSink, "its read+validate+fsync server", "read+validate+fsync"}
 )
 
 // roleSplit prints µs per event by role, largest first ("router 21.3, sink 9.1, ...").

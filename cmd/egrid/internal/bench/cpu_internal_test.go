@@ -235,6 +235,17 @@ func TestCPURows(t *testing.T) {
 	if !strings.HasPrefix(pub[0].Metric, "CPU per published event") || !strings.Contains(pub[0].Note, "read+fsync server") || !near(pub[1].Baseline, 7.5) {
 		t.Errorf("publish rows %+v; want published events against the read+fsync server (7.5 µs)", pub)
 	}
+	// Against the read+validate+fsync server the rows name it in their metrics, so they stand
+	// beside the read+fsync server's.
+	val := cpuRows("publish100", eg, 10000, base, 20000, publishValidatingCPU)
+	for i, want := range []string{"CPU per published event, process (/proc), against read+validate+fsync", "CPU per published event, egrid (profile), against read+validate+fsync"} {
+		if val[i].Metric != want || val[i].Metric == pub[i].Metric {
+			t.Errorf("validating row %d metric %q; want %q, unlike %q", i, val[i].Metric, want, pub[i].Metric)
+		}
+	}
+	if !strings.Contains(val[1].Note, "baseline: its read+validate+fsync server;") {
+		t.Errorf("validating profile row note %q; want it to name the read+validate+fsync server", val[1].Note)
+	}
 	if strings.Contains(rows[0].Metric, "published") || !strings.Contains(rows[0].Note, "client and sink") {
 		t.Errorf("e2e1's process row %+v; want delivered events, client and sink", rows[0])
 	}

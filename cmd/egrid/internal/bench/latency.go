@@ -34,7 +34,7 @@ func latency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 // wrote, pebble's compactions) comes and goes over seconds, so a baseline measured in one
 // stretch and egrid in the next compared the stretches as much as the two.
 func ack(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
-	base, err := startSyncServer(b.opt.Dir)
+	base, err := startSyncServer(b.opt.Dir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func pacedLatency(ctx context.Context, b *Runner, s Scenario) ([]Result, error) 
 	// seconds (README, Benchmarks: a shared VM's took 0.17 ms per 1 KB sync at the median
 	// and up to hundreds of milliseconds): a p99 is made by whichever stretch of the run
 	// catches one, so both sides get the same length of it.
-	base, err := startSyncServer(b.opt.Dir)
+	base, err := startSyncServer(b.opt.Dir, nil)
 	if err != nil {
 		return nil, err
 	}

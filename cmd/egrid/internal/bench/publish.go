@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas"
 )
 
 // publish measures durable publish with perRequest events per request against the
@@ -22,22 +23,33 @@ import (
 // up to a megabyte each at 100 events per request), egrid's the CPU it spends per event, so
 // the CPU rows compare the work each side does where the rate's ratio also compares the disk
 // with the CPU.
+//
+// A third side runs in the same rounds: the read+validate+fsync server, which decodes each
+// body with egrid's own decoder (every event validated and its Raw built, as egrid must)
+// before it appends it. The read+fsync server does none of that, so its ratio holds egrid's
+// validation against it too; the rows against the validating server say what egrid spends
+// beyond validating, its store and its plumbing.
 func publish(perRequest int, targetRate float64) func(context.Context, *Runner, Scenario) ([]Result, error) {
 	return func(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		body := eventBody(perRequest, "p", "/bench")
-		base, err := startSyncServer(b.opt.Dir)
+		base, err := startSyncServer(b.opt.Dir, nil)
 		if err != nil {
 			return nil, err
 		}
 		defer base.close()
+		val, err := startSyncServer(b.opt.Dir, validateEventGrid)
+		if err != nil {
+			return nil, err
+		}
+		defer val.close()
 		eg, err := b.startTopic(ctx, router.Config{})
 		if err != nil {
 			return nil, err
 		}
 		defer eg.close()
 		d := b.opt.Duration / publishRounds
-		var egRounds, baseRounds rounds
-		var use, baseUse CPUUsage
+		var egRounds, baseRounds, valRounds rounds
+		var use, baseUse, valUse CPUUsage
 		for r := range publishRounds {
 			cpu := b.startCPU()
 			one, err := b.load(ctx, fmt.Sprintf("baseline (read+fsync) (%d/%d)", r+1, publishRounds), base.url+"/", body, d)
@@ -53,6 +65,13 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 				return nil, err
 			}
 			egRounds.add(one, perRequest)
+			cpu = b.startCPU()
+			one, err = b.load(ctx, fmt.Sprintf("baseline (read+validate+fsync) (%d/%d)", r+1, publishRounds), val.url+"/", body, d)
+			valUse = valUse.add(cpu.stop())
+			if err != nil {
+				return nil, err
+			}
+			valRounds.add(one, perRequest)
 		}
 		unit, value, baseline := "events/s", egRounds.mean(), baseRounds.mean()
 		if perRequest == 1 {
@@ -65,8 +84,23 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 			met := value >= targetRate && r.Ratio >= 0.8
 			r.Met = &met
 		}
-		return append([]Result{r}, cpuRows(s.Name, use, egRounds.events, baseUse, baseRounds.events, publishCPU)...), nil
+		v := Result{Scenario: s.Name, Metric: "durable publish, against read+validate+fsync", Value: value, Unit: unit, Baseline: valRounds.mean(),
+			Note: fmt.Sprintf("baseline: the same requests into a read+fsync server that first decodes each body with egrid's decoder, in the same rounds; rounds: %s %s",
+				valRounds.spread(), unit)}
+		if v.Baseline > 0 {
+			v.Ratio = value / v.Baseline
+		}
+		rows := append([]Result{r}, cpuRows(s.Name, use, egRounds.events, baseUse, baseRounds.events, publishCPU)...)
+		rows = append(rows, v)
+		return append(rows, cpuRows(s.Name, use, egRounds.events, valUse, valRounds.events, publishValidatingCPU)...), nil
 	}
+}
+
+// validateEventGrid is the read+validate+fsync server's check: egrid's decoder, which
+// validates every event and builds its Raw.
+func validateEventGrid(body []byte) error {
+	_, err := schemas.DecodeEventGrid(body, "/bench/validating-baseline", schemas.ClassicLimits)
+	return err
 }
 
 // publishRounds is how many rounds of each side the publish scenarios alternate.

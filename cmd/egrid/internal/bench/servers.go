@@ -133,8 +133,11 @@ type syncReq struct {
 	ok   chan error
 }
 
-func startSyncServer(dir string) (*syncServer, error) {
-	f, err := os.Create(filepath.Join(dir, "baseline.log"))
+// startSyncServer starts a read+fsync server with its file in dir. With validate set it is the
+// read+validate+fsync server: it runs validate on each body first and answers 400, appending
+// nothing, to a body that fails.
+func startSyncServer(dir string, validate func(body []byte) error) (*syncServer, error) {
+	f, err := os.CreateTemp(dir, "baseline-*.log")
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +156,12 @@ func startSyncServer(dir string) (*syncServer, error) {
 		defer bufpool.Put(buf)
 		body, _ := readInto(*buf, r.Body)
 		*buf = body
+		if validate != nil {
+			if err := validate(body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
 		req := syncReq{body: body, ok: make(chan error, 1)}
 		s.reqs <- req
 		if err := <-req.ok; err != nil {

@@ -100,7 +100,7 @@ func TestServersKeepEveryBodyWhole(t *testing.T) {
 	}
 
 	t.Run("read+fsync server", func(t *testing.T) {
-		s, err := startSyncServer(t.TempDir())
+		s, err := startSyncServer(t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,4 +146,40 @@ func TestServersKeepEveryBodyWhole(t *testing.T) {
 			t.Fatalf("the sink saw %d bodies, not the %d posted, whole and in order", len(got), len(want))
 		}
 	})
+}
+
+// The read+validate+fsync server appends a body its check accepts, and answers 400 to one it
+// refuses without appending it; the publish scenarios' check is egrid's decoder.
+func TestValidatingSyncServer(t *testing.T) {
+	s, err := startSyncServer(t.TempDir(), validateEventGrid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	good := eventBody(3, "v", "/bench")
+	for _, tc := range []struct {
+		body []byte
+		want int
+	}{
+		{good, http.StatusOK},
+		{[]byte(`[{"id":"x"}]`), http.StatusBadRequest}, // no eventType, eventTime, subject or data
+		{[]byte(`[{"id":`), http.StatusBadRequest},
+	} {
+		resp, err := http.Post(s.url+"/", "application/json", bytes.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST %.20s...: %s, want %d", tc.body, resp.Status, tc.want)
+		}
+	}
+	got, err := os.ReadFile(s.f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, good) {
+		t.Errorf("the file holds %d bytes, want only the valid body's %d", len(got), len(good))
+	}
 }
