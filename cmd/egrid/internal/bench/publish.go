@@ -50,28 +50,27 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 		d := b.opt.Duration / publishRounds
 		var egRounds, baseRounds, valRounds rounds
 		var use, baseUse, valUse CPUUsage
-		for r := range publishRounds {
+		// round loads one side for d and adds its rate and CPU to that side's totals.
+		round := func(r int, name, url string, rs *rounds, u *CPUUsage) error {
 			cpu := b.startCPU()
-			one, err := b.load(ctx, fmt.Sprintf("baseline (read+fsync) (%d/%d)", r+1, publishRounds), base.url+"/", body, d)
-			baseUse = baseUse.add(cpu.stop())
+			one, err := b.load(ctx, fmt.Sprintf("%s (%d/%d)", name, r+1, publishRounds), url, body, d)
+			*u = u.add(cpu.stop())
 			if err != nil {
+				return err
+			}
+			rs.add(one, perRequest)
+			return nil
+		}
+		for r := range publishRounds {
+			if err := round(r, "baseline (read+fsync)", base.url+"/", &baseRounds, &baseUse); err != nil {
 				return nil, err
 			}
-			baseRounds.add(one, perRequest)
-			cpu = b.startCPU()
-			one, err = b.load(ctx, fmt.Sprintf("egrid publish (%d/%d)", r+1, publishRounds), eg.publishURL(), body, d)
-			use = use.add(cpu.stop())
-			if err != nil {
+			if err := round(r, "egrid publish", eg.publishURL(), &egRounds, &use); err != nil {
 				return nil, err
 			}
-			egRounds.add(one, perRequest)
-			cpu = b.startCPU()
-			one, err = b.load(ctx, fmt.Sprintf("baseline (read+validate+fsync) (%d/%d)", r+1, publishRounds), val.url+"/", body, d)
-			valUse = valUse.add(cpu.stop())
-			if err != nil {
+			if err := round(r, "baseline (read+validate+fsync)", val.url+"/", &valRounds, &valUse); err != nil {
 				return nil, err
 			}
-			valRounds.add(one, perRequest)
 		}
 		unit, value, baseline := "events/s", egRounds.mean(), baseRounds.mean()
 		if perRequest == 1 {
