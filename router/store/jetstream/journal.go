@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -446,10 +447,16 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 		for seq := from; seq < from+uint64(n); seq++ {
 			m, err := str.GetMsg(ctx, seq)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				// Trimmed meanwhile, or not yet on the replica that answered (gets are direct
-				// gets, which any replica answers, and a follower may lag behind the
-				// acknowledged end): stop here, so that what is returned stays a contiguous
-				// run from from and the caller reads the rest again later.
+				// Trimmed or deleted meanwhile: passed over. Otherwise not yet on the server
+				// that answered (a direct get, which any replica answers, from a follower
+				// behind the acknowledged end; a leader elected a moment ago): stop here, so
+				// that what is returned stays a contiguous run from from and the caller
+				// reads the rest again later.
+				if g, gerr := gone(ctx, str, seq); gerr != nil {
+					return nil, fmt.Errorf("jetstream store: reading topic %q at %d: %w", topic, seq, gerr)
+				} else if g {
+					continue
+				}
 				break
 			}
 			if err != nil {
@@ -495,7 +502,9 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			if err != nil {
 				return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 			}
-			if err := r.add(ctx, md.Sequence.Stream, m.Data()); err != nil {
+			if err := r.add(ctx, md.Sequence.Stream, m.Data()); errors.Is(err, errRunEnds) {
+				return r.entries, nil
+			} else if err != nil {
 				return nil, err
 			}
 			if len(r.entries) >= n {
@@ -519,7 +528,11 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 // connection to NATS dropped and came back while the read was under way (a NATS server
 // lost), or the fetch gave up waiting on a starved machine. The next message then comes
 // after a hole. add fills a hole from the stream with single-message gets before it takes
-// the message after it: an entry the stream has is never left out of the run.
+// the message after it: an entry the stream has is never left out of the run. A message
+// the get does not find is passed over only when the stream says it is gone for good
+// (trimmed or deleted, see [gone]); otherwise the run ends before it (errRunEnds), since the
+// server that answered may not have it yet (the stream's leader changed while a NATS server
+// was lost), and the caller reads from there again later.
 type run struct {
 	str     jetstream.Stream
 	topic   string
@@ -535,7 +548,14 @@ func (r *run) add(ctx context.Context, seq uint64, data []byte) error {
 	for ; r.next < seq; r.next++ {
 		m, err := r.str.GetMsg(ctx, r.next)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // not in the stream: trimmed meanwhile
+			g, gerr := gone(ctx, r.str, r.next)
+			if gerr != nil {
+				return fmt.Errorf("jetstream store: reading topic %q at %d (a message its read did not get): %w", r.topic, r.next, gerr)
+			}
+			if g {
+				continue
+			}
+			return errRunEnds
 		}
 		if err != nil {
 			return fmt.Errorf("jetstream store: reading topic %q at %d (a message its read did not get): %w", r.topic, r.next, err)
@@ -549,6 +569,21 @@ func (r *run) add(ctx context.Context, seq uint64, data []byte) error {
 	}
 	r.next = seq + 1
 	return nil
+}
+
+// errRunEnds is add's answer for a hole it cannot fill yet: the run ends before it.
+var errRunEnds = errors.New("the run ends at a message the stream did not return")
+
+// gone reports whether a message a get did not find has left the journal for good: trimmed
+// (below the stream's first sequence number) or deleted. It asks the stream (its leader, with
+// replicas) for its state, with the numbers of deleted messages: a journal is only ever
+// trimmed by the store, so that list is empty unless someone deleted messages by hand.
+func gone(ctx context.Context, str jetstream.Stream, seq uint64) (bool, error) {
+	info, err := str.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return false, err
+	}
+	return seq < info.State.FirstSeq || slices.Contains(info.State.Deleted, seq), nil
 }
 
 func (r *run) take(seq uint64, data []byte) error {

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -8,52 +9,20 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
 
 // TestReadRunFillsHoles checks the run a Read's consumer builds: messages the consumer sent
 // that never arrived (its delivery went on after a hole) are read from the stream, so the
-// run holds every entry the stream has, in order; a message the stream no longer has is
+// run holds every entry the stream has, in order; a message the stream has deleted is
 // passed over. Without the filling, a subscription actor given the run would move its next
 // entry past the lost ones and never deliver them.
 func TestReadRunFillsHoles(t *testing.T) {
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		MaxPayload: MinMaxPayload,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the in-process NATS server did not accept connections within 10s")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	s, str := holesStore(t, 10)
 	ctx := t.Context()
-	s, err := Open(ctx, nc, Options{Prefix: "HOLES"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutTopic(ctx, "orders", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	var evs []*schemas.Event
-	for i := 1; i <= 10; i++ {
-		evs = append(evs, &schemas.Event{ID: fmt.Sprintf("e%d", i)})
-	}
-	if _, err := s.Append(ctx, "orders", time.Unix(1, 0), evs); err != nil {
-		t.Fatal(err)
-	}
-	str, _, err := s.streamInfo(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := str.DeleteMsg(ctx, 8); err != nil { // no longer in the stream
 		t.Fatal(err)
 	}
@@ -81,4 +50,102 @@ func TestReadRunFillsHoles(t *testing.T) {
 	if r.next != 11 {
 		t.Errorf("the run needs %d next, want 11", r.next)
 	}
+
+	// A message the get does not find although the stream has not let it go (here: one past
+	// its end, as a server that has not got it yet answers) ends the run before it: passing
+	// over it would lose it for good.
+	if err := r.add(ctx, 12, []byte("not read")); !errors.Is(err, errRunEnds) {
+		t.Errorf("add after a hole the stream has not let go = %v, want errRunEnds", err)
+	}
+	if r.next != 11 || len(r.entries) != 9 {
+		t.Errorf("after the hole the run needs %d next and holds %d entries, want 11 and 9", r.next, len(r.entries))
+	}
+
+	// Trimmed messages are gone for good: a run from before the trim passes over them.
+	if err := s.Trim(ctx, "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := run{str: str, topic: "orders", next: 2}
+	m, err := str.GetMsg(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trimmed.add(ctx, 5, m.Data); err != nil {
+		t.Fatalf("add after trimmed messages: %v", err)
+	}
+	if got := ids(trimmed.entries); !slices.Equal(got, []string{"e4", "e5"}) {
+		t.Errorf("a run from 2 after a trim through 3 holds %v, want [e4 e5]", got)
+	}
+}
+
+// TestReadGetsPassOnlyMessagesGone checks Read's single-message gets: a message the stream
+// has deleted is passed over, and the read ends before one it does not return but has not let
+// go.
+func TestReadGetsPassOnlyMessagesGone(t *testing.T) {
+	s, str := holesStore(t, 3)
+	ctx := t.Context()
+	if err := str.DeleteMsg(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(ctx, "orders", 1, smallRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := ids(got); !slices.Equal(ids, []string{"e1", "e3"}) {
+		t.Errorf("Read from 1 with message 2 deleted = %v, want [e1 e3]", ids)
+	}
+	if g, err := gone(ctx, str, 4); err != nil || g {
+		t.Errorf("gone(4) on a stream ending at 3 = %v, %v; want false: it may come yet", g, err)
+	}
+}
+
+func ids(entries []store.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Event.ID)
+	}
+	return out
+}
+
+// holesStore returns a store on an in-process NATS server with a topic "orders" holding n
+// events e1..en, and the topic's journal stream.
+func holesStore(t *testing.T, n int) (*Store, jetstream.Stream) {
+	t.Helper()
+	srv, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		MaxPayload: MinMaxPayload,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the in-process NATS server did not accept connections within 10s")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := t.Context()
+	s, err := Open(ctx, nc, Options{Prefix: "HOLES"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTopic(ctx, "orders", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*schemas.Event
+	for i := 1; i <= n; i++ {
+		evs = append(evs, &schemas.Event{ID: fmt.Sprintf("e%d", i)})
+	}
+	if _, err := s.Append(ctx, "orders", time.Unix(1, 0), evs); err != nil {
+		t.Fatal(err)
+	}
+	str, _, err := s.streamInfo(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, str
 }
