@@ -242,9 +242,11 @@ func TestClusterFailoverWithTheBinary(t *testing.T) {
 			"--cluster-prefix", "FAILOVER", "--time-scale", "200"}
 	}
 	nodes := make([]*proc, 3)
+	var started []startedNode // every node process, restarts too, for a post-mortem
 	live := &liveNodes{urls: map[int]string{}, up: make(chan struct{})}
 	for i := range nodes {
 		nodes[i] = startNode(t, args(i)...)
+		started = append(started, startedNode{fmt.Sprintf("egrid-%d", i), time.Since(start), nodes[i]})
 		live.set(i, nodes[i].url)
 	}
 	t.Logf("3 NATS servers and 3 egrid nodes up after %v", time.Since(start).Round(time.Millisecond))
@@ -408,6 +410,7 @@ func TestClusterFailoverWithTheBinary(t *testing.T) {
 	restartNode := func(i int) func() {
 		return func() {
 			nodes[i] = startNode(t, args(i)...)
+			started = append(started, startedNode{fmt.Sprintf("egrid-%d", i), time.Since(start), nodes[i]})
 			live.set(i, nodes[i].url)
 		}
 	}
@@ -484,6 +487,12 @@ func TestClusterFailoverWithTheBinary(t *testing.T) {
 			}
 			if n > 0 {
 				missing = append(missing, fmt.Sprintf("%s: %d (e.g. %s; its attempts: %s)", s, n, firstMissing(s), nodeRuns(attempts, s, start)))
+				if len(missing) <= 3 {
+					topic, sub, _ := strings.Cut(s, "/")
+					for _, sn := range started {
+						t.Logf("%s (started %v) about %s:\n%s", sn.name, sn.at.Round(time.Millisecond), s, linesAbout(sn.p.log(), topic, sub, 60))
+					}
+				}
 			}
 		}
 		t.Errorf("%d acknowledged (event, subscription) pairs never delivered (%s): %v", outstanding, gaveUp, missing)
@@ -595,6 +604,50 @@ func TestClusterFailoverWithTheBinary(t *testing.T) {
 		len(ackedIDs), elapsed.Round(time.Millisecond), deliveries, dups, failed, resent.Load())
 }
 
+// startedNode is a node process the failover test started, and when.
+type startedNode struct {
+	name string
+	at   time.Duration // since the test started
+	p    *proc
+}
+
+// linesAbout returns the last n lines of a node's log about one subscription (its text or
+// JSON attributes), for a failure's post-mortem: where it was placed, handed over, fenced,
+// and the events it ended.
+func linesAbout(log, topic, sub string, n int) string {
+	var lines []string
+	for line := range strings.Lines(log) {
+		if hasAttr(line, "topic", topic) && hasAttr(line, "subscription", sub) {
+			lines = append(lines, strings.TrimRight(line, "\n"))
+		}
+	}
+	if len(lines) == 0 {
+		return "(none)"
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// hasAttr reports whether a log line carries key=value (text) or "key":"value" (JSON), as a
+// whole attribute: sub-1 is not sub-10.
+func hasAttr(line, key, value string) bool {
+	for _, pat := range []string{key + "=" + value, `"` + key + `":"` + value + `"`} {
+		for i := 0; ; {
+			j := strings.Index(line[i:], pat)
+			if j < 0 {
+				break
+			}
+			at, end := i+j, i+j+len(pat)
+			before := at == 0 || strings.ContainsRune(" {,", rune(line[at-1]))
+			after := end == len(line) || strings.ContainsRune(" \n,}", rune(line[end]))
+			if before && after {
+				return true
+			}
+			i = at + 1
+		}
+	}
+	return false
+}
+
 // nodeRuns describes which node attempted sub when: runs of consecutive attempts by one node,
 // with their times since start, for failure messages.
 func nodeRuns(attempts []clusterAttempt, sub string, start time.Time) string {
@@ -634,4 +687,30 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+func TestLinesAbout(t *testing.T) {
+	log := `time=2026-11-27T12:00:00.000Z level=INFO msg="subscription placed on this node" topic=topic-4 subscription=sub-0
+time=2026-11-27T12:00:00.001Z level=INFO msg="subscription placed on this node" topic=topic-4 subscription=sub-01
+time=2026-11-27T12:00:00.002Z level=INFO msg="subscription placed on this node" topic=topic-40 subscription=sub-0
+{"time":"2026-11-27T12:00:01Z","level":"INFO","msg":"event dropped","topic":"topic-4","subscription":"sub-0","eventId":"ev-01734"}
+{"time":"2026-11-27T12:00:01Z","level":"INFO","msg":"event dropped","topic":"topic-4","subscription":"sub-00"}
+time=2026-11-27T12:00:02.000Z level=INFO msg="subscription left this node" topic=topic-4 subscription=sub-0
+`
+	got := linesAbout(log, "topic-4", "sub-0", 60)
+	want := []string{"placed on this node\" topic=topic-4 subscription=sub-0", `"eventId":"ev-01734"`, "left this node"}
+	if n := strings.Count(got, "\n") + 1; n != len(want) {
+		t.Fatalf("linesAbout found %d lines, want %d:\n%s", n, len(want), got)
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("linesAbout left out the line with %q:\n%s", w, got)
+		}
+	}
+	if got := linesAbout(log, "topic-4", "sub-0", 1); !strings.Contains(got, "left this node") || strings.Contains(got, "\n") {
+		t.Errorf("linesAbout with n 1 = %q, want only the last line", got)
+	}
+	if got := linesAbout(log, "topic-3", "sub-0", 60); got != "(none)" {
+		t.Errorf("linesAbout of a subscription the log does not name = %q", got)
+	}
 }
