@@ -124,7 +124,7 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 // (every one when drop is nil).
 func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(store.HistoryRecord) bool) error {
 	var keys []string
-	err := scan(ctx, s.history, pattern, func(key string, val []byte) error {
+	err := scan(ctx, s.history, nil, pattern, func(key string, val []byte) error {
 		if drop != nil {
 			r, err := decodeHistory(val)
 			if err == nil && !drop(r) {

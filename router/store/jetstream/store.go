@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,15 +83,16 @@ func (o Options) Validate() error {
 // several nodes) may be open on the same prefix, and every state write is a compare-and-set,
 // so a Store whose view is stale gets [store.ErrFenced] instead of overwriting another's.
 type Store struct {
-	nc      *nats.Conn
-	ownsNC  bool
-	js      jetstream.JetStream
-	meta    jetstream.KeyValue // topic definitions and subscription records
-	parked  jetstream.Stream   // parked events' copies of their events
-	dead    jetstream.KeyValue // the dead-letter outbox
-	history jetstream.KeyValue // delivery histories (history.go)
-	opts    Options
-	closed  atomic.Bool
+	nc         *nats.Conn
+	ownsNC     bool
+	js         jetstream.JetStream
+	meta       jetstream.KeyValue // topic definitions and subscription records
+	metaStream jetstream.Stream   // meta's stream, for complete listings (scan)
+	parked     jetstream.Stream   // parked events' copies of their events
+	dead       jetstream.KeyValue // the dead-letter outbox
+	history    jetstream.KeyValue // delivery histories (history.go)
+	opts       Options
+	closed     atomic.Bool
 
 	mu      sync.Mutex
 	writers map[string]*writer   // journal writers by topic
@@ -160,6 +162,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
 		}
+	}
+	if s.metaStream, err = js.Stream(ctx, "KV_"+opts.Prefix+"_meta"); err != nil {
+		return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s_meta: %w", opts.Prefix, err)
 	}
 	s.parked, err = js.Stream(ctx, opts.Prefix+"_parked")
 	if isStreamNotFound(err) {
@@ -325,29 +330,109 @@ func fenced(what string, err error) error {
 	return fmt.Errorf("jetstream store: writing %s: %w (%v)", what, store.ErrFenced, err)
 }
 
-// scan calls fn with the latest value of every key of kv matching pattern.
-func scan(ctx context.Context, kv jetstream.KeyValue, pattern string, fn func(key string, val []byte) error) error {
-	w, err := kv.Watch(ctx, pattern, jetstream.IgnoreDeletes())
+// scan calls fn with the latest value of every key of kv matching pattern, in key order.
+//
+// A key watch ends its initial values with a marker, and the marker can come before every key
+// was delivered: the watcher sends it on the first message whose pending count is zero, and
+// the server's count is not monotonic while keys of the bucket are written
+// (nats-io/nats-server#4824; nats-io/nats.py#995 traced one on a three-node cluster with
+// concurrent writes), which a subscription's state is all the time. The router takes the
+// meta bucket's listings for the whole truth — a subscription left out of one is taken for
+// deleted, and its cursor for none, which would let the trimmer trim what it has not
+// delivered — so for them str (the bucket's stream) is given: scan first reads which keys
+// the stream holds (its subjects, a deleted key's marker included) and reads each one the
+// watch did not deliver with a get (answered by the stream's leader with replicas). A key
+// created after that first read may be missing, as from a listing made a moment earlier.
+// With str nil (histories, the dead-letter outbox: a listing that misses one is caught up
+// by the next) the watch alone answers.
+func scan(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, pattern string, fn func(key string, val []byte) error) error {
+	var want []string
+	if str != nil {
+		var err error
+		if want, err = streamKeys(ctx, kv, str, pattern); err != nil {
+			return err
+		}
+	}
+	w, err := kv.Watch(ctx, pattern)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = w.Stop() }()
+	vals, seen, err := watched(ctx, w)
+	if err != nil {
+		return err
+	}
+	if err := fillMissing(ctx, want, seen, vals, kv.Get); err != nil {
+		return err
+	}
+	keys := slices.Sorted(maps.Keys(vals))
+	for _, k := range keys {
+		if err := fn(k, vals[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamKeys returns the keys of kv matching pattern that its stream str holds a message
+// for: every key written and not purged from the stream, deleted ones included (their
+// markers), in no particular order.
+func streamKeys(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, pattern string) ([]string, error) {
+	prefix := "$KV." + kv.Bucket() + "."
+	info, err := str.Info(ctx, jetstream.WithSubjectFilter(prefix+pattern))
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	return keys, nil
+}
+
+// watched reads a key watch's initial values up to its end marker: the latest value of each
+// key it delivered, and every key it delivered (a deleted key's marker included, which leaves
+// the key out of vals).
+func watched(ctx context.Context, w jetstream.KeyWatcher) (vals map[string][]byte, seen map[string]bool, err error) {
+	vals, seen = make(map[string][]byte), make(map[string]bool)
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("listing keys: the watch ended early")
+				return nil, nil, errors.New("listing keys: the watch ended early")
 			}
 			if e == nil {
-				return nil
+				return vals, seen, nil
 			}
-			if err := fn(e.Key(), e.Value()); err != nil {
-				return err
+			seen[e.Key()] = true
+			if e.Operation() == jetstream.KeyValuePut {
+				vals[e.Key()] = e.Value()
+			} else {
+				delete(vals, e.Key())
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// fillMissing reads with get each key of want that the watch did not deliver, into vals; a
+// key get does not find was deleted meanwhile.
+func fillMissing(ctx context.Context, want []string, seen map[string]bool, vals map[string][]byte, get func(context.Context, string) (jetstream.KeyValueEntry, error)) error {
+	for _, k := range want {
+		if seen[k] {
+			continue
+		}
+		e, err := get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("listing keys: reading key %s, which the watch did not deliver: %w", k, err)
+		default:
+			vals[k] = e.Value()
+		}
+	}
+	return nil
 }
 
 // topicExists reports whether the topic has a definition.
@@ -440,7 +525,7 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 		return fmt.Errorf("jetstream store: deleting the journal stream of topic %q: %w", topic, err)
 	}
 	var keys []string
-	if err := scan(ctx, s.meta, subPattern(topic), func(key string, _ []byte) error {
+	if err := scan(ctx, s.meta, s.metaStream, subPattern(topic), func(key string, _ []byte) error {
 		keys = append(keys, key)
 		return nil
 	}); err != nil {
@@ -484,7 +569,7 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	}
 	defer cancel()
 	defs := []store.Definition{}
-	err = scan(ctx, s.meta, "topic.*", func(key string, val []byte) error {
+	err = scan(ctx, s.meta, s.metaStream, "topic.*", func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, "topic."))
 		if err != nil {
 			return err
@@ -715,7 +800,7 @@ func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Defini
 
 func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string, val []byte) error) error {
 	prefix := "sub." + escape(topic) + "."
-	err := scan(ctx, s.meta, subPattern(topic), func(key string, val []byte) error {
+	err := scan(ctx, s.meta, s.metaStream, subPattern(topic), func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, prefix))
 		if err != nil {
 			return err
@@ -982,7 +1067,7 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	}
 	defer cancel()
 	recs := []store.DeadLetterRecord{}
-	err = scan(ctx, s.dead, ">", func(key string, val []byte) error {
+	err = scan(ctx, s.dead, nil, ">", func(key string, val []byte) error {
 		id, err := unescape(key)
 		if err != nil {
 			return err

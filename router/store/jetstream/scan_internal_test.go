@@ -1,0 +1,123 @@
+package jetstream
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestListingReadsWhatTheWatchLeftOut checks the listing the router takes for the whole
+// truth: a watch whose end marker comes before some keys (as the server's pending count
+// allows while keys are written) leaves them out, and the keys the stream holds that it did
+// not deliver are read with a get; a key whose marker the watch delivered is deleted and not
+// read again, and a key the get does not find was deleted meanwhile.
+func TestListingReadsWhatTheWatchLeftOut(t *testing.T) {
+	w := &fakeWatcher{updates: make(chan jetstream.KeyValueEntry, 8)}
+	w.updates <- fakeEntry{key: "sub.t.a", val: "a1", op: jetstream.KeyValuePut}
+	w.updates <- fakeEntry{key: "sub.t.b", op: jetstream.KeyValueDelete}
+	w.updates <- fakeEntry{key: "sub.t.a", val: "a2", op: jetstream.KeyValuePut} // written again meanwhile
+	w.updates <- nil                                                             // early: c and d not delivered
+	vals, seen, err := watched(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]string{"sub.t.a": "a3", "sub.t.c": "c1"} // d deleted after the stream was read
+	var got []string
+	get := func(_ context.Context, key string) (jetstream.KeyValueEntry, error) {
+		got = append(got, key)
+		v, ok := stored[key]
+		if !ok {
+			return nil, jetstream.ErrKeyNotFound
+		}
+		return fakeEntry{key: key, val: v, op: jetstream.KeyValuePut}, nil
+	}
+	want := []string{"sub.t.a", "sub.t.b", "sub.t.c", "sub.t.d"}
+	if err := fillMissing(t.Context(), want, seen, vals, get); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"sub.t.c", "sub.t.d"}) {
+		t.Errorf("read with a get: %v, want [sub.t.c sub.t.d] (the keys the watch did not deliver)", got)
+	}
+	listed := map[string]string{}
+	for k, v := range vals {
+		listed[k] = string(v)
+	}
+	if w := map[string]string{"sub.t.a": "a2", "sub.t.c": "c1"}; !maps.Equal(listed, w) {
+		t.Errorf("listing %v, want %v", listed, w)
+	}
+
+	// A get that fails fails the listing: a partial one is never returned.
+	failing := func(context.Context, string) (jetstream.KeyValueEntry, error) {
+		return nil, context.DeadlineExceeded
+	}
+	if err := fillMissing(t.Context(), []string{"sub.t.e"}, seen, vals, failing); err == nil {
+		t.Error("fillMissing with a failing get returned no error")
+	}
+
+	// A watch that closes before its marker fails the listing too.
+	closed := &fakeWatcher{updates: make(chan jetstream.KeyValueEntry)}
+	close(closed.updates)
+	if _, _, err := watched(t.Context(), closed); err == nil {
+		t.Error("watched on a watch that closed early returned no error")
+	}
+}
+
+type fakeWatcher struct{ updates chan jetstream.KeyValueEntry }
+
+func (w *fakeWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w *fakeWatcher) Stop() error                             { return nil }
+
+type fakeEntry struct {
+	key, val string
+	op       jetstream.KeyValueOp
+}
+
+func (e fakeEntry) Bucket() string                  { return "EGRID_meta" }
+func (e fakeEntry) Key() string                     { return e.key }
+func (e fakeEntry) Value() []byte                   { return []byte(e.val) }
+func (e fakeEntry) Revision() uint64                { return 1 }
+func (e fakeEntry) Created() time.Time              { return time.Time{} }
+func (e fakeEntry) Delta() uint64                   { return 0 }
+func (e fakeEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+// TestStreamKeysNamesEveryKeyWritten checks the first read of a complete listing against a
+// real bucket: every subscription key of the topic the stream holds, a deleted one's marker
+// included, and no key of another topic.
+func TestStreamKeysNamesEveryKeyWritten(t *testing.T) {
+	s, _ := holesStore(t, 1)
+	ctx := t.Context()
+	if err := s.PutTopic(ctx, "other", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"a", "b", "c"} {
+		if err := s.PutSubscription(ctx, "orders", sub, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSubscription(ctx, "other", "x", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSubscription(ctx, "orders", "b"); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := streamKeys(ctx, s.meta, s.metaStream, subPattern("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	want := []string{subKey("orders", "a"), subKey("orders", "b"), subKey("orders", "c")}
+	if !slices.Equal(keys, want) {
+		t.Errorf("streamKeys = %v, want %v", keys, want)
+	}
+	subs, err := s.Subscriptions(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[0].Name != "a" || subs[1].Name != "c" {
+		t.Errorf("Subscriptions after deleting b = %v, want a and c", subs)
+	}
+}
