@@ -88,6 +88,7 @@ type Store struct {
 	js         jetstream.JetStream
 	meta       jetstream.KeyValue // topic definitions and subscription records
 	metaStream jetstream.Stream   // meta's stream, for complete listings (scan)
+	deadStream jetstream.Stream   // dead's stream, likewise
 	parked     jetstream.Stream   // parked events' copies of their events
 	dead       jetstream.KeyValue // the dead-letter outbox
 	history    jetstream.KeyValue // delivery histories (history.go)
@@ -163,8 +164,13 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
 		}
 	}
-	if s.metaStream, err = js.Stream(ctx, "KV_"+opts.Prefix+"_meta"); err != nil {
-		return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s_meta: %w", opts.Prefix, err)
+	for _, b := range []struct {
+		str  *jetstream.Stream
+		name string
+	}{{&s.metaStream, opts.Prefix + "_meta"}, {&s.deadStream, opts.Prefix + "_deadletters"}} {
+		if *b.str, err = js.Stream(ctx, "KV_"+b.name); err != nil {
+			return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s: %w", b.name, err)
+		}
 	}
 	s.parked, err = js.Stream(ctx, opts.Prefix+"_parked")
 	if isStreamNotFound(err) {
@@ -339,12 +345,13 @@ func fenced(what string, err error) error {
 // concurrent writes), which a subscription's state is all the time. The router takes the
 // meta bucket's listings for the whole truth — a subscription left out of one is taken for
 // deleted, and its cursor for none, which would let the trimmer trim what it has not
-// delivered — so for them str (the bucket's stream) is given: scan first reads which keys
-// the stream holds (its subjects, a deleted key's marker included) and reads each one the
-// watch did not deliver with a get (answered by the stream's leader with replicas). A key
-// created after that first read may be missing, as from a listing made a moment earlier.
-// With str nil (histories, the dead-letter outbox: a listing that misses one is caught up
-// by the next) the watch alone answers.
+// delivered — and a node numbers its new dead-letter records after the highest it finds in
+// the outbox's listing, so a record left out could be overwritten. For them str (the
+// bucket's stream) is given: scan first reads which keys the stream holds (its subjects, a
+// deleted key's marker included) and reads each one the watch did not deliver with a get
+// (answered by the stream's leader with replicas). A key created after that first read may
+// be missing, as from a listing made a moment earlier. With str nil (delivery histories,
+// advisory, whose expiry a later listing catches up) the watch alone answers.
 func scan(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, pattern string, fn func(key string, val []byte) error) error {
 	var want []string
 	if str != nil {
@@ -1067,7 +1074,7 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	}
 	defer cancel()
 	recs := []store.DeadLetterRecord{}
-	err = scan(ctx, s.dead, nil, ">", func(key string, val []byte) error {
+	err = scan(ctx, s.dead, s.deadStream, ">", func(key string, val []byte) error {
 		id, err := unescape(key)
 		if err != nil {
 			return err
