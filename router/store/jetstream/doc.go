@@ -74,9 +74,12 @@
 // accepts events up to 1 MiB, so [Open] refuses a server whose max_payload is below
 // [MinMaxPayload]: configure max_payload: 4MB. A subscription's record holds about 45 bytes
 // per parked event, so one subscription can keep some 90 000 parked events. Cursors,
-// Subscriptions and Topics read the bucket (one watch of the keys) rather than memory, so
-// every node sees every cursor; LoadSubscription reads one message per parked event.
-// Deleted keys of the buckets leave JetStream's small delete markers behind.
+// Subscriptions, Topics and DeadLetters read the bucket rather than memory, so every node
+// sees every cursor: the keys the bucket's stream holds (one stream info), then one watch of
+// the keys, then a get of each key the watch left out (a watch's end marker can come early
+// while the bucket is written; see scan). LoadSubscription reads one message per parked
+// event. Deleted keys of the buckets leave JetStream's small delete markers behind, which
+// every listing reads too: the dead-letter outbox's grow with every record written.
 //
 // jetstream imports only router/store and schemas of egrid (and the NATS client).
 package jetstream
