@@ -225,8 +225,9 @@ func (tr *trimmer) trim(l look) bool {
 	}
 	if missing := missingCursor(known, cursors); missing != "" {
 		// A listing that left a subscription out would trim events it has not delivered: a
-		// JetStream key watch can end early while a NATS server is lost or leadership moves.
-		// A subscription deleted meanwhile is missing too; the next look trims.
+		// JetStream key watch ends early now and then (the JetStream store reads what its
+		// watch left out; this holds for any store). A subscription deleted meanwhile is
+		// missing too; the next look trims.
 		r.log.Info("not trimming the journal: the store listed no cursor for a subscription; trying again later", logattr.Topic, t.name, logattr.Subscription, missing)
 		return false
 	}
