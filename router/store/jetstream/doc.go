@@ -78,8 +78,11 @@
 // sees every cursor: the keys the bucket's stream holds (one stream info), then one watch of
 // the keys, then a get of each key the watch left out (a watch's end marker can come early
 // while the bucket is written; see scan). LoadSubscription reads one message per parked
-// event. Deleted keys of the buckets leave JetStream's small delete markers behind, which
-// every listing reads too: the dead-letter outbox's grow with every record written.
+// event. A deleted topic or subscription leaves a small deletion marker in the meta bucket,
+// which its listings read too; delivery histories and dead-letter records go without a trace
+// (their subjects are purged from their bucket's stream: markers, one per delivered event
+// and subscription, would grow the bucket for good), and an expiry of histories also removes
+// the markers earlier releases left.
 //
 // jetstream imports only router/store and schemas of egrid (and the NATS client).
 package jetstream

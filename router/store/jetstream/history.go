@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,26 +123,61 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 }
 
 // purgeHistory deletes the histories whose keys match pattern and for which drop says so
-// (every one when drop is nil).
+// (every one when drop is nil), and the deletion markers earlier releases left behind.
+//
+// A history goes with its messages (a purge of its subject from the bucket's stream), and
+// leaves nothing: a key-value purge leaves a marker, which a bucket with one key per event
+// and subscription kept for good — a message per delivered event, the bucket's growth
+// without bound, every later expiry reading them all again. Each purge reaches only up to
+// the revision the listing read, so a history written again meanwhile stays.
 func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(store.HistoryRecord) bool) error {
-	var keys []string
-	err := scan(ctx, s.history, nil, pattern, func(key string, val []byte) error {
-		if drop != nil {
-			r, err := decodeHistory(val)
-			if err == nil && !drop(r) {
-				return nil
-			}
+	if drop == nil { // all of them: one purge of the pattern's subjects, no listing
+		if err := purgeKey(ctx, s.history, s.historyStream, pattern, 0); err != nil {
+			return fmt.Errorf("jetstream store: deleting delivery histories %s: %w", pattern, err)
 		}
-		keys = append(keys, key)
 		return nil
-	})
+	}
+	w, err := s.history.Watch(ctx, pattern)
 	if err != nil {
 		return fmt.Errorf("jetstream store: listing delivery histories: %w", err)
 	}
-	for _, k := range keys {
-		if err := s.history.Purge(ctx, k); err != nil {
+	defer func() { _ = w.Stop() }()
+	gone := make(map[string]uint64) // key → the revision to purge up to
+	for listed := false; !listed; {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return errors.New("jetstream store: listing delivery histories: the watch ended early")
+			case e == nil:
+				listed = true
+			case e.Operation() != jetstream.KeyValuePut:
+				gone[e.Key()] = e.Revision() // a marker
+			default:
+				if r, err := decodeHistory(e.Value()); err == nil && !drop(r) {
+					delete(gone, e.Key())
+					continue
+				}
+				gone[e.Key()] = e.Revision()
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream store: listing delivery histories: %w", ctx.Err())
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(gone)) {
+		if err := purgeKey(ctx, s.history, s.historyStream, k, gone[k]); err != nil {
 			return fmt.Errorf("jetstream store: deleting delivery history %s: %w", k, err)
 		}
 	}
 	return nil
+}
+
+// purgeKey removes key's messages (every key's matching key, a pattern) up to revision rev
+// from kv's stream str, leaving no deletion marker (rev 0: all of them).
+func purgeKey(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, key string, rev uint64) error {
+	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject("$KV." + kv.Bucket() + "." + key)}
+	if rev > 0 {
+		opts = append(opts, jetstream.WithPurgeSequence(rev+1))
+	}
+	return str.Purge(ctx, opts...)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
 )
 
 // TestListingReadsWhatTheWatchLeftOut checks the listing the router takes for the whole
@@ -119,5 +121,78 @@ func TestStreamKeysNamesEveryKeyWritten(t *testing.T) {
 	}
 	if len(subs) != 2 || subs[0].Name != "a" || subs[1].Name != "c" {
 		t.Errorf("Subscriptions after deleting b = %v, want a and c", subs)
+	}
+}
+
+// TestDeletionsLeaveNoMarkers checks that expired delivery histories and delivered dead
+// letters leave nothing in their buckets' streams (a key-value purge's marker, kept for
+// good, grew the history bucket by a message per delivered event), that an expiry also
+// removes the markers an earlier release left, and that a purge up to the revision a listing
+// read keeps a value written again since.
+func TestDeletionsLeaveNoMarkers(t *testing.T) {
+	s, _ := holesStore(t, 1)
+	ctx := t.Context()
+	if err := s.PutSubscription(ctx, "orders", "billing", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	recs := []store.HistoryRecord{
+		{EventID: "old", Expires: now.Add(-time.Minute), Payload: []byte("x")},
+		{EventID: "new", Expires: now.Add(time.Hour), Payload: []byte("y")},
+		{EventID: "marked", Expires: now.Add(time.Hour), Payload: []byte("z")},
+	}
+	if err := s.PutHistory(ctx, "orders", "billing", recs); err != nil {
+		t.Fatal(err)
+	}
+	// As an earlier release deleted a history: a key-value purge, leaving a marker.
+	if err := s.history.Purge(ctx, historyKey("orders", "billing", "marked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExpireHistory(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := streamKeys(ctx, s.history, s.historyStream, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{historyKey("orders", "billing", "new")}; !slices.Equal(keys, want) {
+		t.Errorf("the history stream holds %v after the expiry, want only %v", keys, want)
+	}
+	if _, err := s.History(ctx, "orders", "billing", "new", now); err != nil {
+		t.Errorf("the history that has not expired: %v", err)
+	}
+
+	if err := s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "7", Payload: []byte("a")}, {ID: "8", Payload: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDeadLetters(ctx, []string{"7"}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := streamKeys(ctx, s.dead, s.deadStream, ">"); err != nil || !slices.Equal(keys, []string{escape("8")}) {
+		t.Errorf("the outbox stream holds %v (%v) after deleting 7, want only 8", keys, err)
+	}
+
+	// A purge up to an older revision keeps the value written after it.
+	key := historyKey("orders", "billing", "again")
+	rev, err := s.history.Put(ctx, key, []byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.history.Put(ctx, key, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if err := purgeKey(ctx, s.history, s.historyStream, key, rev); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.history.Get(ctx, key); err != nil || string(e.Value()) != "second" {
+		t.Errorf("after a purge up to the first revision: %v, %v; want the second value", e, err)
+	}
+
+	// Deleting the subscription removes all its histories in one purge, markers and all.
+	if err := s.DeleteSubscription(ctx, "orders", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := streamKeys(ctx, s.history, s.historyStream, ">"); err != nil || len(keys) != 0 {
+		t.Errorf("the history stream holds %v (%v) after the subscription was deleted, want nothing", keys, err)
 	}
 }

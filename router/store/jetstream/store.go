@@ -83,17 +83,18 @@ func (o Options) Validate() error {
 // several nodes) may be open on the same prefix, and every state write is a compare-and-set,
 // so a Store whose view is stale gets [store.ErrFenced] instead of overwriting another's.
 type Store struct {
-	nc         *nats.Conn
-	ownsNC     bool
-	js         jetstream.JetStream
-	meta       jetstream.KeyValue // topic definitions and subscription records
-	metaStream jetstream.Stream   // meta's stream, for complete listings (scan)
-	deadStream jetstream.Stream   // dead's stream, likewise
-	parked     jetstream.Stream   // parked events' copies of their events
-	dead       jetstream.KeyValue // the dead-letter outbox
-	history    jetstream.KeyValue // delivery histories (history.go)
-	opts       Options
-	closed     atomic.Bool
+	nc            *nats.Conn
+	ownsNC        bool
+	js            jetstream.JetStream
+	meta          jetstream.KeyValue // topic definitions and subscription records
+	metaStream    jetstream.Stream   // meta's stream, for complete listings (scan)
+	deadStream    jetstream.Stream   // dead's stream, likewise
+	historyStream jetstream.Stream   // history's stream, whose keys go without markers (purgeKey)
+	parked        jetstream.Stream   // parked events' copies of their events
+	dead          jetstream.KeyValue // the dead-letter outbox
+	history       jetstream.KeyValue // delivery histories (history.go)
+	opts          Options
+	closed        atomic.Bool
 
 	mu      sync.Mutex
 	writers map[string]*writer   // journal writers by topic
@@ -167,7 +168,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	for _, b := range []struct {
 		str  *jetstream.Stream
 		name string
-	}{{&s.metaStream, opts.Prefix + "_meta"}, {&s.deadStream, opts.Prefix + "_deadletters"}} {
+	}{{&s.metaStream, opts.Prefix + "_meta"}, {&s.deadStream, opts.Prefix + "_deadletters"}, {&s.historyStream, opts.Prefix + "_history"}} {
 		if *b.str, err = js.Stream(ctx, "KV_"+b.name); err != nil {
 			return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s: %w", b.name, err)
 		}
@@ -1104,7 +1105,9 @@ func (s *Store) DeleteDeadLetters(ctx context.Context, ids []string) error {
 		if id == "" {
 			continue
 		}
-		if err := s.dead.Purge(ctx, escape(id)); err != nil {
+		// Its messages, leaving no deletion marker: the outbox takes one key per dead letter,
+		// and markers, kept for good, would make every later listing longer.
+		if err := purgeKey(ctx, s.dead, s.deadStream, escape(id), 0); err != nil {
 			return fmt.Errorf("jetstream store: deleting dead-letter record %q: %w", id, err)
 		}
 	}
