@@ -174,10 +174,10 @@ func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(stor
 
 // purgeKey removes key's messages (every key's matching key, a pattern) up to revision rev
 // from kv's stream str, leaving no deletion marker (rev 0: all of them).
-func purgeKey(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, key string, rev uint64) error {
+func purgeKey(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, key string, rev uint64) error {
 	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject("$KV." + kv.Bucket() + "." + key)}
 	if rev > 0 {
 		opts = append(opts, jetstream.WithPurgeSequence(rev+1))
 	}
-	return str.Purge(ctx, opts...)
+	return str.str.Purge(ctx, opts...)
 }

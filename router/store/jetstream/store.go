@@ -87,9 +87,9 @@ type Store struct {
 	ownsNC        bool
 	js            jetstream.JetStream
 	meta          jetstream.KeyValue // topic definitions and subscription records
-	metaStream    jetstream.Stream   // meta's stream, for complete listings (scan)
-	deadStream    jetstream.Stream   // dead's stream, likewise
-	historyStream jetstream.Stream   // history's stream, whose keys go without markers (purgeKey)
+	metaStream    *bucketStream      // meta's stream, for complete listings (scan)
+	deadStream    *bucketStream      // dead's stream, likewise
+	historyStream *bucketStream      // history's stream, whose keys go without markers (purgeKey)
 	parked        jetstream.Stream   // parked events' copies of their events
 	dead          jetstream.KeyValue // the dead-letter outbox
 	history       jetstream.KeyValue // delivery histories (history.go)
@@ -166,12 +166,14 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		}
 	}
 	for _, b := range []struct {
-		str  *jetstream.Stream
+		str  **bucketStream
 		name string
 	}{{&s.metaStream, opts.Prefix + "_meta"}, {&s.deadStream, opts.Prefix + "_deadletters"}, {&s.historyStream, opts.Prefix + "_history"}} {
-		if *b.str, err = js.Stream(ctx, "KV_"+b.name); err != nil {
+		str, err := js.Stream(ctx, "KV_"+b.name)
+		if err != nil {
 			return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s: %w", b.name, err)
 		}
+		*b.str = &bucketStream{js: js, name: "KV_" + b.name, str: str}
 	}
 	s.parked, err = js.Stream(ctx, opts.Prefix+"_parked")
 	if isStreamNotFound(err) {
@@ -353,7 +355,7 @@ func fenced(what string, err error) error {
 // (answered by the stream's leader with replicas). A key created after that first read may
 // be missing, as from a listing made a moment earlier. With str nil (delivery histories,
 // advisory, whose expiry a later listing catches up) the watch alone answers.
-func scan(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, pattern string, fn func(key string, val []byte) error) error {
+func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error) error {
 	var want []string
 	if str != nil {
 		var err error
@@ -385,9 +387,9 @@ func scan(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, patt
 // streamKeys returns the keys of kv matching pattern that its stream str holds a message
 // for: every key written and not purged from the stream, deleted ones included (their
 // markers), in no particular order.
-func streamKeys(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream, pattern string) ([]string, error) {
+func streamKeys(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string) ([]string, error) {
 	prefix := "$KV." + kv.Bucket() + "."
-	info, err := str.Info(ctx, jetstream.WithSubjectFilter(prefix+pattern))
+	info, err := str.info(ctx, jetstream.WithSubjectFilter(prefix+pattern))
 	if err != nil {
 		return nil, err
 	}
@@ -396,6 +398,23 @@ func streamKeys(ctx context.Context, kv jetstream.KeyValue, str jetstream.Stream
 		keys = append(keys, strings.TrimPrefix(subj, prefix))
 	}
 	return keys, nil
+}
+
+// bucketStream is a key-value bucket's stream. nats.go's Stream.Info keeps what it read in
+// its handle, without a lock, so info reads through a handle of its own (js.Stream: one more
+// request, on a listing's path only); Purge keeps nothing, and the shared handle serves it.
+type bucketStream struct {
+	js   jetstream.JetStream
+	name string
+	str  jetstream.Stream // shared: Purge only
+}
+
+func (b *bucketStream) info(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	str, err := b.js.Stream(ctx, b.name)
+	if err != nil {
+		return nil, err
+	}
+	return str.Info(ctx, opts...)
 }
 
 // watched reads a key watch's initial values up to its end marker: the latest value of each
