@@ -172,8 +172,8 @@ func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(stor
 	return nil
 }
 
-// purgeKey removes the messages of key (of every key it matches, for a pattern) up to revision rev
-// from kv's stream str, leaving no deletion marker (rev 0: all of them).
+// purgeKey removes the messages of key (of every key it matches, for a pattern) up to
+// revision rev from kv's stream str, leaving no deletion marker (rev 0: all of them).
 func purgeKey(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, key string, rev uint64) error {
 	opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject("$KV." + kv.Bucket() + "." + key)}
 	if rev > 0 {
