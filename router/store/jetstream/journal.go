@@ -310,6 +310,11 @@ func (s *Store) appendErr(topic string, err error) error {
 		return fmt.Errorf("jetstream store: appending to topic %q: %w: the journal's last sequence number is not the one this store wrote (%v)", topic, store.ErrFenced, err)
 	case isStreamNotFound(err):
 		return topicNotFound(topic)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		// No server took the publish: the journal's stream is electing a leader (a NATS
+		// server was lost) or is gone. The writer reads the journal's end before its next
+		// publish, which tells the two apart (a topic deleted: store.ErrNotFound).
+		return fmt.Errorf("jetstream store: appending to topic %q: no JetStream server took the events (its journal is electing a leader after a NATS server was lost, or the topic was deleted); publish them again: %w", topic, err)
 	case errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed):
 		return fmt.Errorf("jetstream store: appending to topic %q: %w (%v)", topic, ErrNotConnected, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +149,21 @@ func holesStore(t *testing.T, n int) (*Store, jetstream.Stream) {
 		t.Fatal(err)
 	}
 	return s, str
+}
+
+// TestAppendErrNamesAPublishNoServerTook checks the error of a publish no JetStream server
+// took (its stream electing a leader): not "topic not found", which it was taken for, but
+// what happened and what to do.
+func TestAppendErrNamesAPublishNoServerTook(t *testing.T) {
+	s := &Store{}
+	err := s.appendErr("orders", jetstream.ErrNoStreamResponse)
+	if errors.Is(err, store.ErrNotFound) {
+		t.Errorf("appendErr(ErrNoStreamResponse) = %v: taken for a topic not found", err)
+	}
+	if !strings.Contains(err.Error(), "electing a leader") || !strings.Contains(err.Error(), "publish them again") {
+		t.Errorf("appendErr(ErrNoStreamResponse) = %q: does not say what happened and what to do", err)
+	}
+	if err := s.appendErr("orders", jetstream.ErrStreamNotFound); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("appendErr(ErrStreamNotFound) = %v, want store.ErrNotFound", err)
+	}
 }

@@ -325,7 +325,7 @@ func isWrongLastSeq(err error) bool {
 
 func isStreamNotFound(err error) bool {
 	var api *jetstream.APIError
-	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+	return errors.Is(err, jetstream.ErrStreamNotFound) ||
 		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamNotFound
 }
 
