@@ -142,27 +142,18 @@ func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(stor
 		return fmt.Errorf("jetstream store: listing delivery histories: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
+	entries, err := watched(ctx, w)
+	if err != nil {
+		return fmt.Errorf("jetstream store: listing delivery histories: %w", err)
+	}
 	gone := make(map[string]uint64) // key → the revision to purge up to
-	for listed := false; !listed; {
-		select {
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return errors.New("jetstream store: listing delivery histories: the watch ended early")
-			case e == nil:
-				listed = true
-			case e.Operation() != jetstream.KeyValuePut:
-				gone[e.Key()] = e.Revision() // a marker
-			default:
-				if r, err := decodeHistory(e.Value()); err == nil && !drop(r) {
-					delete(gone, e.Key())
-					continue
-				}
-				gone[e.Key()] = e.Revision()
+	for k, e := range entries {
+		if e.Operation() == jetstream.KeyValuePut {
+			if r, err := decodeHistory(e.Value()); err == nil && !drop(r) {
+				continue
 			}
-		case <-ctx.Done():
-			return fmt.Errorf("jetstream store: listing delivery histories: %w", ctx.Err())
 		}
+		gone[k] = e.Revision() // expired, unreadable, or a marker
 	}
 	for _, k := range slices.Sorted(maps.Keys(gone)) {
 		if err := purgeKey(ctx, s.history, s.historyStream, k, gone[k]); err != nil {

@@ -23,7 +23,7 @@ func TestListingReadsWhatTheWatchLeftOut(t *testing.T) {
 	w.updates <- fakeEntry{key: "sub.t.b", op: jetstream.KeyValueDelete}
 	w.updates <- fakeEntry{key: "sub.t.a", val: "a2", op: jetstream.KeyValuePut} // written again meanwhile
 	w.updates <- nil                                                             // early: c and d not delivered
-	vals, seen, err := watched(t.Context(), w)
+	entries, err := watched(t.Context(), w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,15 +38,17 @@ func TestListingReadsWhatTheWatchLeftOut(t *testing.T) {
 		return fakeEntry{key: key, val: v, op: jetstream.KeyValuePut}, nil
 	}
 	want := []string{"sub.t.a", "sub.t.b", "sub.t.c", "sub.t.d"}
-	if err := fillMissing(t.Context(), want, seen, vals, get); err != nil {
+	if err := fillMissing(t.Context(), want, entries, get); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []string{"sub.t.c", "sub.t.d"}) {
 		t.Errorf("read with a get: %v, want [sub.t.c sub.t.d] (the keys the watch did not deliver)", got)
 	}
 	listed := map[string]string{}
-	for k, v := range vals {
-		listed[k] = string(v)
+	for k, e := range entries {
+		if e.Operation() == jetstream.KeyValuePut {
+			listed[k] = string(e.Value())
+		}
 	}
 	if w := map[string]string{"sub.t.a": "a2", "sub.t.c": "c1"}; !maps.Equal(listed, w) {
 		t.Errorf("listing %v, want %v", listed, w)
@@ -56,14 +58,14 @@ func TestListingReadsWhatTheWatchLeftOut(t *testing.T) {
 	failing := func(context.Context, string) (jetstream.KeyValueEntry, error) {
 		return nil, context.DeadlineExceeded
 	}
-	if err := fillMissing(t.Context(), []string{"sub.t.e"}, seen, vals, failing); err == nil {
+	if err := fillMissing(t.Context(), []string{"sub.t.e"}, entries, failing); err == nil {
 		t.Error("fillMissing with a failing get returned no error")
 	}
 
 	// A watch that closes before its marker fails the listing too.
 	closed := &fakeWatcher{updates: make(chan jetstream.KeyValueEntry)}
 	close(closed.updates)
-	if _, _, err := watched(t.Context(), closed); err == nil {
+	if _, err := watched(t.Context(), closed); err == nil {
 		t.Error("watched on a watch that closed early returned no error")
 	}
 }

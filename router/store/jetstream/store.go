@@ -368,17 +368,18 @@ func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern
 		return err
 	}
 	defer func() { _ = w.Stop() }()
-	vals, seen, err := watched(ctx, w)
+	entries, err := watched(ctx, w)
 	if err != nil {
 		return err
 	}
-	if err := fillMissing(ctx, want, seen, vals, kv.Get); err != nil {
+	if err := fillMissing(ctx, want, entries, kv.Get); err != nil {
 		return err
 	}
-	keys := slices.Sorted(maps.Keys(vals))
-	for _, k := range keys {
-		if err := fn(k, vals[k]); err != nil {
-			return err
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
+		if e := entries[k]; e.Operation() == jetstream.KeyValuePut {
+			if err := fn(k, e.Value()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -417,37 +418,31 @@ func (b *bucketStream) info(ctx context.Context, opts ...jetstream.StreamInfoOpt
 	return str.Info(ctx, opts...)
 }
 
-// watched reads a key watch's initial values up to its end marker: the latest value of each
-// key it delivered, and every key it delivered (a deleted key's marker included, which leaves
-// the key out of vals).
-func watched(ctx context.Context, w jetstream.KeyWatcher) (vals map[string][]byte, seen map[string]bool, err error) {
-	vals, seen = make(map[string][]byte), make(map[string]bool)
+// watched reads a key watch's initial values up to its end marker: the latest entry of each
+// key it delivered, a deleted key's marker included.
+func watched(ctx context.Context, w jetstream.KeyWatcher) (map[string]jetstream.KeyValueEntry, error) {
+	entries := make(map[string]jetstream.KeyValueEntry)
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, nil, errors.New("listing keys: the watch ended early")
+				return nil, errors.New("listing keys: the watch ended early")
 			}
 			if e == nil {
-				return vals, seen, nil
+				return entries, nil
 			}
-			seen[e.Key()] = true
-			if e.Operation() == jetstream.KeyValuePut {
-				vals[e.Key()] = e.Value()
-			} else {
-				delete(vals, e.Key())
-			}
+			entries[e.Key()] = e
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
 
-// fillMissing reads with get each key of want that the watch did not deliver, into vals; a
-// key get does not find was deleted meanwhile.
-func fillMissing(ctx context.Context, want []string, seen map[string]bool, vals map[string][]byte, get func(context.Context, string) (jetstream.KeyValueEntry, error)) error {
+// fillMissing reads with get each key of want that the watch did not deliver, into entries;
+// a key get does not find was deleted meanwhile.
+func fillMissing(ctx context.Context, want []string, entries map[string]jetstream.KeyValueEntry, get func(context.Context, string) (jetstream.KeyValueEntry, error)) error {
 	for _, k := range want {
-		if seen[k] {
+		if _, ok := entries[k]; ok {
 			continue
 		}
 		e, err := get(ctx, k)
@@ -456,7 +451,7 @@ func fillMissing(ctx context.Context, want []string, seen map[string]bool, vals 
 		case err != nil:
 			return fmt.Errorf("listing keys: reading key %s, which the watch did not deliver: %w", k, err)
 		default:
-			vals[k] = e.Value()
+			entries[k] = e
 		}
 	}
 	return nil
