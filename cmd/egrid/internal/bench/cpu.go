@@ -25,6 +25,10 @@ const (
 	roleLoadgen = "loadgen"
 	// roleSink is the servers the load ends in: the counting sink and the read+fsync baseline.
 	roleSink = "sink"
+	// roleForward is the read+fsync+deliver baseline: its server, its log writer and the
+	// client that delivers each synced body to the sink, as egrid's router takes, journals
+	// and delivers every event in the latency scenario.
+	roleForward = "forward"
 	// roleRouter is egrid: ingress, store, actors, delivery. It is the label of the scenario's
 	// own goroutine, so whatever egrid starts from it is egrid's.
 	roleRouter = "router"
@@ -314,9 +318,10 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 // event of egrid's window against the baseline window's, and, from the windows' profiles,
 // egrid's own share (role router) per event against the part of the baseline egrid stands in
 // for (c.role): its client (role loadgen: what posts the events to the sink when egrid is not
-// there) in the end-to-end scenarios, its read+fsync server (role sink) in latency and the
-// publish scenarios. The second row's note lists every role. events and baseEvents are what
-// each window delivered or, in the publish scenarios, had acknowledged.
+// there) in the end-to-end scenarios, its read+fsync+deliver server (role forward) in
+// latency, its read+fsync server (role sink) in the publish scenarios. The second row's note
+// lists every role. events and baseEvents are what each window delivered or, in the publish
+// scenarios, had acknowledged.
 func cpuRows(scenario string, eg CPUUsage, events int64, base CPUUsage, baseEvents int64, c cpuComparison) []Result {
 	per := func(d time.Duration, n int64) float64 {
 		if n <= 0 {
@@ -358,9 +363,9 @@ var (
 	// endToEndCPU: egrid's router stands in for the baseline's client, which posts each event
 	// straight to the sink.
 	endToEndCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and sink", roleLoadgen, "its client", ""}
-	// latencyCPU: egrid's router takes the publishes, journals and delivers them, where the
-	// baseline's server takes and journals them.
-	latencyCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: client and read+fsync server", roleSink, "its read+fsync server", ""}
+	// latencyCPU: egrid's router takes the publishes, journals and delivers them, as the
+	// read+fsync+deliver server does.
+	latencyCPU = cpuComparison{"delivered", "egrid, load generator and sink together; baseline: load generator, read+fsync+deliver server and sink", roleForward, "its read+fsync+deliver server", ""}
 	// publishCPU: egrid's router takes and journals the publishes, as the read+fsync server does.
 	publishCPU = cpuComparison{"published", "egrid and load generator together; baseline: load generator and read+fsync server", roleSink, "its read+fsync server", ""}
 	// publishValidatingCPU: the same against the read+validate+fsync server.

@@ -225,9 +225,12 @@ func TestCPURows(t *testing.T) {
 			t.Errorf("profile row note %q lacks %q", prof.Note, want)
 		}
 	}
-	// In latency egrid stands in for the read+fsync server: 150 ms / 20 000 = 7.5 µs.
-	if prof := cpuRows("latency", eg, 10000, base, 20000, latencyCPU)[1]; !near(prof.Baseline, 7.5) || !near(prof.Ratio, 4) || !strings.Contains(prof.Note, "baseline: its read+fsync server;") {
-		t.Errorf("latency's profile row %+v; want 30 against 7.5 µs/event, ratio 4, against the server", prof)
+	// In latency egrid stands in for the read+fsync+deliver server (its own role):
+	// 120 ms / 20 000 = 6 µs.
+	fwd := CPUUsage{Process: 400 * time.Millisecond, Roles: map[string]time.Duration{
+		roleLoadgen: 50 * time.Millisecond, roleForward: 120 * time.Millisecond, roleSink: 150 * time.Millisecond, roleOther: 80 * time.Millisecond}}
+	if prof := cpuRows("latency", eg, 10000, fwd, 20000, latencyCPU)[1]; !near(prof.Baseline, 6) || !near(prof.Ratio, 5) || !strings.Contains(prof.Note, "baseline: its read+fsync+deliver server;") {
+		t.Errorf("latency's profile row %+v; want 30 against 6 µs/event, ratio 5, against the delivering server", prof)
 	}
 
 	// In the publish scenarios the rows count published events, egrid against the server too.

@@ -123,6 +123,7 @@ type syncServer struct {
 	f    *os.File
 	reqs chan syncReq
 	done chan struct{}
+	fwd  *forwarder // the read+fsync+deliver server's; nil for the others
 
 	mu     sync.Mutex
 	synced []time.Duration // how long each fsync took, in order
@@ -137,12 +138,34 @@ type syncReq struct {
 // read+validate+fsync server: it runs validate on each body first and answers 400, appending
 // nothing, to a body that fails.
 func startSyncServer(dir string, validate func(body []byte) error) (*syncServer, error) {
+	return startSyncServerWith(dir, syncOptions{validate: validate, role: roleSink})
+}
+
+// startForwardServer starts the read+fsync+deliver server: the read+fsync server that, once a
+// body is synced, posts it to forward (see [forwarder]). Its goroutines, the forwarder's
+// included, carry the role roleForward: it is the part of the run egrid stands in for when
+// egrid takes, journals and delivers every event.
+func startForwardServer(dir, forward string) (*syncServer, error) {
+	return startSyncServerWith(dir, syncOptions{forward: forward, role: roleForward})
+}
+
+// syncOptions are what a read+fsync server does beside reading and syncing each body.
+type syncOptions struct {
+	validate func(body []byte) error // nil: no check
+	forward  string                  // "": the body is not delivered on
+	role     string                  // the pprof role of its goroutines
+}
+
+func startSyncServerWith(dir string, opt syncOptions) (*syncServer, error) {
 	f, err := os.CreateTemp(dir, "baseline-*.log")
 	if err != nil {
 		return nil, err
 	}
 	s := &syncServer{f: f, reqs: make(chan syncReq, 4096), done: make(chan struct{})}
-	goWithRole(roleSink, s.writer)
+	goWithRole(opt.role, s.writer)
+	if opt.forward != "" {
+		s.fwd = startForwarder(opt.role, opt.forward)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -156,8 +179,8 @@ func startSyncServer(dir string, validate func(body []byte) error) (*syncServer,
 		defer bufpool.Put(buf)
 		body, _ := readInto(*buf, r.Body)
 		*buf = body
-		if validate != nil {
-			if err := validate(body); err != nil {
+		if opt.validate != nil {
+			if err := opt.validate(body); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
@@ -166,10 +189,72 @@ func startSyncServer(dir string, validate func(body []byte) error) (*syncServer,
 		s.reqs <- req
 		if err := <-req.ok; err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if s.fwd != nil {
+			// A copy, as egrid keeps each event's own copy: the pooled buffer goes back
+			// once this request is answered.
+			s.fwd.bodies <- bytes.Clone(body)
 		}
 	})}
-	goWithRole(roleSink, func() { _ = s.srv.Serve(ln) })
+	goWithRole(opt.role, func() { _ = s.srv.Serve(ln) })
 	return s, nil
+}
+
+// forwarder delivers the read+fsync+deliver server's synced bodies: forwardWorkers
+// goroutines, as many as the deliveries egrid keeps in flight per subscription in the
+// latency scenario, each posting one body at a time to url with net/http's client, as a Go
+// program would. A body whose post fails is counted, not posted again.
+type forwarder struct {
+	url    string
+	client *http.Client
+	bodies chan []byte
+	failed atomic.Int64
+	wg     sync.WaitGroup
+}
+
+// forwardWorkers is how many posts the forwarder has in flight at most.
+const forwardWorkers = 64
+
+func startForwarder(role, url string) *forwarder {
+	fw := &forwarder{url: url, client: loadClient(forwardWorkers), bodies: make(chan []byte, 1<<16)}
+	for range forwardWorkers {
+		fw.wg.Add(1)
+		goWithRole(role, func() {
+			defer fw.wg.Done()
+			for body := range fw.bodies {
+				if fw.post(body) != nil {
+					fw.failed.Add(1)
+				}
+			}
+		})
+	}
+	return fw
+}
+
+func (fw *forwarder) post(body []byte) error {
+	req, err := http.NewRequest(http.MethodPost, fw.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := fw.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("answered %s", resp.Status)
+	}
+	return err
+}
+
+// close stops the forwarder once it has posted every body it was given.
+func (fw *forwarder) close() {
+	close(fw.bodies)
+	fw.wg.Wait()
+	fw.client.CloseIdleConnections()
 }
 
 // readInto appends all of r to dst, growing it only when r holds more than its capacity.
@@ -237,6 +322,9 @@ func (s *syncServer) close() {
 	_ = s.srv.Close()
 	close(s.reqs)
 	<-s.done
+	if s.fwd != nil {
+		s.fwd.close()
+	}
 	_ = s.f.Close()
 	_ = os.Remove(s.f.Name())
 }

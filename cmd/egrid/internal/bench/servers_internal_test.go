@@ -121,6 +121,50 @@ func TestServersKeepEveryBodyWhole(t *testing.T) {
 		}
 	})
 
+	t.Run("read+fsync+deliver server", func(t *testing.T) {
+		sink, err := startSink()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sink.close()
+		var mu sync.Mutex
+		delivered := map[string]int{}
+		sink.onEvent = func(path string, body []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			delivered[path+" "+string(body)]++
+		}
+		s, err := startForwardServer(t.TempDir(), sink.url+forwardPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for _, chunked := range []bool{false, true} {
+			for _, b := range bodies {
+				post(t, s.url+"/", b, chunked)
+				want = append(want, b...)
+			}
+		}
+		got, err := os.ReadFile(s.f.Name())
+		s.close() // returns once every synced body was delivered
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("the file holds %d bytes, want the %d posted, in order", len(got), len(want))
+		}
+		if n := s.fwd.failed.Load(); n != 0 {
+			t.Fatalf("%d deliveries failed", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range bodies {
+			if n := delivered[forwardPath+" "+string(b)]; n != 2 {
+				t.Errorf("a body of %d bytes was delivered %d times, want 2 (posted twice)", len(b), n)
+			}
+		}
+	})
+
 	t.Run("sink", func(t *testing.T) {
 		s, err := startSink()
 		if err != nil {
