@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/egridio/egrid/router"
 )
@@ -51,12 +52,61 @@ func New(r *router.Router) *API {
 	mux.HandleFunc("POST /topics/{topicAction}", a.handleNamespacePublish)
 	mux.HandleFunc(pullPath, a.handlePull)
 	a.adminRoutes(mux)
-	a.mux = jsonErrors(mux)
+	a.mux = recoverPanics(jsonErrors(mux), a.log)
 	return a
 }
 
 // ServeHTTP serves one request.
 func (a *API) ServeHTTP(w http.ResponseWriter, req *http.Request) { a.mux.ServeHTTP(w, req) }
+
+// recoverPanics answers a request whose handler panicked — a bug — with 500 and Event Grid's
+// error body, and logs the panic with its stack, so the client learns that its request
+// failed and should be retried instead of seeing its connection dropped without an answer
+// (what net/http does with a panic). A panic after the answer's status was sent can no
+// longer be answered: it aborts the response (http.ErrAbortHandler), so the client does not
+// take a cut-off answer for a whole one. http.ErrAbortHandler itself passes through.
+func recoverPanics(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		tw := &statusTracker{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			if log != nil {
+				log.Error("http handler panicked", "method", req.Method, "path", req.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			if tw.wroteHeader {
+				panic(http.ErrAbortHandler)
+			}
+			w.Header().Del("Content-Length")
+			writeError(w, http.StatusInternalServerError, "InternalServerError", "the server failed serving this request (the server log has the cause): retry it; a publish answered this way may or may not have been accepted")
+		}()
+		h.ServeHTTP(tw, req)
+	})
+}
+
+// statusTracker records whether a handler sent its answer's status.
+type statusTracker struct {
+	http.ResponseWriter
+	wroteHeader bool
+}
+
+func (t *statusTracker) WriteHeader(status int) {
+	t.wroteHeader = true
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *statusTracker) Write(b []byte) (int, error) {
+	t.wroteHeader = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the underlying writer (Flush, deadlines).
+func (t *statusTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // jsonErrors answers the requests mux has no route for — its own plain-text 404 and 405 —
 // with Event Grid's error body, keeping the status and the Allow header.
