@@ -64,6 +64,11 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		writeAuthError(w, status, msg)
 		return
 	}
+	if enc := contentEncoding(req); enc != "" {
+		a.r.CountPublishFailure(t.name, "UnsupportedMediaType")
+		writeError(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("the body is sent with Content-Encoding %q, which egrid does not decode; nothing was accepted: send the body uncompressed, without Content-Encoding", enc))
+		return
+	}
 	lim := schemas.ClassicLimits
 	if namespace || t.spec.Kind == router.KindNamespace {
 		lim = schemas.NamespaceLimits
@@ -112,6 +117,21 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// contentEncoding returns the request's Content-Encoding when it names a coding other than
+// identity, or "". egrid reads publish bodies as they come: a compressed one would fail to
+// parse as JSON with a misleading syntax error, or, in binary mode, be kept as the event's
+// data and delivered without its coding — bytes the publisher never meant as the data.
+func contentEncoding(req *http.Request) string {
+	for _, v := range req.Header.Values("Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return strings.Join(req.Header.Values("Content-Encoding"), ", ")
+			}
+		}
+	}
+	return ""
 }
 
 // writeAuthError answers a refused publish: 401 Unauthorized, or 400 BadRequest for a SAS

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -291,5 +292,45 @@ func TestPublishedEventsOutliveTheirBody(t *testing.T) {
 		if want := fmt.Sprintf("r%02d-%d", i, j); got.ID != want || e.Event.ID != want || got.Data.Pad != pad(i) {
 			t.Errorf("event %d is %s (ID %s), data.pad %.10s…; want %s, %.10s…", k, got.ID, e.Event.ID, got.Data.Pad, want, pad(i))
 		}
+	}
+}
+
+// TestCompressedPublishesAreRefused: egrid does not decode Content-Encoding, so a compressed
+// body is refused with 415 saying so, rather than read as JSON (an unhelpful syntax error) or,
+// in binary mode, kept as the event's data: the receiver would get the compressed bytes
+// without their encoding, which is not the data the publisher sent.
+func TestCompressedPublishesAreRefused(t *testing.T) {
+	s := newServer(t, router.Config{InsecureDev: true})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"n":1}`))
+	_ = zw.Close()
+	binary := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"b1"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}}
+	for _, c := range []struct {
+		name, path, ctype, encoding string
+		header                      http.Header
+	}{
+		{"binary mode, gzip", "/topics/ns-orders:publish", "application/octet-stream", "gzip", binary},
+		{"binary mode, deflate and gzip", "/topics/ns-orders:publish", "application/octet-stream", "deflate, gzip", binary},
+		{"classic, gzip", "/topics/orders/api/events", "application/json", "gzip", nil},
+		{"structured CloudEvent, br", "/topics/ns-orders:publish", "application/cloudevents+json", "br", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{"Content-Encoding": {c.encoding}}
+			for k, v := range c.header {
+				h[k] = v
+			}
+			status, body := s.post(c.path, c.ctype, gz.Bytes(), h)
+			if status != http.StatusUnsupportedMediaType || !strings.Contains(body, "Content-Encoding") || !strings.Contains(body, "uncompressed") {
+				t.Errorf("got %d %s, want 415 naming Content-Encoding and asking for an uncompressed body", status, body)
+			}
+		})
+	}
+	h := http.Header{"Content-Encoding": {"identity"}}
+	for k, v := range binary {
+		h[k] = v
+	}
+	if status, body := s.post("/topics/ns-orders:publish", "application/json", []byte(`{"n":1}`), h); status != 200 {
+		t.Errorf("Content-Encoding: identity: %d %s, want 200", status, body)
 	}
 }
