@@ -1,6 +1,9 @@
 package schemas_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -249,6 +252,14 @@ func TestDecodeCloudEventBinary(t *testing.T) {
 			want:        schemas.Event{ID: "b1", Source: "/orders", Type: "Orders.Created", SpecVersion: "1.0"},
 		},
 		{
+			name:        "text longer as a JSON string than in base64 becomes data_base64",
+			attrs:       attrs(),
+			contentType: "text/plain",
+			data:        "\x01\x02\x03",
+			wantRaw:     head + `,"datacontenttype":"text/plain","data_base64":"AQID"}`,
+			want:        schemas.Event{ID: "b1", Source: "/orders", Type: "Orders.Created", SpecVersion: "1.0"},
+		},
+		{
 			name:        "binary data becomes data_base64",
 			attrs:       attrs(),
 			contentType: "application/protobuf",
@@ -369,5 +380,28 @@ func TestDecodeCloudEventBinaryLimits(t *testing.T) {
 				t.Fatalf("got %v, want %+v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecodeCloudEventBinaryTextIsNotBlownUp: text data is carried as a JSON string only when
+// that is no longer than its base64 form, so the stored and delivered event of a binary-mode
+// publish is never more than base64's third larger than its body. As a JSON string, 1 MB of
+// control characters (valid UTF-8 text) would become 6 MB, each escaped as \u00XX: over what
+// a store takes for one event (the JetStream store's max_payload) and six times the memory.
+func TestDecodeCloudEventBinaryTextIsNotBlownUp(t *testing.T) {
+	attrs := map[string]string{"specversion": "1.0", "id": "b1", "source": "/orders", "type": "T"}
+	data := bytes.Repeat([]byte{0x01, '"', '\\'}, (1<<20-1024)/3)
+	ev, err := schemas.DecodeCloudEventBinary(attrs, "text/plain; charset=utf-8", data, schemas.NamespaceLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if max := base64.StdEncoding.EncodedLen(len(data)) + 256; len(ev.Raw) > max {
+		t.Fatalf("the structured event is %d bytes for %d bytes of data, want at most %d (its base64 form and the attributes)", len(ev.Raw), len(data), max)
+	}
+	var got struct {
+		DataBase64 []byte `json:"data_base64"`
+	}
+	if err := json.Unmarshal(ev.Raw, &got); err != nil || !bytes.Equal(got.DataBase64, data) {
+		t.Fatalf("data_base64 does not hold the data (%v)", err)
 	}
 }
