@@ -69,11 +69,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// readARM decodes an ARM body {"properties": {...}} strictly, so a misspelt property is an error.
+// maxARMBody bounds the body of an admin PUT: definitions are a few kilobytes.
+const maxARMBody = 1 << 20
+
+// readARM decodes an ARM body {"properties": {...}} strictly, so a misspelt property is an
+// error. A body over maxARMBody is refused whole, not cut at the limit and then reported as
+// malformed (or, when the cut happened to leave valid JSON, taken without its rest).
 func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
-	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxARMBody+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+		return false
+	}
+	if len(body) > maxARMBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "the body is over the limit of 1 MB for a definition: send only the ARM resource {\"properties\": {...}}")
 		return false
 	}
 	var env struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -150,5 +151,39 @@ func TestNamesAreValidated(t *testing.T) {
 	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{InputSchema: "Nope", Kind: "odd"}); err == nil ||
 		!strings.Contains(err.Error(), "inputSchema") || !strings.Contains(err.Error(), "kind") {
 		t.Errorf("bad topic spec error %v, want both problems", err)
+	}
+}
+
+// TestAdminBodiesOverTheLimitSayWhy: an admin body over its limit is refused as too large,
+// not cut at the limit and then reported as malformed JSON ("unexpected end of JSON input").
+func TestAdminBodiesOverTheLimitSayWhy(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	big := `{"properties":{},"tags":{"note":"` + strings.Repeat("a", 1<<20) + `"}}`
+	for _, path := range []string{"/admin/topics/big-one", "/admin/topics/orders/eventSubscriptions/big-one"} {
+		status, body := adminDo(t, srv, "tok", "PUT", path, big)
+		e, _ := body["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "1 MB") {
+			t.Errorf("PUT %s with a body over 1 MB: %d %v, want 413 naming the limit", path, status, body)
+		}
+	}
+	if err := r.CreateSubscription(context.Background(), "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	status, body := adminDo(t, srv, "tok", "POST", "/admin/topics/orders/eventSubscriptions/sub-1/deadLetters/replay", `{"dryRun":true`+strings.Repeat(" ", 1<<16)+`}`)
+	if e, _ := body["error"].(map[string]any); status != http.StatusRequestEntityTooLarge || !strings.Contains(fmt.Sprint(e["message"]), "64 KB") {
+		t.Errorf("replay with a body over 64 KB: %d %v, want 413 naming the limit", status, body)
+	}
+	if status, body := adminDo(t, srv, "tok", "GET", "/admin/topics/big-one", ""); status != http.StatusNotFound {
+		t.Errorf("the refused topic: %d %v, want 404", status, body)
 	}
 }

@@ -174,7 +174,12 @@ type ReplayStreamLine struct {
 
 func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 	var body ReplayRequest
-	raw, err := io.ReadAll(io.LimitReader(req.Body, 1<<16))
+	const maxReplayBody = 1 << 16
+	raw, err := io.ReadAll(io.LimitReader(req.Body, maxReplayBody+1))
+	if len(raw) > maxReplayBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", `the body is over the limit of 64 KB for a replay request: send only {"since":...,"until":...,"reason":...,"dryRun":...,"wait":...}`)
+		return
+	}
 	if err == nil && len(strings.TrimSpace(string(raw))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
