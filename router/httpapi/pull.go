@@ -146,9 +146,19 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	if req.Context().Err() != nil {
 		return // the client went away: nobody to answer
 	}
+	// The answer (up to MaxReceiveEvents events of 1 MB) is in memory until the consumer has
+	// read it, and the server has no write timeout (the long poll would outlast it): a
+	// consumer that stops reading must not hold it for ever. net/http lifts the deadline once
+	// the answer is sent, so the connection's next requests are not cut by it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(receiveAnswerTimeout))
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(appendReceiveResult(nil, evs))
 }
+
+// receiveAnswerTimeout bounds the time a consumer has to read a :receive answer once it is
+// ready: 100 events of 1 MB at 2 MB/s. Past it the server closes the connection; the events
+// whose lock tokens did not arrive come back when their locks expire, as after any lost answer.
+const receiveAnswerTimeout = time.Minute
 
 // appendReceiveResult appends the TypeSpec's ReceiveResult for evs to b:
 //

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -494,4 +495,69 @@ func TestQueueSubscriptionOverTheAdminAPI(t *testing.T) {
 			t.Errorf("POST %s without a key: %d %s", path, status, msg)
 		}
 	}
+}
+
+// closeNotingListener is a pipeListener whose server-side connections report their Close.
+type closeNotingListener struct {
+	*pipeListener
+	closed chan struct{} // closed when the first accepted connection is closed
+	once   sync.Once
+}
+
+func (l *closeNotingListener) Accept() (net.Conn, error) {
+	c, err := l.pipeListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &closeNotingConn{Conn: c, l: l}, nil
+}
+
+type closeNotingConn struct {
+	net.Conn
+	l *closeNotingListener
+}
+
+func (c *closeNotingConn) Close() error {
+	c.l.once.Do(func() { close(c.l.closed) })
+	return c.Conn.Close()
+}
+
+// TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded: a :receive answer (up to 100 events of
+// 1 MB, held in memory until written) must be read within a bounded time, or the server gives
+// up the connection; otherwise a consumer that stops reading holds the answer, the handler
+// and the connection for ever.
+func TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		var ids []string
+		for i := range 60 {
+			ids = append(ids, fmt.Sprintf("e%02d", i))
+		}
+		p.publish(ids...)
+		ln := &closeNotingListener{pipeListener: newPipeListener(), closed: make(chan struct{})}
+		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
+			func(*http.Request) bool { return false }, nil)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() {
+			_ = srv.Close()
+			<-served
+		}()
+
+		// A consumer that sends a :receive and never reads the answer.
+		c, err := ln.dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, "POST /topics/nsq/eventsubscriptions/que:receive?maxEvents=50&maxWaitTime=10 HTTP/1.1\r\nHost: egrid\r\naeg-sas-key: %s\r\nContent-Length: 0\r\n\r\n", p.key); err != nil {
+			t.Fatal(err)
+		}
+		h.Advance(10 * time.Minute)
+		select {
+		case <-ln.closed:
+		default:
+			t.Fatal("10 minutes on, the server still holds the answer of a consumer that does not read it")
+		}
+	})
 }
