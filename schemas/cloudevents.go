@@ -264,9 +264,10 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 // DecodeCloudEventBinary builds one event from a binary-mode HTTP publish (SPEC §1.1,
 // eventgrid-behaviour.md §1.3). attrs are the ce-* headers keyed by attribute name in lower
 // case without the "ce-" prefix; their values are percent-decoded as the CloudEvents HTTP
-// binding asks (a '%' not followed by two hex digits is kept as it is). contentType is the
-// request's Content-Type, the media type of data. A caller that takes the distributed-tracing
-// extension from the HTTP traceparent header passes it as attrs["traceparent"].
+// binding asks (a '%' not followed by two hex digits is kept as it is), and must then be
+// UTF-8. contentType is the request's Content-Type, the media type of data. A caller that
+// takes the distributed-tracing extension from the HTTP traceparent header passes it as
+// attrs["traceparent"].
 //
 // ce-datacontenttype must not be sent: the Content-Type header takes its place and becomes the
 // datacontenttype attribute. data becomes the "data" member as JSON for JSON media types
@@ -309,10 +310,15 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 			} else {
 				names = append(names, name)
 			}
+			// A structured event is UTF-8 JSON: bytes that are not UTF-8 would be replaced
+			// with U+FFFD, and the event would not carry the value that was sent.
+			if !utf8.ValidString(percentDecode(attrs[name])) {
+				p.add(0, name, "is not UTF-8 once percent-decoded: send the ce-"+name+" header as UTF-8, percent-encoding the bytes of each non-ASCII character (%C3%A9 for é)")
+			}
 		}
 	}
 	slices.Sort(names)
-	slices.SortFunc(p.errs, func(a, b error) int { // map order must not decide the message
+	slices.SortStableFunc(p.errs, func(a, b error) int { // map order must not decide the message
 		return strings.Compare(a.(*ValidationError).Field, b.(*ValidationError).Field)
 	})
 	var dataKey string

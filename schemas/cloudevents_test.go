@@ -287,6 +287,11 @@ func TestDecodeCloudEventBinary(t *testing.T) {
 			wantErrs:    []wantProblem{{0, "datacontenttype", "must not be sent as a ce-datacontenttype header"}},
 		},
 		{
+			name:     "values that are not UTF-8 once percent-decoded are refused, not replaced",
+			attrs:    attrs(`source=/caf%E9`, "subject=caf\xe9", `aext=%C3%A9%FF`),
+			wantErrs: []wantProblem{{0, "aext", "not UTF-8"}, {0, "source", "not UTF-8"}, {0, "subject", "not UTF-8"}},
+		},
+		{
 			name:     "missing attributes name their header",
 			attrs:    attrs(`-id`, `-type`),
 			wantErrs: []wantProblem{{0, "id", "send it as the ce-id header"}, {0, "type", "send it as the ce-type header"}},
