@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpserver"
 )
 
 func receiveCommand(e env) *cli.Command {
@@ -63,7 +64,7 @@ Examples:
 				return cli.Exit(fmt.Sprintf("listening on %s: %v (use --listen)", c.String("listen"), err), 1)
 			}
 			h := &receiver{out: e.Stdout, failFirst: int64(c.Int("fail-first")), failStatus: c.Int("fail-status"), start: time.Now()}
-			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			srv := receiverServer(h)
 			fmt.Fprintf(e.Stderr, "receiving on http://%s/\n", ln.Addr())
 			go func() {
 				<-c.Context.Done()
@@ -77,6 +78,13 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// receiverServer is the HTTP server of egrid receive: h within the bounds egrid's own server
+// has on header, body and idle time and header size (package httpserver), so a client that
+// stalls does not hold a connection and a handler for ever.
+func receiverServer(h http.Handler) *http.Server {
+	return httpserver.New(httpserver.Config{}, h, func(*http.Request) bool { return false }, nil)
 }
 
 // receiver prints deliveries and answers the validation handshakes.

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestReceiverPrintsAndAnswersHandshakes(t *testing.T) {
@@ -50,4 +55,32 @@ func TestReceiverPrintsAndAnswersHandshakes(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestReceiverDropsStalledClients: egrid receive's server bounds the time a client has to
+// send its body, as egrid's own server does, so a client that stops halfway does not hold a
+// connection and a handler for ever.
+func TestReceiverDropsStalledClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		srv := receiverServer(&receiver{out: io.Discard, failStatus: http.StatusServiceUnavailable, start: time.Now()})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() {
+			_ = srv.Close()
+			<-served
+		}()
+		c, err := ln.dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: receiver\r\nContent-Length: 100\r\n\r\n[{\"id\":"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Hour))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("an hour on, the receiver still holds a client that stopped sending its body: %v", err)
+		}
+	})
 }
