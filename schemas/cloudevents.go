@@ -134,6 +134,41 @@ func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
 	return events, nil
 }
 
+// nameSet holds the extension attribute names of one event, to refuse a name sent twice. A
+// list is enough for the few names of a usual event; past maxListedNames it becomes a map,
+// or a 1 MB event of 100 000 names would cost 5·10⁹ comparisons (seconds of CPU) to check.
+type nameSet struct {
+	list [][]byte
+	set  map[string]struct{}
+}
+
+// maxListedNames is how many names a nameSet compares one by one before it uses a map.
+const maxListedNames = 32
+
+// add adds name (which must not change afterwards) and reports whether it was there already.
+func (s *nameSet) add(name []byte) (seen bool) {
+	if s.set != nil {
+		if _, seen = s.set[string(name)]; !seen {
+			s.set[string(name)] = struct{}{}
+		}
+		return seen
+	}
+	for _, e := range s.list {
+		if string(e) == string(name) {
+			return true
+		}
+	}
+	s.list = append(s.list, name)
+	if len(s.list) > maxListedNames {
+		s.set = make(map[string]struct{}, 4*len(s.list))
+		for _, e := range s.list {
+			s.set[string(e)] = struct{}{}
+		}
+		s.list = nil
+	}
+	return false
+}
+
 // decodeCloudEventObject scans one event object, reports its problems to p and returns the
 // event when it has none. binary words the messages for attributes that came from ce-*
 // headers. The error is a scanner error.
@@ -141,7 +176,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	start := s.pos
 	s.ws = false
 	var m [ceMembers]member
-	var extensions [][]byte // names seen, to refuse duplicates
+	var extensions nameSet // names seen, to refuse duplicates
 	bad := false
 	fail := func(field, reason string) {
 		p.add(i, field, reason)
@@ -165,10 +200,8 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 			name := string(key)
 			if reason := extensionNameProblem(name); reason != "" {
 				fail(name, reason)
-			} else if slices.ContainsFunc(extensions, func(e []byte) bool { return string(e) == name }) {
+			} else if extensions.add(key) {
 				fail(name, "appears more than once: send each attribute once")
-			} else {
-				extensions = append(extensions, key)
 			}
 			var kind jsonKind
 			if kind, err = s.skipValue(1); err == nil && (kind == kindObject || kind == kindArray) {
