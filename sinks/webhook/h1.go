@@ -88,16 +88,39 @@ type directPool struct {
 }
 
 type directConn struct {
-	c      net.Conn
-	key    string
-	br     *bufio.Reader // reads through the connection's counting reader
-	bw     *bufio.Writer
-	read   int64 // bytes read from c
-	idleAt time.Time
+	c    net.Conn
+	key  string
+	br   *bufio.Reader // reads through the connection's counting reader
+	bw   *bufio.Writer
+	read int64 // bytes read from c
+	// headEnd, while an answer's head is read, is the value of read past which the head is
+	// too large (see maxResponseHeaderBytes); zero while a body is read.
+	headEnd int64
+	idleAt  time.Time
 }
 
-// Read reads from the connection, counting the bytes.
+// maxResponseHeaderBytes bounds the head of an answer (status line and headers), as net/http's
+// Transport bounds it by default (its MaxResponseHeaderBytes): http.ReadResponse itself reads
+// a head of any size, so an endpoint sending a header line without end would otherwise grow
+// the process's memory until the attempt timeout.
+const maxResponseHeaderBytes = 10 << 20
+
+// errHeadTooLarge is the failure of an attempt whose answer's head exceeds
+// maxResponseHeaderBytes, in net/http's words.
+var errHeadTooLarge = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", maxResponseHeaderBytes)
+
+// Read reads from the connection, counting the bytes; while an answer's head is read, no
+// further than its limit.
 func (pc *directConn) Read(b []byte) (int, error) {
+	if pc.headEnd > 0 {
+		left := pc.headEnd - pc.read
+		if left <= 0 {
+			return 0, errHeadTooLarge
+		}
+		if int64(len(b)) > left {
+			b = b[:left]
+		}
+	}
 	n, err := pc.c.Read(b)
 	pc.read += int64(n)
 	return n, err
@@ -192,6 +215,7 @@ func (p *directPool) exchange(ctx context.Context, pc *directConn, req *http.Req
 	if err := pc.bw.Flush(); err != nil {
 		return fail(err)
 	}
+	pc.headEnd = pc.read + maxResponseHeaderBytes
 	resp, err := readResponse(pc.br, req)
 	// Informational answers (100 Continue, 103 Early Hints) come before the real one, and
 	// net/http skips them too.
@@ -201,6 +225,7 @@ func (p *directPool) exchange(ctx context.Context, pc *directConn, req *http.Req
 		}
 		resp, err = readResponse(pc.br, req)
 	}
+	pc.headEnd = 0
 	if err != nil {
 		return fail(err)
 	}

@@ -360,3 +360,43 @@ func TestDirectSendsTheBodyWithoutACopy(t *testing.T) {
 		t.Fatalf("the endpoint read %d requests; want 120", got)
 	}
 }
+
+// An answer whose head never ends is refused once it passes net/http's default limit
+// (MaxResponseHeaderBytes, 10 MiB), on the direct pool as on net/http's transport, instead of
+// being read into memory for as long as the endpoint sends it.
+func TestDirectBoundsTheAnswerHead(t *testing.T) {
+	const limit = 10 << 20
+	for _, tc := range []struct {
+		name string
+		body []byte // a small body goes to the direct pool, a large one to net/http's transport
+	}{
+		{name: "direct", body: smallBatch.Body},
+		{name: "net/http", body: bytes.Repeat([]byte("x"), 64<<10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptedServer(t, func(s *scriptedServer, c net.Conn, br *bufio.Reader) {
+				if !s.readRequest(br) {
+					return
+				}
+				// A head one header line over the limit, then complete: a client that reads
+				// it all would take it as delivered.
+				pad := strings.Repeat("a", 64<<10)
+				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Pad: "); err != nil {
+					return
+				}
+				for range limit/len(pad) + 1 {
+					if _, err := io.WriteString(c, pad); err != nil {
+						return // the client stopped reading
+					}
+				}
+				_, _ = io.WriteString(c, "\r\nContent-Length: 0\r\n\r\n")
+			})
+			sink := newSink(t, webhook.Config{URL: srv.url()}, ownClient(t))
+			err := sink.Deliver(t.Context(), &sinks.Batch{Subscription: "s", Body: tc.body})
+			de := requireOutcome(t, err, schemas.GenericError)
+			if !strings.Contains(de.Error(), "exceeded") {
+				t.Fatalf("Deliver = %v; want the head's limit named", err)
+			}
+		})
+	}
+}
