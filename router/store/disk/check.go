@@ -65,7 +65,7 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 		}
 		s.mu.RUnlock()
 		for _, d := range damaged {
-			r.Problems = append(r.Problems, fmt.Errorf("%w: topic %q: journal entries %d to %d are in a damaged table block and cannot be read: restore the directory from a backup to recover them (a running egrid skips them, saying so)", ErrCorrupt, t.Name, d.lo, d.hi))
+			r.Problems = append(r.Problems, fmt.Errorf("%w: topic %q: journal entries %d to %d are damaged (in a table block that fails its checksum, or in a block that does not decode) and cannot be read: restore the directory from a backup to recover them (a running egrid skips them, saying so)", ErrCorrupt, t.Name, d.lo, d.hi))
 		}
 		subs, err := s.Subscriptions(ctx, t.Name)
 		if err != nil {

@@ -34,6 +34,7 @@ const (
 	DamageMarker = "marker" // a pebble marker file is missing
 	DamageWAL    = "wal"    // a write-ahead log is damaged before its end
 	DamageTable  = "table"  // a table block does not match its checksum
+	DamageEntry  = "entry"  // a journal block is intact but does not decode
 )
 
 // CheckDir looks for damage in the store directory dir (on fs; nil for the OS) that pebble
@@ -287,4 +288,39 @@ func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visib
 		"dir", s.dir, "topic", topicName, "fromSeq", d.lo, "throughSeq", d.hi)
 	s.damaged(DamageTable)
 	return good
+}
+
+// undecodableBlock is a journal block (keyed by its last seq) whose value pebble returned
+// intact but that does not decode.
+type undecodableBlock struct {
+	last uint64
+	err  error
+}
+
+func (u *undecodableBlock) Error() string {
+	return fmt.Sprintf("journal block %d: %v", u.last, u.err)
+}
+
+func (u *undecodableBlock) Unwrap() error { return u.err }
+
+// skipUndecodable is called when reading topic t's journal at seq met a block that does not
+// decode. Its entries from seq through the block's last are lost: it reports them once, as
+// skipDamage reports a damaged table block, and returns the seq to read on from. Failing the
+// read instead would fail every read of every subscription of the topic at that block, for
+// good: each would stop there.
+func (s *Store) skipUndecodable(topicName string, t *topic, seq uint64, u *undecodableBlock) uint64 {
+	t.mu.Lock()
+	for _, d := range t.damaged {
+		if seq >= d.lo && seq <= d.hi {
+			t.mu.Unlock()
+			return d.hi + 1
+		}
+	}
+	d := damage{lo: seq, hi: u.last}
+	t.damaged = append(t.damaged, d)
+	t.mu.Unlock()
+	s.log.Error("disk store: journal entries do not decode; they are lost to every subscription of the topic, and delivery goes on after them. Recover them from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topicName, "fromSeq", d.lo, "throughSeq", d.hi, "err", u.err)
+	s.damaged(DamageEntry)
+	return u.last + 1
 }

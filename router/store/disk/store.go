@@ -55,8 +55,8 @@ type Options struct {
 	// store creates its directory 0700 and its files 0600 in any case.
 	PrivateDir bool
 	// OnCorruption, when set, is called once for each piece of damage the store finds, with
-	// its kind (DamageMarker, DamageWAL, DamageTable): egrid counts them in a metric. It
-	// must not block.
+	// its kind (DamageMarker, DamageWAL, DamageTable, DamageEntry): egrid counts them in a
+	// metric. It must not block.
 	OnCorruption func(kind string)
 	// ReadOnly opens pebble read-only (egrid store check): nothing is written, not even the
 	// replay of the write-ahead log.
@@ -667,10 +667,11 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 	var out []store.Entry
 	for from <= visible && len(out) < limit {
 		next := from
+		var undecodable *undecodableBlock
 		// A block's key is its last seq: the first key at or after from is the block
 		// holding from (or the next one, after a hole).
 		err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
-			return decodeJournal(seqOf(k), v, next, func(e store.Entry) error {
+			err := decodeJournal(seqOf(k), v, next, func(e store.Entry) error {
 				out = append(out, e)
 				next = e.Seq + 1
 				if len(out) == limit {
@@ -678,15 +679,25 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 				}
 				return nil
 			})
+			if errors.Is(err, errCorrupt) {
+				undecodable = &undecodableBlock{last: seqOf(k), err: err}
+				return undecodable
+			}
+			return err
 		})
-		if err == nil {
-			break
-		}
-		if !pebble.IsCorruptionError(err) {
+		switch {
+		case err == nil:
+			return out, nil
+		case undecodable != nil && errors.Is(err, undecodable):
+			// A block pebble read back intact but that does not decode: the same loss as
+			// a damaged table block, for its entries from next on.
+			from = s.skipUndecodable(topicName, c.t, next, undecodable)
+		case pebble.IsCorruptionError(err):
+			// A damaged table block: say what is lost, once, and go on after it.
+			from = s.skipDamage(c.g.db, topicName, c.t, next, visible)
+		default:
 			return nil, fmt.Errorf("reading topic %q: %w", topicName, err)
 		}
-		// A damaged table block: say what is lost, once, and go on after it.
-		from = s.skipDamage(c.g.db, topicName, c.t, next, visible)
 	}
 	return out, nil
 }
