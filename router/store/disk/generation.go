@@ -69,6 +69,16 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 	g := &generation{fs: newFenceFS(inner), failed: make(chan struct{})}
 	popts.FS = g.fs
 	popts.Logger = pebbleLogger{log: log, fatal: func(err error) { onFail(g, err) }}
+	var el pebble.EventListener
+	if popts.EventListener != nil {
+		el = *popts.EventListener
+	}
+	el.FlushEnd = func(info pebble.FlushInfo) {
+		if flushFailed(info) {
+			onFail(g, fmt.Errorf("flushing the memtable to a table file: %w", info.Err))
+		}
+	}
+	popts.EventListener = &el
 	type result struct {
 		db  *pebble.DB
 		err error
@@ -97,6 +107,18 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 		_ = g.fs.release()
 		return nil, g.err()
 	}
+}
+
+// flushFailed reports whether a flush ended in an error. Pebble only reports a failed flush
+// (a table file that cannot be created or written: a full disk, an I/O error) and tries it
+// again, while the write-ahead log, often a recycled file whose blocks are allocated already,
+// goes on taking commits; the memtables fill until pebble stalls every commit, for good, and
+// each publish and state write waits without an answer. A failed flush therefore fails the
+// generation like a failed log write: writes are refused (503) or kept in memory, and the
+// store reopens itself once the disk has room. A flush that had nothing to write is reported
+// with pebble's unexported "empty table" error, which is no failure.
+func flushFailed(info pebble.FlushInfo) bool {
+	return info.Err != nil && info.Err.Error() != "pebble: empty table"
 }
 
 // commit commits b in g and takes ownership of b (it closes it). Pebble panics in the

@@ -1336,13 +1336,23 @@ func (s *Store) Close() error {
 	return s.closeGeneration(g)
 }
 
-// closeGeneration flushes and closes a healthy generation.
+// closeGeneration flushes and closes a healthy generation. A flush that fails fails g
+// (flushFailed), and pebble's Flush would wait for its retries for good: g is then given up
+// as a failed one is (what it holds only in memory is in its log or lost as in a crash).
 func (s *Store) closeGeneration(g *generation) error {
 	var errs []error
-	if s.opts.ReadOnly {
-		// nothing to flush
-	} else if err := g.db.Flush(); err != nil {
-		errs = append(errs, fmt.Errorf("flushing disk store: %w", err))
+	if !s.opts.ReadOnly {
+		flushed := make(chan error, 1)
+		go func() { flushed <- g.db.Flush() }()
+		select {
+		case err := <-flushed:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("flushing disk store: %w", err))
+			}
+		case <-g.failed:
+			s.abandon(g)
+			return fmt.Errorf("flushing disk store: %w", g.err())
+		}
 	}
 	if err := g.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing disk store: %w", err))
