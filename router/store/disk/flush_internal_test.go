@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -120,4 +121,39 @@ func TestCloseReturnsWhenItsFlushFails(t *testing.T) {
 	if got, err := r.Read(ctx, "orders", 1, 10); err != nil || len(got) != 1 {
 		t.Fatalf("Read after reopening = %v, %v; want the acknowledged event", got, err)
 	}
+}
+
+// A fenced instance's flushes and compactions wait when they create their table files, until
+// the instance is retired: pebble tries a failed flush again at once, and each try refused at
+// once kept a core busy for as long as the failed instance served reads. Other files are
+// refused at once.
+func TestFencedTableCreatesWaitForRetirement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFenceFS(vfs.NewMem())
+		fs.fence()
+		done := make(chan error, 1)
+		go func() {
+			_, err := fs.Create("000007.sst", vfs.WriteCategoryUnspecified)
+			done <- err
+		}()
+		if _, err := fs.Create("MANIFEST-000008", vfs.WriteCategoryUnspecified); !errors.Is(err, errFenced) {
+			t.Fatalf("fenced Create of a MANIFEST = %v; want errFenced at once", err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("fenced Create of a table file returned %v before the instance was retired", err)
+		default:
+		}
+		fs.retire()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, errFenced) {
+				t.Fatalf("fenced Create of a table file after retire = %v; want errFenced", err)
+			}
+		default:
+			t.Fatal("fenced Create of a table file still waits after retire")
+		}
+	})
 }

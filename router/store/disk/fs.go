@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -32,14 +33,24 @@ type fenceFS struct {
 	vfs.FS
 	fenced atomic.Bool
 
+	// retired is closed once the instance is given up for good (Store.abandon, or an open
+	// that did not finish): until then a fenced instance's flushes and compactions wait in
+	// Create (see Create).
+	retired    chan struct{}
+	retireOnce sync.Once
+
 	mu   sync.Mutex
 	lock io.Closer // the directory lock, until released
 }
 
-func newFenceFS(inner vfs.FS) *fenceFS { return &fenceFS{FS: inner} }
+func newFenceFS(inner vfs.FS) *fenceFS { return &fenceFS{FS: inner, retired: make(chan struct{})} }
 
 // fence makes every later write through fs fail with errFenced.
 func (fs *fenceFS) fence() { fs.fenced.Store(true) }
+
+// retire lets the table file creations waiting in a fenced fs fail, so the instance can be
+// closed. Later calls do nothing.
+func (fs *fenceFS) retire() { fs.retireOnce.Do(func() { close(fs.retired) }) }
 
 // release closes the directory lock if fs holds it. Later calls do nothing.
 func (fs *fenceFS) release() error {
@@ -76,9 +87,17 @@ func private(f vfs.File) {
 	}
 }
 
-// Create implements vfs.FS.
+// Create implements vfs.FS. A fenced instance's table and blob files (what its flushes and
+// compactions write) are refused only once it is retired: pebble tries a failed flush again
+// at once, for as long as its memtable waits, so refusing each try at once would keep a core
+// busy (thousands of tries a second) for as long as the instance serves reads. The try waits
+// here instead, holding pebble's flush slot, without pebble's mutex (flushes and compactions
+// write their files without it).
 func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.check(); err != nil {
+		if strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") {
+			<-fs.retired
+		}
 		return nil, err
 	}
 	return fs.wrap(fs.FS.Create(name, category))

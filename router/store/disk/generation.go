@@ -97,6 +97,7 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 	case r := <-done:
 		if r.err != nil {
 			g.fs.fence()
+			g.fs.retire()
 			_ = g.fs.release()
 			return nil, r.err
 		}
@@ -104,6 +105,7 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 		return g, nil
 	case <-g.failed:
 		g.fs.fence()
+		g.fs.retire()
 		_ = g.fs.release()
 		return nil, g.err()
 	}

@@ -1363,12 +1363,14 @@ func (s *Store) closeGeneration(g *generation) error {
 // abandon gives a failed generation up: fenced (it can write nothing any more) and its
 // directory lock released at once; pebble's Close runs in the background once the calls
 // using it are done, and never returns when the instance is stuck behind its failed log write
-// (its memory is then kept until the process exits).
+// (its memory is then kept until the process exits). Its flushes wait in their table file
+// creations (fenceFS.Create) until just before the Close, which waits for them.
 func (s *Store) abandon(g *generation) {
 	g.fs.fence()
 	_ = g.fs.release()
 	go func() {
 		g.users.Wait()
+		g.fs.retire()
 		defer func() { _ = recover() }() // a fenced instance may panic on its way out
 		_ = g.db.Close()
 	}()
