@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,4 +259,52 @@ func TestWriteFailureConcurrent(t *testing.T) {
 		}
 	}
 	t.Logf("%d Appends acknowledged, %d failed", len(acks), failed)
+}
+
+// What the operator is told to do about a failed write follows its cause: free space for a
+// full disk, and for a store whose files cannot be written at all (a permission, a file
+// system mounted read-only), making them writable, which no free space cures.
+func TestWriteFailureSaysWhatToFix(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		want, not string
+	}{
+		{name: "full disk", err: &os.PathError{Op: "write", Path: "000002.log", Err: syscall.ENOSPC}, want: "free disk space", not: "writable"},
+		{name: "permission", err: &os.PathError{Op: "write", Path: "000002.log", Err: syscall.EACCES}, want: "writable by egrid's user", not: "free disk space"},
+		{name: "read-only file system", err: &os.PathError{Op: "write", Path: "000002.log", Err: syscall.EROFS}, want: "writable by egrid's user", not: "free disk space"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var failing atomic.Bool
+			fs := logFS{vfs.NewMem(), func(string) error {
+				if failing.Load() {
+					return tc.err
+				}
+				return nil
+			}}
+			var logs syncBuffer
+			opts := disk.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			disk.SetFreeBytes(&opts, func(string) (uint64, error) { return 0, nil }) // no reopening
+			s, err := disk.OpenFS("db", opts, fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			if err := s.PutTopic(ctx, "t", nil); err != nil {
+				t.Fatal(err)
+			}
+			failing.Store(true)
+			if _, err := s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("a")}); !errors.Is(err, disk.ErrFailed) {
+				t.Fatalf("Append while the log fails = %v; want disk.ErrFailed", err)
+			}
+			h := s.Health()
+			if h.State != store.Failed || !strings.Contains(h.Reason, tc.want) || strings.Contains(h.Reason, tc.not) {
+				t.Errorf("Health = %+v; want Failed, a reason saying %q and not %q", h, tc.want, tc.not)
+			}
+			if l := logs.String(); !strings.Contains(l, tc.want) {
+				t.Errorf("the ERROR does not say %q:\n%s", tc.want, l)
+			}
+		})
+	}
 }

@@ -3,9 +3,11 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -295,7 +297,7 @@ func (s *Store) Health() store.Health {
 	switch {
 	case h.failed != nil:
 		out.State = store.Failed
-		out.Reason = h.failed.Error() + "; free disk space on the store's file system: the store reopens itself once it has room"
+		out.Reason = h.failed.Error() + "; " + remedy(s.dir, h.failed)
 	case spaceErr != nil:
 		out.State = store.LowSpace
 		out.Reason = spaceErr.Error()
@@ -312,3 +314,13 @@ func formatBytes(n uint64) string {
 }
 
 var _ store.HealthReporter = (*Store)(nil)
+
+// remedy says what the operator does about a failed write: free space on the disk, unless
+// the cause says that the store's files cannot be written at all (a permission, a file system
+// mounted read-only), which no free space cures.
+func remedy(dir string, cause error) string {
+	if errors.Is(cause, fs.ErrPermission) || errors.Is(cause, syscall.EROFS) {
+		return fmt.Sprintf("make %s and every file in it writable by egrid's user (an owner or mode changed, or the file system is mounted read-only); the store reopens itself once it can write there", dir)
+	}
+	return "free disk space on the store's file system: the store reopens itself once it has room"
+}

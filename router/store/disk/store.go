@@ -27,7 +27,7 @@ var ErrClosed = store.ErrClosed
 // and dead-letter writes. It wraps [store.ErrUnavailable]. Reads go on and subscription state writes are kept in memory; the
 // store reopens itself from its write-ahead log once the disk has room again and takes
 // writes again (see the package documentation).
-var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuses writes until it has reopened itself (free disk space): %w", store.ErrUnavailable)
+var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuses writes until it has reopened itself: %w", store.ErrUnavailable)
 
 // Options configures [Open]. The zero value is usable.
 type Options struct {
@@ -483,7 +483,7 @@ func (s *Store) onFail(g *generation, cause error) {
 			return
 		}
 		s.health.setFailed(err)
-		s.log.Error("disk store: a write to disk failed; publishes are refused (503) and stored events are still delivered; the store reopens itself once the disk has room: free space on its file system",
+		s.log.Error("disk store: a write to disk failed; publishes are refused (503) and stored events are still delivered; "+remedy(s.dir, cause),
 			"dir", s.dir, "err", cause)
 		select {
 		case s.kick <- struct{}{}:
