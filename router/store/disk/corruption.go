@@ -324,3 +324,24 @@ func (s *Store) skipUndecodable(topicName string, t *topic, seq uint64, u *undec
 	s.damaged(DamageEntry)
 	return u.last + 1
 }
+
+// parkedDamage reports, once per record, a parked event of subscription sb whose stored
+// record pebble read back intact but that does not decode: the event is lost, and the
+// subscription goes on without it.
+func (s *Store) parkedDamage(topicName, name string, sb *sub, seq uint64, err error) {
+	sb.mu.Lock()
+	seen := sb.damaged[seq]
+	if !seen {
+		if sb.damaged == nil {
+			sb.damaged = make(map[uint64]bool)
+		}
+		sb.damaged[seq] = true
+	}
+	sb.mu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Error("disk store: a parked event's record does not decode; the event is lost to the subscription, which goes on without it. Recover it from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topicName, "subscription", name, "seq", seq, "err", err)
+	s.damaged(DamageEntry)
+}

@@ -150,8 +150,11 @@ type sub struct {
 	id  uint64
 	ops sync.WaitGroup // calls under way on the subscription; DeleteSubscription waits
 
-	mu     sync.Mutex // guards cursor
+	mu     sync.Mutex // guards cursor and damaged
 	cursor uint64
+	// damaged holds the parked events whose records were found not to decode, reported
+	// once each (parkedDamage).
+	damaged map[uint64]bool
 }
 
 func (sb *sub) getCursor() uint64 {
@@ -874,7 +877,18 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 	err = scan(c.g.db, lo, hi, func(k, v []byte) error {
 		p, err := decode(seqOf(k), v)
 		if err != nil {
-			return fmt.Errorf("parked event %d: %w", seqOf(k), err)
+			if s.opts.ReadOnly || !errors.Is(err, errCorrupt) { // store check reports it
+				return fmt.Errorf("parked event %d: %w", seqOf(k), err)
+			}
+			// One event's record, not the subscription's: failing the load would stop
+			// the subscription for good.
+			s.parkedDamage(topicName, name, sb, seqOf(k), err)
+			if bodies {
+				return nil // a queue subscription goes on without it
+			}
+			// Due at once with no head: a push subscription reads it then, finds it lost
+			// (ParkedEvents leaves it out) and forgets it, deleting the record.
+			p = store.Parked{Seq: seqOf(k)}
 		}
 		if pending == nil {
 			st.Parked = append(st.Parked, p)
@@ -934,7 +948,12 @@ func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs [
 		p, found := store.Parked{}, ok
 		if ok {
 			if p, err = decodeParked(seq, v); err != nil {
-				return nil, fmt.Errorf("reading parked event %d of subscription %q of topic %q: %w", seq, name, topicName, err)
+				if !errors.Is(err, errCorrupt) {
+					return nil, fmt.Errorf("reading parked event %d of subscription %q of topic %q: %w", seq, name, topicName, err)
+				}
+				// Left out: the subscription forgets the event, as one missing.
+				s.parkedDamage(topicName, name, sb, seq, err)
+				p, found = store.Parked{}, false
 			}
 		}
 		for _, u := range pending { // in order: the last word on seq wins
