@@ -38,11 +38,11 @@ func TestCompletionsArrivingTogetherShareOneUpdate(t *testing.T) {
 	// Without a router's writer the actor makes its own at its first write: wait for it to
 	// have written what was queued before counting.
 	flush := func() {
-		if s.cfg.Writer != nil {
-			_ = s.cfg.Writer.Flush(s.cfg.Name)
+		if s.writer != nil {
+			_ = s.writer.Flush(s.cfg.Name)
 		}
 	}
-	defer func() { _ = s.cfg.Writer.Close() }()
+	defer func() { _ = s.writer.Close() }()
 	// Three attempts finished; their attemptDone messages are all in the mailbox.
 	s.finished.Store(3)
 	for seq := uint64(1); seq <= 3; seq++ {

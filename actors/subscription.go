@@ -263,7 +263,12 @@ type subscription struct {
 	pendingDel []uint64
 	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 	fenced     bool                     // a state write was fenced: the actor is stopping
-	ownWriter  bool                     // cfg is a copy whose Writer is this incarnation's (see persist)
+	// writer writes the state updates: the config's Writer, or without one a writer of this
+	// incarnation's own (ownWriter), made at its first write and closed when it stops. It is
+	// never put in the config, which the topic's other subscriptions and the next incarnation
+	// share.
+	writer    *StateWriter
+	ownWriter bool
 }
 
 // Receive implements actor.Actor.
@@ -420,6 +425,7 @@ func (s *subscription) start(c actor.Context) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// items and batches are made when the first event arrives: an idle subscription has none.
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
+	s.writer = s.cfg.Writer
 
 	s.boot = startLoad(s.cfg, false, &s.wg, s.system.Root, s.self) // see startLoad: off the mailbox
 }
@@ -667,9 +673,9 @@ func (s *subscription) stop() {
 		s.log.Error("sink calls did not return after their context was cancelled; abandoning them, their events will be attempted again",
 			"inFlight", len(s.batches), "grace", grace)
 	}
-	if s.cfg.Writer != nil {
+	if s.writer != nil {
 		// The next incarnation loads what this one decided.
-		flushOnStop(s.cfg.Writer, s.cfg.Name, grace, s.ownWriter, s.log,
+		flushOnStop(s.writer, s.cfg.Name, grace, s.ownWriter, s.log,
 			"the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)")
 	}
 }
@@ -1346,13 +1352,12 @@ func (s *subscription) persist() {
 		s.setSaved(snap)
 	}
 	handed := s.handed(u.DeadLetters)
-	if s.cfg.Writer == nil {
+	if s.writer == nil {
 		// Writes go off the mailbox: without a router's writer (a replay, a test) the actor
 		// makes its own at its first write, so an idle subscription has none; stop closes it.
-		cfg := *s.cfg
-		cfg.Writer, s.cfg, s.ownWriter = NewStateWriter(cfg.Store, cfg.Topic), &cfg, true
+		s.writer, s.ownWriter = NewStateWriter(s.cfg.Store, s.cfg.Topic), true
 	}
-	err := s.cfg.Writer.Enqueue(s.cfg.Name, u, handed)
+	err := s.writer.Enqueue(s.cfg.Name, u, handed)
 	if errors.Is(err, store.ErrFenced) {
 		s.fence(err)
 		return
