@@ -148,8 +148,8 @@ func (r *Router) startDeadLetters() error {
 		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale,
 		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns,
 	}
+	r.dead = d // before the actor runs: its notifications read it (notifyBlobCreated)
 	d.pid = r.system.Root.Spawn(deadletter.Props(d.actorCfg))
-	r.dead = d
 	return nil
 }
 

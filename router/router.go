@@ -332,9 +332,15 @@ func New(cfg Config, deps Deps) (*Router, error) {
 			return nil, fmt.Errorf("joining the cluster: %w", err)
 		}
 	}
+	// The trimmer is in place before anything can publish: the committers that restore starts
+	// count their appends in it from their first one, and the dead-letter actor's
+	// notifications publish as soon as it writes an object, which it may do while the
+	// topics are still being restored.
+	r.trim = newTrimmer(r)
 	if err := r.startDeadLetters(); err != nil {
 		r.closeCluster()
 		r.life.close()
+		r.trim.close()
 		r.system.Shutdown()
 		r.history.close()
 		return nil, err
@@ -342,11 +348,11 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	if err := r.restore(context.Background()); err != nil {
 		r.closeCluster()
 		r.life.close()
+		r.trim.close()
 		r.system.Shutdown()
 		r.history.close()
 		return nil, err
 	}
-	r.trim = newTrimmer(r)
 	if err := r.ensureSystemTopic(context.Background()); err != nil {
 		_ = r.Close(context.Background())
 		return nil, err

@@ -70,7 +70,7 @@ func newTrimmer(r *Router) *trimmer {
 }
 
 // appended records that n events were appended to topic. It never blocks. Like kick and
-// close, it does nothing on a nil trimmer (a router that has not finished starting).
+// close, it does nothing on a nil trimmer (a router whose New failed before making it).
 func (tr *trimmer) appended(topic string, n int) {
 	if tr == nil {
 		return
