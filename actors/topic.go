@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -37,8 +36,10 @@ func TopicProps(cfg *TopicConfig) *actor.Props {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	backoff := &restartWithBackoff{initial: initial, max: maxDelay, log: log.With(logattr.Topic, cfg.Name)}
-	return actor.PropsFromProducer(func() actor.Actor { return &topic{cfg: cfg, backoff: backoff} })
+	log = log.With(logattr.Topic, cfg.Name)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &topic{cfg: cfg, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
+	})
 }
 
 type child struct {
@@ -67,37 +68,21 @@ type topic struct {
 	// ended holds the subscription actors that terminated by themselves while still in subs.
 	ended map[string]bool
 
-	// backoff says when a failed subscription actor is restarted; restarts holds the restarts
-	// waiting for their time, by the actor's process id. Their timers are the topic actor's
-	// own: stopping the subscription actor or the topic actor stops them.
-	backoff  *restartWithBackoff
-	restarts map[string]*pendingRestart
-	self     *actor.PID
-	root     *actor.RootContext
-}
-
-// pendingRestart is the restart of a failed subscription actor, due when its timer sends the
-// topic actor a [restartDue].
-type pendingRestart struct {
-	timer      *time.Timer
-	supervisor actor.Supervisor // the topic actor's context, which restarts its children
-}
-
-// restartDue tells the topic actor that the back-off of a failed subscription actor is over.
-type restartDue struct {
-	pid *actor.PID
-	p   *pendingRestart
+	// ChildRestarts restarts a failed subscription actor after its back-off, with timers of
+	// the topic actor's own; it is the actor's supervisor strategy (HandleFailure).
+	*ChildRestarts
 }
 
 // Receive implements actor.Actor.
 func (t *topic) Receive(c actor.Context) {
+	if t.ChildRestarts.Receive(c) {
+		return
+	}
 	switch msg := c.Message().(type) {
 	case *actor.Started:
-		t.self, t.root = c.Self(), c.ActorSystem().Root
 		t.subs = make(map[string]*child)
 		t.stopping = make(map[string]*stopping)
 		t.ended = make(map[string]bool)
-		t.restarts = make(map[string]*pendingRestart)
 		t.order = t.order[:0]
 		for _, sc := range t.cfg.Subscriptions {
 			t.add(c, sc)
@@ -118,18 +103,7 @@ func (t *topic) Receive(c actor.Context) {
 			return
 		}
 		st.waiters = append(st.waiters, c.Sender()) // answered at its Terminated
-	case *restartDue:
-		if t.restarts[msg.pid.Id] == msg.p { // not stopped or replaced meanwhile
-			delete(t.restarts, msg.pid.Id)
-			msg.p.supervisor.RestartChildren(msg.pid)
-		}
-	case *actor.Stopping, *actor.Restarting:
-		for id := range t.restarts {
-			t.cancelRestart(id)
-		}
-		t.restarts = nil // its children stop with it: none is restarted any more
 	case *actor.Terminated:
-		t.cancelRestart(msg.Who.Id)
 		if st, ok := t.stopping[msg.Who.Id]; ok {
 			delete(t.stopping, msg.Who.Id)
 			for _, w := range st.waiters {
@@ -197,7 +171,7 @@ func (t *topic) stop(c actor.Context, pid *actor.PID) *stopping {
 		delete(t.ended, pid.Id)
 		return nil
 	}
-	t.cancelRestart(pid.Id) // a failed actor waiting for its restart stops instead
+	t.Forget(pid.Id) // a failed actor waiting for its restart stops instead
 	st := t.stopping[pid.Id]
 	if st == nil {
 		st = &stopping{}
@@ -264,66 +238,4 @@ func (t *topic) fanOut(c actor.Context, a *Appended) {
 	if unmatched > 0 {
 		t.cfg.Metrics.Add(metrics.Key{Name: metrics.UnmatchedEventCount, Scope: t.cfg.Name}, int64(unmatched))
 	}
-}
-
-// HandleFailure implements actor.SupervisorStrategy (protoactor asks the actor itself, on its
-// own mailbox, before the props' strategy): a failed subscription actor is restarted after its
-// back-off ([restartWithBackoff]) by a timer that only sends the topic actor a [restartDue].
-// Siblings are untouched (OneForOne).
-func (t *topic) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	delay := t.backoff.next(child, rs, reason)
-	if t.restarts == nil {
-		return // the topic actor is stopping, and its children with it
-	}
-	t.cancelRestart(child.Id)
-	p := &pendingRestart{supervisor: supervisor}
-	root, self := t.root, t.self
-	p.timer = time.AfterFunc(delay, func() { root.Send(self, &restartDue{pid: child, p: p}) })
-	t.restarts[child.Id] = p
-}
-
-// cancelRestart forgets the restart waiting for the subscription actor with process id id,
-// if any.
-func (t *topic) cancelRestart(id string) {
-	if p, ok := t.restarts[id]; ok {
-		p.timer.Stop()
-		delete(t.restarts, id)
-	}
-}
-
-// restartWithBackoff restarts a failed subscription actor after a delay that doubles with each
-// failure in a row (OneForOne: siblings are untouched). It never gives up: a subscription's
-// events are in the store, and a crash loop is visible in the logs and restart counts.
-type restartWithBackoff struct {
-	initial, max time.Duration
-	log          *slog.Logger
-}
-
-// next counts a failure of child and returns how long it waits before its restart.
-func (r *restartWithBackoff) next(child *actor.PID, rs *actor.RestartStatistics, reason any) time.Duration {
-	if rs.NumberOfFailures(r.max*2) == 0 {
-		rs.Reset()
-	}
-	rs.Fail()
-	n := rs.FailureCount()
-	delay := r.max
-	if n < 32 {
-		delay = time.Duration(math.Min(float64(r.initial)*math.Pow(2, float64(n-1)), float64(r.max)))
-	}
-	r.log.Error("subscription actor failed; restarting", "actor", child.Id, "reason", fmt.Sprint(reason), "failures", n, "backoff", delay)
-	return delay
-}
-
-// HandleFailure implements actor.SupervisorStrategy.
-func (r *restartWithBackoff) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	delay := r.next(child, rs, reason)
-	time.AfterFunc(delay, func() { supervisor.RestartChildren(child) })
-}
-
-// RestartWithBackoff returns the supervisor strategy of subscription actors: a failed child is
-// restarted after a delay that starts at initial and doubles with each failure in a row, up to
-// max; failures are logged on log. Other packages that run subscription actors (the
-// dead-letter replay) supervise them with it too.
-func RestartWithBackoff(initial, max time.Duration, log *slog.Logger) actor.SupervisorStrategy {
-	return &restartWithBackoff{initial: initial, max: max, log: log}
 }

@@ -63,8 +63,10 @@ func ReplayProps(cfg *ReplayConfig) *actor.Props {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &replay{cfg: cfg} },
-		actor.WithSupervisor(actors.RestartWithBackoff(100*time.Millisecond, time.Minute, log.With("replay", cfg.Subscription.Name))))
+	log = log.With("replay", cfg.Subscription.Name)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &replay{cfg: cfg, ChildRestarts: actors.NewChildRestarts(100*time.Millisecond, time.Minute, log)}
+	})
 }
 
 // replaySettled reports events of the replay that settled.
@@ -89,10 +91,16 @@ type replay struct {
 	done    bool
 	// journalID is the id of the journal this incarnation prepares (see [journalReady]).
 	journalID uint64
+	// ChildRestarts restarts the subscription actor after its back-off when it fails, with
+	// timers of the replay actor's own; it is the actor's supervisor strategy.
+	*actors.ChildRestarts
 }
 
 // Receive implements actor.Actor.
 func (r *replay) Receive(c actor.Context) {
+	if r.ChildRestarts.Receive(c) {
+		return
+	}
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		r.start(c)
