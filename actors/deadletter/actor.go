@@ -314,7 +314,10 @@ type dlWritten struct {
 type dlWake struct{ gen uint64 }
 
 // dlSaved is the result of one outbox change, sent by the goroutine that wrote it.
-type dlSaved struct{ err error }
+type dlSaved struct {
+	id  uint64 // of the change (see dlSaveIDs)
+	err error
+}
 
 // dlLoaded is the outbox as the actor's start read it, sent by the goroutine that read it.
 type dlLoaded struct {
@@ -332,6 +335,11 @@ type dlEarly struct {
 // dlLoadIDs numbers outbox loads across incarnations, so a restarted actor ignores the load
 // its predecessor started.
 var dlLoadIDs atomic.Uint64
+
+// dlObjectIDs and dlSaveIDs number object writes and outbox changes across incarnations, so a
+// restarted actor ignores the results of those its predecessor started: taken for its own,
+// the success of an older write would forget records that are in no object.
+var dlObjectIDs, dlSaveIDs atomic.Uint64
 
 // deadLetters is the dead-letter actor. All fields are owned by Receive.
 type deadLetters struct {
@@ -353,12 +361,11 @@ type deadLetters struct {
 	loaded  map[uint64]bool // ids loaded at start: a hand-off of one of them comes late
 	waiting recordHeap
 	objects map[uint64]*pendingObject
-	nextObj uint64
 	stats   Status
 
 	// The outbox change being saved (saving) and the changes made since, saved next;
 	// afterSave and afterNext are the objects whose write waits for either.
-	saving     bool
+	saving     uint64 // the id of the change being saved; 0 when none
 	saveWG     sync.WaitGroup
 	pendingPut map[uint64]Record
 	pendingDel []uint64
@@ -567,7 +574,7 @@ func (d *deadLetters) save(put []Record, del []uint64) {
 // startSave writes the queued outbox changes, unless a change is being written: then they go
 // when it is done.
 func (d *deadLetters) startSave() {
-	if d.saving || (len(d.pendingPut) == 0 && len(d.pendingDel) == 0) {
+	if d.saving != 0 || (len(d.pendingPut) == 0 && len(d.pendingDel) == 0) {
 		return
 	}
 	put := slices.SortedFunc(maps.Values(d.pendingPut), func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
@@ -575,13 +582,14 @@ func (d *deadLetters) startSave() {
 	clear(d.pendingPut)
 	d.pendingDel = nil
 	d.afterSave, d.afterNext = d.afterNext, nil
-	d.saving = true
+	id := dlSaveIDs.Add(1)
+	d.saving = id
 	outbox, root, self := d.cfg.Outbox, d.system.Root, d.self
 	d.saveWG.Add(1)
 	go func() {
 		defer d.saveWG.Done()
 		// Not the actor's context: a change the actor made is saved even when it stops.
-		root.Send(self, &dlSaved{err: writeOutbox(context.Background(), outbox, put, del)})
+		root.Send(self, &dlSaved{id: id, err: writeOutbox(context.Background(), outbox, put, del)})
 	}()
 }
 
@@ -613,7 +621,10 @@ func writeOutbox(ctx context.Context, outbox Outbox, put []Record, del []uint64)
 // saved applies the result of an outbox change: the objects that waited for it are written,
 // and the changes made meanwhile are saved next.
 func (d *deadLetters) saved(m *dlSaved) {
-	d.saving = false
+	if m.id != d.saving {
+		return // from before a restart
+	}
+	d.saving = 0
 	if m.err != nil {
 		// The outbox is the truth after a restart: start again from it.
 		panic(m.err)
@@ -668,9 +679,8 @@ func minTime(a, b time.Time) time.Time {
 }
 
 func (d *deadLetters) newObject(topic, sub string, t Target, now time.Time) *pendingObject {
-	d.nextObj++
 	o := &pendingObject{
-		id: d.nextObj, topic: topic, sub: sub, target: t,
+		id: dlObjectIDs.Add(1), topic: topic, sub: sub, target: t,
 		key: Key(t.Prefix, now, d.cfg.NewID()),
 	}
 	d.objects[o.id] = o
@@ -848,7 +858,7 @@ func (d *deadLetters) drop(r *Record, why string) {
 }
 
 func (d *deadLetters) answerFlushers(c actor.Context) {
-	if len(d.flushers) == 0 || d.saving {
+	if len(d.flushers) == 0 || d.saving != 0 {
 		return // the answer waits until what it reports is in the outbox
 	}
 	for _, o := range d.objects {
