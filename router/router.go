@@ -346,11 +346,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		return nil, err
 	}
 	if err := r.restore(context.Background()); err != nil {
-		r.closeCluster()
-		r.life.close()
-		r.trim.close()
-		r.system.Shutdown()
-		r.history.close()
+		_ = r.Close(context.Background()) // the topics restored so far run: stop them in order
 		return nil, err
 	}
 	if err := r.ensureSystemTopic(context.Background()); err != nil {

@@ -1,11 +1,14 @@
 package router_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -23,6 +26,27 @@ func TestNotificationsWhileTheRouterStarts(t *testing.T) {
 		h.Advance(time.Minute)
 		if n := h.DeadLetterObjects().Puts(); n != 1 {
 			t.Fatalf("%d objects written after the restart, want 1", n)
+		}
+	})
+}
+
+// A router whose New fails half-way through restoring the store (a stored subscription that
+// does not load) stops what it had started: the topics restored before it leave no committer
+// or actor behind, so the bubble ends.
+func TestNewThatFailsRestoringLeavesNothingRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		for _, topic := range []string{"a-orders", "b-orders"} {
+			if err := st.PutTopic(ctx, topic, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.PutSubscription(ctx, "b-orders", "broken", []byte(`{not json`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := router.New(router.Config{}, router.Deps{Store: st}); err == nil {
+			t.Fatal("New restored a subscription that does not decode")
 		}
 	})
 }
