@@ -83,12 +83,17 @@
 // it hands over included: they are lost with the settlement they came with) and Trim are
 // kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
 // free space (Options.MinFreeBytes, at least 16 MiB), fences the failed instance (its file
-// system refuses every write, so it can never touch the new instance's files) and releases
-// its directory lock, opens a new instance on the directory — which replays the write-ahead
-// log: every acknowledged Append and definition is there — copies over the subscription
+// system refuses every write, so it can never touch the new instance's files), opens a new
+// instance on the directory — which replays the write-ahead log: every acknowledged Append
+// and definition is there — copies over the subscription
 // state the failed instance held in memory (cursors, parked events, probation, trim floors)
 // in one synced batch, writes the state kept in memory in order, and only then switches
 // calls to it (recover.go). Journal numbering continues after the newest entry on disk.
+//
+// The directory's lock (pebble's LOCK file) belongs to the Store, not to one instance: the
+// first instance takes it and every later one shares it (fs.go, dirLock), so from Open to
+// Close no other store can open the directory — a second egrid, or egrid store check — also
+// while the store is failed and a reopening fails and waits to be tried again.
 //
 // Options.MinFreeBytes refuses Appends with [store.ErrInsufficientStorage] (the router
 // answers 507) while the disk is below the floor, before pebble fails at all. [Store.Health]

@@ -129,7 +129,7 @@ func TestCloseReturnsWhenItsFlushFails(t *testing.T) {
 // refused at once.
 func TestFencedTableCreatesWaitForRetirement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFenceFS(vfs.NewMem())
+		fs := newFenceFS(vfs.NewMem(), new(dirLock))
 		fs.fence()
 		done := make(chan error, 1)
 		go func() {

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -23,27 +24,28 @@ var errFenced = errors.New("disk store: this pebble instance was replaced after 
 //     a flush parked in the logger's Fatalf). Fencing makes every write, sync, create, rename
 //     and remove of the old instance fail, so it can never touch the files the new instance
 //     owns.
-//   - release: pebble's directory lock is released only by DB.Close, which never returns
-//     for an instance stuck behind a failed log write. The store releases it itself (release),
-//     once the old instance is fenced, so the directory can be opened again in this process.
+//   - share the directory lock: the lock belongs to the [Store], not to one instance (see
+//     dirLock). Every instance of a store takes the one lock the store holds, and closing it
+//     leaves it held, so the directory is never unlocked between Open and Close, also while
+//     a failed instance is replaced or its replacement fails to open.
 //
 // It also makes every file it creates private (0600): store files hold topic keys and
 // delivery secrets.
 type fenceFS struct {
 	vfs.FS
 	fenced atomic.Bool
+	lock   *dirLock // the store's directory lock
 
 	// retired is closed once the instance is given up for good (Store.abandon, or an open
 	// that did not finish): until then a fenced instance's flushes and compactions wait in
 	// Create (see Create).
 	retired    chan struct{}
 	retireOnce sync.Once
-
-	mu   sync.Mutex
-	lock io.Closer // the directory lock, until released
 }
 
-func newFenceFS(inner vfs.FS) *fenceFS { return &fenceFS{FS: inner, retired: make(chan struct{})} }
+func newFenceFS(inner vfs.FS, lock *dirLock) *fenceFS {
+	return &fenceFS{FS: inner, lock: lock, retired: make(chan struct{})}
+}
 
 // fence makes every later write through fs fail with errFenced.
 func (fs *fenceFS) fence() { fs.fenced.Store(true) }
@@ -51,18 +53,6 @@ func (fs *fenceFS) fence() { fs.fenced.Store(true) }
 // retire lets the table file creations waiting in a fenced fs fail, so the instance can be
 // closed. Later calls do nothing.
 func (fs *fenceFS) retire() { fs.retireOnce.Do(func() { close(fs.retired) }) }
-
-// release closes the directory lock if fs holds it. Later calls do nothing.
-func (fs *fenceFS) release() error {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.lock == nil {
-		return nil
-	}
-	err := fs.lock.Close()
-	fs.lock = nil
-	return err
-}
 
 func (fs *fenceFS) check() error {
 	if fs.fenced.Load() {
@@ -168,32 +158,73 @@ func (fs *fenceFS) MkdirAll(dir string, _ os.FileMode) error {
 	return fs.FS.MkdirAll(dir, 0o700)
 }
 
-// Lock implements vfs.FS, keeping the lock so that release can close it.
+// Lock implements vfs.FS: the instance shares the store's directory lock, taking it if the
+// store does not hold it yet. The handle pebble gets leaves the lock held when closed.
 func (fs *fenceFS) Lock(name string) (io.Closer, error) {
 	if err := fs.check(); err != nil {
 		return nil, err
 	}
-	l, err := fs.FS.Lock(name)
-	if err != nil {
+	if err := fs.lock.acquire(fs.FS, name); err != nil {
 		return nil, err
 	}
-	if fs.FS == vfs.Default {
-		_ = os.Chmod(name, 0o600) // pebble's lock file is created 0644
-	}
-	fs.mu.Lock()
-	fs.lock = l
-	fs.mu.Unlock()
-	return lockHandle{fs}, nil
+	return sharedLock{}, nil
 }
 
 // Unwrap implements vfs.FS.
 func (fs *fenceFS) Unwrap() vfs.FS { return fs.FS }
 
-// lockHandle is the directory lock as pebble sees it: closing it releases the lock unless the
-// store did already.
-type lockHandle struct{ fs *fenceFS }
+// sharedLock is the directory lock as a pebble instance sees it: closing it (DB.Close)
+// leaves the lock to the store.
+type sharedLock struct{}
 
-func (l lockHandle) Close() error { return l.fs.release() }
+func (sharedLock) Close() error { return nil }
+
+// dirLock is a [Store]'s lock on its directory, held from Open to Close: pebble's own lock
+// file (LOCK, locked as pebble locks it), taken by the store's first pebble instance and kept
+// by the store for every later one. Pebble would release it when an instance closes, and a
+// failed instance is replaced by opening a new one: the directory was left unlocked between
+// the two — through the back-off after a reopening that failed, while the failed instance
+// still served reads and kept subscription state in memory — and a second egrid (or egrid
+// store check) could open it, two processes writing one store. Fencing (fenceFS) keeps the
+// instances of one store apart; the lock keeps other stores out.
+type dirLock struct {
+	mu     sync.Mutex
+	name   string
+	closer io.Closer // nil while not held
+}
+
+// acquire takes the lock file name in fs unless l holds it already.
+func (l *dirLock) acquire(fs vfs.FS, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closer != nil {
+		if name != l.name {
+			return fmt.Errorf("disk store: locking %s: the store holds %s", name, l.name)
+		}
+		return nil
+	}
+	c, err := fs.Lock(name)
+	if err != nil {
+		return err
+	}
+	if fs == vfs.Default {
+		_ = os.Chmod(name, 0o600) // pebble's lock file is created 0644
+	}
+	l.name, l.closer = name, c
+	return nil
+}
+
+// release gives the lock up if l holds it. Later calls do nothing.
+func (l *dirLock) release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closer == nil {
+		return nil
+	}
+	err := l.closer.Close()
+	l.closer = nil
+	return err
+}
 
 // fenceFile fails every write and sync once its file system is fenced.
 type fenceFile struct {

@@ -62,11 +62,12 @@ func (g *generation) fail(cause error, first func(error)) {
 	})
 }
 
-// openGeneration opens pebble on dir through a fenced file system. Pebble runs in its own
-// goroutine: a failure while opening (the disk still full) may park it in the logger's
-// Fatalf for good, and the caller must not wait for that.
-func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Logger, onFail func(*generation, error)) (*generation, error) {
-	g := &generation{fs: newFenceFS(inner), failed: make(chan struct{})}
+// openGeneration opens pebble on dir through a fenced file system sharing lock, the store's
+// directory lock (taken if the store does not hold it yet; an instance that fails to open
+// leaves it held). Pebble runs in its own goroutine: a failure while opening (the disk still
+// full) may park it in the logger's Fatalf for good, and the caller must not wait for that.
+func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Options, log *slog.Logger, onFail func(*generation, error)) (*generation, error) {
+	g := &generation{fs: newFenceFS(inner, lock), failed: make(chan struct{})}
 	popts.FS = g.fs
 	popts.Logger = pebbleLogger{log: log, fatal: func(err error) { onFail(g, err) }}
 	var el pebble.EventListener
@@ -98,7 +99,6 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 		if r.err != nil {
 			g.fs.fence()
 			g.fs.retire()
-			_ = g.fs.release()
 			return nil, r.err
 		}
 		g.db = r.db
@@ -106,7 +106,6 @@ func openGeneration(dir string, inner vfs.FS, popts pebble.Options, log *slog.Lo
 	case <-g.failed:
 		g.fs.fence()
 		g.fs.retire()
-		_ = g.fs.release()
 		return nil, g.err()
 	}
 }

@@ -75,11 +75,10 @@ func (s *Store) tryRecover() (done, attempted bool) {
 		}
 	}
 	start := time.Now()
-	// The old instance writes nothing any more and gives its directory lock up; its reads
-	// go on until the switch.
+	// The old instance writes nothing any more; its reads go on until the switch. The new
+	// one shares the store's directory lock, held throughout.
 	old.fs.fence()
-	_ = old.fs.release()
-	g, err := openGeneration(s.dir, s.opts.fs, s.popts, s.log, s.onFail)
+	g, err := openGeneration(s.dir, s.opts.fs, s.lock, s.popts, s.log, s.onFail)
 	if err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		return false, true

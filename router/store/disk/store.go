@@ -94,13 +94,15 @@ func (o Options) withDefaults() Options {
 }
 
 // Store is the embedded durable [store.Store] on pebble. Open one with [Open]; a directory
-// holds one Store at a time (pebble locks it).
+// holds one Store at a time: the Store holds its lock from Open to Close (fs.go, dirLock),
+// across the pebble instances it opens on it.
 type Store struct {
 	dir    string
 	opts   Options
 	sealer *sealer        // nil without Options.SecretKey
 	popts  pebble.Options // template for each generation (FS and Logger set per generation)
 	log    *slog.Logger
+	lock   *dirLock // the directory's lock, shared by every generation
 
 	// mu guards the fields below. It is held only to read or change them, never across
 	// I/O: a call takes what it needs (the generation, the topic) and registers itself
@@ -181,8 +183,9 @@ type pendingWrite struct {
 	from    uint64 // a Trim's first seq
 }
 
-// Open opens or creates the store in dir.
-func Open(dir string, opts Options) (*Store, error) {
+// Open opens or creates the store in dir. It fails while another Store holds dir, in this
+// process or another.
+func Open(dir string, opts Options) (_ *Store, err error) {
 	opts = opts.withDefaults()
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
@@ -200,6 +203,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			}},
 		},
 		log:      opts.Logger,
+		lock:     new(dirLock),
 		topics:   make(map[string]*topic),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -229,7 +233,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, errors.Join(problems...))
 	}
 	s.popts.ReadOnly = opts.ReadOnly
-	g, err := openGeneration(dir, opts.fs, s.popts, opts.Logger, s.onFail)
+	defer func() {
+		if err != nil {
+			_ = s.lock.release() // the generation, failed to open or closed, leaves it held
+		}
+	}()
+	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail)
 	if err != nil {
 		if pebble.IsCorruptionError(err) {
 			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)
@@ -1328,8 +1337,9 @@ func (s *Store) Subscriptions(ctx context.Context, topicName string) ([]store.De
 // write: those return with the failure), writes the subscription state kept in memory if it
 // can, flushes the memtable to disk (so writes committed without a sync are kept and the
 // next Open has no log to replay) and closes pebble. A failed instance is not flushed (what
-// it holds in memory is not on disk) but fenced and its directory lock released, so Close
-// returns and the directory can be opened again. Close is idempotent; later calls return nil.
+// it holds in memory is not on disk) but fenced, so Close returns. Close releases the
+// directory's lock last: the directory can then be opened again. Close is idempotent; later
+// calls return nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -1350,9 +1360,9 @@ func (s *Store) Close() error {
 			s.log.Warn("disk store: closing while failed; subscription state writes kept in memory are not written (their events may be delivered again after the restart)", "writes", lost)
 		}
 		s.abandon(g)
-		return nil
+		return s.lock.release()
 	}
-	return s.closeGeneration(g)
+	return errors.Join(s.closeGeneration(g), s.lock.release())
 }
 
 // closeGeneration flushes and closes a healthy generation. A flush that fails fails g
@@ -1379,14 +1389,13 @@ func (s *Store) closeGeneration(g *generation) error {
 	return errors.Join(errs...)
 }
 
-// abandon gives a failed generation up: fenced (it can write nothing any more) and its
-// directory lock released at once; pebble's Close runs in the background once the calls
+// abandon gives a failed generation up: fenced at once (it can write nothing any more; the
+// directory's lock stays with the store); pebble's Close runs in the background once the calls
 // using it are done, and never returns when the instance is stuck behind its failed log write
 // (its memory is then kept until the process exits). Its flushes wait in their table file
 // creations (fenceFS.Create) until just before the Close, which waits for them.
 func (s *Store) abandon(g *generation) {
 	g.fs.fence()
-	_ = g.fs.release()
 	go func() {
 		g.users.Wait()
 		g.fs.retire()
