@@ -14,7 +14,9 @@
 // store. A [StateWriter] per topic writes it off the mailboxes, in order, so the store always
 // holds a prefix of what an actor decided: after a crash an event is at worst attempted again,
 // never lost. A subscription actor that panics — or whose sink panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
-// goes on; its siblings never notice. Timers only send a message to the actor itself; due times
+// goes on; its siblings never notice. A failed state write is its own subscription's too: the
+// writer stops writing that subscription alone, and a write that finds its subscription deleted
+// is dropped ([StateWriter]). Timers only send a message to the actor itself; due times
 // are data, so timers are rebuilt after a restart.
 //
 // Events a subscription ends without delivery go, with a dead-letter destination, to the

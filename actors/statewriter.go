@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,9 +20,25 @@ import (
 // append is in progress waits for that fsync; done inside Receive it would stall delivery
 // behind ingest. Updates of one subscription are applied in the order they were queued —
 // merged when several are waiting — so the store always holds a prefix of the actor's
-// history: after a crash an event is at worst attempted again, never lost. After a failed
-// write nothing more is written (what was queued behind it changes a state the store does
-// not have).
+// history: after a crash an event is at worst attempted again, never lost.
+//
+// A failed write is its own subscription's failure and never the others': after it nothing
+// more of that subscription is written (what was queued behind it changes a state the store
+// does not have) and its Enqueue and Flush return the failure for the writer's life, so its
+// actor crashes. In cluster mode each actor has a writer of its own, which the router
+// replaces when a write fails, starting the actor again from the store (router/cluster.go);
+// outside it the stores fail a state write only once closed or when the subscription is gone
+// (the disk store keeps state writes in memory while it cannot write), and a subscription
+// whose write failed otherwise stays failed until the process restarts. The topic's other
+// subscriptions, which share the writer outside cluster mode, go on being written. A write that fails with [store.ErrNotFound] is not a
+// failure: the subscription (or its topic) was deleted — its actor stopped before its last
+// write landed, the stop grace of [StateWriter.FlushWithin] — and has no state left to
+// update, so the write and what is queued behind it are dropped, unreported; their written
+// callbacks are never called (the dead letters of a deleted subscription go with it, as its
+// parked events do). The stores return ErrNotFound only for a subscription that has no
+// record, and a deleted subscription's actor is stopped before its record goes, so no later
+// write of the same actor can be applied past a dropped one; a subscription created again
+// under the name starts afresh.
 //
 // A subscription actor flushes its queued updates before it stops or restarts, so the next
 // incarnation loads what the last one decided. The owner (the router, per topic) calls Close
@@ -34,7 +52,8 @@ type StateWriter struct {
 	pending map[string]*mergedUpdate // by subscription, not yet taken by the writer
 	order   []string                 // subscriptions with pending updates, oldest first
 	busy    map[string]bool          // subscriptions whose update is being written
-	err     error                    // first write failure; the store is then unusable
+	failed  map[string]error         // by subscription: its first write failure; nothing more of it is written
+	err     error                    // the first of failed, which Close returns
 	closed  bool
 	running bool // the writing goroutine is running
 }
@@ -52,14 +71,15 @@ type mergedUpdate struct {
 func NewStateWriter(st store.Store, topic string) *StateWriter {
 	w := &StateWriter{
 		store: st, topic: topic, pending: make(map[string]*mergedUpdate),
-		busy: make(map[string]bool),
+		busy: make(map[string]bool), failed: make(map[string]error),
 	}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
 
 // Enqueue queues u for subscription sub. It never blocks on I/O. It returns the first write
-// failure of the writer, if any: the caller should crash and restart from the store.
+// failure of sub, if any: the caller should crash and restart from the store. Failures of
+// other subscriptions do not count, nor does a write dropped because sub was deleted.
 //
 // written, when non-nil, is called on the writer's goroutine once u is in the store (durable
 // when u carries dead letters: see [store.Update.DeadLetters]); never when the write fails.
@@ -67,8 +87,8 @@ func NewStateWriter(st store.Store, topic string) *StateWriter {
 func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
+	if err := w.failed[sub]; err != nil {
+		return err
 	}
 	if w.closed {
 		return fmt.Errorf("state writer of topic %s: closed", w.topic)
@@ -102,14 +122,15 @@ func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error 
 	return nil
 }
 
-// Flush waits until every update queued for sub so far is written (or failed).
+// Flush waits until every update queued for sub so far is written (or failed, or dropped)
+// and returns sub's first write failure, if any.
 func (w *StateWriter) Flush(sub string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for (w.pending[sub] != nil || w.busy[sub]) && w.err == nil {
+	for w.pending[sub] != nil || w.busy[sub] {
 		w.cond.Wait()
 	}
-	return w.err
+	return w.failed[sub]
 }
 
 // FlushWithin is Flush waiting at most d. It reports whether the updates were written (or
@@ -154,7 +175,8 @@ func flushOnStop(w *StateWriter, sub string, grace time.Duration, owns bool, log
 	go func() { _ = w.Close() }() // returns once the write does
 }
 
-// Close writes what is queued and stops the writer. It is idempotent.
+// Close writes what is queued and stops the writer. It is idempotent. It returns the first
+// write failure of any subscription.
 func (w *StateWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -170,14 +192,6 @@ func (w *StateWriter) run() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
-		if w.err != nil {
-			// What is still queued was decided after the update that failed, and an update
-			// is a change to the state before it: a subscription's later cursor written
-			// without the parked events the failed update added would skip them for good.
-			// Nothing more is written; the actors restart from the store.
-			clear(w.pending)
-			w.order = nil
-		}
 		if len(w.order) == 0 {
 			w.running = false
 			w.cond.Broadcast()
@@ -197,11 +211,35 @@ func (w *StateWriter) run() {
 		}
 		w.mu.Lock()
 		delete(w.busy, sub)
-		if err != nil && w.err == nil {
-			w.err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, sub, err)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrNotFound):
+			// Deleted: nothing left to update, and what is queued behind was decided by the
+			// same stopped actor.
+			w.drop(sub)
+		default:
+			// What is still queued for sub was decided after the update that failed, and an
+			// update is a change to the state before it: a later cursor written without the
+			// parked events the failed update added would skip them for good. Nothing more
+			// of sub is written; its actor restarts from the store.
+			err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, sub, err)
+			w.failed[sub] = err
+			if w.err == nil {
+				w.err = err
+			}
+			w.drop(sub)
 		}
 		w.cond.Broadcast()
 	}
+}
+
+// drop forgets the updates queued for sub. w.mu is held.
+func (w *StateWriter) drop(sub string) {
+	if _, ok := w.pending[sub]; !ok {
+		return
+	}
+	delete(w.pending, sub)
+	w.order = slices.DeleteFunc(w.order, func(s string) bool { return s == sub })
 }
 
 func (w *StateWriter) write(sub string, m *mergedUpdate) error {

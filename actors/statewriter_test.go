@@ -200,6 +200,104 @@ func TestStateWriterWritesNothingAfterAFailedWrite(t *testing.T) {
 	}
 }
 
+// subHeldStore holds the first UpdateSubscription of subscription sub until release is
+// closed, then fails it with fail, or passes it through when fail is nil; the writes of
+// other subscriptions pass through.
+type subHeldStore struct {
+	store.Store
+	sub              string
+	fail             error
+	entered, release chan struct{}
+	held             bool
+}
+
+func (s *subHeldStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if sub == s.sub && !s.held {
+		s.held = true
+		close(s.entered)
+		<-s.release
+		if s.fail != nil {
+			return s.fail
+		}
+	}
+	return s.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+// A failed state write is its subscription's own: the other subscriptions of the topic
+// share the writer and go on being written. The writer kept the first failure for all of
+// them, so one subscription deleted while its last write was under way (the write then
+// finds it gone) or whose write failed made every subscription of the topic fail each
+// write from then on, restart and fail again. A write that finds its subscription deleted
+// has nothing left to update: it is dropped, not reported. Any other failure ends its own
+// subscription's writes, as before.
+func TestStateWriterFailureIsTheSubscriptionsOwn(t *testing.T) {
+	tests := []struct {
+		name    string
+		fail    error // returned for a's held write; nil: it reaches the store
+		deleteA bool  // a is deleted from the store while its write is held
+		wantErr bool  // a's writes are reported failed from then on
+	}{
+		{name: "subscription deleted under its write", deleteA: true},
+		{name: "subscription's write failed", fail: errors.New("server is disconnected"), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := memoryWithSubscription(t)
+			if err := mem.PutSubscription(ctx, "orders", "b", nil); err != nil {
+				t.Fatal(err)
+			}
+			st := &subHeldStore{Store: mem, sub: "a", fail: tt.fail, entered: make(chan struct{}), release: make(chan struct{})}
+			w := actors.NewStateWriter(st, "orders")
+			if err := w.Enqueue("a", store.Update{Cursor: 1}, nil); err != nil {
+				t.Fatal(err)
+			}
+			<-st.entered
+			// Queued behind a's write, and written after it fails.
+			if err := w.Enqueue("b", store.Update{Cursor: 2}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tt.deleteA {
+				if err := mem.DeleteSubscription(ctx, "orders", "a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(st.release)
+			errA := w.Flush("a")
+			if gotErr := errA != nil; gotErr != tt.wantErr {
+				t.Errorf("Flush(a) = %v, want an error: %v", errA, tt.wantErr)
+			}
+			if err := w.Enqueue("a", store.Update{Cursor: 3}, nil); (err != nil) != tt.wantErr {
+				t.Errorf("Enqueue(a) after its write failed = %v, want an error: %v", err, tt.wantErr)
+			}
+			if err := w.Flush("b"); err != nil {
+				t.Fatalf("Flush(b) = %v after a's write failed, want nil: b's writes are not a's", err)
+			}
+			var written bool
+			if err := w.Enqueue("b", store.Update{Cursor: 4}, func() { written = true }); err != nil {
+				t.Fatalf("Enqueue(b) = %v after a's write failed, want nil", err)
+			}
+			if err := w.Flush("b"); err != nil {
+				t.Fatalf("Flush(b) = %v, want nil", err)
+			}
+			if !written {
+				t.Error("b's update was not reported written")
+			}
+			if got, err := mem.LoadSubscription(ctx, "orders", "b"); err != nil || got.Cursor != 4 {
+				t.Errorf("cursor of b = %d, %v; want 4: b's updates were not written", got.Cursor, err)
+			}
+			if !tt.deleteA {
+				if got, err := mem.LoadSubscription(ctx, "orders", "a"); err != nil || got.Cursor != 0 {
+					t.Errorf("cursor of a = %d, %v; want 0: nothing of a is written after its failed write", got.Cursor, err)
+				}
+			}
+			if err := w.Close(); (err != nil) != tt.wantErr {
+				t.Errorf("Close = %v, want an error: %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 // memoryWithSubscription is a memory store holding topic orders and its subscription a.
 func memoryWithSubscription(t *testing.T) *store.Memory {
 	t.Helper()

@@ -281,11 +281,12 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 }
 
 // writeFailed is called when a state write of the actor running with writer w failed (by
-// the writer, or the actor's OnFenced): the writer keeps its first error for good, so the
-// actor stops, and the placement starts it again with a new writer, loading the state, if
-// this node still holds the lease — after a fenced write (another node wrote the state) as
-// after an outage shorter than the lease. A report about an actor that is no longer the
-// current one is ignored.
+// the writer, or the actor's OnFenced): the writer keeps the subscription's first error for
+// good, so the actor stops, and the placement starts it again with a new writer, loading the
+// state, if this node still holds the lease — after a fenced write (another node wrote the
+// state) as after an outage shorter than the lease. A write that found the subscription
+// deleted (store.ErrNotFound) the writer drops instead of keeping; the actor is stopped all
+// the same. A report about an actor that is no longer the current one is ignored.
 func (c *clusterRuntime) writeFailed(k cluster.Key, w *actors.StateWriter, err error) {
 	c.mu.Lock()
 	s := c.subs[k]
