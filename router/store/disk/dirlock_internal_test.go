@@ -1,12 +1,14 @@
 package disk
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -168,5 +170,49 @@ func TestDirectoryStaysLockedWhileReopeningFails(t *testing.T) {
 				t.Fatalf("topics after reopening = %+v, %v; want orders and payments", defs, err)
 			}
 		})
+	}
+}
+
+// A reopening that fails while pebble is still opening (a flush of the replayed log fails in
+// the background, and pebble's Open waits for the flush, which it tries again at once) parks
+// that flush in its table file's creation instead of refusing it: refused, it was tried again
+// for good, thousands of times a second, a core busy and an ERROR logged each time, one more
+// instance with each failed reopening. The instance is not retired (a retired one's creations
+// fail at once) while its Open has not returned.
+func TestOpenThatFailedUnderWayWaitsInsteadOfSpinning(t *testing.T) {
+	dir := t.TempDir()
+	fs := &reopenFailFS{FS: vfs.Default}
+	parked := make(chan (<-chan struct{}), 1)
+	s, err := Open(dir, Options{fs: fs, freeBytes: func(string) (uint64, error) { return 1 << 40, nil },
+		onParkedCreate: func(retired <-chan struct{}) {
+			select {
+			case parked <- retired:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.PutTopic(t.Context(), "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.gen.fail(errors.New("injected write failure"), func(err error) { s.health.setFailed(err) })
+	fs.refuseCreates.Store(true)
+	if done, attempted := s.tryRecover(); done || !attempted {
+		t.Fatalf("a reopening while the file system refuses: done %v, attempted %v; want a failed attempt", done, attempted)
+	}
+	// Bounded, so that a flush that never parks fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	select {
+	case retired := <-parked:
+		select {
+		case <-retired:
+			t.Fatal("the failed open's instance was retired while its Open had not returned: its flushes fail at once and are tried again for good")
+		default:
+		}
+	case <-ctx.Done():
+		t.Fatal("no flush of the failed open waited in its table file's creation")
 	}
 }

@@ -36,11 +36,12 @@ type fenceFS struct {
 	fenced atomic.Bool
 	lock   *dirLock // the store's directory lock
 
-	// retired is closed once the instance is given up for good (Store.abandon, or an open
-	// that did not finish): until then a fenced instance's flushes and compactions wait in
-	// Create (see Create).
+	// retired is closed once the instance is given up for good and is to be closed
+	// (Store.abandon; an open that failed, once pebble's Open returns): until then a fenced
+	// instance's flushes and compactions wait in Create (see Create).
 	retired    chan struct{}
 	retireOnce sync.Once
+	onParked   func(retired <-chan struct{}) // tests: called as a creation starts waiting
 }
 
 func newFenceFS(inner vfs.FS, lock *dirLock) *fenceFS {
@@ -86,6 +87,9 @@ func private(f vfs.File) {
 func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.check(); err != nil {
 		if strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") {
+			if fs.onParked != nil {
+				fs.onParked(fs.retired)
+			}
 			<-fs.retired
 		}
 		return nil, err

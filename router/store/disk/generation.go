@@ -66,8 +66,9 @@ func (g *generation) fail(cause error, first func(error)) {
 // directory lock (taken if the store does not hold it yet; an instance that fails to open
 // leaves it held). Pebble runs in its own goroutine: a failure while opening (the disk still
 // full) may park it in the logger's Fatalf for good, and the caller must not wait for that.
-func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Options, log *slog.Logger, onFail func(*generation, error)) (*generation, error) {
+func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Options, log *slog.Logger, onFail func(*generation, error), onParked func(retired <-chan struct{})) (*generation, error) {
 	g := &generation{fs: newFenceFS(inner, lock), failed: make(chan struct{})}
+	g.fs.onParked = onParked
 	popts.FS = g.fs
 	popts.Logger = pebbleLogger{log: log, fatal: func(err error) { onFail(g, err) }}
 	var el pebble.EventListener
@@ -88,7 +89,9 @@ func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Option
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
-				onFail(g, panicError(r))
+				err := panicError(r)
+				onFail(g, err)
+				done <- result{err: err}
 			}
 		}()
 		db, err := pebble.Open(dir, &popts)
@@ -104,8 +107,23 @@ func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Option
 		g.db = r.db
 		return g, nil
 	case <-g.failed:
+		// Pebble's Open may still be under way: a flush of the replayed log failed and
+		// failed g, and Open waits for the flush, which pebble tries again at once for as
+		// long as it fails. The instance's file system is fenced but not retired, so the
+		// next try waits in its table file's creation (fenceFS.Create) and the open with
+		// it, for good: a retired one refused each try at once, a core busy and an ERROR
+		// logged thousands of times a second, one more instance with each failed reopening.
+		// What such an open holds (the replayed log's memtables) is kept until the process
+		// exits, as with an instance stuck in a failed commit. An open that returns after
+		// all is closed.
 		g.fs.fence()
-		g.fs.retire()
+		go func() {
+			if r := <-done; r.db != nil {
+				g.fs.retire()
+				defer func() { _ = recover() }() // a fenced instance may panic on its way out
+				_ = r.db.Close()
+			}
+		}()
 		return nil, g.err()
 	}
 }

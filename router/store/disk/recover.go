@@ -78,7 +78,7 @@ func (s *Store) tryRecover() (done, attempted bool) {
 	// The old instance writes nothing any more; its reads go on until the switch. The new
 	// one shares the store's directory lock, held throughout.
 	old.fs.fence()
-	g, err := openGeneration(s.dir, s.opts.fs, s.lock, s.popts, s.log, s.onFail)
+	g, err := openGeneration(s.dir, s.opts.fs, s.lock, s.popts, s.log, s.onFail, s.opts.onParkedCreate)
 	if err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		return false, true

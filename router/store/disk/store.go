@@ -69,6 +69,9 @@ type Options struct {
 	fs vfs.FS
 	// freeBytes replaces the free-space probe, for tests.
 	freeBytes func(dir string) (uint64, error)
+	// onParkedCreate, for tests, is called as a failed instance's table file creation starts
+	// waiting until the instance is given up (fenceFS.Create).
+	onParkedCreate func(retired <-chan struct{})
 }
 
 func (o Options) withDefaults() Options {
@@ -238,7 +241,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			_ = s.lock.release() // the generation, failed to open or closed, leaves it held
 		}
 	}()
-	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail)
+	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail, opts.onParkedCreate)
 	if err != nil {
 		if pebble.IsCorruptionError(err) {
 			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)
