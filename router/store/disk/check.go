@@ -75,6 +75,9 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 		for _, sub := range subs {
 			r.Subscriptions++
 			st, err := s.LoadSubscription(ctx, t.Name, sub.Name)
+			for _, l := range s.stateLosses(t.Name, sub.Name) {
+				r.Problems = append(r.Problems, l.problem(t.Name, sub.Name))
+			}
 			if err != nil {
 				r.Problems = append(r.Problems, fmt.Errorf("%w: subscription %q of topic %q: %w", ErrCorrupt, sub.Name, t.Name, err))
 				continue

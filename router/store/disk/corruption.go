@@ -251,8 +251,25 @@ func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visib
 		}
 	}
 	t.mu.Unlock()
+	good := firstReadable(db, func(at uint64) []byte { return seqKey(prefixJournal, t.id, at) },
+		seqKey(prefixJournal, t.id, visible+1), seq, visible)
+	d := damage{lo: seq, hi: good - 1}
+	t.mu.Lock()
+	t.damaged = append(t.damaged, d)
+	t.mu.Unlock()
+	s.log.Error("disk store: journal entries are in a damaged table block and cannot be read; they are lost to every subscription of the topic, and delivery goes on after them. Recover them from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topicName, "fromSeq", d.lo, "throughSeq", d.hi)
+	s.damaged(DamageTable)
+	return good
+}
+
+// firstReadable returns the first number after seq, up to last+1 (none), at which a key range
+// made by key reads again: where the first key at or after key(at), below upper, reads
+// without a corruption error. A damaged table block holds some numbers from seq on: it steps
+// out exponentially, then bisects back.
+func firstReadable(db *pebble.DB, key func(at uint64) []byte, upper []byte, seq, last uint64) uint64 {
 	readable := func(at uint64) bool {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: seqKey(prefixJournal, t.id, at), UpperBound: seqKey(prefixJournal, t.id, visible+1)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: key(at), UpperBound: upper})
 		if err != nil {
 			return false
 		}
@@ -262,10 +279,8 @@ func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visib
 		err = errors.Join(err, it.Error(), it.Close())
 		return !pebble.IsCorruptionError(err)
 	}
-	// Damage is a block: some seqs from seq on. Step out exponentially, then bisect back to
-	// the first readable seq.
-	bad, good := seq, visible+1
-	for step := uint64(1); seq+step <= visible; step *= 2 {
+	bad, good := seq, last+1
+	for step := uint64(1); seq+step <= last; step *= 2 {
 		if readable(seq + step) {
 			good = seq + step
 			break
@@ -280,13 +295,6 @@ func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visib
 			bad = mid
 		}
 	}
-	d := damage{lo: seq, hi: good - 1}
-	t.mu.Lock()
-	t.damaged = append(t.damaged, d)
-	t.mu.Unlock()
-	s.log.Error("disk store: journal entries are in a damaged table block and cannot be read; they are lost to every subscription of the topic, and delivery goes on after them. Recover them from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
-		"dir", s.dir, "topic", topicName, "fromSeq", d.lo, "throughSeq", d.hi)
-	s.damaged(DamageTable)
 	return good
 }
 
@@ -344,4 +352,102 @@ func (s *Store) parkedDamage(topicName, name string, sb *sub, seq uint64, err er
 	s.log.Error("disk store: a parked event's record does not decode; the event is lost to the subscription, which goes on without it. Recover it from a backup of the data directory; egrid store check --data-dir DIR lists the damage",
 		"dir", s.dir, "topic", topicName, "subscription", name, "seq", seq, "err", err)
 	s.damaged(DamageEntry)
+}
+
+// stateLoss is a piece of a subscription's state that a damaged table block keeps from being
+// read (kind DamageTable).
+type stateLoss struct {
+	part statePart
+	// lo and hi bound the seqs among which lost parked records lie (partParked); for
+	// partCursor, lo is the seq delivery starts again at.
+	lo, hi uint64
+}
+
+// statePart is the part of a subscription's state a [stateLoss] is of.
+type statePart int
+
+const (
+	partCursor    statePart = iota // the cursor: delivery starts again at the journal's oldest entry
+	partParked                     // parked retries: their events are lost to the subscription
+	partProbation                  // the probation state: the endpoint is taken as healthy
+)
+
+func (p statePart) String() string {
+	switch p {
+	case partCursor:
+		return "cursor"
+	case partParked:
+		return "parked retries"
+	case partProbation:
+		return "probation state"
+	}
+	return fmt.Sprintf("statePart(%d)", int(p))
+}
+
+// covers reports whether l already accounts for m.
+func (l stateLoss) covers(m stateLoss) bool {
+	if l.part != m.part {
+		return false
+	}
+	return m.part != partParked || (m.lo >= l.lo && m.lo <= l.hi)
+}
+
+// problem describes l for egrid store check.
+func (l stateLoss) problem(topicName, name string) error {
+	var what string
+	switch l.part {
+	case partCursor:
+		what = fmt.Sprintf("its cursor is in a damaged table block (a running egrid delivers again every event from seq %d, the oldest its journal holds)", l.lo)
+	case partParked:
+		what = fmt.Sprintf("parked retries with seqs from %d to %d are in a damaged table block: their events are lost to it (restore the directory from a backup to recover them)", l.lo, l.hi)
+	default:
+		what = "its probation state is in a damaged table block (a running egrid takes its endpoint as healthy)"
+	}
+	return fmt.Errorf("%w: subscription %q of topic %q: %s", ErrCorrupt, name, topicName, what)
+}
+
+// stateDamage reports, once, a piece of subscription sb's state that a damaged table block
+// keeps from being read: an ERROR naming the topic, the subscription and what is lost, and a
+// count (DamageTable). The subscription loads what can be read and goes on: failing the load
+// would stop it for good, its actor failing at every restart. It returns the loss it is
+// covered by (l itself when new), so that a scan of parked retries goes on after it.
+func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss) stateLoss {
+	sb.mu.Lock()
+	for _, old := range sb.lost {
+		if old.covers(l) {
+			sb.mu.Unlock()
+			return old
+		}
+	}
+	sb.lost = append(sb.lost, l)
+	sb.mu.Unlock()
+	const check = " egrid store check --data-dir DIR lists the damage"
+	switch l.part {
+	case partCursor:
+		s.log.Error("disk store: a subscription's cursor is in a damaged table block and cannot be read; the subscription starts again at the oldest event its topic's journal holds, so events it had delivered are delivered again (at least once), none skipped. Its parked retries are kept where they can be read. Restore the data directory from a backup to avoid the duplicates;"+check,
+			"dir", s.dir, "topic", topicName, "subscription", name, "fromSeq", l.lo)
+	case partParked:
+		s.log.Error("disk store: a subscription's parked retries are in a damaged table block and cannot be read; the events among them are lost to the subscription (they are neither retried nor dead-lettered), which goes on with its other events. Recover them from a backup of the data directory;"+check,
+			"dir", s.dir, "topic", topicName, "subscription", name, "fromSeq", l.lo, "throughSeq", l.hi)
+	default:
+		s.log.Error("disk store: a subscription's probation state is in a damaged table block and cannot be read; the subscription starts with its endpoint taken as healthy, and no event is lost;"+check,
+			"dir", s.dir, "topic", topicName, "subscription", name)
+	}
+	s.damaged(DamageTable)
+	return l
+}
+
+// stateLosses returns the damage found so far in the state of subscription name of topic
+// topicName.
+func (s *Store) stateLosses(topicName, name string) []stateLoss {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.topics[topicName]
+	if t == nil || t.subs[name] == nil {
+		return nil
+	}
+	sb := t.subs[name]
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return slices.Clone(sb.lost)
 }

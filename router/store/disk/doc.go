@@ -109,7 +109,10 @@
 // Open looks for damage pebble would take in silently (CheckDir: a missing marker file, a
 // write-ahead log damaged before acknowledged appends) and refuses to start, with an error
 // wrapping [ErrCorrupt] that says what would be lost and how to recover. Read skips a damaged
-// table block, logging once which journal entries are lost. Each piece of damage goes to
+// table block, logging once which journal entries are lost. A damaged table block of a
+// subscription's state costs only what it holds, logged once: a cursor starts again at the
+// journal's oldest entry (delivered again, none skipped), parked retries in it are lost, a
+// probation state is dropped; the subscription loads the rest. Each piece of damage goes to
 // Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid store
 // check). See corruption.go.
 //

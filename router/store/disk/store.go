@@ -72,6 +72,9 @@ type Options struct {
 	// onParkedCreate, for tests, is called as a failed instance's table file creation starts
 	// waiting until the instance is given up (fenceFS.Create).
 	onParkedCreate func(retired <-chan struct{})
+	// tune changes pebble's options, for tests (keeping a table file apart from
+	// compactions).
+	tune func(*pebble.Options)
 }
 
 func (o Options) withDefaults() Options {
@@ -155,11 +158,17 @@ type sub struct {
 	id  uint64
 	ops sync.WaitGroup // calls under way on the subscription; DeleteSubscription waits
 
-	mu     sync.Mutex // guards cursor and damaged
+	mu     sync.Mutex // guards cursor, damaged and lost
 	cursor uint64
 	// damaged holds the parked events whose records were found not to decode, reported
 	// once each (parkedDamage).
 	damaged map[uint64]bool
+	// lost holds the parts of the state found in damaged table blocks, reported once each
+	// (stateDamage).
+	lost []stateLoss
+	// cursorUnread is set by load when the cursor is in a damaged table block;
+	// repairCursors starts the subscription again at its journal's oldest entry.
+	cursorUnread bool
 }
 
 func (sb *sub) getCursor() uint64 {
@@ -211,6 +220,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+	}
+	if opts.tune != nil {
+		opts.tune(&s.popts)
 	}
 	if opts.SecretKey != nil {
 		var err error
@@ -305,7 +317,9 @@ func (s *Store) load(g *generation) error {
 			return fmt.Errorf("subscription %q: %w", k[9:], err)
 		}
 		sb := &sub{id: id}
-		if c, ok, err := get(g.db, idKey(prefixCursor, id)); err != nil {
+		if c, ok, err := get(g.db, idKey(prefixCursor, id)); pebble.IsCorruptionError(err) {
+			sb.cursorUnread = true // one subscription's loss: the store opens
+		} else if err != nil {
 			return err
 		} else if ok {
 			if sb.cursor, ok = decodeUint64(c); !ok {
@@ -327,18 +341,33 @@ func (s *Store) load(g *generation) error {
 	return s.repairCursors(g)
 }
 
-// repairCursors lowers every cursor of 2⁶⁴−1 to its journal's trim floor, in one synced
-// batch. Builds before 2026-11-23 could write next-1 with next 0, that number, for a
-// subscription actor restarted while loading its state; the store only ever raises a cursor,
-// so it stayed there, and the subscription took every new event for delivered and got nothing
-// more. No journal reaches that number, so it is never a real position. From the floor, every
-// event still in the journal is delivered to the subscription again (at least once); the ones
-// trimmed meanwhile are gone.
+// repairCursors lowers to its journal's trim floor, in one synced batch, every cursor of
+// 2⁶⁴−1 and every cursor that a damaged table block kept load from reading (reported once, as
+// stateDamage reports). From the floor every event still in the journal is delivered to the
+// subscription again (at least once); the ones trimmed meanwhile are gone, and a lost cursor
+// skips nothing. The next start reads the cursor written here, not the damaged one; a
+// read-only store (egrid store check) writes nothing.
+//
+// Builds before 2026-11-23 could write next-1 with next 0, that number, for a subscription
+// actor restarted while loading its state; the store only ever raises a cursor, so it stayed
+// there, and the subscription took every new event for delivered and got nothing more. No
+// journal reaches that number, so it is never a real position.
 func (s *Store) repairCursors(g *generation) error {
 	b := g.db.NewBatch()
 	defer b.Close()
 	for tname, t := range s.topics {
 		for name, sb := range t.subs {
+			if sb.cursorUnread {
+				sb.cursorUnread = false
+				sb.cursor = t.floor
+				s.stateDamage(tname, name, sb, stateLoss{part: partCursor, lo: t.floor + 1})
+				if !s.opts.ReadOnly {
+					if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(t.floor), nil); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if sb.cursor != math.MaxUint64 {
 				continue
 			}
@@ -881,38 +910,56 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 	s.mu.RUnlock()
 	st := store.SubscriptionState{Cursor: sb.getCursor()}
 	parked := map[uint64]store.Parked{}
-	lo, hi := idRange(prefixParked, sb.id)
+	_, hi := idRange(prefixParked, sb.id)
 	decode := decodeParked
 	if !bodies {
 		decode = decodeParkedIndex
 	}
-	err = scan(c.g.db, lo, hi, func(k, v []byte) error {
-		p, err := decode(seqOf(k), v)
-		if err != nil {
-			if s.opts.ReadOnly || !errors.Is(err, errCorrupt) { // store check reports it
-				return fmt.Errorf("parked event %d: %w", seqOf(k), err)
+	last := c.t.lastSeq() // no event is parked past the journal's end
+	for from := uint64(0); ; {
+		err = scan(c.g.db, seqKey(prefixParked, sb.id, from), hi, func(k, v []byte) error {
+			from = seqOf(k) + 1
+			p, err := decode(seqOf(k), v)
+			if err != nil {
+				if s.opts.ReadOnly || !errors.Is(err, errCorrupt) { // store check reports it
+					return fmt.Errorf("parked event %d: %w", seqOf(k), err)
+				}
+				// One event's record, not the subscription's: failing the load would stop
+				// the subscription for good.
+				s.parkedDamage(topicName, name, sb, seqOf(k), err)
+				if bodies {
+					return nil // a queue subscription goes on without it
+				}
+				// Due at once with no head: a push subscription reads it then, finds it lost
+				// (ParkedEvents leaves it out) and forgets it, deleting the record.
+				p = store.Parked{Seq: seqOf(k)}
 			}
-			// One event's record, not the subscription's: failing the load would stop
-			// the subscription for good.
-			s.parkedDamage(topicName, name, sb, seqOf(k), err)
-			if bodies {
-				return nil // a queue subscription goes on without it
+			if pending == nil {
+				st.Parked = append(st.Parked, p)
+			} else {
+				parked[p.Seq] = p
 			}
-			// Due at once with no head: a push subscription reads it then, finds it lost
-			// (ParkedEvents leaves it out) and forgets it, deleting the record.
-			p = store.Parked{Seq: seqOf(k)}
+			return nil
+		})
+		if err == nil || !pebble.IsCorruptionError(err) {
+			break
 		}
-		if pending == nil {
-			st.Parked = append(st.Parked, p)
-		} else {
-			parked[p.Seq] = p
+		if from > last {
+			err = nil // the damage lies past every seq the subscription can have parked
+			break
 		}
-		return nil
-	})
+		// A damaged table block: the parked retries in it are lost, reported once; the
+		// load goes on after it.
+		good := firstReadable(c.g.db, func(at uint64) []byte { return seqKey(prefixParked, sb.id, at) }, hi, from, last)
+		l := s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: from, hi: good - 1})
+		from = max(good, l.hi+1)
+	}
 	if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	}
-	if v, ok, err := get(c.g.db, idKey(prefixProbation, sb.id)); err != nil {
+	if v, ok, err := get(c.g.db, idKey(prefixProbation, sb.id)); pebble.IsCorruptionError(err) {
+		s.stateDamage(topicName, name, sb, stateLoss{part: partProbation})
+	} else if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	} else if ok {
 		if st.Probation, err = decodeOpaque(v); err != nil {
@@ -954,6 +1001,11 @@ func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs [
 	out := make([]store.Parked, 0, len(sorted))
 	for _, seq := range sorted {
 		v, ok, err := get(c.g.db, seqKey(prefixParked, sb.id, seq))
+		if pebble.IsCorruptionError(err) {
+			// Left out, lost: the subscription forgets the event, as one missing.
+			s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: seq, hi: seq})
+			ok, err = false, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading parked event %d of subscription %q of topic %q: %w", seq, name, topicName, err)
 		}
