@@ -81,7 +81,8 @@ type serverConfig struct {
 	// AdminTokenFile is a file holding the admin token, instead of AdminToken.
 	AdminTokenFile string `yaml:"adminTokenFile"`
 	// HTTP bounds what HTTP clients can hold: server.readHeaderTimeout, bodyTimeout,
-	// idleTimeout, maxHeaderBytes, maxConnections, maxPublishBodies, publishWait.
+	// idleTimeout, maxHeaderBytes, maxConnections, maxPublishBodies, publishWait,
+	// maxReceivePolls.
 	HTTP httpserver.Config `yaml:",inline"`
 	// InsecureDevAnyAddress allows insecureDev with a listen address that is not loopback.
 	InsecureDevAnyAddress bool `yaml:"insecureDevAnyAddress"`

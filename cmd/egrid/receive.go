@@ -84,7 +84,7 @@ Examples:
 // has on header, body and idle time and header size (package httpserver), so a client that
 // stalls does not hold a connection and a handler for ever.
 func receiverServer(h http.Handler) *http.Server {
-	return httpserver.New(httpserver.Config{}, h, func(*http.Request) bool { return false }, nil)
+	return httpserver.New(httpserver.Config{}, h, httpserver.Requests{}, nil)
 }
 
 // receiver prints deliveries and answers the validation handshakes.

@@ -107,12 +107,12 @@ func TestResolveSecrets(t *testing.T) {
 // The HTTP limits resolve flag > environment > config file > default, like every setting.
 func TestResolveServerLimits(t *testing.T) {
 	file := serverConfig{HTTP: httpserver.Config{BodyTimeout: 3 * time.Second, MaxConnections: 30, IdleTimeout: time.Minute}}
-	got, err := resolveServe(t, []string{"--body-timeout", "1s", "--log-fold-window", "0"},
-		map[string]string{"EGRID_BODY_TIMEOUT": "2s", "EGRID_MAX_CONNECTIONS": "20"}, file)
+	got, err := resolveServe(t, []string{"--body-timeout", "1s", "--log-fold-window", "0", "--max-receive-polls", "8"},
+		map[string]string{"EGRID_BODY_TIMEOUT": "2s", "EGRID_MAX_CONNECTIONS": "20", "EGRID_MAX_RECEIVE_POLLS": "9"}, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := httpserver.Config{BodyTimeout: time.Second, MaxConnections: 20, IdleTimeout: time.Minute}
+	want := httpserver.Config{BodyTimeout: time.Second, MaxConnections: 20, IdleTimeout: time.Minute, MaxReceivePolls: 8}
 	if got.HTTP != want || got.LogFoldWindow != 0 {
 		t.Errorf("resolved %+v, fold %v; want %+v, no folding", got.HTTP, got.LogFoldWindow, want)
 	}
@@ -223,12 +223,12 @@ func TestSecretsFromFilesAndEnvironment(t *testing.T) {
 
 // The HTTP limits and the fold window are server.* keys of the config file.
 func TestServerLimitKeys(t *testing.T) {
-	cfg, err := decodeConfig([]byte("server:\n  readHeaderTimeout: 5s\n  bodyTimeout: 1m\n  idleTimeout: 30s\n  maxHeaderBytes: 8192\n  maxConnections: 100\n  maxPublishBodies: 8\n  publishWait: 250ms\n  logFoldWindow: 0s\n"), func(string) string { return "" })
+	cfg, err := decodeConfig([]byte("server:\n  readHeaderTimeout: 5s\n  bodyTimeout: 1m\n  idleTimeout: 30s\n  maxHeaderBytes: 8192\n  maxConnections: 100\n  maxPublishBodies: 8\n  publishWait: 250ms\n  maxReceivePolls: 64\n  logFoldWindow: 0s\n"), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := httpserver.Config{ReadHeaderTimeout: 5 * time.Second, BodyTimeout: time.Minute, IdleTimeout: 30 * time.Second,
-		MaxHeaderBytes: 8192, MaxConnections: 100, MaxPublishBodies: 8, PublishWait: 250 * time.Millisecond}
+		MaxHeaderBytes: 8192, MaxConnections: 100, MaxPublishBodies: 8, PublishWait: 250 * time.Millisecond, MaxReceivePolls: 64}
 	if cfg.Server.HTTP != want || cfg.Server.LogFoldWindow == nil || *cfg.Server.LogFoldWindow != 0 {
 		t.Errorf("server section %+v, fold %v; want %+v and folding off", cfg.Server.HTTP, cfg.Server.LogFoldWindow, want)
 	}

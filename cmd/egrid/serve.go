@@ -157,11 +157,26 @@ func isPublish(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/") && !isReceive(r.URL.Path)
 }
 
+// receivePoll selects the :receive long polls that httpserver.Config.MaxReceivePolls bounds,
+// and names the event subscription each waits on as "topic/subscription", in lower case as
+// the router matches names, so that one subscription's consumers hold at most their share.
+func receivePoll(r *http.Request) (string, bool) {
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/topics/") || !isReceive(r.URL.Path) {
+		return "", false
+	}
+	p := r.URL.Path[len("/topics/") : len(r.URL.Path)-len(":receive")]
+	if topic, sub, ok := strings.Cut(p, "/eventsubscriptions/"); ok {
+		p = topic + "/" + sub
+	}
+	return strings.ToLower(p), true
+}
+
 // mainServer is the server of --listen: h (which serves api) within limits, the publish-body
-// limit applied by isPublish. Its Shutdown answers the :receive long polls in progress at once
-// (with no events), so a consumer waiting up to 120 s does not hold a shutdown.
+// limit applied by isPublish and the long-poll limit by receivePoll. Its Shutdown answers the
+// :receive long polls in progress at once (with no events), so a consumer waiting up to 120 s
+// does not hold a shutdown.
 func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, log *slog.Logger) *http.Server {
-	srv := httpserver.New(limits, h, isPublish, log)
+	srv := httpserver.New(limits, h, httpserver.Requests{Publish: isPublish, Poll: receivePoll}, log)
 	srv.RegisterOnShutdown(api.EndPolls)
 	return srv
 }
@@ -223,7 +238,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 			return cli.Exit(fmt.Sprintf("listening on %s: %v (use --metrics-listen to pick another address)", s.MetricsListen, err), 1)
 		}
 		s.egress.DenySelf(mln.Addr().String()) // nor its metrics address
-		metricsSrv = httpserver.New(limits, opsMux(r, reg, metricsHandler(reg, log), nil), func(*http.Request) bool { return false }, log)
+		metricsSrv = httpserver.New(limits, opsMux(r, reg, metricsHandler(reg, log), nil), httpserver.Requests{}, log)
 		go func() { errc <- metricsSrv.Serve(mln) }()
 		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+MetricsPath)
 	}
@@ -234,7 +249,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	log.Info("egrid serving", "url", scheme+"://"+ln.Addr().String(), where, "insecureDev", s.InsecureDev, "timeScale", s.TimeScale)
 	log.Info("http limits", "readHeaderTimeout", limits.ReadHeaderTimeout, "bodyTimeout", limits.BodyTimeout,
 		"idleTimeout", limits.IdleTimeout, "maxHeaderBytes", limits.MaxHeaderBytes, "maxConnections", limits.MaxConnections,
-		"maxPublishBodies", limits.MaxPublishBodies, "publishWait", limits.PublishWait)
+		"maxPublishBodies", limits.MaxPublishBodies, "publishWait", limits.PublishWait, "maxReceivePolls", limits.MaxReceivePolls)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)

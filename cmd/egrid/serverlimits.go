@@ -23,6 +23,7 @@ func serverLimitFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-connections", Usage: fmt.Sprintf("connections open at once; at the limit new ones wait (default %d, or half the open-file limit when lower; env EGRID_MAX_CONNECTIONS)", httpserver.DefaultMaxConnections)},
 		&cli.IntFlag{Name: "max-publish-bodies", Usage: fmt.Sprintf("publish requests served at once, each body up to 1 MB in memory (default %d; env EGRID_MAX_PUBLISH_BODIES)", httpserver.DefaultMaxPublishBodies)},
 		&cli.DurationFlag{Name: "publish-wait", Usage: fmt.Sprintf("how long a publish waits for a free slot before it is answered 429 with Retry-After (default %v; env EGRID_PUBLISH_WAIT)", httpserver.DefaultPublishWait)},
+		&cli.IntFlag{Name: "max-receive-polls", Usage: fmt.Sprintf("pull delivery long polls (:receive) waiting at once, at most half of them on one event subscription; more are answered 429 at once (default %d, or a quarter of --max-connections when lower; env EGRID_MAX_RECEIVE_POLLS)", httpserver.DefaultMaxReceivePolls)},
 		&cli.DurationFlag{Name: "log-fold-window", Usage: fmt.Sprintf("a warning or error message repeated within this window is written once, then as one line \"moreLikeThis=N\"; 0 turns folding off (default %v; env EGRID_LOG_FOLD_WINDOW)", defaultLogFoldWindow)},
 	}
 }
@@ -70,6 +71,7 @@ func resolveServerLimits(c *cli.Context, getenv func(string) string, fs serverCo
 		MaxConnections:    num("max-connections", "EGRID_MAX_CONNECTIONS", h.MaxConnections),
 		MaxPublishBodies:  num("max-publish-bodies", "EGRID_MAX_PUBLISH_BODIES", h.MaxPublishBodies),
 		PublishWait:       dur("publish-wait", "EGRID_PUBLISH_WAIT", h.PublishWait),
+		MaxReceivePolls:   num("max-receive-polls", "EGRID_MAX_RECEIVE_POLLS", h.MaxReceivePolls),
 	}
 	fold := defaultLogFoldWindow
 	if fs.LogFoldWindow != nil {

@@ -388,7 +388,7 @@ func TestReceiveLongPollOutlivesTheServersReadTimeout(t *testing.T) {
 		p := newPullRig(t, h)
 		ln := newPipeListener()
 		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
-			func(*http.Request) bool { return false }, nil)
+			httpserver.Requests{}, nil)
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		tr := &http.Transport{DialContext: ln.dial}
@@ -536,7 +536,7 @@ func TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded(t *testing.T) {
 		p.publish(ids...)
 		ln := &closeNotingListener{pipeListener: newPipeListener(), closed: make(chan struct{})}
 		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
-			func(*http.Request) bool { return false }, nil)
+			httpserver.Requests{}, nil)
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		defer func() {

@@ -33,6 +33,13 @@ type Config struct {
 	// PublishWait is how long a publish waits for one of the MaxPublishBodies slots before it
 	// is answered 429 with Retry-After. Default [DefaultPublishWait].
 	PublishWait time.Duration `yaml:"publishWait" json:"publishWait,omitempty"`
+	// MaxReceivePolls bounds the pull delivery long polls (:receive, up to 120 s each) waiting
+	// at once in the server, and so the connections (HTTP/1) or streams (HTTP/2), goroutines
+	// and waiters they hold; one event subscription's polls may hold at most half of them
+	// ([LimitPolls]). A poll over the bound is answered 429 at once. Default
+	// [DefaultMaxReceivePolls], or a quarter of MaxConnections when that is lower, so that
+	// polls never hold the connections publishers need.
+	MaxReceivePolls int `yaml:"maxReceivePolls" json:"maxReceivePolls,omitempty"`
 }
 
 // The defaults of [Config].
@@ -44,10 +51,12 @@ const (
 	DefaultMaxConnections    = 4096
 	DefaultMaxPublishBodies  = 128
 	DefaultPublishWait       = time.Second
+	DefaultMaxReceivePolls   = 1024
 )
 
 // WithDefaults returns c with every zero field set to its default. MaxConnections defaults to
-// [DefaultConnections]().
+// [DefaultConnections](), and MaxReceivePolls to [DefaultMaxReceivePolls] or a quarter of
+// MaxConnections, whichever is lower (at least 1).
 func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -66,6 +75,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxPublishBodies == 0 {
 		c.MaxPublishBodies = DefaultMaxPublishBodies
+	}
+	if c.MaxReceivePolls == 0 {
+		c.MaxReceivePolls = max(1, min(DefaultMaxReceivePolls, c.MaxConnections/4))
 	}
 	return c
 }
@@ -89,7 +101,7 @@ func (c Config) Validate() error {
 		v    int
 	}{
 		{"maxHeaderBytes", c.MaxHeaderBytes}, {"maxConnections", c.MaxConnections},
-		{"maxPublishBodies", c.MaxPublishBodies},
+		{"maxPublishBodies", c.MaxPublishBodies}, {"maxReceivePolls", c.MaxReceivePolls},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: use a positive number", n.name, n.v))

@@ -17,7 +17,11 @@
 //     that the store and outgoing deliveries need;
 //   - publish bodies in memory: [Config.MaxPublishBodies] requests at once, enforced by
 //     [LimitBodies]; a request that finds no slot within [Config.PublishWait] is answered 429
-//     with Retry-After, as Event Grid does when it sheds load (SPEC §1.1).
+//     with Retry-After, as Event Grid does when it sheds load (SPEC §1.1);
+//   - long polls (pull delivery's :receive, up to 120 s each): [Config.MaxReceivePolls] waiting
+//     at once in the server, at most half of them on one event subscription, enforced by
+//     [LimitPolls]; a poll over the bound is answered 429 at once;
+//   - requests in progress on one HTTP/2 connection: [MaxConcurrentStreams].
 //
 // [New] puts them all together. The package is independent of the router: it imports no egrid
 // package, and wraps any handler.
