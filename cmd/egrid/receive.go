@@ -19,6 +19,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/schemas"
 )
 
 func receiveCommand(e env) *cli.Command {
@@ -190,7 +191,7 @@ func pullReceive(c *cli.Context, e env) error {
 				Event json.RawMessage `json:"event"`
 			} `json:"value"`
 		}
-		err := p.post(c.Context, fmt.Sprintf(":receive?api-version=%s&maxEvents=%d&maxWaitTime=%d", pullAPIVersion, n, maxWait), nil, &res)
+		err := p.post(c.Context, fmt.Sprintf(":receive?api-version=%s&maxEvents=%d&maxWaitTime=%d", pullAPIVersion, n, maxWait), nil, &res, maxReceiveAnswer(n))
 		if c.Context.Err() != nil {
 			return nil // interrupted
 		}
@@ -217,7 +218,7 @@ func pullReceive(c *cli.Context, e env) error {
 			Succeeded []string `json:"succeededLockTokens"`
 		}
 		// Acknowledge even when interrupted meanwhile: the events were printed.
-		if err := p.post(context.WithoutCancel(c.Context), ":acknowledge?api-version="+pullAPIVersion, map[string][]string{"lockTokens": tokens}, &ack); err != nil {
+		if err := p.post(context.WithoutCancel(c.Context), ":acknowledge?api-version="+pullAPIVersion, map[string][]string{"lockTokens": tokens}, &ack, maxSettleAnswer); err != nil {
 			return err
 		}
 		for _, f := range ack.Failed {
@@ -239,8 +240,25 @@ type puller struct {
 	base string
 }
 
-// post sends one operation (op holds its query) and decodes the answer into out.
-func (p *puller) post(ctx context.Context, op string, body any, out any) error {
+// maxReceiveAnswer is the largest answer a :receive of up to maxEvents events can have. An
+// event took at most schemas.NamespaceLimits.MaxEventBytes (1 MB) of its publish request, data
+// and attribute values together, and takes at most twice that in its structured form: a
+// binary-mode body grows by a third as data_base64 (text is kept as a JSON string only when
+// that is not longer), and JSON escaping at most doubles an attribute value. On top come its
+// attribute names (headers of the publish: 64 KB by default), its lock token and
+// brokerProperties. For 100 events that is about 207 MB.
+func maxReceiveAnswer(maxEvents int) int64 {
+	perEvent := 2*int64(schemas.NamespaceLimits.MaxEventBytes) + httpserver.DefaultMaxHeaderBytes + 1<<10
+	return int64(maxEvents)*perEvent + 1<<10
+}
+
+// maxSettleAnswer bounds the answer of a settle operation: up to router.MaxLockTokens tokens,
+// each with an error code and message when it failed.
+const maxSettleAnswer = 1 << 20
+
+// post sends one operation (op holds its query) and decodes the answer, at most limit bytes,
+// into out. A longer answer is an error: it is not one an egrid server or Event Grid sends.
+func (p *puller) post(ctx context.Context, op string, body any, out any, limit int64) error {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -265,9 +283,21 @@ func (p *puller) post(ctx context.Context, op string, body any, out any) error {
 		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", p.cl.server, err), 1)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return cli.Exit(fmt.Sprintf("reading the answer of %s: %v (retry; events received and not acknowledged come back when their locks expire)", strings.SplitN(op, "?", 2)[0], err), 1)
+	}
+	if int64(len(raw)) > limit {
+		return cli.Exit(fmt.Sprintf("the answer of %s is over %d bytes, the most it can take: is --server %s an egrid server or an Event Grid namespace? (if it takes larger events, use a smaller --max-events)", strings.SplitN(op, "?", 2)[0], limit, p.cl.server), 1)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return serverError(resp.StatusCode, raw)
 	}
-	return json.Unmarshal(raw, out)
+	if err := json.Unmarshal(raw, out); err != nil {
+		return cli.Exit(fmt.Sprintf("the answer of %s is not the JSON expected: %v", strings.SplitN(op, "?", 2)[0], err), 1)
+	}
+	return nil
 }
