@@ -30,12 +30,12 @@ import (
 // outside it the stores fail a state write only once closed or when the subscription is gone
 // (the disk store keeps state writes in memory while it cannot write), and a subscription
 // whose write failed otherwise stays failed until the process restarts. The topic's other
-// subscriptions, which share the writer outside cluster mode, go on being written. A write that fails with [store.ErrNotFound] is not a
-// failure: the subscription (or its topic) was deleted — its actor stopped before its last
-// write landed, the stop grace of [StateWriter.FlushWithin] — and has no state left to
-// update, so the write and what is queued behind it are dropped, unreported; their written
-// callbacks are never called (the dead letters of a deleted subscription go with it, as its
-// parked events do). The stores return ErrNotFound only for a subscription that has no
+// subscriptions, which share the writer outside cluster mode, go on being written. A write
+// that fails with [store.ErrNotFound] is not a failure: the subscription (or its topic) was
+// deleted — its actor stopped before its last write landed, the stop grace of
+// [StateWriter.FlushWithin] — and has no state left to update, so the write and what is
+// queued behind it are dropped, unreported; their written callbacks are never called (the
+// dead letters of a deleted subscription go with it, as its parked events do). The stores return ErrNotFound only for a subscription that has no
 // record, and a deleted subscription's actor is stopped before its record goes, so no later
 // write of the same actor can be applied past a dropped one; a subscription created again
 // under the name starts afresh.
