@@ -47,6 +47,11 @@ func tooManyRequests(w http.ResponseWriter, n int) {
 	// Close the connection after the answer: otherwise net/http would read on (up to 256 KB of
 	// the unread body) before reusing it, and a slow client would keep it until its deadline.
 	w.Header().Set("Connection", "close")
+	write429(w, "the server is serving "+strconv.Itoa(n)+" publish requests already; nothing of this request was accepted: retry after the Retry-After delay")
+}
+
+// write429 answers 429 with Retry-After: 1 and Event Grid's error body carrying msg.
+func write429(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusTooManyRequests)
@@ -56,8 +61,5 @@ func tooManyRequests(w http.ResponseWriter, n int) {
 	}
 	_ = json.NewEncoder(w).Encode(struct {
 		Error body `json:"error"`
-	}{body{
-		Code:    "TooManyRequests",
-		Message: "the server is serving " + strconv.Itoa(n) + " publish requests already; nothing of this request was accepted: retry after the Retry-After delay",
-	}})
+	}{body{Code: "TooManyRequests", Message: msg}})
 }

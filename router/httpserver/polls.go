@@ -1,7 +1,6 @@
 package httpserver
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -32,7 +31,7 @@ func LimitPolls(h http.Handler, n int, poll func(*http.Request) (queue string, o
 			return
 		}
 		if msg := l.acquire(queue); msg != "" {
-			tooManyPolls(w, msg)
+			write429(w, msg)
 			return
 		}
 		defer l.release(queue)
@@ -70,18 +69,4 @@ func (l *pollLimit) release(queue string) {
 	if l.per[queue]--; l.per[queue] == 0 {
 		delete(l.per, queue)
 	}
-}
-
-// tooManyPolls answers a poll over the bound: 429 with Retry-After and Event Grid's error body.
-func tooManyPolls(w http.ResponseWriter, msg string) {
-	w.Header().Set("Retry-After", "1")
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(http.StatusTooManyRequests)
-	type body struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	_ = json.NewEncoder(w).Encode(struct {
-		Error body `json:"error"`
-	}{body{Code: "TooManyRequests", Message: msg}})
 }
