@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/egridio/egrid/schemas/bufpool"
 )
@@ -24,9 +27,21 @@ func readBody(req *http.Request, limit int) (body []byte, buf *[]byte, err error
 	buf = bufpool.Get(int(n) + 1)
 	body = (*buf)[:n]
 	// A body longer than its Content-Length is a protocol error net/http already refuses.
-	if _, err := io.ReadFull(req.Body, body); err != nil {
+	if got, err := io.ReadFull(req.Body, body); err != nil {
 		bufpool.Put(buf)
-		return nil, nil, err
+		return nil, nil, shortBody(err, got, n)
 	}
 	return body, buf, nil
+}
+
+// shortBody says why a body announced as want bytes stopped after got: the client ended it
+// early, or it did not arrive within the server's read timeout. Other errors pass unchanged.
+func shortBody(err error, got int, want int64) error {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the body ended after %d of the %d bytes its Content-Length announced: send the whole body with a Content-Length that matches it", got, want)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%d of the body's %d bytes arrived before the server's time to read a request ran out: send the body faster, or ask the operator for a longer --body-timeout", got, want)
+	}
+	return err
 }

@@ -2,10 +2,15 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime/debug"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/egridio/egrid/schemas/bufpool"
 )
@@ -50,6 +55,23 @@ func TestOverLongBodiesAreNotKept(t *testing.T) {
 	got, buf, err = readBody(newRequest(make([]byte, 2000)), 1000)
 	if err != nil || len(got) != 1001 || buf != nil {
 		t.Fatalf("readBody over the limit = %d bytes, buffer %v, %v; want the limit and one byte, none", len(got), buf, err)
+	}
+}
+
+// TestShortBodiesSayWhatIsWrong: a body that ends before its Content-Length, or that the
+// server's read timeout cuts, is refused with what happened and what to do, not with the
+// reader's bare "unexpected EOF" or "i/o timeout".
+func TestShortBodiesSayWhatIsWrong(t *testing.T) {
+	r := newRequest(make([]byte, 600))
+	r.ContentLength = 1000
+	if _, _, err := readBody(r, 1<<20); err == nil || !strings.Contains(err.Error(), "the body ended after 600 of the 1000 bytes its Content-Length announced") {
+		t.Errorf("a body shorter than its Content-Length: %v", err)
+	}
+	r = newRequest(nil)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(make([]byte, 300)), iotest.ErrReader(fmt.Errorf("read tcp: %w", os.ErrDeadlineExceeded))))
+	r.ContentLength = 1000
+	if _, _, err := readBody(r, 1<<20); err == nil || !strings.Contains(err.Error(), "300 of the body's 1000 bytes arrived before the server's time to read a request ran out") {
+		t.Errorf("a body cut by the read timeout: %v", err)
 	}
 }
 
