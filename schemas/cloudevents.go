@@ -306,9 +306,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 // datacontenttype attribute. data becomes the "data" member as JSON for JSON media types
 // (application/json, text/json, */*+json; it must then be valid JSON), a JSON string for text/*
 // media types in UTF-8, and "data_base64" otherwise (also for text in another charset or
-// that is not valid UTF-8, and for text that would be longer as a JSON string than in base64:
-// control characters are escaped in six bytes each). An empty body gives an event without
-// data. So the data takes at most a third more room in the event than in the request.
+// that is not valid UTF-8, and for text more than twice as long as a JSON string: control
+// characters are escaped in six bytes each). An empty body gives an event without data. So
+// the data takes at most twice the room in the event that it takes in the request.
 //
 // The event is then validated like a structured one ([DecodeCloudEvents]) and Event.Raw is its
 // structured form: specversion, id, source, type, time, subject, dataschema, the extensions in
@@ -430,9 +430,11 @@ func binaryData(contentType string, data []byte) (key string, tok []byte, proble
 		return "data", appendCompact(nil, data), ""
 	case strings.HasPrefix(mediaType, "text/") && isUTF8Charset(params["charset"]) && utf8.Valid(data):
 		// As a JSON string, text full of control characters grows up to sixfold (\u0001):
-		// such text is carried as data_base64 (the same bytes), so an event is never more
-		// than base64's third larger than its body, which its 1 MB limit counts.
-		if str := appendString(nil, string(data)); len(str) <= base64.StdEncoding.EncodedLen(len(data))+2 {
+		// text that would more than double is carried as data_base64 (the same bytes), so an
+		// event's data is never more than twice its body, which its 1 MB limit counts.
+		// Quotes and backslashes take two bytes each, so text such as quoted CSV fields
+		// stays a string, as a receiver of a text/* event expects.
+		if str := appendString(nil, string(data)); len(str) <= 2*len(data)+2 {
 			return "data", str, ""
 		}
 	}

@@ -390,14 +390,27 @@ func TestDecodeCloudEventBinaryLimits(t *testing.T) {
 }
 
 // TestDecodeCloudEventBinaryTextIsNotBlownUp: text data is carried as a JSON string only when
-// that is no longer than its base64 form, so the stored and delivered event of a binary-mode
-// publish is never more than base64's third larger than its body. As a JSON string, 1 MB of
-// control characters (valid UTF-8 text) would become 6 MB, each escaped as \u00XX: over what
-// a store takes for one event (the JetStream store's max_payload) and six times the memory.
+// that is at most twice its length, so the stored and delivered event of a binary-mode
+// publish is never more than twice its body. As a JSON string, 1 MB of control characters
+// (valid UTF-8 text) would become 6 MB, each escaped as \u00XX: over what a store takes for
+// one event (the JetStream store's max_payload) and six times the memory. Text whose quotes
+// and backslashes double it (quoted CSV fields) stays a string.
 func TestDecodeCloudEventBinaryTextIsNotBlownUp(t *testing.T) {
+	csv := []byte(`"a","b","c"` + "\n")
+	ev, err := schemas.DecodeCloudEventBinary(map[string]string{"specversion": "1.0", "id": "c1", "source": "/orders", "type": "T"}, "text/csv", csv, schemas.NamespaceLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text struct {
+		Data *string `json:"data"`
+	}
+	if err := json.Unmarshal(ev.Raw, &text); err != nil || text.Data == nil || *text.Data != string(csv) {
+		t.Fatalf("quoted CSV text: %s (%v); want it as the data string", ev.Raw, err)
+	}
+
 	attrs := map[string]string{"specversion": "1.0", "id": "b1", "source": "/orders", "type": "T"}
 	data := bytes.Repeat([]byte{0x01, '"', '\\'}, (1<<20-1024)/3)
-	ev, err := schemas.DecodeCloudEventBinary(attrs, "text/plain; charset=utf-8", data, schemas.NamespaceLimits)
+	ev, err = schemas.DecodeCloudEventBinary(attrs, "text/plain; charset=utf-8", data, schemas.NamespaceLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

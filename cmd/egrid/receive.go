@@ -243,8 +243,9 @@ type puller struct {
 // maxReceiveAnswer is the largest answer a :receive of up to maxEvents events can have. An
 // event took at most schemas.NamespaceLimits.MaxEventBytes (1 MB) of its publish request, data
 // and attribute values together, and takes at most twice that in its structured form: a
-// binary-mode body grows by a third as data_base64 (text is kept as a JSON string only when
-// that is not longer), and JSON escaping at most doubles an attribute value. On top come its
+// binary-mode body grows by a third as data_base64, or at most doubles as a JSON string (text
+// that escaping would more than double is kept as data_base64), and JSON escaping at most
+// doubles an attribute value. On top come its
 // attribute names (headers of the publish: 64 KB by default), its lock token and
 // brokerProperties. For 100 events that is about 207 MB.
 func maxReceiveAnswer(maxEvents int) int64 {
