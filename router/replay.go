@@ -172,12 +172,16 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 			default:
 			}
 		},
+		// OnDone runs in the replay actor's Receive: what may wait (for the spawn below to
+		// have registered the replay, for the lock) runs off its mailbox.
 		OnDone: func(res deadletter.ReplayResult) {
-			<-started
-			d.mu.Lock()
-			delete(d.replays, key)
-			d.mu.Unlock()
-			done <- res
+			go func() {
+				<-started
+				d.mu.Lock()
+				delete(d.replays, key)
+				d.mu.Unlock()
+				done <- res
+			}()
 		},
 	})
 	d.mu.Lock()
