@@ -204,3 +204,24 @@ func TestDialAllowPatternTrustsName(t *testing.T) {
 		t.Fatalf("egrid's own address through an allowed name: %v, want the own-address rule", err)
 	}
 }
+
+// TestDialJudgesEmbeddedIPv4: at connect time too, an IPv6 address that carries an IPv4
+// address (IPv4-compatible, 6to4, local-use NAT64) is judged by that IPv4 address, and the
+// refusal comes before the connection is attempted.
+func TestDialJudgesEmbeddedIPv4(t *testing.T) {
+	if ln, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("this host has no IPv6 sockets (%v), so an IPv6 address cannot be dialled", err)
+	} else {
+		ln.Close()
+	}
+	p, err := egress.New(egress.Config{DenyLoopback: true}, egress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"[::127.0.0.1]:9", "[2002:7f00:1::]:9", "[64:ff9b:1::7f00:1]:9"} {
+		_, err := p.DialContext(context.Background(), "tcp", addr)
+		if !errors.Is(err, sinks.ErrDestinationDenied) || !strings.Contains(err.Error(), `egress rule "loopback is denied; allow with egress.allow: [127.0.0.0/8]"`) {
+			t.Errorf("dialing %s with loopback denied: %v, want the loopback rule", addr, err)
+		}
+	}
+}

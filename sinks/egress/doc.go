@@ -28,8 +28,13 @@
 //     denied only with Config.DenyLoopback.
 //  5. Anything else (public addresses) is allowed.
 //
-// IPv4-mapped IPv6 addresses (::ffff:10.0.0.1) and addresses in the well-known NAT64 prefix
-// (64:ff9b::/96) are judged by the IPv4 address they carry.
+// IPv6 addresses that carry an IPv4 address a tunnel or translator connects to are judged by
+// that IPv4 address: IPv4-mapped (::ffff:10.0.0.1), IPv4-compatible (::10.0.0.1, not :: or
+// ::1), NAT64 in the well-known prefix (64:ff9b::/96) and in the /96 at the start of the
+// local-use prefix (64:ff9b:1::/96), and 6to4 (2002::/16). Where the rest of the local-use
+// prefix 64:ff9b:1::/48 carries the IPv4 address depends on the translator's prefix length,
+// and Teredo (2001::/32) carries two, so both are denied unless Config.Allow names them. A
+// Deny CIDR matches an address as written as well as the IPv4 address it carries.
 //
 // Decisions where Event Grid is silent (Azure cannot reach private networks at all):
 //   - Loopback is allowed by the zero Config, so a Go program that embeds the router and its

@@ -18,7 +18,9 @@ import (
 
 // Config is the egress policy as data (YAML `server.egress` of egrid serve). The zero Config
 // is the embedded library's default: link-local, unspecified, multicast, private and
-// unique-local addresses are denied, loopback and public addresses allowed.
+// unique-local addresses are denied, and so are Teredo addresses and local-use NAT64
+// addresses outside 64:ff9b:1::/96 (see the package documentation); loopback and public
+// addresses are allowed.
 type Config struct {
 	// Allow lists CIDRs ("10.0.0.0/8", "fd00::/8"), single addresses ("192.168.1.10") and host
 	// patterns ("hooks.internal", "*.svc.cluster.local") egrid may connect to even though a
@@ -327,8 +329,11 @@ func (p *Policy) check(host string, ap netip.AddrPort) *DeniedError {
 			return de
 		}
 	}
+	// A Deny CIDR matches the IPv4 address an address carries or the address as written, so
+	// that "2002::/16" or "64:ff9b::/96" still denies what canonical maps to IPv4.
+	written := ap.Addr().WithZone("").Unmap()
 	for _, r := range p.deny {
-		if r.matchesAddr(ip) {
+		if r.matchesAddr(ip) || r.matchesAddr(written) {
 			return deny(p.path + ".deny: " + r.text)
 		}
 	}
@@ -357,13 +362,20 @@ var (
 		netip.MustParsePrefix("192.168.0.0/16"),
 		netip.MustParsePrefix("100.64.0.0/10"), // shared address space (RFC 6598): carrier NAT, overlay networks
 	}
-	uniqueLocal  = netip.MustParsePrefix("fc00::/7")
-	siteLocal    = netip.MustParsePrefix("fec0::/10") // deprecated, still private
-	thisNetwork  = netip.MustParsePrefix("0.0.0.0/8")
-	broadcast    = netip.MustParseAddr("255.255.255.255")
-	loopback4    = netip.MustParsePrefix("127.0.0.0/8")
-	nat64        = netip.MustParsePrefix("64:ff9b::/96")
-	linkLocalWhy = "link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata services, neighbours) are denied"
+	uniqueLocal   = netip.MustParsePrefix("fc00::/7")
+	siteLocal     = netip.MustParsePrefix("fec0::/10") // deprecated, still private
+	thisNetwork   = netip.MustParsePrefix("0.0.0.0/8")
+	broadcast     = netip.MustParseAddr("255.255.255.255")
+	loopback4     = netip.MustParsePrefix("127.0.0.0/8")
+	nat64         = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64 prefix (RFC 6052)
+	nat64Local    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64 prefix (RFC 8215)
+	nat64Local96  = netip.MustParsePrefix("64:ff9b:1::/96")
+	v4Compatible  = netip.MustParsePrefix("::/96")
+	sixToFour     = netip.MustParsePrefix("2002::/16")
+	teredo        = netip.MustParsePrefix("2001::/32")
+	v6Unspecified = netip.IPv6Unspecified()
+	v6Loopback    = netip.IPv6Loopback()
+	linkLocalWhy  = "link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata services, neighbours) are denied"
 )
 
 // builtin returns the built-in rule that denies ip (already canonical), if any.
@@ -388,6 +400,10 @@ func builtin(ip netip.Addr, denyLoopback bool) (builtinRule, bool) {
 		return builtinRule{why: "unique-local addresses are denied", allowable: uniqueLocal.String()}, true
 	case siteLocal.Contains(ip):
 		return builtinRule{why: "site-local addresses are denied", allowable: siteLocal.String()}, true
+	case nat64Local.Contains(ip): // outside 64:ff9b:1::/96, which canonical has mapped
+		return builtinRule{why: "local-use NAT64 addresses (64:ff9b:1::/48) outside 64:ff9b:1::/96 are denied: where they carry the IPv4 address depends on the translator's prefix length", allowable: nat64Local.String()}, true
+	case teredo.Contains(ip):
+		return builtinRule{why: "Teredo addresses (2001::/32) tunnel to IPv4 addresses egrid does not judge and are denied", allowable: teredo.String()}, true
 	}
 	for _, pr := range private4 {
 		if pr.Contains(ip) {
@@ -397,13 +413,37 @@ func builtin(ip netip.Addr, denyLoopback bool) (builtinRule, bool) {
 	return builtinRule{}, false
 }
 
-// canonical unmaps IPv4-mapped IPv6 addresses and NAT64 addresses of the well-known prefix to
-// the IPv4 address they carry, and drops the zone.
+// canonical drops the zone and returns, for an IPv6 address that carries an IPv4 address a
+// host, tunnel or translator would connect to instead, that IPv4 address, so that both checks
+// (create time and connect time) judge such an address as the IPv4 address it reaches:
+//
+//   - IPv4-mapped, ::ffff:0:0/96 (::ffff:10.0.0.1): the last 32 bits.
+//   - IPv4-compatible (deprecated, RFC 4291 §2.5.5.1), ::/96 except :: and ::1, which keep
+//     their IPv6 meaning (::127.0.0.1): the last 32 bits.
+//   - NAT64 well-known prefix, 64:ff9b::/96 (RFC 6052): the last 32 bits.
+//   - NAT64 local-use prefix 64:ff9b:1::/48 (RFC 8215), only its /96 sub-prefix
+//     64:ff9b:1::/96: the last 32 bits. Where the other addresses of the /48 carry the IPv4
+//     address depends on the translator's prefix length (RFC 6052 §2.2: for a /48 it is split
+//     around the u octet), which egrid cannot know; [builtin] denies them unless allowed. Read
+//     with any shorter prefix length, an address of 64:ff9b:1::/96 carries an address in
+//     0.0.0.0/8, which is no valid destination (RFC 1122).
+//   - 6to4, 2002::/16 (RFC 3056): bits 16 to 47, the IPv4 address of the 6to4 router the
+//     packet is encapsulated to.
+//
+// Teredo (2001::/32) carries two IPv4 addresses (the server's and the obfuscated client's);
+// it is not mapped, and [builtin] denies it unless allowed.
 func canonical(ip netip.Addr) netip.Addr {
 	ip = ip.WithZone("").Unmap()
-	if nat64.Contains(ip) {
-		b := ip.As16()
+	if !ip.Is6() {
+		return ip
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), nat64Local96.Contains(ip),
+		v4Compatible.Contains(ip) && ip != v6Unspecified && ip != v6Loopback:
 		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
 	}
 	return ip
 }

@@ -92,6 +92,75 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
+// TestCheckURLEmbeddedIPv4: IPv6 addresses that carry an IPv4 address a tunnel or translator
+// would connect to (IPv4-compatible, 6to4, local-use NAT64) are judged by that IPv4 address;
+// local-use NAT64 addresses whose IPv4 bits cannot be located, and Teredo addresses, are
+// denied unless allowed. IPv6 rules written for the tunnel prefixes still deny.
+func TestCheckURLEmbeddedIPv4(t *testing.T) {
+	const metadata = `link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata services, neighbours) are denied; allow with server.egress.allow: [169.254.169.254/32]`
+	strict := egress.Config{DenyLoopback: true}
+	for _, c := range []struct {
+		name string
+		cfg  egress.Config
+		url  string
+		want string // the whole error message, or a part of it; "" for allowed
+	}{
+		{name: "IPv4-compatible loopback", cfg: strict, url: "http://[::127.0.0.1]/",
+			want: `endpoint [::7f00:1]:80 denied by egress rule "loopback is denied; allow with server.egress.allow: [127.0.0.0/8]"`},
+		{name: "IPv4-compatible private", url: "https://[::10.0.0.1]/", want: "private ranges are denied; allow with server.egress.allow: [10.0.0.0/8]"},
+		{name: "IPv4-compatible metadata", url: "http://[::a9fe:a9fe]/", want: metadata},
+		{name: "IPv4-compatible public", url: "https://[::8.8.8.8]/"},
+		{name: "::1 stays IPv6 loopback", url: "http://[::1]:9000/"},
+		{name: "::1 stays IPv6 loopback when denied", cfg: strict, url: "http://[::1]:9000/", want: "loopback is denied; allow with server.egress.allow: [::1/128]"},
+		{name: "6to4 loopback", cfg: strict, url: "http://[2002:7f00:1::]/",
+			want: `endpoint [2002:7f00:1::]:80 denied by egress rule "loopback is denied; allow with server.egress.allow: [127.0.0.0/8]"`},
+		{name: "6to4 loopback, interface id", cfg: strict, url: "http://[2002:7f00:0001::1]/", want: "loopback is denied"},
+		{name: "6to4 metadata", url: "http://[2002:a9fe:a9fe::1]/",
+			want: `endpoint [2002:a9fe:a9fe::1]:80 denied by egress rule "` + metadata + `"`},
+		{name: "6to4 private", url: "https://[2002:c0a8:0101:5::1]/", want: "private ranges are denied; allow with server.egress.allow: [192.168.0.0/16]"},
+		{name: "6to4 public", url: "https://[2002:808:808::1]/"},
+		{name: "local-use NAT64 /96 loopback", cfg: strict, url: "http://[64:ff9b:1::7f00:1]/", want: "loopback is denied; allow with server.egress.allow: [127.0.0.0/8]"},
+		{name: "local-use NAT64 /96 metadata", url: "http://[64:ff9b:1::169.254.169.254]/", want: metadata},
+		{name: "local-use NAT64 /96 public", url: "https://[64:ff9b:1::808:808]/"},
+		{name: "local-use NAT64 of another prefix length", url: "http://[64:ff9b:1:7f00:0:100::]/",
+			want: `endpoint [64:ff9b:1:7f00:0:100::]:80 denied by egress rule "local-use NAT64 addresses (64:ff9b:1::/48) outside 64:ff9b:1::/96 are denied: where they carry the IPv4 address depends on the translator's prefix length; allow with server.egress.allow: [64:ff9b:1::/48]"`},
+		{name: "local-use NAT64 of another /96", url: "https://[64:ff9b:1:abcd::808:808]/", want: "local-use NAT64 addresses"},
+		{name: "local-use NAT64 allowed", cfg: egress.Config{Allow: []string{"64:ff9b:1::/48"}}, url: "https://[64:ff9b:1:abcd::808:808]/"},
+		{name: "allowing local-use NAT64 does not allow what /96 carries", cfg: egress.Config{Allow: []string{"64:ff9b:1::/48"}}, url: "https://[64:ff9b:1::a00:1]/", want: "private ranges are denied"},
+		{name: "Teredo", url: "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+			want: `endpoint [2001:0:4136:e378:8000:63bf:3fff:fdd2]:443 denied by egress rule "Teredo addresses (2001::/32) tunnel to IPv4 addresses egrid does not judge and are denied; allow with server.egress.allow: [2001::/32]"`},
+		{name: "Teredo allowed", cfg: egress.Config{Allow: []string{"2001::/32"}}, url: "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/"},
+		{name: "just outside Teredo", url: "https://[2001:1::1]/"},
+		{name: "allow in v4 form covers 6to4", cfg: egress.Config{Allow: []string{"10.0.0.0/8"}}, url: "https://[2002:a00:1::1]/"},
+		{name: "deny in v4 form covers every form", cfg: egress.Config{Deny: []string{"8.8.8.0/24"}}, url: "https://[::8.8.8.8]/", want: "server.egress.deny: 8.8.8.0/24"},
+		{name: "deny in v4 form covers 6to4", cfg: egress.Config{Deny: []string{"8.8.8.0/24"}}, url: "https://[2002:808:808::1]/", want: "server.egress.deny: 8.8.8.0/24"},
+		{name: "deny in v4 form covers local-use NAT64", cfg: egress.Config{Deny: []string{"8.8.8.0/24"}}, url: "https://[64:ff9b:1::808:808]/", want: "server.egress.deny: 8.8.8.0/24"},
+		{name: "deny of the 6to4 prefix still denies", cfg: egress.Config{Deny: []string{"2002::/16"}}, url: "https://[2002:808:808::1]/", want: "server.egress.deny: 2002::/16"},
+		{name: "deny of the NAT64 prefix still denies", cfg: egress.Config{Deny: []string{"64:ff9b::/96"}}, url: "https://[64:ff9b::808:808]/", want: "server.egress.deny: 64:ff9b::/96"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := egress.New(c.cfg, egress.Options{ConfigPath: "server.egress"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.CheckURL(context.Background(), c.url)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("CheckURL(%s) = %v, want allowed", c.url, err)
+			case c.want == "":
+				return
+			case err == nil:
+				t.Fatalf("CheckURL(%s) allowed, want %q", c.url, c.want)
+			case !strings.Contains(err.Error(), c.want):
+				t.Fatalf("CheckURL(%s) = %q, want %q", c.url, err, c.want)
+			}
+			if !errors.Is(err, sinks.ErrDestinationDenied) {
+				t.Fatalf("error %v does not wrap sinks.ErrDestinationDenied", err)
+			}
+		})
+	}
+}
+
 // TestDenySelf: egrid's own addresses are denied whatever Allow says, by address and port.
 func TestDenySelf(t *testing.T) {
 	p, err := egress.New(egress.Config{Allow: []string{"127.0.0.0/8", "::1/128", "*.example.com"}}, egress.Options{})
@@ -109,6 +178,10 @@ func TestDenySelf(t *testing.T) {
 	}{
 		{"http://127.0.0.1:8080/admin/topics", true},
 		{"http://[::ffff:127.0.0.1]:8080/", true},
+		{"http://[::127.0.0.1]:8080/", true},       // IPv4-compatible
+		{"http://[2002:7f00:1::]:8080/", true},     // 6to4
+		{"http://[64:ff9b:1::7f00:1]:8080/", true}, // local-use NAT64
+		{"http://[2002:7f00:5::1]:9090/", true},    // 6to4 of a loopback address, every address listening
 		{"http://127.0.0.1:8081/", false},
 		{"http://127.0.0.1:9090/", true}, // listening on every address
 		{"http://[::1]:9090/", true},
