@@ -2,6 +2,7 @@ package disk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -15,7 +16,8 @@ type Report struct {
 }
 
 // Check verifies the store in dir offline, without writing to it (egrid store check): the
-// marker files and write-ahead logs (CheckDir), then every topic's journal, every
+// marker files and write-ahead logs (CheckDir), the table files' sizes (as pebble opens the
+// store), then every topic's journal, every
 // subscription's state and the dead-letter outbox, read through and decoded, which checks
 // every block's checksum on the way. key is the secret key the definitions were written
 // with, nil when none. Damage found while reading is logged to log as the running store
@@ -28,6 +30,10 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 		return r, nil // opening would take the damage in: stop here
 	}
 	s, err := Open(dir, Options{ReadOnly: true, SecretKey: key, Logger: log})
+	if d := (*damageError)(nil); errors.As(err, &d) {
+		r.Problems = append(r.Problems, d.problems...)
+		return r, nil // a table file cut short or missing: pebble does not open the store
+	}
 	if err != nil {
 		return r, err
 	}

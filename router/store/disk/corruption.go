@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +22,12 @@ import (
 // Pebble takes some damage silently: without its manifest marker (a 0-byte file) it opens
 // the directory as a new, empty store and deletes the table files it no longer knows; a
 // write-ahead log damaged in the middle is replayed up to the damage and the rest dropped with
-// an INFO line; a damaged table block fails the reads that reach it. The store looks for each
-// (CheckDir before pebble opens the directory; Read when pebble reports corruption), says what
-// is lost and how to recover in an ERROR, counts it (Options.OnCorruption, [Store.Health]),
-// and never drops acknowledged events without saying so.
+// an INFO line; a damaged table block fails the reads that reach it. A table file cut short or
+// missing pebble does report, as it opens the store, but not as corruption. The store looks
+// for each (CheckDir before pebble opens the directory; tableProblems when pebble refuses to
+// open it; Read when pebble reports corruption), says what is lost and how to recover in an
+// ERROR, counts it (Options.OnCorruption, [Store.Health]), and never drops acknowledged
+// events without saying so.
 
 // ErrCorrupt is wrapped by the errors of damage found in a store: Open refuses to start on it,
 // and CheckDir reports it.
@@ -33,7 +37,7 @@ var ErrCorrupt = errors.New("disk store: corrupt")
 const (
 	DamageMarker = "marker" // a pebble marker file is missing
 	DamageWAL    = "wal"    // a write-ahead log is damaged before its end
-	DamageTable  = "table"  // a table block does not match its checksum
+	DamageTable  = "table"  // a table block does not match its checksum, or a table file is cut short or missing
 	DamageEntry  = "entry"  // a journal block is intact but does not decode
 )
 
@@ -97,6 +101,58 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []
 		}
 	}
 	return problems, kinds, tails
+}
+
+// damageError is Open's refusal to start on damage: each problem wraps [ErrCorrupt] and says
+// what is lost and how to recover. Check reports the problems one by one.
+type damageError struct{ problems []error }
+
+func (e *damageError) Error() string { return errors.Join(e.problems...).Error() }
+
+func (e *damageError) Unwrap() []error { return e.problems }
+
+// Pebble's check of the table files its MANIFEST lists, run as it opens a store: one error a
+// file, "L<level>: <file number>: " and then the file's size against the MANIFEST's, or the
+// provider's answer that it has no such file.
+var (
+	tableCheckRE = regexp.MustCompile(`^L\d+: (\d+): `)
+	tableSizeRE  = regexp.MustCompile(`object size mismatch \((.*)\): (\d+) \(disk\) != (\d+) \(MANIFEST\)`)
+)
+
+// tableProblems returns, for an error of pebble.Open, the table files its consistency check
+// found cut short or missing, each as a problem wrapping [ErrCorrupt] that names the file and
+// the way to recover; none for any other error. Pebble reports these with errors that
+// pebble.IsCorruptionError does not recognise; dir is the store's directory.
+func tableProblems(fs vfs.FS, dir string, err error) []error {
+	var problems []error
+	var walk func(error)
+	walk = func(err error) {
+		if multi, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range multi.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		m := tableCheckRE.FindStringSubmatch(err.Error())
+		if m == nil {
+			if inner := errors.Unwrap(err); inner != nil {
+				walk(inner)
+			}
+			return
+		}
+		const fix = "Recover: put back the complete file if a copy of it exists (a copy or restore that stopped early); otherwise restore the directory from a backup"
+		if sz := tableSizeRE.FindStringSubmatch(err.Error()); sz != nil {
+			problems = append(problems, fmt.Errorf("%w: table file %s is cut short: %s bytes on disk, %s in the store's MANIFEST; what it holds (journal entries, subscription state, definitions) cannot be read, and pebble does not open the store without it. %s",
+				ErrCorrupt, sz[1], sz[2], sz[3], fix))
+			return
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			problems = append(problems, fmt.Errorf("%w: table file %s is missing: the store's MANIFEST lists it, so what it held (journal entries, subscription state, definitions) is lost, and pebble does not open the store without it. %s",
+				ErrCorrupt, fs.PathJoin(dir, m[1]+".sst"), fix))
+		}
+	}
+	walk(err)
+	return problems
 }
 
 // checkWAL reads the write-ahead log name to its end. Where it stops early it looks for

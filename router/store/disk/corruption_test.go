@@ -225,3 +225,53 @@ func TestDamagedTableBlockIsReportedAndSkipped(t *testing.T) {
 		t.Errorf("reading again: %v, counts %v; want the damage reported once", err, counts())
 	}
 }
+
+// A table file cut short or gone (a copy that stopped early, a file deleted by hand) would
+// lose what it holds: Open refuses, naming the file and the way to recover, counts the damage
+// once and store check reports it.
+func TestTruncatedOrMissingTableRefusesToStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+		want   string
+	}{
+		{name: "truncated", damage: func(p string) error { return os.Truncate(p, 100) }, want: "cut short"},
+		{name: "deleted", damage: os.Remove, want: "missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeStore(t, filepath.Join(t.TempDir(), "db"), false)
+			tables := files(t, dir, "*.sst")
+			if len(tables) == 0 {
+				t.Fatal("no table file after Close")
+			}
+			victim := tables[len(tables)-1]
+			if err := tc.damage(victim); err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuffer
+			_, _, counts, err := openCounting(dir, &logs)
+			if !errors.Is(err, disk.ErrCorrupt) {
+				t.Fatalf("Open with table %s %s: err = %v, want disk.ErrCorrupt", filepath.Base(victim), tc.name, err)
+			}
+			t.Logf("Open: %v", err)
+			for _, want := range []string{victim, tc.want, "restore the directory from a backup"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Open's error does not say %q", want)
+				}
+			}
+			if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, filepath.Base(victim)) {
+				t.Errorf("want an ERROR naming the table; logs:\n%s", l)
+			}
+			if got := counts(); got[disk.DamageTable] != 1 || len(got) != 1 {
+				t.Errorf("damage counted %v, want one table", got)
+			}
+			r, err := disk.Check(t.Context(), dir, nil, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatalf("Check: %v, want the damage among its problems", err)
+			}
+			if len(r.Problems) != 1 || !errors.Is(r.Problems[0], disk.ErrCorrupt) || !strings.Contains(r.Problems[0].Error(), victim) {
+				t.Errorf("Check's problems = %v, want the damaged table", r.Problems)
+			}
+		})
+	}
+}

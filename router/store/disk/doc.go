@@ -108,7 +108,9 @@
 //
 // Open looks for damage pebble would take in silently (CheckDir: a missing marker file, a
 // write-ahead log damaged before acknowledged appends) and refuses to start, with an error
-// wrapping [ErrCorrupt] that says what would be lost and how to recover. Read skips a damaged
+// wrapping [ErrCorrupt] that says what would be lost and how to recover; so it does when
+// pebble refuses to open a store whose table file is cut short or missing (its own error
+// says neither what is lost nor what to do). Read skips a damaged
 // table block, logging once which journal entries are lost. A damaged table block of a
 // subscription's state costs only what it holds, logged once: a cursor starts again at the
 // journal's oldest entry (delivered again, none skipped), parked retries in it are lost, a

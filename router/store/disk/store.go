@@ -245,7 +245,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
 			s.damaged(kinds[i])
 		}
-		return nil, fmt.Errorf("opening disk store in %s: %w", dir, errors.Join(problems...))
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems})
 	}
 	s.popts.ReadOnly = opts.ReadOnly
 	defer func() {
@@ -255,6 +255,13 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}()
 	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail, opts.onParkedCreate)
 	if err != nil {
+		if problems := tableProblems(opts.fs, dir, err); len(problems) > 0 {
+			for _, p := range problems {
+				s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
+				s.damaged(DamageTable)
+			}
+			return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems})
+		}
 		if pebble.IsCorruptionError(err) {
 			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)
 			s.damaged(DamageWAL)
