@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 )
 
 // pebbleLogger passes pebble's messages to slog. Fatalf does not exit the process as pebble's
@@ -62,3 +65,107 @@ type fatalError struct {
 func (e *fatalError) Error() string { return e.msg }
 
 func (e *fatalError) Unwrap() error { return e.cause }
+
+// repeatInterval is how often [repeats] writes a report that keeps coming: once a minute, with
+// the count of the ones it held back.
+const repeatInterval = time.Minute
+
+// maxRepeatKeys bounds the reports [repeats] tracks at once; more distinct ones are written as
+// they come.
+const maxRepeatKeys = 1000
+
+// repeats keeps pebble's repeated reports of one problem from flooding the log. Pebble retries
+// a compaction over a damaged table file at once and for as long as the process runs, and
+// reports each failure (EventListener.BackgroundError, and DataCorruption for the damaged
+// block): several lines a second, burying everything else, while the store reports each
+// piece of damage once itself (corruption.go). repeats writes the first report of a key at
+// once; the same key again within the interval is counted, and at the interval's end one line
+// with the same level, message and attributes says how many more there were (moreLikeThis,
+// within: the attributes of package logfold's summaries); while the key keeps coming that is
+// one line an interval, and an interval without it forgets it. A different key is written at
+// once. Its timers are stopped, and the counts written, by close.
+//
+// It is safe for concurrent use; the mutex is never held while the log writes.
+type repeats struct {
+	log      *slog.Logger
+	interval time.Duration
+
+	mu     sync.Mutex
+	keys   map[string]*repeat
+	closed bool
+}
+
+// repeat is a key's report in its interval.
+type repeat struct {
+	level slog.Level
+	msg   string
+	attrs []any
+	more  int // held back since the last line
+	timer *time.Timer
+}
+
+func newRepeats(log *slog.Logger, interval time.Duration) *repeats {
+	return &repeats{log: log, interval: interval, keys: make(map[string]*repeat)}
+}
+
+// report writes msg at level with attrs, or counts it when key was written within the interval.
+func (r *repeats) report(level slog.Level, key, msg string, attrs ...any) {
+	key = level.String() + "\x00" + msg + "\x00" + key
+	r.mu.Lock()
+	if rp, ok := r.keys[key]; ok {
+		rp.more++
+		r.mu.Unlock()
+		return
+	}
+	if !r.closed && len(r.keys) < maxRepeatKeys {
+		rp := &repeat{level: level, msg: msg, attrs: attrs}
+		r.keys[key] = rp
+		rp.timer = time.AfterFunc(r.interval, func() { r.tick(key, rp) })
+	}
+	r.mu.Unlock()
+	r.log.Log(context.Background(), level, msg, attrs...)
+}
+
+// tick ends an interval of key: it writes the count of the reports held back in it and starts
+// the next, or forgets the key when there were none.
+func (r *repeats) tick(key string, rp *repeat) {
+	r.mu.Lock()
+	if r.keys[key] != rp {
+		r.mu.Unlock()
+		return // closed meanwhile
+	}
+	more := rp.more
+	rp.more = 0
+	if more == 0 {
+		delete(r.keys, key)
+	} else {
+		rp.timer.Reset(r.interval)
+	}
+	r.mu.Unlock()
+	r.summarise(rp, more)
+}
+
+func (r *repeats) summarise(rp *repeat, more int) {
+	if more > 0 {
+		r.log.Log(context.Background(), rp.level, rp.msg, append(slices.Clip(rp.attrs), "moreLikeThis", more, "within", r.interval)...)
+	}
+}
+
+// close stops the timers and writes the counts held back. Later reports are written as they
+// come (a given-up pebble instance may still report).
+func (r *repeats) close() {
+	r.mu.Lock()
+	r.closed = true
+	pending := make([]*repeat, 0, len(r.keys))
+	more := make([]int, 0, len(r.keys))
+	for key, rp := range r.keys {
+		rp.timer.Stop()
+		pending = append(pending, rp)
+		more = append(more, rp.more)
+		delete(r.keys, key)
+	}
+	r.mu.Unlock()
+	for i, rp := range pending {
+		r.summarise(rp, more[i])
+	}
+}

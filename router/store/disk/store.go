@@ -32,7 +32,8 @@ var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuse
 // Options configures [Open]. The zero value is usable.
 type Options struct {
 	// Logger receives pebble's own messages (with the attribute component=pebble) and the
-	// store's reports of failures and recoveries. Nil discards them.
+	// store's reports of failures and recoveries. Nil discards them. Pebble's background
+	// errors and reports of damaged data that repeat are written once a minute, with a count.
 	Logger *slog.Logger
 	// MemTableSize is the size of pebble's memtable in bytes: how much is written before it is
 	// flushed to a table file. Up to four memtables can be in memory while flushes catch up.
@@ -109,6 +110,9 @@ type Store struct {
 	popts  pebble.Options // template for each generation (FS and Logger set per generation)
 	log    *slog.Logger
 	lock   *dirLock // the directory's lock, shared by every generation
+	// repeats writes pebble's reports that repeat (a compaction retried over a damaged
+	// table file) once a minute (logger.go).
+	repeats *repeats
 
 	// mu guards the fields below. It is held only to read or change them, never across
 	// I/O: a call takes what it needs (the generation, the topic) and registers itself
@@ -201,6 +205,12 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	opts = opts.withDefaults()
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
+	rep := newRepeats(opts.Logger, repeatInterval)
+	defer func() {
+		if err != nil {
+			rep.close()
+		}
+	}()
 	s := &Store{
 		dir:  dir,
 		opts: opts,
@@ -209,12 +219,20 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			MemTableSize:       opts.MemTableSize,
 			FormatMajorVersion: pebble.FormatNewest,
 			// Pebble's default answer to a damaged block is Logger.Fatalf: the store
-			// reports the damage itself, saying what it means (corruption.go).
-			EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-				opts.Logger.Warn("pebble: damaged data", "component", "pebble", "info", info.String())
-			}},
+			// reports the damage itself, saying what it means (corruption.go). Pebble
+			// reports a damaged block, and the compaction that failed on it, again at
+			// each retry, several times a second: rep writes each once a minute.
+			EventListener: &pebble.EventListener{
+				DataCorruption: func(info pebble.DataCorruptionInfo) {
+					rep.report(slog.LevelWarn, info.String(), "pebble: damaged data", "component", "pebble", "info", info.String())
+				},
+				BackgroundError: func(err error) {
+					rep.report(slog.LevelError, err.Error(), "pebble: background error", "component", "pebble", "err", err.Error())
+				},
+			},
 		},
 		log:      opts.Logger,
+		repeats:  rep,
 		lock:     new(dirLock),
 		topics:   make(map[string]*topic),
 		kick:     make(chan struct{}, 1),
@@ -1414,6 +1432,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.loopDone
 	s.ops.Wait()
+	defer s.repeats.close() // after pebble's last report
 	if g.isFailed() {
 		s.mu.RLock()
 		lost := len(s.pending)
