@@ -466,43 +466,13 @@ func (d *deadLetters) applyLoad(c actor.Context, m *dlLoaded) {
 	}
 	early := d.early
 	d.loading, d.early = 0, nil
-	loaded := m.recs
+	loaded := make([]*Record, len(m.recs))
+	for i := range m.recs {
+		loaded[i] = &m.recs[i]
+		d.loaded[m.recs[i].ID] = true
+	}
 	now := time.Now()
-	// Records whose write was tried before a restart are grouped again into their object (by
-	// its key; records saved by an older version without one, by their first write attempt)
-	// and retried at once; the others wait out their delay.
-	type group struct {
-		target     Target
-		topic, sub string
-		first      time.Time
-		key        string
-	}
-	groups := map[group]*pendingObject{}
-	for i := range loaded {
-		r := loaded[i]
-		d.recs[r.ID] = &r
-		d.loaded[r.ID] = true
-		if r.FirstWriteAttempt.IsZero() {
-			heap.Push(&d.waiting, &r)
-			continue
-		}
-		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt, r.ObjectKey}
-		if r.ObjectKey != "" {
-			g.first = time.Time{}
-		}
-		o, ok := groups[g]
-		if !ok {
-			o = d.newObject(g.topic, g.sub, r.Target, now)
-			if r.ObjectKey != "" {
-				o.key = r.ObjectKey
-			}
-			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
-			groups[g] = o
-		}
-		o.first = minTime(o.first, r.FirstWriteAttempt)
-		o.attempts = max(o.attempts, r.WriteAttempts)
-		o.recs = append(o.recs, &r)
-	}
+	d.takeIn(loaded, now)
 	if len(loaded) > 0 {
 		d.log.Info("dead-letter outbox loaded", "records", len(loaded))
 	}
@@ -659,15 +629,56 @@ func newOutboxRecord(cfg *Config, l *actors.DeadLetter, t Target) *Record {
 }
 
 // handed takes in records a subscription put in the outbox with its own update
-// ([actors.DeadLetterHandoff]). One loaded at start, or already known, is not taken in twice.
+// ([actors.DeadLetterHandoff]), or that [StoreOutbox.Adopt] read there. One loaded at start, or
+// already known, is not taken in twice.
 func (d *deadLetters) handed(m *deadLettersHanded) {
+	var recs []*Record
 	for i := range m.recs {
-		r := m.recs[i]
+		r := &m.recs[i]
 		if _, ok := d.recs[r.ID]; ok || d.loaded[r.ID] {
 			continue
 		}
-		d.recs[r.ID] = &r
-		heap.Push(&d.waiting, &r)
+		recs = append(recs, r)
+	}
+	d.takeIn(recs, time.Now())
+}
+
+// takeIn takes in records read from the outbox. Those whose write was tried before — by an
+// earlier incarnation, or by the node that ran their subscription before (adopted) — are
+// grouped again into their object (by its key; records saved by an older version without one,
+// by their first write attempt) and retried at once: that write may have landed, and the same
+// key overwrites it instead of putting the records in a second object. The others wait out
+// their delay.
+func (d *deadLetters) takeIn(recs []*Record, now time.Time) {
+	type group struct {
+		target     Target
+		topic, sub string
+		first      time.Time
+		key        string
+	}
+	groups := map[group]*pendingObject{}
+	for _, r := range recs {
+		d.recs[r.ID] = r
+		if r.FirstWriteAttempt.IsZero() {
+			heap.Push(&d.waiting, r)
+			continue
+		}
+		g := group{r.Target, r.Letter.Topic, r.Letter.Subscription, r.FirstWriteAttempt, r.ObjectKey}
+		if r.ObjectKey != "" {
+			g.first = time.Time{}
+		}
+		o, ok := groups[g]
+		if !ok {
+			o = d.newObject(g.topic, g.sub, r.Target, now)
+			if r.ObjectKey != "" {
+				o.key = r.ObjectKey
+			}
+			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
+			groups[g] = o
+		}
+		o.first = minTime(o.first, r.FirstWriteAttempt)
+		o.attempts = max(o.attempts, r.WriteAttempts)
+		o.recs = append(o.recs, r)
 	}
 }
 
