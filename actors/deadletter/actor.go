@@ -629,16 +629,24 @@ func newOutboxRecord(cfg *Config, l *actors.DeadLetter, t Target) *Record {
 }
 
 // handed takes in records a subscription put in the outbox with its own update
-// ([actors.DeadLetterHandoff]), or that [StoreOutbox.Adopt] read there. One loaded at start, or
+// ([actors.DeadLetterHandoff]), or that [StoreOutbox.Adopt] read there; those of a replay's
+// subscription, settled in its own journal, are put in the outbox here. One loaded at start, or
 // already known, is not taken in twice.
 func (d *deadLetters) handed(m *deadLettersHanded) {
 	var recs []*Record
+	var put []Record
 	for i := range m.recs {
 		r := &m.recs[i]
 		if _, ok := d.recs[r.ID]; ok || d.loaded[r.ID] {
 			continue
 		}
 		recs = append(recs, r)
+		if m.save {
+			put = append(put, *r)
+		}
+	}
+	if len(put) > 0 {
+		d.save(put, nil)
 	}
 	d.takeIn(recs, time.Now())
 }

@@ -249,6 +249,9 @@ type storeHandoff struct {
 	target Target
 	root   *actor.RootContext
 	pid    *actor.PID
+	// save: the records are not in the outbox's store (a replay settles its events in a
+	// journal of its own), so the dead-letter actor puts them there.
+	save bool
 }
 
 // Record implements [actors.DeadLetterHandoff].
@@ -263,7 +266,7 @@ func (h *storeHandoff) Record(d *actors.DeadLetter) (store.DeadLetterRecord, err
 
 // Handed implements [actors.DeadLetterHandoff].
 func (h *storeHandoff) Handed(recs []store.DeadLetterRecord) {
-	m := &deadLettersHanded{recs: make([]Record, 0, len(recs))}
+	m := &deadLettersHanded{recs: make([]Record, 0, len(recs)), save: h.save}
 	for _, s := range recs {
 		r, err := decodeOutboxRecord(s.ID, s.Payload)
 		if err != nil {
@@ -276,5 +279,9 @@ func (h *storeHandoff) Handed(recs []store.DeadLetterRecord) {
 	h.root.Send(h.pid, m)
 }
 
-// deadLettersHanded tells the dead-letter actor of records a subscription put in the outbox.
-type deadLettersHanded struct{ recs []Record }
+// deadLettersHanded tells the dead-letter actor of records a subscription put in the outbox, or,
+// with save, that it is to put there.
+type deadLettersHanded struct {
+	recs []Record
+	save bool
+}

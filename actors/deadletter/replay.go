@@ -187,9 +187,14 @@ func (r *replay) run(c actor.Context, m *journalReady) {
 	sc.Store = journal
 	// Its state is the private journal's: the live subscription's state writer must not see
 	// the replay's sequence numbers. Its dead letters are handed to the dead-letter actor from
-	// there; they reach the durable outbox at their first write attempt (a replay that a crash
-	// interrupts is run again from the objects it read).
+	// there, which puts them in the durable outbox itself (a replay that a crash interrupts
+	// before that is run again from the objects it read).
 	sc.Writer = nil
+	if h, ok := sc.Handoff.(*storeHandoff); ok {
+		own := *h
+		own.save = true
+		sc.Handoff = &own
+	}
 	sc.Filter = nil    // these events matched once; a replay re-delivers them all
 	sc.NoGauges = true // the gauges are the live subscription's
 	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter

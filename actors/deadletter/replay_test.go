@@ -189,3 +189,49 @@ func TestReplayLeavesTheLiveStateAlone(t *testing.T) {
 		}
 	})
 }
+
+// An event a replay dead-letters again is in the durable outbox before its object is written:
+// the replay's subscription settles it in its private journal, not in the router's store, so
+// the dead-letter actor saves the record itself. A router stopped while the record waits out
+// its delay leaves it to the next one, as it does a live subscription's.
+func TestReplayedDeadLettersReachTheDurableOutbox(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		outbox := storeOutbox(t, store.NewMemory())
+		objs := testkit.NewObjectStore()
+		dlCfg := &deadletter.Config{Store: objs, Outbox: outbox}
+		root := h.System().Root
+		dl := h.Spawn(deadletter.Props(dlCfg))
+		sink := &replaySink{failing: map[string]bool{"bad": true}}
+		done := make(chan deadletter.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: dlTopicID, InputSchema: schemas.EventGrid, Metrics: new(metrics.Set)},
+			Name:               "sub-a", DeliverySchema: schemas.EventGrid,
+			Policy:  &retry.Policy{Profile: retry.EventGrid(), MaxDeliveryAttempts: 2, DeadLetter: true, NoJitter: true},
+			Sink:    sink,
+			Handoff: outbox.Handoff(root, dl, dlCfg, dlTarget("sub-a", false)),
+		}
+		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
+			Subscription: cfg, Events: replayEvents(t, "e1", "bad"), PublishTime: time.Now(),
+			OnDone: func(r deadletter.ReplayResult) { done <- r },
+		}))
+		h.Advance(time.Minute)
+		if res := <-done; res.DeadLettered != 1 {
+			t.Fatalf("result %+v, want bad dead-lettered again", res)
+		}
+		h.Settle()
+		if err := root.StopFuture(dl).Wait(); err != nil { // before its delay: nothing written yet
+			t.Fatal(err)
+		}
+		if n := objs.Puts(); n != 0 {
+			t.Fatalf("%d objects written before the delay, want none", n)
+		}
+		recs, err := outbox.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || recs[0].Letter.Event.ID != "bad" {
+			t.Errorf("outbox after stopping holds %d records, want bad's, for the next router to write", len(recs))
+		}
+	})
+}
