@@ -317,6 +317,8 @@ type dlWake struct{ gen uint64 }
 type dlSaved struct {
 	id  uint64 // of the change (see dlSaveIDs)
 	err error
+	put []Record // the change, written again as the actor restarts when it failed
+	del []uint64
 }
 
 // dlLoaded is the outbox as the actor's start read it, sent by the goroutine that read it.
@@ -559,7 +561,7 @@ func (d *deadLetters) startSave() {
 	go func() {
 		defer d.saveWG.Done()
 		// Not the actor's context: a change the actor made is saved even when it stops.
-		root.Send(self, &dlSaved{id: id, err: writeOutbox(context.Background(), outbox, put, del)})
+		root.Send(self, &dlSaved{id: id, err: writeOutbox(context.Background(), outbox, put, del), put: put, del: del})
 	}()
 }
 
@@ -596,7 +598,16 @@ func (d *deadLetters) saved(m *dlSaved) {
 	}
 	d.saving = 0
 	if m.err != nil {
-		// The outbox is the truth after a restart: start again from it.
+		// The outbox is the truth after a restart: start again from it. The failed change goes
+		// back in front of those made since, so the restart's last save writes it again (a store
+		// that failed once may take it): a record put by it alone, taken in from a replay, is
+		// in no other change.
+		for _, r := range m.put {
+			if _, newer := d.pendingPut[r.ID]; !newer && !slices.Contains(d.pendingDel, r.ID) {
+				d.pendingPut[r.ID] = r
+			}
+		}
+		d.pendingDel = append(m.del, d.pendingDel...)
 		panic(m.err)
 	}
 	for _, id := range d.afterSave {

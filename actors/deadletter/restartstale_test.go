@@ -98,3 +98,25 @@ func TestWritesOfACrashedIncarnationAreNotTheNextOnes(t *testing.T) {
 		}
 	})
 }
+
+// An outbox change that fails restarts the actor, and the change is written again as it goes:
+// a record whose first put failed is still written, not forgotten with the incarnation that
+// took it in.
+func TestAFailedOutboxChangeIsSavedOnRestart(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		objs := testkit.NewObjectStore()
+		outbox := &failingOutbox{MemoryOutbox: deadletter.NewMemoryOutbox()}
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: objs, Outbox: outbox}))
+		h.Settle()
+		outbox.fail.Store(true) // the store fails once, then takes writes again
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "a1", time.Now()), Target: dlTarget("sub-a", false)})
+		h.Advance(deadletter.DefaultDelay + time.Hour)
+		var ids []string
+		for _, r := range objs.Records(t, "deadletters", dlTarget("sub-a", false).Prefix, schemas.EventGrid, dlTopicID) {
+			ids = append(ids, r.Event.ID)
+		}
+		if len(ids) != 1 || ids[0] != "a1" {
+			t.Errorf("sub-a's objects hold %v, want a1 written once", ids)
+		}
+	})
+}
