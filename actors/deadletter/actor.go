@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -117,9 +118,10 @@ type Record struct {
 	// WriteAttempts counts the writes tried.
 	WriteAttempts int
 	// ObjectKey is the key of the object the record is written in, fixed (with the other records
-	// of that object) before the first write is tried. Every later try, also after a restart,
-	// writes the same object with the same records: a write whose success was not recorded
-	// before a crash is overwritten, not duplicated.
+	// of that object) before the first write is tried. Every later try writes the same object
+	// with the same records; after a restart, an object found under the key is kept (its records
+	// may have left the outbox in part): a write whose success was not recorded before a crash is
+	// neither duplicated nor replaced by part of itself.
 	ObjectKey string
 }
 
@@ -300,6 +302,10 @@ type pendingObject struct {
 	attempts   int
 	next       time.Time
 	writing    bool
+	// reread: the key was read back from the outbox (a restart, an adoption), whose records
+	// may have left it only in part after the object was written whole; an object under the key
+	// is then kept, not replaced by the records that are left of it.
+	reread bool
 }
 
 // dlWritten is the result of one object write, sent by the goroutine that ran it.
@@ -665,8 +671,9 @@ func (d *deadLetters) handed(m *deadLettersHanded) {
 // takeIn takes in records read from the outbox. Those whose write was tried before — by an
 // earlier incarnation, or by the node that ran their subscription before (adopted) — are
 // grouped again into their object (by its key; records saved by an older version without one,
-// by their first write attempt) and retried at once: that write may have landed, and the same
-// key overwrites it instead of putting the records in a second object. The others wait out
+// by their first write attempt) and retried at once: that write may have landed, so the object
+// is looked for under its key and kept when found, instead of putting the records in a second
+// object or replacing it with those of its records still in the outbox. The others wait out
 // their delay.
 func (d *deadLetters) takeIn(recs []*Record, now time.Time) {
 	type group struct {
@@ -690,7 +697,7 @@ func (d *deadLetters) takeIn(recs []*Record, now time.Time) {
 		if !ok {
 			o = d.newObject(g.topic, g.sub, r.Target, now)
 			if r.ObjectKey != "" {
-				o.key = r.ObjectKey
+				o.key, o.reread = r.ObjectKey, true
 			}
 			o.first, o.attempts, o.next = r.FirstWriteAttempt, r.WriteAttempts, now
 			groups[g] = o
@@ -793,7 +800,7 @@ func (d *deadLetters) put(o *pendingObject) {
 			LastHTTPStatus: l.LastHTTPStatus, PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
 		}
 	}
-	id, key, target, topic, sub := o.id, o.key, o.target, o.topic, o.sub
+	id, key, target, topic, sub, reread := o.id, o.key, o.target, o.topic, o.sub, o.reread
 	root, self, parent, cfg := d.system.Root, d.self, d.ctx, d.cfg
 	d.wg.Add(1)
 	go func() {
@@ -806,12 +813,35 @@ func (d *deadLetters) put(o *pendingObject) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(parent, cfg.WriteTimeout)
-		res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, schemas.ContentTypeDeadLetters)
+		found := false
+		if reread {
+			res.info, found, res.err = lookupObject(ctx, cfg.Store, target.Bucket, key)
+		}
+		if res.err == nil && !found {
+			res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, schemas.ContentTypeDeadLetters)
+		}
 		cancel()
 		if res.err == nil && target.Notify && cfg.OnWritten != nil {
 			cfg.OnWritten(parent, &Object{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: len(recs)})
 		}
 	}()
+}
+
+// lookupObject describes the object under key in bucket; found is false when there is none.
+func lookupObject(ctx context.Context, st sinks.ObjectStore, bucket, key string) (info sinks.ObjectInfo, found bool, err error) {
+	objs, err := st.List(ctx, bucket, key)
+	if errors.Is(err, sinks.ErrBucketNotFound) {
+		return sinks.ObjectInfo{}, false, nil
+	}
+	if err != nil {
+		return sinks.ObjectInfo{}, false, fmt.Errorf("looking for the dead-letter object %s/%s: %w", bucket, key, err)
+	}
+	for _, o := range objs {
+		if o.Key == key {
+			return o, true, nil
+		}
+	}
+	return sinks.ObjectInfo{}, false, nil
 }
 
 // written applies the result of one write.

@@ -8,8 +8,8 @@
 // attempt and writes the records due together as one object per subscription per flush under
 // [Key], retrying while the object store is down and dropping (counted, logged) what is still
 // unwritten four hours later. It saves an object's key and records in the outbox before the
-// first write, so a retry — also after a crash — overwrites that object instead of adding a
-// second one: each ending is in exactly one object. Outbox writes and object writes both run off
+// first write, so a retry writes that object again instead of adding a second one, and after a
+// crash an object found under the key is kept: each ending is in exactly one object. Outbox writes and object writes both run off
 // the mailbox; results come back as messages.
 //
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
