@@ -365,8 +365,12 @@ type deadLetters struct {
 	loading uint64
 	early   []dlEarly
 
-	recs    map[uint64]*Record
-	loaded  map[uint64]bool // ids loaded at start: a hand-off of one of them comes late
+	recs map[uint64]*Record
+	// loaded holds the ids loaded at start, until their record leaves the outbox: a hand-off
+	// of one of them comes late. An id left the outbox may be given again (a cluster node
+	// started again numbers after the records of its base still there), and another node's
+	// record under it is adopted here.
+	loaded  map[uint64]bool
 	waiting recordHeap
 	objects map[uint64]*pendingObject
 	stats   Status
@@ -857,6 +861,7 @@ func (d *deadLetters) written(m *dlWritten) {
 		for i, r := range o.recs {
 			ids[i] = r.ID
 			delete(d.recs, r.ID)
+			delete(d.loaded, r.ID)
 		}
 		d.save(nil, ids)
 		delete(d.objects, o.id)
@@ -907,6 +912,7 @@ func (d *deadLetters) dropObject(o *pendingObject, why string) {
 func (d *deadLetters) drop(r *Record, why string) {
 	l := r.Letter
 	delete(d.recs, r.ID)
+	delete(d.loaded, r.ID)
 	d.stats.RecordsDropped++
 	d.cfg.Metrics.Add(metrics.Key{
 		Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),

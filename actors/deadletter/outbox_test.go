@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/actors/deadletter/outboxtest"
 	"github.com/egridio/egrid/router/metrics"
@@ -231,5 +233,70 @@ func TestStoreOutboxOnDiskStoreConformance(t *testing.T) {
 		next := openDisk(t, dir)
 		t.Cleanup(func() { _ = next.Close() })
 		return storeOutbox(t, next)
+	})
+}
+
+// Cluster nodes share one outbox, each numbering its records from a base of its own, and a
+// node started again numbers after the records of its base still there: an id whose record
+// was written and deleted is given again. A node that took in a record under an id at its
+// start, and wrote it, still adopts another node's later record under the same id.
+func TestAdoptedRecordUnderAnIdWrittenBeforeIsWritten(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		mem := testkit.NewObjectStore()
+		outboxFrom := func(base uint64) *deadletter.StoreOutbox {
+			o, err := deadletter.NewStoreOutboxFrom(ctx, st, nil, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}
+		stop := func(pid *actor.PID) {
+			if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const one, two = deadletter.IDSpan, 2 * deadletter.IDSpan
+
+		// Node one ends sub-a's event and stops before writing it.
+		cfg1 := &deadletter.Config{Store: mem, Outbox: outboxFrom(one), Metrics: new(metrics.Set)}
+		first := h.Spawn(deadletter.Props(cfg1))
+		h.System().Root.Send(first, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "e1", time.Now()), Target: dlTarget("sub-a", false)})
+		h.Advance(time.Minute)
+		stop(first)
+
+		// Node two starts, runs every subscription now, and writes it.
+		o2 := outboxFrom(two)
+		cfg2 := &deadletter.Config{Store: mem, Outbox: o2, Metrics: new(metrics.Set), Owns: func(string, string) bool { return true }}
+		second := h.Spawn(deadletter.Props(cfg2))
+		h.Advance(6 * time.Minute)
+		if got := mem.Records(t, "deadletters", "", schemas.EventGrid, dlTopicID); len(got) != 1 || got[0].Event.ID != "e1" {
+			t.Fatalf("written by node two: %+v, want e1", got)
+		}
+
+		// Node one starts again, numbering from its base again, ends sub-b's event and stops.
+		cfg1.Outbox = outboxFrom(one)
+		again := h.Spawn(deadletter.Props(cfg1))
+		h.System().Root.Send(again, &deadletter.Enqueue{Letter: dlLetter(t, "sub-b", "e2", time.Now()), Target: dlTarget("sub-b", false)})
+		h.Advance(time.Minute)
+		stop(again)
+		recs, err := st.DeadLetters(ctx)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("outbox %+v (%v), want e2's record", recs, err)
+		}
+
+		// sub-b moves to node two, which adopts the record.
+		if err := o2.Adopt(ctx, h.System().Root, second, func(string, string) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		h.Advance(6 * time.Minute)
+		got := mem.Records(t, "deadletters", "", schemas.EventGrid, dlTopicID)
+		if len(got) != 2 {
+			t.Fatalf("written: %+v, want e1 and e2", got)
+		}
+		if recs, _ := st.DeadLetters(ctx); len(recs) != 0 {
+			t.Errorf("%d records left in the outbox, want none", len(recs))
+		}
 	})
 }
