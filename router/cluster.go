@@ -203,6 +203,13 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	cfg.Headers[NodeHeader] = c.node.Name()
 	cfg.OnFenced = func() { c.writeFailed(k, w, store.ErrFenced) }
 	if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second).Result(); err != nil {
+		// Not answered in time, the request may still be in the topic actor's mailbox: the
+		// actor it starts would run and deliver here while the placement counts it as not
+		// running, so no lease lost or handed over would ever stop it. The removal queued
+		// after it ends that actor (its state written) before the writer closes.
+		if _, rerr := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); rerr != nil {
+			c.r.log.Error("stopping a subscription actor whose start failed", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", rerr)
+		}
 		_ = w.Close()
 		return fmt.Errorf("starting subscription %s: %w", k, err)
 	}

@@ -49,7 +49,8 @@ func escape(name string) string {
 // the node's own goroutines, never with a lock held; Start and Stop one at a time.
 type Hooks struct {
 	// Start starts the subscription's actor on this node; the node holds its lease. An
-	// error leaves the lease held and Start is called again next round.
+	// error leaves the lease held and Start is called again next round; a Start that fails
+	// leaves no actor running (Stop is not called for it).
 	Start func(Key) error
 	// Stop stops the subscription's actor and returns once its state is written: the node
 	// releases the lease (or lets it lapse) only after.
