@@ -86,7 +86,7 @@ func (c *clusterRuntime) run() {
 		case <-c.quit:
 			return
 		case topic := <-c.changed:
-			c.r.syncTopic(topic)
+			_ = c.r.syncTopic(topic) // the next full read catches up
 		case <-t.C:
 			n++
 			if n%resyncRounds == 0 {
@@ -537,21 +537,23 @@ func (r *Router) syncAll() {
 	}
 }
 
-// syncTopic reads one topic's definitions from the store and applies what changed.
-func (r *Router) syncTopic(name string) {
+// syncTopic reads one topic's definitions from the store and applies what changed. It
+// returns the error of a store that could not list the topics (nothing changed then).
+func (r *Router) syncTopic(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	defs, err := r.store.Topics(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	for _, d := range defs {
 		if fold(d.Name) == fold(name) {
 			r.syncTopicDef(ctx, d.Name, &d)
-			return
+			return nil
 		}
 	}
 	r.syncTopicDef(ctx, name, nil)
+	return nil
 }
 
 // syncTopicDef makes the local runtime of a topic match its stored definition d (nil: the
@@ -731,13 +733,18 @@ func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.Subscr
 
 // topicFresh is topic, but in cluster mode a topic this node does not know yet is looked up
 // in the store first (at most once a second per name), so a topic created on another node
-// a moment ago can be published to, read or given subscriptions here at once.
+// a moment ago can be published to, read or given subscriptions here at once. A store that
+// cannot answer makes it [ErrUnavailable], to retry, not a topic not found, and the next
+// call reads the store again.
 func (r *Router) topicFresh(name string) (*topicRuntime, error) {
 	t, err := r.topic(name)
 	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || !r.cl.missAllowed(name) {
 		return t, err
 	}
-	r.syncTopic(name)
+	if err := r.syncTopic(name); err != nil {
+		r.cl.forgetMiss(name)
+		return nil, fmt.Errorf("topic %q: reading it from the cluster's store: %w: %w", name, ErrUnavailable, err)
+	}
 	return r.topic(name)
 }
 
@@ -755,6 +762,13 @@ func (c *clusterRuntime) missAllowed(name string) bool {
 	}
 	c.misses[fold(name)] = now
 	return true
+}
+
+// forgetMiss lets the next topicFresh of name read the store at once: this one could not.
+func (c *clusterRuntime) forgetMiss(name string) {
+	c.mu.Lock()
+	delete(c.misses, fold(name))
+	c.mu.Unlock()
 }
 
 // queueRemote reports, in cluster mode, that another node runs a queue subscription's

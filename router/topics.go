@@ -189,8 +189,11 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 func (r *Router) Topic(name string) (TopicSpec, error) {
 	t, _, _, err := r.lookup(name, "")
 	if err != nil && r.cl != nil {
-		if ft, ferr := r.topicFresh(name); ferr == nil { // created on another node a moment ago
+		switch ft, ferr := r.topicFresh(name); {
+		case ferr == nil: // created on another node a moment ago
 			t, err = ft, nil
+		case errors.Is(ferr, ErrUnavailable):
+			err = ferr
 		}
 	}
 	if err != nil {
