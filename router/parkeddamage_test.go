@@ -70,29 +70,7 @@ func TestRestartPastAnUndecodableParkedEvent(t *testing.T) {
 	for j := range 3 {
 		raw = append(raw, fmt.Sprintf(`{"id":"e%d","subject":"/o/%d","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`, j, j))
 	}
-	evs, err := schemas.DecodeEventGrid([]byte("["+strings.Join(raw, ",")+"]"), "/topics/orders", schemas.ClassicLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := time.Now().Add(-time.Minute)
-	last, err := st.Append(ctx, "orders", publish, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parked []store.Parked
-	for j, ev := range evs {
-		parked = append(parked, store.Parked{
-			Seq: last - uint64(len(evs)-1-j), PublishTime: publish, Event: ev, Attempts: 1,
-			FirstAttempt: publish, LastAttempt: publish, NextDue: publish.Add(time.Second),
-			LastOutcome: schemas.Busy, LastStatus: http.StatusServiceUnavailable,
-		})
-	}
-	if err := st.UpdateSubscription(ctx, "orders", "hook", store.Update{Cursor: last, Put: parked}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	parked := parkAndClose(t, st, raw)
 
 	// The first parked record (key P, subscription id, seq) overwritten with bytes that do not
 	// decode, as pebble would return them intact.
@@ -196,29 +174,7 @@ func TestRestartPastADamagedParkedRetriesBlock(t *testing.T) {
 	for j := range n {
 		raw = append(raw, fmt.Sprintf(`{"id":"e%d","subject":"/o/%d","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{"pad":%q}}`, j, j, strings.Repeat(fmt.Sprint(j), 100)))
 	}
-	evs, err := schemas.DecodeEventGrid([]byte("["+strings.Join(raw, ",")+"]"), "/topics/orders", schemas.ClassicLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := time.Now().Add(-time.Minute)
-	last, err := st.Append(ctx, "orders", publish, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parked []store.Parked
-	for j, ev := range evs {
-		parked = append(parked, store.Parked{
-			Seq: last - uint64(len(evs)-1-j), PublishTime: publish, Event: ev, Attempts: 1,
-			FirstAttempt: publish, LastAttempt: publish, NextDue: publish.Add(time.Second),
-			LastOutcome: schemas.Busy, LastStatus: http.StatusServiceUnavailable,
-		})
-	}
-	if err := st.UpdateSubscription(ctx, "orders", "hook", store.Update{Cursor: last, Put: parked}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_ = parkAndClose(t, st, raw)
 
 	// hook's parked records (keys P, subscription id, seq) written again into a table file of
 	// their own, then a block of it damaged.
@@ -336,6 +292,38 @@ func TestRestartPastADamagedParkedRetriesBlock(t *testing.T) {
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  io.Writer
+}
+
+// parkAndClose appends the events raw (Event Grid JSON objects) to topic orders of st, parks
+// them all for subscription hook as a minute-old retry due a second after it, closes st and
+// returns the parked records.
+func parkAndClose(t *testing.T, st store.Store, raw []string) []store.Parked {
+	t.Helper()
+	ctx := context.Background()
+	evs, err := schemas.DecodeEventGrid([]byte("["+strings.Join(raw, ",")+"]"), "/topics/orders", schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := time.Now().Add(-time.Minute)
+	last, err := st.Append(ctx, "orders", publish, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parked []store.Parked
+	for j, ev := range evs {
+		parked = append(parked, store.Parked{
+			Seq: last - uint64(len(evs)-1-j), PublishTime: publish, Event: ev, Attempts: 1,
+			FirstAttempt: publish, LastAttempt: publish, NextDue: publish.Add(time.Second),
+			LastOutcome: schemas.Busy, LastStatus: http.StatusServiceUnavailable,
+		})
+	}
+	if err := st.UpdateSubscription(ctx, "orders", "hook", store.Update{Cursor: last, Put: parked}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return parked
 }
 
 func (l lockedWriter) Write(p []byte) (int, error) {
