@@ -20,6 +20,7 @@ type Memory struct {
 	mu          sync.Mutex
 	topics      map[string]*memTopic
 	deadLetters map[string][]byte // the dead-letter outbox, payloads by ID
+	epochs      uint64            // the highest subscription epoch given out
 	closed      bool
 }
 
@@ -31,6 +32,7 @@ type memTopic struct {
 }
 
 type memSub struct {
+	epoch     uint64
 	spec      []byte
 	cursor    uint64
 	parked    map[uint64]Parked
@@ -144,7 +146,7 @@ func (m *Memory) LoadSubscription(_ context.Context, topic, name string) (Subscr
 	if err != nil {
 		return SubscriptionState{}, err
 	}
-	st := SubscriptionState{Cursor: s.cursor, Probation: slices.Clone(s.probation)}
+	st := SubscriptionState{Epoch: s.epoch, Cursor: s.cursor, Probation: slices.Clone(s.probation)}
 	for _, p := range s.parked {
 		st.Parked = append(st.Parked, p)
 	}
@@ -186,6 +188,9 @@ func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Upd
 	s, err := m.sub(topic, name)
 	if err != nil {
 		return err
+	}
+	if u.Epoch != 0 && u.Epoch != s.epoch {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrStaleEpoch)
 	}
 	if u.Cursor > s.cursor {
 		s.cursor = u.Cursor
@@ -262,7 +267,8 @@ func (m *Memory) PutSubscription(_ context.Context, topic, name string, spec []b
 		s.spec = slices.Clone(spec)
 		return nil
 	}
-	t.subs[name] = &memSub{spec: slices.Clone(spec), cursor: t.last, parked: make(map[uint64]Parked)}
+	m.epochs++
+	t.subs[name] = &memSub{epoch: m.epochs, spec: slices.Clone(spec), cursor: t.last, parked: make(map[uint64]Parked)}
 	return nil
 }
 

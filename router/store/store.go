@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/egridio/egrid/schemas"
@@ -19,6 +20,13 @@ var (
 	// writer (another router node) took it over. Nothing of the failed write is applied
 	// except as the contract allows for Append. Stores with a single writer never return it.
 	ErrFenced = errors.New("store: fenced: another writer changed the state since it was read")
+	// ErrStaleEpoch is returned (wrapped) by UpdateSubscription for an update of an earlier
+	// life of a subscription: its [Update.Epoch] is not the stored subscription's, because
+	// the subscription it was decided for was deleted, and one was created again under the
+	// name, since its state was loaded. Nothing of the update is applied. It wraps
+	// ErrNotFound (the subscription the update was for is gone), so whoever drops the writes
+	// of a deleted subscription drops it too.
+	ErrStaleEpoch = fmt.Errorf("store: the subscription was deleted and created again since its state was loaded: %w", ErrNotFound)
 )
 
 // Entry is one journal entry.
@@ -43,6 +51,13 @@ type Parked struct {
 
 // SubscriptionState is what a subscription actor reloads after a restart.
 type SubscriptionState struct {
+	// Epoch identifies this life of the subscription: the store gives a subscription a new,
+	// non-zero epoch when PutSubscription creates it, keeps it while PutSubscription replaces
+	// the definition, and never gives the name an epoch it had before (a store-wide counter
+	// or a random 64-bit value). A writer sets it in each [Update.Epoch], so that a write
+	// decided for a subscription since deleted cannot change one created again under its
+	// name.
+	Epoch  uint64
 	Cursor uint64
 	Parked []Parked // ordered by Seq
 	// Probation is the subscription's probation state as last written by
@@ -53,6 +68,13 @@ type SubscriptionState struct {
 
 // Update changes a subscription's state atomically: either all of it is applied or none.
 type Update struct {
+	// Epoch, when non-zero, is the [SubscriptionState.Epoch] of the subscription the update
+	// was decided for, as loaded: when the stored subscription's epoch is another (the
+	// subscription was deleted and created again since), nothing of the update is applied
+	// and UpdateSubscription returns an error wrapping [ErrStaleEpoch]. Zero applies the
+	// update to whichever subscription holds the name; the subscription actors always set
+	// it, since their writes can land after their subscription was deleted.
+	Epoch uint64
 	// Cursor, when non-zero, is the new cursor. A cursor never moves backwards: a lower value
 	// is ignored.
 	Cursor uint64
@@ -139,8 +161,8 @@ type Store interface {
 	// Cursors stays safe while subscriptions are being created.
 	Cursors(ctx context.Context, topic string) (map[string]uint64, error)
 
-	// LoadSubscription returns a subscription's cursor, parked events and probation state
-	// (zero state when new).
+	// LoadSubscription returns a subscription's epoch, cursor, parked events and probation
+	// state (zero state when new, but for its epoch and cursor).
 	LoadSubscription(ctx context.Context, topic, sub string) (SubscriptionState, error)
 	// LoadSubscriptionIndex is LoadSubscription without the parked events' bodies: every
 	// Parked has a nil Event and the rest of its fields set. A subscription actor starts from
@@ -150,7 +172,8 @@ type Store interface {
 	// ParkedEvents returns, ordered by Seq and with their events, the parked events among seqs
 	// (in any order); a seq that is not parked (any more) is left out.
 	ParkedEvents(ctx context.Context, topic, sub string, seqs []uint64) ([]Parked, error)
-	// UpdateSubscription applies u atomically.
+	// UpdateSubscription applies u atomically. An update of another epoch than the
+	// subscription's ([Update.Epoch]) applies nothing and fails with [ErrStaleEpoch].
 	UpdateSubscription(ctx context.Context, topic, sub string, u Update) error
 
 	// PutTopic creates or replaces a topic definition.
@@ -160,7 +183,8 @@ type Store interface {
 	// Topics lists the topic definitions, ordered by name.
 	Topics(ctx context.Context) ([]Definition, error)
 	// PutSubscription creates or replaces a subscription definition. A new subscription's
-	// cursor starts at the topic's current LastSeq: it sees only events published after it.
+	// cursor starts at the topic's current LastSeq: it sees only events published after it,
+	// and it gets a new [SubscriptionState.Epoch]; a replaced one keeps its state and epoch.
 	PutSubscription(ctx context.Context, topic, name string, spec []byte) error
 	// DeleteSubscription removes a subscription with its state.
 	DeleteSubscription(ctx context.Context, topic, name string) error

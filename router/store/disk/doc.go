@@ -30,7 +30,10 @@
 // Every key starts with one byte naming its kind; ids and sequence numbers are 8-byte
 // big-endian, so that byte order is numeric order. Topics and subscriptions get ids from one
 // counter that never goes back, so a topic created again after DeleteTopic shares no key with
-// the old one and numbers its journal from 1 again.
+// the old one and numbers its journal from 1 again. A subscription's id is its epoch
+// ([store.SubscriptionState.Epoch]): one created again under a name gets a new id, and an
+// update of the deleted one's epoch is refused, so stores of every format carry epochs
+// without a change of format.
 //
 //	N                  highest id handed out (8 bytes)
 //	T name             topic definition: version, uvarint id, spec

@@ -933,7 +933,7 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 		}
 	}
 	s.mu.RUnlock()
-	st := store.SubscriptionState{Cursor: sb.getCursor()}
+	st := store.SubscriptionState{Epoch: sb.id, Cursor: sb.getCursor()}
 	parked := map[uint64]store.Parked{}
 	_, hi := idRange(prefixParked, sb.id)
 	decode := decodeParked
@@ -1088,8 +1088,9 @@ func applyPending(st *store.SubscriptionState, parked map[uint64]store.Parked, p
 	return out
 }
 
-// UpdateSubscription implements [store.Store]. The update is one batch, committed without a
-// sync: after a crash the newest updates may be missing, never reordered (pebble's log is
+// UpdateSubscription implements [store.Store]. A subscription's epoch is its id, which no
+// other subscription ever gets (ids come from one counter that never goes back): an update of
+// another epoch applies nothing. The update is one batch, committed without a sync: after a crash the newest updates may be missing, never reordered (pebble's log is
 // written in commit order). Updates of one subscription come from its actor one at a time;
 // no lock is held while the batch is committed. While the store is failed the update is
 // kept in memory (LoadSubscription and Cursors see it) and written when the store has
@@ -1107,6 +1108,9 @@ func (s *Store) UpdateSubscription(ctx context.Context, topicName, name string, 
 	}
 	defer c.done()
 	sb := c.sb
+	if u.Epoch != 0 && u.Epoch != sb.id {
+		return fmt.Errorf("updating subscription %q of topic %q: %w", name, topicName, store.ErrStaleEpoch)
+	}
 	w := pendingWrite{t: c.t, sb: sb, u: u}
 	if old := sb.getCursor(); u.Cursor > old {
 		w.cursor = u.Cursor // the cursor key is written only when it moves

@@ -11,9 +11,20 @@ import (
 )
 
 // formatV1 is the first byte of every value this version writes (journal messages, topic
-// definitions, subscription records, dead-letter records). A later format gets a new number
-// and the decoders keep reading the old ones.
+// definitions, dead-letter records, subscription records of legacyEpoch). A later format gets
+// a new number and the decoders keep reading the old ones.
 const formatV1 = 1
+
+// subRecordV2 is the first byte of a subscription record that carries its epoch
+// ([store.SubscriptionState.Epoch]): format 1 with the epoch after the cursor. Records
+// written before epochs existed are format 1 and read as legacyEpoch, and stay format 1 when
+// written again, so a node of an earlier release still reads every record it could before.
+const subRecordV2 = 2
+
+// legacyEpoch is the epoch of a subscription record written before records carried one: a
+// name has such a record at most once (a subscription created again gets a random epoch,
+// never this one), so its epoch tells it apart from every later life of the name.
+const legacyEpoch = 1
 
 // errCorrupt marks a stored value that does not decode.
 var errCorrupt = errors.New("corrupt value")
@@ -23,6 +34,7 @@ var errCorrupt = errors.New("corrupt value")
 // (without their event: each parked event's copy of the event is a message of the parked
 // stream, written before the record that names it) and the probation state.
 type subRecord struct {
+	epoch     uint64 // legacyEpoch for a record written without one
 	spec      []byte
 	cursor    uint64
 	parked    []store.Parked // ordered by Seq; Event is not encoded
@@ -46,11 +58,17 @@ func decodeEntry(seq uint64, b []byte) (store.Entry, error) {
 }
 
 // appendSubRecord encodes a subscription record: version, uvarint cursor (first, so Cursors
-// decodes only the head), spec, probation presence and bytes, the parked count and each
-// parked event.
+// decodes only the head), uvarint epoch (subRecordV2; none in format 1, for legacyEpoch),
+// spec, probation presence and bytes, the parked count and each parked event.
 func appendSubRecord(dst []byte, r *subRecord) []byte {
-	dst = append(dst, formatV1)
-	dst = binary.AppendUvarint(dst, r.cursor)
+	if r.epoch == legacyEpoch {
+		dst = append(dst, formatV1)
+		dst = binary.AppendUvarint(dst, r.cursor)
+	} else {
+		dst = append(dst, subRecordV2)
+		dst = binary.AppendUvarint(dst, r.cursor)
+		dst = binary.AppendUvarint(dst, r.epoch)
+	}
 	dst = appendBytes(dst, r.spec)
 	if r.probation == nil {
 		dst = append(dst, 0)
@@ -68,16 +86,21 @@ func appendSubRecord(dst []byte, r *subRecord) []byte {
 // decodeCursor decodes only the cursor of a subscription record.
 func decodeCursor(b []byte) (uint64, error) {
 	d := decoder{b: b}
-	d.readVersion()
+	d.readSubVersion()
 	c := d.readUvarint()
 	return c, d.err
 }
 
 func decodeSubRecord(b []byte) (subRecord, error) {
 	d := decoder{b: b}
-	d.readVersion()
-	var r subRecord
+	r := subRecord{epoch: legacyEpoch}
+	v := d.readSubVersion()
 	r.cursor = d.readUvarint()
+	if v == subRecordV2 {
+		if r.epoch = d.readUvarint(); d.err == nil && r.epoch <= legacyEpoch {
+			d.fail("epoch")
+		}
+	}
 	r.spec = d.readBytes()
 	if d.readByte() == 1 {
 		r.probation = d.readBytes()
@@ -206,6 +229,15 @@ func (d *decoder) readVersion() {
 	if v := d.readByte(); d.err == nil && v != formatV1 {
 		d.err = fmt.Errorf("%w: unknown format version %d", errCorrupt, v)
 	}
+}
+
+// readSubVersion reads a subscription record's version: formatV1 or subRecordV2.
+func (d *decoder) readSubVersion() byte {
+	v := d.readByte()
+	if d.err == nil && v != formatV1 && v != subRecordV2 {
+		d.err = fmt.Errorf("%w: unknown format version %d", errCorrupt, v)
+	}
+	return v
 }
 
 func (d *decoder) readByte() byte {

@@ -17,8 +17,11 @@
 //     size limit: only Trim removes entries.
 //   - Definitions and subscription state: the key-value bucket P_meta. topic.<topic> holds a
 //     topic's spec; sub.<topic>.<sub> holds everything of one subscription in one value —
-//     spec, cursor, parked events (their attempts, times and last outcome) and probation
-//     state — so [Store.UpdateSubscription] commits with one write, atomic by construction.
+//     spec, epoch, cursor, parked events (their attempts, times and last outcome) and
+//     probation state — so [Store.UpdateSubscription] commits with one write, atomic by
+//     construction. The epoch ([store.SubscriptionState.Epoch]) is a random number drawn
+//     when the subscription is created; a record written before records carried one has
+//     none and reads as epoch 1, and is written again in its own format.
 //   - Parked events' copies of their events: the stream P_parked, one message per parked
 //     event on P.parked.<topic>.<sub>.<seq> (one message kept per subject). An update writes
 //     the copies of newly parked events before the record that names them, and purges the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -710,7 +711,7 @@ func (s *Store) dropBodies(ctx context.Context, topic, sub string, seqs []uint64
 }
 
 // PutSubscription implements [store.Store]. The definition and the state are one record, so
-// a new subscription is created with its cursor in one write.
+// a new subscription is created with its cursor and epoch in one write.
 func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -743,7 +744,7 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 	if err != nil {
 		return err
 	}
-	rec := &subRecord{spec: slices.Clone(spec), cursor: last}
+	rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: last}
 	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -894,6 +895,7 @@ func (s *Store) loadSubscription(ctx context.Context, topic, sub string, bodies 
 		return store.SubscriptionState{}, err
 	}
 	st := store.SubscriptionState{
+		Epoch:     e.rec.epoch,
 		Cursor:    e.rec.cursor,
 		Parked:    slices.Clone(e.rec.parked),
 		Probation: slices.Clone(e.rec.probation),
@@ -962,7 +964,9 @@ func (s *Store) readParked(ctx context.Context, topic, sub string, parked []stor
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
 // record on the revision this store last read or wrote. A record another store wrote since
-// makes it fail with [store.ErrFenced], and nothing of u's state is applied.
+// makes it fail with [store.ErrFenced], and nothing of u's state is applied. An update of
+// another epoch than the record's (as this store last read or wrote it) fails with
+// [store.ErrStaleEpoch] before anything is written, its dead letters included.
 //
 // JetStream has no transaction across the record and the dead-letter bucket, so
 // [store.Update.DeadLetters] are written first, each acknowledged, and the record second: a
@@ -984,6 +988,9 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 		if err := s.load(ctx, e, topic, sub); err != nil {
 			return err
 		}
+	}
+	if u.Epoch != 0 && u.Epoch != e.rec.epoch {
+		return fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
 	}
 	if len(u.DeadLetters) > 0 {
 		if err := s.putDeadLetters(ctx, u.DeadLetters); err != nil {
@@ -1020,9 +1027,20 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 	return nil
 }
 
+// newEpoch returns a new subscription's epoch: random, so that nodes creating subscriptions
+// need no shared counter, and above legacyEpoch. Two lives of one name share an epoch with a
+// chance of 2⁻⁶⁴.
+func newEpoch() uint64 {
+	for {
+		if e := rand.Uint64(); e > legacyEpoch {
+			return e
+		}
+	}
+}
+
 // applyUpdate returns a new record: cur with u applied (Delete before Put).
 func applyUpdate(cur *subRecord, u store.Update) *subRecord {
-	rec := &subRecord{spec: cur.spec, cursor: max(cur.cursor, u.Cursor), probation: cur.probation}
+	rec := &subRecord{epoch: cur.epoch, spec: cur.spec, cursor: max(cur.cursor, u.Cursor), probation: cur.probation}
 	switch {
 	case u.Probation == nil:
 	case len(u.Probation) == 0:

@@ -315,6 +315,9 @@ func checkSnapshot(t *testing.T, got, want snapshot) {
 	}
 	for key, st := range want.states {
 		checkState(t, "state of "+key, got.states[key], st)
+		if got.states[key].Epoch != st.Epoch {
+			t.Errorf("epoch of %s = %d, want %d", key, got.states[key].Epoch, st.Epoch)
+		}
 	}
 }
 

@@ -21,6 +21,10 @@
 //   - After DeleteTopic a topic created again under the same name starts empty: LastSeq 0, no
 //     subscriptions, and the first Append gets sequence number 1.
 //   - UpdateSubscription applies Delete before Put, so a Seq in both ends up parked.
+//   - A subscription deleted and created again under its name gets a new epoch also when its
+//     topic was deleted and created again; an update of an earlier epoch applies none of
+//     its parts, dead letters included, and its error matches both [store.ErrStaleEpoch]
+//     and [store.ErrNotFound]. An update of epoch zero applies to the current subscription.
 //   - UpdateSubscription puts Update.DeadLetters in the same write as the state change: both
 //     or neither; an update holding only dead letters puts them.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.

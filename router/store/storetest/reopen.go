@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func RunReopen(t *testing.T, open func(t *testing.T, dir string) store.Store) {
 		{"TrimmedJournalKeepsNumbering", testReopenAfterTrim},
 		{"DeletesSurvive", testReopenAfterDelete},
 		{"ReopenCycles", testReopenCycles},
+		{"EpochsSurvive", testReopenEpochs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,5 +220,43 @@ func testReopenCycles(t *testing.T, reopen func() store.Store) {
 		checkEntries(t, "journal", read(t, s, "t", 0, 100), want)
 		checkState(t, "subscription", load(t, s, "t", "sub"), store.SubscriptionState{Cursor: last})
 		closeStore(t, s)
+	}
+}
+
+// A subscription keeps its epoch across a reopen, and one created again after a reopen does
+// not get the epoch of the one deleted before it: an update of that epoch applies nothing.
+func testReopenEpochs(t *testing.T, reopen func() store.Store) {
+	ctx := t.Context()
+	s := reopen()
+	putTopic(t, s, "t")
+	putSub(t, s, "t", "sub")
+	putSub(t, s, "t", "kept")
+	deleted, kept := load(t, s, "t", "sub").Epoch, load(t, s, "t", "kept").Epoch
+	if err := s.DeleteSubscription(ctx, "t", "sub"); err != nil {
+		t.Fatalf("DeleteSubscription: %v", err)
+	}
+	closeStore(t, s)
+
+	s = reopen()
+	if got := load(t, s, "t", "kept").Epoch; got != kept {
+		t.Errorf("epoch after reopening = %d, want %d", got, kept)
+	}
+	putSub(t, s, "t", "sub")
+	again := load(t, s, "t", "sub").Epoch
+	if again == 0 || again == deleted {
+		t.Fatalf("epoch of the subscription created again after reopening = %d, want a new non-zero one (the deleted one's was %d)", again, deleted)
+	}
+	err := s.UpdateSubscription(ctx, "t", "sub", store.Update{Epoch: deleted, Cursor: 5, Put: []store.Parked{parked(1, 1)}})
+	if !errors.Is(err, store.ErrStaleEpoch) {
+		t.Errorf("update of the epoch deleted before reopening: %v, want ErrStaleEpoch", err)
+	}
+	update(t, s, "t", "kept", store.Update{Epoch: kept, Put: []store.Parked{parked(1, 1)}})
+	closeStore(t, s)
+
+	s = reopen()
+	checkState(t, "the subscription created again, reopened", load(t, s, "t", "sub"), store.SubscriptionState{})
+	checkState(t, "the kept subscription, reopened", load(t, s, "t", "kept"), store.SubscriptionState{Parked: []store.Parked{parked(1, 1)}})
+	if got := load(t, s, "t", "sub").Epoch; got != again {
+		t.Errorf("epoch of the subscription created again, reopened = %d, want %d", got, again)
 	}
 }

@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PutSubscriptionKeepsState", testPutSubscriptionKeepsState},
 		{"NewSubscriptionCursor", testNewSubscriptionCursor},
 		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
+		{"SubscriptionEpochs", testSubscriptionEpochs},
 		{"UpdateSubscription", testUpdateSubscription},
 		{"ProbationState", testProbationState},
 		{"DeadLetterOutbox", testDeadLetterOutbox},
