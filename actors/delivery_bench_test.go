@@ -70,6 +70,10 @@ func benchDelivery(b *testing.B, base store.Store, writer bool, maxEvents int) {
 	if err := st.PutSubscription(ctx, topic, sub, []byte("{}")); err != nil {
 		b.Fatal(err)
 	}
+	loaded, err := st.LoadSubscription(ctx, topic, sub) // its epoch, which the actor's writes carry
+	if err != nil {
+		b.Fatal(err)
+	}
 	policy := &retry.Policy{}
 	var delivered atomic.Int64
 	done := make(chan struct{}, 1)
@@ -138,7 +142,7 @@ func benchDelivery(b *testing.B, base store.Store, writer bool, maxEvents int) {
 	}
 	b.StopTimer()
 	if w != nil {
-		if err := w.Flush(sub); err != nil {
+		if err := w.Flush(sub, loaded.Epoch); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -16,7 +16,9 @@
 // never lost. A subscription actor that panics — or whose sink panics — is restarted by its topic actor's supervisor with back-off, reloads its state and
 // goes on; its siblings never notice. A failed state write is its own subscription's too: the
 // writer stops writing that subscription alone, and a write that finds its subscription deleted
-// is dropped ([StateWriter]). Timers only send a message to the actor itself; due times
+// is dropped ([StateWriter]) — also when a subscription was created again under its name
+// meanwhile: each update carries the epoch of the subscription its actor loaded
+// ([store.SubscriptionState.Epoch]), and the store refuses one of an earlier epoch. Timers only send a message to the actor itself; due times
 // are data, so timers are rebuilt after a restart.
 //
 // Events a subscription ends without delivery go, with a dead-letter destination, to the

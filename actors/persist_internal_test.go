@@ -39,7 +39,7 @@ func TestCompletionsArrivingTogetherShareOneUpdate(t *testing.T) {
 	// have written what was queued before counting.
 	flush := func() {
 		if s.writer != nil {
-			_ = s.writer.Flush(s.cfg.Name)
+			_ = s.writer.Flush(s.cfg.Name, s.epoch)
 		}
 	}
 	defer func() { _ = s.writer.Close() }()

@@ -119,6 +119,7 @@ type queue struct {
 	cursor, next, head uint64
 	behind             bool
 	reading            uint64
+	epoch              uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
 
 	items  map[uint64]*qitem
 	order  []uint64 // taken-in sequence numbers, oldest first
@@ -237,6 +238,7 @@ func (q *queue) applyLoad(c actor.Context, m *stateLoaded) bool {
 	q.boot.cancel()
 	q.boot = nil
 	st := m.state
+	q.epoch = st.Epoch
 	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, max(m.head, q.head)
 	q.behind = q.next <= q.head
 	now := time.Now()
@@ -327,7 +329,7 @@ func (q *queue) stop() {
 	}
 	if q.writer != nil {
 		// Answers waiting for their write go out once it is in the store.
-		flushOnStop(q.writer, q.cfg.Name, DefaultStopGrace, q.owns, q.log,
+		flushOnStop(q.writer, q.cfg.Name, q.epoch, DefaultStopGrace, q.owns, q.log,
 			"the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)")
 	}
 }
@@ -749,7 +751,7 @@ func (q *queue) persist() {
 	if cursor <= q.cursor && len(q.pendingPut) == 0 && len(q.pendingDel) == 0 && len(q.pendingDL) == 0 && len(q.pendingAfter) == 0 {
 		return
 	}
-	u := store.Update{Put: q.pendingPut, Delete: q.pendingDel, DeadLetters: q.pendingDL, Sync: len(q.pendingAfter) > 0}
+	u := store.Update{Epoch: q.epoch, Put: q.pendingPut, Delete: q.pendingDel, DeadLetters: q.pendingDL, Sync: len(q.pendingAfter) > 0}
 	if cursor > q.cursor {
 		u.Cursor, q.cursor = cursor, cursor
 	}

@@ -29,16 +29,24 @@ import (
 // replaces when a write fails, starting the actor again from the store (router/cluster.go);
 // outside it the stores fail a state write only once closed or when the subscription is gone
 // (the disk store keeps state writes in memory while it cannot write), and a subscription
-// whose write failed otherwise stays failed until the process restarts. The topic's other
+// whose write failed otherwise stays failed until the process restarts (or it is deleted and
+// created again: the new subscription's writes are its own, below). The topic's other
 // subscriptions, which share the writer outside cluster mode, go on being written. A write
 // that fails with [store.ErrNotFound] is not a failure: the subscription (or its topic) was
 // deleted — its actor stopped before its last write landed, the stop grace of
 // [StateWriter.FlushWithin] — and has no state left to update, so the write and what is
 // queued behind it are dropped, unreported; their written callbacks are never called (the
-// dead letters of a deleted subscription go with it, as its parked events do). The stores return ErrNotFound only for a subscription that has no
-// record, and a deleted subscription's actor is stopped before its record goes, so no later
-// write of the same actor can be applied past a dropped one; a subscription created again
-// under the name starts afresh.
+// dead letters of a deleted subscription go with it, as its parked events do). The stores
+// return ErrNotFound only for a subscription that has no record of the update's epoch, and a
+// deleted subscription's actor is stopped before its record goes, so no later write of the
+// same actor can be applied past a dropped one.
+//
+// A subscription created again under the name starts afresh, also while a write of the
+// deleted one is still under way or queued: updates carry the epoch of the subscription
+// their actor loaded ([store.Update.Epoch]), the writer keeps the updates, the write under
+// way and the failure of each epoch of a name apart (never merging them), and the store
+// refuses a write of the deleted subscription's epoch ([store.ErrStaleEpoch], which is an
+// ErrNotFound: dropped as above), so it cannot land on the new subscription's state.
 //
 // A subscription actor flushes its queued updates before it stops or restarts, so the next
 // incarnation loads what the last one decided. The owner (the router, per topic) calls Close
@@ -49,13 +57,20 @@ type StateWriter struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending map[string]*mergedUpdate // by subscription, not yet taken by the writer
-	order   []string                 // subscriptions with pending updates, oldest first
-	busy    map[string]bool          // subscriptions whose update is being written
-	failed  map[string]error         // by subscription: its first write failure; nothing more of it is written
-	err     error                    // the first of failed, which Close returns
+	pending map[stateKey]*mergedUpdate // not yet taken by the writer
+	order   []stateKey                 // subscriptions with pending updates, oldest first
+	busy    map[stateKey]bool          // subscriptions whose update is being written
+	failed  map[stateKey]error         // a subscription's first write failure; nothing more of it is written
+	err     error                      // the first of failed, which Close returns
 	closed  bool
 	running bool // the writing goroutine is running
+}
+
+// stateKey names the state of one life of a subscription: its name and its epoch
+// ([store.SubscriptionState.Epoch]).
+type stateKey struct {
+	sub   string
+	epoch uint64
 }
 
 type mergedUpdate struct {
@@ -70,34 +85,36 @@ type mergedUpdate struct {
 // NewStateWriter starts a writer for topic's subscriptions.
 func NewStateWriter(st store.Store, topic string) *StateWriter {
 	w := &StateWriter{
-		store: st, topic: topic, pending: make(map[string]*mergedUpdate),
-		busy: make(map[string]bool), failed: make(map[string]error),
+		store: st, topic: topic, pending: make(map[stateKey]*mergedUpdate),
+		busy: make(map[stateKey]bool), failed: make(map[stateKey]error),
 	}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
 
-// Enqueue queues u for subscription sub. It never blocks on I/O. It returns the first write
-// failure of sub, if any: the caller should crash and restart from the store. Failures of
-// other subscriptions do not count, nor does a write dropped because sub was deleted.
+// Enqueue queues u for subscription sub of epoch u.Epoch. It never blocks on I/O. It returns
+// the first write failure of sub of that epoch, if any: the caller should crash and restart
+// from the store. Failures of other subscriptions (or of another epoch of sub) do not count,
+// nor does a write dropped because sub was deleted.
 //
 // written, when non-nil, is called on the writer's goroutine once u is in the store (durable
 // when u carries dead letters: see [store.Update.DeadLetters]); never when the write fails.
 // It must not block.
 func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error {
+	k := stateKey{sub, u.Epoch}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.failed[sub]; err != nil {
+	if err := w.failed[k]; err != nil {
 		return err
 	}
 	if w.closed {
 		return fmt.Errorf("state writer of topic %s: closed", w.topic)
 	}
-	m, ok := w.pending[sub]
+	m, ok := w.pending[k]
 	if !ok {
 		m = &mergedUpdate{ops: make(map[uint64]*store.Parked)}
-		w.pending[sub] = m
-		w.order = append(w.order, sub)
+		w.pending[k] = m
+		w.order = append(w.order, k)
 	}
 	m.cursor = max(m.cursor, u.Cursor)
 	for _, seq := range u.Delete {
@@ -122,15 +139,17 @@ func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error 
 	return nil
 }
 
-// Flush waits until every update queued for sub so far is written (or failed, or dropped)
-// and returns sub's first write failure, if any.
-func (w *StateWriter) Flush(sub string) error {
+// Flush waits until every update queued for sub of epoch so far is written (or failed, or
+// dropped) and returns its first write failure, if any. Updates of another epoch of sub are
+// not waited for.
+func (w *StateWriter) Flush(sub string, epoch uint64) error {
+	k := stateKey{sub, epoch}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.pending[sub] != nil || w.busy[sub] {
+	for w.pending[k] != nil || w.busy[k] {
 		w.cond.Wait()
 	}
-	return w.failed[sub]
+	return w.failed[k]
 }
 
 // FlushWithin is Flush waiting at most d. It reports whether the updates were written (or
@@ -140,9 +159,9 @@ func (w *StateWriter) Flush(sub string) error {
 // one that lands late only settles or parks what the next incarnation then attempts again.
 // Stopping actors use it, so a store write that hangs (a disk that stopped answering)
 // cannot hold a stop, and whatever waits for it, forever.
-func (w *StateWriter) FlushWithin(sub string, d time.Duration) (bool, error) {
+func (w *StateWriter) FlushWithin(sub string, epoch uint64, d time.Duration) (bool, error) {
 	done := make(chan error, 1)
-	go func() { done <- w.Flush(sub) }() // ends with the write it waits for
+	go func() { done <- w.Flush(sub, epoch) }() // ends with the write it waits for
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -153,12 +172,12 @@ func (w *StateWriter) FlushWithin(sub string, d time.Duration) (bool, error) {
 	}
 }
 
-// flushOnStop is a stopping actor's last flush of sub's updates: it waits at most grace
+// flushOnStop is a stopping actor's last flush of the updates of sub of epoch: it waits at most grace
 // ([StateWriter.FlushWithin]), logs late (with the grace) when the write did not finish in
 // time, and closes w when the actor owns it — at once, or in the background once the write
 // returns.
-func flushOnStop(w *StateWriter, sub string, grace time.Duration, owns bool, log *slog.Logger, late string) {
-	written, err := w.FlushWithin(sub, grace)
+func flushOnStop(w *StateWriter, sub string, epoch uint64, grace time.Duration, owns bool, log *slog.Logger, late string) {
+	written, err := w.FlushWithin(sub, epoch, grace)
 	switch {
 	case !written:
 		log.Error(late, "grace", grace)
@@ -197,53 +216,54 @@ func (w *StateWriter) run() {
 			w.cond.Broadcast()
 			return
 		}
-		sub := w.order[0]
+		k := w.order[0]
 		w.order = w.order[1:]
-		m := w.pending[sub]
-		delete(w.pending, sub)
-		w.busy[sub] = true
+		m := w.pending[k]
+		delete(w.pending, k)
+		w.busy[k] = true
 		w.mu.Unlock()
-		err := w.write(sub, m)
+		err := w.write(k, m)
 		if err == nil {
 			for _, f := range m.written {
 				f()
 			}
 		}
 		w.mu.Lock()
-		delete(w.busy, sub)
+		delete(w.busy, k)
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrNotFound):
-			// Deleted: nothing left to update, and what is queued behind was decided by the
-			// same stopped actor.
-			w.drop(sub)
+			// Deleted (perhaps created again since: store.ErrStaleEpoch): nothing left of
+			// this epoch to update, and what is queued behind was decided by the same
+			// stopped actor. A new epoch's updates are queued under their own key.
+			w.drop(k)
 		default:
 			// What is still queued for sub was decided after the update that failed, and an
 			// update is a change to the state before it: a later cursor written without the
 			// parked events the failed update added would skip them for good. Nothing more
 			// of sub is written; its actor restarts from the store.
-			err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, sub, err)
-			w.failed[sub] = err
+			err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, k.sub, err)
+			w.failed[k] = err
 			if w.err == nil {
 				w.err = err
 			}
-			w.drop(sub)
+			w.drop(k)
 		}
 		w.cond.Broadcast()
 	}
 }
 
-// drop forgets the updates queued for sub. w.mu is held.
-func (w *StateWriter) drop(sub string) {
-	if _, ok := w.pending[sub]; !ok {
+// drop forgets the updates queued under k. w.mu is held.
+func (w *StateWriter) drop(k stateKey) {
+	if _, ok := w.pending[k]; !ok {
 		return
 	}
-	delete(w.pending, sub)
-	w.order = slices.DeleteFunc(w.order, func(s string) bool { return s == sub })
+	delete(w.pending, k)
+	w.order = slices.DeleteFunc(w.order, func(o stateKey) bool { return o == k })
 }
 
-func (w *StateWriter) write(sub string, m *mergedUpdate) error {
-	u := store.Update{Cursor: m.cursor, Probation: m.probation, DeadLetters: m.deadLetters, Sync: m.sync}
+func (w *StateWriter) write(k stateKey, m *mergedUpdate) error {
+	u := store.Update{Epoch: k.epoch, Cursor: m.cursor, Probation: m.probation, DeadLetters: m.deadLetters, Sync: m.sync}
 	for seq, p := range m.ops {
 		if p == nil {
 			u.Delete = append(u.Delete, seq)
@@ -251,5 +271,5 @@ func (w *StateWriter) write(sub string, m *mergedUpdate) error {
 			u.Put = append(u.Put, *p)
 		}
 	}
-	return w.store.UpdateSubscription(context.Background(), w.topic, sub, u)
+	return w.store.UpdateSubscription(context.Background(), w.topic, k.sub, u)
 }

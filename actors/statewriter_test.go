@@ -42,7 +42,7 @@ func TestStateWriterKeepsTheOrderOfUpdates(t *testing.T) {
 	if err := w.Enqueue("b", store.Update{Cursor: 7}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush("a"); err != nil {
+	if err := w.Flush("a", 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.LoadSubscription(ctx, "orders", "a")
@@ -72,7 +72,7 @@ func TestStateWriterReportsAFailedWrite(t *testing.T) {
 	if err := w.Enqueue("a", store.Update{Cursor: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush("a"); err == nil {
+	if err := w.Flush("a", 0); err == nil {
 		t.Fatal("Flush after a failed write returned nil")
 	}
 	if err := w.Enqueue("a", store.Update{Cursor: 2}, nil); err == nil {
@@ -127,7 +127,7 @@ func TestStateWriterMergesProbation(t *testing.T) {
 				}
 			}
 			close(g.release)
-			if err := w.Flush("a"); err != nil {
+			if err := w.Flush("a", 0); err != nil {
 				t.Fatal(err)
 			}
 			if len(g.writes) != 2 {
@@ -185,7 +185,7 @@ func TestStateWriterWritesNothingAfterAFailedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(st.release)
-	if err := w.Flush("a"); err == nil {
+	if err := w.Flush("a", 0); err == nil {
 		t.Fatal("Flush after a failed write returned nil")
 	}
 	if err := w.Close(); err == nil {
@@ -263,21 +263,21 @@ func TestStateWriterFailureIsTheSubscriptionsOwn(t *testing.T) {
 				}
 			}
 			close(st.release)
-			errA := w.Flush("a")
+			errA := w.Flush("a", 0)
 			if gotErr := errA != nil; gotErr != tt.wantErr {
 				t.Errorf("Flush(a) = %v, want an error: %v", errA, tt.wantErr)
 			}
 			if err := w.Enqueue("a", store.Update{Cursor: 3}, nil); (err != nil) != tt.wantErr {
 				t.Errorf("Enqueue(a) after its write failed = %v, want an error: %v", err, tt.wantErr)
 			}
-			if err := w.Flush("b"); err != nil {
+			if err := w.Flush("b", 0); err != nil {
 				t.Fatalf("Flush(b) = %v after a's write failed, want nil: b's writes are not a's", err)
 			}
 			var written bool
 			if err := w.Enqueue("b", store.Update{Cursor: 4}, func() { written = true }); err != nil {
 				t.Fatalf("Enqueue(b) = %v after a's write failed, want nil", err)
 			}
-			if err := w.Flush("b"); err != nil {
+			if err := w.Flush("b", 0); err != nil {
 				t.Fatalf("Flush(b) = %v, want nil", err)
 			}
 			if !written {
@@ -309,4 +309,85 @@ func memoryWithSubscription(t *testing.T) *store.Memory {
 		t.Fatal(err)
 	}
 	return mem
+}
+
+// A subscription deleted and created again under its name while a write of the deleted one
+// is under way, with more of its updates queued behind it: the new subscription's updates
+// are neither merged into the old ones nor dropped or failed with them, and nothing of the
+// old ones reaches the new subscription's state (the store refuses their epoch).
+func TestStateWriterKeepsEpochsApart(t *testing.T) {
+	tests := []struct {
+		name    string
+		fail    error // returned for the old subscription's held write; nil: it reaches the store
+		wantErr bool  // the old subscription's writes are reported failed
+	}{
+		{name: "the old write reaches the store"},
+		{name: "the old write fails", fail: errors.New("server is disconnected"), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := memoryWithSubscription(t)
+			old, err := mem.LoadSubscription(ctx, "orders", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &subHeldStore{Store: mem, sub: "a", fail: tt.fail, entered: make(chan struct{}), release: make(chan struct{})}
+			w := actors.NewStateWriter(st, "orders")
+			if err := w.Enqueue("a", store.Update{Epoch: old.Epoch, Cursor: 1, Put: []store.Parked{{Seq: 1, Attempts: 1}}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			<-st.entered
+			oldWritten := false
+			if err := w.Enqueue("a", store.Update{Epoch: old.Epoch, Cursor: 2, Put: []store.Parked{{Seq: 2, Attempts: 1}}, Probation: []byte("busy")}, func() { oldWritten = true }); err != nil {
+				t.Fatal(err)
+			}
+			if err := mem.DeleteSubscription(ctx, "orders", "a"); err != nil {
+				t.Fatal(err)
+			}
+			if err := mem.PutSubscription(ctx, "orders", "a", nil); err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := mem.LoadSubscription(ctx, "orders", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh.Epoch == old.Epoch {
+				t.Fatalf("the subscription created again has the deleted one's epoch %d", old.Epoch)
+			}
+			newWritten := false
+			if err := w.Enqueue("a", store.Update{Epoch: fresh.Epoch, Cursor: 3}, func() { newWritten = true }); err != nil {
+				t.Fatalf("Enqueue for the new subscription = %v, want nil", err)
+			}
+			close(st.release)
+			if err := w.Flush("a", old.Epoch); (err != nil) != tt.wantErr {
+				t.Errorf("Flush of the old subscription = %v, want an error: %v", err, tt.wantErr)
+			}
+			if err := w.Flush("a", fresh.Epoch); err != nil {
+				t.Fatalf("Flush of the new subscription = %v, want nil: its writes are not the old one's", err)
+			}
+			if oldWritten {
+				t.Error("the old subscription's queued update was reported written")
+			}
+			if !newWritten {
+				t.Error("the new subscription's update was not reported written")
+			}
+			got, err := mem.LoadSubscription(ctx, "orders", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Cursor != 3 || len(got.Parked) != 0 || got.Probation != nil {
+				t.Errorf("new subscription's state = cursor %d, %d parked, probation %q; want cursor 3, nothing parked, no probation", got.Cursor, len(got.Parked), got.Probation)
+			}
+			if err := w.Enqueue("a", store.Update{Epoch: fresh.Epoch, Cursor: 4}, nil); err != nil {
+				t.Errorf("Enqueue for the new subscription after the old one's write = %v, want nil", err)
+			}
+			if err := w.Close(); (err != nil) != tt.wantErr {
+				t.Errorf("Close = %v, want an error: %v", err, tt.wantErr)
+			}
+			if got, _ := mem.LoadSubscription(ctx, "orders", "a"); got.Cursor != 4 {
+				t.Errorf("cursor of the new subscription = %d after Close, want 4", got.Cursor)
+			}
+		})
+	}
 }

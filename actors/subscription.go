@@ -263,6 +263,10 @@ type subscription struct {
 	pendingDel []uint64
 	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 	fenced     bool                     // a state write was fenced: the actor is stopping
+	// epoch is the epoch of the subscription whose state this actor loaded
+	// ([store.SubscriptionState.Epoch]), set in each update: a write that lands after the
+	// subscription was deleted and created again under its name changes nothing of it.
+	epoch uint64
 	// writer writes the state updates: the config's Writer, or without one a writer of this
 	// incarnation's own (ownWriter), made at its first write and closed when it stops. It is
 	// never put in the config, which the topic's other subscriptions and the next incarnation
@@ -475,6 +479,7 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	s.boot.cancel()
 	s.boot = nil
 	st := m.state
+	s.epoch = st.Epoch
 	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, max(m.head, s.head)
 	s.behind = s.next <= s.head
 	if len(st.Parked) > 0 {
@@ -675,7 +680,7 @@ func (s *subscription) stop() {
 	}
 	if s.writer != nil {
 		// The next incarnation loads what this one decided.
-		flushOnStop(s.writer, s.cfg.Name, grace, s.ownWriter, s.log,
+		flushOnStop(s.writer, s.cfg.Name, s.epoch, grace, s.ownWriter, s.log,
 			"the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)")
 	}
 }
@@ -1343,7 +1348,7 @@ func (s *subscription) persist() {
 	if cursor <= s.cursor && len(s.pendingPut) == 0 && len(s.pendingDel) == 0 && !probationChanged && len(s.pendingDL) == 0 {
 		return
 	}
-	u := store.Update{Put: s.pendingPut, Delete: s.pendingDel, DeadLetters: s.pendingDL}
+	u := store.Update{Epoch: s.epoch, Put: s.pendingPut, Delete: s.pendingDel, DeadLetters: s.pendingDL}
 	if cursor > s.cursor {
 		u.Cursor, s.cursor = cursor, cursor
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
@@ -136,4 +138,108 @@ func TestDeletingAQueueSubscriptionUnderItsStateWriteSparesTheOthers(t *testing.
 		h.Advance(time.Minute)
 		wg.Wait()
 	}, testkit.WithStore(hs))
+}
+
+// A subscription deleted while its state write is held, and created again under the same
+// name before that write reaches the store: the late write belongs to the deleted
+// subscription and changes nothing of the new one. It used to land on the new
+// subscription's record, so the retry the deleted one had parked was delivered to the new
+// subscription's endpoint once its actor next loaded the state (here, after a restart).
+func TestLateStateWriteOfADeletedSubscriptionSparesItsSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory()
+		hs := &heldSubWrites{Store: mem}
+		var oldAttempts atomic.Int32
+		old := sinks.Func(func(context.Context, *sinks.Batch) error {
+			oldAttempts.Add(1)
+			return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: 500}
+		})
+		fresh := &recorder{}
+		var r *router.Router
+		start := func() {
+			t.Helper()
+			var err error
+			r, err = router.New(router.Config{InsecureDev: true}, router.Deps{
+				Store: hs, Sinks: map[string]sinks.Sink{"old": old, "new": fresh},
+			})
+			if err != nil {
+				t.Fatalf("router.New: %v", err)
+			}
+		}
+		closeRouter := func() {
+			t.Helper()
+			if r == nil {
+				return
+			}
+			if err := r.Close(context.Background()); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			r = nil
+		}
+		t.Cleanup(closeRouter)
+		start()
+		if _, err := r.CreateTopic(t.Context(), "orders", router.TopicSpec{}); err != nil {
+			t.Fatalf("CreateTopic: %v", err)
+		}
+		if err := r.CreateSubscription(t.Context(), "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("old")}); err != nil {
+			t.Fatalf("CreateSubscription: %v", err)
+		}
+		hs.hold("sub")
+		publishN(t, r, "a", 1) // attempted once, refused with 500: parked for a retry
+		synctest.Wait()
+		select {
+		case <-hs.entered:
+		default:
+			t.Fatal("subscription sub wrote no state")
+		}
+		if got := oldAttempts.Load(); got != 1 {
+			t.Fatalf("the old endpoint got %d attempts, want 1", got)
+		}
+		// Its actor stops without waiting past its grace for the held write.
+		if err := r.DeleteSubscription(t.Context(), "orders", "sub"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(t.Context(), "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("new")}); err != nil {
+			t.Fatalf("CreateSubscription again: %v", err)
+		}
+		synctest.Wait()
+		close(hs.release) // the deleted subscription's write reaches the store
+		synctest.Wait()
+		publishN(t, r, "b", 1)
+		testkit.Advance(time.Minute)
+
+		st, err := mem.LoadSubscription(t.Context(), "orders", "sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Parked) != 0 {
+			t.Errorf("the new subscription's stored state holds parked events %v: the deleted one's late write landed on it", parkedSeqs(st.Parked))
+		}
+		last, err := mem.LastSeq(t.Context(), "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Cursor != last {
+			t.Errorf("stored cursor of the new subscription = %d, want %d", st.Cursor, last)
+		}
+
+		// A restart loads the stored state: the new endpoint gets its own event only.
+		closeRouter()
+		start()
+		testkit.Advance(time.Hour)
+		if got := fresh.delivered(); !slices.Equal(got, []string{"b-0"}) {
+			t.Errorf("the new subscription's endpoint was delivered %v, want [b-0]", got)
+		}
+		if got := oldAttempts.Load(); got != 1 {
+			t.Errorf("the deleted subscription's endpoint got %d attempts, want 1", got)
+		}
+	})
+}
+
+func parkedSeqs(ps []store.Parked) []uint64 {
+	seqs := make([]uint64, len(ps))
+	for i, p := range ps {
+		seqs[i] = p.Seq
+	}
+	return seqs
 }

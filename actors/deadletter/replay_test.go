@@ -173,7 +173,7 @@ func TestReplayLeavesTheLiveStateAlone(t *testing.T) {
 			OnDone: func(r deadletter.ReplayResult) { done <- r },
 		}))
 		h.Settle() // the first attempt failed: the event is parked for its retry in +10 s
-		if err := w.Flush("sub-a"); err != nil {
+		if err := w.Flush("sub-a", epochOf(t, st, "sub-a")); err != nil {
 			t.Fatal(err)
 		}
 		live, err := st.LoadSubscription(ctx, "orders", "sub-a")
@@ -234,4 +234,15 @@ func TestReplayedDeadLettersReachTheDurableOutbox(t *testing.T) {
 			t.Errorf("outbox after stopping holds %d records, want bad's, for the next router to write", len(recs))
 		}
 	})
+}
+
+// epochOf returns the stored epoch of subscription sub of topic orders: the key its live
+// actor's writes are queued under in a state writer.
+func epochOf(t *testing.T, st store.Store, sub string) uint64 {
+	t.Helper()
+	s, err := st.LoadSubscription(t.Context(), "orders", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Epoch
 }
