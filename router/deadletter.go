@@ -115,6 +115,10 @@ type deadLetterRuntime struct {
 
 	mu      sync.Mutex
 	replays map[string]*actor.PID // by topic/subscription
+
+	// replayLookedUp, when set (by tests, export_test.go), runs in a replay's start between
+	// looking up its subscription and registering the replay.
+	replayLookedUp func()
 }
 
 // startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. The

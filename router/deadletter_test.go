@@ -373,6 +373,44 @@ func TestReplayErrors(t *testing.T) {
 	})
 }
 
+// A replay whose subscription is deleted between the replay's lookup of it and the start of
+// its actor is stopped by the delete: nothing reaches the deleted subscription's endpoint after
+// DeleteSubscription returned. Before, the delete found no replay to stop, and the replay then
+// started and went on retrying against the endpoint of a subscription that no longer existed.
+func TestReplayStartingWhileItsSubscriptionIsDeleted(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(http.StatusBadRequest, http.StatusServiceUnavailable))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(6 * time.Minute) // dead-lettered at its first attempt, its object written
+		lookedUp, resume := make(chan struct{}), make(chan struct{})
+		router.OnReplayLookedUp(h.Router(), func() { close(lookedUp); <-resume })
+		replayed := make(chan error, 1)
+		go func() {
+			_, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "sub-1", router.ReplayOptions{})
+			replayed <- err
+		}()
+		<-lookedUp
+		deleted := make(chan error, 1)
+		go func() { deleted <- h.Router().DeleteSubscription(context.Background(), "orders", "sub-1") }()
+		synctest.Wait() // the delete is done, or waits for the replay's start
+		close(resume)
+		if err := <-replayed; err != nil && !errors.Is(err, router.ErrSubscriptionNotFound) {
+			t.Fatalf("replay: %v; want it started (then stopped by the delete) or not found", err)
+		}
+		if err := <-deleted; err != nil {
+			t.Fatal(err)
+		}
+		at := h.Elapsed()
+		h.Advance(time.Hour) // the endpoint answers 503: a running replay would retry
+		for _, a := range hook.Attempts() {
+			if a.At > at && slices.Contains(a.EventIDs(), "e1") {
+				t.Errorf("e1 replayed at +%v, after its subscription was deleted at +%v", a.At, at)
+			}
+		}
+	})
+}
+
 // A subscription with a deadLetterDestination needs somewhere to put dead letters: a router
 // without a dead-letter store refuses it at create time, as Event Grid refuses a destination
 // it cannot reach.

@@ -5,3 +5,7 @@ const (
 	TrimStep    = trimStep
 	TrimIdleMax = trimIdleMax
 )
+
+// OnReplayLookedUp makes r call hook in every replay's start, between looking up its
+// subscription and registering the replay. Set it before the router's first replay.
+func OnReplayLookedUp(r *Router, hook func()) { r.dead.replayLookedUp = hook }

@@ -137,8 +137,59 @@ func (r *Router) replayRunning(key string) bool {
 }
 
 // runReplay spawns the replay actor and, with opts.Wait, waits for it.
+//
+// The lookup of the subscription and the registration of the replay happen in the topic's
+// admin turn (turns.go), as a delete or replacement of the subscription does: an operation
+// that stops the subscription's replays then either finds this one registered and stops it,
+// or has removed the subscription before this lookup, which answers not found. Without the
+// turn, a replay looked up just before a delete could register just after the delete had
+// stopped the replays, and deliver to the endpoint of a subscription that no longer exists.
 func (r *Router) runReplay(ctx context.Context, topic, name string, events []*schemas.Event, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
 	key := replayKey(topic, name)
+	release, err := r.turns.acquire(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("starting the replay of event subscription %q: %w", name, err)
+	}
+	run, err := r.startReplay(key, topic, name, events)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	if !opts.Wait {
+		return sum, nil
+	}
+	total := len(events)
+	report := func() {
+		if opts.Progress != nil {
+			opts.Progress(ReplayProgress{Stage: ReplayDelivering, Done: int(run.settled.Load()), Total: total})
+		}
+	}
+	report()
+	for {
+		select {
+		case <-run.notify:
+			report()
+		case res := <-run.done:
+			sum.Delivered, sum.DeadLettered, sum.Dropped = res.Delivered, res.DeadLettered, res.Dropped
+			sum.Completed = !res.Stopped
+			report()
+			return sum, nil
+		case <-ctx.Done():
+			return sum, nil // the replay goes on
+		}
+	}
+}
+
+// runningReplay is what runReplay watches of a replay it started.
+type runningReplay struct {
+	settled atomic.Int64  // events settled so far
+	notify  chan struct{} // a token when settled changed
+	done    chan deadletter.ReplayResult
+}
+
+// startReplay looks up the subscription, spawns its replay actor and registers it under key.
+// Called in the topic's turn.
+func (r *Router) startReplay(key, topic, name string, events []*schemas.Event) (*runningReplay, error) {
 	r.mu.RLock()
 	t, spec, display, err := r.lookupLocked(topic, name)
 	closed := r.closed
@@ -147,6 +198,9 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
 	}
 	name = display
+	if r.dead.replayLookedUp != nil {
+		r.dead.replayLookedUp()
+	}
 	if spec.IsQueue() {
 		// The replay actor delivers by push; putting events back into a queue is not built.
 		return nil, fmt.Errorf("event subscription %q of topic %q is a queue subscription: replaying dead letters into a queue is not supported; publish the events again instead (--dry-run lists them)", name, topic)
@@ -156,9 +210,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 		return nil, err
 	}
 	var (
-		latest   atomic.Int64 // settled count
-		notify   = make(chan struct{}, 1)
-		done     = make(chan deadletter.ReplayResult, 1)
+		run      = &runningReplay{notify: make(chan struct{}, 1), done: make(chan deadletter.ReplayResult, 1)}
 		d        = r.dead
 		started  = make(chan struct{})
 		spawnErr error
@@ -166,9 +218,9 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	props := deadletter.ReplayProps(&deadletter.ReplayConfig{
 		Subscription: sc, Events: events, PublishTime: r.deps.Now(),
 		OnProgress: func(settled, _ int) {
-			latest.Store(int64(settled))
+			run.settled.Store(int64(settled))
 			select {
-			case notify <- struct{}{}:
+			case run.notify <- struct{}{}:
 			default:
 			}
 		},
@@ -180,7 +232,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 				d.mu.Lock()
 				delete(d.replays, key)
 				d.mu.Unlock()
-				done <- res
+				run.done <- res
 			}()
 		},
 	})
@@ -195,30 +247,8 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
-	r.log.Info("dead-letter replay started", logattr.Topic, topic, logattr.Subscription, name, "events", len(events))
-	if !opts.Wait {
-		return sum, nil
-	}
-	total := len(events)
-	report := func() {
-		if opts.Progress != nil {
-			opts.Progress(ReplayProgress{Stage: ReplayDelivering, Done: int(latest.Load()), Total: total})
-		}
-	}
-	report()
-	for {
-		select {
-		case <-notify:
-			report()
-		case res := <-done:
-			sum.Delivered, sum.DeadLettered, sum.Dropped = res.Delivered, res.DeadLettered, res.Dropped
-			sum.Completed = !res.Stopped
-			report()
-			return sum, nil
-		case <-ctx.Done():
-			return sum, nil // the replay goes on
-		}
-	}
+	r.log.Info("dead-letter replay started", logattr.Topic, t.name, logattr.Subscription, name, "events", len(events))
+	return run, nil
 }
 
 // replayKey names a subscription's replay in deadLetterRuntime.replays.
