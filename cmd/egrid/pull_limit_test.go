@@ -105,24 +105,99 @@ func TestReceivePollsBeyondTheLimitAre429(t *testing.T) {
 	})
 }
 
-// TestReceivePollSelectsPollsBySubscription checks which requests the long-poll limit counts,
-// and under which subscription.
-func TestReceivePollSelectsPollsBySubscription(t *testing.T) {
-	for _, tt := range []struct {
-		method, path string
-		want         string
-		ok           bool
-	}{
-		{method: http.MethodPost, path: "/topics/orders/eventsubscriptions/workers:receive", want: "orders/workers", ok: true},
-		{method: http.MethodPost, path: "/topics/Orders/eventsubscriptions/Workers:Receive", want: "orders/workers", ok: true},
-		{method: http.MethodPost, path: "/topics/orders/eventsubscriptions/workers:acknowledge"},
-		{method: http.MethodPost, path: "/topics/orders:publish"},
-		{method: http.MethodGet, path: "/topics/orders/eventsubscriptions/workers:receive"},
-		{method: http.MethodPost, path: "/admin/topics/orders/eventSubscriptions/workers:receive"},
-	} {
-		req, _ := http.NewRequest(tt.method, "http://egrid"+tt.path, nil)
-		if got, ok := receivePoll(req); got != tt.want || ok != tt.ok {
-			t.Errorf("receivePoll(%s %s) = %q, %v; want %q, %v", tt.method, tt.path, got, ok, tt.want, tt.ok)
+// TestReceivePollsTakeSlotsOnlyOnceAuthenticated runs the main server with
+// --max-receive-polls 2, both slots held by consumers with the topic key. A poll with a wrong
+// key is answered 401, not 429, and the polls that fail another check at once get their own
+// answers too: they take no slot, so requests without the key can neither fill the bound nor
+// keep a consumer with the key out of a free slot. A poll with the key still meets the bound.
+func TestReceivePollsTakeSlotsOnlyOnceAuthenticated(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue("ns-orders", "workers", router.QueueInfo{})
+		h.SubscribeQueue("ns-orders", "audit", router.QueueInfo{})
+		h.Subscribe("ns-orders", "push", router.SubscriptionSpec{Destination: router.WebHook(h.Endpoint("hook").URL())})
+		spec, err := h.Router().Topic("ns-orders")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		const wrong = "d3Jvbmc="
+		api := httpapi.New(h.Router())
+		srv := mainServer(httpserver.Config{MaxReceivePolls: 2}, api, api, nil)
+		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer srv.Close() // on a failure, ends the polls still waiting
+		tr := &http.Transport{DialContext: ln.dial}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Transport: tr}
+
+		answers := make(chan string, 16)
+		poll := func(op, key string) {
+			req, _ := http.NewRequest(http.MethodPost, "http://egrid/topics/ns-orders/eventsubscriptions/"+op, http.NoBody)
+			req.Header.Set("aeg-sas-key", key)
+			resp, err := client.Do(req)
+			if err != nil {
+				answers <- op + " error: " + err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			answers <- op + " " + resp.Status + " " + string(raw)
+		}
+		waiting := func(what string) {
+			t.Helper()
+			h.Advance(time.Second)
+			select {
+			case a := <-answers:
+				t.Fatalf("%s: a poll was answered instead of waiting: %s", what, a)
+			default:
+			}
+		}
+		atOnce := func(op, key, want string) {
+			t.Helper()
+			go poll(op, key)
+			h.Advance(0) // answered with no time passing
+			select {
+			case a := <-answers:
+				if !strings.HasPrefix(a, op+" "+want) {
+					t.Fatalf("%s: answered %s, want %s", op, a, want)
+				}
+			default:
+				t.Fatalf("%s was not answered at once", op)
+			}
+		}
+
+		go poll("workers:receive?maxWaitTime=10", spec.Key1)
+		go poll("audit:receive?maxWaitTime=120", spec.Key1)
+		waiting("a poll of workers and one of audit")
+		atOnce("workers:receive", wrong, "401 Unauthorized")
+		atOnce("workers:receive?maxEvents=0", spec.Key1, "400 Bad Request")
+		atOnce("push:receive", spec.Key1, "400 Bad Request")
+		atOnce("nope:receive", spec.Key1, "404 Not Found")
+		atOnce("billing:receive", spec.Key1, "404 Not Found")
+		atOnce("audit:receive", spec.Key1, "429 Too Many Requests") // the bound holds
+
+		h.Advance(9 * time.Second) // workers' poll ends empty after its 10 s: a slot is free
+		if a := <-answers; !strings.HasPrefix(a, "workers:receive?maxWaitTime=10 200 OK") {
+			t.Fatalf("the poll of workers at its maxWaitTime: %s", a)
+		}
+		for range 3 {
+			atOnce("workers:receive?maxWaitTime=120", wrong, "401 Unauthorized")
+		}
+		go poll("workers:receive?maxWaitTime=120", spec.Key1)
+		waiting("a poll with the key after polls with a wrong one")
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		for range 2 {
+			if a := <-answers; !strings.Contains(a, " 200 OK ") {
+				t.Errorf("a waiting poll at the shutdown: %s", a)
+			}
+		}
+		if err := <-served; err != http.ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+	})
 }

@@ -157,26 +157,14 @@ func isPublish(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/") && !isReceive(r.URL.Path)
 }
 
-// receivePoll selects the :receive long polls that httpserver.Config.MaxReceivePolls bounds,
-// and names the event subscription each waits on as "topic/subscription", in lower case as
-// the router matches names, so that one subscription's consumers hold at most their share.
-func receivePoll(r *http.Request) (string, bool) {
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/topics/") || !isReceive(r.URL.Path) {
-		return "", false
-	}
-	p := r.URL.Path[len("/topics/") : len(r.URL.Path)-len(":receive")]
-	if topic, sub, ok := strings.Cut(p, "/eventsubscriptions/"); ok {
-		p = topic + "/" + sub
-	}
-	return strings.ToLower(p), true
-}
-
 // mainServer is the server of --listen: h (which serves api) within limits, the publish-body
-// limit applied by isPublish and the long-poll limit by receivePoll. Its Shutdown answers the
-// :receive long polls in progress at once (with no events), so a consumer waiting up to 120 s
+// limit applied by isPublish, and api's :receive long polls admitted to limits.MaxReceivePolls
+// once they are authenticated and about to wait (httpapi.API.AdmitPolls). Its Shutdown
+// answers the polls in progress at once (with no events), so a consumer waiting up to 120 s
 // does not hold a shutdown.
 func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, log *slog.Logger) *http.Server {
-	srv := httpserver.New(limits, h, httpserver.Requests{Publish: isPublish, Poll: receivePoll}, log)
+	api.AdmitPolls(httpserver.NewPollLimit(limits.WithDefaults().MaxReceivePolls).Admit)
+	srv := httpserver.New(limits, h, httpserver.Requests{Publish: isPublish}, log)
 	srv.RegisterOnShutdown(api.EndPolls)
 	return srv
 }

@@ -8,8 +8,10 @@
 // The model: HTTP is a thin skin over the router's Go API. Every route reads the request,
 // calls one exported method of package router and maps its answer — or its sentinel error —
 // to a status and Event Grid's JSON error body. Nothing here keeps state of its own beyond
-// the router's config (InsecureDev, AdminToken, PublicURL) read once in [New], and the one
-// switch [API.EndPolls] turns to end long polls when the server shuts down.
+// the router's config (InsecureDev, AdminToken, PublicURL) read once in [New], the one
+// switch [API.EndPolls] turns to end long polls when the server shuts down, and the
+// admission of long polls to the server's bound ([API.AdmitPolls]), which a poll meets only
+// once it is authenticated and about to wait.
 //
 // httpapi imports router, router/sas and schemas only; it uses router's exported API and
 // nothing else, so an embedding program can serve the same planes, or its own, from it.

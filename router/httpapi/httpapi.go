@@ -21,6 +21,8 @@ type API struct {
 	// polls is done once EndPolls was called: :receive long polls end with it.
 	polls    context.Context
 	endPolls context.CancelFunc
+	// admitPoll, when set (AdmitPolls), takes a slot for a :receive about to wait.
+	admitPoll func(w http.ResponseWriter, queue string) (release func(), ok bool)
 }
 
 // New returns the HTTP data plane and admin plane of r:

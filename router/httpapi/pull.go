@@ -77,6 +77,18 @@ type failedLockToken struct {
 // hold the shutdown. It is safe to call more than once, from any goroutine.
 func (a *API) EndPolls() { a.endPolls() }
 
+// AdmitPolls bounds the :receive long polls with admit, which takes a slot for a poll about to
+// wait on queue — its event subscription, named "topic/subscription" as created — or answers
+// w itself (429) and returns ok false: the Admit of a PollLimit of package router/httpserver.
+// A poll is admitted only once it has passed every check that answers at once: its
+// credentials, its parameters, and that its topic and queue subscription exist. So requests
+// with a wrong key (or none, without --insecure-dev) never hold a slot: they are answered 401
+// even when the bound is full, and cannot take a slot from a consumer with the key. Call it
+// before the API serves; without it the polls are not bounded.
+func (a *API) AdmitPolls(admit func(w http.ResponseWriter, queue string) (release func(), ok bool)) {
+	a.admitPoll = admit
+}
+
 func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 	topicName := req.PathValue("topic")
 	subName, op, ok := strings.Cut(req.PathValue("subAction"), ":")
@@ -134,6 +146,22 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	// clears the connection's read deadline (httpserver: ReadHeaderTimeout + BodyTimeout)
 	// before the long poll, which may last router.MaxReceiveWait.
 	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, maxSettleBody))
+	if a.admitPoll != nil && a.polls.Err() == nil { // after EndPolls a poll answers at once
+		// A receive from a push subscription is refused at once: it takes no slot.
+		spec, err := a.r.Subscription(topic, sub)
+		if err == nil && !spec.IsQueue() {
+			err = router.ErrNotQueueSubscription
+		}
+		if err != nil {
+			a.writePullError(w, topic, sub, err)
+			return
+		}
+		release, ok := a.admitPoll(w, topic+"/"+sub)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	stop := context.AfterFunc(a.polls, cancel)

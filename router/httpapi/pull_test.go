@@ -272,9 +272,23 @@ func TestPullDeliveryOverHTTP(t *testing.T) {
 
 // TestPullRefusesBadInput checks that each bad request gets a clear error naming what is
 // wrong, with the status Event Grid gives it.
+//
+// None of them takes a slot of the long-poll bound (API.AdmitPolls): a bound that is full
+// refuses every poll it is asked for, and is never asked.
 func TestPullRefusesBadInput(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		p := newPullRig(t, h)
+		var admitted []string
+		p.api.AdmitPolls(func(w http.ResponseWriter, queue string) (func(), bool) {
+			admitted = append(admitted, queue)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return nil, false
+		})
+		defer func() {
+			if len(admitted) > 0 {
+				t.Errorf("requests answered at once asked the poll bound for slots on %v", admitted)
+			}
+		}()
 		const q = "/topics/nsq/eventsubscriptions/que"
 		tokens := `{"lockTokens":["t1"]}`
 		tests := []struct {
@@ -332,6 +346,55 @@ func TestPullRefusesBadInput(t *testing.T) {
 					t.Errorf("%s: message %q does not say %q", tt.name, e.Error.Message, w)
 				}
 			}
+		}
+	})
+}
+
+// A :receive that passed its checks asks the poll bound for a slot under its event
+// subscription's names as created, before it waits; it gives the slot back when it ends, and
+// a poll the bound refuses gets the bound's answer and does not wait.
+func TestReceiveAsksForASlotBeforeItWaits(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		var (
+			mu               sync.Mutex
+			admitted         []string
+			released, refuse int
+		)
+		p.api.AdmitPolls(func(w http.ResponseWriter, queue string) (func(), bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			admitted = append(admitted, queue)
+			if refuse > 0 {
+				refuse--
+				w.WriteHeader(http.StatusTooManyRequests)
+				return nil, false
+			}
+			return func() { mu.Lock(); released++; mu.Unlock() }, true
+		})
+		answered := make(chan int, 1)
+		go func() {
+			status, _ := p.do("/topics/NSQ/eventsubscriptions/QUE:receive?maxWaitTime=10", "")
+			answered <- status
+		}()
+		h.Advance(9 * time.Second)
+		mu.Lock()
+		if !slices.Equal(admitted, []string{"nsq/que"}) || released != 0 {
+			t.Errorf("a waiting poll: admitted %v, released %d; want admitted once as nsq/que and not released", admitted, released)
+		}
+		refuse = 1
+		mu.Unlock()
+		if status, _ := p.do("/topics/nsq/eventsubscriptions/que:receive", ""); status != http.StatusTooManyRequests {
+			t.Errorf("a poll the bound refused: %d, want its 429", status)
+		}
+		h.Advance(time.Second)
+		if status := <-answered; status != http.StatusOK {
+			t.Errorf("the poll at its maxWaitTime: %d", status)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(admitted) != 2 || released != 1 {
+			t.Errorf("admitted %v, released %d; want 2 asked and the ended poll's slot given back", admitted, released)
 		}
 	})
 }

@@ -36,7 +36,7 @@ type Config struct {
 	// MaxReceivePolls bounds the pull delivery long polls (:receive, up to 120 s each) waiting
 	// at once in the server, and so the connections (HTTP/1) or streams (HTTP/2), goroutines
 	// and waiters they hold; one event subscription's polls may hold at most half of them
-	// ([LimitPolls]). A poll over the bound is answered 429 at once. Default
+	// ([PollLimit]). A poll over the bound is answered 429 at once. Default
 	// [DefaultMaxReceivePolls], or a quarter of MaxConnections when that is lower, so that
 	// polls never hold the connections publishers need.
 	MaxReceivePolls int `yaml:"maxReceivePolls" json:"maxReceivePolls,omitempty"`

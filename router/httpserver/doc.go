@@ -19,10 +19,11 @@
 //     [LimitBodies]; a request that finds no slot within [Config.PublishWait] is answered 429
 //     with Retry-After, as Event Grid does when it sheds load (SPEC §1.1);
 //   - long polls (pull delivery's :receive, up to 120 s each): [Config.MaxReceivePolls] waiting
-//     at once in the server, at most half of them on one event subscription, enforced by
-//     [LimitPolls]; a poll over the bound is answered 429 at once;
+//     at once in the server, at most half of them on one event subscription, enforced by a
+//     [PollLimit] the handler admits its polls to once they are authenticated and about to
+//     wait; a poll over the bound is answered 429 at once;
 //   - requests in progress on one HTTP/2 connection: [MaxConcurrentStreams].
 //
-// [New] puts them all together. The package is independent of the router: it imports no egrid
-// package, and wraps any handler.
+// [New] puts them all together but the long polls', which the handler applies. The package is
+// independent of the router: it imports no egrid package, and wraps any handler.
 package httpserver

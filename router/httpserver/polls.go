@@ -6,49 +6,55 @@ import (
 	"sync"
 )
 
-// LimitPolls serves at most n of the long polls poll selects at once, and at most half of n
-// (at least 1) of those waiting on one queue, the key poll returns (the other requests pass
-// freely). The first bound protects the process: every waiting poll holds a goroutine, a
-// waiter in the router and a connection (HTTP/1) or stream (HTTP/2) for up to 120 s. The
-// second keeps one event subscription's consumers from taking every slot from another's.
+// PollLimit bounds the long polls waiting at once: at most n in all, and at most half of n
+// (at least 1) waiting on one queue. The first bound protects the process: every waiting poll
+// holds a goroutine, a waiter in the router and a connection (HTTP/1) or stream (HTTP/2) for
+// up to 120 s. The second keeps one event subscription's consumers from taking every slot
+// from another's. It is safe for concurrent use.
+//
+// The handler that serves the polls takes a slot with [PollLimit.Admit] once a poll has passed
+// its checks — authentication, parameters, the queue exists — and is about to wait, not when
+// the request arrives: a request answered at once (wrong credentials, a bad parameter, no
+// such queue) never holds a slot. A flood of requests without the topic key then takes no
+// slot from the consumers that have it, and each is answered 401, not 429
+// (httpapi.API.AdmitPolls takes Admit).
 //
 // A poll over either bound is not queued: it is answered at once 429 Too Many Requests with
 // Retry-After: 1 and an Event Grid error body saying which bound it met and what to do. Azure
 // documents no bound on concurrent receive calls; it throttles a namespace by throughput unit
 // ("Event egress (push and pull APIs): up to 2,000 events per second or 2 MB per second per
 // TU", learn.microsoft.com/azure/event-grid/quotas-limits) and answers a throttled call 429,
-// which the Azure SDKs retry. The connection is kept: a poll has no body left to read. n must
-// be positive.
-func LimitPolls(h http.Handler, n int, poll func(*http.Request) (queue string, ok bool)) http.Handler {
-	if n <= 0 {
-		panic("httpserver: LimitPolls needs a positive limit")
-	}
-	l := &pollLimit{n: n, share: max(1, n/2), per: make(map[string]int)}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		queue, ok := poll(r)
-		if !ok {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if msg := l.acquire(queue); msg != "" {
-			write429(w, msg)
-			return
-		}
-		defer l.release(queue)
-		h.ServeHTTP(w, r)
-	})
-}
-
-// pollLimit counts the polls in progress, in all and per queue.
-type pollLimit struct {
+// which the Azure SDKs retry. The connection is kept: a poll has no body left to read.
+type PollLimit struct {
 	n, share int
 	mu       sync.Mutex
 	total    int
 	per      map[string]int // queues with polls in progress only: bounded by n
 }
 
+// NewPollLimit returns a bound of n polls waiting at once ([Config.MaxReceivePolls]). n must
+// be positive.
+func NewPollLimit(n int) *PollLimit {
+	if n <= 0 {
+		panic("httpserver: NewPollLimit needs a positive limit")
+	}
+	return &PollLimit{n: n, share: max(1, n/2), per: make(map[string]int)}
+}
+
+// Admit takes a slot for a poll about to wait on queue (any name for what it waits on; egrid
+// names an event subscription "topic/subscription"). When there is none it answers w 429 and
+// returns ok false: the poll must not wait and w must not be written again. Otherwise the
+// caller calls release once, when the poll has ended.
+func (l *PollLimit) Admit(w http.ResponseWriter, queue string) (release func(), ok bool) {
+	if msg := l.acquire(queue); msg != "" {
+		write429(w, msg)
+		return nil, false
+	}
+	return func() { l.release(queue) }, true
+}
+
 // acquire takes a slot for a poll on queue, or says why there is none.
-func (l *pollLimit) acquire(queue string) string {
+func (l *PollLimit) acquire(queue string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -62,7 +68,7 @@ func (l *pollLimit) acquire(queue string) string {
 	return ""
 }
 
-func (l *pollLimit) release(queue string) {
+func (l *PollLimit) release(queue string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.total--

@@ -9,38 +9,26 @@ import (
 	"github.com/egridio/egrid/router/httpserver"
 )
 
-// TestLimitPollsAnswersOverTheBoundAtOnce holds polls in a handler until the test lets them
-// go: polls over the server's bound, or over one queue's half of it, are answered 429 at once
-// while the others keep waiting, and a slot is free again as soon as a poll ends.
-func TestLimitPollsAnswersOverTheBoundAtOnce(t *testing.T) {
-	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
-	entered := make(chan string, 8)
-	h := httpserver.LimitPolls(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query().Get("q")
-		entered <- q
-		if ch := release[q]; ch != nil {
-			<-ch
-		}
-	}), 4, func(r *http.Request) (string, bool) {
-		q := r.URL.Query().Get("q")
-		return q, q != ""
-	})
-	serve := func(q string) *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/poll?q="+q, nil))
-		return rec
-	}
-	done := make(chan *httptest.ResponseRecorder, 8)
-	wait := func(q string) {
+// TestPollLimitAnswersOverTheBoundAtOnce admits polls until the test ends them: polls over
+// the bound, or over one queue's half of it, are answered 429 at once while the others keep
+// their slots, and a slot is free again as soon as a poll ends.
+func TestPollLimitAnswersOverTheBoundAtOnce(t *testing.T) {
+	l := httpserver.NewPollLimit(4)
+	admit := func(q string) (release func()) {
 		t.Helper()
-		go func() { done <- serve(q) }()
-		if got := <-entered; got != q {
-			t.Fatalf("poll %s: the handler served %s", q, got)
+		rec := httptest.NewRecorder()
+		release, ok := l.Admit(rec, q)
+		if !ok || release == nil || rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+			t.Fatalf("poll %s: not admitted (%v), or answered: %d %v %s", q, ok, rec.Code, rec.Header(), rec.Body)
 		}
+		return release
 	}
 	shed := func(q, want string) {
 		t.Helper()
-		rec := serve(q) // answered without waiting: no handler runs
+		rec := httptest.NewRecorder()
+		if release, ok := l.Admit(rec, q); ok || release != nil {
+			t.Fatalf("poll %s over the bound was admitted", q)
+		}
 		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" ||
 			rec.Header().Get("Connection") == "close" ||
 			!strings.Contains(rec.Body.String(), `"code":"TooManyRequests"`) ||
@@ -49,40 +37,24 @@ func TestLimitPollsAnswersOverTheBoundAtOnce(t *testing.T) {
 		}
 	}
 
-	wait("a")
-	wait("a")
+	a1, a2 := admit("a"), admit("a")
 	shed("a", "event subscription a has 2 receive long polls waiting already") // a's half of 4
-	wait("b")
-	wait("b")
+	b1, b2 := admit("b"), admit("b")
 	shed("c", "the server has 4 receive long polls waiting already") // the server's bound
-	// A request that is not a poll is not limited.
-	if rec := serve(""); rec.Code != http.StatusOK {
-		t.Fatalf("a request that is not a poll: %d", rec.Code)
-	}
-	if got := <-entered; got != "" {
-		t.Fatalf("the request that is not a poll: the handler served %q", got)
-	}
-	select {
-	case rec := <-done:
-		t.Fatalf("a waiting poll was answered %d", rec.Code)
-	default:
-	}
 
-	release["a"] <- struct{}{} // one of a's polls ends: a has a slot again, and so has c
-	if rec := <-done; rec.Code != http.StatusOK {
-		t.Fatalf("the poll that ended: %d", rec.Code)
-	}
-	wait("c")
+	a1() // one of a's polls ends: a has a slot again, and so has c
+	c := admit("c")
 	shed("a", "the server has 4")
-	release["c"] <- struct{}{}
-	<-done
-	wait("a")
-	close(release["a"])
-	close(release["b"])
-	for range 4 {
-		if rec := <-done; rec.Code != http.StatusOK {
-			t.Fatalf("a poll let go: %d", rec.Code)
-		}
+	c()
+	a3 := admit("a")
+	for _, release := range []func(){a2, a3, b1, b2} {
+		release()
+	}
+	// Every slot is free again.
+	d1, d2, e1, e2 := admit("d"), admit("d"), admit("e"), admit("e")
+	shed("f", "the server has 4")
+	for _, release := range []func(){d1, d2, e1, e2} {
+		release()
 	}
 }
 

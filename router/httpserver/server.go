@@ -7,13 +7,11 @@ import (
 )
 
 // Requests says which requests the per-request limits of [New] apply to. A nil field selects
-// none.
+// none. The long polls are not among them: their handler takes their slots ([PollLimit]) once
+// they are authenticated and about to wait.
 type Requests struct {
 	// Publish selects the requests with bodies that [Config.MaxPublishBodies] bounds.
 	Publish func(*http.Request) bool
-	// Poll selects the long polls that [Config.MaxReceivePolls] bounds, and names the queue
-	// each waits on (an event subscription): one queue's polls hold at most half the bound.
-	Poll func(*http.Request) (queue string, ok bool)
 }
 
 // MaxConcurrentStreams bounds the requests a client may have in progress at once on one
@@ -21,15 +19,15 @@ type Requests struct {
 // connections could carry a million requests in progress. 100 is the smallest value RFC 9113 §6.5.2
 // recommends; a client that needs more opens another connection, which
 // [Config.MaxConnections] counts. The long polls among those requests are bounded across all
-// connections by [Config.MaxReceivePolls].
+// connections by [Config.MaxReceivePolls] ([PollLimit]).
 const MaxConcurrentStreams = 100
 
-// New returns an http.Server serving h with cfg's timeouts and header limit, the requests
-// req.Publish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]), and the long
-// polls req.Poll selects limited to cfg.MaxReceivePolls at once ([LimitPolls]). A request
-// must be read whole within ReadHeaderTimeout + BodyTimeout of its first byte
-// (http.Server.ReadTimeout); net/http clears that deadline once the body has been read, so a
-// handler that then waits (a publish waiting for its fsync) keeps its context. There is no
+// New returns an http.Server serving h with cfg's timeouts and header limit, and the requests
+// req.Publish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]). The long polls
+// are h's to bound, with a [PollLimit] of cfg.MaxReceivePolls. A request must be read whole
+// within ReadHeaderTimeout + BodyTimeout of its first byte (http.Server.ReadTimeout); net/http
+// clears that deadline once the body has been read, so a handler that then waits (a publish
+// waiting for its fsync) keeps its context. There is no
 // WriteTimeout, on purpose: a pull delivery :receive reads its (empty) body at once and then
 // long-polls for up to 120 s (maxWaitTime) before it answers. Over HTTP/2 a connection has at
 // most [MaxConcurrentStreams] requests in progress. net/http's own errors (failed accepts,
@@ -38,9 +36,6 @@ const MaxConcurrentStreams = 100
 // [LimitListener]) to bound its connections too.
 func New(cfg Config, h http.Handler, req Requests, log *slog.Logger) *http.Server {
 	cfg = cfg.WithDefaults()
-	if req.Poll != nil {
-		h = LimitPolls(h, cfg.MaxReceivePolls, req.Poll)
-	}
 	if req.Publish != nil {
 		h = LimitBodies(h, cfg.MaxPublishBodies, cfg.PublishWait, req.Publish)
 	}
