@@ -135,7 +135,7 @@ func (env *minioEnv) objects(t *testing.T) []sinks.ObjectInfo {
 
 func (env *minioEnv) records(t *testing.T, key string) []schemas.DeadLetterRecord {
 	t.Helper()
-	body, _, err := env.store.Get(context.Background(), env.bucket, key)
+	body, _, err := env.store.Get(context.Background(), env.bucket, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestMinIODeadLetterAfterRetries(t *testing.T) {
 		t.Errorf("notification data %+v, want the object's size, eTag and URL (%+v)", d, o)
 	}
 
-	raw, _, err := env.store.Get(ctx, env.bucket, o.Key)
+	raw, _, err := env.store.Get(ctx, env.bucket, o.Key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 		if progress != nil {
 			progress(i, len(objs))
 		}
-		body, _, err := r.dead.store.Get(ctx, bucket, o.Key)
+		body, _, err := r.dead.store.Get(ctx, bucket, o.Key, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("reading the dead letters of %q: %w", name, ctx.Err())

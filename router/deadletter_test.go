@@ -76,7 +76,7 @@ func TestDeadLetterObjectAfterTheDelay(t *testing.T) {
 		if !objectKeyRE("sub-500").MatchString(objs[0].Key) || !strings.HasPrefix(objs[0].Key, "SUB-500/2000/1/1/0/") {
 			t.Errorf("key %s, want SUB-500/2000/1/1/0/<uuid>.json", objs[0].Key)
 		}
-		body, _, err := objects.Get(context.Background(), "deadletters", objs[0].Key)
+		body, _, err := objects.Get(context.Background(), "deadletters", objs[0].Key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +504,7 @@ func TestNamespaceTopicDeadLetters(t *testing.T) {
 		if len(objs) != 1 || !strings.HasPrefix(objs[0].Key, "egrid/ns-orders/Sub-1/2000/1/1/0/") {
 			t.Fatalf("objects %+v, want one under egrid/ns-orders/Sub-1/2000/1/1/0/", objs)
 		}
-		body, _, _ := h.DeadLetterObjects().Get(context.Background(), "deadletters", objs[0].Key)
+		body, _, _ := h.DeadLetterObjects().Get(context.Background(), "deadletters", objs[0].Key, 0)
 		var recs []struct {
 			DeadLetterProperties map[string]any `json:"deadLetterProperties"`
 			Event                map[string]any `json:"event"`

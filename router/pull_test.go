@@ -500,7 +500,7 @@ func TestPullRejectWritesNamespaceDeadLetter(t *testing.T) {
 		if len(objs) != 1 {
 			t.Fatalf("%d dead-letter objects, want 1", len(objs))
 		}
-		body, _, err := h.DeadLetterObjects().Get(context.Background(), "deadletters", objs[0].Key)
+		body, _, err := h.DeadLetterObjects().Get(context.Background(), "deadletters", objs[0].Key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,8 @@ var (
 	ErrBucketNotFound = errors.New("bucket not found")
 	// ErrObjectNotFound: the bucket has no object under that key.
 	ErrObjectNotFound = errors.New("object not found")
+	// ErrObjectTooLarge: the object is larger than the limit its reader gave Get.
+	ErrObjectTooLarge = errors.New("object too large")
 )
 
 // ObjectStore keeps dead-letter objects (SPEC §5): the dead-letter actor writes one object per
@@ -25,16 +27,29 @@ var (
 // not retain body. A nil error from Put means the object is stored and readable with Get and
 // List. A missing bucket is an error wrapping [ErrBucketNotFound] unless the store is
 // configured to create buckets, in which case Put creates it; Get of a missing key wraps
-// [ErrObjectNotFound]. Any other error means the store could not be reached or refused the
-// call: callers retry later.
+// [ErrObjectNotFound], Get of an object larger than its limit wraps [ErrObjectTooLarge]. Any
+// other error means the store could not be reached or refused the call: callers retry later.
 type ObjectStore interface {
-	// Put stores body under key in bucket, replacing any object there, and describes the
-	// stored object.
-	Put(ctx context.Context, bucket, key string, body []byte, contentType string) (ObjectInfo, error)
+	// Put stores body under key in bucket, replacing any object there (content type and
+	// metadata included), and describes the stored object.
+	Put(ctx context.Context, bucket, key string, body []byte, opts PutOptions) (ObjectInfo, error)
 	// List describes the objects of bucket whose keys begin with prefix, ordered by key.
 	List(ctx context.Context, bucket, prefix string) ([]ObjectInfo, error)
-	// Get returns the content of the object under key in bucket, with its description.
-	Get(ctx context.Context, bucket, key string) ([]byte, ObjectInfo, error)
+	// Get returns the content of the object under key in bucket, with its description. With
+	// limit > 0 an object larger than limit bytes is refused with an error wrapping
+	// [ErrObjectTooLarge] that names the object and its size, having read at most limit+1
+	// bytes of it: a reader's memory is bounded by what it asks for.
+	Get(ctx context.Context, bucket, key string, limit int64) ([]byte, ObjectInfo, error)
+}
+
+// PutOptions describe the object [ObjectStore.Put] stores.
+type PutOptions struct {
+	// ContentType is the media type of the content.
+	ContentType string
+	// Metadata is user metadata stored with the object (S3's x-amz-meta-* headers): names of
+	// lower-case ASCII letters, digits and '-', values of printable ASCII. Put does not retain
+	// the map.
+	Metadata map[string]string
 }
 
 // ObjectInfo describes a stored object.
@@ -50,4 +65,8 @@ type ObjectInfo struct {
 	LastModified time.Time
 	// URL locates the object (http(s)://endpoint/bucket/key for MinIO).
 	URL string
+	// Metadata is the user metadata given to Put, by lower-case name (nil when there is
+	// none). Get returns it; List returns it where the server lists metadata (MinIO does;
+	// other S3 servers list none, and then it is nil).
+	Metadata map[string]string
 }

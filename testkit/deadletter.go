@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -40,14 +41,21 @@ func NewObjectStore() *ObjectStore {
 }
 
 // Put implements [sinks.ObjectStore].
-func (s *ObjectStore) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+func (s *ObjectStore) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return sinks.ObjectInfo{}, fmt.Errorf("writing %s/%s: %w", bucket, key, err)
 	}
 	sum := md5.Sum(body)
+	var meta map[string]string
+	for k, v := range opts.Metadata {
+		if meta == nil {
+			meta = make(map[string]string, len(opts.Metadata))
+		}
+		meta[strings.ToLower(k)] = v
+	}
 	info := sinks.ObjectInfo{
 		Bucket: bucket, Key: key, ETag: hex.EncodeToString(sum[:]), Size: int64(len(body)),
-		ContentType: contentType, LastModified: time.Now(), URL: "memory://" + bucket + "/" + key,
+		ContentType: opts.ContentType, LastModified: time.Now(), URL: "memory://" + bucket + "/" + key, Metadata: meta,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,7 +66,7 @@ func (s *ObjectStore) Put(ctx context.Context, bucket, key string, body []byte, 
 	}
 	b[key] = storedObject{body: slices.Clone(body), info: info}
 	s.puts++
-	return info, nil
+	return cloneInfo(info), nil
 }
 
 // List implements [sinks.ObjectStore].
@@ -75,7 +83,7 @@ func (s *ObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.
 	var out []sinks.ObjectInfo
 	for k, o := range b {
 		if strings.HasPrefix(k, prefix) {
-			out = append(out, o.info)
+			out = append(out, cloneInfo(o.info))
 		}
 	}
 	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
@@ -83,7 +91,7 @@ func (s *ObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.
 }
 
 // Get implements [sinks.ObjectStore].
-func (s *ObjectStore) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+func (s *ObjectStore) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, err)
 	}
@@ -97,7 +105,16 @@ func (s *ObjectStore) Get(ctx context.Context, bucket, key string) ([]byte, sink
 	if !ok {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, sinks.ErrObjectNotFound)
 	}
-	return slices.Clone(o.body), o.info, nil
+	if limit > 0 && o.info.Size > limit {
+		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w: it holds %d bytes, more than the %d bytes the reader takes", bucket, key, sinks.ErrObjectTooLarge, o.info.Size, limit)
+	}
+	return slices.Clone(o.body), cloneInfo(o.info), nil
+}
+
+// cloneInfo copies an object's description, so callers share no map with the store.
+func cloneInfo(info sinks.ObjectInfo) sinks.ObjectInfo {
+	info.Metadata = maps.Clone(info.Metadata)
+	return info
 }
 
 // Puts counts the successful Puts so far.
@@ -127,7 +144,7 @@ func (s *ObjectStore) Records(t testing.TB, bucket, prefix string, in schemas.Sc
 	}
 	var out []schemas.DeadLetterRecord
 	for _, o := range objs {
-		body, _, err := s.Get(context.Background(), bucket, o.Key)
+		body, _, err := s.Get(context.Background(), bucket, o.Key, 0)
 		if err != nil {
 			t.Fatalf("reading %s: %v", o.Key, err)
 		}
@@ -191,11 +208,11 @@ func (f *FaultyObjectStore) fail() error {
 }
 
 // Put implements [sinks.ObjectStore].
-func (f *FaultyObjectStore) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+func (f *FaultyObjectStore) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		return sinks.ObjectInfo{}, fmt.Errorf("writing %s/%s: %w", bucket, key, err)
 	}
-	return f.inner.Put(ctx, bucket, key, body, contentType)
+	return f.inner.Put(ctx, bucket, key, body, opts)
 }
 
 // List implements [sinks.ObjectStore].
@@ -207,11 +224,11 @@ func (f *FaultyObjectStore) List(ctx context.Context, bucket, prefix string) ([]
 }
 
 // Get implements [sinks.ObjectStore].
-func (f *FaultyObjectStore) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+func (f *FaultyObjectStore) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, err)
 	}
-	return f.inner.Get(ctx, bucket, key)
+	return f.inner.Get(ctx, bucket, key, limit)
 }
 
 // DeadLetterObjects returns the in-memory store the harness's router writes dead-letter

@@ -388,13 +388,13 @@ type gatedStore struct {
 	gate chan struct{}
 }
 
-func (g *gatedStore) Put(ctx context.Context, bucket, key string, body []byte, ct string) (sinks.ObjectInfo, error) {
+func (g *gatedStore) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
 		return sinks.ObjectInfo{}, ctx.Err()
 	}
-	return g.ObjectStore.Put(ctx, bucket, key, body, ct)
+	return g.ObjectStore.Put(ctx, bucket, key, body, opts)
 }
 
 // Records that arrive while their subscription's object is being written wait for the next

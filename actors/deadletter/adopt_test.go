@@ -8,6 +8,7 @@ import (
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -44,7 +45,7 @@ func TestAdoptedRecordKeepsItsObject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := objs.Put(ctx, target.Bucket, key, body, schemas.ContentTypeDeadLetters); err != nil {
+		if _, err := objs.Put(ctx, target.Bucket, key, body, sinks.PutOptions{ContentType: schemas.ContentTypeDeadLetters}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -97,7 +98,7 @@ func TestObjectWrittenIsNotReplacedByTheRecordsLeftOfIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := objs.Put(ctx, target.Bucket, key, b, schemas.ContentTypeDeadLetters); err != nil {
+		if _, err := objs.Put(ctx, target.Bucket, key, b, sinks.PutOptions{ContentType: schemas.ContentTypeDeadLetters}); err != nil {
 			t.Fatal(err)
 		}
 		if err := outbox.Put(ctx, recs[1:]); err != nil { // a1 already deleted, a2 not yet

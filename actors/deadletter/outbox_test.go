@@ -132,8 +132,8 @@ func storeOutbox(t *testing.T, st store.Store) *deadletter.StoreOutbox {
 // stores the object, then waits for its context to end and fails.
 type lostAnswers struct{ *testkit.ObjectStore }
 
-func (l lostAnswers) Put(ctx context.Context, bucket, key string, body []byte, ct string) (sinks.ObjectInfo, error) {
-	if _, err := l.ObjectStore.Put(ctx, bucket, key, body, ct); err != nil {
+func (l lostAnswers) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
+	if _, err := l.ObjectStore.Put(ctx, bucket, key, body, opts); err != nil {
 		return sinks.ObjectInfo{}, err
 	}
 	<-ctx.Done()

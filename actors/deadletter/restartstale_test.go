@@ -23,7 +23,7 @@ type heldPuts struct {
 	hold map[string]chan error
 }
 
-func (s *heldPuts) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+func (s *heldPuts) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	s.mu.Lock()
 	var ch chan error
 	for prefix, c := range s.hold {
@@ -38,7 +38,7 @@ func (s *heldPuts) Put(ctx context.Context, bucket, key string, body []byte, con
 		}
 		ctx = context.WithoutCancel(ctx) // a write that went out lands, cancelled or not
 	}
-	return s.ObjectStore.Put(ctx, bucket, key, body, contentType)
+	return s.ObjectStore.Put(ctx, bucket, key, body, opts)
 }
 
 // failingOutbox is an in-memory outbox whose next Put fails once fail is set.

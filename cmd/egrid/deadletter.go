@@ -146,13 +146,13 @@ func deadLetterStore(ctx context.Context, s deadLetterSettings, log *slog.Logger
 // deadLetterDestinations are checked as serve (given --minio-endpoint) would check them.
 type acceptingStore struct{}
 
-func (acceptingStore) Put(_ context.Context, bucket, key string, body []byte, ct string) (sinks.ObjectInfo, error) {
-	return sinks.ObjectInfo{Bucket: bucket, Key: key, Size: int64(len(body)), ContentType: ct}, nil
+func (acceptingStore) Put(_ context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
+	return sinks.ObjectInfo{Bucket: bucket, Key: key, Size: int64(len(body)), ContentType: opts.ContentType}, nil
 }
 func (acceptingStore) List(context.Context, string, string) ([]sinks.ObjectInfo, error) {
 	return nil, nil
 }
-func (acceptingStore) Get(_ context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+func (acceptingStore) Get(_ context.Context, bucket, key string, _ int64) ([]byte, sinks.ObjectInfo, error) {
 	return nil, sinks.ObjectInfo{}, fmt.Errorf("%s/%s: %w", bucket, key, sinks.ErrObjectNotFound)
 }
 

@@ -144,7 +144,7 @@ func TestKill9WhileDeadLetteringWritesEachEndingOnce(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for _, o := range objs {
-		body, _, err := m.Store().Get(ctx, "dl-crash", o.Key)
+		body, _, err := m.Store().Get(ctx, "dl-crash", o.Key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,11 +115,12 @@ func (s *Store) url(bucket, key string) string {
 }
 
 // Put implements [sinks.ObjectStore]. With CreateBuckets, a missing bucket is created first.
-func (s *Store) Put(ctx context.Context, bucket, key string, body []byte, contentType string) (sinks.ObjectInfo, error) {
+func (s *Store) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	if err := s.ensureBucket(ctx, bucket); err != nil {
 		return sinks.ObjectInfo{}, err
 	}
-	up, err := s.client.PutObject(ctx, bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{ContentType: contentType})
+	up, err := s.client.PutObject(ctx, bucket, key, bytes.NewReader(body), int64(len(body)),
+		minio.PutObjectOptions{ContentType: opts.ContentType, UserMetadata: opts.Metadata})
 	if err != nil {
 		err = translate(err)
 		if errors.Is(err, sinks.ErrBucketNotFound) {
@@ -133,7 +134,7 @@ func (s *Store) Put(ctx context.Context, bucket, key string, body []byte, conten
 	}
 	return sinks.ObjectInfo{
 		Bucket: bucket, Key: key, ETag: strings.Trim(up.ETag, `"`), Size: int64(len(body)),
-		ContentType: contentType, LastModified: modified, URL: s.url(bucket, key),
+		ContentType: opts.ContentType, LastModified: modified, URL: s.url(bucket, key), Metadata: userMetadata(opts.Metadata, ""),
 	}, nil
 }
 
@@ -169,18 +170,19 @@ func (s *Store) forget(bucket string) {
 	s.mu.Unlock()
 }
 
-// List implements [sinks.ObjectStore].
+// List implements [sinks.ObjectStore]. It asks for the objects' user metadata, which MinIO
+// lists (an extension of S3's ListObjectsV2); from another server Metadata stays nil.
 func (s *Store) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops minio-go's listing goroutine if we leave early
 	var out []sinks.ObjectInfo
-	for o := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for o := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, WithMetadata: true}) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, prefix, s.cfg.Endpoint, translate(o.Err))
 		}
 		out = append(out, sinks.ObjectInfo{
 			Bucket: bucket, Key: o.Key, ETag: strings.Trim(o.ETag, `"`), Size: o.Size,
-			ContentType: o.ContentType, LastModified: o.LastModified, URL: s.url(bucket, o.Key),
+			ContentType: o.ContentType, LastModified: o.LastModified, URL: s.url(bucket, o.Key), Metadata: userMetadata(o.UserMetadata, "x-amz-meta-"),
 		})
 	}
 	if err := ctx.Err(); err != nil {
@@ -190,8 +192,10 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]sinks.Object
 	return out, nil
 }
 
-// Get implements [sinks.ObjectStore].
-func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, sinks.ObjectInfo, error) {
+// Get implements [sinks.ObjectStore]. With a limit, an object whose size is over it is
+// refused before its content is read, and the content read is cut at limit+1 bytes in case
+// the object is replaced meanwhile.
+func (s *Store) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
 	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
@@ -201,14 +205,57 @@ func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, sinks.Obje
 	if err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
 	}
-	body, err := io.ReadAll(obj)
+	if limit > 0 && st.Size > limit {
+		return nil, sinks.ObjectInfo{}, tooLarge(bucket, key, st.Size, limit)
+	}
+	var r io.Reader = obj
+	if limit > 0 {
+		r = io.LimitReader(obj, limit+1)
+	}
+	body, err := readAll(r, st.Size)
 	if err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
 	}
+	if limit > 0 && int64(len(body)) > limit {
+		return nil, sinks.ObjectInfo{}, tooLarge(bucket, key, int64(len(body)), limit)
+	}
 	return body, sinks.ObjectInfo{
 		Bucket: bucket, Key: key, ETag: strings.Trim(st.ETag, `"`), Size: int64(len(body)),
-		ContentType: st.ContentType, LastModified: st.LastModified, URL: s.url(bucket, key),
+		ContentType: st.ContentType, LastModified: st.LastModified, URL: s.url(bucket, key), Metadata: userMetadata(st.UserMetadata, ""),
 	}, nil
+}
+
+// readAll reads r to its end into a buffer sized for the size the server announced (at least
+// as many bytes as read).
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if size > 0 && size < 1<<31 {
+		buf.Grow(int(size) + bytes.MinRead) // ReadFrom then sees the end without growing
+	}
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+func tooLarge(bucket, key string, size, limit int64) error {
+	return fmt.Errorf("reading %s/%s: %w: it holds %d bytes, more than the %d bytes the reader takes", bucket, key, sinks.ErrObjectTooLarge, size, limit)
+}
+
+// userMetadata returns user metadata by lower-case name. A MinIO listing names it as sent,
+// with prefix "x-amz-meta-", beside system metadata such as content-type, which is left out; a
+// stat names it without the prefix (prefix "").
+func userMetadata(m map[string]string, prefix string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		k = strings.ToLower(k)
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		out[k[len(prefix):]] = v
+	}
+	return out
 }
 
 // translate maps MinIO's error codes to the sentinels of sinks, keeping the original error.

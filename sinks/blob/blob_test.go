@@ -33,13 +33,13 @@ func TestStoreWithoutCreateBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Put(ctx, "missing", "k", []byte("x"), "text/plain"); !errors.Is(err, sinks.ErrBucketNotFound) {
+	if _, err := s.Put(ctx, "missing", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); !errors.Is(err, sinks.ErrBucketNotFound) {
 		t.Fatalf("Put to a missing bucket without CreateBuckets: %v, want ErrBucketNotFound", err)
 	}
-	if _, err := m.Store().Put(ctx, "missing", "seed", []byte("x"), "text/plain"); err != nil {
+	if _, err := m.Store().Put(ctx, "missing", "seed", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Put(ctx, "missing", "k", []byte("x"), "text/plain")
+	info, err := s.Put(ctx, "missing", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"})
 	if err != nil {
 		t.Fatalf("Put once the bucket exists: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestStoreServerDown(t *testing.T) {
 	m := testkit.StartMinIO(t)
 	s := m.Store()
 	m.Stop()
-	_, err := s.Put(context.Background(), "down-test", "k", []byte("x"), "text/plain")
+	_, err := s.Put(context.Background(), "down-test", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"})
 	if err == nil || errors.Is(err, sinks.ErrBucketNotFound) || errors.Is(err, sinks.ErrObjectNotFound) {
 		t.Fatalf("Put to a stopped server: %v, want an unavailability error", err)
 	}
@@ -62,7 +62,7 @@ func TestStoreServerDown(t *testing.T) {
 		t.Errorf("error %q does not name the server", err)
 	}
 	m.Start()
-	if _, err := s.Put(context.Background(), "down-test", "k", []byte("x"), "text/plain"); err != nil {
+	if _, err := s.Put(context.Background(), "down-test", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); err != nil {
 		t.Errorf("Put after the server came back: %v", err)
 	}
 }

@@ -8,6 +8,10 @@
 // writing to it fails with [sinks.ErrBucketNotFound] and the dead-letter actor retries for up to
 // four hours, so an operator can still create it.
 //
+// Objects carry user metadata ([sinks.PutOptions]); List asks MinIO to list it (an extension
+// of S3's listing), so a reader can tell objects apart without reading them. Get takes a limit
+// and refuses a larger object before reading it.
+//
 // The store does no retrying of its own (minio-go's retries are turned off by default): the
 // dead-letter actor owns the back-off schedule, and replay reports failures at once.
 //

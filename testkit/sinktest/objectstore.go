@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		s, b := newStore(t), bucket(t)
 		body := []byte(`[{"id":"1"}]`)
 		before := time.Now().Add(-time.Minute)
-		info, err := s.Put(ctx, b, "SUB-1/2026/1/2/3/a.json", body, "application/json")
+		info, err := s.Put(ctx, b, "SUB-1/2026/1/2/3/a.json", body, sinks.PutOptions{ContentType: "application/json"})
 		if err != nil {
 			t.Fatalf("Put: %v", err)
 		}
@@ -32,7 +33,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		if info.LastModified.Before(before) {
 			t.Errorf("LastModified %v is before the Put", info.LastModified)
 		}
-		got, ginfo, err := s.Get(ctx, b, "SUB-1/2026/1/2/3/a.json")
+		got, ginfo, err := s.Get(ctx, b, "SUB-1/2026/1/2/3/a.json", 0)
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
@@ -47,11 +48,11 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 	t.Run("PutDoesNotRetainBody", func(t *testing.T) {
 		s, b := newStore(t), bucket(t)
 		body := []byte("original")
-		if _, err := s.Put(ctx, b, "k", body, "text/plain"); err != nil {
+		if _, err := s.Put(ctx, b, "k", body, sinks.PutOptions{ContentType: "text/plain"}); err != nil {
 			t.Fatal(err)
 		}
 		copy(body, "mutated!")
-		got, _, err := s.Get(ctx, b, "k")
+		got, _, err := s.Get(ctx, b, "k", 0)
 		if err != nil || string(got) != "original" {
 			t.Errorf("Get after the caller reused its buffer = %q, %v; want original", got, err)
 		}
@@ -59,14 +60,14 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 
 	t.Run("PutReplaces", func(t *testing.T) {
 		s, b := newStore(t), bucket(t)
-		if _, err := s.Put(ctx, b, "k.json", []byte("[1]"), "application/json"); err != nil {
+		if _, err := s.Put(ctx, b, "k.json", []byte("[1]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
 			t.Fatal(err)
 		}
-		second, err := s.Put(ctx, b, "k.json", []byte("[1,2]"), "application/json")
+		second, err := s.Put(ctx, b, "k.json", []byte("[1,2]"), sinks.PutOptions{ContentType: "application/json"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := s.Get(ctx, b, "k.json")
+		got, _, err := s.Get(ctx, b, "k.json", 0)
 		if err != nil || string(got) != "[1,2]" {
 			t.Errorf("Get after a second Put = %q, %v; want [1,2]", got, err)
 		}
@@ -80,7 +81,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		s, b := newStore(t), bucket(t)
 		keys := []string{"SUB/2026/1/10/0/c.json", "SUB/2026/1/2/23/a.json", "SUB-2/2026/1/1/0/x.json", "SUB/2026/1/2/3/b.json", "NS/orders/sub/2026/1/1/0/y.json"}
 		for i, k := range keys {
-			if _, err := s.Put(ctx, b, k, bytes.Repeat([]byte("x"), i+1), "application/json"); err != nil {
+			if _, err := s.Put(ctx, b, k, bytes.Repeat([]byte("x"), i+1), sinks.PutOptions{ContentType: "application/json"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -108,12 +109,68 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		}
 	})
 
-	t.Run("MissingObject", func(t *testing.T) {
+	// Metadata comes back from Get and from List (the stores egrid ships list it; the contract
+	// lets a server that lists none leave it out), by lower-case name, and a second Put
+	// replaces it.
+	t.Run("Metadata", func(t *testing.T) {
 		s, b := newStore(t), bucket(t)
-		if _, err := s.Put(ctx, b, "there", []byte("x"), "text/plain"); err != nil {
+		meta := map[string]string{"egrid-topic": "Orders-1"}
+		if _, err := s.Put(ctx, b, "m/a.json", []byte("[1]"), sinks.PutOptions{ContentType: "application/json", Metadata: meta}); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := s.Get(ctx, b, "not-there")
+		meta["egrid-topic"] = "changed after Put"
+		if _, err := s.Put(ctx, b, "m/b.json", []byte("[2]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+			t.Fatal(err)
+		}
+		_, info, err := s.Get(ctx, b, "m/a.json", 0)
+		if err != nil || len(info.Metadata) != 1 || info.Metadata["egrid-topic"] != "Orders-1" {
+			t.Errorf("Get described the object with metadata %v, %v; want just egrid-topic: Orders-1", info.Metadata, err)
+		}
+		list, err := s.List(ctx, b, "m/")
+		if err != nil || len(list) != 2 {
+			t.Fatalf("List = %v, %v; want 2 objects", keysOf(list), err)
+		}
+		if len(list[0].Metadata) != 1 || list[0].Metadata["egrid-topic"] != "Orders-1" {
+			t.Errorf("List described %s with metadata %v, want just egrid-topic: Orders-1", list[0].Key, list[0].Metadata)
+		}
+		if len(list[1].Metadata) != 0 {
+			t.Errorf("List described %s, put without metadata, with %v", list[1].Key, list[1].Metadata)
+		}
+		if _, err := s.Put(ctx, b, "m/a.json", []byte("[3]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, info, err := s.Get(ctx, b, "m/a.json", 0); err != nil || len(info.Metadata) != 0 {
+			t.Errorf("after a Put without metadata, Get described the object with %v, %v; want none", info.Metadata, err)
+		}
+	})
+
+	// Get with a limit reads an object of up to limit bytes, and refuses a larger one naming it.
+	t.Run("GetLimit", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		body := bytes.Repeat([]byte("x"), 100)
+		if _, err := s.Put(ctx, b, "big.json", body, sinks.PutOptions{ContentType: "application/json"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int64{0, 100, 1000} {
+			if got, _, err := s.Get(ctx, b, "big.json", limit); err != nil || !bytes.Equal(got, body) {
+				t.Errorf("Get with limit %d of a 100-byte object: %d bytes, %v; want all of it", limit, len(got), err)
+			}
+		}
+		got, _, err := s.Get(ctx, b, "big.json", 99)
+		if !errors.Is(err, sinks.ErrObjectTooLarge) || got != nil {
+			t.Fatalf("Get with limit 99 of a 100-byte object: %d bytes, %v; want ErrObjectTooLarge", len(got), err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "big.json") || !strings.Contains(msg, "100") {
+			t.Errorf("the refusal %q does not name the object and its size", msg)
+		}
+	})
+
+	t.Run("MissingObject", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		if _, err := s.Put(ctx, b, "there", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := s.Get(ctx, b, "not-there", 0)
 		if !errors.Is(err, sinks.ErrObjectNotFound) {
 			t.Errorf("Get of a missing key: %v, want ErrObjectNotFound", err)
 		}
@@ -124,7 +181,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		if _, err := s.List(ctx, b, ""); !errors.Is(err, sinks.ErrBucketNotFound) {
 			t.Errorf("List of a missing bucket: %v, want ErrBucketNotFound", err)
 		}
-		if _, _, err := s.Get(ctx, b, "k"); !errors.Is(err, sinks.ErrBucketNotFound) {
+		if _, _, err := s.Get(ctx, b, "k", 0); !errors.Is(err, sinks.ErrBucketNotFound) {
 			t.Errorf("Get from a missing bucket: %v, want ErrBucketNotFound", err)
 		}
 	})
@@ -133,16 +190,16 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		s, b := newStore(t), bucket(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := s.Put(cctx, b, "k", []byte("x"), "text/plain"); !errors.Is(err, context.Canceled) {
+		if _, err := s.Put(cctx, b, "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); !errors.Is(err, context.Canceled) {
 			t.Errorf("Put with a cancelled context: %v, want context.Canceled", err)
 		}
 		if _, err := s.List(cctx, b, ""); !errors.Is(err, context.Canceled) {
 			t.Errorf("List with a cancelled context: %v, want context.Canceled", err)
 		}
-		if _, _, err := s.Get(cctx, b, "k"); !errors.Is(err, context.Canceled) {
+		if _, _, err := s.Get(cctx, b, "k", 0); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get with a cancelled context: %v, want context.Canceled", err)
 		}
-		if _, _, err := s.Get(ctx, b, "k"); err == nil {
+		if _, _, err := s.Get(ctx, b, "k", 0); err == nil {
 			t.Errorf("a Put with a cancelled context stored the object")
 		}
 	})
@@ -153,7 +210,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		errs := make(chan error, 16)
 		for i := range 16 {
 			wg.Go(func() {
-				if _, err := s.Put(ctx, b, fmt.Sprintf("P/%02d.json", i), []byte(fmt.Sprintf("[%d]", i)), "application/json"); err != nil {
+				if _, err := s.Put(ctx, b, fmt.Sprintf("P/%02d.json", i), []byte(fmt.Sprintf("[%d]", i)), sinks.PutOptions{ContentType: "application/json"}); err != nil {
 					errs <- err
 				}
 			})
@@ -168,7 +225,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 			t.Fatalf("List after 16 concurrent Puts = %d objects, %v", len(list), err)
 		}
 		for i, o := range list {
-			got, _, err := s.Get(ctx, b, o.Key)
+			got, _, err := s.Get(ctx, b, o.Key, 0)
 			if err != nil || string(got) != fmt.Sprintf("[%d]", i) {
 				t.Errorf("%s = %q, %v", o.Key, got, err)
 			}

@@ -33,20 +33,20 @@ func TestFaultyObjectStoreWhileDown(t *testing.T) {
 	mem := testkit.NewObjectStore()
 	f := testkit.NewFaultyObjectStore(mem)
 	f.Down()
-	if _, err := f.Put(ctx, "b", "k", []byte("x"), "text/plain"); !errors.Is(err, testkit.ErrStoreDown) {
+	if _, err := f.Put(ctx, "b", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); !errors.Is(err, testkit.ErrStoreDown) {
 		t.Errorf("Put while down: %v, want ErrStoreDown", err)
 	}
 	if _, err := f.List(ctx, "b", ""); !errors.Is(err, testkit.ErrStoreDown) {
 		t.Errorf("List while down: %v, want ErrStoreDown", err)
 	}
-	if _, _, err := f.Get(ctx, "b", "k"); !errors.Is(err, testkit.ErrStoreDown) {
+	if _, _, err := f.Get(ctx, "b", "k", 0); !errors.Is(err, testkit.ErrStoreDown) {
 		t.Errorf("Get while down: %v, want ErrStoreDown", err)
 	}
 	if mem.Puts() != 0 || f.Failures() != 3 {
 		t.Errorf("while down: %d puts reached the store and %d calls failed; want 0 and 3", mem.Puts(), f.Failures())
 	}
 	f.Up()
-	if _, err := f.Put(ctx, "b", "k", []byte("x"), "text/plain"); err != nil || mem.Puts() != 1 {
+	if _, err := f.Put(ctx, "b", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); err != nil || mem.Puts() != 1 {
 		t.Errorf("Put after Up: %v (%d puts), want it stored", err, mem.Puts())
 	}
 }
