@@ -60,6 +60,12 @@ type DeadLetterConfig struct {
 	// "<namespace>/<topic>/<subscription>/<YYYY>/<M>/<D>/<H>/<uuid>.json" (default egrid): an
 	// egrid router is one Event Grid namespace.
 	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`
+	// MaxObjectBytes bounds the bytes of the records of one dead-letter object (default
+	// 64 MiB, deadletter.DefaultMaxObjectBytes): a flush of more is split into several
+	// objects, and a record larger than the bound is written alone. Reading dead letters
+	// back (list, show, replay) refuses an object larger than the bound plus 16 MiB, which
+	// egrid does not write, instead of reading it into memory.
+	MaxObjectBytes int `json:"maxObjectBytes,omitempty" yaml:"maxObjectBytes,omitempty"`
 }
 
 func (c DeadLetterConfig) withDefaults() DeadLetterConfig {
@@ -80,6 +86,9 @@ func (c DeadLetterConfig) Validate() error {
 	var errs []error
 	if c.Delay < 0 {
 		errs = append(errs, fmt.Errorf("deadLetters.delay %v is invalid: use a positive duration such as 5m (0 for the default)", c.Delay))
+	}
+	if c.MaxObjectBytes < 0 {
+		errs = append(errs, fmt.Errorf("deadLetters.maxObjectBytes %d is invalid: use a positive number of bytes (0 for the default, 64 MiB)", c.MaxObjectBytes))
 	}
 	if c.SystemTopic != "" {
 		if err := ValidateTopicName(c.SystemTopic); err != nil {
@@ -149,7 +158,7 @@ func (r *Router) startDeadLetters() error {
 	}
 	d.outbox = outbox
 	d.actorCfg = &deadletter.Config{
-		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale,
+		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, MaxObjectBytes: d.cfg.MaxObjectBytes,
 		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns,
 	}
 	r.dead = d // before the actor runs: its notifications read it (notifyBlobCreated)

@@ -98,8 +98,9 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 }
 
 // DeadLetterRecords reads a subscription's dead-letter records selected by q, with their
-// events in the topic's input schema. Objects that cannot be read or decoded are reported in
-// [DeadLetterRead.Problems] and skipped.
+// events in the topic's input schema. Objects that cannot be read or decoded are reported in [DeadLetterRead.Problems] and
+// skipped; so is an object larger than egrid writes one (deadletter.Config.ReadLimit), which is
+// not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
 	return r.readDeadLetters(ctx, topic, name, q, nil)
 }
@@ -114,15 +115,21 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 		return nil, err
 	}
 	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
+	limit := r.dead.actorCfg.ReadLimit()
 	out := &DeadLetterRead{}
 	for i, o := range objs {
 		if progress != nil {
 			progress(i, len(objs))
 		}
-		body, _, err := r.dead.store.Get(ctx, bucket, o.Key, 0)
+		body, _, err := r.dead.store.Get(ctx, bucket, o.Key, limit)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("reading the dead letters of %q: %w", name, ctx.Err())
+			}
+			if errors.Is(err, sinks.ErrObjectTooLarge) {
+				out.Problems = append(out.Problems, fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
+					"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", o.Key, limit>>20, bucket, o.Key, err))
+				continue
 			}
 			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", o.Key, err))
 			continue

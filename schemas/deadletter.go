@@ -179,6 +179,36 @@ func AppendDeadLetters(dst []byte, f DeadLetterFormat, recs []DeadLetterRecord) 
 	return append(dst, ']'), nil
 }
 
+// deadLetterFixedBytes bounds what a record adds to its event besides the strings counted
+// one by one in [DeadLetterSizeBound]: member names, punctuation, numbers, times, outcome
+// names, the namespace reason texts and the fixed members of a converted CloudEvent or an
+// Event Grid envelope (about 600 bytes at most).
+const deadLetterFixedBytes = 1024
+
+// DeadLetterSizeBound returns an upper bound of the bytes [AppendDeadLetters] writes for r in
+// the layout of f, the comma that separates it included. It reads only lengths, so the
+// dead-letter actor sizes its objects with it without encoding them.
+func DeadLetterSizeBound(f DeadLetterFormat, r *DeadLetterRecord) int {
+	n := deadLetterFixedBytes + escapedBound(string(r.Reason))
+	e := r.Event
+	if e == nil {
+		return n
+	}
+	n += len(e.Raw)
+	// A converted CloudEvent holds the data of the event (part of Raw), an envelope the whole
+	// of it; both add the event's attributes and the topic as strings of their own.
+	converted := (f.Delivery == CloudEvents && f.Input != CloudEvents) || (f.Delivery != CloudEvents && f.Input == Custom)
+	if converted {
+		n += escapedBound(e.ID) + escapedBound(e.Type) + escapedBound(e.Subject) + escapedBound(e.Time) +
+			escapedBound(e.DataVersion) + escapedBound(topicOf(f.TopicID, e))
+	}
+	return n
+}
+
+// escapedBound bounds the bytes of s written by appendString: at most six per byte (a \u
+// escape), and the quotes.
+func escapedBound(s string) int { return 6*len(s) + 2 }
+
 func appendDeadLetter(dst []byte, f DeadLetterFormat, r *DeadLetterRecord) ([]byte, error) {
 	if r.Event == nil {
 		return dst, errors.New("record has no event")

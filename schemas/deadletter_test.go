@@ -365,3 +365,66 @@ func FuzzDecodeDeadLetters(f *testing.F) {
 		}
 	})
 }
+
+// DeadLetterSizeBound is an upper bound of the encoded record in every layout, for every input
+// and delivery schema, with the longest reason and with strings full of escapes.
+func TestDeadLetterSizeBound(t *testing.T) {
+	egs, ces, customs := encodeInputs(t)
+	escapes := `\u0001\"\\\n\u2028`
+	quotes := `q\"b\\` // what the attributes copied into headers may escape
+	nastyEG, err := schemas.DecodeEventGrid([]byte(array(egEvent(`id="`+quotes+`"`, `subject="`+strings.Repeat(escapes, 20)+`"`, `eventType="`+quotes+`"`, `dataVersion="`+quotes+`"`))), topicID, schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nastyCE, err := schemas.DecodeCloudEvents([]byte(array(ceEvent(`id="`+quotes+`"`, `subject="`+strings.Repeat(escapes, 20)+`"`, `source="`+quotes+`"`))), schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[schemas.Schema][]*schemas.Event{
+		schemas.EventGrid:   append(egs, nastyEG...),
+		schemas.CloudEvents: append(ces, nastyCE...),
+		schemas.Custom:      customs,
+	}
+	records := func(e *schemas.Event) []schemas.DeadLetterRecord {
+		return []schemas.DeadLetterRecord{
+			{Event: e, Reason: schemas.UndeliverableDueToProbationCausedByClientError, DeliveryAttempts: 1 << 40,
+				LastOutcome: schemas.InvalidDestination, LastHTTPStatus: 1 << 30, PublishTime: dlPublish, LastAttemptTime: dlAttempt},
+			{Event: e, Reason: schemas.TimeToLiveExceeded, PublishTime: dlPublish},
+			{Event: e, Reason: schemas.Reason(strings.Repeat(escapes, 10)), DeliveryAttempts: 3, PublishTime: dlPublish},
+		}
+	}
+	for _, in := range []schemas.Schema{schemas.EventGrid, schemas.CloudEvents, schemas.Custom} {
+		for _, out := range []schemas.Schema{schemas.EventGrid, schemas.CloudEvents, schemas.Custom} {
+			if !schemas.CanDeliver(in, out) {
+				continue
+			}
+			for _, namespace := range []bool{false, true} {
+				for _, topic := range []string{topicID, ""} {
+					f := schemas.DeadLetterFormat{Input: in, Delivery: out, Namespace: namespace, TopicID: topic}
+					for i, e := range inputs[in] {
+						recs := records(e)
+						body, err := schemas.AppendDeadLetters(nil, f, recs)
+						if err != nil {
+							t.Fatalf("%+v event %d: %v", f, i, err)
+						}
+						bound := 1 // the closing bracket; each record's bound counts its comma or the opening one
+						for j := range recs {
+							one, err := schemas.AppendDeadLetters(nil, f, recs[j:j+1])
+							if err != nil {
+								t.Fatal(err)
+							}
+							b := schemas.DeadLetterSizeBound(f, &recs[j])
+							if len(one)-1 > b {
+								t.Errorf("%+v event %d record %d: %d bytes written, bound %d", f, i, j, len(one)-1, b)
+							}
+							bound += b
+						}
+						if len(body) > bound {
+							t.Errorf("%+v event %d: the object takes %d bytes, its records' bounds %d", f, i, len(body), bound)
+						}
+					}
+				}
+			}
+		}
+	}
+}

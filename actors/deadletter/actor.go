@@ -48,6 +48,16 @@ const (
 	// DefaultMaxRecordsPerObject bounds the records of one object; a larger flush of one
 	// subscription is split.
 	DefaultMaxRecordsPerObject = 5000
+	// DefaultMaxObjectBytes bounds the bytes of one object's records (counted by
+	// schemas.DeadLetterSizeBound, an upper bound of their encoding); a larger flush of one
+	// subscription is split, and a record larger than the bound is written alone. It bounds the
+	// memory one object write builds (5000 records of 1 MB events would be 5 GB) and the
+	// memory a reader needs for one object: see [Config.ReadLimit].
+	DefaultMaxObjectBytes = 64 << 20
+	// ReadMargin is what [Config.ReadLimit] adds to the object bound: room for a record larger
+	// than the bound, written alone (an event of the 1 MB publish limit encodes to at most
+	// about 2 MB), and for objects written under a bound a little larger.
+	ReadMargin = 16 << 20
 	// DefaultWriteTimeout bounds one write (it is not scaled by TimeScale).
 	DefaultWriteTimeout = time.Minute
 )
@@ -219,6 +229,9 @@ type Config struct {
 	TimeScale float64
 	// MaxRecordsPerObject bounds one object (default DefaultMaxRecordsPerObject).
 	MaxRecordsPerObject int
+	// MaxObjectBytes bounds the bytes of one object's records (default
+	// DefaultMaxObjectBytes); a record larger than it is written alone.
+	MaxObjectBytes int
 	// WriteTimeout bounds one write (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// NewID names objects; nil means uuid.NewString.
@@ -245,6 +258,18 @@ func (c *Config) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.TimeScale)
 }
 
+// ReadLimit is the largest dead-letter object a reader should take (list, show and replay
+// pass it to sinks.ObjectStore.Get): the bound of the objects this actor writes,
+// MaxObjectBytes, plus [ReadMargin]. A larger object was not written by egrid with this
+// configuration.
+func (c *Config) ReadLimit() int64 {
+	n := c.MaxObjectBytes
+	if n <= 0 {
+		n = DefaultMaxObjectBytes
+	}
+	return int64(n) + ReadMargin
+}
+
 func (c *Config) withDefaults() *Config {
 	d := *c
 	if d.Delay <= 0 {
@@ -261,6 +286,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if d.MaxRecordsPerObject <= 0 {
 		d.MaxRecordsPerObject = DefaultMaxRecordsPerObject
+	}
+	if d.MaxObjectBytes <= 0 {
+		d.MaxObjectBytes = DefaultMaxObjectBytes
 	}
 	if d.WriteTimeout <= 0 {
 		d.WriteTimeout = DefaultWriteTimeout
@@ -764,13 +792,38 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 	for _, g := range order {
 		recs := due[g]
 		for len(recs) > 0 {
-			n := min(len(recs), d.cfg.MaxRecordsPerObject)
+			n := objectLength(recs, g.target.Format, d.cfg.MaxRecordsPerObject, d.cfg.MaxObjectBytes)
 			o := d.newObject(g.topic, g.sub, g.target, now)
 			o.recs, recs = recs[:n], recs[n:]
 			d.write(o, now)
 		}
 	}
 	d.arm(now)
+}
+
+// objectLength returns how many of recs, taken in order, the next object holds: at most
+// maxRecords, and records whose encoding takes at most maxBytes — at least one, so a record
+// larger than maxBytes is written alone.
+func objectLength(recs []*Record, f schemas.DeadLetterFormat, maxRecords, maxBytes int) int {
+	n, size := 0, 0
+	for n < len(recs) && n < maxRecords {
+		rec := recordOf(recs[n].Letter)
+		s := schemas.DeadLetterSizeBound(f, &rec)
+		if n > 0 && size+s > maxBytes {
+			break
+		}
+		size += s
+		n++
+	}
+	return n
+}
+
+// recordOf returns the wire record of a dead letter.
+func recordOf(l *actors.DeadLetter) schemas.DeadLetterRecord {
+	return schemas.DeadLetterRecord{
+		Event: l.Event, Reason: l.Reason, DeliveryAttempts: l.DeliveryAttempts, LastOutcome: l.LastOutcome,
+		LastHTTPStatus: l.LastHTTPStatus, PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
+	}
 }
 
 // write starts one object write: its records' new write state is saved to the outbox first,
@@ -797,12 +850,10 @@ func (d *deadLetters) write(o *pendingObject, now time.Time) {
 // put writes an object off the mailbox; the result comes back as a [dlWritten].
 func (d *deadLetters) put(o *pendingObject) {
 	recs := make([]schemas.DeadLetterRecord, len(o.recs))
+	size := 2
 	for i, r := range o.recs {
-		l := r.Letter
-		recs[i] = schemas.DeadLetterRecord{
-			Event: l.Event, Reason: l.Reason, DeliveryAttempts: l.DeliveryAttempts, LastOutcome: l.LastOutcome,
-			LastHTTPStatus: l.LastHTTPStatus, PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
-		}
+		recs[i] = recordOf(r.Letter)
+		size += schemas.DeadLetterSizeBound(o.target.Format, &recs[i])
 	}
 	id, key, target, topic, sub, reread := o.id, o.key, o.target, o.topic, o.sub, o.reread
 	root, self, parent, cfg := d.system.Root, d.self, d.ctx, d.cfg
@@ -811,7 +862,7 @@ func (d *deadLetters) put(o *pendingObject) {
 		defer d.wg.Done()
 		res := &dlWritten{id: id}
 		defer func() { root.Send(self, res) }()
-		body, err := schemas.AppendDeadLetters(nil, target.Format, recs)
+		body, err := schemas.AppendDeadLetters(make([]byte, 0, size), target.Format, recs)
 		if err != nil {
 			res.err, res.permanent = err, true
 			return

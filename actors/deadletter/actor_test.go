@@ -201,6 +201,63 @@ func TestDeadLettersSplitLargeFlushes(t *testing.T) {
 	})
 }
 
+// A flush is split by the bytes of its records too: an object holds records up to
+// MaxObjectBytes (counted by schemas.DeadLetterSizeBound), and a record larger than that is
+// written alone, in due order.
+func TestDeadLettersSplitByBytes(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		letter := func(id string, dataBytes int) *actors.DeadLetter {
+			l := dlLetter(t, "sub-a", id, time.Now())
+			evs, err := schemas.DecodeEventGrid([]byte(`[{"id":"`+id+`","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":"`+
+				strings.Repeat("x", dataBytes)+`"}]`), dlTopicID, schemas.ClassicLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Event = evs[0]
+			return l
+		}
+		letters := []*actors.DeadLetter{letter("s1", 1000), letter("s2", 1000), letter("s3", 1000), letter("big", 10_000), letter("s4", 1000)}
+		format := dlTarget("sub-a", false).Format
+		sizeOf := func(l *actors.DeadLetter) int {
+			return schemas.DeadLetterSizeBound(format, &schemas.DeadLetterRecord{
+				Event: l.Event, Reason: l.Reason, DeliveryAttempts: l.DeliveryAttempts, LastOutcome: l.LastOutcome,
+				LastHTTPStatus: l.LastHTTPStatus, PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
+			})
+		}
+		bound := sizeOf(letters[0]) + sizeOf(letters[1]) // two small records fit, not three
+		store := testkit.NewObjectStore()
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, MaxObjectBytes: bound, Delay: time.Second, TimeScale: 1, NewID: sequentialIDs()}))
+		for _, l := range letters {
+			h.System().Root.Send(pid, &deadletter.Enqueue{Letter: l, Target: dlTarget("sub-a", false)})
+		}
+		h.Advance(2 * time.Second)
+		objs := store.Objects("deadletters")
+		var got [][]string
+		for _, o := range objs { // id-1, id-2, ...: in the order they were made
+			body, info, err := store.Get(context.Background(), "deadletters", o.Key, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := schemas.DecodeDeadLetters(body, schemas.EventGrid, dlTopicID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) > 1 && info.Size > int64(bound) {
+				t.Errorf("%s holds %d bytes in %d records, more than the bound %d", o.Key, info.Size, len(recs), bound)
+			}
+			var ids []string
+			for _, r := range recs {
+				ids = append(ids, r.Event.ID)
+			}
+			got = append(got, ids)
+		}
+		want := [][]string{{"s1", "s2"}, {"s3"}, {"big"}, {"s4"}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("objects hold %v, want %v", got, want)
+		}
+	})
+}
+
 // A failed write is retried after 10 s, 1 min, then every 5 min, under the same key, and the
 // records are written once when the store is back.
 func TestDeadLetterWriteBackoff(t *testing.T) {

@@ -12,6 +12,10 @@
 // crash an object found under the key is kept: each ending is in exactly one object. Outbox writes and object writes both run off
 // the mailbox; results come back as messages.
 //
+// An object holds at most [Config.MaxRecordsPerObject] records and [Config.MaxObjectBytes] of
+// them (a record larger than that alone), so neither a write nor a reader builds more than that
+// in memory; readers pass [Config.ReadLimit] to the store's Get.
+//
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
 // second subscription actor over a private journal that holds just those events.
 //
