@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +347,113 @@ func TestMinIOStoppedThenRestarted(t *testing.T) {
 	st, err = env.r.DeadLetterStatus(context.Background())
 	if err != nil || st.Pending() != 0 || st.RecordsWritten != 20 || st.RecordsDropped != 0 {
 		t.Errorf("status after the restart: %+v, %v; want 20 written, none pending or dropped", st, err)
+	}
+}
+
+// recordingHook answers 400 until healthy is set, then 200, and sends the ids of the events
+// of each request it answers 200 to ids (a structured CloudEvent or a JSON array of events).
+func recordingHook(t *testing.T, healthy *atomic.Bool, ids chan<- string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var evs []struct{ ID string }
+		if err := json.Unmarshal(body, &evs); err != nil {
+			var one struct{ ID string }
+			if err := json.Unmarshal(body, &one); err != nil {
+				t.Errorf("delivery %s: %v", body, err)
+			}
+			evs = append(evs, one)
+		}
+		for _, e := range evs {
+			ids <- e.ID
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Acceptance: subscriptions of one name on two CloudEvents topics dead-letter to one bucket,
+// under one key prefix (BILLING/). Listing, reading and replaying one topic's dead letters take
+// its objects only, and the replay delivers its events to its subscription only.
+func TestMinIOTwoTopicsOneBucketReplayTheirOwn(t *testing.T) {
+	env := startMinIOEnv(t, nil)
+	ctx := context.Background()
+	var healthy atomic.Bool
+	delivered := map[string]chan string{}
+	for _, topic := range []string{"orders-ce", "returns-ce"} {
+		if _, err := env.r.CreateTopic(ctx, topic, router.TopicSpec{InputSchema: "CloudEventSchemaV1_0"}); err != nil {
+			t.Fatal(err)
+		}
+		delivered[topic] = make(chan string, 10)
+		spec := router.SubscriptionSpec{Destination: router.WebHook(recordingHook(t, &healthy, delivered[topic]))}
+		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
+		spec.DeadLetterDestination.Properties.BlobContainerName = env.bucket
+		if err := env.r.CreateSubscription(ctx, topic, "billing", spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ce := func(id string) json.RawMessage {
+		return json.RawMessage(`{"specversion":"1.0","id":"` + id + `","source":"/shop","type":"Order.Created","data":{"n":1}}`)
+	}
+	if err := env.r.Publish(ctx, "orders-ce", ce("o1"), ce("o2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.r.Publish(ctx, "returns-ce", ce("r1")); err != nil {
+		t.Fatal(err)
+	}
+	env.awaitNotes(t, 2)
+	objs := env.objects(t)
+	if len(objs) != 2 || !strings.HasPrefix(objs[0].Key, "BILLING/") || !strings.HasPrefix(objs[1].Key, "BILLING/") {
+		t.Fatalf("objects %v, want two under the shared prefix BILLING/", objs)
+	}
+	for topic, want := range map[string][]string{"orders-ce": {"o1", "o2"}, "returns-ce": {"r1"}} {
+		listed, err := env.r.DeadLetterObjects(ctx, topic, "billing", router.DeadLetterQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := env.r.DeadLetterRecords(ctx, topic, "billing", router.DeadLetterQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range read.Entries {
+			got = append(got, e.Event.ID)
+		}
+		slices.Sort(got)
+		if len(listed) != 1 || read.Objects != 1 || !slices.Equal(got, want) || len(read.Problems) != 0 {
+			t.Errorf("%s: listed %d objects, read %v from %d (problems %q); want %v from its one object", topic, len(listed), got, read.Objects, read.Problems, want)
+		}
+	}
+
+	healthy.Store(true)
+	sum, err := env.r.ReplayDeadLetters(ctx, "orders-ce", "billing", router.ReplayOptions{Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed []string
+	for _, e := range sum.Events {
+		replayed = append(replayed, e.ID)
+	}
+	slices.Sort(replayed)
+	if !slices.Equal(replayed, []string{"o1", "o2"}) || sum.Delivered != 2 || !sum.Completed {
+		t.Fatalf("replay of orders-ce: %+v, want o1 and o2 replayed and delivered", sum)
+	}
+	var got []string
+	for range 2 {
+		got = append(got, <-delivered["orders-ce"])
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"o1", "o2"}) {
+		t.Errorf("orders-ce's subscription received %v, want o1 and o2", got)
+	}
+	select {
+	case id := <-delivered["returns-ce"]:
+		t.Errorf("returns-ce's subscription received %s from a replay of orders-ce", id)
+	case id := <-delivered["orders-ce"]:
+		t.Errorf("orders-ce's subscription received %s besides its own events", id)
+	default:
 	}
 }

@@ -69,9 +69,13 @@ func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *Subscript
 }
 
 // DeadLetterObjects lists a subscription's dead-letter objects written in [q.Since, q.Until),
-// ordered by the time they were written.
+// ordered by the time they were written. Only the topic's objects are listed: a subscription of
+// the same name on another topic writes under the same key prefix when both dead-letter to one
+// bucket (Event Grid's classic key names only the subscription), and each object names its
+// topic in its metadata ([deadletter.BelongsTo]). An object without that metadata, written
+// before egrid wrote it, is taken to be the topic's.
 func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q DeadLetterQuery) ([]sinks.ObjectInfo, error) {
-	_, spec, prefix, err := r.deadLetterSource(topic, name)
+	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +89,7 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 	}
 	var out []sinks.ObjectInfo
 	for _, o := range all {
-		if q.Key != "" && o.Key != q.Key {
+		if (q.Key != "" && o.Key != q.Key) || !deadletter.BelongsTo(o, t.name) {
 			continue
 		}
 		if (!q.Since.IsZero() && o.LastModified.Before(q.Since)) || (!q.Until.IsZero() && !o.LastModified.Before(q.Until)) {
@@ -98,7 +102,9 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 }
 
 // DeadLetterRecords reads a subscription's dead-letter records selected by q, with their
-// events in the topic's input schema. Objects that cannot be read or decoded are reported in [DeadLetterRead.Problems] and
+// events in the topic's input schema, from the topic's objects ([Router.DeadLetterObjects]; an
+// object a server listed without metadata is checked again by the metadata it is read with).
+// Objects that cannot be read or decoded are reported in [DeadLetterRead.Problems] and
 // skipped; so is an object larger than egrid writes one (deadletter.Config.ReadLimit), which is
 // not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
@@ -121,7 +127,7 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 		if progress != nil {
 			progress(i, len(objs))
 		}
-		body, _, err := r.dead.store.Get(ctx, bucket, o.Key, limit)
+		body, info, err := r.dead.store.Get(ctx, bucket, o.Key, limit)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("reading the dead letters of %q: %w", name, ctx.Err())
@@ -133,6 +139,9 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 			}
 			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", o.Key, err))
 			continue
+		}
+		if !deadletter.BelongsTo(info, t.name) {
+			continue // another topic's, listed without its metadata
 		}
 		out.Objects++
 		recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)

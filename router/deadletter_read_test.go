@@ -37,7 +37,9 @@ func TestDeadLetterObjectTooLargeToRead(t *testing.T) {
 		// The same records, padded past what a reader takes: decodable, but not egrid's.
 		padded := append(body, bytes.Repeat([]byte{' '}, bound+deadletter.ReadMargin+1-len(body))...)
 		big := "BILLING/2025/1/2/3/00000000-0000-0000-0000-000000000000.json"
-		if _, err := store.Put(ctx, "deadletters", big, padded, sinks.PutOptions{ContentType: "application/json"}); err != nil {
+		if _, err := store.Put(ctx, "deadletters", big, padded, sinks.PutOptions{
+			ContentType: "application/json", Metadata: map[string]string{deadletter.TopicMetadata: "orders"},
+		}); err != nil {
 			t.Fatal(err)
 		}
 		read, err := h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{})

@@ -873,7 +873,9 @@ func (d *deadLetters) put(o *pendingObject) {
 			res.info, found, res.err = lookupObject(ctx, cfg.Store, target.Bucket, key)
 		}
 		if res.err == nil && !found {
-			res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, sinks.PutOptions{ContentType: schemas.ContentTypeDeadLetters})
+			res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, sinks.PutOptions{
+				ContentType: schemas.ContentTypeDeadLetters, Metadata: map[string]string{TopicMetadata: topic},
+			})
 		}
 		cancel()
 		if res.err == nil && target.Notify && cfg.OnWritten != nil {

@@ -203,7 +203,7 @@ func TestDeadLettersSplitLargeFlushes(t *testing.T) {
 
 // A flush is split by the bytes of its records too: an object holds records up to
 // MaxObjectBytes (counted by schemas.DeadLetterSizeBound), and a record larger than that is
-// written alone, in due order.
+// written alone, in due order. Every object names its topic in its metadata.
 func TestDeadLettersSplitByBytes(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		letter := func(id string, dataBytes int) *actors.DeadLetter {
@@ -237,6 +237,9 @@ func TestDeadLettersSplitByBytes(t *testing.T) {
 			body, info, err := store.Get(context.Background(), "deadletters", o.Key, 0)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if info.Metadata[deadletter.TopicMetadata] != "orders" {
+				t.Errorf("%s has metadata %v, want %s: orders", o.Key, info.Metadata, deadletter.TopicMetadata)
 			}
 			recs, err := schemas.DecodeDeadLetters(body, schemas.EventGrid, dlTopicID)
 			if err != nil {

@@ -14,7 +14,9 @@
 //
 // An object holds at most [Config.MaxRecordsPerObject] records and [Config.MaxObjectBytes] of
 // them (a record larger than that alone), so neither a write nor a reader builds more than that
-// in memory; readers pass [Config.ReadLimit] to the store's Get.
+// in memory; readers pass [Config.ReadLimit] to the store's Get. Each object names its topic in
+// the [TopicMetadata] metadata: classic keys ([Prefix]) name only the subscription, and
+// readers take a topic's objects by [BelongsTo].
 //
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
 // second subscription actor over a private journal that holds just those events.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/sinks"
 )
 
 // The object key layout of dead letters (SPEC §5): where the actor writes and where reading
@@ -18,6 +20,22 @@ func Prefix(namespace, topic, subscription string) string {
 		return strings.ToUpper(subscription)
 	}
 	return namespace + "/" + topic + "/" + subscription
+}
+
+// TopicMetadata names the object metadata (S3 user metadata, x-amz-meta-egrid-topic) in
+// which the dead-letter actor writes the name of the topic whose records an object holds.
+// Event Grid's classic key layout names only the subscription, upper-cased, so subscriptions
+// of one name on two topics share a prefix in a shared bucket; readers tell their objects
+// apart by it ([BelongsTo]).
+const TopicMetadata = "egrid-topic"
+
+// BelongsTo says whether the object described by info holds dead letters of topic: its
+// [TopicMetadata] names topic (topic names are case-insensitive). An object without it — one
+// written before egrid wrote it, or listed by a server that lists no metadata — belongs to
+// whichever topic reads it under its prefix: Event Grid's own key names no topic either.
+func BelongsTo(info sinks.ObjectInfo, topic string) bool {
+	owner, ok := info.Metadata[TopicMetadata]
+	return !ok || strings.EqualFold(owner, topic)
 }
 
 // Key returns the key of a dead-letter object written at t:
