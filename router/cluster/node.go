@@ -104,6 +104,11 @@ type Node struct {
 
 	held map[Key]*lease // owned by the loop goroutine (and Release after Close)
 	seen map[string]int // rounds each member has been seen live in a row (loop)
+
+	// dutyLease is the cluster's duty lease while this node holds it (owned like held); duty
+	// says the node does the duty (duty.go).
+	dutyLease *lease
+	duty      atomic.Bool
 }
 
 type lease struct {
@@ -480,9 +485,11 @@ func (n *Node) Close() {
 // router stopped the actors and wrote their state.
 func (n *Node) Release(ctx context.Context) {
 	n.running.Store(&map[Key]bool{}) // the router stopped the actors
+	n.duty.Store(false)
 	if !n.nc.IsConnected() {
 		return // the leases lapse by themselves
 	}
+	n.releaseDuty(ctx)
 	for k, l := range n.held {
 		_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(l.rev))
 		delete(n.held, k)

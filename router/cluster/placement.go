@@ -163,6 +163,7 @@ func (n *Node) place() {
 		}
 		n.start(k, l, want[k])
 	}
+	n.placeDuty(ctx, now, connected, viewOK, live, seen)
 	if !viewOK {
 		n.publishRunning()
 		return
