@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/egridio/egrid/actors"
@@ -42,6 +44,11 @@ type clusterRuntime struct {
 	adopt    map[cluster.Key]bool
 	adoptAll bool
 	misses   map[string]time.Time // topicFresh's store reads, by folded name
+
+	// orphans holds the deleted subscriptions whose dead letters this node, holding the
+	// cluster's duty, adopted from the outbox: its dead-letter actor writes them (copy on
+	// write; only run changes it).
+	orphans atomic.Pointer[map[cluster.Key]bool]
 }
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
@@ -233,6 +240,10 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 // adoptDeadLetters hands the dead-letter actor the outbox records of the subscriptions that
 // started here since the last round (and every so often of all that run here): records the
 // node that ran them before had not written yet, which this node writes at their due time.
+// Every so often too, the node holding the cluster's duty adopts the records of
+// subscriptions deleted (or whose topic was deleted) before their records were written: no
+// node runs them any more, so none would write them otherwise. It writes them, as a router
+// of its own writes a deleted subscription's records, to the destination each record carries.
 func (c *clusterRuntime) adoptDeadLetters() {
 	d := c.r.dead
 	c.mu.Lock()
@@ -248,19 +259,87 @@ func (c *clusterRuntime) adoptDeadLetters() {
 		c.mu.Unlock()
 		return
 	}
-	node := c.node
-	keep := func(topic, sub string) bool {
-		k := cluster.Key{Topic: topic, Subscription: sub}
-		return (all || keys[k]) && node.Running(k)
+	duty := all && c.node.Duty()
+	if all && !duty {
+		c.orphans.Store(nil)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := d.outbox.Adopt(ctx, c.r.system.Root, d.pid, keep); err != nil {
-		c.r.log.Warn("reading the dead-letter outbox for subscriptions placed here; trying again later", "err", err)
+	node := c.node
+	found := map[cluster.Key]bool{}
+	stored := map[string]map[string]bool{} // the store's subscriptions by topic; nil: topic gone
+	keep := func(topic, sub string) (bool, error) {
+		k := cluster.Key{Topic: topic, Subscription: sub}
+		if node.Running(k) {
+			return all || keys[k], nil
+		}
+		if !duty || found[k] {
+			return found[k], nil
+		}
+		orphan, err := c.deleted(ctx, k, stored)
+		if err != nil || !orphan {
+			return false, err
+		}
+		found[k] = true
+		c.addOrphan(k) // before the records are handed: the actor may write them at once
+		return true, nil
+	}
+	err := d.outbox.Adopt(ctx, c.r.system.Root, d.pid, keep)
+	if duty && err == nil {
+		c.orphans.Store(&found) // those deleted subscriptions whose records are still in the outbox
+	}
+	if err != nil {
+		c.r.log.Warn("reading the dead-letter outbox for subscriptions placed here or deleted; trying again later", "err", err)
 		c.mu.Lock()
 		c.adoptAll = true
 		c.mu.Unlock()
 	}
+}
+
+// deleted reports whether subscription k is deleted (or its topic): neither this node nor the
+// store knows it under its name as created. stored caches the store's subscriptions by topic.
+// A subscription this node knows is not deleted, even if another node deleted it a moment
+// ago: its records are adopted the next time, once this node has read the deletion.
+func (c *clusterRuntime) deleted(ctx context.Context, k cluster.Key, stored map[string]map[string]bool) (bool, error) {
+	if t, _, display, err := c.r.lookup(k.Topic, k.Subscription); err == nil && t.name == k.Topic && display == k.Subscription {
+		return false, nil
+	}
+	subs, ok := stored[k.Topic]
+	if !ok {
+		defs, err := c.r.store.Subscriptions(ctx, k.Topic)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return false, fmt.Errorf("reading the subscriptions of topic %q: %w", k.Topic, err)
+		default:
+			subs = make(map[string]bool, len(defs))
+			for _, def := range defs {
+				subs[def.Name] = true
+			}
+		}
+		stored[k.Topic] = subs
+	}
+	return !subs[k.Subscription], nil
+}
+
+// addOrphan adds k to the orphans (run calls it).
+func (c *clusterRuntime) addOrphan(k cluster.Key) {
+	m := map[cluster.Key]bool{k: true}
+	if old := c.orphans.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	c.orphans.Store(&m)
+}
+
+// writesDeadLetters reports whether this node's dead-letter actor writes the records of
+// subscription k: those of a subscription it runs, and, while it holds the cluster's duty,
+// those of a deleted subscription it adopted. It takes no lock: the actor calls it.
+func (c *clusterRuntime) writesDeadLetters(k cluster.Key) bool {
+	if c.node.Running(k) {
+		return true
+	}
+	m := c.orphans.Load()
+	return m != nil && (*m)[k] && c.node.Duty()
 }
 
 // stop is the placement's Stop hook: stop the actor (it flushes its state on stop), then

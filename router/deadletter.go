@@ -147,10 +147,13 @@ func (r *Router) startDeadLetters() error {
 	var owns func(topic, sub string) bool
 	if r.cl != nil {
 		// Each node numbers its records from its own slot, and writes those of the
-		// subscriptions it runs (cluster.go adopts a moving subscription's records).
+		// subscriptions it runs (cluster.go adopts a moving subscription's records), and
+		// while it holds the cluster's duty those of deleted subscriptions.
 		base = uint64(r.cl.node.Slot()) * deadletter.IDSpan
-		node := r.cl.node
-		owns = func(topic, sub string) bool { return node.Running(cluster.Key{Topic: topic, Subscription: sub}) }
+		cl := r.cl
+		owns = func(topic, sub string) bool {
+			return cl.writesDeadLetters(cluster.Key{Topic: topic, Subscription: sub})
+		}
 	}
 	outbox, err := deadletter.NewStoreOutboxFrom(context.Background(), r.store, r.log, base)
 	if err != nil {

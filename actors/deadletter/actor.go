@@ -244,10 +244,11 @@ type Config struct {
 	// notification from it.
 	OnWritten func(ctx context.Context, o *Object)
 	// Owns, when set, says whether this actor writes the records of a subscription: in
-	// cluster mode, the node running the subscription does. A record of another's that comes
-	// due is forgotten here (not deleted from the outbox: its owner writes it) until
-	// [StoreOutbox.Adopt] hands it back. It is called from the actor, must not block and must
-	// take no lock.
+	// cluster mode, the node running the subscription does, and the node holding the
+	// cluster's duty writes those of a subscription deleted before they were written. A
+	// record of another's that comes due is forgotten here (not deleted from the outbox: its
+	// owner writes it) until [StoreOutbox.Adopt] hands it back. It is called from the actor,
+	// must not block and must take no lock.
 	Owns func(topic, subscription string) bool
 }
 

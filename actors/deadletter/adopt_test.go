@@ -49,7 +49,7 @@ func TestAdoptedRecordKeepsItsObject(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if err := outbox.Adopt(ctx, h.System().Root, pid, func(string, string) bool { return true }); err != nil {
+		if err := outbox.Adopt(ctx, h.System().Root, pid, func(string, string) (bool, error) { return true, nil }); err != nil {
 			t.Fatal(err)
 		}
 		h.Advance(deadletter.DefaultDelay + time.Hour)

@@ -64,16 +64,24 @@ func NewStoreOutboxFrom(ctx context.Context, st store.Store, log *slog.Logger, b
 
 // Adopt reads the outbox and hands the dead-letter actor pid the records keep selects (by
 // topic and subscription): in cluster mode, those of a subscription that just moved to this
-// node, written by the node that had it before. Records the actor knows are not taken twice.
-// It reads the store: call it off any actor's mailbox.
-func (o *StoreOutbox) Adopt(ctx context.Context, root *actor.RootContext, pid *actor.PID, keep func(topic, subscription string) bool) error {
+// node, written by the node that had it before, and those of a subscription deleted before
+// its records were written, which the node holding the cluster's duty writes. keep is called
+// once the outbox is read (what it reads, such as the definitions, is no older than the
+// records) and before any record is handed; an error of keep ends the adoption, handing
+// nothing, and Adopt returns it. Records the actor knows are not taken twice. It reads the
+// store: call it off any actor's mailbox.
+func (o *StoreOutbox) Adopt(ctx context.Context, root *actor.RootContext, pid *actor.PID, keep func(topic, subscription string) (bool, error)) error {
 	recs, err := o.Load(ctx)
 	if err != nil {
 		return err
 	}
 	m := &deadLettersHanded{}
 	for _, r := range recs {
-		if keep(r.Letter.Topic, r.Letter.Subscription) {
+		ok, err := keep(r.Letter.Topic, r.Letter.Subscription)
+		if err != nil {
+			return err
+		}
+		if ok {
 			m.recs = append(m.recs, r)
 		}
 	}

@@ -287,7 +287,7 @@ func TestAdoptedRecordUnderAnIdWrittenBeforeIsWritten(t *testing.T) {
 		}
 
 		// sub-b moves to node two, which adopts the record.
-		if err := o2.Adopt(ctx, h.System().Root, second, func(string, string) bool { return true }); err != nil {
+		if err := o2.Adopt(ctx, h.System().Root, second, func(string, string) (bool, error) { return true, nil }); err != nil {
 			t.Fatal(err)
 		}
 		h.Advance(6 * time.Minute)
