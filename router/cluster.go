@@ -53,11 +53,14 @@ type clusterRuntime struct {
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
 // runs the actor, its own state writer (one per actor: a fenced write must not stop the
-// other subscriptions of the topic).
+// other subscriptions of the topic). An entry whose config is nil (the subscription should
+// not deliver any more) stays while its actor runs or starts here, so the stop that follows
+// finds the writer to close.
 type clusterSub struct {
-	cfg    *actors.SubscriptionConfig
-	gen    uint64
-	writer *actors.StateWriter
+	cfg      *actors.SubscriptionConfig
+	gen      uint64
+	writer   *actors.StateWriter
+	starting bool // a start is under way: the writer it makes is set when it returns
 }
 
 // joinCluster starts cluster mode: the node's membership and placement, and the definitions
@@ -174,10 +177,10 @@ func (c *clusterRuntime) want(sc *actors.SubscriptionConfig) {
 func (c *clusterRuntime) unwant(topic, name string) {
 	k := cluster.Key{Topic: topic, Subscription: name}
 	c.mu.Lock()
-	if s := c.subs[k]; s != nil && s.writer == nil {
+	if s := c.subs[k]; s != nil && s.writer == nil && !s.starting {
 		delete(c.subs, k)
 	} else if s != nil {
-		s.cfg = nil // stop drops it
+		s.cfg = nil // stop drops it (after the start under way, which sets its writer)
 	}
 	c.mu.Unlock()
 	c.node.Unwant(k)
@@ -192,7 +195,19 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 		return fmt.Errorf("subscription %s is not known on this node yet", k)
 	}
 	cfg := *s.cfg
+	s.starting = true // an unwant meanwhile keeps s: the writer made here must reach the stop
 	c.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			c.mu.Lock()
+			s.starting = false
+			if s.cfg == nil && s.writer == nil && c.subs[k] == s {
+				delete(c.subs, k) // unwanted meanwhile: no actor, no stop to come
+			}
+			c.mu.Unlock()
+		}
+	}()
 	t, err := c.r.topic(k.Topic)
 	if err != nil {
 		return err
@@ -220,19 +235,20 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 		_ = w.Close()
 		return fmt.Errorf("starting subscription %s: %w", k, err)
 	}
+	started = true
 	c.mu.Lock()
+	// s is still c.subs[k], even if the subscription was unwanted meanwhile: the placement's
+	// stop, which comes after this start, closes w.
 	old := s.writer
-	s.writer = w
-	c.mu.Unlock()
-	if old != nil {
-		_ = old.Close()
-	}
-	c.mu.Lock()
+	s.writer, s.starting = w, false
 	if c.adopt == nil {
 		c.adopt = make(map[cluster.Key]bool)
 	}
 	c.adopt[k] = true
 	c.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
 	c.r.log.Info("subscription placed on this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 	return nil
 }
