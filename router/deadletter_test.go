@@ -87,6 +87,40 @@ func TestDeadLetterObjectAfterTheDelay(t *testing.T) {
 	}, testkit.WithoutJitter())
 }
 
+// Dead letters of a subscription deleted, or whose topic was deleted, before they were
+// written are still written at their due time, to the destination they were dead-lettered to:
+// the outbox records carry it (cluster mode does the same: router/cluster's
+// TestDeadLettersOfADeletedSubscriptionAreWritten).
+func TestDeadLettersOfADeletedSubscriptionAreWritten(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{MaxDeliveryAttempts: 3})
+		h.CreateSubscription("gone", "shipping", hook, router.RetryPolicy{MaxDeliveryAttempts: 3})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e-orders")))
+		h.Publish("gone", h.EventGridEvent(testkit.ID("e-gone")))
+		h.Advance(time.Minute)
+		ids := map[string]string{"orders": topicIDOf(h, "orders"), "gone": topicIDOf(h, "gone")}
+		if err := h.Router().DeleteSubscription(ctx, "orders", "billing"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Router().DeleteTopic(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		objects := h.DeadLetterObjects()
+		if n := len(objects.Objects("deadletters")); n != 0 {
+			t.Fatalf("%d objects before the 5-minute delay was over", n)
+		}
+		h.Advance(5 * time.Minute)
+		for _, c := range []struct{ topic, prefix, id string }{{"orders", "BILLING/", "e-orders"}, {"gone", "SHIPPING/", "e-gone"}} {
+			recs := objects.Records(t, "deadletters", c.prefix, schemas.EventGrid, ids[c.topic])
+			if len(recs) != 1 || recs[0].Event.ID != c.id {
+				t.Errorf("dead letters under %s: %+v, want %s once", c.prefix, recs, c.id)
+			}
+		}
+	}, testkit.WithoutJitter())
+}
+
 func TestBadRequestDeadLettersAfterOneAttempt(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
