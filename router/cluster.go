@@ -49,6 +49,10 @@ type clusterRuntime struct {
 	// cluster's duty, adopted from the outbox: its dead-letter actor writes them (copy on
 	// write; only run changes it).
 	orphans atomic.Pointer[map[cluster.Key]bool]
+
+	// closing counts the state writers of stopped or replaced actors still closing
+	// (closeWriter): release waits for them.
+	closing sync.WaitGroup
 }
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
@@ -139,8 +143,9 @@ func (r *Router) closeCluster() {
 	}
 }
 
-// release closes the writers of the actors that ran here and gives up the leases. Called by
-// Close after the topic actors stopped.
+// release closes the writers of the actors that ran here, waits for those still closing in
+// the background (closeWriter), and gives up the leases. Called by Close after the topic
+// actors stopped, in the part of it its context bounds.
 func (c *clusterRuntime) release(ctx context.Context) {
 	c.mu.Lock()
 	var ws []*actors.StateWriter
@@ -154,7 +159,34 @@ func (c *clusterRuntime) release(ctx context.Context) {
 	for _, w := range ws {
 		_ = w.Close()
 	}
+	c.closing.Wait()
 	c.node.Release(ctx)
+}
+
+// closeWriter closes w, the state writer of an actor of this node that stopped or was
+// replaced, in a goroutine of its own, and returns a channel closed once it has: Close waits
+// for the write under way, which a store that stopped answering (NATS gone quiet, JetStream
+// stalled) holds up to its timeout, and the start that waited for it would hold the
+// subscription's later starts and stops, and the node's Close, as long. The goroutine ends,
+// and the writer with it, once that write returns; release waits for it.
+//
+// A write that lands after the next actor of the subscription loaded its state costs events
+// attempted again, never one lost: an update is a change to the state before it (the
+// cursor only moves forward, parked events are put or deleted one by one), decided by an
+// actor that has stopped, and the store applies it to the record as it is then. A next
+// actor on another node is fenced against it: whichever of its first write and the late
+// one comes second fails its compare-and-set (store.ErrFenced) — a late write fenced is
+// dropped (its events are attempted again from the state the next actor loaded), a next
+// actor fenced restarts from the store, late write included. A late write whose
+// subscription was deleted since, or created again, is refused by its epoch
+// (store.ErrStaleEpoch). A failure of a writer no longer current is ignored (writeFailed).
+func (c *clusterRuntime) closeWriter(w *actors.StateWriter) <-chan struct{} {
+	done := make(chan struct{})
+	c.closing.Go(func() {
+		defer close(done)
+		_ = w.Close()
+	})
+	return done
 }
 
 // want registers (or replaces) the config of a subscription that should deliver.
@@ -247,7 +279,9 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	c.adopt[k] = true
 	c.mu.Unlock()
 	if old != nil {
-		_ = old.Close()
+		// The new actor runs already: waiting for the old writer's last write would protect
+		// nothing, and one that hangs would hold this start (closeWriter).
+		c.closeWriter(old)
 	}
 	c.r.log.Info("subscription placed on this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 	return nil

@@ -1,0 +1,128 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/store"
+)
+
+// heldStateWrites holds every subscription state write that comes while holding is set,
+// until release is closed: a store that stopped answering.
+type heldStateWrites struct {
+	store.Store
+	holding atomic.Bool
+	entered chan struct{} // a value per write held
+	release chan struct{}
+}
+
+func newHeldStateWrites() *heldStateWrites {
+	return &heldStateWrites{Store: store.NewMemory(), entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (h *heldStateWrites) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if h.holding.Load() {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+// clusterCloseFixture is a router with topic orders and subscription billing, whose actor is
+// not running (placed on no node yet), and a cluster runtime that knows billing.
+func clusterCloseFixture(t *testing.T, st store.Store) (*Router, *clusterRuntime, *clusterSub, cluster.Key) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := New(Config{InsecureDev: true, SkipEndpointValidation: true}, Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(ctx, "orders", TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	// An address: no name to resolve inside the bubble.
+	spec := SubscriptionSpec{Destination: WebHook("https://203.0.113.10/events")}
+	if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
+		t.Fatal(err)
+	}
+	top, err := r.topic("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.system.Root.RequestFuture(top.pid, &actors.RemoveSubscription{Name: "billing"}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := r.subscriptionConfig(top, "billing", &spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cluster.Key{Topic: "orders", Subscription: "billing"}
+	s := &clusterSub{cfg: sc}
+	return r, &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{k: s}}, s, k
+}
+
+// requireClosed fails unless w refuses updates as closed.
+func requireClosed(t *testing.T, w *actors.StateWriter, which string) {
+	t.Helper()
+	if err := w.Enqueue("billing", store.Update{}, nil); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("%s: Enqueue = %v, want it closed", which, err)
+	}
+}
+
+// A start that replaces the actor of a subscription running here does not wait for the old
+// actor's state writer, whose write hangs: the new actor runs already, and the start held
+// the subscription's later stops (a hand-over's lease release among them) and the node's
+// Close for as long as the write hung. The old writer closes once its write returns.
+func TestClusterStartReplacingAnActorDoesNotWaitForItsOldWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHeldStateWrites()
+		r, c, s, k := clusterCloseFixture(t, hs)
+		old := actors.NewStateWriter(hs, "orders")
+		hs.holding.Store(true)
+		if err := old.Enqueue("billing", store.Update{Cursor: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-hs.entered // the old writer's write is under way, held
+		hs.holding.Store(false)
+		s.writer = old // the actor of an earlier start runs here
+
+		done := make(chan error, 1)
+		go func() { done <- c.start(k) }()
+		synctest.Wait()
+		var err error
+		returned := false
+		select {
+		case err = <-done:
+			returned = true
+		default:
+		}
+		requireClosed(t, old, "the replaced actor's writer")
+
+		close(hs.release) // the held write returns: the old writer closes
+		if !returned {
+			err = <-done
+			t.Error("the start did not return while the replaced actor's state write was held")
+		}
+		if err != nil {
+			t.Errorf("start: %v", err)
+		}
+		synctest.Wait()
+		c.mu.Lock()
+		w := s.writer
+		c.mu.Unlock()
+		if w == nil || w == old {
+			t.Fatalf("after the start the subscription's writer is %p, want a new one (the old one was %p)", w, old)
+		}
+		c.stop(k)
+		requireClosed(t, w, "the started actor's writer after the stop")
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
