@@ -163,10 +163,14 @@ func (c *clusterRuntime) release(ctx context.Context) {
 	c.node.Release(ctx)
 }
 
+// writerGrace bounds how long a placement step (a start, a stop) waits for the writes the
+// state writer of a stopped actor still holds: the actor's own stop grace once more.
+const writerGrace = actors.DefaultStopGrace
+
 // closeWriter closes w, the state writer of an actor of this node that stopped or was
 // replaced, in a goroutine of its own, and returns a channel closed once it has: Close waits
 // for the write under way, which a store that stopped answering (NATS gone quiet, JetStream
-// stalled) holds up to its timeout, and the start that waited for it would hold the
+// stalled) holds up to its timeout, and the start or stop that waited for it would hold the
 // subscription's later starts and stops, and the node's Close, as long. The goroutine ends,
 // and the writer with it, once that write returns; release waits for it.
 //
@@ -187,6 +191,22 @@ func (c *clusterRuntime) closeWriter(w *actors.StateWriter) <-chan struct{} {
 		_ = w.Close()
 	})
 	return done
+}
+
+// closeWithin closes w, the state writer of subscription k's actor, which has stopped, and
+// waits at most writerGrace for it (closeWriter): the next actor, here or on the node the
+// lease goes to, should load what w still holds, but a write that hangs must not hold the
+// placement step. Past the grace it logs and returns; the writer closes in the background.
+func (c *clusterRuntime) closeWithin(k cluster.Key, w *actors.StateWriter) {
+	done := c.closeWriter(w)
+	t := time.NewTimer(writerGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.r.log.Warn("the last state write of a stopped subscription actor did not finish in time; going on without waiting for it (its events may be attempted again)",
+			logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "grace", writerGrace)
+	}
 }
 
 // want registers (or replaces) the config of a subscription that should deliver.
@@ -264,7 +284,7 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 		if _, rerr := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); rerr != nil {
 			c.r.log.Error("stopping a subscription actor whose start failed", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", rerr)
 		}
-		_ = w.Close()
+		c.closeWithin(k, w)
 		return fmt.Errorf("starting subscription %s: %w", k, err)
 	}
 	started = true
@@ -392,8 +412,10 @@ func (c *clusterRuntime) writesDeadLetters(k cluster.Key) bool {
 	return m != nil && (*m)[k] && c.node.Duty()
 }
 
-// stop is the placement's Stop hook: stop the actor (it flushes its state on stop), then
-// close its writer, so the lease goes only after the state is written.
+// stop is the placement's Stop hook: stop the actor (it flushes its state on stop, waiting
+// at most its stop grace), then close its writer, so the lease goes only after the state is
+// written — or once the writer had writerGrace more: a write that hangs goes on in the
+// background (closeWithin).
 func (c *clusterRuntime) stop(k cluster.Key) {
 	if t, err := c.r.topic(k.Topic); err == nil {
 		if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); err != nil {
@@ -411,7 +433,7 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 	}
 	c.mu.Unlock()
 	if w != nil {
-		_ = w.Close()
+		c.closeWithin(k, w)
 	}
 	c.r.log.Info("subscription left this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/store"
@@ -124,5 +126,113 @@ func TestClusterStartReplacingAnActorDoesNotWaitForItsOldWriter(t *testing.T) {
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// The placement's stop of a subscription whose writer's state write hangs returns once the
+// writer had its grace: it held the subscription's next start (a new config) and the node's
+// Close for as long as the write hung. The writer closes in the background once the write
+// returns (the bubble ends only when its goroutine has).
+func TestClusterStopDoesNotWaitForAHungStateWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHeldStateWrites()
+		r, c, s, k := clusterCloseFixture(t, hs)
+		if err := c.start(k); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		w := s.writer
+		c.mu.Unlock()
+		hs.holding.Store(true)
+		if err := w.Enqueue("billing", store.Update{Cursor: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-hs.entered
+		hs.holding.Store(false)
+
+		stopped := make(chan struct{})
+		go func() {
+			c.stop(k)
+			close(stopped)
+		}()
+		// Virtual time: the actor's stop grace and the writer's.
+		<-time.After(actors.DefaultStopGrace + writerGrace + time.Second)
+		returned := false
+		select {
+		case <-stopped:
+			returned = true
+		default:
+		}
+		close(hs.release)
+		<-stopped
+		if !returned {
+			t.Error("the stop did not return while the actor's state write was held")
+		}
+		synctest.Wait()
+		requireClosed(t, w, "the stopped actor's writer")
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A start whose topic actor did not answer in time stops the actor it may have started and
+// closes its writer, whose write hangs: it returns once the writer had its grace, where it
+// held the subscription's next start and the node's Close for as long as the write hung.
+func TestClusterStartThatTimedOutDoesNotWaitForAHungStateWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hs := newHeldStateWrites()
+		r, c, _, k := clusterCloseFixture(t, hs)
+		top, err := r.topic("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The topic actor stands in for one that takes the start (whose actor writes state)
+		// but answers it too late, and answers the removal.
+		writers := make(chan *actors.StateWriter, 1)
+		late := r.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			switch msg := ctx.Message().(type) {
+			case *actors.AddSubscription:
+				writers <- msg.Config.Writer
+			case *actors.RemoveSubscription:
+				ctx.Respond(true)
+			}
+		}))
+		topicPID := top.pid
+		top.pid = late
+
+		done := make(chan error, 1)
+		go func() { done <- c.start(k) }()
+		w := <-writers
+		hs.holding.Store(true)
+		if err := w.Enqueue("billing", store.Update{Cursor: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-hs.entered
+		hs.holding.Store(false)
+		// Virtual time: the start's wait for the topic actor, and the writer's grace.
+		<-time.After(10*time.Second + writerGrace + time.Second)
+		returned := false
+		select {
+		case err := <-done:
+			returned = true
+			done <- err
+		default:
+		}
+		close(hs.release)
+		if err := <-done; err == nil {
+			t.Error("the start succeeded without an answer of the topic actor")
+		}
+		if !returned {
+			t.Error("the start that timed out did not return while its writer's state write was held")
+		}
+		synctest.Wait()
+		requireClosed(t, w, "the writer of the start that failed")
+		top.pid = topicPID
+		_ = r.system.Root.StopFuture(late).Wait()
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(time.Minute) // virtual time: the actor system's dead-letter throttle, which the timed-out request started, ends
 	})
 }

@@ -52,8 +52,9 @@ type Hooks struct {
 	// error leaves the lease held and Start is called again next round; a Start that fails
 	// leaves no actor running (Stop is not called for it).
 	Start func(Key) error
-	// Stop stops the subscription's actor and returns once its state is written: the node
-	// releases the lease (or lets it lapse) only after.
+	// Stop stops the subscription's actor and returns once its state is written, or once a
+	// write that hangs had a bounded time (it goes on in the background): the node releases
+	// the lease (or lets it lapse) only after.
 	Stop func(Key)
 	// Appended: another node appended to topic's journal up to last.
 	Appended func(topic string, last uint64)
