@@ -125,6 +125,10 @@ type deadLetterRuntime struct {
 	mu      sync.Mutex
 	replays map[string]*actor.PID // by topic/subscription
 
+	// replayWindow is the replays' deadletter.ReplayConfig.Window, and how much of the events
+	// a replay's selection keeps (deadletter.DefaultReplayWindow; tests set it lower).
+	replayWindow int
+
 	// replayLookedUp, when set (by tests, export_test.go), runs in a replay's start between
 	// looking up its subscription and registering the replay.
 	replayLookedUp func()
@@ -141,7 +145,7 @@ func (r *Router) startDeadLetters() error {
 	}
 	d := &deadLetterRuntime{
 		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
-		durable: !r.ownsStore,
+		durable: !r.ownsStore, replayWindow: deadletter.DefaultReplayWindow,
 	}
 	var base uint64
 	var owns func(topic, sub string) bool

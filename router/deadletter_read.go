@@ -108,10 +108,6 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 // skipped; so is an object larger than egrid writes one (deadletter.Config.ReadLimit), which is
 // not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
-	return r.readDeadLetters(ctx, topic, name, q, nil)
-}
-
-func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q DeadLetterQuery, progress func(done, total int)) (*DeadLetterRead, error) {
 	t, spec, _, err := r.deadLetterSource(topic, name)
 	if err != nil {
 		return nil, err
@@ -121,45 +117,65 @@ func (r *Router) readDeadLetters(ctx context.Context, topic, name string, q Dead
 		return nil, err
 	}
 	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
-	limit := r.dead.actorCfg.ReadLimit()
 	out := &DeadLetterRead{}
-	for i, o := range objs {
-		if progress != nil {
-			progress(i, len(objs))
-		}
-		body, info, err := r.dead.store.Get(ctx, bucket, o.Key, limit)
+	for _, o := range objs {
+		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("reading the dead letters of %q: %w", name, ctx.Err())
-			}
-			if errors.Is(err, sinks.ErrObjectTooLarge) {
-				out.Problems = append(out.Problems, fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
-					"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", o.Key, limit>>20, bucket, o.Key, err))
-				continue
-			}
-			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", o.Key, err))
-			continue
+			return nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
 		}
-		if !deadletter.BelongsTo(info, t.name) {
-			continue // another topic's, listed without its metadata
+		if obj.ours {
+			out.Objects++
 		}
-		out.Objects++
-		recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
-		if err != nil {
-			out.Problems = append(out.Problems, fmt.Sprintf("%s: %s", o.Key, strings.ReplaceAll(err.Error(), "\n", "; ")))
-			continue
+		if obj.problem != "" {
+			out.Problems = append(out.Problems, obj.problem)
 		}
-		for _, rec := range recs {
+		for _, rec := range obj.recs {
 			if q.Reason != "" && rec.Reason != q.Reason {
 				continue
 			}
 			out.Entries = append(out.Entries, DeadLetterEntry{Object: o.Key, Written: o.LastModified, DeadLetterRecord: rec})
 		}
 	}
-	if progress != nil {
-		progress(len(objs), len(objs))
-	}
 	return out, nil
+}
+
+// deadLetterObject is one dead-letter object read back by [Router.readDeadLetterObject].
+type deadLetterObject struct {
+	info sinks.ObjectInfo
+	recs []schemas.DeadLetterRecord
+	// ours: the object was read and is the topic's (one listed without its metadata may turn
+	// out to be another topic's, and is then left out without a problem).
+	ours bool
+	// problem says why the object could not be read or decoded (recs is then empty), for
+	// [DeadLetterRead.Problems].
+	problem string
+}
+
+// readDeadLetterObject reads the dead-letter object under key in bucket and decodes it as
+// records of topic t. It refuses an object larger than egrid writes one (the store's Get
+// reads no more than the limit). The error is set only when ctx ended; the object's own
+// problems are in the result.
+func (r *Router) readDeadLetterObject(ctx context.Context, t *topicRuntime, bucket, key string) (deadLetterObject, error) {
+	limit := r.dead.actorCfg.ReadLimit()
+	body, info, err := r.dead.store.Get(ctx, bucket, key, limit)
+	if err != nil {
+		if ctx.Err() != nil {
+			return deadLetterObject{}, ctx.Err()
+		}
+		if errors.Is(err, sinks.ErrObjectTooLarge) {
+			return deadLetterObject{problem: fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
+				"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", key, limit>>20, bucket, key, err)}, nil
+		}
+		return deadLetterObject{problem: fmt.Sprintf("%s: %v", key, err)}, nil
+	}
+	if !deadletter.BelongsTo(info, t.name) {
+		return deadLetterObject{info: info}, nil // another topic's, listed without its metadata
+	}
+	recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
+	if err != nil {
+		return deadLetterObject{info: info, ours: true, problem: fmt.Sprintf("%s: %s", key, strings.ReplaceAll(err.Error(), "\n", "; "))}, nil
+	}
+	return deadLetterObject{info: info, recs: recs, ours: true}, nil
 }
 
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.

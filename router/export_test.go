@@ -9,3 +9,8 @@ const (
 // OnReplayLookedUp makes r call hook in every replay's start, between looking up its
 // subscription and registering the replay. Set it before the router's first replay.
 func OnReplayLookedUp(r *Router, hook func()) { r.dead.replayLookedUp = hook }
+
+// SetReplayWindow sets the bytes of events a replay of r holds before it reads on (the
+// replay window, deadletter.DefaultReplayWindow by default). Set it before the router's first
+// replay.
+func SetReplayWindow(r *Router, n int) { r.dead.replayWindow = n }

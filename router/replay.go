@@ -2,9 +2,12 @@ package router
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 // ReplayStage names the part of a replay a [ReplayProgress] is about.
@@ -66,6 +70,9 @@ type ReplaySummary struct {
 	Delivered    int `json:"delivered"`
 	DeadLettered int `json:"deadLettered"`
 	Dropped      int `json:"dropped"`
+	// Unread counts the replayed events whose object could not be read again when the replay
+	// came to it (with Wait; Problems says why): replay again to take them.
+	Unread int `json:"unread,omitempty"`
 	// Completed is set when every replayed event settled before the call returned.
 	Completed bool `json:"completed"`
 	// Events lists the replayed events.
@@ -89,6 +96,14 @@ type ReplayedEvent struct {
 // object). Each event id is replayed once, from its newest record. Objects are never changed,
 // so a replay can be repeated; receivers deduplicate by event id. One replay per subscription
 // runs at a time; deleting or replacing the subscription stops it.
+//
+// Its memory does not grow with the objects selected. The selection reads them one at a time,
+// newest first, and keeps of each only which records it takes (and their events, while those
+// kept fit in the replay window of 64 MiB, [deadletter.DefaultReplayWindow]); the replay then
+// reads each other object again when it comes to it, once the events of newer objects it
+// still holds are under the window: an object's events wait for those of newer objects that
+// keep failing until they end. An object changed or gone by then is reported in Problems, its
+// events counted in Unread. A dry run keeps no events.
 func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts ReplayOptions) (*ReplaySummary, error) {
 	key := replayKey(topic, name)
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
@@ -101,32 +116,182 @@ func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts
 	if opts.Progress != nil {
 		progress = func(done, total int) { opts.Progress(ReplayProgress{Stage: ReplayReading, Done: done, Total: total}) }
 	}
-	read, err := r.readDeadLetters(ctx, topic, name, DeadLetterQuery{Since: opts.Since, Until: opts.Until}, progress)
+	src, sum, err := r.selectReplay(ctx, topic, name, opts, progress)
 	if err != nil {
 		return nil, err
 	}
-	sum := &ReplaySummary{DryRun: opts.DryRun, Objects: read.Objects, Found: len(read.Entries), Problems: read.Problems}
-	// Newest record first, so an event dead-lettered again after an earlier replay is taken
-	// from its latest object.
-	entries := slices.Clone(read.Entries)
-	slices.SortStableFunc(entries, func(a, b DeadLetterEntry) int { return b.Written.Compare(a.Written) })
-	seen := map[string]bool{}
-	var events []*schemas.Event
-	for _, e := range entries {
-		if (opts.Reason != "" && e.Reason != opts.Reason) || seen[e.Event.ID] {
-			sum.Skipped++
-			continue
-		}
-		seen[e.Event.ID] = true
-		events = append(events, e.Event)
-		sum.Events = append(sum.Events, ReplayedEvent{ID: e.Event.ID, Reason: e.Reason, Object: e.Object})
-	}
-	sum.Replayed = len(events)
-	if opts.DryRun || len(events) == 0 {
+	if opts.DryRun || sum.Replayed == 0 {
 		sum.Completed = !opts.DryRun
 		return sum, nil
 	}
-	return r.runReplay(ctx, topic, name, events, opts, sum)
+	return r.runReplay(ctx, topic, name, src, opts, sum)
+}
+
+// replaySource is what a replay re-delivers: the records it takes of each object, newest
+// object first, one part of the replay actor's each ([deadletter.ReplayConfig.Read]).
+type replaySource struct {
+	store           sinks.ObjectStore
+	bucket, topicID string
+	schema          schemas.Schema
+	limit           int64
+
+	parts []replayPart // fixed once the selection is made, but for events
+
+	mu       sync.Mutex
+	problems []string // of the objects that could not be read again
+}
+
+// replayPart is the records a replay takes of one object.
+type replayPart struct {
+	key, etag string
+	recs      []int32 // indexes of the records taken, in the object's array
+	// events are the events taken, when the selection kept them (guarded by replaySource.mu);
+	// the replay takes them, and reads the object again when they were not kept.
+	events []*schemas.Event
+}
+
+// counts returns the number of events of each part.
+func (s *replaySource) counts() []int {
+	out := make([]int, len(s.parts))
+	for i, p := range s.parts {
+		out[i] = len(p.recs)
+	}
+	return out
+}
+
+// replayReadBackoff is the wait before each new try of an object read that failed while a
+// replay goes on; after the last, its events are left out and reported.
+var replayReadBackoff = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+
+// read returns the events of part i: kept from the selection, or read again from its object,
+// which must be unchanged since. A store that cannot be reached is tried again after each of
+// replayReadBackoff.
+func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error) {
+	p := &s.parts[i]
+	s.mu.Lock()
+	events := p.events
+	p.events = nil
+	s.mu.Unlock()
+	if events != nil {
+		return events, nil
+	}
+	events, err := s.reread(ctx, p)
+	if err != nil && ctx.Err() == nil {
+		s.mu.Lock()
+		s.problems = append(s.problems, fmt.Sprintf("%s: not replayed: %v (%d events); replay again to take them", p.key, err, len(p.recs)))
+		s.mu.Unlock()
+	}
+	return events, err
+}
+
+func (s *replaySource) reread(ctx context.Context, p *replayPart) ([]*schemas.Event, error) {
+	var body []byte
+	var info sinks.ObjectInfo
+	var err error
+	for try := 0; ; try++ {
+		body, info, err = s.store.Get(ctx, s.bucket, p.key, s.limit)
+		if err == nil || ctx.Err() != nil || try == len(replayReadBackoff) ||
+			errors.Is(err, sinks.ErrObjectNotFound) || errors.Is(err, sinks.ErrBucketNotFound) || errors.Is(err, sinks.ErrObjectTooLarge) {
+			break
+		}
+		select {
+		case <-time.After(replayReadBackoff[try]):
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the object again: %w", err)
+	}
+	if info.ETag != p.etag {
+		return nil, errors.New("the object changed after the replay selected its records")
+	}
+	recs, err := schemas.DecodeDeadLetters(body, s.schema, s.topicID)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the object again: %w", err)
+	}
+	events := make([]*schemas.Event, len(p.recs))
+	for j, k := range p.recs {
+		if int(k) >= len(recs) {
+			return nil, errors.New("the object changed after the replay selected its records")
+		}
+		events[j] = recs[k].Event
+	}
+	return events, nil
+}
+
+// selectReplay reads the objects a replay selects, one at a time and newest first, and
+// returns the records it takes (each event id once, from its newest record) and its summary.
+// It keeps the events taken from objects while they fit in the replay window, unless the
+// replay is a dry run; the replay reads the other objects again.
+func (r *Router) selectReplay(ctx context.Context, topic, name string, opts ReplayOptions, progress func(done, total int)) (*replaySource, *ReplaySummary, error) {
+	t, spec, _, err := r.deadLetterSource(topic, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs, err := r.DeadLetterObjects(ctx, topic, name, DeadLetterQuery{Since: opts.Since, Until: opts.Until})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Newest object first, so an event dead-lettered again after an earlier replay is taken
+	// from its latest object (objects written at the same instant stay in key order).
+	slices.SortStableFunc(objs, func(a, b sinks.ObjectInfo) int { return b.LastModified.Compare(a.LastModified) })
+	src := &replaySource{
+		store: r.dead.store, bucket: spec.DeadLetterDestination.Properties.BlobContainerName,
+		topicID: t.id, schema: t.load().schema, limit: r.dead.actorCfg.ReadLimit(),
+	}
+	sum := &ReplaySummary{DryRun: opts.DryRun}
+	// The ids taken, as digests: a fixed few tens of bytes an event, however long its id.
+	seen := map[[16]byte]struct{}{}
+	kept := 0
+	for i, o := range objs {
+		if progress != nil {
+			progress(i, len(objs))
+		}
+		obj, err := r.readDeadLetterObject(ctx, t, src.bucket, o.Key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
+		}
+		if obj.ours {
+			sum.Objects++
+		}
+		if obj.problem != "" {
+			sum.Problems = append(sum.Problems, obj.problem)
+		}
+		part := replayPart{key: o.Key, etag: obj.info.ETag}
+		var events []*schemas.Event
+		size := 0
+		for j, rec := range obj.recs {
+			sum.Found++
+			id := idDigest(rec.Event.ID)
+			if _, dup := seen[id]; dup || (opts.Reason != "" && rec.Reason != opts.Reason) {
+				sum.Skipped++
+				continue
+			}
+			seen[id] = struct{}{}
+			part.recs = append(part.recs, int32(j))
+			sum.Events = append(sum.Events, ReplayedEvent{ID: rec.Event.ID, Reason: rec.Reason, Object: o.Key})
+			events = append(events, rec.Event)
+			size += rec.Event.Size()
+		}
+		if len(part.recs) == 0 {
+			continue
+		}
+		sum.Replayed += len(part.recs)
+		if !opts.DryRun && kept+size <= r.dead.replayWindow {
+			part.events, kept = events, kept+size
+		}
+		src.parts = append(src.parts, part)
+	}
+	if progress != nil {
+		progress(len(objs), len(objs))
+	}
+	return src, sum, nil
+}
+
+// idDigest is the digest a replay's selection keeps of an event id.
+func idDigest(id string) [16]byte {
+	sum := sha256.Sum256([]byte(id))
+	return [16]byte(sum[:16])
 }
 
 func (r *Router) replayRunning(key string) bool {
@@ -144,13 +309,13 @@ func (r *Router) replayRunning(key string) bool {
 // or has removed the subscription before this lookup, which answers not found. Without the
 // turn, a replay looked up just before a delete could register just after the delete had
 // stopped the replays, and deliver to the endpoint of a subscription that no longer exists.
-func (r *Router) runReplay(ctx context.Context, topic, name string, events []*schemas.Event, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
+func (r *Router) runReplay(ctx context.Context, topic, name string, src *replaySource, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
 	key := replayKey(topic, name)
 	release, err := r.turns.acquire(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("starting the replay of event subscription %q: %w", name, err)
 	}
-	run, err := r.startReplay(key, topic, name, events)
+	run, err := r.startReplay(key, topic, name, src, sum.Replayed)
 	release()
 	if err != nil {
 		return nil, err
@@ -158,7 +323,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 	if !opts.Wait {
 		return sum, nil
 	}
-	total := len(events)
+	total := sum.Replayed
 	report := func() {
 		if opts.Progress != nil {
 			opts.Progress(ReplayProgress{Stage: ReplayDelivering, Done: int(run.settled.Load()), Total: total})
@@ -170,7 +335,10 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, events []*sc
 		case <-run.notify:
 			report()
 		case res := <-run.done:
-			sum.Delivered, sum.DeadLettered, sum.Dropped = res.Delivered, res.DeadLettered, res.Dropped
+			sum.Delivered, sum.DeadLettered, sum.Dropped, sum.Unread = res.Delivered, res.DeadLettered, res.Dropped, res.Unread
+			src.mu.Lock()
+			sum.Problems = append(sum.Problems, src.problems...)
+			src.mu.Unlock()
 			sum.Completed = !res.Stopped
 			report()
 			return sum, nil
@@ -189,7 +357,7 @@ type runningReplay struct {
 
 // startReplay looks up the subscription, spawns its replay actor and registers it under key.
 // Called in the topic's turn.
-func (r *Router) startReplay(key, topic, name string, events []*schemas.Event) (*runningReplay, error) {
+func (r *Router) startReplay(key, topic, name string, src *replaySource, events int) (*runningReplay, error) {
 	r.mu.RLock()
 	t, spec, display, err := r.lookupLocked(topic, name)
 	closed := r.closed
@@ -216,7 +384,7 @@ func (r *Router) startReplay(key, topic, name string, events []*schemas.Event) (
 		spawnErr error
 	)
 	props := deadletter.ReplayProps(&deadletter.ReplayConfig{
-		Subscription: sc, Events: events, PublishTime: r.deps.Now(),
+		Subscription: sc, Parts: src.counts(), Read: src.read, Window: d.replayWindow, PublishTime: r.deps.Now(),
 		OnProgress: func(settled, _ int) {
 			run.settled.Store(int64(settled))
 			select {
@@ -247,7 +415,7 @@ func (r *Router) startReplay(key, topic, name string, events []*schemas.Event) (
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
-	r.log.Info("dead-letter replay started", logattr.Topic, t.name, logattr.Subscription, name, "events", len(events))
+	r.log.Info("dead-letter replay started", logattr.Topic, t.name, logattr.Subscription, name, "events", events, "objects", len(src.parts))
 	return run, nil
 }
 

@@ -19,7 +19,8 @@
 // readers take a topic's objects by [BelongsTo].
 //
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
-// second subscription actor over a private journal that holds just those events.
+// second subscription actor over a private journal that holds just those events, fed a part
+// (an object's events) at a time as the earlier ones settle ([ReplayConfig.Window]).
 //
 // The wire shapes of the records are schemas' (schemas.DeadLetterRecord); the record wire
 // format is written by schemas.AppendDeadLetters.

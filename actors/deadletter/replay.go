@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,23 +27,59 @@ import (
 // just the replayed events. Delivery semantics are therefore exactly those of the subscription:
 // batching, retries, probation, dead-lettering again when an event still cannot be delivered.
 // The replay actor counts the events as they settle and stops when all have.
+//
+// The events come in parts (the router's are its dead-letter objects), read one at a time off
+// the mailbox and only while the events read and not yet settled take less than the window
+// ([ReplayConfig.Window]): each part read is appended to the journal and handed to the
+// subscription actor, and the journal is trimmed behind the subscription's cursor, so a replay
+// of any number of objects holds about a window of events, not all of them.
+
+// DefaultReplayWindow is the default [ReplayConfig.Window]: a replay reads its next part once
+// the events it read and that have not settled take less than this (by [schemas.Event.Size]).
+const DefaultReplayWindow = 64 << 20
 
 // ReplayConfig is what a replay actor needs.
 type ReplayConfig struct {
 	// Subscription is the config of the live subscription to replay into (the router builds a
 	// fresh one). Its Store is replaced by the replay's own journal and its filter dropped.
 	Subscription *actors.SubscriptionConfig
-	// Events are the events to re-deliver, in the topic's input schema, each id once.
+	// Events are the events to re-deliver, in the topic's input schema, each id once, when
+	// they are all at hand: they are the replay's only part. Set either Events or Parts.
 	Events []*schemas.Event
+	// Parts counts the events of each part of the replay, read with Read.
+	Parts []int
+	// Read returns the events of part i (0 <= i < len(Parts)), in the topic's input schema;
+	// no id occurs twice in a replay. It is called off the mailbox, one part at a time and in
+	// order (from part 0 again when the replay actor restarts); ctx ends when the replay stops.
+	// An error says the part cannot be read: its events are counted in ReplayResult.Unread
+	// (the error is logged), and the replay goes on with the next part.
+	Read func(ctx context.Context, part int) ([]*schemas.Event, error)
+	// Window bounds what the replay holds: the next part is read only while the events read
+	// and not yet settled take less than Window bytes (default [DefaultReplayWindow]), so at
+	// most Window plus one part. Events that keep failing hold the later parts back until
+	// they end.
+	Window int
 	// PublishTime is the publish time the replayed events get: their time to live starts
 	// again from it.
 	PublishTime time.Time
 	// OnProgress, when set, is called from the actor as events settle (delivered, or ended
-	// again). It must not block.
+	// again, or found unreadable). It must not block.
 	OnProgress func(settled, total int)
 	// OnDone, when set, is called once: when every event has settled, or when the replay is
 	// stopped before that (Stopped set). It must not block.
 	OnDone func(ReplayResult)
+}
+
+// parts returns the parts of the replay and the function that reads them.
+func (c *ReplayConfig) parts() ([]int, func(context.Context, int) ([]*schemas.Event, error)) {
+	if c.Read != nil {
+		return c.Parts, c.Read
+	}
+	if len(c.Events) == 0 {
+		return nil, nil
+	}
+	events := c.Events
+	return []int{len(events)}, func(context.Context, int) ([]*schemas.Event, error) { return events, nil }
 }
 
 // ReplayResult is how a replay ended.
@@ -51,6 +88,9 @@ type ReplayResult struct {
 	Delivered    int
 	DeadLettered int
 	Dropped      int
+	// Unread counts the events of parts that could not be read (ReplayConfig.Read failed or
+	// returned fewer events than the part counts).
+	Unread int
 	// Stopped is set when the replay was stopped (router closed, subscription deleted or
 	// replaced) before every event settled.
 	Stopped bool
@@ -65,7 +105,7 @@ func ReplayProps(cfg *ReplayConfig) *actor.Props {
 	}
 	log = log.With("replay", cfg.Subscription.Name)
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &replay{cfg: cfg, ChildRestarts: actors.NewChildRestarts(100*time.Millisecond, time.Minute, log)}
+		return &replay{cfg: cfg, log: log, ChildRestarts: actors.NewChildRestarts(100*time.Millisecond, time.Minute, log)}
 	})
 }
 
@@ -83,14 +123,34 @@ const (
 	replayDropped
 )
 
-// replay is the replay actor.
+// replayStopWait bounds how long a stopping replay waits for its part read and journal
+// append, whose context it has cancelled.
+const replayStopWait = 5 * time.Second
+
+// replay is the replay actor. All fields are owned by Receive.
 type replay struct {
-	cfg     *ReplayConfig
-	settled map[string]replayOutcome
-	result  ReplayResult
-	done    bool
-	// journalID is the id of the journal this incarnation prepares (see [journalReady]).
-	journalID uint64
+	cfg    *ReplayConfig
+	log    *slog.Logger
+	parts  []int
+	read   func(context.Context, int) ([]*schemas.Event, error)
+	result ReplayResult
+	done   bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// gen is the id of this incarnation (see [replayGens]): results of the goroutines of an
+	// earlier one are ignored.
+	gen     uint64
+	journal *store.Memory // nil until prepared
+	child   *actor.PID    // the subscription actor, spawned with the first events
+	next    int           // the next part to read
+	busy    bool          // a part is being read or appended
+	// unsettled holds the size of each event read and not settled yet, by id; held sums them.
+	unsettled map[string]int
+	held      int
+	settled   int // events delivered, dead-lettered again, dropped or unread
+
 	// ChildRestarts restarts the subscription actor after its back-off when it fails, with
 	// timers of the replay actor's own; it is the actor's supervisor strategy.
 	*actors.ChildRestarts
@@ -105,13 +165,27 @@ func (r *replay) Receive(c actor.Context) {
 	case *actor.Started:
 		r.start(c)
 	case *journalReady:
-		r.run(c, msg)
+		if msg.gen != r.gen {
+			return // from before a restart
+		}
+		if msg.err != nil {
+			panic(fmt.Errorf("preparing the replay journal: %w", msg.err))
+		}
+		r.journal = msg.journal
+		r.pull(c)
+	case *partRead:
+		r.partRead(c, msg)
+	case *partAppended:
+		r.partAppended(c, msg)
 	case *replaySettled:
 		for _, id := range msg.ids {
-			if _, ok := r.settled[id]; ok || r.done {
+			size, ok := r.unsettled[id]
+			if !ok || r.done {
 				continue // delivered again after a restart: counted once
 			}
-			r.settled[id] = msg.outcome
+			delete(r.unsettled, id)
+			r.held -= size
+			r.settled++
 			switch msg.outcome {
 			case replayDelivered:
 				r.result.Delivered++
@@ -121,65 +195,207 @@ func (r *replay) Receive(c actor.Context) {
 				r.result.Dropped++
 			}
 		}
-		if r.cfg.OnProgress != nil && !r.done {
-			r.cfg.OnProgress(len(r.settled), r.result.Total)
-		}
-		if len(r.settled) >= r.result.Total {
-			r.finish(false)
-			c.Stop(c.Self())
-		}
+		r.progress()
+		r.pull(c)
 	case *actors.GetStatus:
-		c.Respond(&actors.Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - len(r.settled)})
+		c.Respond(&actors.Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - r.settled})
+	case *actor.Restarting:
+		r.stop()
 	case *actor.Stopping:
+		r.stop()
 		r.finish(true)
 	}
 }
 
 func (r *replay) start(c actor.Context) {
-	r.settled = make(map[string]replayOutcome)
-	r.result = ReplayResult{Total: len(r.cfg.Events)}
-	if r.result.Total == 0 {
+	r.parts, r.read = r.cfg.parts()
+	r.unsettled = make(map[string]int)
+	r.result = ReplayResult{}
+	for _, n := range r.parts {
+		r.result.Total += n
+	}
+	if len(r.parts) == 0 {
 		r.finish(false)
 		c.Stop(c.Self())
 		return
 	}
-	// The journal is written off the mailbox, as every store is; the subscription starts once
-	// it is ready.
-	r.journalID = journalIDs.Add(1)
-	id, live, at, events := r.journalID, r.cfg.Subscription, r.cfg.PublishTime, r.cfg.Events
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	// The journal is written off the mailbox, as every store is; the parts are read once it
+	// is ready.
+	r.gen = replayGens.Add(1)
+	gen, live := r.gen, r.cfg.Subscription
 	root, self := c.ActorSystem().Root, c.Self()
+	r.wg.Add(1)
 	go func() {
-		msg := &journalReady{id: id, journal: store.NewMemory()}
+		defer r.wg.Done()
+		msg := &journalReady{gen: gen, journal: store.NewMemory()}
 		ctx := context.Background()
 		if msg.err = msg.journal.PutTopic(ctx, live.Topic, nil); msg.err == nil {
-			if msg.err = msg.journal.PutSubscription(ctx, live.Topic, live.Name, nil); msg.err == nil {
-				_, msg.err = msg.journal.Append(ctx, live.Topic, at, events)
+			msg.err = msg.journal.PutSubscription(ctx, live.Topic, live.Name, nil)
+		}
+		root.Send(self, msg)
+	}()
+}
+
+// stop cancels the part read or append under way and waits for it, a bounded time.
+func (r *replay) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	if !actors.WaitBounded(&r.wg, replayStopWait) {
+		r.log.Error("a dead-letter replay's part read did not return after its context was cancelled; abandoning it")
+	}
+}
+
+// replayGens numbers the incarnations of replay actors, so that a restarted replay ignores
+// what its predecessor's goroutines send.
+var replayGens atomic.Uint64
+
+// journalReady brings a replay its private journal, with the topic and subscription made.
+type journalReady struct {
+	gen     uint64
+	journal *store.Memory
+	err     error
+}
+
+// partRead brings a replay the events of one part, or why they cannot be read.
+type partRead struct {
+	gen    uint64
+	part   int
+	events []*schemas.Event
+	err    error
+}
+
+// partAppended says the events of a part are in the replay's journal.
+type partAppended struct {
+	gen     uint64
+	entries []store.Entry
+	err     error
+}
+
+// pull reads the next part when none is under way and the events held leave room for it,
+// and ends the replay when every part is read and every event settled.
+func (r *replay) pull(c actor.Context) {
+	if r.done || r.journal == nil || r.busy {
+		return
+	}
+	if r.next >= len(r.parts) {
+		if len(r.unsettled) == 0 {
+			r.finish(false)
+			c.Stop(c.Self())
+		}
+		return
+	}
+	window := r.cfg.Window
+	if window <= 0 {
+		window = DefaultReplayWindow
+	}
+	if len(r.unsettled) > 0 && r.held >= window {
+		return // read on once earlier events settle
+	}
+	r.busy = true
+	part, gen, read, ctx := r.next, r.gen, r.read, r.ctx
+	r.next++
+	root, self := c.ActorSystem().Root, c.Self()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		events, err := read(ctx, part)
+		root.Send(self, &partRead{gen: gen, part: part, events: events, err: err})
+	}()
+}
+
+// partRead takes in the events of a part and appends them to the journal, off the mailbox.
+func (r *replay) partRead(c actor.Context, m *partRead) {
+	if m.gen != r.gen || r.done {
+		return
+	}
+	want := r.parts[m.part]
+	if m.err != nil {
+		r.busy = false
+		r.unread(want, fmt.Sprintf("part %d: %v", m.part, m.err))
+		r.pull(c)
+		return
+	}
+	var events []*schemas.Event
+	for _, ev := range m.events {
+		if _, dup := r.unsettled[ev.ID]; dup {
+			continue
+		}
+		events = append(events, ev)
+		r.unsettled[ev.ID] = ev.Size()
+		r.held += ev.Size()
+	}
+	if len(events) < want {
+		r.unread(want-len(events), fmt.Sprintf("part %d: %d of its %d events were not found", m.part, want-len(events), want))
+	} else {
+		r.result.Total += len(events) - want
+	}
+	if len(events) == 0 {
+		r.busy = false
+		r.pull(c)
+		return
+	}
+	// The events are counted before the subscription can see them, so each settles once.
+	gen, journal, live, at, ctx := r.gen, r.journal, r.cfg.Subscription, r.cfg.PublishTime, r.ctx
+	root, self := c.ActorSystem().Root, c.Self()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		// What the subscription has settled leaves the journal; its parked events keep their
+		// own copy in its state. A failed trim only keeps entries longer.
+		if cursors, err := journal.Cursors(ctx, live.Topic); err == nil && cursors[live.Name] > 0 {
+			_ = journal.Trim(ctx, live.Topic, cursors[live.Name])
+		}
+		msg := &partAppended{gen: gen}
+		last, err := journal.Append(ctx, live.Topic, at, events)
+		if msg.err = err; err == nil {
+			first := last - uint64(len(events)) + 1
+			msg.entries = make([]store.Entry, len(events))
+			for i, ev := range events {
+				msg.entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: at, Event: ev}
 			}
 		}
 		root.Send(self, msg)
 	}()
 }
 
-// journalIDs numbers the replay journals across incarnations, so that a restarted replay
-// ignores the journal its predecessor asked for.
-var journalIDs atomic.Uint64
-
-// journalReady brings a replay its private journal, holding the events to replay.
-type journalReady struct {
-	id      uint64
-	journal *store.Memory
-	err     error
+// unread counts n events that cannot be read as settled, saying why.
+func (r *replay) unread(n int, problem string) {
+	r.result.Unread += n
+	r.settled += n
+	r.log.Warn("dead-letter replay: events not replayed", "events", n, "problem", problem)
+	r.progress()
 }
 
-// run replays the events of journal through a copy of the live subscription.
-func (r *replay) run(c actor.Context, m *journalReady) {
-	if m.id != r.journalID {
-		return // from before a restart
+func (r *replay) progress() {
+	if r.cfg.OnProgress != nil && !r.done {
+		r.cfg.OnProgress(r.settled, r.result.Total)
+	}
+}
+
+// partAppended hands the subscription actor the events of a part now in the journal; the
+// first part starts it.
+func (r *replay) partAppended(c actor.Context, m *partAppended) {
+	if m.gen != r.gen || r.done {
+		return
 	}
 	if m.err != nil {
-		panic(fmt.Errorf("preparing the replay journal: %w", m.err))
+		panic(fmt.Errorf("appending to the replay journal: %w", m.err))
 	}
-	journal, live := m.journal, r.cfg.Subscription
+	r.busy = false
+	if r.child == nil {
+		r.child = r.spawn(c, r.journal)
+	} else {
+		c.Send(r.child, &actors.Deliver{Entries: m.entries, Through: m.entries[len(m.entries)-1].Seq, From: m.entries[0].Seq})
+	}
+	r.pull(c)
+}
+
+// spawn starts the copy of the live subscription that delivers the events of journal.
+func (r *replay) spawn(c actor.Context, journal *store.Memory) *actor.PID {
+	live := r.cfg.Subscription
 	root, self := c.ActorSystem().Root, c.Self()
 	sc := *live
 	shared := *live.SubscriptionShared // the live subscription's is the topic's: copy, then change
@@ -230,7 +446,7 @@ func (r *replay) run(c actor.Context, m *journalReady) {
 	if live.Logger != nil {
 		live.Logger.Info("replaying dead letters", logattr.Topic, live.Topic, logattr.Subscription, live.Name, "events", r.result.Total)
 	}
-	c.Spawn(actors.SubscriptionProps(&sc))
+	return c.Spawn(actors.SubscriptionProps(&sc))
 }
 
 func (r *replay) finish(stopped bool) {

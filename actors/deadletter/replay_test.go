@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -245,4 +246,48 @@ func epochOf(t *testing.T, st store.Store, sub string) uint64 {
 		t.Fatal(err)
 	}
 	return s.Epoch
+}
+
+// A replay reads its parts one at a time, the next only once the events it holds are under
+// its window (one byte here: once the earlier events settled), and counts the events of a
+// part that cannot be read as unread, going on with the next.
+func TestReplayReadsPartsAsEventsSettle(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		sink := &replaySink{}
+		done := make(chan deadletter.ReplayResult, 1)
+		cfg := &actors.SubscriptionConfig{
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: dlTopicID, InputSchema: schemas.EventGrid, Metrics: new(metrics.Set)},
+			Name:               "sub-a", DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{Profile: retry.EventGrid(), DeadLetter: true, NoJitter: true}, Sink: sink,
+		}
+		parts := [][]*schemas.Event{replayEvents(t, "e1", "e2"), replayEvents(t, "lost"), replayEvents(t, "e3")}
+		var mu sync.Mutex
+		var deliveredAtRead []int
+		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
+			Subscription: cfg, Parts: []int{2, 1, 1}, Window: 1, PublishTime: time.Now(),
+			Read: func(_ context.Context, part int) ([]*schemas.Event, error) {
+				sink.mu.Lock()
+				n := len(sink.delivered)
+				sink.mu.Unlock()
+				mu.Lock()
+				deliveredAtRead = append(deliveredAtRead, n)
+				mu.Unlock()
+				if part == 1 {
+					return nil, errors.New("object gone")
+				}
+				return parts[part], nil
+			},
+			OnDone: func(r deadletter.ReplayResult) { done <- r },
+		}))
+		h.Advance(time.Minute)
+		res := <-done
+		if res != (deadletter.ReplayResult{Total: 4, Delivered: 3, Unread: 1}) {
+			t.Errorf("result %+v, want 3 delivered and 1 unread of 4", res)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(deliveredAtRead, []int{0, 2, 2}) {
+			t.Errorf("events delivered when each part was read: %v, want [0 2 2]: a part is read once the earlier events settled", deliveredAtRead)
+		}
+	})
 }

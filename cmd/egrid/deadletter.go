@@ -257,7 +257,12 @@ Examples:
 fresh attempt budget and its original id. Events that fail again are dead-lettered again. The
 objects are not changed. By default the command waits until every event is delivered or
 dead-lettered again, with a progress bar; --no-wait returns once the replay has started.
---dry-run prints what would be replayed and changes nothing.`,
+--dry-run prints what would be replayed and changes nothing.
+
+The server reads the objects one at a time, newest first, and keeps only what it selected of
+each; it reads an object's events again when the replay comes to it, once the events of newer
+objects it holds take less than 64 MiB. A replay of any number of objects holds about that
+much, and events of older objects wait while newer ones keep failing.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would be replayed; re-deliver nothing"},
 					&cli.BoolFlag{Name: "no-wait", Usage: "return once the replay has started"}), rangeFlags...),
@@ -441,6 +446,9 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	switch {
 	case sum.Completed:
 		fmt.Fprintf(e.Stdout, "delivered %d, dead-lettered again %d, dropped %d\n", sum.Delivered, sum.DeadLettered, sum.Dropped)
+		if sum.Unread > 0 {
+			fmt.Fprintf(e.Stdout, "%d events not replayed: their objects could not be read again (see the warnings); replay again to take them\n", sum.Unread)
+		}
 	case sum.Replayed > 0:
 		fmt.Fprintln(e.Stdout, "the replay goes on in the server; `egrid deadletter list` shows events that fail again")
 	}

@@ -1,0 +1,137 @@
+package router_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
+)
+
+// deadLetterEach publishes each id to topic orders, whose subscription dead-letters it at
+// once, and waits out the dead-letter delay after each: one object per event, the last one
+// newest.
+func deadLetterEach(t *testing.T, h *testkit.Harness, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		h.Publish("orders", h.EventGridEvent(testkit.ID(id)))
+		h.Advance(6 * time.Minute)
+	}
+	if n := len(h.DeadLetterObjects().Objects("deadletters")); n != len(ids) {
+		t.Fatalf("%d dead-letter objects, want %d", n, len(ids))
+	}
+}
+
+// replayedIDs returns the event ids of the attempts of e after its first n, in order.
+func replayedIDs(e *testkit.Endpoint, n int) []string {
+	var ids []string
+	for _, a := range e.Attempts()[n:] {
+		ids = append(ids, a.EventIDs()...)
+	}
+	return ids
+}
+
+// A replay holds about a window of events, not every object it selected: it takes an object's
+// events once those of the newer objects it holds are under the window. With a window of one
+// byte, the events of one object at a time are out for delivery. Before, the replay read the
+// records of every object selected into memory before it started, and delivered them all at
+// once.
+func TestReplayReadsObjectsAsEarlierEventsSettle(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		var replaying atomic.Bool
+		release := make(chan struct{})
+		hook := h.Endpoint("hook", func(int, *http.Request) testkit.Response {
+			if !replaying.Load() {
+				return testkit.Response{Status: http.StatusBadRequest}
+			}
+			<-release
+			return testkit.Response{Status: http.StatusOK}
+		})
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		deadLetterEach(t, h, "e1", "e2", "e3")
+		router.SetReplayWindow(h.Router(), 1)
+		replaying.Store(true)
+		done := make(chan *router.ReplaySummary, 1)
+		go func() {
+			sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- sum
+		}()
+		h.Settle()
+		if got := replayedIDs(hook, 3); !slices.Equal(got, []string{"e3"}) {
+			t.Errorf("replayed %v while the newest object's event is being delivered; want only e3", got)
+		}
+		close(release)
+		h.Advance(time.Minute)
+		sum := <-done
+		if sum == nil {
+			t.FailNow()
+		}
+		if got := replayedIDs(hook, 3); !slices.Equal(got, []string{"e3", "e2", "e1"}) {
+			t.Errorf("replayed %v, want each event once, newest object first", got)
+		}
+		if sum.Objects != 3 || sum.Replayed != 3 || sum.Delivered != 3 || !sum.Completed {
+			t.Errorf("summary %+v, want 3 objects, 3 events replayed and delivered", sum)
+		}
+	})
+}
+
+// An object that changed between the replay's selection and the replay coming to it is not
+// taken: its events are counted as unread and the summary names the object; the other
+// objects' events are replayed.
+func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		var replaying atomic.Bool
+		release := make(chan struct{})
+		hook := h.Endpoint("hook", func(int, *http.Request) testkit.Response {
+			if !replaying.Load() {
+				return testkit.Response{Status: http.StatusBadRequest}
+			}
+			<-release
+			return testkit.Response{Status: http.StatusOK}
+		})
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		deadLetterEach(t, h, "e1", "e2", "e3")
+		router.SetReplayWindow(h.Router(), 1)
+		replaying.Store(true)
+		done := make(chan *router.ReplaySummary, 1)
+		go func() {
+			sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- sum
+		}()
+		h.Settle() // e3 is being delivered; e2's object has not been read again yet
+		store := h.DeadLetterObjects()
+		objs := store.Objects("deadletters")
+		slices.SortFunc(objs, func(a, b sinks.ObjectInfo) int { return a.LastModified.Compare(b.LastModified) })
+		changed := objs[1] // e2's
+		if _, err := store.Put(context.Background(), "deadletters", changed.Key, []byte("[]"), sinks.PutOptions{
+			ContentType: "application/json", Metadata: changed.Metadata,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		h.Advance(time.Minute)
+		sum := <-done
+		if sum == nil {
+			t.FailNow()
+		}
+		if got := replayedIDs(hook, 3); !slices.Equal(got, []string{"e3", "e1"}) {
+			t.Errorf("replayed %v, want e3 and e1: e2's object changed", got)
+		}
+		if sum.Replayed != 3 || sum.Delivered != 2 || sum.Unread != 1 || !sum.Completed || len(sum.Problems) != 1 ||
+			!strings.HasPrefix(sum.Problems[0], changed.Key+": not replayed: the object changed") {
+			t.Errorf("summary %+v, want 2 delivered, 1 unread and a problem naming %s", sum, changed.Key)
+		}
+	})
+}
