@@ -135,3 +135,26 @@ func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 		}
 	})
 }
+
+// A replay's summary lists at most MaxListedReplayEvents events (two here) and counts the
+// others, so a dry run of many objects answers with a bounded list. Before, it listed every
+// event selected.
+func TestReplaySummaryListsABoundedNumberOfEvents(t *testing.T) {
+	router.SetMaxListedReplayEvents(t, 2)
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		deadLetterEach(t, h, "e1", "e2", "e3")
+		sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed []string
+		for _, ev := range sum.Events {
+			listed = append(listed, ev.ID)
+		}
+		if sum.Replayed != 3 || sum.Unlisted != 1 || !slices.Equal(listed, []string{"e3", "e2"}) {
+			t.Errorf("dry run: %d would be replayed, listed %v, %d unlisted; want 3, the newest two listed and 1 unlisted", sum.Replayed, listed, sum.Unlisted)
+		}
+	})
+}

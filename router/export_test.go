@@ -14,3 +14,11 @@ func OnReplayLookedUp(r *Router, hook func()) { r.dead.replayLookedUp = hook }
 // replay window, deadletter.DefaultReplayWindow by default). Set it before the router's first
 // replay.
 func SetReplayWindow(r *Router, n int) { r.dead.replayWindow = n }
+
+// SetMaxListedReplayEvents sets how many events a replay summary lists, for the test's
+// duration.
+func SetMaxListedReplayEvents(t interface{ Cleanup(func()) }, n int) {
+	old := maxListedReplayEvents
+	maxListedReplayEvents = n
+	t.Cleanup(func() { maxListedReplayEvents = old })
+}

@@ -75,11 +75,20 @@ type ReplaySummary struct {
 	Unread int `json:"unread,omitempty"`
 	// Completed is set when every replayed event settled before the call returned.
 	Completed bool `json:"completed"`
-	// Events lists the replayed events.
+	// Events lists the replayed events, newest object first: at most the first 10 000
+	// ([MaxListedReplayEvents]), so a summary stays small however many events a replay takes.
 	Events []ReplayedEvent `json:"events,omitempty"`
+	// Unlisted counts the replayed events left out of Events.
+	Unlisted int `json:"unlisted,omitempty"`
 	// Problems lists the objects that could not be read or decoded.
 	Problems []string `json:"problems,omitempty"`
 }
+
+// MaxListedReplayEvents is how many events a [ReplaySummary] lists.
+const MaxListedReplayEvents = 10000
+
+// maxListedReplayEvents is MaxListedReplayEvents; tests set it lower.
+var maxListedReplayEvents = MaxListedReplayEvents
 
 // ReplayedEvent names one event of a replay.
 type ReplayedEvent struct {
@@ -269,7 +278,11 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 			}
 			seen[id] = struct{}{}
 			part.recs = append(part.recs, int32(j))
-			sum.Events = append(sum.Events, ReplayedEvent{ID: rec.Event.ID, Reason: rec.Reason, Object: o.Key})
+			if len(sum.Events) < maxListedReplayEvents {
+				sum.Events = append(sum.Events, ReplayedEvent{ID: rec.Event.ID, Reason: rec.Reason, Object: o.Key})
+			} else {
+				sum.Unlisted++
+			}
 			events = append(events, rec.Event)
 			size += rec.Event.Size()
 		}

@@ -262,7 +262,8 @@ dead-lettered again, with a progress bar; --no-wait returns once the replay has 
 The server reads the objects one at a time, newest first, and keeps only what it selected of
 each; it reads an object's events again when the replay comes to it, once the events of newer
 objects it holds take less than 64 MiB. A replay of any number of objects holds about that
-much, and events of older objects wait while newer ones keep failing.`,
+much, and events of older objects wait while newer ones keep failing. The summary (and
+--dry-run's list) names the first 10 000 events and counts the others.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would be replayed; re-deliver nothing"},
 					&cli.BoolFlag{Name: "no-wait", Usage: "return once the replay has started"}), rangeFlags...),
@@ -438,7 +439,12 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 			for _, ev := range sum.Events {
 				tab.row(ev.ID, string(ev.Reason), ev.Object)
 			}
-			return tab.write(e.Stdout)
+			if err := tab.write(e.Stdout); err != nil {
+				return err
+			}
+		}
+		if sum.Unlisted > 0 {
+			fmt.Fprintf(e.Stdout, "and %d more events, not listed; narrow the selection (--since, --until, --reason) to list them\n", sum.Unlisted)
 		}
 		return nil
 	}
