@@ -27,9 +27,10 @@ import (
 // the topic actors. Subscription actors hand it the events that ended without delivery
 // ([Enqueue]); it keeps them in an outbox, waits the dead-letter delay after each
 // event's last attempt, and writes the records that are due together as one object per
-// subscription per flush. Writes run off the mailbox; a failed write is retried with back-off,
-// and records still unwritten four hours after their first write attempt are dropped, counted
-// and logged.
+// subscription per flush. Writes run off the mailbox, at most [MaxConcurrentWrites] at once
+// (the others queue in the actor and start as earlier ones end); a failed write is retried
+// with back-off, and records still unwritten four hours after their first write attempt are
+// dropped, counted and logged.
 //
 // The outbox is written off the mailbox too (a durable outbox syncs every change): one change
 // at a time, in the order the actor made them, the changes made meanwhile merged into the next
@@ -60,6 +61,12 @@ const (
 	ReadMargin = 16 << 20
 	// DefaultWriteTimeout bounds one write (it is not scaled by TimeScale).
 	DefaultWriteTimeout = time.Minute
+	// MaxConcurrentWrites bounds the object writes — encoding the records, then the store's
+	// Put — that the dead-letter actor runs at once; the others wait their turn in the order
+	// they came due. Each write builds its object in memory (up to MaxObjectBytes), so after
+	// an object store outage the retries of many subscriptions, all due together, take at
+	// most this many objects' memory and connections at a time.
+	MaxConcurrentWrites = 4
 )
 
 // DefaultBackoff is the delay after the n-th failed write (the last value repeats):
@@ -95,8 +102,9 @@ type GetStatus struct{}
 
 // Status is the dead-letter actor's state at one instant.
 type Status struct {
-	// Waiting counts records waiting out their delay; Writing those in a write now; Retrying
-	// those whose write failed and waits for its next try.
+	// Waiting counts records waiting out their delay; Writing those in a write now or waiting
+	// for one of the [MaxConcurrentWrites]; Retrying those whose write failed and waits for
+	// its next try.
 	Waiting, Writing, Retrying int
 	// ObjectsWritten, RecordsWritten and RecordsDropped count since the actor started.
 	ObjectsWritten, RecordsWritten, RecordsDropped int
@@ -413,6 +421,11 @@ type deadLetters struct {
 	afterSave  []uint64
 	afterNext  []uint64
 
+	// putting counts the object writes running (at most MaxConcurrentWrites); putQueue holds,
+	// in order, the objects whose write waits for one of them to end.
+	putting  int
+	putQueue []uint64
+
 	flushers []*actor.PID
 	timer    *time.Timer
 	timerAt  time.Time
@@ -482,6 +495,7 @@ func (d *deadLetters) start(c actor.Context) {
 	d.loaded = make(map[uint64]bool)
 	d.objects = make(map[uint64]*pendingObject)
 	d.pendingPut = make(map[uint64]Record)
+	d.putting, d.putQueue = 0, nil
 	d.waiting = d.waiting[:0]
 	d.stats = Status{}
 	// The outbox is read off the mailbox: a store may wait behind a publish's fsync.
@@ -649,12 +663,9 @@ func (d *deadLetters) saved(m *dlSaved) {
 		d.pendingDel = append(m.del, d.pendingDel...)
 		panic(m.err)
 	}
-	for _, id := range d.afterSave {
-		if o, ok := d.objects[id]; ok {
-			d.put(o)
-		}
-	}
+	d.putQueue = append(d.putQueue, d.afterSave...)
 	d.afterSave = nil
+	d.startPuts()
 	d.startSave()
 }
 
@@ -848,7 +859,22 @@ func (d *deadLetters) write(o *pendingObject, now time.Time) {
 	d.save(changed, nil)
 }
 
-// put writes an object off the mailbox; the result comes back as a [dlWritten].
+// startPuts starts the queued object writes while fewer than MaxConcurrentWrites run.
+func (d *deadLetters) startPuts() {
+	for d.putting < MaxConcurrentWrites && len(d.putQueue) > 0 {
+		id := d.putQueue[0]
+		d.putQueue = d.putQueue[1:]
+		if o, ok := d.objects[id]; ok {
+			d.put(o)
+		}
+	}
+	if len(d.putQueue) == 0 {
+		d.putQueue = nil // let the array go
+	}
+}
+
+// put writes an object off the mailbox; the result comes back as a [dlWritten], which frees
+// its place among the MaxConcurrentWrites.
 func (d *deadLetters) put(o *pendingObject) {
 	recs := make([]schemas.DeadLetterRecord, len(o.recs))
 	size := 2
@@ -858,6 +884,7 @@ func (d *deadLetters) put(o *pendingObject) {
 	}
 	id, key, target, topic, sub, reread := o.id, o.key, o.target, o.topic, o.sub, o.reread
 	root, self, parent, cfg := d.system.Root, d.self, d.ctx, d.cfg
+	d.putting++
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -908,6 +935,8 @@ func (d *deadLetters) written(m *dlWritten) {
 	if !ok {
 		return // from before a restart
 	}
+	d.putting--
+	defer d.startPuts()
 	o.writing = false
 	now := time.Now()
 	if m.err == nil {

@@ -9,8 +9,9 @@
 // [Key], retrying while the object store is down and dropping (counted, logged) what is still
 // unwritten four hours later. It saves an object's key and records in the outbox before the
 // first write, so a retry writes that object again instead of adding a second one, and after a
-// crash an object found under the key is kept: each ending is in exactly one object. Outbox writes and object writes both run off
-// the mailbox; results come back as messages.
+// crash an object found under the key is kept: each ending is in exactly one object. Outbox
+// writes and object writes both run off the mailbox, object writes at most
+// [MaxConcurrentWrites] at once; results come back as messages.
 //
 // An object holds at most [Config.MaxRecordsPerObject] records and [Config.MaxObjectBytes] of
 // them (a record larger than that alone), so neither a write nor a reader builds more than that
