@@ -124,6 +124,9 @@ type deadLetterRuntime struct {
 
 	mu      sync.Mutex
 	replays map[string]*actor.PID // by topic/subscription
+	// closed is set by closeDeadLetters as it takes the replays to stop: a replay registers
+	// (startReplay) only before that, so every replay spawned is one Close stops.
+	closed bool
 
 	// replayWindow is the replays' deadletter.ReplayConfig.Window, and how much of the events
 	// a replay's selection keeps (deadletter.DefaultReplayWindow; tests set it lower).
@@ -206,6 +209,7 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 		return
 	}
 	d.mu.Lock()
+	d.closed = true // no replay registers from now on: the ones to stop are all here
 	replays := slices.Collect(maps.Values(d.replays))
 	d.mu.Unlock()
 	for _, pid := range replays {

@@ -445,6 +445,41 @@ func TestReplayStartingWhileItsSubscriptionIsDeleted(t *testing.T) {
 	})
 }
 
+// A replay that looked its subscription up before the router closed, and registers only after
+// Close has taken the replays to stop, is refused with ErrClosed: nothing is delivered after
+// Close returned. Before, Close found no replay to stop and the replay was then spawned into
+// the shut-down actor system, which stops nothing, and went on retrying against the endpoint.
+func TestReplayStartingWhileTheRouterCloses(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(http.StatusBadRequest, http.StatusServiceUnavailable))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(6 * time.Minute) // dead-lettered at its first attempt, its object written
+		lookedUp, resume := make(chan struct{}), make(chan struct{})
+		router.OnReplayLookedUp(h.Router(), func() { close(lookedUp); <-resume })
+		replayed := make(chan error, 1)
+		go func() {
+			_, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "sub-1", router.ReplayOptions{})
+			replayed <- err
+		}()
+		<-lookedUp
+		if err := h.Router().Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		at := h.Elapsed()
+		close(resume)
+		if err := <-replayed; !errors.Is(err, router.ErrClosed) {
+			t.Errorf("replay registering after Close: %v, want ErrClosed", err)
+		}
+		h.Advance(time.Hour) // the endpoint answers 503: a running replay would retry
+		for _, a := range hook.Attempts() {
+			if a.At >= at && slices.Contains(a.EventIDs(), "e1") {
+				t.Errorf("e1 replayed at +%v, after the router closed at +%v", a.At, at)
+			}
+		}
+	})
+}
+
 // A subscription with a deadLetterDestination needs somewhere to put dead letters: a router
 // without a dead-letter store refuses it at create time, as Event Grid refuses a destination
 // it cannot reach.

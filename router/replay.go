@@ -322,6 +322,12 @@ func (r *Router) replayRunning(key string) bool {
 // or has removed the subscription before this lookup, which answers not found. Without the
 // turn, a replay looked up just before a delete could register just after the delete had
 // stopped the replays, and deliver to the endpoint of a subscription that no longer exists.
+//
+// [Router.Close] takes no turn: it refuses a replay's registration from the moment it takes
+// the replays to stop (deadLetterRuntime.closed, under the same lock), so a replay that
+// looked its subscription up before the router closed either is among those it stops or
+// fails with [ErrClosed]. Without that, one registered just after would be spawned into an
+// actor system nothing stops any more, delivering after Close returned.
 func (r *Router) runReplay(ctx context.Context, topic, name string, src *replaySource, opts ReplayOptions, sum *ReplaySummary) (*ReplaySummary, error) {
 	key := replayKey(topic, name)
 	release, err := r.turns.acquire(ctx, topic)
@@ -418,9 +424,13 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 		},
 	})
 	d.mu.Lock()
-	if _, running := d.replays[key]; running {
+	_, running := d.replays[key]
+	switch {
+	case d.closed:
+		spawnErr = fmt.Errorf("starting the replay of event subscription %q of topic %q: %w", name, topic, ErrClosed)
+	case running:
 		spawnErr = fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning)
-	} else {
+	default:
 		d.replays[key] = r.system.Root.Spawn(props)
 	}
 	d.mu.Unlock()
