@@ -285,7 +285,7 @@ func (w *historyWriter) write(recs []queuedRecord) {
 		groups[g].recs = append(groups[g].recs, store.HistoryRecord{EventID: p.key.id, Expires: p.expires, Payload: buf[start:len(buf):len(buf)]})
 	}
 	for _, g := range groups {
-		err := w.store.PutHistory(ctx, g.ref.topic, g.ref.sub, g.recs)
+		err := w.store.PutHistory(ctx, g.ref.topic, g.ref.sub, 0, g.recs)
 		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
 			w.log.Warn("saving delivery histories", logattr.Topic, g.ref.topic, logattr.Subscription, g.ref.sub, "err", err)
 		}

@@ -135,7 +135,7 @@ func TestExplainReadsJSONHistory(t *testing.T) {
 			if now := time.Now().Add(time.Hour); now.After(expires) {
 				expires = now
 			}
-			if err := st.PutHistory(ctx, "orders", "billing", []store.HistoryRecord{{EventID: "6f1c2a", Expires: expires, Payload: []byte(history)}}); err != nil {
+			if err := st.PutHistory(ctx, "orders", "billing", 0, []store.HistoryRecord{{EventID: "6f1c2a", Expires: expires, Payload: []byte(history)}}); err != nil {
 				t.Fatal(err)
 			}
 

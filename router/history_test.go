@@ -26,7 +26,7 @@ type heldHistoryStore struct {
 	sizes []int
 }
 
-func (s *heldHistoryStore) PutHistory(ctx context.Context, topic, sub string, recs []store.HistoryRecord) error {
+func (s *heldHistoryStore) PutHistory(ctx context.Context, topic, sub string, epoch uint64, recs []store.HistoryRecord) error {
 	s.once.Do(func() {
 		close(s.entered)
 		<-s.release
@@ -34,7 +34,7 @@ func (s *heldHistoryStore) PutHistory(ctx context.Context, topic, sub string, re
 	s.mu.Lock()
 	s.sizes = append(s.sizes, len(recs))
 	s.mu.Unlock()
-	return s.Memory.PutHistory(ctx, topic, sub, recs)
+	return s.Memory.PutHistory(ctx, topic, sub, epoch, recs)
 }
 
 // TestHistoryWriterBoundsWhatItHolds makes the history writer fall behind (its first write

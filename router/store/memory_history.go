@@ -8,12 +8,15 @@ import (
 )
 
 // PutHistory implements [Store].
-func (m *Memory) PutHistory(_ context.Context, topic, sub string, recs []HistoryRecord) error {
+func (m *Memory) PutHistory(_ context.Context, topic, sub string, epoch uint64, recs []HistoryRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, err := m.sub(topic, sub)
 	if err != nil {
 		return err
+	}
+	if epoch != 0 && epoch != s.epoch {
+		return fmt.Errorf("history of subscription %q of topic %q: %w", sub, topic, ErrStaleEpoch)
 	}
 	if s.history == nil {
 		s.history = make(map[string]HistoryRecord)

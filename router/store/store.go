@@ -20,12 +20,12 @@ var (
 	// writer (another router node) took it over. Nothing of the failed write is applied
 	// except as the contract allows for Append. Stores with a single writer never return it.
 	ErrFenced = errors.New("store: fenced: another writer changed the state since it was read")
-	// ErrStaleEpoch is returned (wrapped) by UpdateSubscription for an update of an earlier
-	// life of a subscription: its [Update.Epoch] is not the stored subscription's, because
-	// the subscription it was decided for was deleted, and one was created again under the
-	// name, since its state was loaded. Nothing of the update is applied. It wraps
-	// ErrNotFound (the subscription the update was for is gone), so whoever drops the writes
-	// of a deleted subscription drops it too.
+	// ErrStaleEpoch is returned (wrapped) by UpdateSubscription and PutHistory for a write
+	// of an earlier life of a subscription: its epoch ([Update.Epoch]) is not the stored
+	// subscription's, because the subscription it was decided for was deleted, and one was
+	// created again under the name, since its state was loaded. Nothing of the write is
+	// applied. It wraps ErrNotFound (the subscription the write was for is gone), so whoever
+	// drops the writes of a deleted subscription drops it too.
 	ErrStaleEpoch = fmt.Errorf("store: the subscription was deleted and created again since its state was loaded: %w", ErrNotFound)
 )
 
@@ -203,7 +203,13 @@ type Store interface {
 	// PutHistory adds or replaces delivery histories of a subscription's events (by EventID).
 	// Like UpdateSubscription it is not synced: after a crash the newest may be missing.
 	// The subscription must exist; DeleteSubscription and DeleteTopic remove its histories.
-	PutHistory(ctx context.Context, topic, sub string, recs []HistoryRecord) error
+	// epoch, when non-zero, is the [SubscriptionState.Epoch] of the subscription the
+	// histories were recorded for: when the stored subscription's epoch is another (it was
+	// deleted and created again since), nothing is written and the error wraps
+	// [ErrStaleEpoch], so a late write of a deleted subscription cannot show up under one
+	// created again under its name. The check reads no more than the write did without it.
+	// Zero writes to whichever subscription holds the name.
+	PutHistory(ctx context.Context, topic, sub string, epoch uint64, recs []HistoryRecord) error
 	// History returns the delivery history of one event of a subscription, or an error
 	// wrapping ErrNotFound when there is none or it had expired at now.
 	History(ctx context.Context, topic, sub, eventID string, now time.Time) (HistoryRecord, error)

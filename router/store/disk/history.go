@@ -43,8 +43,9 @@ var errCorruptHistory = errors.New("malformed history record")
 
 // PutHistory implements [store.Store]. The records are one batch committed without a sync.
 // While the store is failed it returns the failure: histories are advisory, and are not kept
-// in memory for the next instance like subscription state.
-func (s *Store) PutHistory(ctx context.Context, topicName, name string, recs []store.HistoryRecord) error {
+// in memory for the next instance like subscription state. The epoch is the subscription's
+// id, held in memory; the call holds the subscription, so DeleteSubscription waits for it.
+func (s *Store) PutHistory(ctx context.Context, topicName, name string, epoch uint64, recs []store.HistoryRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -53,6 +54,9 @@ func (s *Store) PutHistory(ctx context.Context, topicName, name string, recs []s
 		return err
 	}
 	defer c.done()
+	if epoch != 0 && epoch != c.sb.id {
+		return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, store.ErrStaleEpoch)
+	}
 	if err := c.g.err(); err != nil {
 		return fmt.Errorf("saving delivery history of subscription %q of topic %q: %w", name, topicName, err)
 	}

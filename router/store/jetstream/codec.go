@@ -91,6 +91,21 @@ func decodeCursor(b []byte) (uint64, error) {
 	return c, d.err
 }
 
+// decodeEpoch decodes only the epoch of a subscription record (its head).
+func decodeEpoch(b []byte) (uint64, error) {
+	d := decoder{b: b}
+	v := d.readSubVersion()
+	d.readUvarint() // the cursor
+	if v != subRecordV2 {
+		return legacyEpoch, d.err
+	}
+	e := d.readUvarint()
+	if d.err == nil && e <= legacyEpoch {
+		d.fail("epoch")
+	}
+	return e, d.err
+}
+
 func decodeSubRecord(b []byte) (subRecord, error) {
 	d := decoder{b: b}
 	r := subRecord{epoch: legacyEpoch}

@@ -48,6 +48,12 @@ func TestSubRecordEpochs(t *testing.T) {
 	if c, err := decodeCursor(b); err != nil || c != 7 {
 		t.Errorf("decodeCursor of a format-2 record = %d, %v; want 7", c, err)
 	}
+	if e, err := decodeEpoch(b); err != nil || e != rec.epoch {
+		t.Errorf("decodeEpoch of a format-2 record = %d, %v; want %d", e, err, rec.epoch)
+	}
+	if e, err := decodeEpoch(old); err != nil || e != legacyEpoch {
+		t.Errorf("decodeEpoch of a format-1 record = %d, %v; want %d", e, err, legacyEpoch)
+	}
 	for _, e := range []uint64{0, legacyEpoch} {
 		bad := []byte{subRecordV2}
 		bad = binary.AppendUvarint(bad, 7)
@@ -55,6 +61,9 @@ func TestSubRecordEpochs(t *testing.T) {
 		bad = append(bad, old[2:]...) // spec, probation, parked
 		if _, err := decodeSubRecord(bad); !errors.Is(err, errCorrupt) {
 			t.Errorf("format-2 record with epoch %d: %v, want errCorrupt", e, err)
+		}
+		if _, err := decodeEpoch(bad); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeEpoch of a format-2 record with epoch %d: %v, want errCorrupt", e, err)
 		}
 	}
 	if _, err := decodeSubRecord(append([]byte{3}, old[1:]...)); !errors.Is(err, errCorrupt) {

@@ -55,28 +55,42 @@ func decodeHistory(b []byte) (store.HistoryRecord, error) {
 	}, nil
 }
 
-// subscriptionExists reports whether the subscription has a record.
-func (s *Store) subscriptionExists(ctx context.Context, topic, sub string) error {
-	_, err := s.meta.Get(ctx, subKey(topic, sub))
+// subscriptionEpoch returns the epoch of the subscription's record, read from the bucket.
+func (s *Store) subscriptionEpoch(ctx context.Context, topic, sub string) (uint64, error) {
+	e, err := s.meta.Get(ctx, subKey(topic, sub))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return subNotFound(topic, sub)
+		return 0, subNotFound(topic, sub)
 	case err != nil:
-		return fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
+		return 0, fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
 	}
-	return nil
+	epoch, err := decodeEpoch(e.Value())
+	if err != nil {
+		return 0, fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
+	}
+	return epoch, nil
 }
 
 // PutHistory implements [store.Store]: one key per event in the history bucket. Like the
 // subscription records it is acknowledged by JetStream, which is more than the contract asks.
-func (s *Store) PutHistory(ctx context.Context, topic, sub string, recs []store.HistoryRecord) error {
+// The epoch is checked against the subscription's record, read from the bucket (not this
+// store's copy, which another node's delete and create leave stale) by the same read that
+// checks the subscription exists. JetStream has no transaction across the record and the
+// history bucket, and the writes do not hold the record's semaphore (state writes would wait
+// behind them): a delete and create of the subscription between that read and the writes
+// can still let them land under the new subscription.
+func (s *Store) PutHistory(ctx context.Context, topic, sub string, epoch uint64, recs []store.HistoryRecord) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if err := s.subscriptionExists(ctx, topic, sub); err != nil {
+	stored, err := s.subscriptionEpoch(ctx, topic, sub)
+	if err != nil {
 		return err
+	}
+	if epoch != 0 && epoch != stored {
+		return fmt.Errorf("delivery history of subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
 	}
 	for _, r := range recs {
 		if _, err := s.history.Put(ctx, historyKey(topic, sub, r.EventID), encodeHistory(r)); err != nil {

@@ -143,7 +143,7 @@ func TestDeletionsLeaveNoMarkers(t *testing.T) {
 		{EventID: "new", Expires: now.Add(time.Hour), Payload: []byte("y")},
 		{EventID: "marked", Expires: now.Add(time.Hour), Payload: []byte("z")},
 	}
-	if err := s.PutHistory(ctx, "orders", "billing", recs); err != nil {
+	if err := s.PutHistory(ctx, "orders", "billing", 0, recs); err != nil {
 		t.Fatal(err)
 	}
 	// As an earlier release deleted a history: a key-value purge, leaving a marker.

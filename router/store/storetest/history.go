@@ -10,7 +10,8 @@ import (
 )
 
 // testHistory checks the delivery histories: kept per subscription and event id, replaced by
-// a later put, hidden once expired, deleted by ExpireHistory and with their subscription.
+// a later put, hidden once expired, deleted by ExpireHistory and with their subscription, and
+// a put of a deleted subscription's epoch written nowhere.
 func testHistory(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -30,7 +31,7 @@ func testHistory(t *testing.T, s store.Store) {
 	}
 	put := func(sub string, recs ...store.HistoryRecord) {
 		t.Helper()
-		if err := s.PutHistory(ctx, "orders", sub, recs); err != nil {
+		if err := s.PutHistory(ctx, "orders", sub, 0, recs); err != nil {
 			t.Fatalf("PutHistory(%s): %v", sub, err)
 		}
 	}
@@ -53,7 +54,7 @@ func testHistory(t *testing.T, s store.Store) {
 	if _, err := get("a", "e2", now.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("History at its expiry: err %v, want ErrNotFound", err)
 	}
-	if err := s.PutHistory(ctx, "orders", "missing", []store.HistoryRecord{{EventID: "x", Expires: now}}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutHistory(ctx, "orders", "missing", 0, []store.HistoryRecord{{EventID: "x", Expires: now}}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("PutHistory on an unknown subscription: err %v, want ErrNotFound", err)
 	}
 
@@ -71,12 +72,34 @@ func testHistory(t *testing.T, s store.Store) {
 		t.Errorf("a live history after ExpireHistory = %q, %v", got, err)
 	}
 
-	// A recreated subscription starts without the old one's histories.
+	// A put of the subscription's own epoch is written.
+	first := load(t, s, "orders", "a").Epoch
+	late := store.HistoryRecord{EventID: "e3", Expires: now.Add(time.Hour), Payload: []byte("three")}
+	if err := s.PutHistory(ctx, "orders", "a", first, []store.HistoryRecord{late}); err != nil {
+		t.Fatalf("PutHistory of the subscription's epoch: %v", err)
+	}
+	if got, err := get("a", "e3", now); err != nil || got != "three" {
+		t.Errorf("History of a put of the subscription's epoch = %q, %v", got, err)
+	}
+
+	// A recreated subscription starts without the old one's histories, and a put of the old
+	// one's epoch, landing late, writes nothing under it.
 	if err := s.DeleteSubscription(ctx, "orders", "a"); err != nil {
 		t.Fatal(err)
 	}
 	putSub(t, s, "orders", "a")
 	if _, err := get("a", "e1", now); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a deleted subscription's history came back: err %v", err)
+	}
+	late.Payload = []byte("three, late")
+	err := s.PutHistory(ctx, "orders", "a", first, []store.HistoryRecord{late})
+	if !errors.Is(err, store.ErrStaleEpoch) || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PutHistory of the deleted subscription's epoch: %v, want an error matching ErrStaleEpoch and ErrNotFound", err)
+	}
+	if got, err := get("a", "e3", now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a late put of the deleted subscription's epoch shows under the new one: %q, %v", got, err)
+	}
+	if err := s.PutHistory(ctx, "orders", "a", load(t, s, "orders", "a").Epoch, []store.HistoryRecord{late}); err != nil {
+		t.Errorf("PutHistory of the new subscription's epoch: %v", err)
 	}
 }
