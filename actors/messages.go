@@ -113,6 +113,12 @@ type DeadLetter struct {
 // force (SPEC §2.2; Outcome is schemas.Probation).
 type AttemptRecord struct {
 	Topic, Subscription string
+	// Epoch is the epoch of the subscription the actor loaded
+	// ([store.SubscriptionState.Epoch]): a delivery history written from the record after
+	// the subscription was deleted and created again under its name goes nowhere
+	// ([store.Store.PutHistory]). Zero for a replay's records (they come from its private
+	// journal's subscription, not the live one).
+	Epoch uint64
 	// EventIDs are the events of the attempt, in the order of the request body.
 	EventIDs []string
 	// Attempts holds, per event, the number of this attempt for that event (1 for its first):

@@ -1249,6 +1249,7 @@ func newAttemptRecord(n int) *AttemptRecord {
 
 func (s *subscription) record(rec *AttemptRecord) {
 	if rec != nil && s.cfg.OnAttempt != nil {
+		rec.Epoch = s.epoch
 		s.cfg.OnAttempt(rec)
 	}
 }

@@ -480,6 +480,47 @@ func TestReplayStartingWhileTheRouterCloses(t *testing.T) {
 	})
 }
 
+// A replay's delivery history still being written as its subscription is deleted and created
+// again under its name shows nothing under the new subscription: the delete waits for the
+// histories reported before it, then removes them. Before, the replay's late history landed
+// on the new subscription.
+func TestReplayHistoryOfADeletedSubscription(t *testing.T) {
+	st := &holdingHistoryStore{Memory: store.NewMemory()}
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		hook := h.Endpoint("hook", testkit.Sequence(http.StatusBadRequest, http.StatusOK))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(6 * time.Minute) // dead-lettered at its first attempt, its object written
+		entered, release := st.hold()
+		replayed := make(chan error, 1)
+		go func() {
+			_, err := h.Router().ReplayDeadLetters(ctx, "orders", "sub-1", router.ReplayOptions{Wait: true})
+			replayed <- err
+		}()
+		<-entered // the replay delivered e1; its history write waits
+		if err := <-replayed; err != nil {
+			t.Fatal(err)
+		}
+		recreated := make(chan error, 1)
+		go func() {
+			if err := h.Router().DeleteSubscription(ctx, "orders", "sub-1"); err != nil {
+				recreated <- err
+				return
+			}
+			recreated <- h.Router().CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.WebHook(h.Endpoint("new").URL())})
+		}()
+		synctest.Wait() // deleted and created again, or the delete waits for the write
+		release()
+		if err := <-recreated; err != nil {
+			t.Fatal(err)
+		}
+		if e, err := h.Router().Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrEventNotFound) {
+			t.Errorf("explaining the replayed event under the new subscription: %+v, %v; want ErrEventNotFound", e, err)
+		}
+	}, testkit.WithStore(st))
+}
+
 // A subscription with a deadLetterDestination needs somewhere to put dead letters: a router
 // without a dead-letter store refuses it at create time, as Event Grid refuses a destination
 // it cannot reach.

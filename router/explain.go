@@ -25,7 +25,12 @@ import (
 // subscription (unsynced, like subscription state), keeping an event's latest
 // HistoryConfig.Attempts attempts, and expires histories HistoryConfig.Retention after the
 // event's latest step. A history is advisory: when the queue is full, or the store refuses a
-// write, records are dropped and logged, never delivery.
+// write, records are dropped and logged, never delivery. A record carries the epoch of the
+// subscription its actor loaded, and the write hands it to the store, which writes nothing
+// for a subscription since deleted and created again under the name (store.ErrStaleEpoch,
+// dropped unlogged as a deleted subscription's write is): no late write of a deleted
+// subscription shows up in the explanations of its successor. A replay's records carry no
+// epoch; a delete waits for the writer instead (stopReplaysForDelete).
 
 // HistoryConfig configures the delivery histories behind [Router.Explain].
 type HistoryConfig struct {

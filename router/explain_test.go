@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/testkit"
 )
@@ -169,4 +172,78 @@ func TestExplainProbationWait(t *testing.T) {
 			t.Fatalf("attempt %+v: want the probe, held back 9s by the probation", a)
 		}
 	}, testkit.WithoutJitter())
+}
+
+// holdingHistoryStore is a memory store whose next PutHistory, once hold is called, waits
+// until the returned release is called.
+type holdingHistoryStore struct {
+	*store.Memory
+	mu      sync.Mutex
+	entered chan struct{} // closed as the held write starts; nil: none held
+	release chan struct{}
+}
+
+// hold makes the next PutHistory wait; it returns a channel closed as that write starts and
+// the function that lets it go on.
+func (s *holdingHistoryStore) hold() (entered <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entered, s.release = make(chan struct{}), make(chan struct{})
+	r := s.release
+	return s.entered, func() { close(r) }
+}
+
+func (s *holdingHistoryStore) PutHistory(ctx context.Context, topic, sub string, epoch uint64, recs []store.HistoryRecord) error {
+	s.mu.Lock()
+	entered, release := s.entered, s.release
+	s.entered = nil
+	s.mu.Unlock()
+	if entered != nil {
+		close(entered)
+		<-release
+	}
+	return s.Memory.PutHistory(ctx, topic, sub, epoch, recs)
+}
+
+// A history write of a deleted subscription still under way as the subscription is deleted
+// and created again under its name shows nothing under the new subscription: explaining the
+// event there finds no history, while the new subscription's own events have theirs. Before,
+// the late write landed on the new subscription, whose explanation then listed the old one's
+// attempts.
+func TestExplainShowsNothingOfADeletedNamesake(t *testing.T) {
+	st := &holdingHistoryStore{Memory: store.NewMemory()}
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		old := h.Endpoint("old")
+		h.CreateSubscription("orders", "sub-1", old, router.RetryPolicy{})
+		entered, release := st.hold()
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		<-entered // delivered; its history write waits
+		old.RequireAttempts(t, 1)
+		renewed := h.Endpoint("new")
+		recreated := make(chan error, 1)
+		go func() {
+			if err := h.Router().DeleteSubscription(ctx, "orders", "sub-1"); err != nil {
+				recreated <- err
+				return
+			}
+			spec := router.SubscriptionSpec{Destination: router.WebHook(renewed.URL())}
+			recreated <- h.Router().CreateSubscription(ctx, "orders", "sub-1", spec)
+		}()
+		synctest.Wait() // deleted and created again, or the delete waits for the write
+		release()
+		if err := <-recreated; err != nil {
+			t.Fatal(err)
+		}
+		if e, err := h.Router().Explain(ctx, "orders", "sub-1", "order-1"); !errors.Is(err, router.ErrEventNotFound) {
+			t.Errorf("explaining the deleted subscription's event under the new one: %+v, %v; want ErrEventNotFound", e, err)
+		}
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-2")))
+		h.Advance(time.Second)
+		renewed.RequireAttempts(t, 1)
+		e, err := h.Router().Explain(ctx, "orders", "sub-1", "order-2")
+		if err != nil || e.State != router.EventDelivered || len(e.Attempts) != 1 {
+			t.Errorf("the new subscription's own event: %+v, %v; want one delivered attempt", e, err)
+		}
+	}, testkit.WithStore(st))
 }

@@ -69,8 +69,12 @@ type queuedRecord struct {
 	from, to int
 }
 
-// historyKey names one event's history.
-type historyKey struct{ topic, sub, id string }
+// historyKey names one event's history, of one life (epoch) of its subscription: the steps
+// of a deleted subscription and of one created again under its name are never merged.
+type historyKey struct {
+	topic, sub, id string
+	epoch          uint64
+}
 
 // pendingHistory is an event's history while a batch is written: read back from the store
 // for a retry, or new, with the batch's steps added.
@@ -226,10 +230,16 @@ func (w *historyWriter) take() ([]queuedRecord, int) {
 	return recs, maxHistoryBatch
 }
 
-type subRef struct{ topic, sub string }
+// subRef names one life (epoch) of a subscription.
+type subRef struct {
+	topic, sub string
+	epoch      uint64
+}
 
 // write merges the records' steps into their events' histories and writes them, one
-// PutHistory per subscription.
+// PutHistory per subscription and epoch. A write of a deleted subscription's epoch is
+// refused by the store (store.ErrStaleEpoch, an ErrNotFound) and dropped, so it cannot show
+// up under a subscription created again under the name.
 func (w *historyWriter) write(recs []queuedRecord) {
 	ctx := context.Background()
 	clear(w.index)
@@ -241,7 +251,7 @@ func (w *historyWriter) write(recs []queuedRecord) {
 			detail = excerpt(rec.Detail)
 		}
 		for i := q.from; i < q.to; i++ {
-			key := historyKey{rec.Topic, rec.Subscription, rec.EventIDs[i]}
+			key := historyKey{rec.Topic, rec.Subscription, rec.EventIDs[i], rec.Epoch}
 			var publish time.Time
 			if i < len(rec.PublishTimes) {
 				publish = rec.PublishTimes[i]
@@ -273,7 +283,7 @@ func (w *historyWriter) write(recs []queuedRecord) {
 	bySub := make(map[subRef]int, 1)
 	for i := range w.pending {
 		p := &w.pending[i]
-		ref := subRef{p.key.topic, p.key.sub}
+		ref := subRef{p.key.topic, p.key.sub, p.key.epoch}
 		g, ok := bySub[ref]
 		if !ok {
 			g = len(groups)
@@ -285,7 +295,7 @@ func (w *historyWriter) write(recs []queuedRecord) {
 		groups[g].recs = append(groups[g].recs, store.HistoryRecord{EventID: p.key.id, Expires: p.expires, Payload: buf[start:len(buf):len(buf)]})
 	}
 	for _, g := range groups {
-		err := w.store.PutHistory(ctx, g.ref.topic, g.ref.sub, 0, g.recs)
+		err := w.store.PutHistory(ctx, g.ref.topic, g.ref.sub, g.ref.epoch, g.recs)
 		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
 			w.log.Warn("saving delivery histories", logattr.Topic, g.ref.topic, logattr.Subscription, g.ref.sub, "err", err)
 		}

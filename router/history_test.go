@@ -111,3 +111,60 @@ func TestHistoryWriterBoundsWhatItHolds(t *testing.T) {
 		t.Errorf("history of the first dropped step: %v, want not found", err)
 	}
 }
+
+// A history write of a subscription's epoch that lands after the subscription was deleted and
+// created again under its name writes nothing under the new one: the writer hands the
+// record's epoch to the store, which refuses it (store.ErrStaleEpoch), and keeps the steps of
+// the two epochs apart, so a record of the new epoch queued behind it is written. This is
+// what keeps a late write out of a successor where the router cannot wait for the writer
+// (another node's delete, in cluster mode).
+func TestHistoryWriterDropsADeletedEpoch(t *testing.T) {
+	ctx := context.Background()
+	st := &heldHistoryStore{Memory: store.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	if err := st.PutTopic(ctx, "orders", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	epoch := func() uint64 {
+		if err := st.PutSubscription(ctx, "orders", "s", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		ss, err := st.LoadSubscription(ctx, "orders", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss.Epoch
+	}
+	first := epoch()
+	w := newHistoryWriter(st, HistoryConfig{Attempts: DefaultHistoryAttempts, Retention: time.Hour}, slog.New(slog.DiscardHandler))
+	defer w.close()
+	now := time.Now()
+	record := func(epoch uint64, id string) *actors.AttemptRecord {
+		return &actors.AttemptRecord{
+			Topic: "orders", Subscription: "s", Epoch: epoch, Time: now, Outcome: schemas.Delivered,
+			EventIDs: []string{id}, Attempts: []int{1}, Decisions: []retry.Decision{{}}, PublishTimes: []time.Time{now},
+		}
+	}
+	w.enqueue(record(first, "old"), &retry.Policy{})
+	<-st.entered // the first epoch's write waits
+	if err := st.DeleteSubscription(ctx, "orders", "s"); err != nil {
+		t.Fatal(err)
+	}
+	second := epoch()
+	w.enqueue(record(first, "same"), &retry.Policy{})
+	w.enqueue(record(second, "same"), &retry.Policy{})
+	close(st.release)
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.History(ctx, "orders", "s", "old", now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("history of the deleted epoch's event under the new subscription: %v, want not found", err)
+	}
+	rec, err := st.History(ctx, "orders", "s", "same", now)
+	if err != nil {
+		t.Fatalf("history of the new epoch's event: %v", err)
+	}
+	var e Explanation
+	if err := decodeExplanation(rec.Payload, "same", &e); err != nil || len(e.Attempts) != 1 {
+		t.Errorf("history of the new epoch's event: %+v, %v; want its one attempt, none of the deleted epoch's", e, err)
+	}
+}

@@ -464,6 +464,20 @@ func (r *Router) stopReplays(topic, name string) {
 	}
 }
 
+// stopReplaysForDelete stops the replays of a subscription (all of a topic's when name is
+// empty) about to be deleted, and writes out the delivery histories reported so far. A
+// replay's attempts carry no epoch (deadletter.ReplayProps), so a replay's history written
+// after the delete — of one stopped here, or of one that ended by itself with its history
+// still queued — could show up under a subscription created again under the name; written
+// before, the delete removes it. Without a dead-letter store there are no replays.
+func (r *Router) stopReplaysForDelete(ctx context.Context, topic, name string) {
+	if r.dead == nil {
+		return
+	}
+	r.stopReplays(topic, name)
+	_ = r.history.flush(ctx) // ends early only with ctx: histories are advisory
+}
+
 // CanReplay reports why a replay of a subscription's dead letters cannot start now, with the
 // error [Router.ReplayDeadLetters] would return (nil: it can). A dry run needs only the
 // subscription and its dead-letter destination; a replay also needs no other to be running.

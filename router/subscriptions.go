@@ -155,7 +155,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	if err := r.runSubscription(t, name, nil); err != nil {
 		return err
 	}
-	r.stopReplays(topic, name)
+	r.stopReplaysForDelete(ctx, topic, name)
 	r.mu.Lock()
 	r.notifyDeletion(t, name, t.subs[fold(name)]) // under r.mu: it reads closed; it only starts a goroutine
 	t.delSub(name)

@@ -239,7 +239,7 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 			r.cl.unwant(name, n)
 		}
 	}
-	r.stopReplays(name, "")
+	r.stopReplaysForDelete(ctx, name, "")
 	t.commit.close()
 	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
 		return fmt.Errorf("stopping topic %q: %w", name, err)

@@ -415,6 +415,10 @@ func (r *replay) spawn(c actor.Context, journal *store.Memory) *actor.PID {
 	sc.NoGauges = true // the gauges are the live subscription's
 	onAttempt, onDeadLetter := live.OnAttempt, live.OnDeadLetter
 	sc.OnAttempt = func(a *actors.AttemptRecord) {
+		// The epoch is the private journal's subscription's, not the live one's: its histories
+		// go to whichever subscription holds the name (a delete stops the replay first, then
+		// writes out the histories reported before removing the subscription's).
+		a.Epoch = 0
 		if onAttempt != nil {
 			onAttempt(a)
 		}
