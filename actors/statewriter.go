@@ -24,8 +24,8 @@ import (
 //
 // A failed write is its own subscription's failure and never the others': after it nothing
 // more of that subscription is written (what was queued behind it changes a state the store
-// does not have) and its Enqueue and Flush return the failure for the writer's life, so its
-// actor crashes. In cluster mode each actor has a writer of its own, which the router
+// does not have) and its Enqueue and Flush return the failure while its actor can ask
+// (below), so its actor crashes. In cluster mode each actor has a writer of its own, which the router
 // replaces when a write fails, starting the actor again from the store (router/cluster.go);
 // outside it the stores fail a state write only once closed or when the subscription is gone
 // (the disk store keeps state writes in memory while it cannot write), and a subscription
@@ -48,6 +48,16 @@ import (
 // refuses a write of the deleted subscription's epoch ([store.ErrStaleEpoch], which is an
 // ErrNotFound: dropped as above), so it cannot land on the new subscription's state.
 //
+// The failures are kept only while something can ask for them, so that a topic's writer,
+// which lives as long as the topic, holds at most one per subscription: a failure of an
+// epoch of a name is forgotten when an update of another epoch of the name is queued (the
+// subscription was deleted, and the actor of the deleted one stopped before that; an update
+// of the old epoch queued later is refused by the store and dropped, as above; epoch zero,
+// which the stores apply to whichever subscription holds the name, takes no part in this),
+// and every failure of a name is forgotten by [StateWriter.Forget], which the owner calls
+// once the subscription's actor has stopped for its deletion. [StateWriter.Close] returns
+// the first failure even when it was forgotten.
+//
 // A subscription actor flushes its queued updates before it stops or restarts, so the next
 // incarnation loads what the last one decided. The owner (the router, per topic) calls Close
 // after the topic's actors have stopped.
@@ -61,7 +71,7 @@ type StateWriter struct {
 	order   []stateKey                 // subscriptions with pending updates, oldest first
 	busy    map[stateKey]bool          // subscriptions whose update is being written
 	failed  map[stateKey]error         // a subscription's first write failure; nothing more of it is written
-	err     error                      // the first of failed, which Close returns
+	err     error                      // the first failure ever put in failed, which Close returns
 	closed  bool
 	running bool // the writing goroutine is running
 }
@@ -104,8 +114,13 @@ func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error 
 	k := stateKey{sub, u.Epoch}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.failed[k]; err != nil {
-		return err
+	if len(w.failed) > 0 {
+		if err := w.failed[k]; err != nil {
+			return err
+		}
+		if u.Epoch != 0 {
+			w.forgetOtherEpochs(k) // nothing can ask for them any more
+		}
 	}
 	if w.closed {
 		return fmt.Errorf("state writer of topic %s: closed", w.topic)
@@ -250,6 +265,30 @@ func (w *StateWriter) run() {
 			w.drop(k)
 		}
 		w.cond.Broadcast()
+	}
+}
+
+// Forget forgets the write failures of subscription sub, of every epoch: call it once the
+// subscription's actor has stopped for its deletion, when nothing asks for them any more, so
+// that a writer does not keep one per deleted subscription for its life. Close still returns
+// the first failure.
+func (w *StateWriter) Forget(sub string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.failed {
+		if k.sub == sub {
+			delete(w.failed, k)
+		}
+	}
+}
+
+// forgetOtherEpochs deletes the failures of k's subscription name of other non-zero epochs
+// than k's. w.mu is held.
+func (w *StateWriter) forgetOtherEpochs(k stateKey) {
+	for f := range w.failed {
+		if f.sub == k.sub && f.epoch != k.epoch && f.epoch != 0 {
+			delete(w.failed, f)
+		}
 	}
 }
 

@@ -155,6 +155,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	if err := r.runSubscription(t, name, nil); err != nil {
 		return err
 	}
+	t.writer.Forget(name) // its actor stopped: nothing asks for its write failures any more
 	r.stopReplaysForDelete(ctx, topic, name)
 	r.mu.Lock()
 	r.notifyDeletion(t, name, t.subs[fold(name)]) // under r.mu: it reads closed; it only starts a goroutine
