@@ -36,9 +36,9 @@ func (h *heldStateWrites) UpdateSubscription(ctx context.Context, topic, sub str
 	return h.Store.UpdateSubscription(ctx, topic, sub, u)
 }
 
-// clusterCloseFixture is a router with topic orders and subscription billing, whose actor is
+// unplacedFixture is a router with topic orders and subscription billing, whose actor is
 // not running (placed on no node yet), and a cluster runtime that knows billing.
-func clusterCloseFixture(t *testing.T, st store.Store) (*Router, *clusterRuntime, *clusterSub, cluster.Key) {
+func unplacedFixture(t *testing.T, st store.Store) (*Router, *clusterRuntime, *clusterSub, cluster.Key) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := New(Config{InsecureDev: true, SkipEndpointValidation: true}, Deps{Store: st})
@@ -84,7 +84,7 @@ func requireClosed(t *testing.T, w *actors.StateWriter, which string) {
 func TestClusterStartReplacingAnActorDoesNotWaitForItsOldWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hs := newHeldStateWrites()
-		r, c, s, k := clusterCloseFixture(t, hs)
+		r, c, s, k := unplacedFixture(t, hs)
 		old := actors.NewStateWriter(hs, "orders")
 		hs.holding.Store(true)
 		if err := old.Enqueue("billing", store.Update{Cursor: 1}, nil); err != nil {
@@ -136,7 +136,7 @@ func TestClusterStartReplacingAnActorDoesNotWaitForItsOldWriter(t *testing.T) {
 func TestClusterStopDoesNotWaitForAHungStateWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hs := newHeldStateWrites()
-		r, c, s, k := clusterCloseFixture(t, hs)
+		r, c, s, k := unplacedFixture(t, hs)
 		if err := c.start(k); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestClusterStopDoesNotWaitForAHungStateWrite(t *testing.T) {
 func TestClusterStartThatTimedOutDoesNotWaitForAHungStateWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hs := newHeldStateWrites()
-		r, c, _, k := clusterCloseFixture(t, hs)
+		r, c, _, k := unplacedFixture(t, hs)
 		top, err := r.topic("orders")
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/egridio/egrid/actors"
-	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/store"
 )
 
@@ -22,33 +20,11 @@ import (
 func TestClusterStartThatTimedOutLeavesNoActor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		r, err := New(Config{InsecureDev: true, SkipEndpointValidation: true}, Deps{Store: store.NewMemory()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		// An address: no name to resolve inside the bubble (net's resolver keeps state that a
-		// later bubble must not find).
-		spec := SubscriptionSpec{Destination: WebHook("https://203.0.113.10/events")}
-		if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
-			t.Fatal(err)
-		}
+		r, c, _, k := unplacedFixture(t, store.NewMemory())
 		top, err := r.topic("orders")
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Placed on no node yet: its actor is not running here.
-		if _, err := r.system.Root.RequestFuture(top.pid, &actors.RemoveSubscription{Name: "billing"}, time.Second).Result(); err != nil {
-			t.Fatal(err)
-		}
-		sc, err := r.subscriptionConfig(top, "billing", &spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := cluster.Key{Topic: "orders", Subscription: "billing"}
-		c := &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{k: {cfg: sc}}}
 
 		proc, _ := r.system.ProcessRegistry.Get(top.pid)
 		proc.SendSystemMessage(top.pid, &actor.SuspendMailbox{})
@@ -82,32 +58,11 @@ func TestClusterStartThatTimedOutLeavesNoActor(t *testing.T) {
 func TestClusterUnwantDuringAStartClosesItsWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		r, err := New(Config{InsecureDev: true, SkipEndpointValidation: true}, Deps{Store: store.NewMemory()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		spec := SubscriptionSpec{Destination: WebHook("https://203.0.113.10/events")}
-		if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
-			t.Fatal(err)
-		}
+		r, c, s, k := unplacedFixture(t, store.NewMemory())
 		top, err := r.topic("orders")
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Placed on no node yet: its actor is not running here.
-		if _, err := r.system.Root.RequestFuture(top.pid, &actors.RemoveSubscription{Name: "billing"}, time.Second).Result(); err != nil {
-			t.Fatal(err)
-		}
-		sc, err := r.subscriptionConfig(top, "billing", &spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := cluster.Key{Topic: "orders", Subscription: "billing"}
-		s := &clusterSub{cfg: sc}
-		c := &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{k: s}}
 
 		// The start waits for the topic actor, whose mailbox is held; the unwant comes then.
 		proc, _ := r.system.ProcessRegistry.Get(top.pid)
@@ -128,9 +83,7 @@ func TestClusterUnwantDuringAStartClosesItsWriter(t *testing.T) {
 		}
 
 		c.stop(k) // the placement's stop of the unwanted subscription
-		if err := w.Enqueue("billing", store.Update{}, nil); err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Errorf("the started actor's writer after the stop: Enqueue = %v, want it closed", err)
-		}
+		requireClosed(t, w, "the started actor's writer after the stop")
 		c.mu.Lock()
 		left := len(c.subs)
 		c.mu.Unlock()
