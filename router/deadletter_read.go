@@ -21,7 +21,22 @@ type DeadLetterQuery struct {
 	Since, Until time.Time
 	// Reason, when set, selects records with that deadLetterReason.
 	Reason schemas.Reason
+	// Limit, when positive, bounds the records [Router.DeadLetterRecords] answers with: it
+	// stops at Limit records, or once the events of those it holds take
+	// [MaxDeadLetterReadBytes], and reads no object past that point. Zero reads every object
+	// selected.
+	Limit int
 }
+
+// DefaultDeadLetterLimit is the records limit of the admin API's and egrid deadletter show's
+// answers when none is asked for.
+const DefaultDeadLetterLimit = 1000
+
+// MaxDeadLetterReadBytes bounds the events of the records [Router.DeadLetterRecords] answers
+// with, when [DeadLetterQuery.Limit] is set: the records of many large events stop the answer
+// before the limit, so it holds about one dead-letter object's worth (plus the object being
+// read). The first record selected is always answered, whatever its size.
+const MaxDeadLetterReadBytes = 64 << 20
 
 // DeadLetterEntry is one record read back from a dead-letter object.
 type DeadLetterEntry struct {
@@ -40,6 +55,17 @@ type DeadLetterRead struct {
 	Entries []DeadLetterEntry
 	// Problems lists the objects that could not be read or decoded, one message each.
 	Problems []string
+	// More is set when the answer stopped at [DeadLetterQuery.Limit] (or
+	// [MaxDeadLetterReadBytes]) with records or objects left: Left records selected of the last
+	// object read are not in Entries, and Unread objects selected were not read at all.
+	More bool
+	// Left counts the records selected of the last object read that are not in Entries.
+	Left int
+	// Unread counts the objects selected that were not read because the answer was full.
+	Unread int
+	// Next, when More is set, is when the first object not wholly in Entries was written: a
+	// query with Since set to it takes up from that object (its records in Entries again).
+	Next time.Time
 }
 
 // deadLetterSource returns the store, bucket and prefix of a subscription's dead letters and
@@ -104,9 +130,10 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 // DeadLetterRecords reads a subscription's dead-letter records selected by q, with their
 // events in the topic's input schema, from the topic's objects ([Router.DeadLetterObjects]; an
 // object a server listed without metadata is checked again by the metadata it is read with).
-// Objects that cannot be read or decoded are reported in [DeadLetterRead.Problems] and
-// skipped; so is an object larger than egrid writes one (deadletter.Config.ReadLimit), which is
-// not read at all.
+// It reads the objects one at a time, oldest first; with q.Limit set it stops once the answer
+// is full and says what it left in [DeadLetterRead.More]. Objects that cannot be read or
+// decoded are reported in [DeadLetterRead.Problems] and skipped; so is an object larger than
+// egrid writes one (deadletter.Config.ReadLimit), which is not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
 	t, spec, _, err := r.deadLetterSource(topic, name)
 	if err != nil {
@@ -118,7 +145,15 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 	}
 	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
 	out := &DeadLetterRead{}
-	for _, o := range objs {
+	held := 0 // bytes of the events in out.Entries
+	full := func(next int) bool {
+		return q.Limit > 0 && (len(out.Entries) >= q.Limit || (len(out.Entries) > 0 && held+next > MaxDeadLetterReadBytes))
+	}
+	for i, o := range objs {
+		if q.Limit > 0 && len(out.Entries) >= q.Limit {
+			out.More, out.Unread, out.Next = true, len(objs)-i, o.LastModified
+			break
+		}
 		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
@@ -133,7 +168,21 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 			if q.Reason != "" && rec.Reason != q.Reason {
 				continue
 			}
+			size := 0
+			if rec.Event != nil {
+				size = rec.Event.Size()
+			}
+			if out.More || full(size) {
+				out.More, out.Next = true, o.LastModified
+				out.Left++
+				continue
+			}
+			held += size
 			out.Entries = append(out.Entries, DeadLetterEntry{Object: o.Key, Written: o.LastModified, DeadLetterRecord: rec})
+		}
+		if out.More {
+			out.Unread = len(objs) - i - 1
+			break
 		}
 	}
 	return out, nil

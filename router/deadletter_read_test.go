@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +58,76 @@ func TestDeadLetterObjectTooLargeToRead(t *testing.T) {
 			t.Errorf("dry-run replay %+v, %v; want the one record and the refused object as a problem", sum, err)
 		}
 	}, testkit.WithConfig(router.Config{DeadLetters: router.DeadLetterConfig{MaxObjectBytes: bound}}))
+}
+
+// DeadLetterRecords with a Limit reads the objects oldest first and stops at the limit: it says
+// how many records of the last object read and how many objects it left, and where to take up,
+// and reads no object past the limit (a newer undecodable one is not reported as a problem).
+// Without a limit, and with one the range fits in, it answers every record as before.
+func TestDeadLetterRecordsLimit(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")), h.EventGridEvent(testkit.ID("e2")))
+		h.Advance(6 * time.Minute)
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e3")), h.EventGridEvent(testkit.ID("e4")))
+		h.Advance(6 * time.Minute)
+		store := h.DeadLetterObjects()
+		ctx := context.Background()
+		garbage := "BILLING/2000/1/1/0/ffffffff-ffff-ffff-ffff-ffffffffffff.json"
+		if _, err := store.Put(ctx, "deadletters", garbage, []byte("not JSON"), sinks.PutOptions{
+			ContentType: "application/json", Metadata: map[string]string{deadletter.TopicMetadata: "orders"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := h.Router().DeadLetterObjects(ctx, "orders", "billing", router.DeadLetterQuery{})
+		if err != nil || len(objs) != 3 || objs[2].Key != garbage {
+			t.Fatalf("objects %+v, %v; want two written and the undecodable one newest", objs, err)
+		}
+		// ids lists the records' event ids, in object order (an object's own records in no
+		// particular order).
+		ids := func(read *router.DeadLetterRead) string {
+			var out []string
+			for i, e := range read.Entries {
+				if i > 0 && e.Object != read.Entries[i-1].Object {
+					out = append(out, "|")
+				}
+				out = append(out, e.Event.ID)
+			}
+			for i := 0; i < len(out); {
+				j := slices.Index(out[i:], "|")
+				if j < 0 {
+					j = len(out) - i
+				}
+				slices.Sort(out[i : i+j])
+				i += j + 1
+			}
+			return strings.Join(out, ",")
+		}
+
+		read, err := h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(read); (got != "e1,e2,|,e3" && got != "e1,e2,|,e4") || read.Objects != 2 || len(read.Problems) != 0 {
+			t.Errorf("limit 3: records %s from %d objects, problems %q; want e1,e2 and one of e3,e4 from the two oldest, the newest not read", got, read.Objects, read.Problems)
+		}
+		if !read.More || read.Left != 1 || read.Unread != 1 || !read.Next.Equal(objs[1].LastModified) {
+			t.Errorf("limit 3: more %v, left %d, unread %d, next %v; want 1 record and 1 object left, taking up at %v", read.More, read.Left, read.Unread, read.Next, objs[1].LastModified)
+		}
+
+		read, err = h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{Limit: 2})
+		if err != nil || ids(read) != "e1,e2" || read.Objects != 1 || !read.More || read.Left != 0 || read.Unread != 2 || !read.Next.Equal(objs[1].LastModified) {
+			t.Errorf("limit 2: records %s from %d objects, more %v, left %d, unread %d, %v; want e1,e2 of the first object, the other two not read",
+				ids(read), read.Objects, read.More, read.Left, read.Unread, err)
+		}
+
+		for _, limit := range []int{0, 5, 1000} {
+			read, err = h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{Limit: limit})
+			if err != nil || ids(read) != "e1,e2,|,e3,e4" || read.Objects != 3 || len(read.Problems) != 1 || read.More {
+				t.Errorf("limit %d: records %s from %d objects, problems %q, more %v, %v; want every record, the undecodable object a problem, nothing more",
+					limit, ids(read), read.Objects, read.Problems, read.More, err)
+			}
+		}
+	})
 }

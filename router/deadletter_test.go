@@ -751,9 +751,23 @@ func TestDeadLetterAdminRoutes(t *testing.T) {
 		if rec := do("GET", base+"/records?reason=MaxDeliveryAttemptsExceeded", ""); !strings.Contains(rec.Body.String(), `"value": []`) {
 			t.Errorf("records of another reason: %s, want none", rec.Body)
 		}
+		if strings.Contains(do("GET", base+"/records", "").Body.String(), `"more"`) {
+			t.Errorf("GET records within the default limit says there is more")
+		}
+		rec = do("GET", base+"/records?limit=1", "")
+		var limited struct {
+			Value []httpapi.DeadLetterRecordView
+			More  *httpapi.DeadLetterMoreView
+		}
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &limited) != nil || len(limited.Value) != 1 || limited.More == nil ||
+			limited.More.Records != 1 || limited.More.Objects != 0 || !limited.More.Since.Equal(limited.Value[0].Written) {
+			t.Errorf("GET records?limit=1: %d %s; want one record, and one more in its object", rec.Code, rec.Body)
+		}
 		for path, want := range map[string]int{
 			base + "?since=yesterday":                                    400,
 			base + "/records?reason=Sunspots":                            400,
+			base + "/records?limit=0":                                    400,
+			base + "/records?limit=all":                                  400,
 			"/admin/topics/orders/eventSubscriptions/no-dl/deadLetters":  400,
 			"/admin/topics/orders/eventSubscriptions/ghost/deadLetters":  404,
 			"/admin/topics/nothing/eventSubscriptions/sub-1/deadLetters": 404,

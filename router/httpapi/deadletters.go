@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 //
 //	GET  /admin/deadLetters                                                 the dead-letter actor's state
 //	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&until=)
-//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=)
+//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=&limit=)
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress, then the summary
 func (a *API) deadLetterRoutes(mux *http.ServeMux) {
 	const base = "/admin/topics/{topic}/eventSubscriptions/{name}/deadLetters"
@@ -51,6 +52,15 @@ type DeadLetterRecordView struct {
 	PublishTime             time.Time       `json:"publishTime"`
 	LastDeliveryAttemptTime time.Time       `json:"lastDeliveryAttemptTime,omitzero"`
 	Event                   json.RawMessage `json:"event"`
+}
+
+// DeadLetterMoreView says what a records answer left out once it was full (see
+// [router.DeadLetterRead.More]): records of the last object read, objects not read, and the
+// since= that takes up from the first object not wholly answered.
+type DeadLetterMoreView struct {
+	Records int       `json:"records"`
+	Objects int       `json:"objects"`
+	Since   time.Time `json:"since"`
 }
 
 // deadLetterQuery parses ?key=&since=&until=&reason=, reporting every problem at once.
@@ -131,6 +141,15 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
+	q.Limit = router.DefaultDeadLetterLimit
+	if v := req.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("limit=%q: use a positive number of records such as %d", v, router.DefaultDeadLetterLimit))
+			return
+		}
+		q.Limit = n
+	}
 	read, err := a.r.DeadLetterRecords(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
 		a.writeDeadLetterError(w, err)
@@ -140,7 +159,11 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 		Objects  int                    `json:"objects"`
 		Value    []DeadLetterRecordView `json:"value"`
 		Problems []string               `json:"problems,omitempty"`
+		More     *DeadLetterMoreView    `json:"more,omitempty"`
 	}{Objects: read.Objects, Value: []DeadLetterRecordView{}, Problems: read.Problems}
+	if read.More {
+		out.More = &DeadLetterMoreView{Records: read.Left, Objects: read.Unread, Since: read.Next}
+	}
 	for _, e := range read.Entries {
 		v := DeadLetterRecordView{
 			Object: e.Object, Written: e.Written, ID: e.Event.ID, EventType: e.Event.Type, Subject: e.Event.Subject,

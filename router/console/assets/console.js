@@ -299,7 +299,11 @@ function backTo(topic, name) {
 }
 
 async function deadLettersView(topic, name) {
-  const records = (await getJSON(subPath(topic, name) + "/deadLetters/records")).value || [];
+  const answer = await getJSON(subPath(topic, name) + "/deadLetters/records");
+  const records = answer.value || [];
+  const more = answer.more ? el("p", { class: "muted", id: "dead-letters-more" },
+    `The oldest ${records.length} records are shown; ${answer.more.records} more records of the last object and ${answer.more.objects} objects were not read. ` +
+    `See them with egrid deadletter show --since ${answer.more.since}.`) : null;
   const rows = records.map((r) => el("tr", { class: "dead-letter" },
     el("td", {}, r.id), el("td", {}, r.eventType || ""), el("td", {}, r.deadLetterReason), el("td", { class: "num" }, r.deliveryAttempts),
     el("td", {}, r.lastDeliveryOutcome || ""), el("td", { class: "num" }, r.lastHttpStatusCode || ""), el("td", {}, r.written)));
@@ -341,6 +345,7 @@ async function deadLettersView(topic, name) {
     records.length ? el("table", { id: "dead-letters" }, el("tr", {}, el("th", {}, "Event"), el("th", {}, "Type"), el("th", {}, "Reason"), el("th", {}, "Attempts"),
       el("th", {}, "Last outcome"), el("th", {}, "Last status"), el("th", {}, "Written")), ...rows)
       : el("p", { class: "muted" }, "No dead letters."),
+    ...(more ? [more] : []),
     el("p", {}, el("button", { type: "button", id: "replay" , onclick: replay }, "Replay all"), " ", el("span", { class: "muted" }, "publishes the dead letters to this subscription again; each is delivered once more")),
     progress);
 }
