@@ -213,17 +213,28 @@ Examples:
 			{
 				Name:  "show",
 				Usage: "show dead-letter records: one object (--key) or every object in a range",
+				Description: `Reads the objects oldest first, one at a time, and shows their records (--reason
+selects some). It stops at --limit records (default 1000), or once their events take 64 MiB,
+and reads no further object: it then says how many records and objects it left, and the
+--since that takes up from the first object not wholly shown. Narrow the range (--since,
+--until, --key, --reason) or raise --limit to see the rest.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
-					&cli.StringFlag{Name: "key", Usage: "the object's key (from deadletter list)"}), rangeFlags...),
+					&cli.StringFlag{Name: "key", Usage: "the object's key (from deadletter list)"},
+					&cli.IntFlag{Name: "limit", Value: router.DefaultDeadLetterLimit, Usage: "show at most this many records; the server reads no object past them"}), rangeFlags...),
 				Action: func(c *cli.Context) error {
 					sel, err := selection(c)
 					if err != nil {
 						return err
 					}
+					if c.Int("limit") <= 0 {
+						return cli.Exit(fmt.Sprintf("--limit %d: use a positive number of records such as %d", c.Int("limit"), router.DefaultDeadLetterLimit), 2)
+					}
+					sel.limit = c.Int("limit")
 					var out struct {
 						Objects  int                            `json:"objects"`
 						Value    []httpapi.DeadLetterRecordView `json:"value"`
 						Problems []string                       `json:"problems"`
+						More     *httpapi.DeadLetterMoreView    `json:"more"`
 					}
 					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &out); err != nil {
 						return err
@@ -231,7 +242,14 @@ Examples:
 					for _, pr := range out.Problems {
 						fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
 					}
+					more := func(w io.Writer) {
+						if m := out.More; m != nil {
+							fmt.Fprintf(w, "%d more records of the last object and %d more objects not read; narrow the range (--since, --until, --key, --reason) or raise --limit; --since %s takes up from the first object not wholly shown\n",
+								m.Records, m.Objects, m.Since.UTC().Format(time.RFC3339Nano))
+						}
+					}
 					if c.String("output") == "json" {
+						more(e.Stderr)
 						return printJSON(e.Stdout, out.Value)
 					}
 					tab := newTable("ID", "REASON", "ATTEMPTS", "LAST OUTCOME", "STATUS", "OBJECT")
@@ -246,6 +264,7 @@ Examples:
 						return err
 					}
 					fmt.Fprintf(e.Stdout, "%d records in %d objects\n", len(out.Value), out.Objects)
+					more(e.Stdout)
 					return nil
 				},
 			},
@@ -295,10 +314,12 @@ func deadLetterPath(c *cli.Context, tail string) string {
 	return "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" + url.PathEscape(c.String("subscription")) + "/deadLetters" + tail
 }
 
-// deadLetterSelection is what the --since, --until, --reason and --key flags select.
+// deadLetterSelection is what the --since, --until, --reason, --key and (show's) --limit flags
+// select.
 type deadLetterSelection struct {
 	since, until time.Time
 	reason, key  string
+	limit        int
 }
 
 // selection reads and checks the selection flags the command has.
@@ -343,6 +364,9 @@ func (s deadLetterSelection) query() string {
 	}
 	if s.key != "" {
 		q.Set("key", s.key)
+	}
+	if s.limit > 0 {
+		q.Set("limit", strconv.Itoa(s.limit))
 	}
 	if len(q) == 0 {
 		return ""

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +146,49 @@ func TestParseWhen(t *testing.T) {
 		if err != nil || !got.Equal(tt.want) {
 			t.Errorf("parseWhen(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// deadletter show asks for --limit records (1000 by default) and, when the server's answer was
+// full, says how many records and objects it left and how to see them; an answer within the
+// limit prints as before.
+func TestDeadLetterShowLimit(t *testing.T) {
+	var queries []url.Values
+	answer := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Query())
+		_, _ = w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	show := func(args ...string) (int, string) {
+		return cliRun(t, append([]string{"deadletter", "show", "--server", srv.URL, "--topic", "orders", "--subscription", "billing"}, args...)...)
+	}
+	const rec = `{"object":"BILLING/2026/1/2/3/a.json","id":"e1","deadLetterReason":"MaxDeliveryAttemptsExceeded","deliveryAttempts":3}`
+
+	answer = `{"objects":1,"value":[` + rec + `]}`
+	code, out := show()
+	if code != 0 || out != "ID  REASON                       ATTEMPTS  LAST OUTCOME  STATUS  OBJECT\ne1  MaxDeliveryAttemptsExceeded  3                       -       BILLING/2026/1/2/3/a.json\n1 records in 1 objects\n" {
+		t.Errorf("show within the limit: %d\n%s", code, out)
+	}
+	if got := queries[0].Get("limit"); got != "1000" {
+		t.Errorf("limit=%q asked for by default, want 1000", got)
+	}
+
+	answer = `{"objects":1,"value":[` + rec + `],"more":{"records":4,"objects":7,"since":"2026-01-02T03:04:05Z"}}`
+	code, out = show("--limit", "1", "--since", "2026-01-01T00:00:00Z")
+	if code != 0 || !strings.Contains(out, "1 records in 1 objects\n4 more records of the last object and 7 more objects not read; narrow the range") ||
+		!strings.Contains(out, "raise --limit") || !strings.Contains(out, "--since 2026-01-02T03:04:05Z takes up") {
+		t.Errorf("show of a full answer: %d\n%s", code, out)
+	}
+	if got := queries[1]; got.Get("limit") != "1" || got.Get("since") != "2026-01-01T00:00:00Z" {
+		t.Errorf("query %v, want limit=1 and the since asked for", got)
+	}
+	code, out = show("--limit", "1", "-o", "json")
+	if code != 0 || !strings.Contains(out, "4 more records") || !strings.Contains(out, `"id": "e1"`) {
+		t.Errorf("show -o json of a full answer: %d\n%s", code, out)
+	}
+
+	if code, out := show("--limit", "0"); code != 2 || !strings.Contains(out, "--limit 0: use a positive number") {
+		t.Errorf("show --limit 0: %d %s, want exit 2 saying what to use", code, out)
 	}
 }
