@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
@@ -35,6 +37,7 @@ type clusterRuntime struct {
 
 	changed   chan string // topics whose definitions another node changed
 	quit      chan struct{}
+	stopping  chan struct{} // closed when close begins: the hooks stop waiting (waitFor)
 	done      chan struct{}
 	watching  bool // run was started
 	closeOnce sync.Once
@@ -53,6 +56,9 @@ type clusterRuntime struct {
 	// closing counts the state writers of stopped or replaced actors still closing
 	// (closeWriter): release waits for them.
 	closing sync.WaitGroup
+	// left holds the writers of starts that stopped waiting for the topic actor as the
+	// router closed (guarded by mu): release closes them once the topic actors stopped.
+	left []*actors.StateWriter
 }
 
 // clusterSub is a subscription that should deliver: its actor's config, and while this node
@@ -73,6 +79,7 @@ func (r *Router) joinCluster() error {
 	c := &clusterRuntime{
 		r: r, subs: make(map[cluster.Key]*clusterSub),
 		changed: make(chan string, 256), quit: make(chan struct{}), done: make(chan struct{}),
+		stopping: make(chan struct{}),
 	}
 	node, err := cluster.Join(context.Background(), r.deps.NATS, r.cfg.Cluster, cluster.Hooks{
 		Start: c.start, Stop: c.stop, Appended: c.appended, Changed: c.onChanged, Admin: c.admin,
@@ -125,10 +132,13 @@ func (c *clusterRuntime) watch() {
 }
 
 // close stops the placement loop and the watch; the actors keep running until the router
-// stops its topics. Idempotent.
-func (c *clusterRuntime) close() {
+// stops its topics. The starts and stops under way stop waiting for the topic actors and
+// for state writes (waitFor), and ctx bounds the wait for them ([cluster.Node.Close]).
+// Idempotent.
+func (c *clusterRuntime) close(ctx context.Context) {
 	c.closeOnce.Do(func() {
-		c.node.Close()
+		close(c.stopping)
+		c.node.Close(ctx)
 		close(c.quit)
 		if c.watching {
 			<-c.done
@@ -136,10 +146,10 @@ func (c *clusterRuntime) close() {
 	})
 }
 
-// closeCluster stops cluster mode's loops, if any.
-func (r *Router) closeCluster() {
+// closeCluster stops cluster mode's loops, if any, waiting for them until ctx ends.
+func (r *Router) closeCluster(ctx context.Context) {
 	if r.cl != nil {
-		r.cl.close()
+		r.cl.close(ctx)
 	}
 }
 
@@ -155,6 +165,8 @@ func (c *clusterRuntime) release(ctx context.Context) {
 			s.writer = nil
 		}
 	}
+	ws = append(ws, c.left...)
+	c.left = nil
 	c.mu.Unlock()
 	for _, w := range ws {
 		_ = w.Close()
@@ -203,6 +215,7 @@ func (c *clusterRuntime) closeWithin(k cluster.Key, w *actors.StateWriter) {
 	defer t.Stop()
 	select {
 	case <-done:
+	case <-c.stopping: // release waits for it, after the topic actors stopped
 	case <-t.C:
 		c.r.log.Warn("the last state write of a stopped subscription actor did not finish in time; going on without waiting for it (its events may be attempted again)",
 			logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "grace", writerGrace)
@@ -276,15 +289,27 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	cfg.Headers = headers
 	cfg.Headers[NodeHeader] = c.node.Name()
 	cfg.OnFenced = func() { c.writeFailed(k, w, store.ErrFenced) }
-	if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second).Result(); err != nil {
+	if _, err := c.waitFor(c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second)); err != nil {
 		// Not answered in time, the request may still be in the topic actor's mailbox: the
 		// actor it starts would run and deliver here while the placement counts it as not
 		// running, so no lease lost or handed over would ever stop it. The removal queued
 		// after it ends that actor (its state written) before the writer closes.
-		if _, rerr := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); rerr != nil {
-			c.r.log.Error("stopping a subscription actor whose start failed", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", rerr)
+		rerr := err
+		if !errors.Is(err, errStopping) {
+			_, rerr = c.waitFor(c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second))
+			if rerr != nil && !errors.Is(rerr, errStopping) {
+				c.r.log.Error("stopping a subscription actor whose start failed", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", rerr)
+			}
 		}
-		c.closeWithin(k, w)
+		if errors.Is(rerr, errStopping) {
+			// The router stops its topic actors next, with the actor this start may yet
+			// make, which writes its state to w as it stops: release closes w after.
+			c.mu.Lock()
+			c.left = append(c.left, w)
+			c.mu.Unlock()
+		} else {
+			c.closeWithin(k, w)
+		}
 		return fmt.Errorf("starting subscription %s: %w", k, err)
 	}
 	started = true
@@ -418,7 +443,14 @@ func (c *clusterRuntime) writesDeadLetters(k cluster.Key) bool {
 // background (closeWithin).
 func (c *clusterRuntime) stop(k cluster.Key) {
 	if t, err := c.r.topic(k.Topic); err == nil {
-		if _, err := c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second).Result(); err != nil {
+		_, err := c.waitFor(c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second))
+		if errors.Is(err, errStopping) {
+			// The actor may not have stopped yet: it writes its state as the router stops
+			// its topic actor, and release closes its writer after.
+			c.r.log.Warn("the router is closing: not waiting for a subscription actor to stop; it stops with its topic", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+			return
+		}
+		if err != nil {
 			c.r.log.Error("stopping a subscription actor", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", err)
 		}
 	}
@@ -436,6 +468,36 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 		c.closeWithin(k, w)
 	}
 	c.r.log.Info("subscription left this node", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+}
+
+// errStopping is waitFor's error once the router began to close.
+var errStopping = errors.New("the router is closing")
+
+// waitFor returns f's answer, or errStopping once the router begins to close (stopping): a
+// start or stop must not hold the router's Close for the time the topic actor has to answer
+// (the topic actors are stopped next anyway). The request's own timeout ends the goroutine
+// that waits for it.
+func (c *clusterRuntime) waitFor(f *actor.Future) (any, error) {
+	type answer struct {
+		res any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := f.Result()
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-c.stopping:
+		select {
+		case a := <-ch: // answered already
+			return a.res, a.err
+		default:
+			return nil, errStopping
+		}
+	}
 }
 
 // writeFailed is called when a state write of the actor running with writer w failed (by

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func unplacedFixture(t *testing.T, st store.Store) (*Router, *clusterRuntime, *c
 	}
 	k := cluster.Key{Topic: "orders", Subscription: "billing"}
 	s := &clusterSub{cfg: sc}
-	return r, &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{k: s}}, s, k
+	return r, &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{k: s}, stopping: make(chan struct{})}, s, k
 }
 
 // requireClosed fails unless w refuses updates as closed.
@@ -234,5 +235,106 @@ func TestClusterStartThatTimedOutDoesNotWaitForAHungStateWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-time.After(time.Minute) // virtual time: the actor system's dead-letter throttle, which the timed-out request started, ends
+	})
+}
+
+// requireOpen fails if w refuses updates: the writer of an actor that may still run, whose
+// state it writes as it stops.
+func requireOpen(t *testing.T, w *actors.StateWriter, which string) {
+	t.Helper()
+	if err := w.Enqueue("billing", store.Update{}, nil); err != nil {
+		t.Errorf("%s: Enqueue = %v, want it open", which, err)
+	}
+}
+
+// A start waiting for a topic actor that does not answer (its mailbox held) stops waiting
+// once the router begins to close: it held the node's Close, and the router's, for up to
+// the 10 s the request has and the 30 s of the removal after it, whatever Close's context.
+// The writer it made stays open for release, which closes it after the topic actors (and
+// the actor the start may yet make) stopped and wrote their state.
+func TestClusterStartStopsWaitingWhenTheRouterCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, c, _, k := unplacedFixture(t, store.NewMemory())
+		top, err := r.topic("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc, _ := r.system.ProcessRegistry.Get(top.pid)
+		proc.SendSystemMessage(top.pid, &actor.SuspendMailbox{})
+		done := make(chan error, 1)
+		go func() { done <- c.start(k) }()
+		synctest.Wait()
+		close(c.stopping) // the router's Close begins
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("the start succeeded without an answer of the topic actor")
+			}
+		default:
+			t.Fatal("the start still waits for the topic actor after the router began to close")
+		}
+		c.mu.Lock()
+		left := slices.Clone(c.left)
+		c.mu.Unlock()
+		if len(left) != 1 {
+			t.Fatalf("%d writers left for release, want the start's one", len(left))
+		}
+		requireOpen(t, left[0], "the writer of the start the router's Close cut short")
+
+		proc.SendSystemMessage(top.pid, &actor.ResumeMailbox{})
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_ = left[0].Close()       // release's part (the fixture's router has no cluster runtime)
+		<-time.After(time.Minute) // virtual time: the abandoned requests time out
+	})
+}
+
+// A stop waiting for a topic actor that does not answer stops waiting once the router
+// begins to close, and leaves the actor's writer open: the actor stops with its topic and
+// writes its state then, and release closes the writer after.
+func TestClusterStopStopsWaitingWhenTheRouterCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, c, s, k := unplacedFixture(t, store.NewMemory())
+		if err := c.start(k); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		w := s.writer
+		c.mu.Unlock()
+		top, err := r.topic("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc, _ := r.system.ProcessRegistry.Get(top.pid)
+		proc.SendSystemMessage(top.pid, &actor.SuspendMailbox{})
+		stopped := make(chan struct{})
+		go func() {
+			c.stop(k)
+			close(stopped)
+		}()
+		synctest.Wait()
+		close(c.stopping)
+		synctest.Wait()
+		select {
+		case <-stopped:
+		default:
+			t.Fatal("the stop still waits for the topic actor after the router began to close")
+		}
+		c.mu.Lock()
+		kept := s.writer
+		c.mu.Unlock()
+		if kept != w {
+			t.Fatalf("the stop cut short left writer %p, want the running actor's %p for release", kept, w)
+		}
+		requireOpen(t, w, "the writer of the actor whose stop the router's Close cut short")
+
+		proc.SendSystemMessage(top.pid, &actor.ResumeMailbox{})
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Close()
+		<-time.After(time.Minute) // virtual time: the abandoned request times out
 	})
 }

@@ -338,7 +338,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	// topics are still being restored.
 	r.trim = newTrimmer(r)
 	if err := r.startDeadLetters(); err != nil {
-		r.closeCluster()
+		r.closeCluster(context.Background())
 		r.life.close()
 		r.trim.close()
 		r.system.Shutdown()
@@ -424,11 +424,13 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 // Close shuts the router down in order: it refuses new publishes, lets appends in progress
 // finish, stops the actors (attempts in flight are cancelled; their events are attempted again
 // after a restart), and closes the store if the router opened it. Close is idempotent; ctx
-// bounds the wait.
+// bounds the wait, in cluster mode the wait for the placement's actor starts and stops under
+// way too (they stop waiting for their topic actors at once: the actors stop with their
+// topics, writing their state, and a lease not released lapses).
 func (r *Router) Close(ctx context.Context) error {
-	r.closeCluster() // no more placement: the actors stop with their topics below
-	r.srcs.stop()    // stop ingress from brokers first: messages in hand are acked or nacked
-	r.life.close()   // stop expiry and validation timers first: their callbacks take r.mu
+	r.closeCluster(ctx) // no more placement: the actors stop with their topics below
+	r.srcs.stop()       // stop ingress from brokers first: messages in hand are acked or nacked
+	r.life.close()      // stop expiry and validation timers first: their callbacks take r.mu
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

@@ -18,7 +18,7 @@ func TestDutyHeldByOneNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			n.Close()
+			n.Close(context.Background())
 			n.Release(context.Background())
 		})
 		return n
@@ -56,7 +56,7 @@ func TestDutyHeldByOneNode(t *testing.T) {
 	preferred := Owner([]string{"n1", "n2"}, dutyOwner)
 	until(preferred, "with both nodes live")
 
-	nodes[preferred].Close()
+	nodes[preferred].Close(context.Background())
 	nodes[preferred].Release(context.Background())
 	if nodes[preferred].Duty() {
 		t.Error("a released node still holds the duty")

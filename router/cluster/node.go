@@ -54,7 +54,8 @@ type Hooks struct {
 	Start func(Key) error
 	// Stop stops the subscription's actor and returns once its state is written, or once a
 	// write that hangs had a bounded time (it goes on in the background): the node releases
-	// the lease (or lets it lapse) only after.
+	// the lease (or lets it lapse) only after. Once the node is closing Stop may return
+	// before the actor stopped (the router stops it with its topics): the lease then lapses.
 	Stop func(Key)
 	// Appended: another node appended to topic's journal up to last.
 	Appended func(topic string, last uint64)
@@ -470,13 +471,33 @@ func mix(x uint64) uint64 {
 }
 
 // Close stops the placement loop and the notice subscriptions; the actors keep running and
-// the leases stay held until Release (or until they lapse). Idempotent.
-func (n *Node) Close() {
+// the leases stay held until Release (or until they lapse). It waits for the actor starts
+// and stops under way (the Start and Stop hooks, and the lease releases after them) until
+// ctx ends: then it logs what it left and returns, and those go on in the background — an
+// actor whose stop did not finish still writes its state as it stops, and a lease not
+// released lapses. Idempotent.
+func (n *Node) Close(ctx context.Context) {
 	n.closed.Do(func() {
 		close(n.quit)
 		<-n.done
 		<-n.viewDone
-		n.ops.Wait()
+		ops := make(chan struct{})
+		go func() {
+			n.ops.Wait()
+			close(ops)
+		}()
+		select {
+		case <-ops:
+		case <-ctx.Done():
+			n.mu.Lock()
+			keys := make([]string, 0, len(n.busy))
+			for k := range n.busy {
+				keys = append(keys, k.String())
+			}
+			n.mu.Unlock()
+			n.log.Warn("closing the cluster node: no longer waiting for the subscription actor starts and stops under way; an actor whose stop did not finish writes its state as the router stops it, and a lease not released lapses",
+				"subscriptions", keys, "err", ctx.Err())
+		}
 		n.unsubscribe()
 	})
 }

@@ -255,7 +255,9 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 // store's timeout; a round that waited for it would renew no other lease and stop no other
 // actor whose lease is lapsing, so those would outlive their leases on this node while
 // another node takes them over. Until the stop is done the key is neither started nor taken
-// here again; then, if given, then runs (the release of a lease handed over).
+// here again; then, if given, then runs (the release of a lease handed over) — unless the
+// node began to close meanwhile: the Stop hook may then have returned before its actor
+// stopped, so the lease lapses instead.
 func (n *Node) stop(k Key, l *lease) { n.stopThen(k, l, nil) }
 
 func (n *Node) stopThen(k Key, l *lease, then func()) {
@@ -270,6 +272,13 @@ func (n *Node) stopThen(k Key, l *lease, then func()) {
 	n.publishRunning() // before the actor stops: its dead letters are no longer this node's
 	n.async(k, func() {
 		n.hooks.Stop(k)
+		select {
+		case <-n.quit:
+			// Closing: the hook may have stopped waiting for the actor, which stops (and
+			// writes its state) only with the router's topics. The lease lapses instead.
+			return
+		default:
+		}
 		if then != nil {
 			then()
 		}

@@ -222,7 +222,7 @@ func joinTestNode(t *testing.T, nc *nats.Conn, prefix string, hooks Hooks) *Node
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		n.Close()
+		n.Close(context.Background())
 		n.Release(context.Background())
 	})
 	return n
