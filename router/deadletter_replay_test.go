@@ -37,6 +37,35 @@ func replayedIDs(e *testkit.Endpoint, n int) []string {
 	return ids
 }
 
+// replayHeldOneObjectAtATime dead-letters e1, e2 and e3 of orders/billing, one object each,
+// and starts their replay with a window of one byte against an endpoint that holds every
+// replayed delivery until release is closed. done receives the replay's summary.
+func replayHeldOneObjectAtATime(t *testing.T, h *testkit.Harness) (hook *testkit.Endpoint, release chan struct{}, done chan *router.ReplaySummary) {
+	t.Helper()
+	var replaying atomic.Bool
+	release = make(chan struct{})
+	hook = h.Endpoint("hook", func(int, *http.Request) testkit.Response {
+		if !replaying.Load() {
+			return testkit.Response{Status: http.StatusBadRequest}
+		}
+		<-release
+		return testkit.Response{Status: http.StatusOK}
+	})
+	h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+	deadLetterEach(t, h, "e1", "e2", "e3")
+	router.SetReplayWindow(h.Router(), 1)
+	replaying.Store(true)
+	done = make(chan *router.ReplaySummary, 1)
+	go func() {
+		sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	return hook, release, done
+}
+
 // A replay holds about a window of events, not every object it selected: it takes an object's
 // events once those of the newer objects it holds are under the window. With a window of one
 // byte, the events of one object at a time are out for delivery. Before, the replay read the
@@ -44,27 +73,7 @@ func replayedIDs(e *testkit.Endpoint, n int) []string {
 // once.
 func TestReplayReadsObjectsAsEarlierEventsSettle(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
-		var replaying atomic.Bool
-		release := make(chan struct{})
-		hook := h.Endpoint("hook", func(int, *http.Request) testkit.Response {
-			if !replaying.Load() {
-				return testkit.Response{Status: http.StatusBadRequest}
-			}
-			<-release
-			return testkit.Response{Status: http.StatusOK}
-		})
-		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
-		deadLetterEach(t, h, "e1", "e2", "e3")
-		router.SetReplayWindow(h.Router(), 1)
-		replaying.Store(true)
-		done := make(chan *router.ReplaySummary, 1)
-		go func() {
-			sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true})
-			if err != nil {
-				t.Error(err)
-			}
-			done <- sum
-		}()
+		hook, release, done := replayHeldOneObjectAtATime(t, h)
 		h.Settle()
 		if got := replayedIDs(hook, 3); !slices.Equal(got, []string{"e3"}) {
 			t.Errorf("replayed %v while the newest object's event is being delivered; want only e3", got)
@@ -89,27 +98,7 @@ func TestReplayReadsObjectsAsEarlierEventsSettle(t *testing.T) {
 // objects' events are replayed.
 func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
-		var replaying atomic.Bool
-		release := make(chan struct{})
-		hook := h.Endpoint("hook", func(int, *http.Request) testkit.Response {
-			if !replaying.Load() {
-				return testkit.Response{Status: http.StatusBadRequest}
-			}
-			<-release
-			return testkit.Response{Status: http.StatusOK}
-		})
-		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
-		deadLetterEach(t, h, "e1", "e2", "e3")
-		router.SetReplayWindow(h.Router(), 1)
-		replaying.Store(true)
-		done := make(chan *router.ReplaySummary, 1)
-		go func() {
-			sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true})
-			if err != nil {
-				t.Error(err)
-			}
-			done <- sum
-		}()
+		hook, release, done := replayHeldOneObjectAtATime(t, h)
 		h.Settle() // e3 is being delivered; e2's object has not been read again yet
 		store := h.DeadLetterObjects()
 		objs := store.Objects("deadletters")
