@@ -13,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 // Explain: every attempt and decision is recorded per event, so an operator can ask why an
@@ -118,6 +119,11 @@ type Explanation struct {
 	// written (its bucket is the subscription's blobContainerName); empty while the record
 	// waits in the outbox.
 	DeadLetterObject string `json:"deadLetterObject,omitempty"`
+	// DeadLetterSearch, set when DeadLetterObject is empty because the search for it stopped,
+	// says where it stopped and how to look further: the search reads at most
+	// [ExplainDeadLetterObjects] objects (and [ExplainDeadLetterBytes] of them) written after
+	// the event ended, oldest first.
+	DeadLetterSearch string `json:"deadLetterSearch,omitempty"`
 }
 
 // ExplainedAttempt is one attempt of an event, or the step that ended it when it came due
@@ -188,26 +194,63 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 		e.TimeToLiveLeft = max(e.Deadline.Sub(now), 0)
 	}
 	if e.State == EventDeadLettered && spec.DeadLetterDestination != nil && r.dead != nil && len(e.Attempts) > 0 {
-		e.DeadLetterObject = r.deadLetterObjectOf(ctx, t.name, name, eventID, e.Attempts[len(e.Attempts)-1].Time)
+		e.DeadLetterObject, e.DeadLetterSearch = r.deadLetterObjectOf(ctx, t.name, name, eventID, e.Attempts[len(e.Attempts)-1].Time)
 	}
 	return &e, nil
 }
 
+// Explain's search for a dead-lettered event's object reads at most ExplainDeadLetterObjects
+// objects and, beyond the first, ExplainDeadLetterBytes of them, one at a time: the object is
+// almost always the first written after the event ended (its record waits out the dead-letter
+// delay, then goes out in the next write of the subscription's due records), and reading every
+// object since, as the search did before, held the records of all of them in memory at once:
+// gigabytes for a subscription that went on dead-lettering for days.
+const (
+	ExplainDeadLetterObjects = 64
+	ExplainDeadLetterBytes   = 256 << 20
+)
+
 // deadLetterObjectOf finds the dead-letter object holding event id, written after the event
-// ended at ended; "" when there is none yet (the record waits in the outbox) or the store
-// cannot be read.
-func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, ended time.Time) string {
-	read, err := r.DeadLetterRecords(ctx, topic, sub, DeadLetterQuery{Since: ended})
-	if err != nil {
-		r.log.Warn("explain: reading dead letters", logattr.Topic, topic, logattr.Subscription, sub, "err", err)
-		return ""
-	}
-	for _, e := range read.Entries {
-		if e.Event != nil && e.Event.ID == id {
-			return e.Object
+// ended at ended: its key, or "" when there is none yet (the record waits in the outbox) or the
+// store cannot be read. When the search stops at its bounds before it found the object, the
+// second result says so and how to look further.
+func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, ended time.Time) (key, search string) {
+	t, spec, _, err := r.deadLetterSource(topic, sub)
+	if err == nil {
+		var objs []sinks.ObjectInfo
+		if objs, err = r.DeadLetterObjects(ctx, topic, sub, DeadLetterQuery{Since: ended}); err == nil {
+			return r.findDeadLetter(ctx, t, spec.DeadLetterDestination.Properties.BlobContainerName, objs, sub, id)
 		}
 	}
-	return ""
+	r.log.Warn("explain: reading dead letters", logattr.Topic, topic, logattr.Subscription, sub, "err", err)
+	return "", ""
+}
+
+// findDeadLetter reads objs (of subscription sub of topic t, in bucket) oldest first, within
+// Explain's bounds, for the record of event id.
+func (r *Router) findDeadLetter(ctx context.Context, t *topicRuntime, bucket string, objs []sinks.ObjectInfo, sub, id string) (key, search string) {
+	var read int
+	var bytes int64
+	for i, o := range objs {
+		if read == ExplainDeadLetterObjects || (read > 0 && bytes+o.Size > ExplainDeadLetterBytes) {
+			return "", fmt.Sprintf("not in the %d dead-letter objects (%d MiB) written first after the event ended; %d written since were not read: "+
+				"look from %s on with egrid deadletter show --topic %s --subscription %s --since %s",
+				read, bytes>>20, len(objs)-i, o.Key, t.name, sub, o.LastModified.UTC().Format(time.RFC3339Nano))
+		}
+		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
+		if err != nil {
+			r.log.Warn("explain: reading dead letters", logattr.Topic, t.name, logattr.Subscription, sub, "err", err)
+			return "", ""
+		}
+		read++
+		bytes += o.Size
+		for _, rec := range obj.recs {
+			if rec.Event != nil && rec.Event.ID == id {
+				return o.Key, ""
+			}
+		}
+	}
+	return "", ""
 }
 
 // maxResponseExcerpt bounds [ExplainedAttempt.Response].

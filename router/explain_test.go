@@ -3,15 +3,19 @@ package router_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -246,4 +250,67 @@ func TestExplainShowsNothingOfADeletedNamesake(t *testing.T) {
 			t.Errorf("the new subscription's own event: %+v, %v; want one delivered attempt", e, err)
 		}
 	}, testkit.WithStore(st))
+}
+
+// Explain's search for a dead-lettered event's object reads a bounded number of the objects
+// written after the event ended, oldest first, and when it stops before finding the event's
+// record it says where and how to look further, instead of reading every object since.
+func TestExplainDeadLetterSearchIsBounded(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e0")))
+		h.Advance(6 * time.Minute)
+		store := h.DeadLetterObjects()
+		objs := store.Objects("deadletters")
+		if len(objs) != 1 {
+			t.Fatalf("%d objects, want e0's", len(objs))
+		}
+		other, _, err := store.Get(ctx, "deadletters", objs[0].Key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(time.Second) // e1 ended; its record waits out the delay
+		// Objects of other events, written after e1 ended and before e1's own.
+		const others = router.ExplainDeadLetterObjects + 6
+		for i := range others {
+			key := fmt.Sprintf("BILLING/2025/1/2/3/00000000-0000-0000-0000-%012d.json", i)
+			if _, err := store.Put(ctx, "deadletters", key, other, sinks.PutOptions{
+				ContentType: "application/json", Metadata: map[string]string{deadletter.TopicMetadata: "orders"},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			h.Advance(time.Millisecond)
+		}
+		h.Advance(6 * time.Minute)
+		if n := len(store.Objects("deadletters")); n != others+2 {
+			t.Fatalf("%d objects, want %d", n, others+2)
+		}
+
+		e, err := h.Router().Explain(ctx, "orders", "billing", "e1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.State != router.EventDeadLettered || e.DeadLetterObject != "" {
+			t.Fatalf("state %s, object %q: want DeadLettered and the search stopped before e1's object", e.State, e.DeadLetterObject)
+		}
+		want := fmt.Sprintf("not in the %d dead-letter objects", router.ExplainDeadLetterObjects)
+		for _, part := range []string{want, "7 written since were not read", "egrid deadletter show --topic orders --subscription billing --since "} {
+			if !strings.Contains(e.DeadLetterSearch, part) {
+				t.Errorf("search note %q, want it to hold %q", e.DeadLetterSearch, part)
+			}
+		}
+
+		// e0's object is the first written after e0 ended: found, no note.
+		e, err = h.Router().Explain(ctx, "orders", "billing", "e0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.DeadLetterObject != objs[0].Key || e.DeadLetterSearch != "" {
+			t.Fatalf("e0: object %q, note %q: want %q and no note", e.DeadLetterObject, e.DeadLetterSearch, objs[0].Key)
+		}
+	})
 }

@@ -83,8 +83,11 @@ func printExplanation(e env, ex *router.Explanation) {
 		end = fmt.Sprintf("delivered after %d of %d attempts", ex.AttemptsMade, ex.MaxDeliveryAttempts)
 	case router.EventDeadLettered:
 		obj := "not written yet (waiting in the outbox)"
-		if ex.DeadLetterObject != "" {
+		switch {
+		case ex.DeadLetterObject != "":
 			obj = ex.DeadLetterObject
+		case ex.DeadLetterSearch != "":
+			obj = ex.DeadLetterSearch
 		}
 		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", ex.Reason, ex.AttemptsMade, obj)
 	case router.EventDropped:
