@@ -86,7 +86,9 @@ func extensionNameProblem(name string) string {
 // (non-empty strings when present, as CloudEvents requires), data (any JSON value) or
 // data_base64 (a base64 string), not both, and extension attributes whose names are 1 to 20
 // lower-case letters and digits and whose values are strings, numbers or booleans. Attributes
-// sent as JSON null count as absent; an attribute sent twice is an error.
+// sent as JSON null count as absent; an attribute sent twice is an error, and so is a string
+// attribute (extensions included) holding a lone UTF-16 surrogate escape, as in
+// [DecodeEventGrid].
 //
 // Event.Raw is the object as published, compacted. Event.Traceparent is the traceparent
 // extension when it is a string. Errors are those of [DecodeEventGrid].
@@ -204,8 +206,13 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 				fail(name, "appears more than once: send each attribute once")
 			}
 			var kind jsonKind
+			valStart := s.pos
 			if kind, err = s.skipValue(1); err == nil && (kind == kindObject || kind == kindArray) {
 				fail(name, "is an extension attribute and must be a string, number or boolean, got "+kind.String())
+			} else if err == nil && kind == kindString {
+				if esc := loneSurrogate(s.buf[valStart:s.pos]); esc != "" {
+					fail(name, loneSurrogateReason(esc))
+				}
 			}
 		}
 		if err != nil {
@@ -225,6 +232,8 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 
 	var vals memberStrings
 	vals.unquoteMembers(m[:], func(k int) bool { return k == ceData || k == ceDataBase64 })
+	// surrogate marks the members refused for a lone surrogate, whose other checks are moot.
+	var surrogate [ceMembers]bool
 
 	str := func(k int, required bool) string {
 		switch {
@@ -241,6 +250,10 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 			fail(ceNames[k], "must be a string, got "+m[k].kind.String())
 			return ""
 		}
+		if esc := loneSurrogateIn(&m[k]); esc != "" {
+			fail(ceNames[k], loneSurrogateReason(esc))
+			surrogate[k] = true
+		}
 		v := vals.get(k)
 		if v == "" {
 			fail(ceNames[k], "must not be empty")
@@ -254,12 +267,12 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	ev.Source = str(ceSource, true)
 	ev.SpecVersion = str(ceSpecVersion, true)
-	if ev.SpecVersion != "" && ev.SpecVersion != specVersionCE {
+	if ev.SpecVersion != "" && !surrogate[ceSpecVersion] && ev.SpecVersion != specVersionCE {
 		fail("specversion", "is "+quote(ev.SpecVersion)+", but only CloudEvents \"1.0\" is supported")
 	}
 	ev.Type = str(ceType, true)
 	ev.Time = str(ceTime, false)
-	if ev.Time != "" {
+	if ev.Time != "" && !surrogate[ceTime] {
 		if reason := checkTime(ev.Time); reason != "" {
 			fail("time", reason)
 		}
@@ -279,6 +292,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	if m[ceTraceparent].kind == kindString {
 		ev.Traceparent = vals.get(ceTraceparent)
+		if esc := loneSurrogateIn(&m[ceTraceparent]); esc != "" {
+			fail("traceparent", loneSurrogateReason(esc))
+		}
 		if checkHeaderBound(p, i, "traceparent", ev.Traceparent, MaxHeaderAttributeBytes) {
 			bad = true
 		}

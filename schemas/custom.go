@@ -106,7 +106,9 @@ type sourcePath struct {
 // source field, which must then be an RFC 3339 date-time string, or is now in UTC (RFC 3339).
 // topic, when mapped and present, must equal topicID case-insensitively, as in the Event Grid
 // schema. eventType, subject and dataVersion come from the source field or the default value;
-// an event left without an eventType is an error, subject and dataVersion may end up "".
+// an event left without an eventType is an error, subject and dataVersion may end up "". A
+// mapped string field holding a lone UTF-16 surrogate escape is an error, as in
+// [DecodeEventGrid]; the other fields are not read.
 //
 // Event.Raw is the published object, byte for byte; Event.Source is topicID. m must pass
 // [InputMapping.Validate]; otherwise, or when newID is nil, DecodeCustom returns a plain error
@@ -217,6 +219,8 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	}
 
 	bad := false
+	// surrogate marks the fields refused for a lone surrogate, whose other checks are moot.
+	var surrogate [mapFields]bool
 	// resolve returns the mapped field's member, absent when the event does not have it.
 	resolve := func(f int) member {
 		v := whole[f]
@@ -229,6 +233,11 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	value := func(f int) (string, bool) {
 		switch v := resolve(f); v.kind {
 		case kindString:
+			if esc := loneSurrogateIn(&v); esc != "" && !surrogate[f] {
+				p.add(i, c.paths[f].full, "is mapped to "+mapNames[f]+" and "+loneSurrogateReason(esc))
+				bad = true
+				surrogate[f] = true
+			}
 			s := unquote(v.tok, v.esc)
 			return s, s != ""
 		case kindNumber, kindBool:
@@ -253,14 +262,14 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	} else {
 		ev.ID = c.newID()
 	}
-	if topic, ok := value(mapTopic); ok && !strings.EqualFold(topic, c.topicID) {
+	if topic, ok := value(mapTopic); ok && !surrogate[mapTopic] && !strings.EqualFold(topic, c.topicID) {
 		p.add(i, c.paths[mapTopic].full, "is mapped to topic and is "+quote(topic)+", but this topic's resource ID is "+quote(c.topicID)+": send the topic's ID or leave the field out")
 		bad = true
 	}
 	ev.Time = c.now
 	if t, ok := value(mapEventTime); ok {
 		ev.Time = t
-		if resolve(mapEventTime).kind != kindString || checkTime(t) != "" {
+		if !surrogate[mapEventTime] && (resolve(mapEventTime).kind != kindString || checkTime(t) != "") {
 			p.add(i, c.paths[mapEventTime].full, "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got "+quote(t))
 			bad = true
 		}

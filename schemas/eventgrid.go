@@ -87,7 +87,9 @@ const metadataVersionEG = "1"
 // "1". Optional members sent as JSON null count as absent. Member names are case-sensitive;
 // a member the schema does not have is an error (Azure answers 400 InputJsonInvalid), and so
 // is a known member sent twice. eventTime may also carry an ISO 8601 offset without a colon
-// ("+0000"), which Azure accepts; it is normalised to RFC 3339 ("+00:00").
+// ("+0000"), which Azure accepts; it is normalised to RFC 3339 ("+00:00"). A string member
+// other than data holding a \u escape of a lone UTF-16 surrogate ("\ud800") is an error, as it
+// is for Azure's .NET reader: decoded, it would be U+FFFD, and two ids would become one.
 //
 // Event.Raw is the normalised, compact object
 // {"id","topic","subject","eventType","eventTime","data","dataVersion","metadataVersion"}
@@ -176,6 +178,8 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	var vals memberStrings
 	vals.unquoteMembers(m[:], func(k int) bool { return k == egData })
 
+	// surrogate marks the members refused for a lone surrogate, whose other checks are moot.
+	var surrogate [egMembers]bool
 	// str validates a string member and returns its value.
 	str := func(k int, required bool) string {
 		switch {
@@ -194,6 +198,11 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 			bad = true
 			return ""
 		}
+		if esc := loneSurrogateIn(&m[k]); esc != "" {
+			p.add(i, egNames[k], loneSurrogateReason(esc))
+			bad = true
+			surrogate[k] = true
+		}
 		return vals.get(k)
 	}
 	ev := &Event{Source: topicID}
@@ -203,7 +212,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		bad = true
 	}
 	bad = checkHeaderBound(p, i, "id", ev.ID, MaxIDBytes) || bad
-	if topic := str(egTopic, false); m[egTopic].kind == kindString && !strings.EqualFold(topic, topicID) {
+	if topic := str(egTopic, false); m[egTopic].kind == kindString && !surrogate[egTopic] && !strings.EqualFold(topic, topicID) {
 		p.add(i, "topic", "is "+quote(topic)+", but this topic's resource ID is "+quote(topicID)+": send the topic's ID or leave topic out and it is stamped")
 		bad = true
 	}
@@ -214,7 +223,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		bad = true
 	}
 	ev.Time = str(egEventTime, true)
-	if m[egEventTime].kind == kindString {
+	if m[egEventTime].kind == kindString && !surrogate[egEventTime] {
 		if fixed, ok := offsetWithColon(ev.Time); ok {
 			ev.Time = fixed
 			m[egEventTime].tok = appendString(nil, fixed)
@@ -233,7 +242,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	}
 	ev.DataVersion = str(egDataVersion, false)
 	bad = checkHeaderBound(p, i, "dataVersion", ev.DataVersion, MaxHeaderAttributeBytes) || bad
-	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && mv != metadataVersionEG {
+	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && !surrogate[egMetadataVersion] && mv != metadataVersionEG {
 		p.add(i, "metadataVersion", "is "+quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
 		bad = true
 	}

@@ -575,7 +575,8 @@ func unquote(tok []byte, esc bool) string {
 
 // appendUnquoted appends the decoded content of a scanned (hence valid) string token. Lone
 // surrogates in \u escapes and bytes that are not UTF-8 (which only a lenient scan lets
-// through) become U+FFFD, as encoding/json does.
+// through) become U+FFFD, as encoding/json does. The event decoders refuse lone surrogates in
+// the members they decode ([loneSurrogate]), so two different ids never decode to one.
 func appendUnquoted(dst, tok []byte) []byte {
 	b := tok[1 : len(tok)-1]
 	for i := 0; i < len(b); {
@@ -627,6 +628,49 @@ func appendUnquoted(dst, tok []byte) []byte {
 		i += 2
 	}
 	return dst
+}
+
+// loneSurrogate returns the first \u escape of the scanned (hence valid) string token tok
+// that is half of a UTF-16 surrogate pair without its other half ("\ud800"), or "". Such an
+// escape names no character: decoding turns it into U+FFFD, so "a\ud800" and "a\ud801"
+// would decode to the same string, and .NET's System.Text.Json (Utf8JsonReader.GetString),
+// which Event Grid's front end reads events with, refuses it as invalid UTF-16.
+func loneSurrogate(tok []byte) string {
+	for i := bytes.IndexByte(tok, '\\'); i >= 0 && i+1 < len(tok); {
+		n := 2
+		if tok[i+1] == 'u' {
+			n = 6
+			if r := hex4(tok[i+2:]); utf16.IsSurrogate(r) {
+				if r >= 0xdc00 || i+12 > len(tok) || tok[i+6] != '\\' || tok[i+7] != 'u' ||
+					utf16.DecodeRune(r, hex4(tok[i+8:])) == utf8.RuneError {
+					return string(tok[i : i+6])
+				}
+				n = 12
+			}
+		}
+		i += n
+		j := bytes.IndexByte(tok[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+	}
+	return ""
+}
+
+// loneSurrogateIn returns the first lone surrogate escape of the string member m, or "".
+func loneSurrogateIn(m *member) string {
+	if m.kind != kindString || !m.esc {
+		return ""
+	}
+	return loneSurrogate(m.tok)
+}
+
+// loneSurrogateReason is the problem reported for a string member holding the lone surrogate
+// escape esc ([loneSurrogate]); it reads after the member's name.
+func loneSurrogateReason(esc string) string {
+	return "holds the escape " + esc + ", half of a UTF-16 surrogate pair without its other half, which is not a character (.NET and Event Grid refuse it as invalid UTF-16): " +
+		"write a character outside the Basic Multilingual Plane as a high and low surrogate pair such as \"\\ud83d\\ude00\", or as UTF-8"
 }
 
 func hex4(b []byte) rune {
