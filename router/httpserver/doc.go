@@ -22,7 +22,10 @@
 //     at once in the server, at most half of them on one event subscription, enforced by a
 //     [PollLimit] the handler admits its polls to once they are authenticated and about to
 //     wait; a poll over the bound is answered 429 at once;
-//   - requests in progress on one HTTP/2 connection: [MaxConcurrentStreams].
+//   - requests in progress on one HTTP/2 connection: [MaxConcurrentStreams];
+//   - time an answer waits for its client to read it: [AnswerStall] per write of up to 64 KiB,
+//     enforced by [BoundAnswers] (there is no overall write timeout: long polls and replay
+//     progress streams take as long as they take before and between their writes).
 //
 // [New] puts them all together but the long polls', which the handler applies. The package is
 // independent of the router: it imports no egrid package, and wraps any handler.

@@ -29,7 +29,9 @@ const MaxConcurrentStreams = 100
 // clears that deadline once the body has been read, so a handler that then waits (a publish
 // waiting for its fsync) keeps its context. There is no
 // WriteTimeout, on purpose: a pull delivery :receive reads its (empty) body at once and then
-// long-polls for up to 120 s (maxWaitTime) before it answers. Over HTTP/2 a connection has at
+// long-polls for up to 120 s (maxWaitTime) before it answers; instead each write of an answer
+// has [AnswerStall] to be taken in ([BoundAnswers]), so a client that never reads its answer
+// does not hold its connection for ever. Over HTTP/2 a connection has at
 // most [MaxConcurrentStreams] requests in progress. net/http's own errors (failed accepts,
 // TLS handshakes) are logged on log as structured records whose message is constant, so a
 // flood of them folds. Serve it on a listener from [Listen] (or wrap one with
@@ -40,7 +42,7 @@ func New(cfg Config, h http.Handler, req Requests, log *slog.Logger) *http.Serve
 		h = LimitBodies(h, cfg.MaxPublishBodies, cfg.PublishWait, req.Publish)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           BoundAnswers(h),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadHeaderTimeout + cfg.BodyTimeout,
 		IdleTimeout:       cfg.IdleTimeout,

@@ -1,0 +1,168 @@
+package httpserver_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/testkit"
+)
+
+// pipeListener hands the server the server ends of in-memory connections, so a real
+// http.Server runs inside a synctest bubble, with virtual deadlines. A net.Pipe has no
+// buffer: a client that does not read blocks the server's first write at once.
+type pipeListener struct {
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// dial returns the client end of a new connection to the server.
+func (l *pipeListener) dial() net.Conn {
+	client, server := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+// A client that sends a request and never reads its answer is disconnected once the
+// answer has waited AnswerStall, and the handler returns, letting go of what it holds (a
+// publish slot, the answer in memory); a slow client that keeps reading gets its whole
+// answer however long it takes (it must take in 64 KiB per AnswerStall); time the handler spends before it writes does not count.
+// Before, the server had no write deadline at all: such a client held its connection and
+// the handler's goroutine for ever. A handler that sets its own write deadline keeps it.
+func TestAnswersBoundStalledReaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const size = 1 << 20
+		returned := make(chan string, 4)
+		ownErr := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() { returned <- r.URL.Path }()
+			switch r.URL.Path {
+			case "/late":
+				time.Sleep(3 * httpserver.AnswerStall) // e.g. a long poll
+			case "/own":
+				// As :receive does: the whole answer within its own deadline.
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpserver.AnswerStall / 2))
+				_, err := w.Write([]byte(strings.Repeat("x", size)))
+				ownErr <- err
+				return
+			}
+			_, _ = w.Write([]byte(strings.Repeat("x", size)))
+		})
+		srv := httpserver.New(httpserver.Config{}, h, httpserver.Requests{}, nil)
+		ln := newPipeListener()
+		go func() { _ = srv.Serve(ln) }()
+		defer func() {
+			_ = srv.Close()
+			synctest.Wait()
+		}()
+
+		// A client that never reads.
+		stalled := ln.dial()
+		defer stalled.Close()
+		if _, err := io.WriteString(stalled, "GET /stalled HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Advance(httpserver.AnswerStall - time.Nanosecond)
+		select {
+		case p := <-returned:
+			t.Fatalf("%s returned before its answer had stalled for AnswerStall", p)
+		default:
+		}
+		testkit.Advance(time.Nanosecond)
+		select {
+		case <-returned:
+		default:
+			t.Fatal("the handler of a client that never reads its answer is still writing after AnswerStall")
+		}
+		_ = stalled.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := io.Copy(io.Discard, stalled); err != nil {
+			t.Fatalf("the stalled connection was not closed: %v", err)
+		}
+
+		// A client that reads slowly, but steadily, after a handler that waited before it
+		// wrote: the whole answer.
+		slow := ln.dial()
+		defer slow.Close()
+		if _, err := io.WriteString(slow, "GET /late HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReaderSize(slow, 4<<10)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 16 KiB every 10 s: the first 256 KiB take 160 s, well past AnswerStall.
+		got := 0
+		buf := make([]byte, 16<<10)
+		for got < 256<<10 {
+			time.Sleep(10 * time.Second)
+			n, err := io.ReadFull(resp.Body, buf)
+			got += n
+			if err != nil {
+				t.Fatalf("after %d of %d bytes: %v", got, size, err)
+			}
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || got+len(rest) != size {
+			t.Fatalf("read %d+%d of %d bytes: %v", got, len(rest), size, err)
+		}
+		if p := <-returned; p != "/late" {
+			t.Fatalf("returned %s", p)
+		}
+
+		// A handler that sets its own deadline keeps it, however steadily its client reads.
+		own := ln.dial()
+		defer own.Close()
+		if _, err := io.WriteString(own, "GET /own HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		readerDone := make(chan struct{})
+		defer func() { own.Close(); <-readerDone }()
+		go func() {
+			defer close(readerDone)
+			buf := make([]byte, 16<<10)
+			for {
+				time.Sleep(5 * time.Second)
+				if _, err := own.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		testkit.Advance(httpserver.AnswerStall / 2)
+		select {
+		case err := <-ownErr:
+			if err == nil {
+				t.Fatal("a handler's own deadline was stretched: its answer was written whole")
+			}
+		default:
+			t.Fatal("a handler's own deadline passed, and its write goes on")
+		}
+		if p := <-returned; p != "/own" {
+			t.Fatalf("returned %s", p)
+		}
+	})
+}
