@@ -54,8 +54,27 @@ func New(r *router.Router) *API {
 	mux.HandleFunc("POST /topics/{topicAction}", a.handleNamespacePublish)
 	mux.HandleFunc(pullPath, a.handlePull)
 	a.adminRoutes(mux)
-	a.mux = recoverPanics(jsonErrors(mux), a.log)
+	a.mux = recoverPanics(limitPath(jsonErrors(mux)), a.log)
 	return a
+}
+
+// MaxPathBytes bounds a request's path (percent-decoded). The longest path a route takes is an
+// explain of a 1 024-byte event id, about 1.2 KB; answers echo names from the path (an unknown
+// route, topic or event subscription), so a longer path only made longer answers — up to six
+// times the path, JSON escaping '<' and '>' — and a client that does not read them kept them in
+// the server's memory.
+const MaxPathBytes = 2048
+
+// limitPath answers a request whose path is over MaxPathBytes with 414 URI Too Long and Event
+// Grid's error body, before any route sees it.
+func limitPath(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if n := len(req.URL.Path); n > MaxPathBytes {
+			writeError(w, http.StatusRequestURITooLong, "RequestUriTooLong", fmt.Sprintf("the request path is %d bytes, over the limit of %d bytes: topic and event subscription names are at most 50 and 64 characters, event ids at most 1024 bytes; check the URL", n, MaxPathBytes))
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
 }
 
 // ServeHTTP serves one request.
