@@ -16,8 +16,8 @@ import (
 // or the environment instead of a flag.
 //
 //   - The admin token and the MinIO secret key have a -file flag, an EGRID_*_FILE variable and
-//     a *File config key beside their value forms. A file holds the secret alone; trailing
-//     line ends are dropped. At one level (flags, environment or config file) give the value
+//     a *File config key beside their value forms. A file holds the secret alone (at most
+//     1 MiB); trailing line ends are dropped. At one level (flags, environment or config file) give the value
 //     or the file, not both; across levels flag > environment > file, as for every setting.
 //   - Any string value of the YAML config — topic keys, passwords in broker URLs, the admin
 //     token — may reference an environment variable as ${NAME} or a file as ${file:PATH}
@@ -77,11 +77,25 @@ func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (
 	return "", nil
 }
 
-// readSecretFile reads a secret from path: the whole file, trailing line ends dropped.
+// maxSecretFile bounds a secret file: it holds one secret (a token, a key, a password, at
+// most a PEM chain), so a path that names something else — /dev/zero, a log file, a disk
+// image — is an error rather than read into memory whole.
+const maxSecretFile = 1 << 20
+
+// readSecretFile reads a secret from path: the whole file (at most maxSecretFile bytes),
+// trailing line ends dropped.
 func readSecretFile(path string) (string, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the secret: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the secret: %w", err)
+	}
+	if len(raw) > maxSecretFile {
+		return "", fmt.Errorf("the secret file %s is over 1 MiB: it must hold the secret alone; check the path", path)
 	}
 	v := strings.TrimRight(string(raw), "\r\n")
 	if v == "" {

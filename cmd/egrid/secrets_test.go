@@ -167,6 +167,24 @@ topics:
 	}
 }
 
+// A secret file is read up to 1 MiB: a path naming something else (a log file, /dev/zero)
+// is an error saying so, where it was read into memory whole (without end, for /dev/zero).
+func TestSecretFileOverTheLimit(t *testing.T) {
+	const limit = 1 << 20
+	big := writeSecret(t, strings.Repeat("k", limit+1))
+	atLimit := writeSecret(t, strings.Repeat("k", limit-1)+"\n")
+	if v, err := readSecretFile(atLimit); err != nil || len(v) != limit-1 {
+		t.Fatalf("a secret of 1 MiB with its line end: %d bytes, %v", len(v), err)
+	}
+	if _, err := readSecretFile(big); err == nil || !strings.Contains(err.Error(), "is over 1 MiB: it must hold the secret alone") {
+		t.Fatalf("a file over 1 MiB: %v, want an error saying it is over the limit", err)
+	}
+	_, err := decodeConfig([]byte("server:\n  adminToken: ${file:"+big+"}\n"), func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "line 2: ${file:"+big+"}: the secret file") {
+		t.Fatalf("a ${file:} reference to a file over 1 MiB: %v", err)
+	}
+}
+
 // TestSecretsFromFilesAndEnvironment runs the server with its admin token in a file and a
 // topic key referenced from the environment in its config: neither is on the command line,
 // and both work.
