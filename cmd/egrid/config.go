@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -141,11 +142,24 @@ const (
 // expanding its ${NAME} references from the process environment (see decodeConfig).
 func loadConfig(path string) (*fileConfig, error) { return loadConfigEnv(path, os.Getenv) }
 
+// maxConfigFile bounds a config file: 64 MiB declares some 200 000 event subscriptions, and
+// a path that names something else (/dev/zero, a data file) is an error rather than read into
+// memory whole.
+const maxConfigFile = 64 << 20
+
 // loadConfigEnv is loadConfig with the environment as getenv.
 func loadConfigEnv(path string, getenv func(string) string) (*fileConfig, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	if len(raw) > maxConfigFile {
+		return nil, fmt.Errorf("config %s is over 64 MiB: check that --config names the YAML config file", path)
 	}
 	cfg, err := decodeConfig(raw, getenv)
 	if err != nil {

@@ -185,6 +185,23 @@ func TestSecretFileOverTheLimit(t *testing.T) {
 	}
 }
 
+// A config file is read up to 64 MiB: a --config naming something else is an error saying
+// so, where it was read into memory whole (without end, for /dev/zero).
+func TestConfigFileOverTheLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64<<20 + 1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), "is over 64 MiB: check that --config names the YAML config file") {
+		t.Fatalf("a config file over 64 MiB: %v", err)
+	}
+}
+
 // TestSecretsFromFilesAndEnvironment runs the server with its admin token in a file and a
 // topic key referenced from the environment in its config: neither is on the command line,
 // and both work.
