@@ -41,6 +41,10 @@ type clusterRuntime struct {
 	done      chan struct{}
 	watching  bool // run was started
 	closeOnce sync.Once
+	// life bounds the store reads of run; close cancels it (endLife), so a read waiting on a
+	// NATS server that stopped answering ends then.
+	life    context.Context
+	endLife context.CancelFunc
 
 	// adopt holds the subscriptions started here since the last adoption of dead letters
 	// (guarded by mu); adoptAll asks run to adopt those of every subscription running here.
@@ -81,10 +85,12 @@ func (r *Router) joinCluster() error {
 		changed: make(chan string, 256), quit: make(chan struct{}), done: make(chan struct{}),
 		stopping: make(chan struct{}),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	node, err := cluster.Join(context.Background(), r.deps.NATS, r.cfg.Cluster, cluster.Hooks{
 		Start: c.start, Stop: c.stop, Appended: c.appended, Changed: c.onChanged, Admin: c.admin,
 	}, r.log)
 	if err != nil {
+		c.endLife()
 		return err
 	}
 	c.node = node
@@ -95,7 +101,8 @@ func (r *Router) joinCluster() error {
 // run watches the definitions and the journals: a topic another node changed is read again
 // at once, every topic every resyncRounds rounds, and the journal end of every topic with
 // actors here every round (a lost append notice costs at most that long); and it hands the
-// dead-letter actor the records of subscriptions placed here.
+// dead-letter actor the records of subscriptions placed here. Its store reads end when close
+// cancels c.life.
 func (c *clusterRuntime) run() {
 	defer close(c.done)
 	round := c.node.Options().LeaseTTL / 5
@@ -107,11 +114,11 @@ func (c *clusterRuntime) run() {
 		case <-c.quit:
 			return
 		case topic := <-c.changed:
-			_ = c.r.syncTopic(topic) // the next full read catches up
+			_ = c.r.syncTopic(c.life, topic) // the next full read catches up
 		case <-t.C:
 			n++
 			if n%resyncRounds == 0 {
-				c.r.syncAll()
+				c.r.syncAll(c.life)
 				c.mu.Lock()
 				c.adoptAll = true
 				c.mu.Unlock()
@@ -133,15 +140,30 @@ func (c *clusterRuntime) watch() {
 
 // close stops the placement loop and the watch; the actors keep running until the router
 // stops its topics. The starts and stops under way stop waiting for the topic actors and
-// for state writes (waitFor), and ctx bounds the wait for them ([cluster.Node.Close]).
-// Idempotent.
+// for state writes (waitFor), and ctx bounds the wait for them and for the placement's NATS
+// calls ([cluster.Node.Close]). The watch's store reads are cancelled at once (what they were
+// for — reading definitions again, polling journals, adopting dead letters — the next start
+// and the other nodes do), so it ends at once; ctx bounds the wait for it all the same.
+// Should ctx end first, the watch may still apply a definition it had read to this router's
+// topics (it writes nothing to the store, and a topic it starts once the router is closed is
+// stopped at once by startTopic). Idempotent.
 func (c *clusterRuntime) close(ctx context.Context) {
 	c.closeOnce.Do(func() {
 		close(c.stopping)
 		c.node.Close(ctx)
 		close(c.quit)
-		if c.watching {
-			<-c.done
+		c.endLife()
+		if !c.watching {
+			return
+		}
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			select {
+			case <-c.done:
+			default:
+				c.r.log.Warn("closing the cluster runtime: no longer waiting for its watch of the definitions and journals to end; its store reads are cancelled", "err", ctx.Err())
+			}
 		}
 	})
 }
@@ -358,7 +380,7 @@ func (c *clusterRuntime) adoptDeadLetters() {
 	if all && !duty {
 		c.orphans.Store(nil)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(c.life, 30*time.Second)
 	defer cancel()
 	node := c.node
 	found := map[cluster.Key]bool{}
@@ -567,7 +589,7 @@ func (c *clusterRuntime) pollJournals() {
 	}
 	c.mu.Unlock()
 	for topic := range topics {
-		ctx, cancel := context.WithTimeout(context.Background(), c.node.Options().LeaseTTL/5)
+		ctx, cancel := context.WithTimeout(c.life, c.node.Options().LeaseTTL/5)
 		last, err := c.r.store.LastSeq(ctx, topic)
 		cancel()
 		if err == nil {
@@ -730,9 +752,10 @@ func (c *clusterRuntime) askOwner(ctx context.Context, op, topic, name string) (
 	return a.Status, nil
 }
 
-// syncAll reads every definition from the store and applies what changed.
-func (r *Router) syncAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// syncAll reads every definition from the store and applies what changed, within ctx and
+// 30 s.
+func (r *Router) syncAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	defs, err := r.store.Topics(ctx)
 	if err != nil {
@@ -750,10 +773,11 @@ func (r *Router) syncAll() {
 	}
 }
 
-// syncTopic reads one topic's definitions from the store and applies what changed. It
-// returns the error of a store that could not list the topics (nothing changed then).
-func (r *Router) syncTopic(name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// syncTopic reads one topic's definitions from the store and applies what changed, within ctx
+// and 30 s. It returns the error of a store that could not list the topics (nothing changed
+// then).
+func (r *Router) syncTopic(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	defs, err := r.store.Topics(ctx)
 	if err != nil {
@@ -954,7 +978,7 @@ func (r *Router) topicFresh(name string) (*topicRuntime, error) {
 	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || !r.cl.missAllowed(name) {
 		return t, err
 	}
-	if err := r.syncTopic(name); err != nil {
+	if err := r.syncTopic(context.Background(), name); err != nil {
 		r.cl.forgetMiss(name)
 		return nil, fmt.Errorf("topic %q: reading it from the cluster's store: %w: %w", name, ErrUnavailable, err)
 	}

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/testkit/brokertest"
 )
 
 // heldStateWrites holds every subscription state write that comes while holding is set,
@@ -337,4 +339,65 @@ func TestClusterStopStopsWaitingWhenTheRouterCloses(t *testing.T) {
 		_ = w.Close()
 		<-time.After(time.Minute) // virtual time: the abandoned request times out
 	})
+}
+
+// stalledTopics is a store whose topic listing waits, while stall is set, until its context
+// ends: a NATS server that stopped answering.
+type stalledTopics struct {
+	store.Store
+	stall   atomic.Bool
+	entered chan struct{} // a value per listing stalled
+}
+
+func (s *stalledTopics) Topics(ctx context.Context) ([]store.Definition, error) {
+	if s.stall.Load() {
+		s.entered <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Store.Topics(ctx)
+}
+
+// The cluster runtime's close does not wait for a definitions read of its watch on a store
+// that stopped answering: the read had 30 s, and close waited for it whatever the router's
+// Close context. Close cancels it, so the watch ends at once.
+func TestClusterCloseCancelsAStalledDefinitionsRead(t *testing.T) {
+	nc, err := nats.Connect(brokertest.StartNATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st := &stalledTopics{Store: store.NewMemory(), entered: make(chan struct{}, 1)}
+	r, err := New(Config{InsecureDev: true}, Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node, err := cluster.Join(ctx, nc, cluster.Options{NodeName: "n1", Prefix: "STALLTEST", LeaseTTL: time.Minute}, cluster.Hooks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Release(context.Background())
+	c := &clusterRuntime{r: r, node: node, changed: make(chan string, 1), quit: make(chan struct{}), done: make(chan struct{}), stopping: make(chan struct{})}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	c.watch()
+	st.stall.Store(true)
+	c.changed <- "orders" // another node changed topic orders: the watch reads the definitions
+	select {
+	case <-st.entered:
+	case <-ctx.Done():
+		t.Fatal("the watch did not read the definitions of the changed topic")
+	}
+
+	c.close(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("close took its whole context (%v) while the watch's read of the definitions was stalled; want it cancelled at once", ctx.Err())
+	}
+	select {
+	case <-c.done:
+	default:
+		t.Error("close returned before the watch ended")
+	}
 }

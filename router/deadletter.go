@@ -190,7 +190,7 @@ func (r *Router) ensureSystemTopic(ctx context.Context) error {
 	}
 	if _, err := r.CreateTopic(ctx, name, TopicSpec{}); err != nil {
 		if r.cl != nil { // another node starting at the same moment created it first
-			_ = r.syncTopic(name) // a store that cannot answer leaves the topic unknown: err below
+			_ = r.syncTopic(ctx, name) // a store that cannot answer leaves the topic unknown: err below
 			if _, terr := r.topic(name); terr == nil {
 				return nil
 			}

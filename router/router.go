@@ -426,7 +426,8 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 // after a restart), and closes the store if the router opened it. Close is idempotent; ctx
 // bounds the wait, in cluster mode the wait for the placement's actor starts and stops under
 // way too (they stop waiting for their topic actors at once: the actors stop with their
-// topics, writing their state, and a lease not released lapses).
+// topics, writing their state, and a lease not released lapses) and for its NATS calls under
+// way, which are cancelled when ctx ends ([cluster.Node.Close]).
 func (r *Router) Close(ctx context.Context) error {
 	r.closeCluster(ctx) // no more placement: the actors stop with their topics below
 	r.srcs.stop()       // stop ingress from brokers first: messages in hand are acked or nacked

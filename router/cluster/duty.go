@@ -22,9 +22,9 @@ const dutyKey = "duty"
 // dutyOwner is what the rendezvous hash places the duty by: no subscription has empty names.
 var dutyOwner = Key{}
 
-// Duty reports whether this node holds the cluster's duty lease. It takes no lock: actors may
-// call it.
-func (n *Node) Duty() bool { return n.duty.Load() }
+// Duty reports whether this node holds the cluster's duty lease (never once Release ran). It
+// takes no lock: actors may call it.
+func (n *Node) Duty() bool { return n.duty.Load() && !n.released.Load() }
 
 // placeDuty takes, renews, hands over or gives up the duty lease; place calls it every round.
 func (n *Node) placeDuty(ctx context.Context, now time.Time, connected, viewOK bool, live []string, seen map[string]int) {

@@ -85,7 +85,17 @@ type Node struct {
 	viewDone chan struct{} // closed when watchMembers returns
 	closed   sync.Once
 
+	// life bounds the NATS calls of the placement loop, the membership watch and the lease
+	// releases after stops; Close cancels it (endLife) once it no longer waits for them, so
+	// a call waiting on a NATS server that stopped answering ends then.
+	life    context.Context
+	endLife context.CancelFunc
+	// released is set by Release: Running and Duty report nothing from then on, whatever a
+	// placement round that Close stopped waiting for still publishes.
+	released atomic.Bool
+
 	mu      sync.Mutex
+	closing bool                         // Close waits for the starts and stops begun: no other begins
 	want    map[Key]uint64               // wanted subscriptions and their config generation
 	lost    map[Key]bool                 // actors that stopped by themselves (fenced): start again if still held
 	running atomic.Pointer[map[Key]bool] // the actors running here (copy on write), for Running
@@ -104,7 +114,7 @@ type Node struct {
 	busy map[Key]*keyOps
 	ops  sync.WaitGroup // the starts and stops under way; Close waits for them
 
-	held map[Key]*lease // owned by the loop goroutine (and Release after Close)
+	held map[Key]*lease // owned by the loop goroutine (and Release once the loop has ended)
 	seen map[string]int // rounds each member has been seen live in a row (loop)
 
 	// dutyLease is the cluster's duty lease while this node holds it (owned like held); duty
@@ -223,6 +233,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		}
 		n.subs = append(n.subs, s)
 	}
+	n.life, n.endLife = context.WithCancel(context.Background())
 	go n.watchMembers()
 	go n.loop()
 	return n, nil
@@ -284,8 +295,12 @@ func (n *Node) Poke() {
 	}
 }
 
-// Running reports whether this node runs k's actor. It takes no lock: actors may call it.
+// Running reports whether this node runs k's actor (never once Release ran). It takes no
+// lock: actors may call it.
 func (n *Node) Running(k Key) bool {
+	if n.released.Load() {
+		return false
+	}
 	m := n.running.Load()
 	return m != nil && (*m)[k]
 }
@@ -470,44 +485,90 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// Close stops the placement loop and the notice subscriptions; the actors keep running and
-// the leases stay held until Release (or until they lapse). It waits for the actor starts
-// and stops under way (the Start and Stop hooks, and the lease releases after them) until
-// ctx ends: then it logs what it left and returns, and those go on in the background — an
-// actor whose stop did not finish still writes its state as it stops, and a lease not
-// released lapses. Idempotent.
+// Close stops the placement loop, the membership watch and the notice subscriptions; the
+// actors keep running and the leases stay held until Release (or until they lapse). ctx
+// bounds every wait of Close: for the placement round and the membership listing under way
+// (each bounded by 3/10 of the lease TTL, on a NATS server that stopped answering), then for
+// the actor starts and stops under way (the Start and Stop hooks, and the lease releases after
+// them). Once ctx ends Close logs what it left and returns:
+//   - the round and the listing: their NATS calls are cancelled, so they end at once; a lease
+//     renewal, lease or membership write one of them had sent may still land, which lasts
+//     until the lease TTL like any lease of a node that stopped (Release then leaves the
+//     leases to lapse). They start and stop no actor (no start or stop begins once Close
+//     waits for them) and publish nothing once Release ran (Running and Duty report nothing).
+//   - the starts and stops: they go on in the background — an actor whose stop did not
+//     finish still writes its state as the router stops it, and a lease not released lapses.
+//
+// Idempotent.
 func (n *Node) Close(ctx context.Context) {
 	n.closed.Do(func() {
 		close(n.quit)
-		<-n.done
-		<-n.viewDone
+		defer n.unsubscribe()
+		defer n.endLife() // ends the lease releases still waiting on NATS, if Close left them
+		var left []string
+		if !waitClosed(ctx, n.done) {
+			left = append(left, "the placement round")
+		}
+		if !waitClosed(ctx, n.viewDone) {
+			left = append(left, "the membership listing")
+		}
+		n.mu.Lock()
+		n.closing = true // no start or stop begins from now: the wait below sees them all
+		n.mu.Unlock()
+		if len(left) > 0 {
+			n.endLife() // their NATS calls end now (after closing: the round left starts nothing)
+			n.log.Warn("closing the cluster node: no longer waiting for its NATS calls under way (a NATS server that stopped answering?); they are cancelled, and a lease or membership they renewed or took meanwhile lapses after the lease TTL",
+				"left", left, "ttl", n.opts.LeaseTTL, "err", ctx.Err())
+		}
 		ops := make(chan struct{})
 		go func() {
 			n.ops.Wait()
 			close(ops)
 		}()
-		select {
-		case <-ops:
-		case <-ctx.Done():
+		if !waitClosed(ctx, ops) {
 			n.mu.Lock()
 			keys := make([]string, 0, len(n.busy))
 			for k := range n.busy {
 				keys = append(keys, k.String())
 			}
 			n.mu.Unlock()
-			n.log.Warn("closing the cluster node: no longer waiting for the subscription actor starts and stops under way; an actor whose stop did not finish writes its state as the router stops it, and a lease not released lapses",
-				"subscriptions", keys, "err", ctx.Err())
+			if len(keys) > 0 { // none: the last one ended as ctx did
+				n.log.Warn("closing the cluster node: no longer waiting for the subscription actor starts and stops under way; an actor whose stop did not finish writes its state as the router stops it, and a lease not released lapses after the lease TTL",
+					"subscriptions", keys, "ttl", n.opts.LeaseTTL, "err", ctx.Err())
+			}
 		}
-		n.unsubscribe()
 	})
+}
+
+// waitClosed waits until ch is closed or ctx ends, and reports whether ch was closed (a
+// closed ch wins over an ended ctx).
+func waitClosed(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Release gives up every lease this node holds and its membership, so the others take its
 // subscriptions over at once rather than after the lease TTL. Call it after Close, once the
-// router stopped the actors and wrote their state.
+// router stopped the actors and wrote their state. From then on Running and Duty report
+// nothing. It waits for the placement loop to end (it does at once: Close cancelled its NATS
+// calls) until ctx ends; a loop that did not end in time still owns the leases, which then
+// lapse after the lease TTL.
 func (n *Node) Release(ctx context.Context) {
-	n.running.Store(&map[Key]bool{}) // the router stopped the actors
+	n.released.Store(true) // the router stopped the actors
 	n.duty.Store(false)
+	if !waitClosed(ctx, n.done) {
+		n.log.Warn("releasing the cluster node: its placement round has not ended; its leases and membership lapse after the lease TTL instead of being released", "ttl", n.opts.LeaseTTL, "err", ctx.Err())
+		return
+	}
 	if !n.nc.IsConnected() {
 		return // the leases lapse by themselves
 	}

@@ -25,6 +25,11 @@ func (n *Node) loop() {
 	for {
 		n.place()
 		select {
+		case <-n.quit: // before a tick or a poke that are ready too: no round after Close
+			return
+		default:
+		}
+		select {
 		case <-n.quit:
 			return
 		case <-t.C:
@@ -34,14 +39,15 @@ func (n *Node) loop() {
 }
 
 // watchMembers keeps n.view, the live members, listed every round within the round's bound
-// (their keys in the members bucket, which expire unless renewed). Until Close.
+// (their keys in the members bucket, which expire unless renewed). Until Close, which may
+// cancel a listing under way (n.life).
 func (n *Node) watchMembers() {
 	defer close(n.viewDone)
 	t := time.NewTicker(n.round())
 	defer t.Stop()
 	for {
 		if n.nc.IsConnected() {
-			ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
+			ctx, cancel := context.WithTimeout(n.life, n.opts.LeaseTTL*3/10)
 			keys, err := listKeys(ctx, n.members)
 			cancel()
 			if err == nil {
@@ -50,6 +56,11 @@ func (n *Node) watchMembers() {
 				n.mu.Unlock()
 				n.Poke()
 			}
+		}
+		select {
+		case <-n.quit: // before a tick that is ready too
+			return
+		default:
 		}
 		select {
 		case <-n.quit:
@@ -64,8 +75,8 @@ func (n *Node) place() {
 	// One bound for the whole round, longer than the round itself (a loaded NATS server must
 	// not make a healthy node think it is cut off) and short enough that a round stuck on NATS
 	// still leaves the next one time to stop the actors (3/5 TTL after the last renewal)
-	// before the leases lapse (TTL).
-	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
+	// before the leases lapse (TTL). Close may end it sooner (n.life).
+	ctx, cancel := context.WithTimeout(n.life, n.opts.LeaseTTL*3/10)
 	defer cancel()
 	now := time.Now()
 	connected := n.nc.IsConnected()
@@ -240,7 +251,7 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 	}
 	l.running, l.gen = true, gen
 	n.publishRunning()
-	n.async(k, func() {
+	began := n.async(k, func() {
 		if err := n.hooks.Start(k); err != nil {
 			n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
 			n.mu.Lock()
@@ -248,6 +259,10 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 			n.mu.Unlock()
 		}
 	})
+	if !began { // the node is closing
+		l.running = false
+		n.publishRunning()
+	}
 }
 
 // stop stops a subscription's actor, off the placement loop: stopping an actor closes its
@@ -287,9 +302,16 @@ func (n *Node) stopThen(k Key, l *lease, then func()) {
 
 // async runs fn in a goroutine of its own, after every earlier operation on k has finished:
 // a stop issued while its actor's start is under way waits for that start, so the actor is
-// never started after the stop meant to end it. Close waits for all of them.
-func (n *Node) async(k Key, fn func()) {
+// never started after the stop meant to end it. Close waits for all of them. Once Close
+// waits for them (or stopped waiting) async runs nothing and returns false: a placement
+// round Close left running starts no actor, and stops none (the actors stop with the
+// router's topics, writing their state; the lease of a stop not run lapses).
+func (n *Node) async(k Key, fn func()) bool {
 	n.mu.Lock()
+	if n.closing {
+		n.mu.Unlock()
+		return false
+	}
 	o := n.busy[k]
 	if o == nil {
 		o = &keyOps{}
@@ -298,8 +320,8 @@ func (n *Node) async(k Key, fn func()) {
 	prev, done := o.last, make(chan struct{})
 	o.last = done
 	o.pending++
+	n.ops.Add(1) // with closing false, under mu: before Close's Wait
 	n.mu.Unlock()
-	n.ops.Add(1)
 	go func() {
 		defer n.ops.Done()
 		if prev != nil {
@@ -314,6 +336,7 @@ func (n *Node) async(k Key, fn func()) {
 		n.mu.Unlock()
 		n.Poke() // a round may now start or take it again
 	}()
+	return true
 }
 
 // keyOps is the start and stop operations of one key under way (guarded by Node.mu).
@@ -335,7 +358,7 @@ func (n *Node) stopAndRelease(k Key, l *lease) {
 	delete(n.held, k)
 	rev := l.rev
 	n.stopThen(k, l, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL*3/10)
+		ctx, cancel := context.WithTimeout(n.life, n.opts.LeaseTTL*3/10)
 		defer cancel()
 		_ = n.leases.Delete(ctx, k.leaseKey(), jetstream.LastRevision(rev))
 	})
