@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -643,6 +644,7 @@ var errKinds = []struct {
 	{"closed", ErrClosed},
 	{"storage", ErrInsufficientStorage},
 	{"unavailable", ErrUnavailable},
+	{"polls", ErrTooManyPolls},
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
 }
@@ -665,6 +667,9 @@ func (a *clusterAnswer) err(holder string) error {
 	for _, k := range errKinds {
 		if a.Kind == k.kind {
 			switch k.err {
+			case ErrTooManyPolls:
+				reason := strings.TrimPrefix(a.Err, ErrTooManyPolls.Error()+": ")
+				return fmt.Errorf("%w on node %s, which runs the event subscription: %s", ErrTooManyPolls, holder, reason)
 			case ErrClosed:
 				return fmt.Errorf("node %s is shutting down: %w", holder, ErrNotPlaced)
 			case actors.ErrNotRunning:
@@ -687,7 +692,7 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 		var err error
 		switch q.Op {
 		case "receive":
-			a.Events, err = c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait})
+			a.Events, err = c.receiveRouted(ctx, q)
 		case "settle":
 			var res SettleResult
 			if res, err = c.r.settleLocal(ctx, q.Topic, q.Subscription, q.Settle, q.LockTokens, q.Delay); err == nil {
@@ -704,6 +709,21 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 	}
 	b, _ := json.Marshal(a)
 	return b
+}
+
+// receiveRouted is a receive another node routed here: it waits here (a goroutine, a waiter,
+// its answer in memory) as a poll that reached this node does, so it takes a slot of this
+// node's bound on polls first ([Router.AdmitRoutedPolls]); without one it is refused at once
+// with the reason as the error's text (Kind "polls"), which the node it reached answers 429.
+func (c *clusterRuntime) receiveRouted(ctx context.Context, q clusterAdmin) ([]ReceivedEvent, error) {
+	release, err := c.r.admitRoutedPoll(q.Topic, q.Subscription)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrTooManyPolls, err.Error())
+	}
+	if release != nil {
+		defer release()
+	}
+	return c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait})
 }
 
 // ErrNotPlaced is returned by calls about a subscription whose actor runs on no node at the

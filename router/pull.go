@@ -22,6 +22,35 @@ import (
 // 400.
 var ErrNotQueueSubscription = errors.New("event subscription is not a queue subscription: receive and settle need deliveryConfiguration.deliveryMode Queue")
 
+// ErrTooManyPolls is returned by [Router.Receive] in cluster mode when the node running the
+// queue subscription refused the long poll routed to it: it has as many polls waiting as its
+// bound allows ([Router.AdmitRoutedPolls]). The HTTP layer answers it 429 with Retry-After,
+// as a poll over the bound of the node it reached.
+var ErrTooManyPolls = errors.New("too many receive long polls waiting")
+
+// AdmitRoutedPolls bounds, in cluster mode, the :receive long polls other nodes route to this
+// one (the node running the queue subscription; see README "Cluster mode"): take takes a
+// slot for a poll about to wait on queue ("topic/subscription", names as created) and returns
+// its release, or an error saying why there is none (its text reaches the consumer). A poll
+// without a slot is answered at once with [ErrTooManyPolls] on the node it reached. Each
+// waiting poll holds a goroutine, a waiter and up to its answer's events in memory here,
+// whichever node it reached, so a server gives the same bound as its own polls'
+// (httpserver.PollLimit.Take, whose limit they share): a poll routed here takes a slot on
+// both nodes. Without it the routed polls are not bounded. Safe to call at any time.
+func (r *Router) AdmitRoutedPolls(take func(queue string) (release func(), err error)) {
+	r.routedPolls.Store(&take)
+}
+
+// admitRoutedPoll takes a slot for a poll routed here on topic/sub, when AdmitRoutedPolls set a
+// bound: release (nil without one) frees it.
+func (r *Router) admitRoutedPoll(topic, sub string) (release func(), err error) {
+	take := r.routedPolls.Load()
+	if take == nil {
+		return nil, nil
+	}
+	return (*take)(topic + "/" + sub)
+}
+
 // Bounds of the pull operations (eventgrid-behaviour.md §9).
 const (
 	MaxReceiveEvents      = 100

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -258,6 +259,9 @@ type Router struct {
 	egress egressRuntime // egress policy wiring (egress.go)
 
 	cl *clusterRuntime // cluster mode (cluster.go); nil when embedded
+
+	// routedPolls bounds the long polls other nodes route here (AdmitRoutedPolls); nil: none.
+	routedPolls atomic.Pointer[func(queue string) (release func(), err error)]
 
 	// mu guards the maps below and closed. It is held only to read or change them, never
 	// across I/O or across waiting on an actor: a publish takes its read side to find its

@@ -25,7 +25,7 @@ func TestReceivePollsBeyondTheLimitAre429(t *testing.T) {
 			h.SubscribeQueue("ns-orders", sub, router.QueueInfo{})
 		}
 		api := httpapi.New(h.Router())
-		srv := mainServer(httpserver.Config{MaxReceivePolls: 4}, api, api, nil)
+		srv := mainServer(httpserver.Config{MaxReceivePolls: 4}, api, api, h.Router(), nil)
 		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
@@ -121,7 +121,7 @@ func TestReceivePollsTakeSlotsOnlyOnceAuthenticated(t *testing.T) {
 		}
 		const wrong = "d3Jvbmc="
 		api := httpapi.New(h.Router())
-		srv := mainServer(httpserver.Config{MaxReceivePolls: 2}, api, api, nil)
+		srv := mainServer(httpserver.Config{MaxReceivePolls: 2}, api, api, h.Router(), nil)
 		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

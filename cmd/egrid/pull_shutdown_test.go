@@ -60,7 +60,7 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		h.SubscribeQueue("ns-orders", "workers", router.QueueInfo{})
 		api := httpapi.New(h.Router())
-		srv := mainServer(httpserver.Config{}, api, api, nil)
+		srv := mainServer(httpserver.Config{}, api, api, h.Router(), nil)
 		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

@@ -159,11 +159,14 @@ func isPublish(r *http.Request) bool {
 
 // mainServer is the server of --listen: h (which serves api) within limits, the publish-body
 // limit applied by isPublish, and api's :receive long polls admitted to limits.MaxReceivePolls
-// once they are authenticated and about to wait (httpapi.API.AdmitPolls). Its Shutdown
+// once they are authenticated and about to wait (httpapi.API.AdmitPolls), together with the
+// polls other cluster nodes route to r (router.Router.AdmitRoutedPolls). Its Shutdown
 // answers the polls in progress at once (with no events), so a consumer waiting up to 120 s
 // does not hold a shutdown.
-func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, log *slog.Logger) *http.Server {
-	api.AdmitPolls(httpserver.NewPollLimit(limits.WithDefaults().MaxReceivePolls).Admit)
+func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, r *router.Router, log *slog.Logger) *http.Server {
+	polls := httpserver.NewPollLimit(limits.WithDefaults().MaxReceivePolls)
+	api.AdmitPolls(polls.Admit)
+	r.AdmitRoutedPolls(polls.Take)
 	srv := httpserver.New(limits, h, httpserver.Requests{Publish: isPublish}, log)
 	srv.RegisterOnShutdown(api.EndPolls)
 	return srv
@@ -205,7 +208,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		onMain = guardMetrics(s, metricsHandler(reg, log))
 	}
 	api := httpapi.New(r)
-	srv := mainServer(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), api, log)
+	srv := mainServer(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), api, r, log)
 	scheme := "http"
 	errc := make(chan error, 2) // the main server and the metrics server
 	go func() {

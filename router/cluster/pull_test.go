@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/router/httpserver"
 )
 
 // Pull delivery in cluster mode: a queue subscription's actor runs on one node, and every
@@ -302,5 +307,85 @@ func TestPullFailoverLosesLocksKeepsCounts(t *testing.T) {
 	}
 	if res, err := survivor.r.Acknowledge(t.Context(), "jobs", "workers", tokens); err != nil || len(res.Succeeded) != 2 {
 		t.Fatalf("Acknowledge of the new owner's tokens = %+v, %v", res, err)
+	}
+}
+
+// A long poll routed to the node running the queue subscription takes a slot of that node's
+// bound on polls, which the polls it serves itself share: only the node the poll reached
+// counted it, so consumers reaching the other nodes could hold any number of polls waiting
+// on the owner (each a goroutine, a waiter and up to an answer's events in memory). A routed
+// poll over the owner's bound is refused at once, answered 429 by the node it reached; one
+// that ends frees its slot.
+func TestRoutedPollsTakeTheOwnersSlots(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.start("a"), c.start("b")
+	owner, others := queueSetup(t, a, b)
+	x := others[0]
+	publishCE(t, x.r, "warm") // received once the subscription runs (receive retries until then)
+	if e := receiveID(t, x, "warm"); e.DeliveryCount != 1 {
+		t.Fatalf("warm came with deliveryCount %d", e.DeliveryCount)
+	}
+
+	polls := httpserver.NewPollLimit(2) // one poll per event subscription
+	admitted, released := make(chan string, 4), make(chan string, 4)
+	owner.r.AdmitRoutedPolls(func(queue string) (func(), error) {
+		release, err := polls.Take(queue)
+		if err != nil {
+			return nil, err
+		}
+		admitted <- queue
+		return func() { release(); released <- queue }, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	waitFor := func(ch chan string, what string) {
+		t.Helper()
+		select {
+		case q := <-ch:
+			if q != "jobs/workers" {
+				t.Fatalf("%s: queue %q, want jobs/workers", what, q)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+
+	// A long poll through x waits at the owner, in the subscription's one slot there.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	first := make(chan error, 1)
+	go func() {
+		_, err := x.r.Receive(pollCtx, "jobs", "workers", router.ReceiveOptions{MaxWait: router.MaxReceiveWait})
+		first <- err
+	}()
+	waitFor(admitted, "the first poll's slot on the owner")
+
+	// Another through x is refused at once: as a call, and over x's HTTP API, 429.
+	if _, err := x.r.Receive(ctx, "jobs", "workers", router.ReceiveOptions{MaxWait: router.MinReceiveWait}); !errors.Is(err, router.ErrTooManyPolls) {
+		t.Fatalf("a second poll through %s = %v, want ErrTooManyPolls", x.name, err)
+	}
+	spec, err := x.r.Topic("jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/topics/jobs/eventsubscriptions/workers:receive?maxWaitTime=10", http.NoBody)
+	req.Header.Set("aeg-sas-key", spec.Key1)
+	rec := httptest.NewRecorder()
+	httpapi.New(x.r).ServeHTTP(rec, req)
+	if body := rec.Body.String(); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" ||
+		!strings.Contains(body, `"code":"TooManyRequests"`) || !strings.Contains(body, "event subscription jobs/workers has 1 receive long polls waiting already") {
+		t.Fatalf("a second poll over HTTP through %s was answered %d (Retry-After %q) %s; want 429 saying the owner's bound was met", x.name, rec.Code, rec.Header().Get("Retry-After"), body)
+	}
+
+	// The first poll ends: its slot is free, and the next poll is admitted and answered.
+	stopPoll()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first poll after its cancel = %v, want context.Canceled", err)
+	}
+	waitFor(released, "the first poll's slot freed on the owner")
+	publishCE(t, owner.r, "next")
+	evs, err := x.r.Receive(ctx, "jobs", "workers", router.ReceiveOptions{MaxWait: router.MaxReceiveWait})
+	if err != nil || len(evs) != 1 || eventID(t, evs[0]) != "next" {
+		t.Fatalf("a poll through %s once the slot was free = %+v, %v; want event next", x.name, evs, err)
 	}
 }

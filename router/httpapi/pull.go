@@ -341,6 +341,11 @@ func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down: retry later")
+	case errors.Is(err, router.ErrTooManyPolls):
+		// The node running the subscription refused the poll routed to it: answered as a
+		// poll over this server's own bound is (httpserver.PollLimit).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "TooManyRequests", err.Error())
 	case errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrInsufficientStorage):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("pull operation failed: the store is unavailable", "topic", topic, "subscription", sub, "err", err)

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -51,6 +52,19 @@ func (l *PollLimit) Admit(w http.ResponseWriter, queue string) (release func(), 
 		return nil, false
 	}
 	return func() { l.release(queue) }, true
+}
+
+// Take takes a slot for a poll about to wait on queue that did not come through this
+// server's handler — in cluster mode, a poll another node routed here
+// (router.Router.AdmitRoutedPolls): it shares the bounds of the polls Admit admits. When
+// there is none it returns an error saying which bound the poll met and what to do, which
+// the node the poll reached answers 429 with. Otherwise the caller calls release once,
+// when the poll has ended.
+func (l *PollLimit) Take(queue string) (release func(), err error) {
+	if msg := l.acquire(queue); msg != "" {
+		return nil, errors.New(msg)
+	}
+	return func() { l.release(queue) }, nil
 }
 
 // acquire takes a slot for a poll on queue, or says why there is none.

@@ -84,3 +84,42 @@ func TestNewBoundsStreamsAndPolls(t *testing.T) {
 		t.Errorf("Validate of a negative maxReceivePolls: %v", err)
 	}
 }
+
+// Take shares Admit's bounds (the polls another cluster node routed here): over either it
+// refuses with the reason, and a slot it took is free again once released.
+func TestPollLimitTakeSharesTheBounds(t *testing.T) {
+	l := httpserver.NewPollLimit(4)
+	rec := httptest.NewRecorder()
+	admitted, ok := l.Admit(rec, "a")
+	if !ok {
+		t.Fatalf("the first poll of a was not admitted: %d %s", rec.Code, rec.Body)
+	}
+	took, err := l.Take("a")
+	if err != nil {
+		t.Fatalf("Take of a second poll of a: %v", err)
+	}
+	if _, err := l.Take("a"); err == nil || !strings.Contains(err.Error(), "event subscription a has 2 receive long polls waiting already") {
+		t.Fatalf("Take of a third poll of a = %v, want refused over a's half", err)
+	}
+	rec = httptest.NewRecorder()
+	if _, ok := l.Admit(rec, "a"); ok || rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("Admit of a third poll of a: admitted %v, %d; want 429 (Take's slots count)", ok, rec.Code)
+	}
+	b1, err1 := l.Take("b")
+	b2, err2 := l.Take("b")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("Take of two polls of b: %v, %v", err1, err2)
+	}
+	if _, err := l.Take("c"); err == nil || !strings.Contains(err.Error(), "the server has 4 receive long polls waiting already") {
+		t.Fatalf("Take over the server's bound = %v, want refused", err)
+	}
+	took()
+	b1()
+	if release, err := l.Take("a"); err != nil {
+		t.Fatalf("Take of a once a slot of a was released: %v", err)
+	} else {
+		release()
+	}
+	admitted()
+	b2()
+}
