@@ -339,6 +339,55 @@ func (m *Memory) DeadLetters(_ context.Context) ([]DeadLetterRecord, error) {
 	return recs, nil
 }
 
+// ScanDeadLetters implements [Store]. It calls fn without holding the store's lock, with a
+// copy of one payload at a time.
+func (m *Memory) ScanDeadLetters(ctx context.Context, fn func(DeadLetterRecord) error) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	// The payloads are never changed in place (a Put replaces them): the references are
+	// enough, and copying each only when it is given keeps one copy at a time.
+	recs := make([]DeadLetterRecord, 0, len(m.deadLetters))
+	for id, p := range m.deadLetters {
+		recs = append(recs, DeadLetterRecord{ID: id, Payload: p})
+	}
+	m.mu.Unlock()
+	for i, r := range recs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs[i] = DeadLetterRecord{} // let the reference go with the copy
+		if err := fn(DeadLetterRecord{ID: r.ID, Payload: slices.Clone(r.Payload)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeadLettersByID implements [Store].
+func (m *Memory) DeadLettersByID(_ context.Context, ids []string) ([]DeadLetterRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	recs := make([]DeadLetterRecord, 0, len(ids))
+	for _, id := range ids {
+		if p, ok := m.deadLetters[id]; ok {
+			recs = append(recs, DeadLetterRecord{ID: id, Payload: slices.Clone(p)})
+		}
+	}
+	return sortedDeadLetters(recs), nil
+}
+
+// sortedDeadLetters orders recs by ID and drops repeats of an ID.
+func sortedDeadLetters(recs []DeadLetterRecord) []DeadLetterRecord {
+	slices.SortFunc(recs, func(a, b DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(recs, func(a, b DeadLetterRecord) bool { return a.ID == b.ID })
+}
+
 // DeleteDeadLetters implements [Store].
 func (m *Memory) DeleteDeadLetters(_ context.Context, ids []string) error {
 	m.mu.Lock()

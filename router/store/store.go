@@ -194,8 +194,22 @@ type Store interface {
 	// PutDeadLetters adds or replaces dead-letter outbox records (by ID). It is durable when it
 	// returns nil (synced, like Append): a dead letter must outlive a crash.
 	PutDeadLetters(ctx context.Context, recs []DeadLetterRecord) error
-	// DeadLetters returns every dead-letter outbox record, ordered by ID.
+	// DeadLetters returns every dead-letter outbox record, ordered by ID, all at once: for a
+	// listing of a small outbox. A reader that must not hold every record's payload at once
+	// (the dead-letter actor's start) uses ScanDeadLetters.
 	DeadLetters(ctx context.Context) ([]DeadLetterRecord, error)
+	// ScanDeadLetters calls fn with each dead-letter outbox record, one at a time and in no
+	// particular order, holding no more than a few payloads at once: a reader keeps what it
+	// needs of each (the dead-letter actor, a record's metadata) and never has every payload
+	// in memory. A record written or deleted during the scan may or may not be given, and one
+	// replaced during it may be given twice, the newer last. The record is fn's to keep; fn
+	// must not call the store. An error of fn ends the scan, and ScanDeadLetters returns it
+	// as it is.
+	ScanDeadLetters(ctx context.Context, fn func(DeadLetterRecord) error) error
+	// DeadLettersByID returns the dead-letter outbox records among ids (in any order, repeats
+	// allowed), ordered by ID; an id not in the outbox is left out. The dead-letter actor
+	// reads the events of one object's records with it when it writes the object.
+	DeadLettersByID(ctx context.Context, ids []string) ([]DeadLetterRecord, error)
 	// DeleteDeadLetters removes dead-letter outbox records by ID; unknown ones are ignored. It
 	// is durable when it returns nil.
 	DeleteDeadLetters(ctx context.Context, ids []string) error

@@ -1541,6 +1541,101 @@ func (s *Store) writeDeadLetters(ctx context.Context, what string, build func(b 
 	return nil
 }
 
+// heldDeadLetters returns the dead letters handed over by updates kept in memory while the
+// store is failed, by ID: they are part of the outbox too (as LoadSubscription applies those
+// updates), newer than what the database holds under their IDs, and a dead-letter actor that
+// reloads meanwhile must find them. The payloads are the updates' own: copy before handing
+// them out.
+func (s *Store) heldDeadLetters() map[string][]byte {
+	held := map[string][]byte{}
+	s.mu.RLock()
+	for _, w := range s.pending {
+		for _, d := range w.u.DeadLetters {
+			held[d.ID] = d.Payload
+		}
+	}
+	s.mu.RUnlock()
+	return held
+}
+
+// ScanDeadLetters implements [store.Store]: one iterator over the outbox's keys, a record
+// decoded (copied) at a time, then the records held in memory while the store is failed.
+func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRecord) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := s.enter("", "")
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	held := s.heldDeadLetters()
+	var fnErr error
+	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, ok := held[string(k[1:])]; ok {
+			return nil // the held one is newer
+		}
+		payload, err := decodeOpaque(v)
+		if err != nil {
+			return fmt.Errorf("dead letter %q: %w", k[1:], err)
+		}
+		if err := fn(store.DeadLetterRecord{ID: string(k[1:]), Payload: payload}); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("listing dead letters: %w", err)
+	}
+	for id, payload := range held {
+		if err := fn(store.DeadLetterRecord{ID: id, Payload: slices.Clone(payload)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeadLettersByID implements [store.Store]: a point read of each id.
+func (s *Store) DeadLettersByID(ctx context.Context, ids []string) ([]store.DeadLetterRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.enter("", "")
+	if err != nil {
+		return nil, err
+	}
+	defer c.done()
+	held := s.heldDeadLetters()
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	recs := make([]store.DeadLetterRecord, 0, len(ids))
+	for _, id := range ids {
+		if payload, ok := held[id]; ok {
+			recs = append(recs, store.DeadLetterRecord{ID: id, Payload: slices.Clone(payload)})
+			continue
+		}
+		v, ok, err := get(c.g.db, nameKey(prefixDeadLetter, id))
+		if err != nil {
+			return nil, fmt.Errorf("reading dead letter %q: %w", id, err)
+		}
+		if !ok {
+			continue
+		}
+		payload, err := decodeOpaque(v)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %q: %w", id, err)
+		}
+		recs = append(recs, store.DeadLetterRecord{ID: id, Payload: payload})
+	}
+	return recs, nil
+}
+
 // DeadLetters implements [store.Store].
 func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, error) {
 	if err := ctx.Err(); err != nil {
@@ -1551,17 +1646,7 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 		return nil, err
 	}
 	defer c.done()
-	// Dead letters handed over by updates kept in memory while the store is failed are part
-	// of the outbox too (as LoadSubscription applies those updates): a dead-letter actor that
-	// reloads meanwhile must find them.
-	held := map[string][]byte{}
-	s.mu.RLock()
-	for _, w := range s.pending {
-		for _, d := range w.u.DeadLetters {
-			held[d.ID] = d.Payload
-		}
-	}
-	s.mu.RUnlock()
+	held := s.heldDeadLetters()
 	recs := []store.DeadLetterRecord{}
 	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
 		if _, ok := held[string(k[1:])]; ok {

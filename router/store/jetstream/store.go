@@ -386,6 +386,59 @@ func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern
 	return nil
 }
 
+// stream is scan without holding the values: it calls fn with each key's value as the watch
+// delivers it, in no particular order, then with those of the keys the watch left out (read
+// with a get, as scan does). A key written while the watch delivers its initial values may
+// be given twice, the newer last. An error of fn ends it, returned as it is.
+func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error) error {
+	want, err := streamKeys(ctx, kv, str, pattern)
+	if err != nil {
+		return err
+	}
+	w, err := kv.Watch(ctx, pattern)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	seen := make(map[string]bool, len(want))
+	for done := false; !done; {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return errors.New("listing keys: the watch ended early")
+			case e == nil:
+				done = true
+			default:
+				seen[e.Key()] = true
+				if e.Operation() == jetstream.KeyValuePut {
+					if err := fn(e.Key(), e.Value()); err != nil {
+						return err
+					}
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, k := range want {
+		if seen[k] {
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("listing keys: reading key %s, which the watch did not deliver: %w", k, err)
+		case e.Operation() == jetstream.KeyValuePut:
+			if err := fn(k, e.Value()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // streamKeys returns the keys of kv matching pattern that its stream str holds a message
 // for: every key written and not purged from the stream, deleted ones included (their
 // markers), in no particular order.
@@ -1123,6 +1176,71 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 		return nil, fmt.Errorf("jetstream store: listing dead-letter records: %w", err)
 	}
 	slices.SortFunc(recs, func(a, b store.DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
+	return recs, nil
+}
+
+// ScanDeadLetters implements [store.Store]: a key watch of the dead-letter bucket, each
+// record handed to fn as it arrives.
+func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRecord) error) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	var fnErr error
+	err = stream(ctx, s.dead, s.deadStream, ">", func(key string, val []byte) error {
+		id, err := unescape(key)
+		if err != nil {
+			return err
+		}
+		p, err := decodeOpaque(val)
+		if err != nil {
+			return fmt.Errorf("dead-letter record %q: %w", id, err)
+		}
+		if err := fn(store.DeadLetterRecord{ID: id, Payload: p}); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream store: listing dead-letter records: %w", err)
+	}
+	return nil
+}
+
+// DeadLettersByID implements [store.Store]: a get of each id's key.
+func (s *Store) DeadLettersByID(ctx context.Context, ids []string) ([]store.DeadLetterRecord, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	recs := make([]store.DeadLetterRecord, 0, len(ids))
+	for _, id := range ids {
+		if checkName("dead-letter record", id) != nil {
+			continue // no such key can be stored
+		}
+		e, err := s.dead.Get(ctx, escape(id))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jetstream store: reading dead-letter record %q: %w", id, err)
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		p, err := decodeOpaque(e.Value())
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter record %q: %w", id, err)
+		}
+		recs = append(recs, store.DeadLetterRecord{ID: id, Payload: p})
+	}
 	return recs, nil
 }
 

@@ -27,6 +27,10 @@
 //     and [store.ErrNotFound]. An update of epoch zero applies to the current subscription.
 //   - UpdateSubscription puts Update.DeadLetters in the same write as the state change: both
 //     or neither; an update holding only dead letters puts them.
+//   - The dead-letter outbox reads the same records whichever way it is read: DeadLetters,
+//     ScanDeadLetters (each record once when nothing changes meanwhile) and DeadLettersByID
+//     (ids not stored, or asked twice, left out or given once), each reader owning what it is
+//     given; an error of ScanDeadLetters' callback is returned as it is.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //

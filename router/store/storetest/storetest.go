@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateSubscription", testUpdateSubscription},
 		{"ProbationState", testProbationState},
 		{"DeadLetterOutbox", testDeadLetterOutbox},
+		{"DeadLetterReads", testDeadLetterReads},
 		{"UpdateHandsDeadLettersOver", testUpdateHandsDeadLettersOver},
 		{"History", testHistory},
 		{"Cursors", testCursors},
@@ -832,6 +833,10 @@ func testClosed(t *testing.T, s store.Store) {
 			return s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "1", Payload: []byte("x")}})
 		}},
 		{"DeadLetters", func(ctx context.Context) error { _, err := s.DeadLetters(ctx); return err }},
+		{"ScanDeadLetters", func(ctx context.Context) error {
+			return s.ScanDeadLetters(ctx, func(store.DeadLetterRecord) error { return nil })
+		}},
+		{"DeadLettersByID", func(ctx context.Context) error { _, err := s.DeadLettersByID(ctx, []string{"1"}); return err }},
 		{"DeleteDeadLetters", func(ctx context.Context) error { return s.DeleteDeadLetters(ctx, []string{"1"}) }},
 	}
 	for _, tc := range tests {
@@ -899,17 +904,81 @@ func testProbationState(t *testing.T, s store.Store) {
 	checkState(t, "subscription of a recreated topic", load(t, s, "t", "other"), store.SubscriptionState{})
 }
 
+// deadLetters lists the outbox as "id=payload;..." in ID order, and checks that the three
+// ways of reading it agree: DeadLetters, ScanDeadLetters (in any order, each record once) and
+// DeadLettersByID of the listed ids.
 func deadLetters(t *testing.T, s store.Store) string {
 	t.Helper()
-	recs, err := s.DeadLetters(t.Context())
+	ctx := t.Context()
+	recs, err := s.DeadLetters(ctx)
 	if err != nil {
 		t.Fatalf("DeadLetters: %v", err)
 	}
-	var b strings.Builder
-	for _, r := range recs {
-		fmt.Fprintf(&b, "%s=%s;", r.ID, r.Payload)
+	list := func(recs []store.DeadLetterRecord) string {
+		var b strings.Builder
+		for _, r := range recs {
+			fmt.Fprintf(&b, "%s=%s;", r.ID, r.Payload)
+		}
+		return b.String()
 	}
-	return b.String()
+	got := list(recs)
+	var scanned []store.DeadLetterRecord
+	if err := s.ScanDeadLetters(ctx, func(r store.DeadLetterRecord) error {
+		scanned = append(scanned, r)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanDeadLetters: %v", err)
+	}
+	slices.SortStableFunc(scanned, func(a, b store.DeadLetterRecord) int { return strings.Compare(a.ID, b.ID) })
+	if s := list(scanned); s != got {
+		t.Errorf("ScanDeadLetters gave %q, DeadLetters %q", s, got)
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[len(recs)-1-i] = r.ID // in reverse: any order is taken
+	}
+	byID, err := s.DeadLettersByID(ctx, ids)
+	if err != nil {
+		t.Fatalf("DeadLettersByID: %v", err)
+	}
+	if s := list(byID); s != got {
+		t.Errorf("DeadLettersByID(%q) gave %q, DeadLetters %q", ids, s, got)
+	}
+	return got
+}
+
+// The outbox read a record at a time (ScanDeadLetters) and by ID (DeadLettersByID): what a
+// reader is given is its own, an error of the scan's callback ends the scan and comes back as
+// it is, and ids not in the outbox or asked twice are left out or given once.
+func testDeadLetterReads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "0003", Payload: []byte("c")}, {ID: "0001", Payload: []byte("a")}, {ID: "0002", Payload: []byte("b")}}); err != nil {
+		t.Fatalf("PutDeadLetters: %v", err)
+	}
+	stop := errors.New("enough")
+	calls := 0
+	err := s.ScanDeadLetters(ctx, func(r store.DeadLetterRecord) error {
+		calls++
+		r.Payload[0] = 'X' // the reader's own copy
+		return stop
+	})
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("ScanDeadLetters whose callback fails: %v after %d calls, want its error after 1", err, calls)
+	}
+	byID, err := s.DeadLettersByID(ctx, []string{"0003", "0009", "0001", "0003"})
+	if err != nil {
+		t.Fatalf("DeadLettersByID: %v", err)
+	}
+	if len(byID) != 2 || byID[0].ID != "0001" || byID[1].ID != "0003" {
+		t.Fatalf("DeadLettersByID(0003, 0009, 0001, 0003) = %+v, want 0001 and 0003 in order", byID)
+	}
+	byID[0].Payload[0] = 'X'
+	if byID, err := s.DeadLettersByID(ctx, nil); err != nil || len(byID) != 0 {
+		t.Errorf("DeadLettersByID(nil) = %+v, %v; want nothing", byID, err)
+	}
+	if got, want := deadLetters(t, s), "0001=a;0002=b;0003=c;"; got != want {
+		t.Errorf("outbox after the reads changed what they gave = %q, want %q", got, want)
+	}
 }
 
 // The dead-letter outbox: records by ID, listed in ID order, replaced by ID, deleted by ID,
