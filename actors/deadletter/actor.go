@@ -141,6 +141,12 @@ type Record struct {
 	// may have left the outbox in part): a write whose success was not recorded before a crash is
 	// neither duplicated nor replaced by part of itself.
 	ObjectKey string
+	// EventID is the id of the letter's event, and Size bounds the bytes of the record in its
+	// object (schemas.DeadLetterSizeBound in Target.Format). The dead-letter actor sets both
+	// from the event; an [EventOutbox] gives them with the records it gives without their
+	// events.
+	EventID string
+	Size    int
 }
 
 // Outbox keeps the records the dead-letter actor has not written yet. The actor
@@ -160,8 +166,27 @@ type Outbox interface {
 	NewID() uint64
 }
 
+// EventOutbox is an [Outbox] that keeps its records' events itself, out of the dead-letter
+// actor's memory ([StoreOutbox]): Load gives records without their events (Letter.Event nil,
+// EventID and Size set), a Put of a record without its event changes the record's other
+// fields and keeps its stored event, and Events reads the events back. The actor keeps only
+// each pending record's metadata, dropping a record's event once the outbox holds it, and
+// reads the events of an object's records when it writes the object: its memory grows with
+// the pending records' count, by a few hundred bytes each, and with the object writes under
+// way ([MaxConcurrentWrites], each at most [Config.MaxObjectBytes]), not with the events the
+// outbox holds.
+type EventOutbox interface {
+	Outbox
+	// Events returns the events of the records among ids, by id; a record no longer in the
+	// outbox is left out. It is safe for concurrent use with the other methods.
+	Events(ctx context.Context, ids []uint64) (map[uint64]*schemas.Event, error)
+}
+
 // MemoryOutbox is an [Outbox] in memory. Its records are lost when the process ends:
-// the dead-letter actor counts those still unwritten when it stops as dropped.
+// the dead-letter actor counts those still unwritten when it stops as dropped. It holds every
+// pending record's event (it is no [EventOutbox]): its memory grows with them, which is why a
+// router with a dead-letter destination keeps its outbox in its store ([StoreOutbox]), in
+// memory too when the store is.
 type MemoryOutbox struct {
 	mu   sync.Mutex
 	recs map[uint64]Record
@@ -351,6 +376,10 @@ type dlWritten struct {
 	info      sinks.ObjectInfo
 	err       error
 	permanent bool // the records cannot be encoded: retrying cannot help
+	// missing counts the records the outbox no longer held when their events were read:
+	// another writer (a node that adopted them) took them. They are left out of the object,
+	// and no object is written when none is left.
+	missing int
 }
 
 // dlWake is sent by the actor's timer.
@@ -396,6 +425,9 @@ type deadLetters struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// events is the outbox when it keeps the events ([EventOutbox]): the records here then
+	// have none, but for those not in the outbox yet.
+	events EventOutbox
 
 	// loading is the id of the outbox load in flight (0 once loaded); the messages that
 	// arrive meanwhile wait in early and are handled after it, in order.
@@ -491,6 +523,7 @@ func (d *deadLetters) start(c actor.Context) {
 	d.self, d.system = c.Self(), c.ActorSystem()
 	d.log = d.cfg.Logger.With("component", "dead-letters")
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.events, _ = d.cfg.Outbox.(EventOutbox)
 	d.recs = make(map[uint64]*Record)
 	d.loaded = make(map[uint64]bool)
 	d.objects = make(map[uint64]*pendingObject)
@@ -663,6 +696,15 @@ func (d *deadLetters) saved(m *dlSaved) {
 		d.pendingDel = append(m.del, d.pendingDel...)
 		panic(m.err)
 	}
+	if d.events != nil {
+		// Records the actor put with their events are in the outbox now: their events are
+		// read back from it when written.
+		for _, p := range m.put {
+			if r := d.recs[p.ID]; r != nil && r.Letter.Event != nil {
+				lighten(r)
+			}
+		}
+	}
 	d.putQueue = append(d.putQueue, d.afterSave...)
 	d.afterSave = nil
 	d.startPuts()
@@ -674,7 +716,8 @@ func (d *deadLetters) enqueue(m *Enqueue) {
 		return
 	}
 	r := newOutboxRecord(d.cfg, m.Letter, m.Target)
-	d.save([]Record{*r}, nil)
+	note(r)
+	d.save([]Record{*r}, nil) // with its event, kept here until the outbox holds it
 	d.recs[r.ID] = r
 	heap.Push(&d.waiting, r)
 }
@@ -728,6 +771,7 @@ func (d *deadLetters) takeIn(recs []*Record, now time.Time) {
 	}
 	groups := map[group]*pendingObject{}
 	for _, r := range recs {
+		note(r)
 		d.recs[r.ID] = r
 		if r.FirstWriteAttempt.IsZero() {
 			heap.Push(&d.waiting, r)
@@ -804,7 +848,7 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 	for _, g := range order {
 		recs := due[g]
 		for len(recs) > 0 {
-			n := objectLength(recs, g.target.Format, d.cfg.MaxRecordsPerObject, d.cfg.MaxObjectBytes)
+			n := objectLength(recs, d.cfg.MaxRecordsPerObject, d.cfg.MaxObjectBytes)
 			o := d.newObject(g.topic, g.sub, g.target, now)
 			o.recs, recs = recs[:n], recs[n:]
 			d.write(o, now)
@@ -816,11 +860,10 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 // objectLength returns how many of recs, taken in order, the next object holds: at most
 // maxRecords, and records whose encoding takes at most maxBytes — at least one, so a record
 // larger than maxBytes is written alone.
-func objectLength(recs []*Record, f schemas.DeadLetterFormat, maxRecords, maxBytes int) int {
+func objectLength(recs []*Record, maxRecords, maxBytes int) int {
 	n, size := 0, 0
 	for n < len(recs) && n < maxRecords {
-		rec := recordOf(recs[n].Letter)
-		s := schemas.DeadLetterSizeBound(f, &rec)
+		s := recs[n].Size
 		if n > 0 && size+s > maxBytes {
 			break
 		}
@@ -828,6 +871,31 @@ func objectLength(recs []*Record, f schemas.DeadLetterFormat, maxRecords, maxByt
 		n++
 	}
 	return n
+}
+
+// note sets the event id and size of a record that has its event.
+func note(r *Record) {
+	if r.Letter.Event != nil {
+		r.EventID, r.Size = r.Letter.Event.ID, sizeOf(r)
+	}
+}
+
+// lighten notes r's event id and size and drops its event ([EventOutbox]); the letter is
+// replaced, not changed: others may share it.
+func lighten(r *Record) {
+	if r.Letter.Event == nil {
+		return
+	}
+	note(r)
+	l := *r.Letter
+	l.Event = nil
+	r.Letter = &l
+}
+
+// sizeOf bounds the bytes of a record, with its event, in its object.
+func sizeOf(r *Record) int {
+	rec := recordOf(r.Letter)
+	return schemas.DeadLetterSizeBound(r.Target.Format, &rec)
 }
 
 // recordOf returns the wire record of a dead letter.
@@ -874,42 +942,85 @@ func (d *deadLetters) startPuts() {
 }
 
 // put writes an object off the mailbox; the result comes back as a [dlWritten], which frees
-// its place among the MaxConcurrentWrites.
+// its place among the MaxConcurrentWrites. The events of records that have none here are read
+// from the outbox ([EventOutbox]) by the write, once it knows it writes the object.
 func (d *deadLetters) put(o *pendingObject) {
-	recs := make([]schemas.DeadLetterRecord, len(o.recs))
+	ids := make([]uint64, len(o.recs))
+	letters := make([]*actors.DeadLetter, len(o.recs))
 	size := 2
 	for i, r := range o.recs {
-		recs[i] = recordOf(r.Letter)
-		size += schemas.DeadLetterSizeBound(o.target.Format, &recs[i])
+		ids[i], letters[i] = r.ID, r.Letter
+		size += r.Size
 	}
 	id, key, target, topic, sub, reread := o.id, o.key, o.target, o.topic, o.sub, o.reread
-	root, self, parent, cfg := d.system.Root, d.self, d.ctx, d.cfg
+	root, self, parent, cfg, events := d.system.Root, d.self, d.ctx, d.cfg, d.events
 	d.putting++
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		res := &dlWritten{id: id}
 		defer func() { root.Send(self, res) }()
-		body, err := schemas.AppendDeadLetters(make([]byte, 0, size), target.Format, recs)
-		if err != nil {
-			res.err, res.permanent = err, true
-			return
-		}
 		ctx, cancel := context.WithTimeout(parent, cfg.WriteTimeout)
 		found := false
 		if reread {
 			res.info, found, res.err = lookupObject(ctx, cfg.Store, target.Bucket, key)
 		}
+		written := len(ids)
 		if res.err == nil && !found {
-			res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, sinks.PutOptions{
-				ContentType: schemas.ContentTypeDeadLetters, Metadata: map[string]string{TopicMetadata: topic},
-			})
+			var recs []schemas.DeadLetterRecord
+			recs, res.err = wireRecords(ctx, events, ids, letters)
+			res.missing, written = len(ids)-len(recs), len(recs)
+			var body []byte
+			if res.err == nil && len(recs) > 0 {
+				if body, res.err = schemas.AppendDeadLetters(make([]byte, 0, size), target.Format, recs); res.err != nil {
+					res.permanent = true
+				}
+			}
+			recs = nil // let the events go before the upload
+			if res.err == nil && len(body) > 0 {
+				res.info, res.err = cfg.Store.Put(ctx, target.Bucket, key, body, sinks.PutOptions{
+					ContentType: schemas.ContentTypeDeadLetters, Metadata: map[string]string{TopicMetadata: topic},
+				})
+			}
 		}
 		cancel()
-		if res.err == nil && target.Notify && cfg.OnWritten != nil {
-			cfg.OnWritten(parent, &Object{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: len(recs)})
+		if res.err == nil && written > 0 && target.Notify && cfg.OnWritten != nil {
+			cfg.OnWritten(parent, &Object{Topic: topic, Subscription: sub, Target: target, Info: res.info, Records: written})
 		}
 	}()
+}
+
+// wireRecords returns the wire records of an object's letters (ids their records' ids),
+// reading from events the events the letters do not have. A record no longer in the outbox
+// (another writer took it) is left out.
+func wireRecords(ctx context.Context, events EventOutbox, ids []uint64, letters []*actors.DeadLetter) ([]schemas.DeadLetterRecord, error) {
+	var read []uint64
+	for i, l := range letters {
+		if l.Event == nil {
+			read = append(read, ids[i])
+		}
+	}
+	var evs map[uint64]*schemas.Event
+	if len(read) > 0 {
+		if events == nil {
+			return nil, errors.New("dead letters without their events, and an outbox that does not keep them")
+		}
+		var err error
+		if evs, err = events.Events(ctx, read); err != nil {
+			return nil, err
+		}
+	}
+	recs := make([]schemas.DeadLetterRecord, 0, len(letters))
+	for i, l := range letters {
+		rec := recordOf(l)
+		if rec.Event == nil {
+			if rec.Event = evs[ids[i]]; rec.Event == nil {
+				continue
+			}
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
 }
 
 // lookupObject describes the object under key in bucket; found is false when there is none.
@@ -948,10 +1059,16 @@ func (d *deadLetters) written(m *dlWritten) {
 		}
 		d.save(nil, ids)
 		delete(d.objects, o.id)
-		d.stats.ObjectsWritten++
-		d.stats.RecordsWritten += len(o.recs)
-		d.log.Info("dead letters written", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
-			"key", o.key, "records", len(o.recs), "attempts", o.attempts)
+		if m.missing > 0 {
+			d.log.Warn("dead letters left the outbox before their object was written; another writer took them",
+				logattr.Topic, o.topic, logattr.Subscription, o.sub, "records", m.missing)
+		}
+		if n := len(o.recs) - m.missing; n > 0 {
+			d.stats.ObjectsWritten++
+			d.stats.RecordsWritten += n
+			d.log.Info("dead letters written", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
+				"key", o.key, "records", n, "attempts", o.attempts)
+		}
 		return
 	}
 	if m.permanent {
@@ -1001,7 +1118,7 @@ func (d *deadLetters) drop(r *Record, why string) {
 		Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),
 		Dim: string(schemas.DeadLetterDestinationUnavailable),
 	}, 1)
-	d.log.Warn("dead letter dropped", logattr.EventID, l.Event.ID, logattr.Topic, l.Topic, logattr.Subscription, l.Subscription,
+	d.log.Warn("dead letter dropped", logattr.EventID, r.EventID, logattr.Topic, l.Topic, logattr.Subscription, l.Subscription,
 		"bucket", r.Target.Bucket, "reason", string(schemas.DeadLetterDestinationUnavailable),
 		"deadLetterReason", string(l.Reason), "why", why)
 }

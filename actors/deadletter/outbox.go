@@ -1,12 +1,15 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +25,23 @@ import (
 // original due time. Every Put and Delete is synced by the store. Records are stored as JSON
 // under their ID as a zero-padded decimal, so the store lists them in ID order.
 //
+// It is an [EventOutbox]: the events stay in the store. Load and Adopt read the outbox a
+// record at a time ([store.Store.ScanDeadLetters]) and give records without their events, so
+// the dead-letter actor holds a few hundred bytes per pending record whatever its events'
+// size; an object write reads its records' events back ([StoreOutbox.Events]).
+//
 // Subscriptions put their dead letters in it themselves, in the update that settles them
 // ([StoreOutbox.Handoff]).
 type StoreOutbox struct {
 	store store.Store
 	log   *slog.Logger
 	last  atomic.Uint64
+
+	mu sync.Mutex
+	// first is the outbox as NewStoreOutboxFrom read it, for the first Load while fresh: no
+	// Put, Delete or Load since.
+	first []Record
+	fresh bool
 }
 
 // NewStoreOutbox returns an outbox on st. It reads the records st holds, so that new ids
@@ -44,22 +58,63 @@ const IDSpan = 1 << 40
 // multiple of [IDSpan]; 0 for a router of its own), after the stored ids in
 // [base, base+IDSpan): routers sharing one store (cluster nodes) each number from a base of
 // their own and never give two records one id.
+//
+// It reads the outbox once, a record at a time, keeping each record's metadata (not its
+// event), and the first Load gives what it read unless a Put or Delete came first: the
+// dead-letter actor started on it reads the outbox no second time. Records put in the store
+// meanwhile by others (a subscription's hand-off, another node) are not in that Load; the
+// actor learns of a hand-off from the hand-off itself, and of another node's records by
+// [StoreOutbox.Adopt].
 func NewStoreOutboxFrom(ctx context.Context, st store.Store, log *slog.Logger, base uint64) (*StoreOutbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	o := &StoreOutbox{store: st, log: log}
 	o.last.Store(base)
-	stored, err := st.DeadLetters(ctx)
+	recs, err := o.index(ctx, func(n uint64) {
+		if base == 0 || n > base && n-base < IDSpan {
+			o.last.Store(max(o.last.Load(), n))
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the dead-letter outbox: %w", err)
 	}
-	for _, r := range stored {
-		if n, err := strconv.ParseUint(r.ID, 10, 64); err == nil && (base == 0 || n > base && n-base < IDSpan) {
-			o.last.Store(max(o.last.Load(), n))
-		}
-	}
+	o.first, o.fresh = recs, true
 	return o, nil
+}
+
+// index reads the outbox a record at a time and returns its records, in ID order, without
+// their events ([EventOutbox]); seen, when set, is called with every numeric id stored,
+// decodable or not. Records that do not decode are logged and left out.
+func (o *StoreOutbox) index(ctx context.Context, seen func(n uint64)) ([]Record, error) {
+	var recs []Record
+	in := interner{}
+	err := o.store.ScanDeadLetters(ctx, func(s store.DeadLetterRecord) error {
+		if n, err := strconv.ParseUint(s.ID, 10, 64); err == nil && seen != nil {
+			seen(n)
+		}
+		r, err := decodeOutboxIndex(s.ID, s.Payload, in)
+		if err != nil {
+			o.log.Error("skipping a dead letter of the outbox that does not decode", "err", err)
+			return nil
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A record replaced during the scan may come twice, the newer last: keep that one.
+	slices.SortStableFunc(recs, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	out := recs[:0]
+	for i, r := range recs {
+		if i+1 < len(recs) && recs[i+1].ID == r.ID {
+			continue
+		}
+		out = append(out, r)
+	}
+	clear(recs[len(out):])
+	return slices.Clip(out), nil
 }
 
 // Adopt reads the outbox and hands the dead-letter actor pid the records keep selects (by
@@ -69,11 +124,12 @@ func NewStoreOutboxFrom(ctx context.Context, st store.Store, log *slog.Logger, b
 // once the outbox is read (what it reads, such as the definitions, is no older than the
 // records) and before any record is handed; an error of keep ends the adoption, handing
 // nothing, and Adopt returns it. Records the actor knows are not taken twice. It reads the
-// store: call it off any actor's mailbox.
+// store, a record at a time, keeping the records' metadata only: call it off any actor's
+// mailbox.
 func (o *StoreOutbox) Adopt(ctx context.Context, root *actor.RootContext, pid *actor.PID, keep func(topic, subscription string) (bool, error)) error {
-	recs, err := o.Load(ctx)
+	recs, err := o.index(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the dead-letter outbox: %w", err)
 	}
 	m := &deadLettersHanded{}
 	for _, r := range recs {
@@ -94,16 +150,17 @@ func (o *StoreOutbox) Adopt(ctx context.Context, root *actor.RootContext, pid *a
 // NewID implements [Outbox].
 func (o *StoreOutbox) NewID() uint64 { return o.last.Add(1) }
 
-// storedOutboxRecord is the stored form of a [Record].
+// storedOutboxRecord is the stored form of a [Record]. Event is kept as it was encoded, so a
+// change of the other fields writes it back as it is without decoding it.
 type storedOutboxRecord struct {
-	Version           int            `json:"v"`
-	Letter            storedLetter   `json:"letter"`
-	Target            storedTarget   `json:"target"`
-	Due               time.Time      `json:"due"`
-	FirstWriteAttempt time.Time      `json:"firstWriteAttempt,omitzero"`
-	WriteAttempts     int            `json:"writeAttempts,omitempty"`
-	Object            string         `json:"object,omitempty"`
-	Event             *schemas.Event `json:"event"`
+	Version           int             `json:"v"`
+	Letter            storedLetter    `json:"letter"`
+	Target            storedTarget    `json:"target"`
+	Due               time.Time       `json:"due"`
+	FirstWriteAttempt time.Time       `json:"firstWriteAttempt,omitzero"`
+	WriteAttempts     int             `json:"writeAttempts,omitempty"`
+	Object            string          `json:"object,omitempty"`
+	Event             json.RawMessage `json:"event"`
 }
 
 type storedLetter struct {
@@ -134,10 +191,23 @@ const storedOutboxVersion = 1
 
 func outboxID(id uint64) string { return fmt.Sprintf("%020d", id) }
 
+// encodeOutboxRecord encodes a record with its event.
 func encodeOutboxRecord(r *Record) ([]byte, error) {
 	if r.Letter == nil {
 		return nil, fmt.Errorf("dead letter %d has no letter", r.ID)
 	}
+	if r.Letter.Event == nil {
+		return nil, fmt.Errorf("dead letter %d has no event", r.ID)
+	}
+	ev, err := json.Marshal(r.Letter.Event)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter %d: %w", r.ID, err)
+	}
+	return encodeStored(r, ev)
+}
+
+// encodeStored encodes r's fields, but for its event, which is event (JSON).
+func encodeStored(r *Record, event json.RawMessage) ([]byte, error) {
 	l, t := r.Letter, r.Target
 	return json.Marshal(storedOutboxRecord{
 		Version: storedOutboxVersion,
@@ -151,69 +221,144 @@ func encodeOutboxRecord(r *Record) ([]byte, error) {
 			Bucket: t.Bucket, Prefix: t.Prefix, Input: uint8(t.Format.Input), Delivery: uint8(t.Format.Delivery),
 			Namespace: t.Format.Namespace, TopicID: t.Format.TopicID, Notify: t.Notify,
 		},
-		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.ObjectKey, Event: l.Event,
+		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.ObjectKey, Event: event,
 	})
 }
 
-func decodeOutboxRecord(id string, b []byte) (Record, error) {
+// decodeStored decodes the stored record id, leaving its event encoded.
+func decodeStored(id string, b []byte) (uint64, *storedOutboxRecord, error) {
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
-		return Record{}, fmt.Errorf("dead letter id %q is not a number", id)
+		return 0, nil, fmt.Errorf("dead letter id %q is not a number", id)
 	}
 	var s storedOutboxRecord
 	if err := json.Unmarshal(b, &s); err != nil {
-		return Record{}, fmt.Errorf("dead letter %s: %w", id, err)
+		return 0, nil, fmt.Errorf("dead letter %s: %w", id, err)
 	}
 	if s.Version != storedOutboxVersion {
-		return Record{}, fmt.Errorf("dead letter %s: unknown version %d (this build reads %d)", id, s.Version, storedOutboxVersion)
+		return 0, nil, fmt.Errorf("dead letter %s: unknown version %d (this build reads %d)", id, s.Version, storedOutboxVersion)
 	}
-	if s.Event == nil {
-		return Record{}, fmt.Errorf("dead letter %s has no event", id)
+	if len(s.Event) == 0 || string(s.Event) == "null" {
+		return 0, nil, fmt.Errorf("dead letter %s has no event", id)
 	}
+	return n, &s, nil
+}
+
+// event decodes the stored record's event.
+func (s *storedOutboxRecord) event(id string) (*schemas.Event, error) {
+	var ev schemas.Event
+	if err := json.Unmarshal(s.Event, &ev); err != nil {
+		return nil, fmt.Errorf("dead letter %s: event: %w", id, err)
+	}
+	return &ev, nil
+}
+
+// record returns the stored record as a [Record] whose letter's event is ev; in interns its
+// strings.
+func (s *storedOutboxRecord) record(n uint64, ev *schemas.Event, in interner) Record {
 	l := s.Letter
 	return Record{
 		ID: n,
 		Letter: &actors.DeadLetter{
-			Topic: l.Topic, Subscription: l.Subscription, TopicID: l.TopicID,
+			Topic: in.of(l.Topic), Subscription: in.of(l.Subscription), TopicID: in.of(l.TopicID),
 			InputSchema: schemas.Schema(l.InputSchema), DeliverySchema: schemas.Schema(l.DeliverySchema),
-			Event: s.Event, Reason: schemas.Reason(l.Reason), DeliveryAttempts: l.DeliveryAttempts,
+			Event: ev, Reason: schemas.Reason(in.of(l.Reason)), DeliveryAttempts: l.DeliveryAttempts,
 			LastOutcome: schemas.Outcome(l.LastOutcome), LastHTTPStatus: l.LastHTTPStatus,
 			PublishTime: l.PublishTime, LastAttemptTime: l.LastAttemptTime,
 		},
 		Target: Target{
-			Bucket: s.Target.Bucket, Prefix: s.Target.Prefix, Notify: s.Target.Notify,
+			Bucket: in.of(s.Target.Bucket), Prefix: in.of(s.Target.Prefix), Notify: s.Target.Notify,
 			Format: schemas.DeadLetterFormat{
 				Input: schemas.Schema(s.Target.Input), Delivery: schemas.Schema(s.Target.Delivery),
-				Namespace: s.Target.Namespace, TopicID: s.Target.TopicID,
+				Namespace: s.Target.Namespace, TopicID: in.of(s.Target.TopicID),
 			},
 		},
-		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts, ObjectKey: s.Object,
-	}, nil
+		Due: s.Due, FirstWriteAttempt: s.FirstWriteAttempt, WriteAttempts: s.WriteAttempts, ObjectKey: in.of(s.Object),
+	}
 }
 
-// Load implements [Outbox].
+// decodeOutboxRecord decodes a stored record with its event.
+func decodeOutboxRecord(id string, b []byte) (Record, error) {
+	n, s, err := decodeStored(id, b)
+	if err != nil {
+		return Record{}, err
+	}
+	ev, err := s.event(id)
+	if err != nil {
+		return Record{}, err
+	}
+	r := s.record(n, ev, nil)
+	r.EventID, r.Size = ev.ID, sizeOf(&r)
+	return r, nil
+}
+
+// decodeOutboxIndex decodes a stored record without its event ([EventOutbox]): the event is
+// decoded to check it and to take its id and size, then dropped.
+func decodeOutboxIndex(id string, b []byte, in interner) (Record, error) {
+	n, s, err := decodeStored(id, b)
+	if err != nil {
+		return Record{}, err
+	}
+	ev, err := s.event(id)
+	if err != nil {
+		return Record{}, err
+	}
+	r := s.record(n, ev, in)
+	lighten(&r)
+	return r, nil
+}
+
+// interner shares one copy of the strings many records repeat (topic, subscription, bucket,
+// prefix, object key) among the records decoded with it; nil shares nothing.
+type interner map[string]string
+
+func (in interner) of(s string) string {
+	if in == nil {
+		return s
+	}
+	if v, ok := in[s]; ok {
+		return v
+	}
+	in[s] = s
+	return s
+}
+
+// Load implements [Outbox]. The records have no event ([EventOutbox]).
 func (o *StoreOutbox) Load(ctx context.Context) ([]Record, error) {
-	stored, err := o.store.DeadLetters(ctx)
+	o.mu.Lock()
+	if o.fresh {
+		recs := o.first
+		o.first, o.fresh = nil, false
+		o.mu.Unlock()
+		return recs, nil
+	}
+	o.mu.Unlock()
+	recs, err := o.index(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("loading the dead-letter outbox: %w", err)
-	}
-	recs := make([]Record, 0, len(stored))
-	for _, s := range stored {
-		r, err := decodeOutboxRecord(s.ID, s.Payload)
-		if err != nil {
-			o.log.Error("skipping a dead letter of the outbox that does not decode", "err", err)
-			continue
-		}
-		recs = append(recs, r)
 	}
 	return recs, nil
 }
 
-// Put implements [Outbox].
+// stale forgets what NewStoreOutboxFrom read: the outbox changes.
+func (o *StoreOutbox) stale() {
+	o.mu.Lock()
+	o.first, o.fresh = nil, false
+	o.mu.Unlock()
+}
+
+// Put implements [Outbox]. A record without its event ([EventOutbox]) changes the stored
+// record's other fields: see [StoreOutbox.putState].
 func (o *StoreOutbox) Put(ctx context.Context, recs []Record) error {
+	o.stale()
 	stored := make([]store.DeadLetterRecord, 0, len(recs))
+	var state []Record
 	var errs []error
 	for i := range recs {
+		if recs[i].Letter != nil && recs[i].Letter.Event == nil {
+			state = append(state, recs[i])
+			continue
+		}
 		b, err := encodeOutboxRecord(&recs[i])
 		if err != nil {
 			errs = append(errs, err)
@@ -224,11 +369,82 @@ func (o *StoreOutbox) Put(ctx context.Context, recs []Record) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("encoding dead letters: %w", err)
 	}
-	return o.store.PutDeadLetters(ctx, stored)
+	if len(stored) > 0 {
+		if err := o.store.PutDeadLetters(ctx, stored); err != nil {
+			return err
+		}
+	}
+	return o.putState(ctx, state)
+}
+
+// The records of one store write of [StoreOutbox.putState]: at most putStateRecords, and
+// records of at most putStateBytes (by their Size) unless one alone is larger.
+const (
+	putStateRecords = 256
+	putStateBytes   = 4 << 20
+)
+
+// putState saves records given without their event: each stored record is read back and
+// written again with the new fields and its stored event, some at a time, so a change of
+// many records (an object's, or every object's on a flush) never holds all their events at
+// once. A record no longer in the outbox (written and deleted by another node) is left out,
+// and one that no longer decodes is left as it is; both are logged.
+func (o *StoreOutbox) putState(ctx context.Context, recs []Record) error {
+	missing := 0
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && n < putStateRecords && (n == 0 || size+recs[n].Size <= putStateBytes) {
+			size += recs[n].Size
+			n++
+		}
+		var chunk []Record
+		chunk, recs = recs[:n], recs[n:]
+		ids := make([]string, n)
+		for i := range chunk {
+			ids[i] = outboxID(chunk[i].ID)
+		}
+		got, err := o.store.DeadLettersByID(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("reading dead letters back to change them: %w", err)
+		}
+		stored := make(map[string][]byte, len(got))
+		for _, s := range got {
+			stored[s.ID] = s.Payload
+		}
+		out := make([]store.DeadLetterRecord, 0, n)
+		for i := range chunk {
+			id := ids[i]
+			b, ok := stored[id]
+			if !ok {
+				missing++
+				continue
+			}
+			_, s, err := decodeStored(id, b)
+			if err != nil {
+				o.log.Error("a dead letter of the outbox no longer decodes; leaving it as it is", "err", err)
+				continue
+			}
+			enc, err := encodeStored(&chunk[i], s.Event)
+			if err != nil {
+				return fmt.Errorf("encoding dead letter %s: %w", id, err)
+			}
+			out = append(out, store.DeadLetterRecord{ID: id, Payload: enc})
+		}
+		if len(out) > 0 {
+			if err := o.store.PutDeadLetters(ctx, out); err != nil {
+				return err
+			}
+		}
+	}
+	if missing > 0 {
+		o.log.Warn("dead letters whose write state changed are no longer in the outbox; another writer took them", "records", missing)
+	}
+	return nil
 }
 
 // Delete implements [Outbox].
 func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
+	o.stale()
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = outboxID(id)
@@ -236,7 +452,30 @@ func (o *StoreOutbox) Delete(ctx context.Context, ids []uint64) error {
 	return o.store.DeleteDeadLetters(ctx, keys)
 }
 
-var _ Outbox = (*StoreOutbox)(nil)
+// Events implements [EventOutbox]: it reads the records by id ([store.Store.DeadLettersByID]).
+func (o *StoreOutbox) Events(ctx context.Context, ids []uint64) (map[uint64]*schemas.Event, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = outboxID(id)
+	}
+	got, err := o.store.DeadLettersByID(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading dead letters from the outbox: %w", err)
+	}
+	evs := make(map[uint64]*schemas.Event, len(got))
+	for _, g := range got {
+		n, s, err := decodeStored(g.ID, g.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if evs[n], err = s.event(g.ID); err != nil {
+			return nil, err
+		}
+	}
+	return evs, nil
+}
+
+var _ EventOutbox = (*StoreOutbox)(nil)
 
 // Handoff returns the [actors.DeadLetterHandoff] of one subscription whose dead letters go to target:
 // it encodes records for this outbox (due cfg's delay after their last attempt) and tells the
@@ -272,11 +511,17 @@ func (h *storeHandoff) Record(d *actors.DeadLetter) (store.DeadLetterRecord, err
 	return store.DeadLetterRecord{ID: outboxID(r.ID), Payload: b}, nil
 }
 
-// Handed implements [actors.DeadLetterHandoff].
+// Handed implements [actors.DeadLetterHandoff]. Records in the store already are handed
+// without their events ([EventOutbox]); those the actor is to put there come whole.
 func (h *storeHandoff) Handed(recs []store.DeadLetterRecord) {
 	m := &deadLettersHanded{recs: make([]Record, 0, len(recs)), save: h.save}
+	in := interner{}
 	for _, s := range recs {
-		r, err := decodeOutboxRecord(s.ID, s.Payload)
+		decode := func(id string, b []byte) (Record, error) { return decodeOutboxIndex(id, b, in) }
+		if h.save {
+			decode = decodeOutboxRecord
+		}
+		r, err := decode(s.ID, s.Payload)
 		if err != nil {
 			// It was encoded by Record a moment ago; the next actor's Load skips it too.
 			h.outbox.log.Error("a handed-off dead letter does not decode", "err", err)

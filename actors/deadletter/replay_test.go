@@ -231,7 +231,7 @@ func TestReplayedDeadLettersReachTheDurableOutbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(recs) != 1 || recs[0].Letter.Event.ID != "bad" {
+		if len(recs) != 1 || recs[0].EventID != "bad" {
 			t.Errorf("outbox after stopping holds %d records, want bad's, for the next router to write", len(recs))
 		}
 	})
