@@ -13,6 +13,12 @@
 // writes and object writes both run off the mailbox, object writes at most
 // [MaxConcurrentWrites] at once; results come back as messages.
 //
+// With a [StoreOutbox] (an [EventOutbox]) the actor keeps each pending record's metadata, not
+// its event: an object write reads its records' events back from the store, so the actor's
+// memory grows by a few hundred bytes per pending record and with the writes under way, not
+// with the events waiting for an object store that is down. It reads the outbox once as it
+// starts, a record at a time.
+//
 // An object holds at most [Config.MaxRecordsPerObject] records and [Config.MaxObjectBytes] of
 // them (a record larger than that alone), so neither a write nor a reader builds more than that
 // in memory; readers pass [Config.ReadLimit] to the store's Get. Each object names its topic in

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/egridio/egrid/router/store"
 )
 
 // Report is what [Check] found in a store.
@@ -91,10 +93,10 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 			r.ParkedEvents += len(st.Parked)
 		}
 	}
-	dls, err := s.DeadLetters(ctx)
+	// Counted a record at a time: the outbox may hold many large events.
+	err = s.ScanDeadLetters(ctx, func(store.DeadLetterRecord) error { r.DeadLetters++; return nil })
 	if err != nil {
 		r.Problems = append(r.Problems, fmt.Errorf("%w: dead-letter outbox: %w", ErrCorrupt, err))
 	}
-	r.DeadLetters = len(dls)
 	return r, nil
 }
