@@ -103,12 +103,18 @@ func flush(t *testing.T, root *actor.RootContext, pid *actor.PID) *deadletter.St
 //
 // The disk store's synced writes cannot run in a synctest bubble (pebble's WaitGroups cross
 // it), so the test runs in real time, moved on by Flush (write everything now, answer once no
-// write runs) rather than by the delay, and with a back-off longer than the test.
+// write runs) rather than by the delay, and with a back-off longer than the test. Under the
+// race detector, which makes it some ten times slower, it runs a tenth of the records and
+// checks only what is written.
 func TestPendingDeadLettersHoldNoEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 200 MB to a disk store")
 	}
-	const n, eventBytes = 2000, 64 << 10
+	n, measure := 2000, !raceEnabled
+	if raceEnabled {
+		n = 200
+	}
+	const eventBytes = 64 << 10
 	bound := int64(n * eventBytes / 4) // the events are 125 MiB
 	st, err := disk.Open(t.TempDir(), disk.Options{MemTableSize: 4 << 20, CacheSize: 4 << 20})
 	if err != nil {
@@ -165,7 +171,7 @@ func TestPendingDeadLettersHoldNoEvents(t *testing.T) {
 	if s := flush(t, root, pid); s.Retrying != n || objects.Failures() == 0 {
 		t.Fatalf("status %+v after %d failed calls, want all %d records retrying", s, objects.Failures(), n)
 	}
-	if grew := liveHeap() - before; grew > bound {
+	if grew := liveHeap() - before; measure && grew > bound {
 		t.Errorf("the heap grew by %d MiB with %d records retrying, want less than %d MiB (the events are %d MiB)",
 			grew>>20, n, bound>>20, n*eventBytes>>20)
 	}
@@ -181,10 +187,10 @@ func TestPendingDeadLettersHoldNoEvents(t *testing.T) {
 	if s := flush(t, root, pid); s.Retrying != n {
 		t.Fatalf("status after the restart %+v, want all %d records retrying", s, n)
 	}
-	if grew := sampled.maxHeap() - before; grew > bound {
+	if grew := sampled.maxHeap() - before; measure && grew > bound {
 		t.Errorf("the heap grew by up to %d MiB while the outbox was read, want less than %d MiB", grew>>20, bound>>20)
 	}
-	if grew := liveHeap() - before; grew > bound {
+	if grew := liveHeap() - before; measure && grew > bound {
 		t.Errorf("the heap grew by %d MiB with %d records loaded, want less than %d MiB", grew>>20, n, bound>>20)
 	}
 
@@ -212,4 +218,40 @@ func TestPendingDeadLettersHoldNoEvents(t *testing.T) {
 		t.Errorf("%d records left in the outbox (%v), want none", len(recs), err)
 	}
 	stop(pid)
+}
+
+// A record that leaves the outbox before its object is written — another node adopted it and
+// wrote it — is left out of the object, whose write reads the events from the outbox: the
+// others are written, and the one gone is neither written nor counted. With none left, no
+// object is written.
+func TestRecordGoneFromTheOutboxIsLeftOutOfItsObject(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		st := store.NewMemory()
+		mem := testkit.NewObjectStore()
+		cfg := &deadletter.Config{Store: mem, Outbox: storeOutbox(t, st), Metrics: new(metrics.Set)}
+		pid := h.Spawn(deadletter.Props(cfg))
+		for _, id := range []string{"e1", "e2"} {
+			h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", id, time.Now()), Target: dlTarget("sub-a", false)})
+		}
+		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-b", "e3", time.Now()), Target: dlTarget("sub-b", false)})
+		h.Advance(time.Minute) // in the outbox, their events there only
+		recs, err := st.DeadLetters(context.Background())
+		if err != nil || len(recs) != 3 {
+			t.Fatalf("outbox %d records (%v), want 3", len(recs), err)
+		}
+		if err := st.DeleteDeadLetters(context.Background(), []string{recs[0].ID, recs[2].ID}); err != nil { // e1 and e3
+			t.Fatal(err)
+		}
+		h.Advance(5 * time.Minute)
+		got := mem.Records(t, "deadletters", "", schemas.EventGrid, dlTopicID)
+		if len(got) != 1 || got[0].Event.ID != "e2" || mem.Puts() != 1 {
+			t.Fatalf("written %+v in %d objects, want e2 alone in one", got, mem.Puts())
+		}
+		if s := dlStatus(t, h, pid); s.Pending() != 0 || s.RecordsWritten != 1 || s.ObjectsWritten != 1 {
+			t.Errorf("status %+v, want one record in one object written, nothing pending", s)
+		}
+		if recs, _ := st.DeadLetters(context.Background()); len(recs) != 0 {
+			t.Errorf("%d records left in the outbox, want none", len(recs))
+		}
+	})
 }

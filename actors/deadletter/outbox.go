@@ -160,7 +160,7 @@ type storedOutboxRecord struct {
 	FirstWriteAttempt time.Time       `json:"firstWriteAttempt,omitzero"`
 	WriteAttempts     int             `json:"writeAttempts,omitempty"`
 	Object            string          `json:"object,omitempty"`
-	Event             json.RawMessage `json:"event"`
+	Event             json.RawMessage `json:"event,omitempty"` // encodeStored appends it
 }
 
 type storedLetter struct {
@@ -206,10 +206,12 @@ func encodeOutboxRecord(r *Record) ([]byte, error) {
 	return encodeStored(r, ev)
 }
 
-// encodeStored encodes r's fields, but for its event, which is event (JSON).
+// encodeStored encodes r's fields, but for its event, which is event (JSON, valid: encoded by
+// encoding/json or read back from the store). The event is appended as it is, not given to
+// json.Marshal, which would check and compact it again each time a write state changes.
 func encodeStored(r *Record, event json.RawMessage) ([]byte, error) {
 	l, t := r.Letter, r.Target
-	return json.Marshal(storedOutboxRecord{
+	b, err := json.Marshal(storedOutboxRecord{
 		Version: storedOutboxVersion,
 		Letter: storedLetter{
 			Topic: l.Topic, Subscription: l.Subscription, TopicID: l.TopicID,
@@ -221,8 +223,16 @@ func encodeStored(r *Record, event json.RawMessage) ([]byte, error) {
 			Bucket: t.Bucket, Prefix: t.Prefix, Input: uint8(t.Format.Input), Delivery: uint8(t.Format.Delivery),
 			Namespace: t.Format.Namespace, TopicID: t.Format.TopicID, Notify: t.Notify,
 		},
-		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.ObjectKey, Event: event,
+		Due: r.Due, FirstWriteAttempt: r.FirstWriteAttempt, WriteAttempts: r.WriteAttempts, Object: r.ObjectKey,
 	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+len(`,"event":`)+len(event))
+	out = append(out, b[:len(b)-1]...) // without its closing brace
+	out = append(out, `,"event":`...)
+	out = append(out, event...)
+	return append(out, '}'), nil
 }
 
 // decodeStored decodes the stored record id, leaving its event encoded.

@@ -1,0 +1,5 @@
+//go:build race
+
+package deadletter_test
+
+const raceEnabled = true
