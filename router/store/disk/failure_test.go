@@ -143,6 +143,14 @@ func TestWriteFailure(t *testing.T) {
 	if dl, err := s.DeadLetters(ctx); err != nil || len(dl) != 1 || dl[0].ID != held.ID || string(dl[0].Payload) != "held" {
 		t.Errorf("DeadLetters while failed = %+v, %v; want the dead letter handed over while failed", dl, err)
 	}
+	var scanned []store.DeadLetterRecord
+	if err := s.ScanDeadLetters(ctx, func(r store.DeadLetterRecord) error { scanned = append(scanned, r); return nil }); err != nil ||
+		len(scanned) != 1 || scanned[0].ID != held.ID || string(scanned[0].Payload) != "held" {
+		t.Errorf("ScanDeadLetters while failed gave %+v, %v; want the dead letter handed over while failed", scanned, err)
+	}
+	if dl, err := s.DeadLettersByID(ctx, []string{held.ID, "other"}); err != nil || len(dl) != 1 || string(dl[0].Payload) != "held" {
+		t.Errorf("DeadLettersByID while failed = %+v, %v; want the dead letter handed over while failed", dl, err)
+	}
 
 	full.Store(false) // space is back: the store reopens itself
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -79,6 +79,10 @@ func TestBlockedSyncBlocksNoOtherCall(t *testing.T) {
 		{"LoadSubscription", func() error { _, err := s.LoadSubscription(ctx, "b", "sub"); return err }},
 		{"Trim", func() error { return s.Trim(ctx, "b", 1) }},
 		{"DeadLetters", func() error { _, err := s.DeadLetters(ctx); return err }},
+		{"ScanDeadLetters", func() error {
+			return s.ScanDeadLetters(ctx, func(store.DeadLetterRecord) error { return nil })
+		}},
+		{"DeadLettersByID", func() error { _, err := s.DeadLettersByID(ctx, []string{"1"}); return err }},
 	}
 	for _, c := range calls {
 		done := make(chan error, 1)
