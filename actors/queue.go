@@ -118,8 +118,12 @@ type queue struct {
 
 	cursor, next, head uint64
 	behind             bool
-	reading            uint64
-	epoch              uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
+	// stalled is set when a journal read from next came back empty although the journal
+	// reaches head (a lagging replica answered); fill waits for the next Deliver to read
+	// again (see subscription.stalled).
+	stalled bool
+	reading uint64
+	epoch   uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
 
 	items  map[uint64]*qitem
 	order  []uint64 // taken-in sequence numbers, oldest first
@@ -350,6 +354,7 @@ func (q *queue) room() int {
 }
 
 func (q *queue) takeIn(d *Deliver) {
+	q.stalled = false
 	if d.Through > q.head {
 		q.head = d.Through
 	}
@@ -375,9 +380,9 @@ func (q *queue) takeIn(d *Deliver) {
 }
 
 // fill starts a journal read off the mailbox while the queue is behind and has room; its
-// entries come back as a [journalRead].
+// entries come back as a [journalRead]. After an empty read it waits for the next Deliver.
 func (q *queue) fill() {
-	if !q.behind || q.reading != 0 {
+	if !q.behind || q.reading != 0 || q.stalled {
 		return
 	}
 	room := q.room()
@@ -417,11 +422,18 @@ func (q *queue) applyRead(r *journalRead) {
 		}
 		q.next = e.Seq + 1
 	}
-	if len(r.entries) == 0 || q.next > q.head {
-		if q.next <= q.head {
-			q.next = q.head + 1
-		}
+	if q.next > q.head {
 		q.behind = false
+		return
+	}
+	if len(r.entries) == 0 {
+		// The journal is known to reach head, but the read found nothing from next: in
+		// cluster mode the replica that answered may not have the newest entries yet. Never
+		// skip them (nobody would receive them): stay behind and read again at the next
+		// Deliver (an append here, another node's notice, the periodic poll of the journal's
+		// end). A read starts from the journal's first entry, so a trimmed journal does not
+		// end here.
+		q.stalled = true
 	}
 }
 
