@@ -126,7 +126,7 @@ type queue struct {
 	epoch   uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
 
 	items  map[uint64]*qitem
-	order  []uint64 // taken-in sequence numbers, oldest first
+	order  []uint64 // taken-in sequence numbers, oldest first (settled ones dropped: compactOrder)
 	front  int      // order[:front] are all parked or gone
 	avail  qseqHeap
 	timed  qdueHeap
@@ -756,6 +756,9 @@ func (q *queue) persist() {
 		}
 		q.front++
 	}
+	if len(q.order) > 2*len(q.items)+orderSlack {
+		q.compactOrder()
+	}
 	cursor := q.next - 1
 	if q.front < len(q.order) {
 		cursor = q.order[q.front] - 1
@@ -782,6 +785,30 @@ func (q *queue) persist() {
 		panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, err))
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+}
+
+// orderSlack is how many settled events' sequence numbers the taken-in order may hold beyond
+// twice the events held before [queue.compactOrder] drops them.
+const orderSlack = 1024
+
+// compactOrder drops the sequence numbers of settled events from the taken-in order. Those
+// at its front go as they settle (persist), but the events behind an oldest one that stays
+// received or released with a delay — for hours, up to its time to live — settle behind it:
+// without this the order grew with every event taken in meanwhile. Dropping them when they
+// are more than half of it costs O(1) per event.
+func (q *queue) compactOrder() {
+	kept := make([]uint64, 0, 2*len(q.items))
+	front := 0
+	for i, seq := range q.order {
+		if q.items[seq] == nil {
+			continue
+		}
+		if i < q.front {
+			front++
+		}
+		kept = append(kept, seq)
+	}
+	q.order, q.front = kept, front
 }
 
 func (q *queue) armTimer(now time.Time) {
