@@ -549,7 +549,7 @@ type fetch struct {
 // earlyMessages keeps what a subscription actor receives while its state is loading.
 type earlyMessages struct {
 	delivers []*Deliver
-	entries  int    // in delivers
+	entries  int    // in delivers, a Deliver without entries counting one
 	through  uint64 // the highest seq announced by a Deliver not kept (0: all were kept)
 	requests []earlyRequest
 }
@@ -560,8 +560,9 @@ type earlyRequest struct {
 }
 
 // maxEarlyEntries bounds the journal entries kept from Delivers that arrive while a
-// subscription loads its state; past it only the journal head is kept, and the entries are
-// read back from the journal.
+// subscription loads its state, and the Delivers kept: one without entries (an append the
+// subscription's filter does not match, a poll of the journal's end) counts as one entry.
+// Past it only the journal head is kept, and the entries are read back from the journal.
 const maxEarlyEntries = 4096
 
 // keep holds c's message for after the load and reports whether it did: Delivers (up to
@@ -569,9 +570,9 @@ const maxEarlyEntries = 4096
 func (e *earlyMessages) keep(c actor.Context) bool {
 	switch msg := c.Message().(type) {
 	case *Deliver:
-		if e.through == 0 && e.entries+len(msg.Entries) <= maxEarlyEntries {
+		if n := max(len(msg.Entries), 1); e.through == 0 && e.entries+n <= maxEarlyEntries {
 			e.delivers = append(e.delivers, msg)
-			e.entries += len(msg.Entries)
+			e.entries += n
 		} else {
 			e.through = max(e.through, msg.Through)
 		}
