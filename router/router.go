@@ -431,30 +431,35 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 // bounds the wait, in cluster mode the wait for the placement's actor starts and stops under
 // way too (they stop waiting for their topic actors at once: the actors stop with their
 // topics, writing their state, and a lease not released lapses) and for its NATS calls under
-// way, which are cancelled when ctx ends ([cluster.Node.Close]).
+// way, which are cancelled when ctx ends ([cluster.Node.Close]). A store that stopped
+// answering (an append or a journal trim that does not return) holds only the shutdown, which
+// goes on in the background once ctx ends: Close then returns ctx's error and leaves the store
+// open.
 func (r *Router) Close(ctx context.Context) error {
 	r.closeCluster(ctx) // no more placement: the actors stop with their topics below
-	r.srcs.stop()       // stop ingress from brokers first: messages in hand are acked or nacked
-	r.life.close()      // stop expiry and validation timers first: their callbacks take r.mu
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	topics := make([]*topicRuntime, 0, len(r.topics))
-	for _, t := range r.topics {
-		topics = append(topics, t)
-	}
-	r.mu.Unlock()
-	r.notices.close() // none starts once closed is set
-	for _, t := range topics {
-		t.commit.close()
-	}
-	r.trim.close()
 	done := make(chan struct{})
+	again := false // Close was called before: its call closes the store
 	go func() {
 		defer close(done)
+		r.srcs.stop()  // stop ingress from brokers first: messages in hand are acked or nacked
+		r.life.close() // stop expiry and validation timers first: their callbacks take r.mu
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			again = true
+			return
+		}
+		r.closed = true
+		topics := make([]*topicRuntime, 0, len(r.topics))
+		for _, t := range r.topics {
+			topics = append(topics, t)
+		}
+		r.mu.Unlock()
+		r.notices.close() // none starts once closed is set
+		for _, t := range topics {
+			t.commit.close() // waits for the append under way: the store may hold it
+		}
+		r.trim.close() // waits for the trim under way, as long
 		for _, t := range topics {
 			_ = r.system.Root.StopFuture(t.pid).Wait()
 			if err := t.writer.Close(); err != nil {
@@ -472,6 +477,9 @@ func (r *Router) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return fmt.Errorf("closing router: %w", ctx.Err())
+	}
+	if again {
+		return nil
 	}
 	r.closeEgress()
 	if r.ownsStore {

@@ -1,0 +1,77 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// heldAppends holds every journal append that comes while holding is set until release is
+// closed: a disk whose fsync stopped returning.
+type heldAppends struct {
+	store.Store
+	holding atomic.Bool
+	entered chan struct{} // a value per append held
+	release chan struct{}
+}
+
+func (h *heldAppends) Append(ctx context.Context, topic string, at time.Time, evs []*schemas.Event) (uint64, error) {
+	if h.holding.Load() {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.Store.Append(ctx, topic, at, evs)
+}
+
+// Close's context bounds it while a journal append hangs: it waited for the topic's
+// committer, stuck in the store, whatever its context, and the caller's shutdown with it.
+// The append queued before Close is still answered once the store returns.
+func TestCloseIsBoundedWhileAJournalAppendHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &heldAppends{Store: store.NewMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		st.holding.Store(true)
+		published := make(chan error, 1)
+		go func() { published <- r.Publish(ctx, "orders", event("e1")) }()
+		<-st.entered
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close(cctx) }()
+		select {
+		case err := <-closed:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Close while an append hangs = %v, want its context's deadline", err)
+			}
+			if waited := time.Since(start); waited != 10*time.Second {
+				t.Errorf("Close returned after %v, want its context's 10s", waited)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("Close did not return a minute after its context's 10s deadline, while a journal append hangs")
+			close(st.release)
+			<-closed
+			<-published
+			return
+		}
+		close(st.release)
+		if err := <-published; err != nil {
+			t.Errorf("the publish whose append was under way = %v, want it durable", err)
+		}
+		synctest.Wait() // the shutdown goes on in the background and ends
+	})
+}
