@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -73,5 +74,67 @@ func TestCloseIsBoundedWhileAJournalAppendHangs(t *testing.T) {
 			t.Errorf("the publish whose append was under way = %v, want it durable", err)
 		}
 		synctest.Wait() // the shutdown goes on in the background and ends
+	})
+}
+
+// A publish made while Close waits for a topic's committer ends with its context, or is
+// refused: a publisher that found the committer's queue full held the committer's lock while
+// it waited for room (a broker source's publish waits without a deadline), Close waited for
+// that lock, and every later publish waited behind Close, past its own deadline, for as long
+// as the store held its append.
+func TestPublishDuringCloseIsNotHeldByAFullCommitQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &heldAppends{Store: store.NewMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		st.holding.Store(true)
+		// One append held in the store, the queue behind it full (1024), one more waiting for
+		// room with no deadline.
+		const n = 1 + 1024 + 1
+		published := make(chan error, n)
+		go func() { published <- r.Publish(ctx, "orders", event("e0")) }()
+		<-st.entered
+		for i := 1; i < n; i++ {
+			go func() { published <- r.Publish(ctx, "orders", event(fmt.Sprint("e", i))) }()
+		}
+		synctest.Wait()
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close(cctx) }()
+		synctest.Wait() // Close waits for the committer
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer pcancel()
+		late := make(chan error, 1)
+		go func() { late <- r.Publish(pctx, "orders", event("late")) }()
+		select {
+		case err := <-late:
+			if !errors.Is(err, router.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a publish while Close waits = %v, want ErrClosed or its deadline", err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("a publish made while Close waits for the committer did not return a minute after its 10s deadline")
+			defer func() { <-late }()
+		}
+		close(st.release)
+		<-closed
+		refused := 0
+		for range n {
+			switch err := <-published; {
+			case errors.Is(err, router.ErrClosed):
+				refused++ // the one waiting for room: never queued
+			case err != nil:
+				t.Errorf("a publish queued before Close = %v, want it durable", err)
+			}
+		}
+		if refused > 1 {
+			t.Errorf("%d publishes refused, want at most the one that waited for room", refused)
+		}
 	})
 }

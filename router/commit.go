@@ -24,7 +24,12 @@ type committer struct {
 	reqs chan *appendReq
 	mu   sync.RWMutex // guards closed against sends on reqs
 	shut bool
-	done chan struct{}
+	// quit is closed by close before it takes mu: a publisher waiting for room in reqs (the
+	// store holding the append under way) holds mu's read lock, and gives it up then instead
+	// of holding close, and every publish behind close, for as long as the store does.
+	quit     chan struct{}
+	quitOnce sync.Once
+	done     chan struct{}
 }
 
 type appendReq struct {
@@ -34,7 +39,7 @@ type appendReq struct {
 }
 
 func newCommitter(r *Router, t *topicRuntime) *committer {
-	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), done: make(chan struct{})}
+	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), quit: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -53,6 +58,9 @@ func (c *committer) append(ctx context.Context, events []*schemas.Event) error {
 	case <-ctx.Done():
 		c.mu.RUnlock()
 		return ctx.Err()
+	case <-c.quit: // not queued: refused like a publish after close
+		c.mu.RUnlock()
+		return ErrClosed
 	}
 	// Once queued the append is not abandoned: the answer must say whether it is durable.
 	return <-req.err
@@ -60,6 +68,7 @@ func (c *committer) append(ctx context.Context, events []*schemas.Event) error {
 
 // close stops accepting requests, finishes the queued ones and waits for the goroutine.
 func (c *committer) close() {
+	c.quitOnce.Do(func() { close(c.quit) })
 	c.mu.Lock()
 	if !c.shut {
 		c.shut = true
