@@ -9,12 +9,16 @@ import (
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router/store"
 )
 
 // env is what the CLI takes from its surroundings, injected so tests run it in-process.
 type env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// wrapStore, when set, wraps the store serve opens, for tests of its faults.
+	wrapStore func(store.Store) store.Store
 }
 
 func osEnv() env { return env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv} }

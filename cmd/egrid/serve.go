@@ -95,7 +95,19 @@ func serve(c *cli.Context, e env) error {
 		}
 		st = ds
 	}
-	defer st.Close()
+	if e.wrapStore != nil {
+		st = e.wrapStore(st)
+	}
+	// abandoned: the router's shutdown did not finish within the grace (a store that stopped
+	// answering holds it) and goes on in the background, still using the store; serve exits
+	// without closing it, as after a crash: the store recovers at its next open (every
+	// acknowledged append is in its synced log).
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			_ = st.Close()
+		}
+	}()
 	dls, err := deadLetterStore(c.Context, s.DeadLetters, log)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
@@ -122,7 +134,16 @@ func serve(c *cli.Context, e env) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	defer r.Close(context.Background())
+	defer func() {
+		if abandoned {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if r.Close(ctx) != nil {
+			abandoned = true
+		}
+	}()
 	if file != nil {
 		if err := applyDeclared(c.Context, r, file); err != nil {
 			return cli.Exit(err.Error(), 2)
@@ -133,7 +154,9 @@ func serve(c *cli.Context, e env) error {
 			}
 		}
 	}
-	return listenAndServe(c.Context, s, r, st, log, attempts)
+	err = listenAndServe(c.Context, s, r, st, log, attempts)
+	abandoned = errors.Is(err, errAbandoned)
+	return err
 }
 
 // withConsole serves the web console under console.Prefix (and at /console) and the HTTP
@@ -247,7 +270,7 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: refusing new requests, finishing deliveries in progress")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
@@ -258,7 +281,10 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 		}
 	}
 	if err := r.Close(shutdownCtx); err != nil {
-		log.Warn("router close", "err", err)
+		log.Error("stopping without closing the store: the router's shutdown did not finish within the grace, held by a store write that does not return (a disk or NATS server that stopped answering?); "+
+			"every acknowledged event is in the store's synced log and the next start goes on from it, as after a crash: check the disk (or NATS) before starting again",
+			"grace", shutdownGrace, "err", err)
+		return fmt.Errorf("%w: %w", errAbandoned, err)
 	}
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("closing the store: %w", err)
@@ -266,6 +292,13 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	log.Info("stopped")
 	return nil
 }
+
+// shutdownGrace bounds serve's shutdown: the HTTP servers' and then the router's.
+var shutdownGrace = 30 * time.Second
+
+// errAbandoned: serve stopped without closing the store, whose shutdown did not finish within
+// shutdownGrace.
+var errAbandoned = errors.New("the shutdown did not finish: stopped without closing the store")
 
 func validateCommand(e env) *cli.Command {
 	return &cli.Command{
