@@ -121,6 +121,12 @@
 // Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid store
 // check). See corruption.go.
 //
+// A compaction that fails on a damaged table file in level 0, which pebble would try again at
+// once for as long as the process runs, is tried again after 1 s, doubling up to a minute;
+// flushes go on. If level 0 then grows to pebble's limit, which only that compaction could
+// lift, the store fails (writes refused with [ErrFailed] wrapping [ErrCorrupt], naming the
+// file and the remedy) and does not reopen itself. See compactions.go.
+//
 // # Encryption and permissions
 //
 // The directory is created 0700 and every file 0600 (fs.go); Options.PrivateDir refuses a

@@ -80,6 +80,33 @@ func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Option
 			onFail(g, fmt.Errorf("flushing the memtable to a table file: %w", info.Err))
 		}
 	}
+	gate := newCompactionGate(log, dir, popts.L0StopWritesThreshold, func(err error) { onFail(g, err) })
+	popts.Experimental.CompactionScheduler = gate
+	compactionEnd, stallBegin, stallEnd, corruption := el.CompactionEnd, el.WriteStallBegin, el.WriteStallEnd, el.DataCorruption
+	el.DataCorruption = func(info pebble.DataCorruptionInfo) {
+		if corruption != nil {
+			corruption(info)
+		}
+		gate.dataCorruption(info)
+	}
+	el.CompactionEnd = func(info pebble.CompactionInfo) {
+		if compactionEnd != nil {
+			compactionEnd(info)
+		}
+		gate.compactionEnd(info)
+	}
+	el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
+		if stallBegin != nil {
+			stallBegin(info)
+		}
+		gate.writeStallBegin(info)
+	}
+	el.WriteStallEnd = func() {
+		if stallEnd != nil {
+			stallEnd()
+		}
+		gate.writeStallEnd()
+	}
 	popts.EventListener = &el
 	type result struct {
 		db  *pebble.DB
@@ -105,6 +132,7 @@ func openGeneration(dir string, inner vfs.FS, lock *dirLock, popts pebble.Option
 			return nil, r.err
 		}
 		g.db = r.db
+		gate.opened(r.db)
 		return g, nil
 	case <-g.failed:
 		// Pebble's Open may still be under way: a flush of the replayed log failed and

@@ -75,10 +75,11 @@ const repeatInterval = time.Minute
 const maxRepeatKeys = 1000
 
 // repeats keeps pebble's repeated reports of one problem from flooding the log. Pebble retries
-// a compaction over a damaged table file at once and for as long as the process runs, and
-// reports each failure (EventListener.BackgroundError, and DataCorruption for the damaged
-// block): several lines a second, burying everything else, while the store reports each
-// piece of damage once itself (corruption.go). repeats writes the first report of a key at
+// a compaction over a damaged table file for as long as the process runs (in level 0 at
+// once, but for the store's wait, compactions.go), and reports each failure
+// (EventListener.BackgroundError, and DataCorruption for the damaged block), as it reports a
+// failing disk-usage probe after each flush: many lines, burying everything else, while the
+// store reports each piece of damage once itself (corruption.go). repeats writes the first report of a key at
 // once; the same key again within the interval is counted, and at the interval's end one line
 // with the same level, message and attributes says how many more there were (moreLikeThis,
 // within: the attributes of package logfold's summaries); while the key keeps coming that is

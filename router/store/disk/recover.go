@@ -66,6 +66,11 @@ func (s *Store) tryRecover() (done, attempted bool) {
 	if closed || !old.isFailed() {
 		return true, false
 	}
+	if errors.Is(old.err(), ErrCorrupt) {
+		// Writes stopped behind a damaged table file (compactionGate.checkStall): a new
+		// instance would stop at its first write. The store stays failed until restored.
+		return true, false
+	}
 	floor := max(s.opts.MinFreeBytes, recoverFloorMin)
 	if free, err := s.opts.freeBytes(s.dir); err == nil {
 		s.health.setFree(free)
@@ -316,8 +321,12 @@ var _ store.HealthReporter = (*Store)(nil)
 
 // remedy says what the operator does about a failed write: free space on the disk, unless
 // the cause says that the store's files cannot be written at all (a permission, a file system
-// mounted read-only), which no free space cures.
+// mounted read-only), which no free space cures, or that writes stopped behind damage
+// (compactionGate.checkStall), which only a restore cures.
 func remedy(dir string, cause error) string {
+	if errors.Is(cause, ErrCorrupt) {
+		return "the store does not reopen itself past damage: start egrid again once the directory is restored"
+	}
 	if errors.Is(cause, fs.ErrPermission) || errors.Is(cause, syscall.EROFS) {
 		return fmt.Sprintf("make %s and every file in it writable by egrid's user (an owner or mode changed, or the file system is mounted read-only); the store reopens itself once it can write there", dir)
 	}

@@ -26,8 +26,9 @@ var ErrClosed = store.ErrClosed
 // disk failed (a full disk, an I/O error): Appends (the router answers 503) and definition
 // and dead-letter writes. It wraps [store.ErrUnavailable]. Reads go on and subscription state writes are kept in memory; the
 // store reopens itself from its write-ahead log once the disk has room again and takes
-// writes again (see the package documentation).
-var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuses writes until it has reopened itself: %w", store.ErrUnavailable)
+// writes again (see the package documentation). Writes stopped behind a damaged table file
+// (the cause wraps [ErrCorrupt]) are refused until the store is restored and opened again.
+var ErrFailed = fmt.Errorf("disk store: a write to disk failed; the store refuses writes until it is reopened: %w", store.ErrUnavailable)
 
 // Options configures [Open]. The zero value is usable.
 type Options struct {
