@@ -62,7 +62,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 			defer func() { returned <- r.URL.Path }()
 			switch r.URL.Path {
 			case "/late":
-				time.Sleep(3 * httpserver.AnswerStall) // e.g. a long poll
+				<-time.After(3 * httpserver.AnswerStall) // e.g. a long poll
 			case "/own":
 				// As :receive does: the whole answer within its own deadline.
 				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpserver.AnswerStall / 2))
@@ -119,7 +119,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 		got := 0
 		buf := make([]byte, 16<<10)
 		for got < 256<<10 {
-			time.Sleep(10 * time.Second)
+			<-time.After(10 * time.Second)
 			n, err := io.ReadFull(resp.Body, buf)
 			got += n
 			if err != nil {
@@ -146,7 +146,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 			defer close(readerDone)
 			buf := make([]byte, 16<<10)
 			for {
-				time.Sleep(5 * time.Second)
+				<-time.After(5 * time.Second)
 				if _, err := own.Read(buf); err != nil {
 					return
 				}

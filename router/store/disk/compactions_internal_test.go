@@ -246,7 +246,7 @@ func TestCompactionGateWaitsUntilTheFailedTablesAreGone(t *testing.T) {
 		if !held() || g.wait != 2*damageWaitMin {
 			t.Fatalf("after a second failure and a healthy compaction: held %v, wait %v; want %v", held(), g.wait, 2*damageWaitMin)
 		}
-		time.Sleep(g.wait)
+		<-time.After(g.wait)
 		if held() {
 			t.Fatal("still held once the wait is over")
 		}
