@@ -328,12 +328,13 @@ func (q *queue) stop() {
 		root.Send(w.sender, &ReceivedEvents{}) // nothing for them from this incarnation
 	}
 	q.waiters = nil
-	if !WaitBounded(&q.wg, DefaultStopGrace) {
+	grace := q.cfg.stopGrace()
+	if !WaitBounded(&q.wg, grace) {
 		q.log.Error("a journal or state read did not return after its context was cancelled; abandoning it")
 	}
 	if q.writer != nil {
 		// Answers waiting for their write go out once it is in the store.
-		flushOnStop(q.writer, q.cfg.Name, q.epoch, DefaultStopGrace, q.owns, q.log,
+		flushOnStop(q.writer, q.cfg.Name, q.epoch, grace, q.owns, q.log,
 			"the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)")
 	}
 }

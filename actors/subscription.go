@@ -104,8 +104,10 @@ type SubscriptionShared struct {
 	Window      int // events kept in memory; 0 = DefaultWindow
 
 	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
-	// flight to return once their context is cancelled; 0 = DefaultStopGrace. A sink that
-	// ignores its context is abandoned after it: see [sinks.Sink].
+	// flight to return once their context is cancelled, and for its last state write; a queue
+	// subscription's (pull delivery) for its journal and state reads and its last state write.
+	// 0 = DefaultStopGrace. A sink that ignores its context is abandoned after it: see
+	// [sinks.Sink].
 	StopGrace time.Duration
 
 	Store store.Store
@@ -118,6 +120,14 @@ type SubscriptionShared struct {
 	Writer  *StateWriter
 	Metrics *metrics.Set
 	Logger  *slog.Logger
+}
+
+// stopGrace is StopGrace with its default.
+func (c *SubscriptionShared) stopGrace() time.Duration {
+	if c.StopGrace > 0 {
+		return c.StopGrace
+	}
+	return DefaultStopGrace
 }
 
 func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
@@ -667,10 +677,7 @@ func (s *subscription) stop() {
 		s.timer.Stop()
 	}
 	s.timerGen++
-	grace := s.cfg.StopGrace
-	if grace <= 0 {
-		grace = DefaultStopGrace
-	}
+	grace := s.cfg.stopGrace()
 	if !WaitBounded(&s.wg, grace) {
 		// The attempts still running are abandoned: their events are not settled, so the next
 		// incarnation (or the next process) attempts them again, and their late results are
