@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,11 +25,11 @@ func TestReceivePollsBeyondTheLimitAre429(t *testing.T) {
 		}
 		api := httpapi.New(h.Router())
 		srv := mainServer(httpserver.Config{MaxReceivePolls: 4}, api, api, h.Router(), nil)
-		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		ln := testkit.NewPipeListener()
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		defer srv.Close() // on a failure, ends the polls still waiting
-		tr := &http.Transport{DialContext: ln.dial}
+		tr := &http.Transport{DialContext: ln.DialContext}
 		defer tr.CloseIdleConnections()
 		client := &http.Client{Transport: tr}
 
@@ -122,11 +121,11 @@ func TestReceivePollsTakeSlotsOnlyOnceAuthenticated(t *testing.T) {
 		const wrong = "d3Jvbmc="
 		api := httpapi.New(h.Router())
 		srv := mainServer(httpserver.Config{MaxReceivePolls: 2}, api, api, h.Router(), nil)
-		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		ln := testkit.NewPipeListener()
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		defer srv.Close() // on a failure, ends the polls still waiting
-		tr := &http.Transport{DialContext: ln.dial}
+		tr := &http.Transport{DialContext: ln.DialContext}
 		defer tr.CloseIdleConnections()
 		client := &http.Client{Transport: tr}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -14,45 +13,6 @@ import (
 	"github.com/egridio/egrid/testkit"
 )
 
-// pipeListener serves connections made with its dial over net.Pipe, so the server runs inside
-// a synctest bubble and its waits follow virtual time.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	select {
-	case <-l.done:
-	default:
-		close(l.done)
-	}
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
-
-func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, s := net.Pipe()
-	select {
-	case l.conns <- s:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // TestShutdownAnswersLongPolls shuts the main server down while a consumer's :receive waits
 // (maxWaitTime 120 s): the poll is answered at once with no events, and the shutdown ends
 // without waiting for it.
@@ -61,10 +21,10 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 		h.SubscribeQueue("ns-orders", "workers", router.QueueInfo{})
 		api := httpapi.New(h.Router())
 		srv := mainServer(httpserver.Config{}, api, api, h.Router(), nil)
-		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		ln := testkit.NewPipeListener()
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
-		client := &http.Client{Transport: &http.Transport{DialContext: ln.dial}}
+		client := &http.Client{Transport: &http.Transport{DialContext: ln.DialContext}}
 
 		answer := make(chan string, 1)
 		go func() {

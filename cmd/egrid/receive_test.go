@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/egridio/egrid/testkit"
 )
 
 func TestReceiverPrintsAndAnswersHandshakes(t *testing.T) {
@@ -62,7 +63,7 @@ func TestReceiverPrintsAndAnswersHandshakes(t *testing.T) {
 // connection and a handler for ever.
 func TestReceiverDropsStalledClients(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		ln := testkit.NewPipeListener()
 		srv := receiverServer(&receiver{out: io.Discard, failStatus: http.StatusServiceUnavailable, start: time.Now()})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
@@ -70,7 +71,7 @@ func TestReceiverDropsStalledClients(t *testing.T) {
 			_ = srv.Close()
 			<-served
 		}()
-		c, err := ln.dial(context.Background(), "", "")
+		c, err := ln.DialContext(context.Background(), "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

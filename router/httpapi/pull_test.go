@@ -399,49 +399,6 @@ func TestReceiveAsksForASlotBeforeItWaits(t *testing.T) {
 	})
 }
 
-// pipeListener serves connections made with its dial over net.Pipe, so a real http.Server
-// runs inside a synctest bubble: its read deadlines follow virtual time.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	select {
-	case <-l.done:
-	default:
-		close(l.done)
-	}
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
-
-func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, s := net.Pipe()
-	select {
-	case l.conns <- s:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // TestReceiveLongPollOutlivesTheServersReadTimeout runs a :receive through a real
 // http.Server built by httpserver with one-second read timeouts: the long poll waits 20
 // virtual seconds and still answers with the event published meanwhile, and EndPolls answers
@@ -449,12 +406,12 @@ func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) 
 func TestReceiveLongPollOutlivesTheServersReadTimeout(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		p := newPullRig(t, h)
-		ln := newPipeListener()
+		ln := testkit.NewPipeListener()
 		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
 			httpserver.Requests{}, nil)
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
-		tr := &http.Transport{DialContext: ln.dial}
+		tr := &http.Transport{DialContext: ln.DialContext}
 		client := &http.Client{Transport: tr}
 		defer func() {
 			tr.CloseIdleConnections()
@@ -560,15 +517,15 @@ func TestQueueSubscriptionOverTheAdminAPI(t *testing.T) {
 	}
 }
 
-// closeNotingListener is a pipeListener whose server-side connections report their Close.
+// closeNotingListener is a testkit.PipeListener whose server-side connections report their Close.
 type closeNotingListener struct {
-	*pipeListener
+	*testkit.PipeListener
 	closed chan struct{} // closed when the first accepted connection is closed
 	once   sync.Once
 }
 
 func (l *closeNotingListener) Accept() (net.Conn, error) {
-	c, err := l.pipeListener.Accept()
+	c, err := l.PipeListener.Accept()
 	if err != nil {
 		return nil, err
 	}
@@ -597,7 +554,7 @@ func TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded(t *testing.T) {
 			ids = append(ids, fmt.Sprintf("e%02d", i))
 		}
 		p.publish(ids...)
-		ln := &closeNotingListener{pipeListener: newPipeListener(), closed: make(chan struct{})}
+		ln := &closeNotingListener{PipeListener: testkit.NewPipeListener(), closed: make(chan struct{})}
 		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
 			httpserver.Requests{}, nil)
 		served := make(chan error, 1)
@@ -608,7 +565,7 @@ func TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded(t *testing.T) {
 		}()
 
 		// A consumer that sends a :receive and never reads the answer.
-		c, err := ln.dial(context.Background(), "", "")
+		c, err := ln.DialContext(context.Background(), "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,11 +2,11 @@ package httpserver_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,38 +14,6 @@ import (
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/testkit"
 )
-
-// pipeListener hands the server the server ends of in-memory connections, so a real
-// http.Server runs inside a synctest bubble, with virtual deadlines. A net.Pipe has no
-// buffer: a client that does not read blocks the server's first write at once.
-type pipeListener struct {
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
-
-// dial returns the client end of a new connection to the server.
-func (l *pipeListener) dial() net.Conn {
-	client, server := net.Pipe()
-	l.conns <- server
-	return client
-}
 
 // A client that sends a request and never reads its answer is disconnected once the
 // answer has waited AnswerStall, and the handler returns, letting go of what it holds (a
@@ -73,7 +41,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 			_, _ = w.Write([]byte(strings.Repeat("x", size)))
 		})
 		srv := httpserver.New(httpserver.Config{}, h, httpserver.Requests{}, nil)
-		ln := newPipeListener()
+		ln := testkit.NewPipeListener()
 		go func() { _ = srv.Serve(ln) }()
 		defer func() {
 			_ = srv.Close()
@@ -81,7 +49,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 		}()
 
 		// A client that never reads.
-		stalled := ln.dial()
+		stalled := dial(t, ln)
 		defer stalled.Close()
 		if _, err := io.WriteString(stalled, "GET /stalled HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
 			t.Fatal(err)
@@ -105,7 +73,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 
 		// A client that reads slowly, but steadily, after a handler that waited before it
 		// wrote: the whole answer.
-		slow := ln.dial()
+		slow := dial(t, ln)
 		defer slow.Close()
 		if _, err := io.WriteString(slow, "GET /late HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
 			t.Fatal(err)
@@ -135,7 +103,7 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 		}
 
 		// A handler that sets its own deadline keeps it, however steadily its client reads.
-		own := ln.dial()
+		own := dial(t, ln)
 		defer own.Close()
 		if _, err := io.WriteString(own, "GET /own HTTP/1.1\r\nHost: egrid\r\n\r\n"); err != nil {
 			t.Fatal(err)
@@ -165,4 +133,14 @@ func TestAnswersBoundStalledReaders(t *testing.T) {
 			t.Fatalf("returned %s", p)
 		}
 	})
+}
+
+// dial returns the client end of a new connection to the server.
+func dial(t *testing.T, ln *testkit.PipeListener) net.Conn {
+	t.Helper()
+	c, err := ln.DialContext(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
