@@ -31,21 +31,29 @@ func (h *heldAppends) Append(ctx context.Context, topic string, at time.Time, ev
 	return h.Store.Append(ctx, topic, at, evs)
 }
 
+// holdingRouter returns a router with topic "orders" on a store that holds every append from
+// now on until st.release is closed.
+func holdingRouter(t *testing.T) (*router.Router, *heldAppends) {
+	t.Helper()
+	st := &heldAppends{Store: store.NewMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	st.holding.Store(true)
+	return r, st
+}
+
 // Close's context bounds it while a journal append hangs: it waited for the topic's
 // committer, stuck in the store, whatever its context, and the caller's shutdown with it.
 // The append queued before Close is still answered once the store returns.
 func TestCloseIsBoundedWhileAJournalAppendHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &heldAppends{Store: store.NewMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
-		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		st.holding.Store(true)
+		r, st := holdingRouter(t)
 		published := make(chan error, 1)
 		go func() { published <- r.Publish(ctx, "orders", event("e1")) }()
 		<-st.entered
@@ -85,15 +93,7 @@ func TestCloseIsBoundedWhileAJournalAppendHangs(t *testing.T) {
 func TestPublishDuringCloseIsNotHeldByAFullCommitQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &heldAppends{Store: store.NewMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
-		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		st.holding.Store(true)
+		r, st := holdingRouter(t)
 		// One append held in the store, the queue behind it full (1024), one more waiting for
 		// room with no deadline.
 		const n = 1 + 1024 + 1
