@@ -104,6 +104,12 @@ func (rb *requestBodies) fill(buf []byte) {
 // are finished and counted, and the rate is taken over the whole time, so a slow request is
 // never thrown away.
 func (b *Runner) load(ctx context.Context, label, url string, body []byte, d time.Duration) (loaded, error) {
+	return b.loadUpTo(ctx, label, url, body, d, 0)
+}
+
+// loadUpTo is load that also stops sending once max requests (max > 0) were answered 200;
+// requests already sent are finished and counted, so it may count a few more.
+func (b *Runner) loadUpTo(ctx context.Context, label, url string, body []byte, d time.Duration, max int64) (loaded, error) {
 	client := loadClient(b.opt.Concurrency)
 	defer client.CloseIdleConnections()
 	var ok, failed atomic.Int64
@@ -117,7 +123,7 @@ func (b *Runner) load(ctx context.Context, label, url string, body []byte, d tim
 		goWithRole(roleLoadgen, func() {
 			defer wg.Done()
 			buf := bytes.Clone(body)
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for ctx.Err() == nil && time.Now().Before(deadline) && (max <= 0 || ok.Load() < max) {
 				bodies.fill(buf)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
 				req.Header.Set("Content-Type", "application/json")

@@ -118,3 +118,26 @@ func TestPacedSendsEveryRequest(t *testing.T) {
 		t.Errorf("%d answers from a server that never answers", len(acks))
 	}
 }
+
+// A warm-up load stops sending once it has its answers, long before its time bound, and
+// counts at most the requests already in flight beyond them.
+func TestLoadUpToStopsAtItsCount(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got.Add(1)
+	}))
+	defer srv.Close()
+	const conc, max = 4, 50
+	b := NewRunner(Options{Concurrency: conc})
+	l, err := b.loadUpTo(t.Context(), "warm-up", srv.URL, []byte(`[]`), time.Hour, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ok < max || l.ok >= max+conc {
+		t.Fatalf("%d requests answered, want %d to %d", l.ok, max, max+conc-1)
+	}
+	if got.Load() != l.ok {
+		t.Fatalf("the server answered %d requests, the load counted %d", got.Load(), l.ok)
+	}
+}
