@@ -605,7 +605,7 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	for _, ev := range events {
 		size += entryOverhead + encodedEntrySize(ev)
 	}
-	b := c.g.db.NewBatchWithSize(size, pebble.WithMaxRetainedSizeBytes(maxRetainedAppend))
+	b := c.g.appendBatch(size)
 
 	op, err := t.reserve(len(events))
 	if err != nil {
@@ -637,7 +637,7 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 		}
 		i = j
 	}
-	if err := c.g.commit(b, pebble.Sync, s.onFail); err != nil {
+	if err := c.g.commitThen(b, pebble.Sync, s.onFail, c.g.putAppendBatch); err != nil {
 		return 0, fmt.Errorf("appending to topic %q: %w", topicName, err)
 	}
 	committed = true
@@ -649,8 +649,8 @@ func (s *Store) Append(ctx context.Context, topicName string, publishTime time.T
 	return op.last, nil
 }
 
-// maxRetainedAppend is the largest batch buffer an append hands back to pebble's batch pool
-// for the next append to reuse (pebble keeps 1 MB by default).
+// maxRetainedAppend is the largest batch buffer an append keeps for the next append to reuse
+// (generation.appendBatch; pebble keeps 1 MB by default).
 const maxRetainedAppend = 32 << 20
 
 // entryOverhead bounds what a journal entry adds to a batch besides its value: the key and
