@@ -47,8 +47,12 @@ const (
 // supervised like a push subscription actor, fed by the same [Deliver] messages, and reads the
 // journal from the subscription's cursor when it falls behind, as a push subscription does.
 // It reads its stored state off the mailbox at start, as a push subscription does (sharing the
-// router's load slots): meanwhile it answers Stop, receives wait, and Delivers, settlements
-// and status requests are kept and handled once the state is in.
+// router's load slots): meanwhile it answers Stop, receives wait, Delivers are kept (bounded,
+// see [earlyMessages]) and handled once the state is in, and a status request is answered at
+// once with its loading status ([Status.Loading]), a settlement at once too: no lock is held
+// before the load (locks live in memory, and this incarnation has handed none out), so every
+// token fails as it would after it, TokenLost (BadToken for a malformed one or another
+// subscription's).
 //
 // Durability: a received event is parked in the store with its delivery count (Attempts) and
 // the cursor moves past it; an acknowledged one is deleted, a released one parked with its
@@ -109,8 +113,8 @@ type queue struct {
 	wg     sync.WaitGroup
 
 	// boot is the state load in flight (nil once loaded; see [startLoad]). Meanwhile receives
-	// wait (their MaxWait runs), and Delivers, settlements and status requests are kept for
-	// after it.
+	// wait (their MaxWait runs), Delivers are kept for after it, and status requests and
+	// settlements are answered at once (see [QueueProps]).
 	boot *boot
 
 	tag         [tagLen]byte
@@ -149,7 +153,7 @@ type queue struct {
 
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
-	if q.boot != nil && q.keepEarly(c) {
+	if q.boot != nil && q.boot.early.keep(c) {
 		return
 	}
 	switch msg := c.Message().(type) {
@@ -157,7 +161,7 @@ func (q *queue) Receive(c actor.Context) {
 		q.start(c)
 		return // nothing to serve before the state is in
 	case *stateLoaded:
-		if !q.applyLoad(c, msg) {
+		if !q.applyLoad(msg) {
 			return
 		}
 	case *actor.Restarting, *actor.Stopping:
@@ -178,8 +182,9 @@ func (q *queue) Receive(c actor.Context) {
 	q.publishGauges()
 }
 
-// handle applies one message from sender (answered by a send, so that the requests kept while
-// loading are answered alike).
+// handle applies one message from sender, answered by a send. While the state loads it gets
+// the messages early.keep does not keep: receives wait, settlements and status requests are
+// answered at once (see [QueueProps]).
 func (q *queue) handle(c actor.Context, m any, sender *actor.PID) {
 	switch msg := m.(type) {
 	case *Deliver:
@@ -215,23 +220,9 @@ func (q *queue) handle(c actor.Context, m any, sender *actor.PID) {
 	}
 }
 
-// keepEarly holds c's message for after the state load and reports whether it did: what
-// needs the state (Delivers, settlements, status requests) is kept; a receive starts waiting
-// at once, so that its MaxWait counts from its arrival.
-func (q *queue) keepEarly(c actor.Context) bool {
-	if q.boot.early.keep(c) {
-		return true
-	}
-	if m, ok := c.Message().(*SettleEvents); ok {
-		q.boot.early.requests = append(q.boot.early.requests, earlyRequest{msg: m, sender: c.Sender()})
-		return true
-	}
-	return false
-}
-
-// applyLoad takes in the stored state, then the Delivers and requests kept meanwhile, in
-// order. It reports whether the load was this incarnation's.
-func (q *queue) applyLoad(c actor.Context, m *stateLoaded) bool {
+// applyLoad takes in the stored state, then the Delivers kept meanwhile, in order. It reports
+// whether the load was this incarnation's.
+func (q *queue) applyLoad(m *stateLoaded) bool {
 	if q.boot == nil || m.id != q.boot.id {
 		return false // from before a restart
 	}
@@ -267,9 +258,6 @@ func (q *queue) applyLoad(c actor.Context, m *stateLoaded) bool {
 	if early.through > q.head { // announced by Delivers not kept: read from the journal
 		q.head = early.through
 		q.behind = q.next <= q.head
-	}
-	for _, r := range early.requests {
-		q.handle(c, r.msg, r.sender)
 	}
 	return true
 }
@@ -847,6 +835,9 @@ func (q *queue) oldest() time.Time {
 }
 
 func (q *queue) status() *Status {
+	if q.boot != nil {
+		return q.boot.status(q.cfg)
+	}
 	return &Status{
 		Topic: q.cfg.Topic, Subscription: q.cfg.Name, Backlog: q.backlog(), InFlight: q.locked,
 		Cursor: q.cursor, OldestUndelivered: q.oldest(),

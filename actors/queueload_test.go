@@ -58,8 +58,10 @@ func pending(root *actor.RootContext, pid *actor.PID, msg any) chan answer {
 }
 
 // A queue subscription reads its state off its mailbox when it starts: while the read is held
-// up the actor stops when asked, and a receive, a settlement and a status request that arrive
-// meanwhile are answered once the state is in. The receive gets the event parked before the
+// up the actor stops when asked, a receive that arrives meanwhile is answered once the state is
+// in, and a status request and a settlement at once: the status says the queue is loading, and
+// the settlement's tokens fail as they would after the load (no lock is held before it). Both
+// were kept in a list for after the load, which grew with every poll while a store hung. The receive gets the event parked before the
 // restart (with its delivery count), then every other event once, from the journal and from a
 // Deliver that arrived while loading.
 func TestQueueLoadsItsStateOffTheMailbox(t *testing.T) {
@@ -109,6 +111,7 @@ func TestQueueLoadsItsStateOffTheMailbox(t *testing.T) {
 			t.Fatalf("after the stop: %d loads, %d given up; want the one load given up", g.loads.Load(), g.ended.Load())
 		}
 
+		started := time.Now()
 		pid = h.Spawn(props)
 		h.Settle()
 		// e4 is published while the state loads: the topic actor hands it over.
@@ -122,23 +125,35 @@ func TestQueueLoadsItsStateOffTheMailbox(t *testing.T) {
 		settled := pending(root, pid, &actors.SettleEvents{Subscription: "workers", Op: actors.Acknowledge, LockTokens: []string{"not-a-token"}})
 		status := pending(root, pid, &actors.GetStatus{})
 		h.Settle()
-		for name, ch := range map[string]chan answer{"receive": received, "settlement": settled, "status": status} {
+		select {
+		case a := <-received:
+			t.Fatalf("the receive was answered before the state was loaded: %+v", a)
+		default:
+		}
+		early := map[string]answer{}
+		for name, ch := range map[string]chan answer{"settlement": settled, "status": status} {
 			select {
-			case a := <-ch:
-				t.Fatalf("the %s was answered before the state was loaded: %+v", name, a)
+			case early[name] = <-ch:
 			default:
+				t.Fatalf("the %s sent while loading is not answered yet; want it answered at once", name)
 			}
+		}
+		if waited := time.Since(started); waited != 0 {
+			t.Errorf("answers came %v after the requests, want at once", waited)
+		}
+		a := early["status"]
+		if s, ok := a.v.(*actors.Status); a.err != nil || !ok || !s.Loading || !s.LoadingSince.Equal(started) || s.Cursor != 0 || s.Backlog != 0 {
+			t.Errorf("status asked while loading = %+v, %v; want loading since the start, nothing of the state", a.v, a.err)
+		}
+		a = early["settlement"]
+		if s, ok := a.v.(*actors.Settled); a.err != nil || !ok || len(s.Failed) != 1 || s.Failed[0].Code != actors.TokenBad {
+			t.Errorf("settlement sent while loading = %+v, %v; want its token refused as BadToken", a.v, a.err)
 		}
 
 		close(g.gate)
 		h.Settle()
-		a := <-status
-		if s, ok := a.v.(*actors.Status); a.err != nil || !ok || s.Cursor != 1 || s.Backlog < 1 {
-			t.Errorf("status asked while loading = %+v, %v; want the loaded state (cursor 1, e1 parked)", a.v, a.err)
-		}
-		a = <-settled
-		if s, ok := a.v.(*actors.Settled); a.err != nil || !ok || len(s.Failed) != 1 || s.Failed[0].Code != actors.TokenBad {
-			t.Errorf("settlement sent while loading = %+v, %v; want its token refused as BadToken", a.v, a.err)
+		if s := ask[*actors.Status](t, root, pid, &actors.GetStatus{}); s.Loading || s.Cursor != 1 || s.Backlog < 1 {
+			t.Errorf("status asked after the load = %+v; want the loaded state (cursor 1, e1 parked)", s)
 		}
 		a = <-received
 		first, ok := a.v.(*actors.ReceivedEvents)

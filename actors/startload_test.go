@@ -43,8 +43,9 @@ func (g *gatedLoad) ParkedEvents(ctx context.Context, topic, sub string, seqs []
 }
 
 // A subscription reads its state off its mailbox when it starts: while the read is held up
-// the actor stops when asked, and events and requests that arrive meanwhile are handled once
-// the state is in. Parked events start without their bodies, which are read when they come
+// the actor stops when asked, events that arrive meanwhile are handled once the state is in,
+// and a status request is answered at once, saying it is loading
+// (TestStatusWhileLoadingIsAnsweredAtOnce). Parked events start without their bodies, which are read when they come
 // due, and keep their attempt counts and due times.
 func TestSubscriptionLoadsItsStateOffTheMailbox(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
@@ -87,6 +88,7 @@ func TestSubscriptionLoadsItsStateOffTheMailbox(t *testing.T) {
 			t.Fatalf("stopping a subscription whose state read is held up: %v", err)
 		}
 
+		started := time.Now()
 		pid = h.Spawn(actors.SubscriptionProps(cfg))
 		h.Settle()
 		// e4 is published while the state loads: the topic actor hands it over.
@@ -98,6 +100,13 @@ func TestSubscriptionLoadsItsStateOffTheMailbox(t *testing.T) {
 		h.System().Root.Send(pid, &actors.Deliver{Entries: []store.Entry{{Seq: last, PublishTime: time.Now(), Event: evs[0]}}, Through: last})
 		status := h.System().Root.RequestFuture(pid, &actors.GetStatus{}, time.Hour)
 		h.Settle()
+		res, err := status.Result()
+		if err != nil {
+			t.Fatalf("status asked while loading: %v", err)
+		}
+		if s := res.(*actors.Status); !s.Loading || !s.LoadingSince.Equal(started) || s.Cursor != 0 || s.Backlog != 0 {
+			t.Errorf("status asked while loading = %+v, want loading since the start, nothing of the state", s)
+		}
 		mu.Lock()
 		if len(counts) != 0 {
 			t.Errorf("delivered %v before the state was loaded", counts)
@@ -106,12 +115,12 @@ func TestSubscriptionLoadsItsStateOffTheMailbox(t *testing.T) {
 
 		close(g.gate)
 		h.Settle()
-		res, err := status.Result()
+		res, err = h.System().Root.RequestFuture(pid, &actors.GetStatus{}, time.Hour).Result()
 		if err != nil {
-			t.Fatalf("status asked while loading: %v", err)
+			t.Fatalf("status asked after the load: %v", err)
 		}
-		if s := res.(*actors.Status); s.Cursor < 2 || s.Backlog < 2 {
-			t.Errorf("status asked while loading = %+v, want the loaded state (cursor ≥ 2, e1 and e2 parked)", s)
+		if s := res.(*actors.Status); s.Loading || s.Cursor < 2 || s.Backlog < 2 {
+			t.Errorf("status asked after the load = %+v, want the loaded state (cursor ≥ 2, e1 and e2 parked)", s)
 		}
 		mu.Lock()
 		if _, ok := counts["e3"]; !ok || counts["e3"] != 0 || counts["e4"] != 0 || len(counts) != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -51,5 +52,5 @@ func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, roo
 			msg.err = fmt.Errorf("loading journal head of topic %s: %w", topic, msg.err)
 		}
 	}()
-	return &boot{id: id, cancel: cancel}
+	return &boot{id: id, cancel: cancel, since: time.Now()}
 }

@@ -229,7 +229,8 @@ type subscription struct {
 	finished atomic.Int32
 
 	// boot is the state load in flight (nil once loaded): until it is back the actor takes in
-	// no events and answers no requests; it keeps them for after it.
+	// no events, keeping them for after it (bounded: see [earlyMessages]), and answers status
+	// requests at once with its loading status and EndProbation with [ErrLoading].
 	boot *boot
 
 	cursor uint64 // durable: every event up to it is settled
@@ -299,6 +300,16 @@ func (s *subscription) Receive(c actor.Context) {
 			return
 		}
 		switch c.Message().(type) {
+		case *GetStatus:
+			// Answered now, not after the load: an operator asks exactly when the store
+			// stopped answering, and pollers kept in a list would grow it without end.
+			c.Respond(s.boot.status(s.cfg))
+			return
+		case *EndProbation:
+			// The probation is in the state being read: ending it now would be undone by the
+			// load, and keeping the request would hold its caller as long as the store does.
+			c.Respond(s.boot.refuseEndProbation(s.cfg))
+			return
 		case *journalRead, *parkedRead, *attemptDone, *wake:
 			// From an earlier incarnation (this one starts nothing before its state is in):
 			// a turn on the zero state would write a cursor from it (next 0: the largest
@@ -312,7 +323,7 @@ func (s *subscription) Receive(c actor.Context) {
 	case *actor.Started:
 		s.start(c)
 	case *stateLoaded:
-		s.applyLoad(c, msg)
+		s.applyLoad(msg)
 	case *parkedRead:
 		s.applyParked(msg)
 		s.fill()
@@ -476,9 +487,8 @@ func (s *subscription) setSaved(snap retry.ProbationSnapshot) {
 var loadIDs atomic.Uint64
 
 // applyLoad takes in the stored state: the cursor, the parked events (without their events,
-// read when they come due), the probation; then the Delivers and requests that arrived
-// meanwhile, in order.
-func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
+// read when they come due), the probation; then the Delivers that arrived meanwhile, in order.
+func (s *subscription) applyLoad(m *stateLoaded) {
 	if s.boot == nil || m.id != s.boot.id {
 		return // from before a restart
 	}
@@ -526,27 +536,30 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 		s.head = early.through
 		s.behind = s.next <= s.head
 	}
-	for _, w := range early.requests {
-		if _, ok := w.msg.(*EndProbation); ok {
-			s.endProbation()
-		}
-	}
 	s.promoteDue(time.Now())
 	s.fill()
 	s.dispatch()
 	s.persist()
-	for _, w := range early.requests {
-		if w.sender != nil {
-			c.Send(w.sender, s.status())
-		}
-	}
 }
 
 // boot is a subscription actor's state load in flight.
 type boot struct {
 	id     uint64
 	cancel context.CancelFunc // of the load's context; the actor's stop calls it
+	since  time.Time          // when the load started
 	early  earlyMessages
+}
+
+// status is the answer to a status request while the state loads: that it loads, and since
+// when; nothing of the state, which is not known yet ([Status.Loading]).
+func (b *boot) status(cfg *SubscriptionConfig) *Status {
+	return &Status{Topic: cfg.Topic, Subscription: cfg.Name, Loading: true, LoadingSince: b.since}
+}
+
+// refuseEndProbation is the answer to an EndProbation while the state loads ([ErrLoading]).
+func (b *boot) refuseEndProbation(cfg *SubscriptionConfig) error {
+	return fmt.Errorf("ending the probation of event subscription %q of topic %q: %w (since %s, %s ago); nothing was changed: try again once it is loaded (until then its status says it is loading)",
+		cfg.Name, cfg.Topic, ErrLoading, b.since.UTC().Format(time.RFC3339), time.Since(b.since).Round(time.Second))
 }
 
 // fetch is the reading of parked events' bodies (see [subscription.fetchDue]).
@@ -556,17 +569,15 @@ type fetch struct {
 	fetched []*item // the events it reads
 }
 
-// earlyMessages keeps what a subscription actor receives while its state is loading.
+// earlyMessages keeps the Delivers a subscription or queue actor receives while its state is
+// loading, bounded by maxEarlyEntries. Requests are not kept: a status request is answered at
+// once with the loading status, an EndProbation with [ErrLoading], and a queue's settlement at
+// once as well (no lock is held before the load); only a queue's receives wait, each with its
+// own MaxWait, bounded by the router's limit on long polls.
 type earlyMessages struct {
 	delivers []*Deliver
 	entries  int    // in delivers, a Deliver without entries counting one
 	through  uint64 // the highest seq announced by a Deliver not kept (0: all were kept)
-	requests []earlyRequest
-}
-
-type earlyRequest struct {
-	msg    any
-	sender *actor.PID
 }
 
 // maxEarlyEntries bounds the journal entries kept from Delivers that arrive while a
@@ -576,22 +587,19 @@ type earlyRequest struct {
 const maxEarlyEntries = 4096
 
 // keep holds c's message for after the load and reports whether it did: Delivers (up to
-// maxEarlyEntries entries, then only the head they announce) and requests.
+// maxEarlyEntries entries, then only the head they announce).
 func (e *earlyMessages) keep(c actor.Context) bool {
-	switch msg := c.Message().(type) {
-	case *Deliver:
-		if n := max(len(msg.Entries), 1); e.through == 0 && e.entries+n <= maxEarlyEntries {
-			e.delivers = append(e.delivers, msg)
-			e.entries += n
-		} else {
-			e.through = max(e.through, msg.Through)
-		}
-		return true
-	case *GetStatus, *EndProbation:
-		e.requests = append(e.requests, earlyRequest{msg: msg, sender: c.Sender()})
-		return true
+	msg, ok := c.Message().(*Deliver)
+	if !ok {
+		return false
 	}
-	return false
+	if n := max(len(msg.Entries), 1); e.through == 0 && e.entries+n <= maxEarlyEntries {
+		e.delivers = append(e.delivers, msg)
+		e.entries += n
+	} else {
+		e.through = max(e.through, msg.Through)
+	}
+	return true
 }
 
 func (s *subscription) endProbation() {
@@ -1418,6 +1426,9 @@ func (s *subscription) armTimer(now time.Time) {
 }
 
 func (s *subscription) status() *Status {
+	if s.boot != nil {
+		return s.boot.status(s.cfg)
+	}
 	st := &Status{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Backlog: len(s.items), InFlight: len(s.batches),
 		Cursor: s.cursor,

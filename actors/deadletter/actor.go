@@ -97,7 +97,8 @@ type Enqueue struct {
 type Flush struct{}
 
 // GetStatus asks the dead-letter actor for its state; the answer is a
-// *[Status].
+// *[Status]. It is answered at once, also while the actor still reads its outbox at start: the
+// answer then says so ([Status.Loading]).
 type GetStatus struct{}
 
 // Status is the dead-letter actor's state at one instant.
@@ -108,6 +109,12 @@ type Status struct {
 	Waiting, Writing, Retrying int
 	// ObjectsWritten, RecordsWritten and RecordsDropped count since the actor started.
 	ObjectsWritten, RecordsWritten, RecordsDropped int
+	// Loading is set while the actor still reads its outbox at start: the answer comes at
+	// once, without waiting for the read, and the counts of records (Waiting, Writing,
+	// Retrying) are not known yet: they are zero, and say nothing of the outbox.
+	Loading bool
+	// LoadingSince is when the actor started reading its outbox (zero unless Loading).
+	LoadingSince time.Time
 }
 
 // Pending counts the records not yet written.
@@ -429,10 +436,13 @@ type deadLetters struct {
 	// have none, but for those not in the outbox yet.
 	events EventOutbox
 
-	// loading is the id of the outbox load in flight (0 once loaded); the messages that
-	// arrive meanwhile wait in early and are handled after it, in order.
-	loading uint64
-	early   []dlEarly
+	// loading is the id of the outbox load in flight (0 once loaded), started at
+	// loadingSince; the messages that arrive meanwhile wait in early and are handled after
+	// it, in order, but for status requests, answered at once (a poller's would otherwise
+	// wait, and grow early, for as long as the store does not answer).
+	loading      uint64
+	loadingSince time.Time
+	early        []dlEarly
 
 	recs map[uint64]*Record
 	// loaded holds the ids loaded at start, until their record leaves the outbox: a hand-off
@@ -475,6 +485,10 @@ func (d *deadLetters) Receive(c actor.Context) {
 		d.stop(false)
 	case *actor.Stopping:
 		d.stop(true)
+	case *GetStatus:
+		if c.Sender() != nil {
+			c.Send(c.Sender(), d.status())
+		}
 	default:
 		if d.loading != 0 {
 			d.early = append(d.early, dlEarly{msg: msg, sender: c.Sender()})
@@ -512,10 +526,6 @@ func (d *deadLetters) handle(c actor.Context, msg any, sender *actor.PID) {
 		d.flushers = append(d.flushers, sender)
 		d.run(time.Now(), true)
 		d.answerFlushers(c)
-	case *GetStatus:
-		if sender != nil {
-			c.Send(sender, d.status())
-		}
 	}
 }
 
@@ -533,7 +543,7 @@ func (d *deadLetters) start(c actor.Context) {
 	d.stats = Status{}
 	// The outbox is read off the mailbox: a store may wait behind a publish's fsync.
 	id := dlLoadIDs.Add(1)
-	d.loading, d.early = id, nil
+	d.loading, d.loadingSince, d.early = id, time.Now(), nil
 	outbox, root, self, ctx := d.cfg.Outbox, d.system.Root, d.self, d.ctx
 	d.wg.Add(1)
 	go func() {
@@ -1166,6 +1176,9 @@ func (d *deadLetters) arm(now time.Time) {
 }
 
 func (d *deadLetters) status() *Status {
+	if d.loading != 0 {
+		return &Status{Loading: true, LoadingSince: d.loadingSince}
+	}
 	st := d.stats
 	st.Waiting = d.waiting.Len()
 	for _, o := range d.objects {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/testkit"
 )
@@ -34,8 +36,10 @@ func (o *heldOutbox) Put(ctx context.Context, recs []deadletter.Record) error {
 }
 
 // The dead-letter actor reads its outbox off its mailbox: while the read is held up it stops
-// when asked, and what arrives meanwhile (a dead letter, a status request) is handled once
-// the outbox is in.
+// when asked, a dead letter that arrives meanwhile is handled once the outbox is in, and a
+// status request is answered at once, saying the outbox is loading and since when
+// (TestDeadLetterStatusWhileLoadingIsAnsweredAtOnce); after the load the status is the real
+// one.
 func TestDeadLetterOutboxLoadsOffTheMailbox(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		mem := deadletter.NewMemoryOutbox()
@@ -48,25 +52,55 @@ func TestDeadLetterOutboxLoadsOffTheMailbox(t *testing.T) {
 			t.Fatalf("stopping while the outbox load is held up: %v", err)
 		}
 
+		started := time.Now()
 		pid = h.Spawn(deadletter.Props(cfg))
 		h.Settle()
 		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "early", time.Now()), Target: dlTarget("sub-a", false)})
-		status := h.System().Root.RequestFuture(pid, &deadletter.GetStatus{}, time.Hour)
-		h.Settle()
+		if st := dlStatus(t, h, pid); *st != (deadletter.Status{Loading: true, LoadingSince: started}) {
+			t.Errorf("status asked while loading = %+v, want loading since the actor started, no counts", st)
+		}
 		if recs, _ := mem.Load(context.Background()); len(recs) != 0 {
 			t.Errorf("outbox before the load finished: %d records, want none yet", len(recs))
 		}
 		close(outbox.load)
 		h.Settle()
-		res, err := status.Result()
-		if err != nil {
-			t.Fatalf("status asked while loading: %v", err)
-		}
-		if st := res.(*deadletter.Status); st.Waiting != 1 {
-			t.Errorf("status asked while loading = %+v, want the dead letter that arrived before it waiting", st)
+		if st := dlStatus(t, h, pid); st.Loading || st.Waiting != 1 {
+			t.Errorf("status after the load = %+v, want the dead letter that arrived while loading waiting", st)
 		}
 		if recs, _ := mem.Load(context.Background()); len(recs) != 1 || recs[0].Letter.Event.ID != "early" {
 			t.Errorf("outbox after the load: %+v, want the early dead letter", recs)
+		}
+	})
+}
+
+// Status requests that reach the dead-letter actor while its outbox load hangs are answered
+// at once, each, saying it is loading; they were kept with the messages for after the load, so
+// `egrid deadletter status` waited for a store that had stopped answering, and each poll grew
+// the list.
+func TestDeadLetterStatusWhileLoadingIsAnsweredAtOnce(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		outbox := &heldOutbox{Outbox: durableOutbox{deadletter.NewMemoryOutbox()}, load: make(chan struct{})}
+		defer close(outbox.load)
+		started := time.Now()
+		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: testkit.NewObjectStore(), Outbox: outbox}))
+		h.Settle()
+		const n = 1000
+		futures := make([]*actor.Future, n)
+		for i := range futures {
+			futures[i] = h.System().Root.RequestFuture(pid, &deadletter.GetStatus{}, time.Minute)
+		}
+		h.Settle()
+		for i, f := range futures {
+			res, err := f.Result()
+			if err != nil {
+				t.Fatalf("status request %d of %d while the outbox load hangs: %v; want an answer at once", i, n, err)
+			}
+			if st := res.(*deadletter.Status); !st.Loading || !st.LoadingSince.Equal(started) {
+				t.Fatalf("status while loading = %+v, want loading since %v", st, started)
+			}
+		}
+		if waited := time.Since(started); waited != 0 {
+			t.Errorf("the answers came %v after the requests, want at once", waited)
 		}
 	})
 }
