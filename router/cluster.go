@@ -638,6 +638,7 @@ var errKinds = []struct {
 	err  error
 }{
 	{"notRunning", actors.ErrNotRunning},
+	{"loading", ErrSubscriptionLoading},
 	{"notQueue", ErrNotQueueSubscription},
 	{"subNotFound", ErrSubscriptionNotFound},
 	{"topicNotFound", ErrTopicNotFound},

@@ -11,7 +11,9 @@ import (
 
 // An owner's error reaches the asking node wrapping the same sentinel, through the JSON of
 // the answer; an owner shutting down, or not yet running the subscription its placement
-// names it for, answers ErrNotPlaced, which callers retry.
+// names it for, answers ErrNotPlaced, which callers retry; an owner still loading the
+// subscription's state refuses an endProbation with ErrSubscriptionLoading, which the admin API
+// answers 503 on whichever node got the call.
 func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 	for _, c := range []struct {
 		owner error
@@ -22,6 +24,7 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 		{ErrClosed, []error{ErrNotPlaced}},
 		{fmt.Errorf("event subscription %q: %w", "workers", ErrNotQueueSubscription), []error{ErrNotQueueSubscription}},
 		{ErrInsufficientStorage, []error{ErrInsufficientStorage}},
+		{fmt.Errorf("ending the probation of event subscription %q: %w", "billing", actors.ErrLoading), []error{ErrSubscriptionLoading}},
 	} {
 		var a clusterAnswer
 		a.setErr(c.owner)

@@ -23,7 +23,20 @@ type Status struct {
 	Cursor uint64
 	// Probation is the endpoint's probation state.
 	Probation ProbationStatus
+	// Loading is set while the subscription's actor still reads its stored state (after a
+	// restart, an update or its placement on this cluster node): the answer comes at once,
+	// and the fields above are then not known yet (zero). [Router.EndProbation] meanwhile
+	// answers [ErrSubscriptionLoading].
+	Loading bool
+	// LoadingSince is when the actor started reading its state (zero unless Loading): a load
+	// that has run for long points at a store that stopped answering.
+	LoadingSince time.Time
 }
+
+// ErrSubscriptionLoading is wrapped by [Router.EndProbation]'s error while the subscription's
+// actor still reads its stored state: nothing was changed; call it again once [Router.Status]
+// no longer says Loading. The admin API answers it 503 with Retry-After.
+var ErrSubscriptionLoading = actors.ErrLoading
 
 // ProbationStatus describes an endpoint's probation (SPEC §2.2).
 type ProbationStatus struct {
@@ -48,6 +61,7 @@ func statusOf(s *actors.Status) *Status {
 		Topic: s.Topic, Subscription: s.Subscription, Backlog: s.Backlog, OldestUndelivered: s.OldestUndelivered,
 		InFlight: s.InFlight, Cursor: s.Cursor,
 		Probation: ProbationStatus{Active: p.Active, State: p.State, Until: p.Until, Cause: p.Cause, ConsecutiveFailures: p.ConsecutiveFailures},
+		Loading:   s.Loading, LoadingSince: s.LoadingSince,
 	}
 }
 
@@ -58,6 +72,11 @@ type DeadLetterStatus struct {
 	Waiting, Writing, Retrying int
 	// ObjectsWritten, RecordsWritten and RecordsDropped count since the actor started.
 	ObjectsWritten, RecordsWritten, RecordsDropped int
+	// Loading is set while the dead-letter actor still reads its outbox at start: the answer
+	// comes at once, and the counts of records are then not known yet (zero).
+	Loading bool
+	// LoadingSince is when it started reading its outbox (zero unless Loading).
+	LoadingSince time.Time
 }
 
 // Pending counts the records not yet written.
@@ -67,6 +86,7 @@ func deadLetterStatusOf(s *deadletter.Status) *DeadLetterStatus {
 	return &DeadLetterStatus{
 		Waiting: s.Waiting, Writing: s.Writing, Retrying: s.Retrying,
 		ObjectsWritten: s.ObjectsWritten, RecordsWritten: s.RecordsWritten, RecordsDropped: s.RecordsDropped,
+		Loading: s.Loading, LoadingSince: s.LoadingSince,
 	}
 }
 

@@ -293,15 +293,21 @@ much, and events of older objects wait while newer ones keep failing. The summar
 				Usage: "show the dead-letter outbox: records waiting, being written, retrying; written and dropped",
 				Flags: append(serverFlags(), outputFlag()),
 				Action: func(c *cli.Context) error {
-					var st map[string]int
+					var st map[string]any
 					if err := newClient(c, e).do(http.MethodGet, "/admin/deadLetters", nil, &st); err != nil {
 						return err
 					}
 					if c.String("output") == "json" {
 						return printJSON(e.Stdout, st)
 					}
+					if loading, _ := st["loading"].(bool); loading {
+						// The counts of records are not known before the outbox is read.
+						fmt.Fprintf(e.Stdout, "loading the outbox since %v\n", st["loadingSince"])
+						return nil
+					}
+					n := func(k string) int { f, _ := st[k].(float64); return int(f) }
 					fmt.Fprintf(e.Stdout, "waiting %d  writing %d  retrying %d  objects written %d  records written %d  dropped %d\n",
-						st["waiting"], st["writing"], st["retrying"], st["objectsWritten"], st["recordsWritten"], st["recordsDropped"])
+						n("waiting"), n("writing"), n("retrying"), n("objectsWritten"), n("recordsWritten"), n("recordsDropped"))
 					return nil
 				},
 			},

@@ -21,12 +21,16 @@ type armSubscription struct {
 		Topic               string `json:"topic,omitempty"`
 		ProvisioningState   string `json:"provisioningState,omitempty"`
 		ProvisioningMessage string `json:"provisioningMessage,omitempty"`
-		DeliveryState       *struct {
-			Backlog                     int     `json:"backlog"`
-			InFlight                    int     `json:"inFlight"`
-			OldestUndeliveredAgeSeconds float64 `json:"oldestUndeliveredAgeSeconds"`
-			Probation                   bool    `json:"probation"`
-			ProbationCause              string  `json:"probationCause,omitempty"`
+		// DeliveryState's fields are pointers: while the subscription loads its stored state
+		// the server sends only loading and loadingSince, and -o json shows just those.
+		DeliveryState *struct {
+			Backlog                     *int      `json:"backlog,omitempty"`
+			InFlight                    *int      `json:"inFlight,omitempty"`
+			OldestUndeliveredAgeSeconds *float64  `json:"oldestUndeliveredAgeSeconds,omitempty"`
+			Probation                   *bool     `json:"probation,omitempty"`
+			ProbationCause              string    `json:"probationCause,omitempty"`
+			Loading                     bool      `json:"loading,omitempty"`
+			LoadingSince                time.Time `json:"loadingSince,omitzero"`
 		} `json:"deliveryState,omitempty"`
 	} `json:"properties"`
 }
@@ -252,7 +256,9 @@ Examples:
 				Name:  "show",
 				Usage: "Get the details of an event subscription.",
 				Description: `Shows an event subscription with its provisioning state and delivery state (backlog, oldest
-undelivered event, probation). Secrets are not shown.
+undelivered event, probation). Secrets are not shown. While the subscription reads its stored
+state (after a restart of the server or an update), the delivery state says "loading its state
+since" a time instead: it is not known yet.
 
 Examples:
    Show an event subscription.
@@ -577,9 +583,11 @@ func printSubscriptions(e env, format string, subs ...armSubscription) error {
 	tab := newTable("NAME", "PROVISIONING STATE", "TYPE", "ENDPOINT", "DELIVERY")
 	for _, s := range subs {
 		state := ""
-		if ds := s.Properties.DeliveryState; ds != nil {
-			state = fmt.Sprintf("backlog=%d inFlight=%d", ds.Backlog, ds.InFlight)
-			if ds.Probation {
+		if ds := s.Properties.DeliveryState; ds != nil && ds.Loading {
+			state = "loading its state since " + ds.LoadingSince.UTC().Format(time.RFC3339)
+		} else if ds != nil {
+			state = fmt.Sprintf("backlog=%d inFlight=%d", deref(ds.Backlog), deref(ds.InFlight))
+			if deref(ds.Probation) {
 				state += " probation=" + ds.ProbationCause
 			}
 		}
@@ -605,4 +613,13 @@ func printSubscriptions(e env, format string, subs ...armSubscription) error {
 		}
 	}
 	return tab.write(e.Stdout)
+}
+
+// deref is *p, or the zero value when p is nil (a field the server left out).
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }

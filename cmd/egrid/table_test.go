@@ -86,3 +86,49 @@ func TestSubscriptionTableAlignsLongNames(t *testing.T) {
 	}
 	requireUnder(t, out, lines[4], at, "s3", "Succeeded", "WebHook", "https://c.example/")
 }
+
+// TestSubscriptionShowsLoading: a subscription whose actor still reads its stored state shows
+// "loading its state since" its start in the DELIVERY column, not zeros that would read as an
+// idle, healthy subscription, and -o json keeps the admin API's loading form; a loaded one
+// shows its backlog as before, a backlog of 0 included.
+func TestSubscriptionShowsLoading(t *testing.T) {
+	var subs []armSubscription
+	raw := `[
+		{"name":"s1","properties":{"provisioningState":"Succeeded","deliveryState":{"loading":true,"loadingSince":"2026-11-28T09:00:00Z"}}},
+		{"name":"s2","properties":{"provisioningState":"Succeeded","deliveryState":{"backlog":0,"inFlight":0,"oldestUndeliveredAgeSeconds":0,"probation":false}}}
+	]`
+	if err := json.Unmarshal([]byte(raw), &subs); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := printSubscriptions(env{Stdout: &buf}, "table", subs...); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[1], "loading its state since 2026-11-28T09:00:00Z") || strings.Contains(lines[1], "backlog") ||
+		!strings.HasSuffix(lines[2], "backlog=0 inFlight=0") {
+		t.Errorf("table:\n%s\nwant s1 loading since its start and no backlog, s2 with backlog=0 inFlight=0", buf.String())
+	}
+	buf.Reset()
+	if err := printSubscriptions(env{Stdout: &buf}, "json", subs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Properties struct {
+			DeliveryState map[string]any `json:"deliveryState"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if ds := got.Properties.DeliveryState; len(ds) != 2 || ds["loading"] != true || ds["loadingSince"] != "2026-11-28T09:00:00Z" {
+		t.Errorf("-o json deliveryState = %v, want only loading and loadingSince", ds)
+	}
+	buf.Reset()
+	if err := printSubscriptions(env{Stdout: &buf}, "json", subs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"backlog": 0`) {
+		t.Errorf("-o json of a loaded subscription:\n%s\nwant its backlog of 0 shown", buf.String())
+	}
+}

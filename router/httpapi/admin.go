@@ -244,7 +244,9 @@ type subscriptionBody struct {
 	DeliveryState       json.RawMessage `json:"deliveryState,omitempty"`
 }
 
-// deliveryState is egrid's addition to a subscription read.
+// deliveryState is egrid's addition to a subscription read. While the subscription's actor
+// still reads its stored state it is only {"loading": true, "loadingSince": …}: the delivery
+// state is not known yet, and zeros would read as an idle, healthy subscription.
 type deliveryState struct {
 	Backlog                     int       `json:"backlog"`
 	InFlight                    int       `json:"inFlight"`
@@ -252,6 +254,20 @@ type deliveryState struct {
 	Probation                   bool      `json:"probation"`
 	ProbationUntil              time.Time `json:"probationUntil,omitzero"`
 	ProbationCause              string    `json:"probationCause,omitempty"`
+	Loading                     bool      `json:"-"`
+	LoadingSince                time.Time `json:"-"`
+}
+
+// MarshalJSON writes the loading form while Loading, else the fields.
+func (d *deliveryState) MarshalJSON() ([]byte, error) {
+	if d.Loading {
+		return json.Marshal(struct {
+			Loading      bool      `json:"loading"`
+			LoadingSince time.Time `json:"loadingSince,omitzero"`
+		}{true, d.LoadingSince})
+	}
+	type fields deliveryState // without the method
+	return json.Marshal((*fields)(d))
 }
 
 func (a *API) subscriptionResource(req *http.Request, topic, name string, spec router.SubscriptionSpec, withState bool) armResource[subscriptionView] {
@@ -263,7 +279,9 @@ func (a *API) subscriptionResource(req *http.Request, topic, name string, spec r
 		v.ProvisioningState, v.ProvisioningMessage = p.State, p.Message
 	}
 	if withState && v.ProvisioningState == router.StateSucceeded {
-		if st, err := a.r.Status(req.Context(), topic, name); err == nil {
+		if st, err := a.r.Status(req.Context(), topic, name); err == nil && st.Loading {
+			v.DeliveryState = &deliveryState{Loading: true, LoadingSince: st.LoadingSince}
+		} else if err == nil {
 			ds := &deliveryState{Backlog: st.Backlog, InFlight: st.InFlight, Probation: st.Probation.Active}
 			if !st.OldestUndelivered.IsZero() {
 				ds.OldestUndeliveredAgeSeconds = a.r.Now().Sub(st.OldestUndelivered).Seconds()
@@ -380,6 +398,10 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 	case errors.Is(err, router.ErrTopicNotFound), errors.Is(err, router.ErrSubscriptionNotFound), errors.Is(err, router.ErrEventNotFound):
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
 	case errors.Is(err, router.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
+	case errors.Is(err, router.ErrSubscriptionLoading):
+		// The subscription is starting: its message says since when and to try again.
+		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.

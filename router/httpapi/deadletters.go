@@ -103,15 +103,30 @@ func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
 	}
 }
 
+// deadLetterStatusView is GET /admin/deadLetters' answer. While the dead-letter actor still
+// reads its outbox at start, loading is true with loadingSince, and the counts of records
+// (waiting, writing, retrying) are not known yet (zero).
+type deadLetterStatusView struct {
+	Waiting        int       `json:"waiting"`
+	Writing        int       `json:"writing"`
+	Retrying       int       `json:"retrying"`
+	ObjectsWritten int       `json:"objectsWritten"`
+	RecordsWritten int       `json:"recordsWritten"`
+	RecordsDropped int       `json:"recordsDropped"`
+	Loading        bool      `json:"loading,omitempty"`
+	LoadingSince   time.Time `json:"loadingSince,omitzero"`
+}
+
 func (a *API) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
 	st, err := a.r.DeadLetterStatus(req.Context())
 	if err != nil {
 		a.writeDeadLetterError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{
-		"waiting": st.Waiting, "writing": st.Writing, "retrying": st.Retrying,
-		"objectsWritten": st.ObjectsWritten, "recordsWritten": st.RecordsWritten, "recordsDropped": st.RecordsDropped,
+	writeJSON(w, http.StatusOK, deadLetterStatusView{
+		Waiting: st.Waiting, Writing: st.Writing, Retrying: st.Retrying,
+		ObjectsWritten: st.ObjectsWritten, RecordsWritten: st.RecordsWritten, RecordsDropped: st.RecordsDropped,
+		Loading: st.Loading, LoadingSince: st.LoadingSince,
 	})
 }
 

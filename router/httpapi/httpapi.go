@@ -35,8 +35,11 @@ type API struct {
 //	GET /admin/topics
 //	POST /admin/topics/{topic}/listKeys
 //	PUT|GET|DELETE /admin/topics/{topic}/eventSubscriptions/{name}
+//	                                         a GET adds deliveryState; {"loading": true, "loadingSince": …} while the
+//	                                         subscription reads its stored state
 //	GET /admin/topics/{topic}/eventSubscriptions
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
+//	                                         503 with Retry-After while the subscription reads its stored state
 //	GET  /admin/health                       the store's health: 200 when healthy, else 503 (SPEC §6)
 //	GET  /admin/deadLetters, GET|POST …/eventSubscriptions/{name}/deadLetters[/records|/replay]
 //	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)

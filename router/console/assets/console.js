@@ -169,11 +169,12 @@ async function topicView(topic) {
   const states = await Promise.all(subs.map((s) => getJSON(subPath(topic, s.name)).catch((e) => ({ error: e }))));
   const rows = subs.map((s, i) => {
     const st = states[i];
-    const ds = (st.properties && st.properties.deliveryState) || null;
+    const raw = (st.properties && st.properties.deliveryState) || null;
+    const ds = raw && !raw.loading ? raw : null; // loading: the delivery state is not known yet
     const scope = topic + "/" + s.name;
     return el("tr", { "data-subscription": s.name },
       el("td", {}, el("a", { href: `#/topics/${enc(topic)}/subscriptions/${enc(s.name)}` }, s.name)),
-      el("td", {}, st.error ? el("span", { class: "bad" }, st.error.message) : (st.properties.provisioningState || "")),
+      el("td", {}, st.error ? el("span", { class: "bad" }, st.error.message) : (st.properties.provisioningState || ""), loadingNote(raw)),
       el("td", { class: "num" }, ds ? ds.backlog : "–"),
       el("td", { class: "num" }, ds ? ds.inFlight : "–"),
       el("td", { class: "num" }, ds ? ds.oldestUndeliveredAgeSeconds.toFixed(1) + " s" : "–"),
@@ -188,6 +189,13 @@ async function topicView(topic) {
   poll(() => topicView(topic));
 }
 
+// loadingNote says that a subscription is reading its stored state, and since when; nothing
+// when it is not.
+function loadingNote(ds) {
+  if (!ds || !ds.loading) return "";
+  return el("span", { class: "muted", "data-loading": "yes" }, ` loading its state since ${ds.loadingSince || "?"}`);
+}
+
 function probationCell(topic, name, ds) {
   if (!ds) return "–";
   if (!ds.probation) return el("span", { class: "ok", "data-probation": "no" }, "no");
@@ -199,13 +207,14 @@ function probationCell(topic, name, ds) {
 async function subscriptionView(topic, name) {
   const sums = await sample();
   const s = await getJSON(subPath(topic, name));
-  const ds = s.properties.deliveryState || null;
+  const raw = s.properties.deliveryState || null;
+  const ds = raw && !raw.loading ? raw : null; // loading: the delivery state is not known yet
   const attempts = (await getJSON(`/console/api/attempts/${enc(topic)}/${enc(name)}`)).value;
   const scope = topic + "/" + name;
   const dest = s.properties.destination || {};
   const state = el("table", { id: "state" },
     el("tr", {}, el("th", {}, "Destination"), el("td", {}, dest.endpointType || "", " ", (dest.properties && dest.properties.endpointBaseUrl) || "")),
-    el("tr", {}, el("th", {}, "Provisioning"), el("td", {}, s.properties.provisioningState || "", " ", s.properties.provisioningMessage || "")),
+    el("tr", {}, el("th", {}, "Provisioning"), el("td", {}, s.properties.provisioningState || "", " ", s.properties.provisioningMessage || "", loadingNote(raw))),
     el("tr", {}, el("th", {}, "Backlog"), el("td", { class: "num", id: "backlog" }, ds ? ds.backlog : "–")),
     el("tr", {}, el("th", {}, "In flight"), el("td", { class: "num" }, ds ? ds.inFlight : "–")),
     el("tr", {}, el("th", {}, "Oldest undelivered"), el("td", { class: "num" }, ds ? ds.oldestUndeliveredAgeSeconds.toFixed(1) + " s" : "–")),
