@@ -14,17 +14,7 @@ import (
 // Pebble keeps buffers up to 1 MB by default, less than a group commit of a busy topic, and
 // allocating each afresh was a quarter of the bytes a publish allocated (README, Durability).
 func TestAppendReusesItsBatchBuffer(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector drops pooled items at random; run without -race")
-	}
-	s, err := disk.Open(t.TempDir(), disk.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.PutTopic(t.Context(), "t", nil); err != nil {
-		t.Fatal(err)
-	}
+	s := openPoolStore(t)
 	// 2 000 events of 1 KB: about 2 MB in one batch, over pebble's default.
 	evs := make([]*schemas.Event, 2000)
 	size := 0
@@ -61,17 +51,7 @@ func TestAppendReusesItsBatchBuffer(t *testing.T) {
 // bytes larger than the last allocated a new buffer of megabytes, and a small write that took
 // the pooled batch dropped its buffer.
 func TestAppendKeepsItsBatchBufferAcrossSizesAndOtherWrites(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector drops pooled items at random; run without -race")
-	}
-	s, err := disk.Open(t.TempDir(), disk.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.PutTopic(t.Context(), "t", nil); err != nil {
-		t.Fatal(err)
-	}
+	s := openPoolStore(t)
 	const n = 10
 	evs := make([]*schemas.Event, 1800+n)
 	for i := range evs {
@@ -101,4 +81,22 @@ func TestAppendKeepsItsBatchBufferAcrossSizesAndOtherWrites(t *testing.T) {
 	if per, avg := (after.TotalAlloc-before.TotalAlloc)/n, size/n; per > uint64(avg)/4 {
 		t.Errorf("appends of about %d bytes of events, each a little larger than the last and each followed by another write, allocate %d bytes each; want their batch buffer reused", avg, per)
 	}
+}
+
+// openPoolStore opens a store with topic "t" for the tests of the appends' batch reuse, which
+// skip under the race detector: it drops pooled items at random.
+func openPoolStore(t *testing.T) *disk.Store {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random; run without -race")
+	}
+	s, err := disk.Open(t.TempDir(), disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.PutTopic(t.Context(), "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
