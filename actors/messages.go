@@ -44,26 +44,28 @@ type RemoveSubscription struct {
 }
 
 // GetStatus asks a subscription actor (or, with Subscription set, a topic actor, which forwards
-// it) for its delivery state; the answer is a *[Status]. It is answered at once, also while the
-// actor still reads its stored state at start: the answer then says so ([Status.Loading]).
+// it) for its delivery state; the answer is a *[Status]. While the actor still reads its stored
+// state at start, the request waits for the read up to a second (statusWait; a load that ends
+// by then answers with the loaded state) and is then answered with the loading status
+// ([Status.Loading]).
 type GetStatus struct {
 	Subscription string
 }
 
 // EndProbation asks a subscription actor (through its topic actor) to end its probation now.
-// The answer is a *[Status]; while the actor still reads its stored state at start it is an
-// error wrapping [ErrLoading], at once, and nothing is ended: the probation is in the state
-// being read.
+// The answer is a *[Status]. While the actor still reads its stored state at start the request
+// waits for the read up to a second (statusWait), and past it is answered with an error wrapping
+// [ErrLoading], nothing ended: the probation is in the state being read.
 type EndProbation struct {
 	Subscription string
 }
 
 // ErrLoading wraps the answer to an [EndProbation] that reaches a subscription actor while it
 // still reads its stored state at start (after a restart, an update that replaced it, or its
-// placement on this cluster node): nothing was changed, and the call is to be made again once
-// the state is in, which a [GetStatus] tells ([Status.Loading]). The request is not kept for
-// after the load: a store that stopped answering would hold its caller, and every caller
-// after it, for as long as it does.
+// placement on this cluster node) and whose read has not ended within a second: nothing was
+// changed, and the call is to be made again once the state is in, which a [GetStatus] tells
+// ([Status.Loading]). The request is not kept for longer: a store that stopped answering would
+// hold its caller, and every caller after it, for as long as it does.
 var ErrLoading = errors.New("the event subscription is still loading its state from the store")
 
 // Status is a subscription's delivery state at one instant.
@@ -81,8 +83,9 @@ type Status struct {
 	// Probation is the endpoint's probation state.
 	Probation ProbationStatus
 	// Loading is set while the actor still reads its stored state at start (a router restart,
-	// a restart of the actor, an update that replaced it, its placement on this cluster node):
-	// the answer comes at once, from the actor, without waiting for the read. The delivery
+	// a restart of the actor, an update that replaced it, its placement on this cluster node)
+	// and the read has run for a second (a request waits that long for it), or when more than
+	// 64 requests wait for it: the answer comes from the actor, without the read. The delivery
 	// fields above (Backlog, OldestUndelivered, InFlight, Cursor, Probation) are then not
 	// known yet: they are zero, and say nothing of the subscription.
 	Loading bool

@@ -48,8 +48,9 @@ const (
 // journal from the subscription's cursor when it falls behind, as a push subscription does.
 // It reads its stored state off the mailbox at start, as a push subscription does (sharing the
 // router's load slots): meanwhile it answers Stop, receives wait, Delivers are kept (bounded,
-// see [earlyMessages]) and handled once the state is in, and a status request is answered at
-// once with its loading status ([Status.Loading]), a settlement at once too: no lock is held
+// see [earlyMessages]) and handled once the state is in, a status request waits for the load
+// up to statusWait and is then answered with its loading status ([Status.Loading]; see
+// [boot.hold]), and a settlement is answered at once: no lock is held
 // before the load (locks live in memory, and this incarnation has handed none out), so every
 // token fails as it would after it, TokenLost (BadToken for a malformed one or another
 // subscription's).
@@ -113,8 +114,8 @@ type queue struct {
 	wg     sync.WaitGroup
 
 	// boot is the state load in flight (nil once loaded; see [startLoad]). Meanwhile receives
-	// wait (their MaxWait runs), Delivers are kept for after it, and status requests and
-	// settlements are answered at once (see [QueueProps]).
+	// wait (their MaxWait runs), Delivers are kept for after it, status requests for up to
+	// statusWait, and settlements are answered at once (see [QueueProps]).
 	boot *boot
 
 	tag         [tagLen]byte
@@ -153,16 +154,40 @@ type queue struct {
 
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
-	if q.boot != nil && q.boot.early.keep(c) {
-		return
+	if q.boot != nil {
+		if q.boot.early.keep(c) {
+			return
+		}
+		switch msg := c.Message().(type) {
+		case *GetStatus, *EndProbation:
+			// Kept for the load's first statusWait (see [boot.hold]), then answered with the
+			// loading status.
+			if !q.boot.hold(msg, c.Sender()) && c.Sender() != nil {
+				c.Send(c.Sender(), q.status())
+			}
+			return
+		case *slowLoad:
+			if msg.id == q.boot.id {
+				for _, r := range q.boot.overdue() {
+					c.Send(r.sender, q.status())
+				}
+			}
+			return
+		}
 	}
 	switch msg := c.Message().(type) {
+	case *slowLoad: // the load ended within statusWait
+		return
 	case *actor.Started:
 		q.start(c)
 		return // nothing to serve before the state is in
 	case *stateLoaded:
+		waiting := q.loadWaiting()
 		if !q.applyLoad(msg) {
 			return
+		}
+		for _, r := range waiting {
+			c.Send(r.sender, q.status())
 		}
 	case *actor.Restarting, *actor.Stopping:
 		q.stop()
@@ -230,7 +255,7 @@ func (q *queue) applyLoad(m *stateLoaded) bool {
 		panic(m.err)
 	}
 	early := &q.boot.early
-	q.boot.cancel()
+	q.boot.end()
 	q.boot = nil
 	st := m.state
 	q.epoch = st.Epoch
@@ -304,7 +329,7 @@ func (q *queue) stop() {
 		q.cancel()
 	}
 	if q.boot != nil {
-		q.boot.cancel()
+		q.boot.end()
 	}
 	if q.timer != nil {
 		q.timer.Stop()
@@ -832,6 +857,15 @@ func (q *queue) oldest() time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// loadWaiting returns the status requests kept while the state loads ([boot.hold]), to be
+// answered once it is in.
+func (q *queue) loadWaiting() []earlyRequest {
+	if q.boot == nil {
+		return nil
+	}
+	return q.boot.waiting
 }
 
 func (q *queue) status() *Status {

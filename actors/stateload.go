@@ -52,5 +52,7 @@ func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, roo
 			msg.err = fmt.Errorf("loading journal head of topic %s: %w", topic, msg.err)
 		}
 	}()
-	return &boot{id: id, cancel: cancel, since: time.Now()}
+	b := &boot{id: id, cancel: cancel, since: time.Now()}
+	b.timer = time.AfterFunc(statusWait, func() { root.Send(self, &slowLoad{id: id}) })
+	return b
 }

@@ -229,8 +229,9 @@ type subscription struct {
 	finished atomic.Int32
 
 	// boot is the state load in flight (nil once loaded): until it is back the actor takes in
-	// no events, keeping them for after it (bounded: see [earlyMessages]), and answers status
-	// requests at once with its loading status and EndProbation with [ErrLoading].
+	// no events, keeping them for after it (bounded: see [earlyMessages]); status requests and
+	// EndProbations wait for it up to statusWait, then are answered with its loading status and
+	// [ErrLoading] ([boot.hold]).
 	boot *boot
 
 	cursor uint64 // durable: every event up to it is settled
@@ -299,16 +300,27 @@ func (s *subscription) Receive(c actor.Context) {
 		if s.boot.early.keep(c) {
 			return
 		}
-		switch c.Message().(type) {
+		switch msg := c.Message().(type) {
 		case *GetStatus:
-			// Answered now, not after the load: an operator asks exactly when the store
-			// stopped answering, and pollers kept in a list would grow it without end.
-			c.Respond(s.boot.status(s.cfg))
+			// Kept for the load's first statusWait, then answered with the loading status: an
+			// operator asks exactly when the store stopped answering (see [boot.hold]).
+			if !s.boot.hold(msg, c.Sender()) {
+				c.Respond(s.boot.status(s.cfg))
+			}
 			return
 		case *EndProbation:
-			// The probation is in the state being read: ending it now would be undone by the
-			// load, and keeping the request would hold its caller as long as the store does.
-			c.Respond(s.boot.refuseEndProbation(s.cfg))
+			// The probation is in the state being read: ending it before the load would be
+			// undone by it, so past statusWait the request is refused (see [boot.hold]).
+			if !s.boot.hold(msg, c.Sender()) {
+				c.Respond(s.boot.refuseEndProbation(s.cfg))
+			}
+			return
+		case *slowLoad:
+			if msg.id == s.boot.id {
+				for _, r := range s.boot.overdue() {
+					s.answerLoading(c, r)
+				}
+			}
 			return
 		case *journalRead, *parkedRead, *attemptDone, *wake:
 			// From an earlier incarnation (this one starts nothing before its state is in):
@@ -323,7 +335,7 @@ func (s *subscription) Receive(c actor.Context) {
 	case *actor.Started:
 		s.start(c)
 	case *stateLoaded:
-		s.applyLoad(msg)
+		s.applyLoad(c, msg)
 	case *parkedRead:
 		s.applyParked(msg)
 		s.fill()
@@ -351,6 +363,9 @@ func (s *subscription) Receive(c actor.Context) {
 			panic(fmt.Sprintf("sink of subscription %s panicked: %v", s.scope, msg.panicked))
 		}
 		s.persistSoon()
+	case *slowLoad: // the load ended within statusWait
+		s.turnOpen = false
+		return
 	case *wake:
 		if msg.gen != s.timerGen {
 			s.turnOpen = false
@@ -487,16 +502,17 @@ func (s *subscription) setSaved(snap retry.ProbationSnapshot) {
 var loadIDs atomic.Uint64
 
 // applyLoad takes in the stored state: the cursor, the parked events (without their events,
-// read when they come due), the probation; then the Delivers that arrived meanwhile, in order.
-func (s *subscription) applyLoad(m *stateLoaded) {
+// read when they come due), the probation; then the Delivers that arrived meanwhile, in order,
+// and the requests kept for it ([boot.hold]): the EndProbations, then an answer to each.
+func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	if s.boot == nil || m.id != s.boot.id {
 		return // from before a restart
 	}
 	if m.err != nil {
 		panic(m.err)
 	}
-	early := &s.boot.early
-	s.boot.cancel()
+	early, waiting := &s.boot.early, s.boot.waiting
+	s.boot.end()
 	s.boot = nil
 	st := m.state
 	s.epoch = st.Epoch
@@ -536,10 +552,28 @@ func (s *subscription) applyLoad(m *stateLoaded) {
 		s.head = early.through
 		s.behind = s.next <= s.head
 	}
+	for _, r := range waiting {
+		if _, ok := r.msg.(*EndProbation); ok {
+			s.endProbation()
+		}
+	}
 	s.promoteDue(time.Now())
 	s.fill()
 	s.dispatch()
 	s.persist()
+	for _, r := range waiting {
+		c.Send(r.sender, s.status())
+	}
+}
+
+// answerLoading answers a request kept while the state loads, once the load has run for
+// statusWait: a status request with the loading status, an EndProbation with its refusal.
+func (s *subscription) answerLoading(c actor.Context, r earlyRequest) {
+	if _, ok := r.msg.(*EndProbation); ok {
+		c.Send(r.sender, s.boot.refuseEndProbation(s.cfg))
+		return
+	}
+	c.Send(r.sender, s.boot.status(s.cfg))
 }
 
 // boot is a subscription actor's state load in flight.
@@ -548,6 +582,61 @@ type boot struct {
 	cancel context.CancelFunc // of the load's context; the actor's stop calls it
 	since  time.Time          // when the load started
 	early  earlyMessages
+
+	// waiting are the requests kept for the load's end ([boot.hold]); slow is set once the
+	// load has run for statusWait (timer sends [slowLoad] then).
+	waiting []earlyRequest
+	slow    bool
+	timer   *time.Timer
+}
+
+// earlyRequest is a request kept while the state loads, with whom to answer.
+type earlyRequest struct {
+	msg    any
+	sender *actor.PID
+}
+
+// statusWait is how long a status request (or an EndProbation, or a queue's status request)
+// that reaches an actor still loading its state waits for the load. A load that ends within it
+// — a new subscription's, nearly every restart's — answers it with the loaded state, as if the
+// request had come after it, so a client that creates a subscription and reads it back sees its
+// delivery state; past it, a load that hangs (a store that stopped answering) answers it with
+// the loading status ([Status.Loading]), and an EndProbation with [ErrLoading].
+const statusWait = time.Second
+
+// maxEarlyRequests bounds the requests kept while the state loads; past it they are answered
+// at once, as after statusWait, so pollers of a hung load grow nothing.
+const maxEarlyRequests = 64
+
+// slowLoad tells an actor that its load id has run for statusWait.
+type slowLoad struct{ id uint64 }
+
+// hold keeps a request from sender for the load's end and reports whether it did: only within
+// the load's first statusWait, with fewer than maxEarlyRequests kept, and when there is
+// someone to answer.
+func (b *boot) hold(msg any, sender *actor.PID) bool {
+	if b.slow || sender == nil || len(b.waiting) >= maxEarlyRequests {
+		return false
+	}
+	b.waiting = append(b.waiting, earlyRequest{msg: msg, sender: sender})
+	return true
+}
+
+// overdue marks the load as past statusWait and hands back the requests kept, to be answered
+// now; later ones are answered at once.
+func (b *boot) overdue() []earlyRequest {
+	b.slow = true
+	w := b.waiting
+	b.waiting = nil
+	return w
+}
+
+// end stops the load's context and its statusWait timer: the load is in, or the actor stops.
+func (b *boot) end() {
+	b.cancel()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 }
 
 // status is the answer to a status request while the state loads: that it loads, and since
@@ -570,10 +659,10 @@ type fetch struct {
 }
 
 // earlyMessages keeps the Delivers a subscription or queue actor receives while its state is
-// loading, bounded by maxEarlyEntries. Requests are not kept: a status request is answered at
-// once with the loading status, an EndProbation with [ErrLoading], and a queue's settlement at
-// once as well (no lock is held before the load); only a queue's receives wait, each with its
-// own MaxWait, bounded by the router's limit on long polls.
+// loading, bounded by maxEarlyEntries. Requests are kept apart, for at most statusWait and at
+// most maxEarlyRequests of them ([boot.hold]); a queue's settlement is answered at once (no
+// lock is held before the load), and a queue's receives wait, each with its own MaxWait,
+// bounded by the router's limit on long polls.
 type earlyMessages struct {
 	delivers []*Deliver
 	entries  int    // in delivers, a Deliver without entries counting one
@@ -679,7 +768,7 @@ func (s *subscription) stop() {
 		s.cancel()
 	}
 	if s.boot != nil {
-		s.boot.cancel()
+		s.boot.end()
 	}
 	if s.timer != nil {
 		s.timer.Stop()

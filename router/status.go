@@ -24,9 +24,9 @@ type Status struct {
 	// Probation is the endpoint's probation state.
 	Probation ProbationStatus
 	// Loading is set while the subscription's actor still reads its stored state (after a
-	// restart, an update or its placement on this cluster node): the answer comes at once,
-	// and the fields above are then not known yet (zero). [Router.EndProbation] meanwhile
-	// answers [ErrSubscriptionLoading].
+	// restart, an update or its placement on this cluster node) and the read has run for over
+	// a second (a request waits that long for it): the fields above are then not known yet
+	// (zero). [Router.EndProbation] meanwhile answers [ErrSubscriptionLoading].
 	Loading bool
 	// LoadingSince is when the actor started reading its state (zero unless Loading): a load
 	// that has run for long points at a store that stopped answering.

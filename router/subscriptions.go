@@ -173,15 +173,17 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	return nil
 }
 
-// Status returns a subscription's delivery state: backlog, oldest undelivered event, probation;
-// while its actor still reads its stored state, at once, that it does ([Status.Loading]).
+// Status returns a subscription's delivery state: backlog, oldest undelivered event, probation.
+// While its actor still reads its stored state it waits for the read up to a second, then
+// returns that the actor does ([Status.Loading]).
 func (r *Router) Status(ctx context.Context, topic, name string) (*Status, error) {
 	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.GetStatus{Subscription: name} })
 }
 
 // EndProbation ends a subscription's probation now (an operator's call, SPEC §2.2) and
-// returns its new state. While the subscription's actor still reads its stored state it
-// changes nothing and returns an error wrapping [ErrSubscriptionLoading] at once: try again.
+// returns its new state. While the subscription's actor still reads its stored state it waits
+// for the read up to a second; past that it changes nothing and returns an error wrapping
+// [ErrSubscriptionLoading]: try again.
 func (r *Router) EndProbation(ctx context.Context, topic, name string) (*Status, error) {
 	return r.askSubscription(ctx, topic, name, func(name string) any { return &actors.EndProbation{Subscription: name} })
 }
