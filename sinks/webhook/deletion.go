@@ -109,7 +109,7 @@ func NotifyDeletion(ctx context.Context, client *http.Client, dr DeletionRequest
 	if dr.Origin != "" {
 		h.Set(hdrOrigin, dr.Origin)
 	}
-	resp, _, herr := roundTrip(ctx, client, http.MethodPost, dr.URL, display, h, body, dr.Timeout, "the SubscriptionDeletion event")
+	resp, _, herr := roundTrip(ctx, client, http.MethodPost, dr.URL, display, h, body, dr.Timeout, "the SubscriptionDeletion event", false)
 	if herr != nil {
 		return herr
 	}

@@ -99,11 +99,18 @@ type directConn struct {
 	idleAt  time.Time
 }
 
-// maxResponseHeaderBytes bounds the head of an answer (status line and headers), as net/http's
-// Transport bounds it by default (its MaxResponseHeaderBytes): http.ReadResponse itself reads
-// a head of any size, so an endpoint sending a header line without end would otherwise grow
-// the process's memory until the attempt timeout.
-const maxResponseHeaderBytes = 10 << 20
+// maxResponseHeaderBytes bounds the head of an answer (status line and headers, informational
+// answers before it included) on both paths: the direct pool's reads stop there, and
+// [NewClient] gives it to net/http's Transport as its MaxResponseHeaderBytes (over HTTP/2, the
+// header list size it announces). http.ReadResponse itself reads a head of any size, and
+// net/http's default bound, 10 MiB, let one attempt allocate 114-164 MB parsing a head of
+// small header lines (a map entry and strings per line): a hostile endpoint answering every
+// attempt of many subscriptions that way held gigabytes. 64 KiB is the bound egrid's own
+// server puts on a request's headers (httpserver.DefaultMaxHeaderBytes) and the most of a
+// body the sink drains; real endpoints answer with a few hundred bytes of headers, and the
+// proxies in front of them refuse far less than this (nginx's 4-8 KiB proxy buffer, 32 KiB
+// at AWS's load balancers).
+const maxResponseHeaderBytes = 64 << 10
 
 // errHeadTooLarge is the failure of an attempt whose answer's head exceeds
 // maxResponseHeaderBytes, in net/http's words.
@@ -224,6 +231,11 @@ func (p *directPool) exchange(ctx context.Context, pc *directConn, req *http.Req
 			return fail(errors.New("too many 1xx informational responses"))
 		}
 		resp, err = readResponse(pc.br, req)
+	}
+	if err != nil && pc.read >= pc.headEnd {
+		// The head reached its bound: whatever net/textproto made of the line cut there
+		// (a "malformed MIME header"), the failure is the head's size.
+		err = errHeadTooLarge
 	}
 	pc.headEnd = 0
 	if err != nil {

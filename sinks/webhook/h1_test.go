@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -364,11 +365,12 @@ func TestDirectSendsTheBodyWithoutACopy(t *testing.T) {
 	}
 }
 
-// An answer whose head never ends is refused once it passes net/http's default limit
-// (MaxResponseHeaderBytes, 10 MiB), on the direct pool as on net/http's transport, instead of
-// being read into memory for as long as the endpoint sends it.
+// An answer whose head passes 64 KiB is refused, on the direct pool as on net/http's
+// transport, instead of being read into memory: net/http's default bound (10 MiB) let one
+// attempt allocate over 100 MB parsing a head of small header lines, and a hostile endpoint
+// answers every attempt of every subscription that way.
 func TestDirectBoundsTheAnswerHead(t *testing.T) {
-	const limit = 10 << 20
+	const limit = 64 << 10
 	for _, tc := range []struct {
 		name string
 		body []byte // a small body goes to the direct pool, a large one to net/http's transport
@@ -376,14 +378,14 @@ func TestDirectBoundsTheAnswerHead(t *testing.T) {
 		{name: "direct", body: smallBatch.Body},
 		{name: "net/http", body: bytes.Repeat([]byte("x"), 64<<10)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/one long line", func(t *testing.T) {
 			srv := newScriptedServer(t, func(s *scriptedServer, c net.Conn, br *bufio.Reader) {
 				if !s.readRequest(br) {
 					return
 				}
 				// A head one header line over the limit, then complete: a client that reads
 				// it all would take it as delivered.
-				pad := strings.Repeat("a", 64<<10)
+				pad := strings.Repeat("a", 16<<10)
 				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Pad: "); err != nil {
 					return
 				}
@@ -398,6 +400,33 @@ func TestDirectBoundsTheAnswerHead(t *testing.T) {
 			err := sink.Deliver(t.Context(), &sinks.Batch{Subscription: "s", Body: tc.body})
 			de := requireOutcome(t, err, schemas.GenericError)
 			if !strings.Contains(de.Error(), "exceeded") {
+				t.Fatalf("Deliver = %v; want the head's limit named", err)
+			}
+		})
+		t.Run(tc.name+"/many short lines", func(t *testing.T) {
+			// 8 MiB of distinct one-letter headers, complete: read whole, each line costs a map
+			// entry and strings, 12 times the bytes on the wire.
+			var head bytes.Buffer
+			head.WriteString("HTTP/1.1 500 Internal Server Error\r\n")
+			for i := 0; head.Len() < 8<<20; i++ {
+				fmt.Fprintf(&head, "X%07d: a\r\n", i)
+			}
+			head.WriteString("Content-Length: 0\r\n\r\n")
+			srv := newScriptedServer(t, func(s *scriptedServer, c net.Conn, br *bufio.Reader) {
+				if !s.readRequest(br) {
+					return
+				}
+				_, _ = c.Write(head.Bytes()) // fails once the client stops reading
+			})
+			sink := newSink(t, webhook.Config{URL: srv.url()}, ownClient(t))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := sink.Deliver(t.Context(), &sinks.Batch{Subscription: "s", Body: tc.body})
+			runtime.ReadMemStats(&after)
+			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+				t.Fatalf("an attempt answered with an 8 MiB head allocated %d MiB; want at most 16 (the head refused at 64 KiB)", got>>20)
+			}
+			if de := requireOutcome(t, err, schemas.GenericError); !strings.Contains(de.Error(), "exceeded") {
 				t.Fatalf("Deliver = %v; want the head's limit named", err)
 			}
 		})

@@ -165,7 +165,7 @@ func ValidateSubscription(ctx context.Context, client *http.Client, vr Validatio
 		h.Set(p.Name, p.Value)
 	}
 
-	resp, answer, herr := roundTrip(ctx, client, http.MethodPost, vr.URL, display, h, body, vr.Timeout, "the SubscriptionValidation event")
+	resp, answer, herr := roundTrip(ctx, client, http.MethodPost, vr.URL, display, h, body, vr.Timeout, "the SubscriptionValidation event", true)
 	if herr != nil {
 		return 0, herr
 	}
@@ -228,7 +228,7 @@ func RequestDelivery(ctx context.Context, client *http.Client, ar AbuseProtectio
 		}
 	}
 	h.Set(hdrRequestOrigin, origin)
-	resp, _, herr := roundTrip(ctx, client, http.MethodOptions, ar.URL, display, h, nil, ar.Timeout, "the OPTIONS abuse-protection request")
+	resp, _, herr := roundTrip(ctx, client, http.MethodOptions, ar.URL, display, h, nil, ar.Timeout, "the OPTIONS abuse-protection request", false)
 	if herr != nil {
 		return 0, herr
 	}
@@ -252,9 +252,14 @@ func RequestDelivery(ctx context.Context, client *http.Client, ar AbuseProtectio
 	return 0, nil
 }
 
-// roundTrip sends one handshake request and returns the response with up to 64 KB of its
-// body (already closed), or a *HandshakeError when no answer came.
-func roundTrip(ctx context.Context, client *http.Client, method, rawURL, display string, h http.Header, body []byte, timeout time.Duration, what string) (*http.Response, []byte, *HandshakeError) {
+// roundTrip sends one handshake request and returns the response, with up to 64 KB of its
+// body when readBody is set (the body is closed either way), or a *HandshakeError when no
+// answer came. A body that stops before its end (the timeout passed while the endpoint
+// trickled it, or the endpoint closed the connection) is no answer either: the handshake
+// would otherwise read a cut-off validationResponse as its absence. Without readBody the
+// answer is complete at its head, and an endpoint that never sends the rest of its body does
+// not hold the handshake until the timeout.
+func roundTrip(ctx context.Context, client *http.Client, method, rawURL, display string, h http.Header, body []byte, timeout time.Duration, what string, readBody bool) (*http.Response, []byte, *HandshakeError) {
 	if client == nil {
 		client = SharedClient()
 	}
@@ -272,8 +277,7 @@ func roundTrip(ctx context.Context, client *http.Client, method, rawURL, display
 		return nil, nil, &HandshakeError{Outcome: schemas.InvalidDestination, Reason: fmt.Sprintf("building %s for %s failed", what, display)}
 	}
 	req.Header = h
-	resp, err := client.Do(req)
-	if err != nil {
+	failed := func(err error) error {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error prints the whole URL, query string and all
@@ -281,13 +285,29 @@ func roundTrip(ctx context.Context, client *http.Client, method, rawURL, display
 		if actx.Err() != nil && ctx.Err() == nil {
 			err = context.Cause(actx)
 		}
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		err = failed(err)
 		return nil, nil, &HandshakeError{
 			Outcome: classify(err, ctx.Err()),
 			Reason:  fmt.Sprintf("%s did not answer %s: %v", display, what, err),
 		}
 	}
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxDrain))
+	if !readBody {
+		_ = resp.Body.Close()
+		return resp, nil, nil
+	}
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
+	if err != nil {
+		err = failed(err)
+		return nil, nil, &HandshakeError{
+			Outcome: classify(err, ctx.Err()),
+			Reason:  fmt.Sprintf("%s answered %s with %s but its body did not arrive whole: %v", display, what, resp.Status, err),
+		}
+	}
 	return resp, answer, nil
 }
 

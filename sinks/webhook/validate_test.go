@@ -1,11 +1,13 @@
 package webhook_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,6 +295,95 @@ func TestDeliverGivesBackAnAbandonedTurn(t *testing.T) {
 		want := []time.Duration{0, 2 * time.Second} // the abandoned 2 s turn, not 4 s
 		if len(at) != 2 || at[0] != want[0] || at[1] != want[1] {
 			t.Errorf("requests at %v; want %v", at, want)
+		}
+	})
+}
+
+// pipeClient returns a client as NewClient makes it whose every connection is an in-memory
+// pipe served by serve, so a test runs in a synctest bubble and its timeouts pass in virtual
+// time. Its idle connections are closed at the end of the test.
+func pipeClient(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *http.Client {
+	t.Helper()
+	c := webhook.NewClient(func(ctx context.Context, _, _ string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			serve(server, bufio.NewReader(server))
+		}()
+		return client, nil
+	})
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// answerThen reads one request, writes answer and then does what rest says: "stall" reads
+// until the client closes the connection, "close" closes it at once.
+func answerThen(answer, rest string) func(c net.Conn, br *bufio.Reader) {
+	return func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		if _, err := io.WriteString(c, answer); err != nil || rest == "close" {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c) // the client's close ends it
+	}
+}
+
+// An answer to the SubscriptionValidation event whose body stops short — the endpoint trickles
+// it past the timeout, or closes the connection — is no answer: a transient failure with the
+// outcome that ended it, not a 200 without validationResponse, which would make the
+// subscription wait for a manual validation the endpoint never meant.
+func TestValidateSubscriptionIncompleteBody(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n"
+	for _, tc := range []struct {
+		name string
+		rest string
+		want schemas.Outcome
+	}{
+		{name: "stalls past the timeout", rest: "stall", want: schemas.TimedOut},
+		{name: "closes the connection", rest: "close", want: schemas.SocketError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				client := pipeClient(t, answerThen(head+`{"validationRes`, tc.rest))
+				v, err := webhook.ValidateSubscription(t.Context(), client, webhook.ValidationRequest{
+					URL: "http://hook.test/?key=s3cret", Code: "c", Timeout: 30 * time.Second,
+				})
+				var he *webhook.HandshakeError
+				if !errors.As(err, &he) || he.Outcome != tc.want || !he.Transient() {
+					t.Fatalf("ValidateSubscription = %v, %v; want a transient %v *HandshakeError", v, err, tc.want)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("error %q shows the endpoint's query string", err)
+				}
+			})
+		})
+	}
+}
+
+// The OPTIONS abuse-protection answer and the SubscriptionDeletion answer are complete at
+// their heads: a body the endpoint never finishes does not hold them until the timeout.
+func TestHandshakesDoNotWaitForABodyTheyIgnore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := pipeClient(t, answerThen("HTTP/1.1 200 OK\r\nWebHook-Allowed-Origin: *\r\nWebHook-Allowed-Rate: 60\r\nContent-Length: 10\r\n\r\nab", "stall"))
+		start := time.Now()
+		rate, err := webhook.RequestDelivery(t.Context(), client, webhook.AbuseProtectionRequest{URL: "http://hook.test/", Timeout: 30 * time.Second})
+		if err != nil || rate != 60 {
+			t.Fatalf("RequestDelivery = %d, %v; want 60, nil", rate, err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("RequestDelivery took %s of virtual time; want 0 (the answer's head is the answer)", took)
+		}
+		start = time.Now()
+		err = webhook.NotifyDeletion(t.Context(), client, webhook.DeletionRequest{URL: "http://hook.test/", Subscription: "s", EventID: "d-1", Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("NotifyDeletion = %v; want nil", err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("NotifyDeletion took %s of virtual time; want 0 (the answer's head is the answer)", took)
 		}
 	})
 }

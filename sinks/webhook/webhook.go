@@ -485,9 +485,9 @@ func validHeaderValue[T string | []byte](v T) bool {
 
 // SharedClient returns the HTTP client [New] uses when given nil, so a router can share it
 // (for the validation handshake, say). It is tuned for connection reuse: keep-alive, up to
-// 256 idle connections per host, no compression (response bodies are discarded), no overall
-// Timeout (each attempt is bounded by its context) and no redirects (a 3xx is a failed
-// attempt). It honours the HTTP_PROXY, HTTPS_PROXY and NO_PROXY environment variables. Its
+// 256 idle connections per host, answer heads of at most 64 KiB, no compression (response
+// bodies are discarded), no overall Timeout (each attempt is bounded by its context) and no
+// redirects (a 3xx is a failed attempt). It honours the HTTP_PROXY, HTTPS_PROXY and NO_PROXY environment variables. Its
 // transport sends small plain-http requests on the caller's goroutine (see the package
 // documentation) and the rest through net/http's Transport.
 func SharedClient() *http.Client { return sharedClient() }
@@ -506,15 +506,16 @@ func NewClient(dial func(ctx context.Context, network, addr string) (net.Conn, e
 	return &http.Client{
 		Transport: &transport{
 			Transport: &http.Transport{
-				Proxy:                 http.ProxyFromEnvironment,
-				DialContext:           dial,
-				ForceAttemptHTTP2:     true,
-				MaxIdleConns:          maxIdle,
-				MaxIdleConnsPerHost:   maxIdlePerHost,
-				IdleConnTimeout:       idleTimeout,
-				TLSHandshakeTimeout:   10 * time.Second,
-				ExpectContinueTimeout: time.Second,
-				DisableCompression:    true,
+				Proxy:                  http.ProxyFromEnvironment,
+				DialContext:            dial,
+				ForceAttemptHTTP2:      true,
+				MaxIdleConns:           maxIdle,
+				MaxIdleConnsPerHost:    maxIdlePerHost,
+				IdleConnTimeout:        idleTimeout,
+				TLSHandshakeTimeout:    10 * time.Second,
+				MaxResponseHeaderBytes: maxResponseHeaderBytes,
+				ExpectContinueTimeout:  time.Second,
+				DisableCompression:     true,
 			},
 			direct: newDirectPool(dial, maxIdlePerHost, maxIdle, idleTimeout),
 		},
