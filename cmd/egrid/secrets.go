@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -75,6 +76,30 @@ func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (
 		}
 	}
 	return "", nil
+}
+
+// warnReadableSecrets logs a warning, with the remedy, for each of paths (empty ones skipped)
+// that group or others may read, write or enter: a file holding the admin token, the MinIO
+// secret key or the TLS private key. ssh refuses such a private key and PostgreSQL such a TLS
+// key; serve warns and goes on, because the usual ways of handing secrets to a container
+// give them wider modes (Kubernetes mounts secrets 0644 unless defaultMode says otherwise).
+// The store's --secret-key-file is refused instead (disk.ReadSecretKey): it is read at every
+// start, and a key anyone can read seals nothing. A path that cannot be read is left to the
+// read that reports it.
+func warnReadableSecrets(log *slog.Logger, paths ...string) {
+	seen := make(map[string]bool, len(paths))
+	for _, path := range paths {
+		if path == "" || seen[path] {
+			continue
+		}
+		seen[path] = true
+		info, err := os.Stat(path)
+		if err != nil || info.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		log.Warn(fmt.Sprintf("the secret file %s can be read by group or others: run chmod 600 %s (with Kubernetes, defaultMode: 0400 on the secret volume)", path, path),
+			"mode", fmt.Sprintf("%04o", info.Mode().Perm()))
+	}
 }
 
 // maxSecretFile bounds a secret file: it holds one secret (a token, a key, a password, at

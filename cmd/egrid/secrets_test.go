@@ -272,3 +272,36 @@ func TestServerLimitKeys(t *testing.T) {
 		t.Errorf("validate: %v, want both problems", err)
 	}
 }
+
+// TestServeWarnsOfReadableSecretFiles: a secret file group or others can read (here the admin
+// token file, 0644) gets a warning at start naming the file and the remedy; serve goes on and
+// uses it.
+func TestServeWarnsOfReadableSecretFiles(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(token, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	warnings := make(chan string, 4)
+	srv := startLogged(t, warnings, "the secret file", "--admin-token-file", token, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	select {
+	case line := <-warnings:
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "chmod 600 "+token) || !strings.Contains(line, "mode=0644") {
+			t.Fatalf("the start warning is %q; want a WARN naming the file, its mode and chmod 600", line)
+		}
+	default: // the start warnings are written before "egrid serving"
+		t.Fatalf("no warning about the admin token file readable by others:\n%s", srv.log())
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.url+"/admin/topics", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := oneShot.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an admin call with the file's token: %d, want 200", resp.StatusCode)
+	}
+}

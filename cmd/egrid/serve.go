@@ -74,6 +74,13 @@ func serve(c *cli.Context, e env) error {
 	}
 	log := slog.New(handler)
 	warnInsecureDev(log, s)
+	var declaredSecrets serverConfig
+	if file != nil {
+		declaredSecrets = file.Server
+	}
+	warnReadableSecrets(log, s.TLSKey,
+		c.String("admin-token-file"), e.Getenv("EGRID_ADMIN_TOKEN_FILE"), declaredSecrets.AdminTokenFile,
+		c.String("minio-secret-key-file"), e.Getenv("EGRID_MINIO_SECRET_KEY_FILE"), declaredSecrets.MinIO.SecretKeyFile)
 
 	counters := new(metrics.Set)
 	var (
