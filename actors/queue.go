@@ -738,12 +738,20 @@ func (q *queue) token(it *qitem) string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+func malformedToken(tok string) *FailedToken {
+	return &FailedToken{LockToken: tok, Code: TokenBad, Message: "The lock token is malformed: pass a lockToken exactly as receive returned it."}
+}
+
 // lookup finds the locked event of tok, or says why it cannot be settled.
 func (q *queue) lookup(tok string) (*qitem, *FailedToken) {
+	// The length first: a token is the client's text, of any length, and Decode panics on
+	// input that decodes to more than b holds.
 	var b [tokenLen]byte
-	n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok))
-	if err != nil || n != tokenLen || base64.RawURLEncoding.EncodedLen(tokenLen) != len(tok) || b[0] != tokenVersion {
-		return nil, &FailedToken{LockToken: tok, Code: TokenBad, Message: "The lock token is malformed: pass a lockToken exactly as receive returned it."}
+	if len(tok) != base64.RawURLEncoding.EncodedLen(tokenLen) {
+		return nil, malformedToken(tok)
+	}
+	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != tokenVersion {
+		return nil, malformedToken(tok)
 	}
 	if !bytes.Equal(b[1:1+tagLen], q.tag[:]) {
 		return nil, &FailedToken{LockToken: tok, Code: TokenBad, Message: "The lock token belongs to another event subscription: settle it on the subscription it was received from."}

@@ -315,6 +315,52 @@ func TestPullPerTokenFailures(t *testing.T) {
 	})
 }
 
+// TestPullOverlongTokenIsBadToken: a lock token longer than any egrid makes is answered
+// BadToken, and the queue keeps the locks it holds. Decoding such a token into the token's
+// fixed buffer panicked in the queue actor: it restarted, every lock of the queue was lost
+// (their tokens answered TokenLost, the events came back with their delivery count raised),
+// and the call waited 30 s for an answer that never came and was answered 503.
+func TestPullOverlongTokenIsBadToken(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("a")))
+		evs := h.Receive(pullTopic, pullSub, 1)
+		if len(evs) != 1 {
+			t.Fatalf("received %d events, want 1", len(evs))
+		}
+		long := []string{evs[0].LockToken + "AAAA", strings.Repeat("A", 100), strings.Repeat("A", 64<<10)}
+		for _, op := range []string{"acknowledge", "release", "reject", "renewLock"} {
+			var res router.SettleResult
+			var err error
+			ctx := context.Background()
+			switch op {
+			case "acknowledge":
+				res, err = h.Router().Acknowledge(ctx, pullTopic, pullSub, long)
+			case "release":
+				res, err = h.Router().Release(ctx, pullTopic, pullSub, long, 0)
+			case "reject":
+				res, err = h.Router().Reject(ctx, pullTopic, pullSub, long)
+			case "renewLock":
+				res, err = h.Router().RenewLock(ctx, pullTopic, pullSub, long)
+			}
+			if err != nil {
+				t.Fatalf("%s with over-long tokens: %v, want a BadToken answer per token", op, err)
+			}
+			if len(res.Succeeded) != 0 || len(res.Failed) != len(long) {
+				t.Fatalf("%s with over-long tokens = %+v, want %d failures", op, res, len(long))
+			}
+			for i, f := range res.Failed {
+				if f.Code != router.CodeBadToken {
+					t.Errorf("%s: failed[%d] code %s, want %s", op, i, f.Code, router.CodeBadToken)
+				}
+			}
+		}
+		if res := h.Acknowledge(pullTopic, pullSub, evs[0].LockToken); len(res.Succeeded) != 1 {
+			t.Fatalf("acknowledging the event's own token afterwards = %+v, want it to succeed: the lock must outlive the bad tokens", res)
+		}
+	})
+}
+
 func TestPullAcknowledgeHalfBatchLeavesTheRest(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
