@@ -386,10 +386,17 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 	if err != nil {
 		errs = append(errs, fmt.Errorf("retryPolicy.profile: %w", err))
 	} else {
+		// Checked in minutes before it becomes a duration, which would wrap: 2^53+30 minutes
+		// times a minute is 30 minutes in an int64 of nanoseconds.
+		ttl := s.RetryPolicy.EventTimeToLiveInMinutes
+		if lo, hi := int(profile.MinTTL/time.Minute), int(profile.MaxTTL/time.Minute); ttl != 0 && (ttl < lo || ttl > hi) {
+			errs = append(errs, fmt.Errorf("retryPolicy.eventTimeToLiveInMinutes %d is out of range: use %d-%d for the %s profile (default %d)", ttl, lo, hi, profile.Name, int(profile.DefaultTTL/time.Minute)))
+			ttl = 0
+		}
 		pol := &retry.Policy{
 			Profile:             profile,
 			MaxDeliveryAttempts: s.RetryPolicy.MaxDeliveryAttempts,
-			EventTimeToLive:     time.Duration(s.RetryPolicy.EventTimeToLiveInMinutes) * time.Minute,
+			EventTimeToLive:     time.Duration(ttl) * time.Minute,
 			DeadLetter:          s.DeadLetterDestination != nil,
 			TimeScale:           timeScale,
 		}

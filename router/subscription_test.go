@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -483,6 +485,33 @@ func TestExpirationMustBeInTheFuture(t *testing.T) {
 	}
 	if _, err := r.Subscription("orders", "sub"); !errors.Is(err, router.ErrSubscriptionNotFound) {
 		t.Errorf("the refused subscription exists: %v", err)
+	}
+}
+
+// TestRetryTimeToLiveOutOfRange: eventTimeToLiveInMinutes is checked in minutes, before it
+// becomes a duration. Converted first, 2^53+30 minutes wrapped to 30 minutes and was accepted
+// (and stored, and shown back as 9007199254741022).
+func TestRetryTimeToLiveOutOfRange(t *testing.T) {
+	r, err := router.New(router.Config{SkipEndpointValidation: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1<<53 + 30, math.MaxInt, 1441, -1, math.MinInt} {
+		spec := router.SubscriptionSpec{Destination: router.WebHook("https://example.com/"), RetryPolicy: router.RetryPolicy{EventTimeToLiveInMinutes: n}}
+		err := r.CreateSubscription(context.Background(), "orders", "sub", spec)
+		if err == nil || !strings.Contains(err.Error(), "retryPolicy.eventTimeToLiveInMinutes "+strconv.Itoa(n)) || !strings.Contains(err.Error(), "1-1440") {
+			t.Errorf("eventTimeToLiveInMinutes %d: %v; want it refused, naming the field and 1-1440", n, err)
+		}
+	}
+	for _, n := range []int{0, 1, 1440} {
+		spec := router.SubscriptionSpec{Destination: router.WebHook("https://example.com/"), RetryPolicy: router.RetryPolicy{EventTimeToLiveInMinutes: n}}
+		if err := r.CreateSubscription(context.Background(), "orders", "sub", spec); err != nil {
+			t.Errorf("eventTimeToLiveInMinutes %d: %v; want it accepted", n, err)
+		}
 	}
 }
 
