@@ -339,7 +339,19 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	if !spec.ExpirationTimeUTC.IsZero() && !spec.ExpirationTimeUTC.After(now) {
 		return nil, nil
 	}
-	return r.subscriptionConfigWith(t, d.Name, &spec, rec.Egrid)
+	st := t.load()
+	res, err := spec.validate(&st.spec, r.cfg.TimeScale)
+	if err != nil {
+		// Stored by an egrid that accepted it (a check added since): refusing it here would
+		// keep the whole router from starting, and the admin API that could fix it with it.
+		// It is served as Failed, its stored state untouched — its cursor holds the journal
+		// back, so none of its events is trimmed — until a PUT that passes replaces it.
+		r.log.Error("a stored event subscription is not valid and does not deliver: update (PUT) it with a valid definition, or delete it", logattr.Topic, t.name, logattr.Subscription, d.Name, "err", err)
+		r.life.set(k, &provisioned{State: StateFailed,
+			Message: fmt.Sprintf("the stored definition is not valid (%s): it does not deliver, and its events are kept; update (PUT) it with a valid definition, or delete it", strings.ReplaceAll(err.Error(), "\n", "; "))})
+		return nil, nil
+	}
+	return r.buildSubscriptionConfig(t, st, d.Name, &spec, res, rec.Egrid)
 }
 
 // keepHidden fills in what reads leave out — the endpoint URL and the values of secret static

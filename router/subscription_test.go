@@ -23,6 +23,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -512,6 +513,64 @@ func TestRetryTimeToLiveOutOfRange(t *testing.T) {
 		if err := r.CreateSubscription(context.Background(), "orders", "sub", spec); err != nil {
 			t.Errorf("eventTimeToLiveInMinutes %d: %v; want it accepted", n, err)
 		}
+	}
+}
+
+// TestStoredInvalidSubscriptionDoesNotStopTheRouter: a stored definition that no longer
+// passes validation (stored by an egrid that accepted it: eventTimeToLiveInMinutes 2^53+30
+// before TestRetryTimeToLiveOutOfRange's check, or written by another version) is served as
+// Failed, naming the problem, and the router starts with everything else. It made router.New
+// fail ("loading subscription ..."), so the server did not start, nor its admin API that
+// could fix the definition.
+func TestStoredInvalidSubscriptionDoesNotStopTheRouter(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	cfg := router.Config{SkipEndpointValidation: true}
+	r, err := router.New(cfg, router.Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "good", router.SubscriptionSpec{Destination: router.WebHook("https://example.com/good")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]string{
+		"ttl-wrap": `{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"https://example.com/a"}},"retryPolicy":{"eventTimeToLiveInMinutes":9007199254741022}}`,
+		"attempts": `{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"https://example.com/b"}},"retryPolicy":{"maxDeliveryAttempts":31}}`,
+	}
+	for name, def := range stored {
+		if err := st.PutSubscription(ctx, "orders", name, []byte(def)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r, err = router.New(cfg, router.Deps{Store: st})
+	if err != nil {
+		t.Fatalf("router.New on a store holding invalid definitions: %v; want it to start", err)
+	}
+	defer r.Close(ctx)
+	for name, field := range map[string]string{"ttl-wrap": "eventTimeToLiveInMinutes", "attempts": "maxDeliveryAttempts", "good": ""} {
+		p, err := r.Provisioning("orders", name)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", name, err)
+		case field == "" && p.State != router.StateSucceeded:
+			t.Errorf("%s: %+v, want Succeeded", name, p)
+		case field != "" && (p.State != router.StateFailed || !strings.Contains(p.Message, field)):
+			t.Errorf("%s: %+v, want Failed naming %s", name, p, field)
+		}
+	}
+	// A valid definition put over it makes it deliver again.
+	if err := r.CreateSubscription(ctx, "orders", "attempts", router.SubscriptionSpec{Destination: router.WebHook("https://example.com/b")}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.Provisioning("orders", "attempts"); err != nil || p.State != router.StateSucceeded {
+		t.Errorf("after a valid PUT: %+v %v, want Succeeded", p, err)
 	}
 }
 
