@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -188,18 +189,20 @@ func (c *fileConfig) validate() error {
 	if err := c.Server.HTTP.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
+	// Names ignore case, as in Event Grid: "orders" and "Orders" are one topic, and applying
+	// both would let the second replace the first's keys and definitions.
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
-		if seen[t.Name] {
-			errs = append(errs, fmt.Errorf("topics[%d]: topic %q is declared twice", i, t.Name))
+		if seen[strings.ToLower(t.Name)] {
+			errs = append(errs, fmt.Errorf("topics[%d]: topic %q is declared twice (names ignore case)", i, t.Name))
 		}
-		seen[t.Name] = true
+		seen[strings.ToLower(t.Name)] = true
 		subs := map[string]bool{}
 		for j, s := range t.EventSubscriptions {
-			if subs[s.Name] {
-				errs = append(errs, fmt.Errorf("topics[%d].eventSubscriptions[%d]: %q is declared twice", i, j, s.Name))
+			if subs[strings.ToLower(s.Name)] {
+				errs = append(errs, fmt.Errorf("topics[%d].eventSubscriptions[%d]: %q is declared twice (names ignore case)", i, j, s.Name))
 			}
-			subs[s.Name] = true
+			subs[strings.ToLower(s.Name)] = true
 		}
 	}
 	return errors.Join(errs...)
