@@ -235,7 +235,7 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	_ = r.system.Root.StopFuture(d.pid).Wait()
 }
 
-// checkDeadLetterDestination refuses, at create time, what dead-lettering cannot serve: a
+// checkDeadLetterDestination refuses, at create time (and at restore: see restoreSubscription), what dead-lettering cannot serve: a
 // destination on a router without a dead-letter store (Event Grid refuses a destination it
 // cannot reach), and a container name MinIO cannot take.
 func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec) error {

@@ -565,18 +565,23 @@ func TestDeadLetterDestinationNeedsAStore(t *testing.T) {
 }
 
 // A subscription stored with a deadLetterDestination and restored by a router started without
-// a dead-letter store still starts; its dead letters are dropped, counted and logged.
-func TestRestoredWithoutAStoreDropsAndCounts(t *testing.T) {
+// a dead-letter store (egrid serve without --minio-endpoint) does not deliver: delivering would
+// drop every event that ends undelivered. It shows Failed, naming the remedy, and keeps its
+// events, which a router started with a dead-letter store again delivers and dead-letters.
+func TestRestoredWithoutAStoreKeepsItsEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := store.NewMemory()
 		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
 		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
 		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+		var attempts atomic.Int64
 		failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
+			attempts.Add(1)
 			return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
 		})}
-		r1, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: failing, DeadLetterStore: testkit.NewObjectStore()})
+		objects := testkit.NewObjectStore()
+		r1, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: failing, DeadLetterStore: objects})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,17 +592,35 @@ func TestRestoredWithoutAStoreDropsAndCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = r1.Close(ctx)
+
 		r2, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: failing})
 		if err != nil {
 			t.Fatalf("restoring without a store: %v", err)
 		}
-		defer r2.Close(ctx)
+		p, err := r2.Provisioning("orders", "sub-1")
+		if err != nil || p.State != router.StateFailed || !strings.Contains(p.Message, "--minio-endpoint") {
+			t.Errorf("restored without a dead-letter store: %+v, %v; want Failed naming --minio-endpoint", p, err)
+		}
 		if err := r2.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
 			t.Fatal(err)
 		}
 		testkit.Advance(time.Minute)
-		if got := r2.Metrics().Get(metrics.Key{Name: metrics.DroppedEventCount, Scope: "orders/sub-1", Dim: "DeadLetterDestinationUnavailable"}); got != 1 {
-			t.Errorf("DroppedEventCount = %d, want 1", got)
+		if n := attempts.Load(); n != 0 {
+			t.Errorf("%d attempts while it cannot dead-letter, want none", n)
+		}
+		if got := r2.Metrics().Get(metrics.Key{Name: metrics.DroppedEventCount, Scope: "orders/sub-1", Dim: "DeadLetterDestinationUnavailable"}); got != 0 {
+			t.Errorf("DroppedEventCount = %d, want 0: the event is kept", got)
+		}
+		_ = r2.Close(ctx)
+
+		r3, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: failing, DeadLetterStore: objects})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r3.Close(ctx)
+		testkit.Advance(6 * time.Minute)
+		if n := len(objects.Objects("deadletters")); n != 1 || attempts.Load() != 1 {
+			t.Errorf("with the store again: %d objects after %d attempts, want the kept event dead-lettered after its one attempt", n, attempts.Load())
 		}
 	})
 }

@@ -341,11 +341,18 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	}
 	st := t.load()
 	res, err := spec.validate(&st.spec, r.cfg.TimeScale)
+	if err == nil {
+		// A dead-letter destination on a router started without a dead-letter store (egrid
+		// serve without --minio-endpoint): delivering would drop every event that ends
+		// undelivered, which create refuses for the same reason.
+		err = r.checkDeadLetterDestination(d.Name, &spec)
+	}
 	if err != nil {
-		// Stored by an egrid that accepted it (a check added since): refusing it here would
-		// keep the whole router from starting, and the admin API that could fix it with it.
-		// It is served as Failed, its stored state untouched — its cursor holds the journal
-		// back, so none of its events is trimmed — until a PUT that passes replaces it.
+		// Stored by an egrid that accepted it (a check added since, or a dead-letter store
+		// it had): refusing it here would keep the whole router from starting, and the
+		// admin API that could fix it with it. It is served as Failed, its stored state
+		// untouched — its cursor holds the journal back, so none of its events is trimmed
+		// — until a PUT that passes replaces it, or a restart with what it needs.
 		r.log.Error("a stored event subscription is not valid and does not deliver: update (PUT) it with a valid definition, or delete it", logattr.Topic, t.name, logattr.Subscription, d.Name, "err", err)
 		r.life.set(k, &provisioned{State: StateFailed,
 			Message: fmt.Sprintf("the stored definition is not valid (%s): it does not deliver, and its events are kept; update (PUT) it with a valid definition, or delete it", strings.ReplaceAll(err.Error(), "\n", "; "))})
