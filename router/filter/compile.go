@@ -52,6 +52,12 @@ func Compile(s Spec, schema schemas.Schema) (*Filter, error) {
 	}
 	if !allTypes {
 		f.types = append([]string(nil), s.IncludedEventTypes...)
+		if len(f.types) > typeScan {
+			f.typeSet = make(map[string]struct{}, len(f.types))
+			for _, t := range f.types {
+				f.typeSet[foldString(t)] = struct{}{}
+			}
+		}
 	}
 
 	if n := len(s.AdvancedFilters); n > MaxAdvancedFilters {

@@ -10,7 +10,8 @@ import (
 // Filter is a compiled [Spec]. It is immutable and safe for concurrent use; a nil *Filter
 // matches every event, like [All].
 type Filter struct {
-	types         []string // nil: every type
+	types         []string            // nil: every type
+	typeSet       map[string]struct{} // types folded ([foldString]), when there are more than [typeScan]
 	prefix        string
 	suffix        string
 	caseSensitive bool
@@ -19,6 +20,11 @@ type Filter struct {
 	root          *pathNode
 	nslots        int
 }
+
+// typeScan is the most includedEventTypes a filter compares one by one; a longer list (Azure
+// documents no bound on it) is looked up in a set of its folded types, so its length costs a
+// matched event nothing.
+const typeScan = 8
 
 // All is the filter that matches every event; [Compile] returns it for a [Spec] without
 // conditions, so a caller can skip matching with f == filter.All.
@@ -70,7 +76,12 @@ func (f *Filter) Match(ev *schemas.Event) bool {
 	if f == nil {
 		return true
 	}
-	if f.types != nil && !slices.ContainsFunc(f.types, func(t string) bool { return strings.EqualFold(t, ev.Type) }) {
+	if f.typeSet != nil {
+		var buf [128]byte
+		if _, ok := f.typeSet[string(appendFold(buf[:0], ev.Type))]; !ok {
+			return false
+		}
+	} else if f.types != nil && !slices.ContainsFunc(f.types, func(t string) bool { return strings.EqualFold(t, ev.Type) }) {
 		return false
 	}
 	if f.caseSensitive {

@@ -61,6 +61,15 @@ func foldString(s string) string {
 	return b.String()
 }
 
+// appendFold appends s with every rune replaced by [foldRune] to dst: [foldString] without
+// an allocation when dst has room.
+func appendFold(dst []byte, s string) []byte {
+	for _, r := range s {
+		dst = utf8.AppendRune(dst, foldRune(r))
+	}
+	return dst
+}
+
 func lowerASCII(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
