@@ -93,8 +93,24 @@ type Enqueue struct {
 
 // Flush asks the dead-letter actor to write every record now, whatever its delay or
 // back-off (the router's shutdown does this). The answer, a *[Status], comes once no
-// write is running any more; records whose write failed are still counted in it.
+// write is running any more; records whose write failed are still counted in it. One that
+// arrives while the actor reads its outbox (at start) flushes once the outbox is in. At most
+// [MaxFlushers] wait for their answer at once: another Flush still writes everything now, but
+// is answered at once, with the status of that instant.
 type Flush struct{}
+
+// MaxFlushers bounds the [Flush] requests the dead-letter actor keeps waiting for their answer:
+// a caller that asks again and again while the object store hangs grows nothing.
+const MaxFlushers = 64
+
+// MaxEarlyRecords bounds the records the dead-letter actor keeps while it reads its outbox at
+// start. Records arriving meanwhile (an [Enqueue], a subscription's hand-off, an adoption) are
+// put in the outbox at once, when not there already; past MaxEarlyRecords those already in the
+// outbox are let go, and the actor reads the outbox again once the first read is in, taking
+// in the records it does not know yet, before it writes any (its memory then grows with the
+// pending records, by their metadata, as after its start). A record whose put is still under
+// way is kept: it is in no other place.
+const MaxEarlyRecords = 4096
 
 // GetStatus asks the dead-letter actor for its state; the answer is a
 // *[Status]. It is answered at once, also while the actor still reads its outbox at start: the
@@ -157,10 +173,13 @@ type Record struct {
 }
 
 // Outbox keeps the records the dead-letter actor has not written yet. The actor
-// calls Load when it starts, then, one call at a time and in order, Put when a record arrives
+// calls Load when it starts and, one call at a time and in order, Put when a record arrives
 // or its write state changes and Delete once its object is written or it is dropped. Put and
-// Delete are done when they return (durable for a durable outbox). NewID is safe for
-// concurrent use. Returned records are owned by the caller.
+// Delete are done when they return (durable for a durable outbox). A Put may run while that
+// Load does (a record that arrives meanwhile is put at once), and Load may be called a second
+// time, while Puts run, when the actor let go of records that arrived during the first
+// ([MaxEarlyRecords]). NewID is safe for concurrent use. Returned records are owned by the
+// caller.
 //
 // [MemoryOutbox] is the default; it survives actor restarts but not the process.
 // [StoreOutbox] keeps the records in the router's store, so they survive the process too.
@@ -407,10 +426,10 @@ type dlLoaded struct {
 	err  error
 }
 
-// dlEarly is a message that arrived while the outbox was loading, kept for after it.
-type dlEarly struct {
-	msg    any
-	sender *actor.PID
+// earlyRecord is a record that arrived while the outbox was loading, kept for after it.
+type earlyRecord struct {
+	rec    *Record
+	stored bool // it is in the outbox: past MaxEarlyRecords it is let go, and read back
 }
 
 // dlLoadIDs numbers outbox loads across incarnations, so a restarted actor ignores the load
@@ -437,12 +456,21 @@ type deadLetters struct {
 	events EventOutbox
 
 	// loading is the id of the outbox load in flight (0 once loaded), started at
-	// loadingSince; the messages that arrive meanwhile wait in early and are handled after
-	// it, in order, but for status requests, answered at once (a poller's would otherwise
-	// wait, and grow early, for as long as the store does not answer).
+	// loadingSince. Meanwhile status requests are answered at once (a poller's would otherwise
+	// wait for as long as the store does not answer); records that arrive are put in the
+	// outbox at once and kept in early, at most MaxEarlyRecords of them
+	// ([deadLetters.keepEarly]); a Flush is remembered (flushAfter) with its sender among the
+	// flushers; the results of a predecessor's writes and timers are dropped.
 	loading      uint64
 	loadingSince time.Time
-	early        []dlEarly
+	early        []earlyRecord
+	earlyStored  int // of early, those in the outbox
+	// readAgain: records in the outbox were let go from early, so the outbox is read again
+	// (catchUp, the id of that read) once the first read is in; until that read is in too
+	// no write starts, and a Flush waits.
+	readAgain  bool
+	catchUp    uint64
+	flushAfter bool
 
 	recs map[uint64]*Record
 	// loaded holds the ids loaded at start, until their record leaves the outbox: a hand-off
@@ -480,7 +508,12 @@ func (d *deadLetters) Receive(c actor.Context) {
 	case *actor.Started:
 		d.start(c)
 	case *dlLoaded:
-		d.applyLoad(c, msg)
+		switch msg.id {
+		case d.loading:
+			d.applyLoad(c, msg)
+		case d.catchUp:
+			d.applyCatchUp(c, msg)
+		}
 	case *actor.Restarting:
 		d.stop(false)
 	case *actor.Stopping:
@@ -491,7 +524,7 @@ func (d *deadLetters) Receive(c actor.Context) {
 		}
 	default:
 		if d.loading != 0 {
-			d.early = append(d.early, dlEarly{msg: msg, sender: c.Sender()})
+			d.keepEarly(c, msg, c.Sender())
 			return
 		}
 		d.handle(c, msg, c.Sender())
@@ -513,6 +546,9 @@ func (d *deadLetters) handle(c actor.Context, msg any, sender *actor.PID) {
 			return
 		}
 		d.timerAt = time.Time{}
+		if d.catchUp != 0 {
+			return // no write before the outbox is read again: the read's end runs what is due
+		}
 		d.run(time.Now(), false)
 	case *dlWritten:
 		d.written(msg)
@@ -523,9 +559,108 @@ func (d *deadLetters) handle(c actor.Context, msg any, sender *actor.PID) {
 		d.answerFlushers(c)
 		d.arm(time.Now())
 	case *Flush:
-		d.flushers = append(d.flushers, sender)
+		d.addFlusher(c, sender)
+		if d.catchUp != 0 {
+			d.flushAfter = true
+			return
+		}
 		d.run(time.Now(), true)
 		d.answerFlushers(c)
+	}
+}
+
+// addFlusher keeps sender to answer once the flush is done, unless MaxFlushers wait already:
+// then it is answered at once, with the status of now.
+func (d *deadLetters) addFlusher(c actor.Context, sender *actor.PID) {
+	if sender == nil {
+		return
+	}
+	if len(d.flushers) >= MaxFlushers {
+		c.Send(sender, d.status())
+		return
+	}
+	d.flushers = append(d.flushers, sender)
+}
+
+// keepEarly handles a message that arrives while the outbox loads. A record is put in the
+// outbox at once (unless a subscription put it there) and kept for after the load, bounded by
+// MaxEarlyRecords ([deadLetters.keep]); a Flush is remembered; a predecessor's results are
+// dropped (nothing of this incarnation runs before its outbox is in).
+func (d *deadLetters) keepEarly(c actor.Context, msg any, sender *actor.PID) {
+	switch msg := msg.(type) {
+	case *Enqueue:
+		if r := d.record(msg); r != nil {
+			d.save([]Record{*r}, nil)
+			d.keep(r, false)
+		}
+	case *deadLettersHanded:
+		if msg.save {
+			d.save(msg.recs, nil)
+		}
+		for i := range msg.recs {
+			d.keep(&msg.recs[i], !msg.save)
+		}
+	case *dlSaved:
+		d.saved(msg)
+	case *Flush:
+		d.addFlusher(c, sender)
+		d.flushAfter = true
+	}
+}
+
+// keep keeps a record that arrived while the outbox loads. Past MaxEarlyRecords the records
+// already in the outbox are let go, and so is every later one in it: the outbox is read again
+// after the load ([deadLetters.readAgain]).
+func (d *deadLetters) keep(r *Record, stored bool) {
+	if stored && d.readAgain {
+		return
+	}
+	d.early = append(d.early, earlyRecord{rec: r, stored: stored})
+	if stored {
+		d.earlyStored++
+	}
+	if len(d.early) > MaxEarlyRecords && d.earlyStored > 0 {
+		d.letGoStored()
+	}
+}
+
+// letGoStored lets go of the early records in the outbox: the outbox is read again after the
+// load.
+func (d *deadLetters) letGoStored() {
+	d.readAgain = true
+	kept := d.early[:0]
+	for _, e := range d.early {
+		if !e.stored {
+			kept = append(kept, e)
+		}
+	}
+	clear(d.early[len(kept):])
+	d.early, d.earlyStored = kept, 0
+}
+
+// earlySaved marks the early records among put as in the outbox (dropping their events, for an
+// [EventOutbox]), or lets them go when the outbox is to be read again.
+func (d *deadLetters) earlySaved(put []Record) {
+	if len(d.early) == 0 || len(put) == 0 {
+		return
+	}
+	ids := make(map[uint64]bool, len(put))
+	for _, p := range put {
+		ids[p.ID] = true
+	}
+	for i := range d.early {
+		e := &d.early[i]
+		if e.stored || !ids[e.rec.ID] {
+			continue
+		}
+		e.stored = true
+		d.earlyStored++
+		if d.events != nil {
+			lighten(e.rec)
+		}
+	}
+	if d.readAgain || len(d.early) > MaxEarlyRecords {
+		d.letGoStored()
 	}
 }
 
@@ -542,8 +677,13 @@ func (d *deadLetters) start(c actor.Context) {
 	d.waiting = d.waiting[:0]
 	d.stats = Status{}
 	// The outbox is read off the mailbox: a store may wait behind a publish's fsync.
+	d.loading, d.loadingSince, d.early = d.read(), time.Now(), nil
+}
+
+// read reads the outbox off the mailbox and returns the id of the read, whose [dlLoaded]
+// comes back.
+func (d *deadLetters) read() uint64 {
 	id := dlLoadIDs.Add(1)
-	d.loading, d.loadingSince, d.early = id, time.Now(), nil
 	outbox, root, self, ctx := d.cfg.Outbox, d.system.Root, d.self, d.ctx
 	d.wg.Add(1)
 	go func() {
@@ -551,33 +691,77 @@ func (d *deadLetters) start(c actor.Context) {
 		recs, err := outbox.Load(ctx)
 		root.Send(self, &dlLoaded{id: id, recs: recs, err: err})
 	}()
+	return id
 }
 
-// applyLoad takes in the records loaded at start, then handles the messages that arrived
-// meanwhile.
+// applyLoad takes in the records loaded at start, then those that arrived meanwhile; when it
+// let some of those go, it reads the outbox again ([deadLetters.applyCatchUp]) before it runs.
 func (d *deadLetters) applyLoad(c actor.Context, m *dlLoaded) {
-	if m.id != d.loading {
-		return // from before a restart
-	}
 	if m.err != nil {
 		panic(fmt.Errorf("loading the dead-letter outbox: %w", m.err))
 	}
 	early := d.early
-	d.loading, d.early = 0, nil
-	loaded := make([]*Record, len(m.recs))
-	for i := range m.recs {
-		loaded[i] = &m.recs[i]
-		d.loaded[m.recs[i].ID] = true
-	}
+	d.loading, d.early, d.earlyStored = 0, nil, 0
 	now := time.Now()
+	if n := d.takeInLoaded(m.recs, now); n > 0 {
+		d.log.Info("dead-letter outbox loaded", "records", n)
+	}
+	recs := make([]*Record, 0, len(early))
+	for _, e := range early {
+		if _, ok := d.recs[e.rec.ID]; !ok && !d.loaded[e.rec.ID] {
+			recs = append(recs, e.rec)
+		}
+	}
+	d.takeIn(recs, now)
+	if d.readAgain {
+		d.readAgain = false
+		d.catchUp = d.read()
+		return
+	}
+	d.ready(c, now)
+}
+
+// applyCatchUp takes in the records of the outbox's second read that the actor does not know:
+// those let go while it loaded ([MaxEarlyRecords]). No write ran since the first read, so none
+// of them left the outbox since.
+func (d *deadLetters) applyCatchUp(c actor.Context, m *dlLoaded) {
+	if m.err != nil {
+		panic(fmt.Errorf("reading the dead-letter outbox again: %w", m.err))
+	}
+	d.catchUp = 0
+	now := time.Now()
+	if n := d.takeInLoaded(m.recs, now); n > 0 {
+		d.log.Info("dead-letter outbox read again for the records that arrived while it loaded", "records", n)
+	}
+	d.ready(c, now)
+}
+
+// takeInLoaded takes in the records read from the outbox that the actor does not know yet,
+// noting them as loaded, and returns how many.
+func (d *deadLetters) takeInLoaded(recs []Record, now time.Time) int {
+	loaded := make([]*Record, 0, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		if _, ok := d.recs[r.ID]; ok || d.loaded[r.ID] {
+			continue
+		}
+		loaded = append(loaded, r)
+		d.loaded[r.ID] = true
+	}
 	d.takeIn(loaded, now)
-	if len(loaded) > 0 {
-		d.log.Info("dead-letter outbox loaded", "records", len(loaded))
+	return len(loaded)
+}
+
+// ready starts the actor's work once its outbox is in: the flush asked for meanwhile, or the
+// timer of the next write.
+func (d *deadLetters) ready(c actor.Context, now time.Time) {
+	if d.flushAfter {
+		d.flushAfter = false
+		d.run(now, true)
+		d.answerFlushers(c)
+		return
 	}
 	d.arm(now)
-	for _, e := range early {
-		d.handle(c, e.msg, e.sender)
-	}
 }
 
 func (d *deadLetters) stop(final bool) {
@@ -598,9 +782,16 @@ func (d *deadLetters) stop(final bool) {
 	if !actors.WaitBounded(&d.saveWG, d.cfg.WriteTimeout) {
 		d.log.Error("the dead-letter outbox save did not finish in time; writing the latest changes beside it", "timeout", d.cfg.WriteTimeout)
 	}
-	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); final && (inMemory || d.cfg.Volatile) && len(d.recs) > 0 {
+	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); final && (inMemory || d.cfg.Volatile) {
 		// The in-memory outbox dies with the process: what is still in it is lost, and said
-		// so; its records leave the outbox with the last changes.
+		// so; its records leave the outbox with the last changes. Those that arrived while it
+		// loaded count too.
+		for _, e := range d.early {
+			if _, ok := d.recs[e.rec.ID]; !ok {
+				d.recs[e.rec.ID] = e.rec
+			}
+		}
+		d.early = nil
 		ids := slices.Sorted(maps.Keys(d.recs))
 		for _, id := range ids {
 			d.drop(d.recs[id], "the router stopped before the record could be written")
@@ -715,6 +906,7 @@ func (d *deadLetters) saved(m *dlSaved) {
 			}
 		}
 	}
+	d.earlySaved(m.put)
 	d.putQueue = append(d.putQueue, d.afterSave...)
 	d.afterSave = nil
 	d.startPuts()
@@ -722,14 +914,23 @@ func (d *deadLetters) saved(m *dlSaved) {
 }
 
 func (d *deadLetters) enqueue(m *Enqueue) {
-	if m.Letter == nil || m.Letter.Event == nil {
+	r := d.record(m)
+	if r == nil {
 		return
 	}
-	r := newOutboxRecord(d.cfg, m.Letter, m.Target)
-	note(r)
 	d.save([]Record{*r}, nil) // with its event, kept here until the outbox holds it
 	d.recs[r.ID] = r
 	heap.Push(&d.waiting, r)
+}
+
+// record returns the outbox record of an Enqueue (nil for one without an event).
+func (d *deadLetters) record(m *Enqueue) *Record {
+	if m.Letter == nil || m.Letter.Event == nil {
+		return nil
+	}
+	r := newOutboxRecord(d.cfg, m.Letter, m.Target)
+	note(r)
+	return r
 }
 
 // newOutboxRecord returns the outbox record of a dead letter, with a fresh id: due the delay
@@ -1134,7 +1335,7 @@ func (d *deadLetters) drop(r *Record, why string) {
 }
 
 func (d *deadLetters) answerFlushers(c actor.Context) {
-	if len(d.flushers) == 0 || d.saving != 0 {
+	if len(d.flushers) == 0 || d.saving != 0 || d.loading != 0 || d.catchUp != 0 {
 		return // the answer waits until what it reports is in the outbox
 	}
 	for _, o := range d.objects {
@@ -1176,7 +1377,7 @@ func (d *deadLetters) arm(now time.Time) {
 }
 
 func (d *deadLetters) status() *Status {
-	if d.loading != 0 {
+	if d.loading != 0 || d.catchUp != 0 {
 		return &Status{Loading: true, LoadingSince: d.loadingSince}
 	}
 	st := d.stats

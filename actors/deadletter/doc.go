@@ -17,7 +17,9 @@
 // its event: an object write reads its records' events back from the store, so the actor's
 // memory grows by a few hundred bytes per pending record and with the writes under way, not
 // with the events waiting for an object store that is down. It reads the outbox once as it
-// starts, a record at a time.
+// starts, a record at a time; what arrives meanwhile is put in the outbox at once and kept,
+// bounded by [MaxEarlyRecords] (past it the outbox is read a second time), and [MaxFlushers]
+// bounds the Flush requests waiting for their answer.
 //
 // An object holds at most [Config.MaxRecordsPerObject] records and [Config.MaxObjectBytes] of
 // them (a record larger than that alone), so neither a write nor a reader builds more than that

@@ -36,7 +36,8 @@ func (o *heldOutbox) Put(ctx context.Context, recs []deadletter.Record) error {
 }
 
 // The dead-letter actor reads its outbox off its mailbox: while the read is held up it stops
-// when asked, a dead letter that arrives meanwhile is handled once the outbox is in, and a
+// when asked, a dead letter that arrives meanwhile is put in the outbox at once and waits its
+// delay once the outbox is in (TestWhatArrivesWhileTheOutboxLoadsIsBounded), and a
 // status request is answered at once, saying the outbox is loading and since when
 // (TestDeadLetterStatusWhileLoadingIsAnsweredAtOnce); after the load the status is the real
 // one.
@@ -59,8 +60,9 @@ func TestDeadLetterOutboxLoadsOffTheMailbox(t *testing.T) {
 		if st := dlStatus(t, h, pid); *st != (deadletter.Status{Loading: true, LoadingSince: started}) {
 			t.Errorf("status asked while loading = %+v, want loading since the actor started, no counts", st)
 		}
-		if recs, _ := mem.Load(context.Background()); len(recs) != 0 {
-			t.Errorf("outbox before the load finished: %d records, want none yet", len(recs))
+		h.Settle() // the put runs off the mailbox
+		if recs, _ := mem.Load(context.Background()); len(recs) != 1 || recs[0].Letter.Event.ID != "early" {
+			t.Errorf("outbox before the load finished: %+v, want the early dead letter, put at once", recs)
 		}
 		close(outbox.load)
 		h.Settle()
