@@ -47,7 +47,9 @@ type RemoveSubscription struct {
 // it) for its delivery state; the answer is a *[Status]. While the actor still reads its stored
 // state at start, the request waits for the read up to a second (statusWait; a load that ends
 // by then answers with the loaded state) and is then answered with the loading status
-// ([Status.Loading]).
+// ([Status.Loading]). An actor that stops or restarts before its load is in answers the
+// requests it kept (GetStatus and [EndProbation]) at once with an error wrapping
+// [ErrNotRunning].
 type GetStatus struct {
 	Subscription string
 }

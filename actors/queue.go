@@ -190,6 +190,9 @@ func (q *queue) Receive(c actor.Context) {
 			c.Send(r.sender, q.status())
 		}
 	case *actor.Restarting, *actor.Stopping:
+		if q.boot != nil {
+			q.boot.abandon(c, q.cfg.Topic, q.cfg.Name)
+		}
 		q.stop()
 		return
 	default:

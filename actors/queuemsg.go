@@ -12,7 +12,9 @@ var ErrNotQueue = errors.New("the event subscription delivers by push, not from 
 // ErrNotRunning answers a request a topic actor forwards to one of its subscriptions' actors
 // (a status, a pull request) when it runs no actor of that name: the subscription was just
 // deleted, or, in cluster mode, its placement names this node a moment before the topic
-// actor has started it there.
+// actor has started it there. It also answers the status requests and EndProbations a
+// subscription or queue actor kept for its state load when it stops or restarts before the
+// load is in.
 var ErrNotRunning = errors.New("the event subscription's actor is not running")
 
 // This file holds the messages of queue subscription actors (pull delivery,

@@ -389,6 +389,9 @@ func (s *subscription) Receive(c actor.Context) {
 		if !broken && s.self != nil && s.boot == nil {
 			s.persist()
 		}
+		if s.boot != nil {
+			s.boot.abandon(c, s.cfg.Topic, s.cfg.Name)
+		}
 		s.stop()
 		return
 	case *actor.Restarting:
@@ -396,6 +399,9 @@ func (s *subscription) Receive(c actor.Context) {
 		// written: the next incarnation loads the last update written and attempts again
 		// whatever completed after it (a panicking sink's attempt is written before the
 		// panic).
+		if s.boot != nil {
+			s.boot.abandon(c, s.cfg.Topic, s.cfg.Name)
+		}
 		s.stop()
 		return
 	}
@@ -629,6 +635,21 @@ func (b *boot) overdue() []earlyRequest {
 	w := b.waiting
 	b.waiting = nil
 	return w
+}
+
+// abandon answers the requests kept for the load ([boot.hold]) as the actor stops or restarts
+// before its state is in: with an error wrapping [ErrNotRunning] that names the subscription,
+// so their callers hear it now instead of waiting out their own timeouts.
+func (b *boot) abandon(c actor.Context, topic, name string) {
+	if len(b.waiting) == 0 {
+		return
+	}
+	err := fmt.Errorf("event subscription %q of topic %q stopped before it had loaded its state (it was deleted or changed, moved, is shutting down, or restarts after a failure): %w",
+		name, topic, ErrNotRunning)
+	for _, r := range b.waiting {
+		c.Send(r.sender, err)
+	}
+	b.waiting = nil
 }
 
 // end stops the load's context and its statusWait timer: the load is in, or the actor stops.

@@ -38,6 +38,13 @@ type Status struct {
 // no longer says Loading. The admin API answers it 503 with Retry-After.
 var ErrSubscriptionLoading = actors.ErrLoading
 
+// ErrSubscriptionNotRunning is wrapped by [Router.Status]'s and [Router.EndProbation]'s error
+// when the subscription's actor was not running as the call reached it: it stopped before it
+// had loaded its state (the subscription was changed, moved or restarted meanwhile), or it
+// was just deleted — then the error wraps [ErrSubscriptionNotFound] instead. Nothing was
+// changed: call it again. The admin API answers it 503 with Retry-After.
+var ErrSubscriptionNotRunning = actors.ErrNotRunning
+
 // ProbationStatus describes an endpoint's probation (SPEC §2.2).
 type ProbationStatus struct {
 	// Active is true while the probation period runs: nothing is sent before Until.

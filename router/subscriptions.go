@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -223,6 +224,12 @@ func (r *Router) askLocal(ctx context.Context, topic, name string, msg func(name
 	case *actors.Status:
 		return statusOf(v), nil
 	case error:
+		if errors.Is(v, actors.ErrNotRunning) {
+			// The actor stopped as the call reached it: deleted meanwhile, it is not found.
+			if _, _, _, lerr := r.lookup(topic, name); lerr != nil {
+				return nil, lerr
+			}
+		}
 		return nil, v
 	}
 	return nil, fmt.Errorf("asking event subscription %q: unexpected answer %T", name, res)

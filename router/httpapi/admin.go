@@ -399,8 +399,9 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
 	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
-	case errors.Is(err, router.ErrSubscriptionLoading):
-		// The subscription is starting: its message says since when and to try again.
+	case errors.Is(err, router.ErrSubscriptionLoading), errors.Is(err, router.ErrSubscriptionNotRunning):
+		// The subscription is starting, or stopped as the call reached it: its message says
+		// which, and to try again.
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
 	case errors.Is(err, router.ErrUnavailable):
