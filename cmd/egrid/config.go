@@ -28,7 +28,7 @@ import (
 //	  tlsCert: cert.pem
 //	  tlsKey: key.pem
 //	  publicUrl: https://egrid.example.com   # where endpoints GET their validationUrl
-//	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false}
+//	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false, readTimeout: 1m}
 //	  deadLetterDelay: 5m
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest

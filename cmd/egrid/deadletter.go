@@ -36,6 +36,8 @@ type minioFileConfig struct {
 	CreateBuckets *bool `yaml:"createBuckets"`
 	// SecretKeyFile is a file holding the secret key, instead of SecretKey.
 	SecretKeyFile string `yaml:"secretKeyFile"`
+	// ReadTimeout bounds one read of a dead-letter object (default 1m).
+	ReadTimeout time.Duration `yaml:"readTimeout"`
 }
 
 // deadLetterSettings are the resolved dead-letter settings of `egrid serve`.
@@ -77,6 +79,7 @@ func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverCon
 		Region:        m.Region,
 		Secure:        m.Secure,
 		CreateBuckets: m.CreateBuckets == nil || *m.CreateBuckets,
+		ReadTimeout:   m.ReadTimeout,
 	}}
 	secret, err := resolveSecret(c, getenv, secretSource{
 		flag: "minio-secret-key", fileFlag: "minio-secret-key-file", env: "EGRID_MINIO_SECRET_KEY", fileEnv: "EGRID_MINIO_SECRET_KEY_FILE",

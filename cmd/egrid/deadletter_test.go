@@ -106,7 +106,7 @@ func TestResolveDeadLetters(t *testing.T) {
 func TestLoadConfigWithMinIO(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "egrid.yaml")
 	err := os.WriteFile(path, []byte(`server:
-  minio: {endpoint: 127.0.0.1:9000, accessKey: a, secretKey: b, secure: true, createBuckets: false}
+  minio: {endpoint: 127.0.0.1:9000, accessKey: a, secretKey: b, secure: true, createBuckets: false, readTimeout: 3m}
   deadLetterDelay: 2m
 `), 0o600)
 	if err != nil {
@@ -117,7 +117,7 @@ func TestLoadConfigWithMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := cfg.Server.MinIO
-	if m.Endpoint != "127.0.0.1:9000" || m.AccessKey != "a" || m.SecretKey != "b" || !m.Secure || m.CreateBuckets == nil || *m.CreateBuckets || cfg.Server.DeadLetterDelay != 2*time.Minute {
+	if m.Endpoint != "127.0.0.1:9000" || m.AccessKey != "a" || m.SecretKey != "b" || !m.Secure || m.CreateBuckets == nil || *m.CreateBuckets || m.ReadTimeout != 3*time.Minute || cfg.Server.DeadLetterDelay != 2*time.Minute {
 		t.Errorf("server section %+v (delay %v), want the MinIO settings and a 2m delay", m, cfg.Server.DeadLetterDelay)
 	}
 }

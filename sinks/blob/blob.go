@@ -34,7 +34,15 @@ type Config struct {
 	CreateBuckets bool `json:"createBuckets,omitempty" yaml:"createBuckets,omitempty"`
 	// MaxRetries is how often minio-go tries one request; 0 means 1 (no retries of its own).
 	MaxRetries int `json:"maxRetries,omitempty" yaml:"maxRetries,omitempty"`
+	// ReadTimeout bounds one Get, its content included (default [DefaultReadTimeout]): a
+	// server that stalls or trickles in the middle of an object fails the read, which its
+	// reader reports or tries again, instead of holding it (and a replay) for ever.
+	ReadTimeout time.Duration `json:"readTimeout,omitempty" yaml:"readTimeout,omitempty"`
 }
+
+// DefaultReadTimeout is the default [Config.ReadTimeout]: a minute, as the dead-letter actor
+// gives one object write, for an object of up to 80 MiB (about 1.4 MB/s at the least).
+const DefaultReadTimeout = time.Minute
 
 // Validate reports every problem of the config at once.
 func (c Config) Validate() error {
@@ -52,6 +60,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("minio maxRetries %d: use 0 or more", c.MaxRetries))
+	}
+	if c.ReadTimeout < 0 {
+		errs = append(errs, fmt.Errorf("minio readTimeout %v: use a positive duration such as 1m (0 for the default, %v)", c.ReadTimeout, DefaultReadTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -195,15 +206,31 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]sinks.Object
 // Get implements [sinks.ObjectStore]. With a limit, an object whose size is over it is
 // refused before its content is read, and the content read is cut at limit+1 bytes in case
 // the object is replaced meanwhile.
+//
+// The whole read is bounded by [Config.ReadTimeout]: past it, the error says the server did not
+// answer in time (and wraps [context.DeadlineExceeded]).
 func (s *Store) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
-	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	timeout := s.cfg.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadTimeout)
+	defer cancel()
+	fail := func(err error) error {
+		if ctx.Err() == nil && context.Cause(rctx) == errReadTimeout {
+			return fmt.Errorf("reading %s/%s from minio at %s: the object was not read within %v (minio readTimeout): "+
+				"the server is slow or stalled; check it, then try again: %w", bucket, key, s.cfg.Endpoint, timeout, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+	}
+	obj, err := s.client.GetObject(rctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+		return nil, sinks.ObjectInfo{}, fail(err)
 	}
 	defer obj.Close()
 	st, err := obj.Stat()
 	if err != nil {
-		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+		return nil, sinks.ObjectInfo{}, fail(err)
 	}
 	if limit > 0 && st.Size > limit {
 		return nil, sinks.ObjectInfo{}, tooLarge(bucket, key, st.Size, limit)
@@ -214,7 +241,7 @@ func (s *Store) Get(ctx context.Context, bucket, key string, limit int64) ([]byt
 	}
 	body, err := readAll(r, st.Size)
 	if err != nil {
-		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s from minio at %s: %w", bucket, key, s.cfg.Endpoint, translate(err))
+		return nil, sinks.ObjectInfo{}, fail(err)
 	}
 	if limit > 0 && int64(len(body)) > limit {
 		return nil, sinks.ObjectInfo{}, tooLarge(bucket, key, int64(len(body)), limit)
@@ -235,6 +262,9 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
 }
+
+// errReadTimeout is the cause of a Get's context ending at [Config.ReadTimeout].
+var errReadTimeout = errors.New("minio read timeout")
 
 func tooLarge(bucket, key string, size, limit int64) error {
 	return fmt.Errorf("reading %s/%s: %w: it holds %d bytes, more than the %d bytes the reader takes", bucket, key, sinks.ErrObjectTooLarge, size, limit)

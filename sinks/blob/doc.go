@@ -10,7 +10,8 @@
 //
 // Objects carry user metadata ([sinks.PutOptions]); List asks MinIO to list it (an extension
 // of S3's listing), so a reader can tell objects apart without reading them. Get takes a limit
-// and refuses a larger object before reading it.
+// and refuses a larger object before reading it; a whole Get, content included, is bounded by
+// [Config.ReadTimeout], so a server that stalls mid-object fails the read instead of holding it.
 //
 // The store does no retrying of its own (minio-go's retries are turned off by default): the
 // dead-letter actor owns the back-off schedule, and replay reports failures at once.
