@@ -147,3 +147,62 @@ func TestReplaySummaryListsABoundedNumberOfEvents(t *testing.T) {
 		}
 	})
 }
+
+// A replay whose store fails an object's read again through every retry (1 s, 10 s, 1 min)
+// reads no more objects: it ends at once, its summary naming the object and saying how to
+// take the older objects it left (--until), counted as unread. Before, each later object was
+// tried again just as long: a store gone for good (or credentials revoked) during a replay of
+// N objects held the replay — and every other replay of the subscription — for N × 71 s.
+func TestReplayStopsReadingWhenTheStoreFails(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		var replaying atomic.Bool
+		hook := h.Endpoint("hook", func(int, *http.Request) testkit.Response {
+			if !replaying.Load() {
+				return testkit.Response{Status: http.StatusBadRequest}
+			}
+			return testkit.Response{Status: http.StatusOK}
+		})
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		deadLetterEach(t, h, "e1", "e2", "e3", "e4", "e5")
+		router.SetReplayWindow(h.Router(), 1) // no events kept: each object is read again
+		replaying.Store(true)
+		store := h.DeadLetterStore()
+		defer store.Up()
+		done := make(chan *router.ReplaySummary, 1)
+		go func() {
+			sum, err := h.Router().ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{Wait: true,
+				Progress: func(p router.ReplayProgress) {
+					if p.Stage == router.ReplayReading && p.Done == p.Total {
+						store.Down() // the selection is made; the objects are read again from here
+					}
+				}})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- sum
+		}()
+		h.Advance(2 * time.Minute) // the retries of one object
+		var sum *router.ReplaySummary
+		select {
+		case sum = <-done:
+		default:
+			t.Fatalf("the replay still runs after its store failed the first object's read through every retry (%d failed calls)", store.Failures())
+		}
+		if sum == nil {
+			t.FailNow()
+		}
+		if store.Failures() != 4 {
+			t.Errorf("%d failed store calls, want 4: the first object's read and its three retries", store.Failures())
+		}
+		if sum.Replayed != 5 || sum.Unread != 5 || sum.Delivered != 0 || len(sum.Problems) != 2 {
+			t.Fatalf("summary %+v, want 5 selected, 5 unread and two problems", sum)
+		}
+		newest := sum.Events[0].Object
+		if p := sum.Problems[0]; !strings.HasPrefix(p, newest+": not replayed: ") || !strings.Contains(p, "store is down") {
+			t.Errorf("problem %q, want it to name %s and the store's error", p, newest)
+		}
+		if p := sum.Problems[1]; !strings.HasPrefix(p, "4 older objects (4 events) not replayed") || !strings.Contains(p, "--until ") {
+			t.Errorf("problem %q, want it to count the 4 objects left and say how to take them", p)
+		}
+	})
+}

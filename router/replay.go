@@ -71,7 +71,9 @@ type ReplaySummary struct {
 	DeadLettered int `json:"deadLettered"`
 	Dropped      int `json:"dropped"`
 	// Unread counts the replayed events whose object could not be read again when the replay
-	// came to it (with Wait; Problems says why): replay again to take them.
+	// came to it (with Wait; Problems says why): replay again to take them. Once the store
+	// failed a read through every retry, the replay reads no further objects and counts their
+	// events here too.
 	Unread int `json:"unread,omitempty"`
 	// Completed is set when every replayed event settled before the call returned.
 	Completed bool `json:"completed"`
@@ -148,12 +150,18 @@ type replaySource struct {
 
 	mu       sync.Mutex
 	problems []string // of the objects that could not be read again
+	// failed is set once the store failed a read through all of replayReadBackoff: the
+	// replay reads no more objects (left counts their events) and says how to take them.
+	failed     *replayPart
+	leftParts  int
+	leftEvents int
 }
 
 // replayPart is the records a replay takes of one object.
 type replayPart struct {
 	key, etag string
-	recs      []int32 // indexes of the records taken, in the object's array
+	written   time.Time // the object's LastModified
+	recs      []int32   // indexes of the records taken, in the object's array
 	// events are the events taken, when the selection kept them (guarded by replaySource.mu);
 	// the replay takes them, and reads the object again when they were not kept.
 	events []*schemas.Event
@@ -174,34 +182,62 @@ var replayReadBackoff = []time.Duration{time.Second, 10 * time.Second, time.Minu
 
 // read returns the events of part i: kept from the selection, or read again from its object,
 // which must be unchanged since. A store that cannot be reached is tried again after each of
-// replayReadBackoff.
+// replayReadBackoff; once it has failed a read through all of them, the replay reads no more
+// objects: each later part fails at once, and [replaySource.report] says how to take them.
 func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error) {
 	p := &s.parts[i]
 	s.mu.Lock()
-	events := p.events
+	events, failed := p.events, s.failed
 	p.events = nil
+	if events == nil && failed != nil {
+		s.leftParts++
+		s.leftEvents += len(p.recs)
+	}
 	s.mu.Unlock()
 	if events != nil {
 		return events, nil
 	}
-	events, err := s.reread(ctx, p)
+	if failed != nil {
+		return nil, fmt.Errorf("not read: the dead-letter store failed reading %s", failed.key)
+	}
+	events, unavailable, err := s.reread(ctx, p)
 	if err != nil && ctx.Err() == nil {
 		s.mu.Lock()
 		s.problems = append(s.problems, fmt.Sprintf("%s: not replayed: %v (%d events); replay again to take them", p.key, err, len(p.recs)))
+		if unavailable {
+			s.failed = p
+		}
 		s.mu.Unlock()
 	}
 	return events, err
 }
 
-func (s *replaySource) reread(ctx context.Context, p *replayPart) ([]*schemas.Event, error) {
+// report returns the problems of the objects the replay could not read again.
+func (s *replaySource) report() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.problems)
+	if s.leftParts > 0 {
+		out = append(out, fmt.Sprintf("%d older objects (%d events) not replayed: the dead-letter store failed reading %s; "+
+			"once it answers, replay again with --until %s to take them and that object",
+			s.leftParts, s.leftEvents, s.failed.key, s.failed.written.Add(time.Nanosecond).UTC().Format(time.RFC3339Nano)))
+	}
+	return out
+}
+
+// reread reads the events of p from its object again. unavailable says the store failed
+// through every retry (rather than the object being gone, too large or changed).
+func (s *replaySource) reread(ctx context.Context, p *replayPart) (events []*schemas.Event, unavailable bool, err error) {
 	var body []byte
 	var info sinks.ObjectInfo
-	var err error
 	for try := 0; ; try++ {
 		body, info, err = s.store.Get(ctx, s.bucket, p.key, s.limit)
-		if err == nil || ctx.Err() != nil || try == len(replayReadBackoff) ||
+		if err == nil || ctx.Err() != nil ||
 			errors.Is(err, sinks.ErrObjectNotFound) || errors.Is(err, sinks.ErrBucketNotFound) || errors.Is(err, sinks.ErrObjectTooLarge) {
 			break
+		}
+		if try == len(replayReadBackoff) {
+			return nil, true, fmt.Errorf("reading the object again: %w", err)
 		}
 		select {
 		case <-time.After(replayReadBackoff[try]):
@@ -209,23 +245,23 @@ func (s *replaySource) reread(ctx context.Context, p *replayPart) ([]*schemas.Ev
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the object again: %w", err)
+		return nil, false, fmt.Errorf("reading the object again: %w", err)
 	}
 	if info.ETag != p.etag {
-		return nil, errors.New("the object changed after the replay selected its records")
+		return nil, false, errors.New("the object changed after the replay selected its records")
 	}
 	recs, err := schemas.DecodeDeadLetters(body, s.schema, s.topicID)
 	if err != nil {
-		return nil, fmt.Errorf("decoding the object again: %w", err)
+		return nil, false, fmt.Errorf("decoding the object again: %w", err)
 	}
-	events := make([]*schemas.Event, len(p.recs))
+	events = make([]*schemas.Event, len(p.recs))
 	for j, k := range p.recs {
 		if int(k) >= len(recs) {
-			return nil, errors.New("the object changed after the replay selected its records")
+			return nil, false, errors.New("the object changed after the replay selected its records")
 		}
 		events[j] = recs[k].Event
 	}
-	return events, nil
+	return events, false, nil
 }
 
 // selectReplay reads the objects a replay selects, one at a time and newest first, and
@@ -266,7 +302,7 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 		if obj.problem != "" {
 			sum.Problems = append(sum.Problems, obj.problem)
 		}
-		part := replayPart{key: o.Key, etag: obj.info.ETag}
+		part := replayPart{key: o.Key, etag: obj.info.ETag, written: o.LastModified}
 		var events []*schemas.Event
 		size := 0
 		for j, rec := range obj.recs {
@@ -355,9 +391,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, src *replayS
 			report()
 		case res := <-run.done:
 			sum.Delivered, sum.DeadLettered, sum.Dropped, sum.Unread = res.Delivered, res.DeadLettered, res.Dropped, res.Unread
-			src.mu.Lock()
-			sum.Problems = append(sum.Problems, src.problems...)
-			src.mu.Unlock()
+			sum.Problems = append(sum.Problems, src.report()...)
 			sum.Completed = !res.Stopped
 			report()
 			return sum, nil
