@@ -53,8 +53,10 @@ type DeadLetterRead struct {
 	Objects int
 	// Entries are the records selected, in object order.
 	Entries []DeadLetterEntry
-	// Problems lists the objects that could not be read or decoded, one message each.
-	Problems []string
+	// Problems lists the objects that could not be read or decoded, one message each: at most
+	// the first 100 ([MaxListedProblems]); UnlistedProblems counts the others.
+	Problems         []string
+	UnlistedProblems int
 	// More is set when the answer stopped at [DeadLetterQuery.Limit] (or
 	// [MaxDeadLetterReadBytes]) with records or objects left: Left records selected of the last
 	// object read are not in Entries, and Unread objects selected were not read at all.
@@ -162,7 +164,7 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 			out.Objects++
 		}
 		if obj.problem != "" {
-			out.Problems = append(out.Problems, obj.problem)
+			listProblem(&out.Problems, &out.UnlistedProblems, obj.problem)
 		}
 		for _, rec := range obj.recs {
 			if q.Reason != "" && rec.Reason != q.Reason {
@@ -222,9 +224,28 @@ func (r *Router) readDeadLetterObject(ctx context.Context, t *topicRuntime, buck
 	}
 	recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
 	if err != nil {
-		return deadLetterObject{info: info, ours: true, problem: fmt.Sprintf("%s: %s", key, strings.ReplaceAll(err.Error(), "\n", "; "))}, nil
+		return deadLetterObject{info: info, ours: true, problem: fmt.Sprintf("%s: %s; its records are left out: egrid did not write it so, or it was changed since; "+
+			"fix it, or move it out of the subscription's prefix", key, strings.ReplaceAll(err.Error(), "\n", "; "))}, nil
 	}
 	return deadLetterObject{info: info, recs: recs, ours: true}, nil
+}
+
+// MaxListedProblems is how many problems a [DeadLetterRead] or [ReplaySummary] lists: a range
+// of many objects egrid cannot read (not egrid's, or a store refusing every read) answers with
+// a bounded list, and counts the others.
+const MaxListedProblems = 100
+
+// maxListedProblems is MaxListedProblems; tests set it lower.
+var maxListedProblems = MaxListedProblems
+
+// listProblem appends problem to list while it holds fewer than MaxListedProblems, and counts
+// it in unlisted otherwise.
+func listProblem(list *[]string, unlisted *int, problem string) {
+	if len(*list) < maxListedProblems {
+		*list = append(*list, problem)
+	} else {
+		*unlisted++
+	}
 }
 
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.

@@ -131,3 +131,42 @@ func TestDeadLetterRecordsLimit(t *testing.T) {
 		}
 	})
 }
+
+// Reading and replaying a range in which many objects cannot be decoded (not egrid's, or not
+// JSON) lists the first MaxListedProblems problems (two here) and counts the others, so the
+// answer stays small however many such objects the prefix holds. Before, it listed one
+// message per object: a prefix with a million foreign objects answered with a million.
+func TestDeadLetterProblemsAreBounded(t *testing.T) {
+	router.SetMaxListedProblems(t, 2)
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(6 * time.Minute)
+		store := h.DeadLetterObjects()
+		ctx := context.Background()
+		for i, body := range []string{"not JSON", `{"id":"e2"}`, `[{"id":"e3"}]`, "\x00\x01"} {
+			key := "BILLING/2000/1/1/0/" + strings.Repeat(string(rune('a'+i)), 8) + ".json"
+			if _, err := store.Put(ctx, "deadletters", key, []byte(body), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read, err := h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Entries) != 1 || len(read.Problems) != 2 || read.UnlistedProblems != 2 {
+			t.Errorf("read %d records, problems %q and %d unlisted; want the one record, two problems listed and two counted", len(read.Entries), read.Problems, read.UnlistedProblems)
+		}
+		if p := strings.Join(read.Problems, ""); !strings.HasPrefix(p, "BILLING/2000/1/1/0/aaaaaaaa.json: ") || !strings.Contains(p, "left out") || !strings.Contains(p, "move it out") {
+			t.Errorf("problem %q, want it to name the object, say its records are left out and what to do", p)
+		}
+		sum, err := h.Router().ReplayDeadLetters(ctx, "orders", "billing", router.ReplayOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Replayed != 1 || len(sum.Problems) != 2 || sum.UnlistedProblems != 2 {
+			t.Errorf("dry run: %d replayed, problems %q and %d unlisted; want 1, two problems listed and two counted", sum.Replayed, sum.Problems, sum.UnlistedProblems)
+		}
+	})
+}

@@ -22,3 +22,11 @@ func SetMaxListedReplayEvents(t interface{ Cleanup(func()) }, n int) {
 	maxListedReplayEvents = n
 	t.Cleanup(func() { maxListedReplayEvents = old })
 }
+
+// SetMaxListedProblems sets how many problems a dead-letter read or replay summary lists, for
+// the test's duration.
+func SetMaxListedProblems(t interface{ Cleanup(func()) }, n int) {
+	old := maxListedProblems
+	maxListedProblems = n
+	t.Cleanup(func() { maxListedProblems = old })
+}

@@ -82,8 +82,10 @@ type ReplaySummary struct {
 	Events []ReplayedEvent `json:"events,omitempty"`
 	// Unlisted counts the replayed events left out of Events.
 	Unlisted int `json:"unlisted,omitempty"`
-	// Problems lists the objects that could not be read or decoded.
-	Problems []string `json:"problems,omitempty"`
+	// Problems lists the objects that could not be read or decoded: at most the first 100
+	// ([MaxListedProblems]); UnlistedProblems counts the others.
+	Problems         []string `json:"problems,omitempty"`
+	UnlistedProblems int      `json:"unlistedProblems,omitempty"`
 }
 
 // MaxListedReplayEvents is how many events a [ReplaySummary] lists.
@@ -149,7 +151,8 @@ type replaySource struct {
 	parts []replayPart // fixed once the selection is made, but for events
 
 	mu       sync.Mutex
-	problems []string // of the objects that could not be read again
+	problems []string // of the objects that could not be read again (the first few)
+	unlisted int      // and how many more
 	// failed is set once the store failed a read through all of replayReadBackoff: the
 	// replay reads no more objects (left counts their events) and says how to take them.
 	failed     *replayPart
@@ -203,7 +206,7 @@ func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error
 	events, unavailable, err := s.reread(ctx, p)
 	if err != nil && ctx.Err() == nil {
 		s.mu.Lock()
-		s.problems = append(s.problems, fmt.Sprintf("%s: not replayed: %v (%d events); replay again to take them", p.key, err, len(p.recs)))
+		listProblem(&s.problems, &s.unlisted, fmt.Sprintf("%s: not replayed: %v (%d events); replay again to take them", p.key, err, len(p.recs)))
 		if unavailable {
 			s.failed = p
 		}
@@ -212,17 +215,19 @@ func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error
 	return events, err
 }
 
-// report returns the problems of the objects the replay could not read again.
-func (s *replaySource) report() []string {
+// report adds the problems of the objects the replay could not read again to sum.
+func (s *replaySource) report(sum *ReplaySummary) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := slices.Clone(s.problems)
-	if s.leftParts > 0 {
-		out = append(out, fmt.Sprintf("%d older objects (%d events) not replayed: the dead-letter store failed reading %s; "+
+	for _, p := range s.problems {
+		listProblem(&sum.Problems, &sum.UnlistedProblems, p)
+	}
+	sum.UnlistedProblems += s.unlisted
+	if s.leftParts > 0 { // listed however many are: it says how to take what was left
+		sum.Problems = append(sum.Problems, fmt.Sprintf("%d older objects (%d events) not replayed: the dead-letter store failed reading %s; "+
 			"once it answers, replay again with --until %s to take them and that object",
 			s.leftParts, s.leftEvents, s.failed.key, s.failed.written.Add(time.Nanosecond).UTC().Format(time.RFC3339Nano)))
 	}
-	return out
 }
 
 // reread reads the events of p from its object again. unavailable says the store failed
@@ -300,7 +305,7 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 			sum.Objects++
 		}
 		if obj.problem != "" {
-			sum.Problems = append(sum.Problems, obj.problem)
+			listProblem(&sum.Problems, &sum.UnlistedProblems, obj.problem)
 		}
 		part := replayPart{key: o.Key, etag: obj.info.ETag, written: o.LastModified}
 		var events []*schemas.Event
@@ -391,7 +396,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, src *replayS
 			report()
 		case res := <-run.done:
 			sum.Delivered, sum.DeadLettered, sum.Dropped, sum.Unread = res.Delivered, res.DeadLettered, res.Dropped, res.Unread
-			sum.Problems = append(sum.Problems, src.report()...)
+			src.report(sum)
 			sum.Completed = !res.Stopped
 			report()
 			return sum, nil

@@ -237,6 +237,7 @@ and reads no further object: it then says how many records and objects it left, 
 						Objects  int                            `json:"objects"`
 						Value    []httpapi.DeadLetterRecordView `json:"value"`
 						Problems []string                       `json:"problems"`
+						Unlisted int                            `json:"unlistedProblems"`
 						More     *httpapi.DeadLetterMoreView    `json:"more"`
 					}
 					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &out); err != nil {
@@ -244,6 +245,9 @@ and reads no further object: it then says how many records and objects it left, 
 					}
 					for _, pr := range out.Problems {
 						fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+					}
+					if out.Unlisted > 0 {
+						fmt.Fprintf(e.Stderr, "warning: %d more objects not readable (not listed)\n", out.Unlisted)
 					}
 					more := func(w io.Writer) {
 						if m := out.More; m != nil {
@@ -460,6 +464,9 @@ func replay(c *cli.Context, e env) error {
 func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	for _, pr := range sum.Problems {
 		fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+	}
+	if sum.UnlistedProblems > 0 {
+		fmt.Fprintf(e.Stderr, "warning: %d more objects not readable (not listed)\n", sum.UnlistedProblems)
 	}
 	if format == "json" {
 		return printJSON(e.Stdout, sum)

@@ -174,8 +174,10 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 		Objects  int                    `json:"objects"`
 		Value    []DeadLetterRecordView `json:"value"`
 		Problems []string               `json:"problems,omitempty"`
-		More     *DeadLetterMoreView    `json:"more,omitempty"`
-	}{Objects: read.Objects, Value: []DeadLetterRecordView{}, Problems: read.Problems}
+		// UnlistedProblems counts the problems left out of Problems (it lists the first 100).
+		UnlistedProblems int                 `json:"unlistedProblems,omitempty"`
+		More             *DeadLetterMoreView `json:"more,omitempty"`
+	}{Objects: read.Objects, Value: []DeadLetterRecordView{}, Problems: read.Problems, UnlistedProblems: read.UnlistedProblems}
 	if read.More {
 		out.More = &DeadLetterMoreView{Records: read.Left, Objects: read.Unread, Since: read.Next}
 	}
