@@ -155,14 +155,21 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 			spec.Key2 = cur.spec.Key2
 		}
 	}
-	for _, k := range []*string{&spec.Key1, &spec.Key2} {
-		if *k == "" {
-			key, err := sas.NewKey()
-			if err != nil {
-				return TopicSpec{}, fmt.Errorf("generating a topic key: %w", err)
+	for i, k := range []*string{&spec.Key1, &spec.Key2} {
+		if *k != "" {
+			if err := sas.ValidateKey(*k); err != nil {
+				// Taken as it is (configurations in use hold such keys): it works as an
+				// aeg-sas-key, but no SAS token can be signed or verified with it.
+				r.log.Warn(fmt.Sprintf("topic key%d is not standard base64: publishers can send it as aeg-sas-key, but no SAS token (aeg-sas-token) can be made with it; give a key of standard base64 (as openssl rand -base64 32 prints), or leave it out to have one generated", i+1),
+					logattr.Topic, name, "err", err)
 			}
-			*k = key
+			continue
 		}
+		key, err := sas.NewKey()
+		if err != nil {
+			return TopicSpec{}, fmt.Errorf("generating a topic key: %w", err)
+		}
+		*k = key
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
