@@ -321,9 +321,9 @@ func (r *Router) settleLocal(ctx context.Context, topic, sub string, op actors.S
 }
 
 func (r *Router) settleAt(ctx context.Context, t *topicRuntime, name string, op actors.SettleOp, tokens []string, delay time.Duration) (SettleResult, error) {
-	timeout := defaultSettleDeadline
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+	timeout, err := requestTimeout(ctx, defaultSettleDeadline)
+	if err != nil {
+		return SettleResult{}, fmt.Errorf("%s on event subscription %q: %w", op, name, err)
 	}
 	v, err := r.system.Root.RequestFuture(t.pid, &actors.SettleEvents{Subscription: name, Op: op, LockTokens: tokens, Delay: delay}, timeout).Result()
 	if err != nil {
@@ -340,6 +340,24 @@ func (r *Router) settleAt(ctx context.Context, t *topicRuntime, name string, op 
 		return SettleResult{}, queueError(name, v)
 	}
 	return SettleResult{}, fmt.Errorf("%s on event subscription %q: unexpected answer %T", op, name, v)
+}
+
+// requestTimeout is the timeout of a request to an actor made for a caller with ctx: the time
+// left before ctx's deadline, or def without one. A deadline already past is an error
+// wrapping context.DeadlineExceeded, and nothing should be sent: protoactor takes a negative
+// timeout for none, and the call would wait for the actor's answer for ever — one that never
+// comes when the write it waits for hangs or the actor restarts first. In cluster mode a call
+// routed to the node running a subscription gets the caller's time left there, which may be
+// gone by the time it runs.
+func requestTimeout(ctx context.Context, def time.Duration) (time.Duration, error) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return def, nil
+	}
+	if left := time.Until(d); left > 0 {
+		return left, nil
+	}
+	return 0, context.DeadlineExceeded
 }
 
 // queueError maps an actor's refusal to the router's sentinels.

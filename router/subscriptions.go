@@ -212,9 +212,9 @@ func (r *Router) askLocal(ctx context.Context, topic, name string, msg func(name
 	if err != nil {
 		return nil, err
 	}
-	timeout := 10 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+	timeout, err := requestTimeout(ctx, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("asking event subscription %q: %w", name, err)
 	}
 	res, err := r.system.Root.RequestFuture(t.pid, msg(name), timeout).Result()
 	if err != nil {
