@@ -157,3 +157,44 @@ func TestFencedTableCreatesWaitForRetirement(t *testing.T) {
 		}
 	})
 }
+
+// Flush writes the memtable out and leaves an empty one: what was appended is read back from
+// table files, and a store whose flush fails answers with the failure instead of waiting for
+// pebble's retries.
+func TestFlushEmptiesTheMemtable(t *testing.T) {
+	ctx := t.Context()
+	fs := &tableFailFS{FS: vfs.NewMem(), refused: make(chan struct{}, 1)}
+	s, err := Open("db", Options{fs: fs, freeBytes: func(string) (uint64, error) { return 1 << 30, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: string(rune('a' + i%26)), Raw: []byte(strings.Repeat("x", 1000))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.gen.db.Metrics()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := s.gen.db.Metrics()
+	if after.Flush.Count != before.Flush.Count+1 || after.Levels[0].TablesCount == 0 {
+		t.Errorf("flushes %d -> %d, level-0 tables %d; want one flush writing a table", before.Flush.Count, after.Flush.Count, after.Levels[0].TablesCount)
+	}
+	if got, err := s.Read(ctx, "orders", 1, 1000); err != nil || len(got) != 100 {
+		t.Fatalf("Read after Flush: %d entries, %v; want 100", len(got), err)
+	}
+
+	if _, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: "z", Raw: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	fs.failing.Store(true)
+	if err := s.Flush(ctx); !errors.Is(err, ErrFailed) {
+		t.Errorf("Flush on a disk refusing table files = %v, want ErrFailed", err)
+	}
+	fs.failing.Store(false) // lets the deferred Close reopen and flush
+}
