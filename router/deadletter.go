@@ -219,11 +219,14 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 		_ = r.system.Root.StopFuture(d.pid).Wait()
 		return
 	}
-	timeout := 30 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
+	// A deadline already past gives the flush no time: it is not asked for (protoactor takes a
+	// negative timeout for none, and the flush would wait for its writes however long they
+	// take), and what waits in the in-memory outbox is lost, as the warning says.
+	timeout, err := requestTimeout(ctx, 30*time.Second)
+	var res any
+	if err == nil {
+		res, err = r.system.Root.RequestFuture(d.pid, &deadletter.Flush{}, timeout).Result()
 	}
-	res, err := r.system.Root.RequestFuture(d.pid, &deadletter.Flush{}, timeout).Result()
 	switch {
 	case err != nil:
 		r.log.Warn("dead letters not flushed before shutdown", "err", err)
@@ -311,9 +314,9 @@ func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error
 	if r.dead == nil {
 		return nil, ErrDeadLettersUnavailable
 	}
-	timeout := 10 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+	timeout, err := requestTimeout(ctx, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("asking the dead-letter actor: %w", err)
 	}
 	res, err := r.system.Root.RequestFuture(r.dead.pid, &deadletter.GetStatus{}, timeout).Result()
 	if err != nil {

@@ -827,3 +827,53 @@ func TestDeadLetterAdminRoutes(t *testing.T) {
 		}
 	})
 }
+
+// countingObjects counts the Puts begun and holds each until its context ends, as a MinIO that
+// stopped answering does.
+type countingObjects struct {
+	sinks.ObjectStore
+	puts atomic.Int64
+}
+
+func (o *countingObjects) Put(ctx context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
+	o.puts.Add(1)
+	<-ctx.Done()
+	return sinks.ObjectInfo{}, ctx.Err()
+}
+
+// A Close whose deadline has passed gives the in-memory outbox's flush no time: no write is
+// begun for it, where the negative time left became no timeout at all and the shutdown went on
+// writing for as long as the object store took.
+func TestCloseWithADeadlinePastDoesNotFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
+		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
+		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+		failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
+			return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
+		})}
+		objects := &countingObjects{ObjectStore: testkit.NewObjectStore()}
+		r, err := router.New(router.Config{}, router.Deps{Sinks: failing, DeadLetterStore: objects})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Advance(time.Minute) // attempted, waiting out the dead-letter delay
+		past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		defer cancel()
+		_ = r.Close(past)
+		testkit.Advance(time.Hour) // whatever the shutdown goes on doing in the background
+		if n := objects.puts.Load(); n != 0 {
+			t.Errorf("%d object writes begun by a Close whose deadline had passed, want none", n)
+		}
+	})
+}
