@@ -218,8 +218,9 @@ type subscription struct {
 	log    *slog.Logger
 	scope  string
 
-	ctx      context.Context // cancelled when the actor stops or restarts
+	ctx      context.Context // of the reads and attempts, made at the first ([subscription.context]); cancelled when the actor stops or restarts
 	cancel   context.CancelFunc
+	ended    bool // cancelled: a context made after it is made cancelled
 	wg       sync.WaitGroup
 	attempts *attemptRunner // runs the sink calls; made at the first attempt
 	// finished counts the attemptDone messages sent and not yet received: the attempt
@@ -468,8 +469,8 @@ func (s *subscription) start(c actor.Context) {
 			s.gauges = s.cfg.Metrics.PublishGauges(s.cfg.Topic, s.cfg.Name)
 		}
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// items and batches are made when the first event arrives: an idle subscription has none.
+	// items, batches and the context are made when the first event arrives: an idle
+	// subscription has none.
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
 	s.writer = s.cfg.Writer
 
@@ -738,7 +739,7 @@ func (s *subscription) fetchDue() {
 	id := readIDs.Add(1)
 	f.id = id
 	st, topic, name := s.cfg.Store, s.cfg.Topic, s.cfg.Name
-	root, self, ctx := s.system.Root, s.self, s.ctx
+	root, self, ctx := s.system.Root, s.self, s.context()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -781,13 +782,31 @@ func (s *subscription) applyParked(r *parkedRead) {
 	}
 }
 
+// context returns the context of the actor's reads and attempts, made at its first use (about
+// 100 bytes an idle subscription does without), and cancelled by [subscription.endContext].
+func (s *subscription) context() context.Context {
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if s.ended {
+			s.cancel()
+		}
+	}
+	return s.ctx
+}
+
+// endContext cancels the actor's context, and any made later: reads and attempts end.
+func (s *subscription) endContext() {
+	s.ended = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
 func (s *subscription) stop() {
 	if s.gauges != nil {
 		s.cfg.Metrics.RetireGauges(s.cfg.Topic, s.cfg.Name, s.gauges)
 	}
-	if s.cancel != nil {
-		s.cancel()
-	}
+	s.endContext()
 	if s.boot != nil {
 		s.boot.end()
 	}
@@ -874,7 +893,7 @@ func (s *subscription) fill() {
 	id := readIDs.Add(1)
 	s.reading = id
 	st, topic, from, limit := s.cfg.Store, s.cfg.Topic, s.next, min(room, maxReadEntries)
-	root, self, ctx := s.system.Root, s.self, s.ctx
+	root, self, ctx := s.system.Root, s.self, s.context()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -1147,7 +1166,7 @@ func (s *subscription) send(b *batch) bool {
 		}
 		s.attempts = &attemptRunner{
 			work: make(chan *batch, s.maxInFlight()), root: s.system.Root, self: s.self, sink: s.cfg.Sink,
-			parent: s.ctx, values: context.WithoutCancel(s.ctx), timeout: timeout, wg: &s.wg, finished: &s.finished,
+			parent: s.context(), values: context.WithoutCancel(s.context()), timeout: timeout, wg: &s.wg, finished: &s.finished,
 		}
 	}
 	s.attempts.start(b)
@@ -1506,7 +1525,7 @@ func (s *subscription) persist() {
 func (s *subscription) fence(err error) {
 	s.log.Warn("subscription state changed elsewhere (another node took it over); stopping this actor", "err", err)
 	s.fenced = true
-	s.cancel()
+	s.endContext()
 	if s.cfg.OnFenced != nil {
 		s.cfg.OnFenced()
 	}

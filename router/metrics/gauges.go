@@ -33,27 +33,50 @@ func (g *SubscriptionGauges) OldestAge(now time.Time) time.Duration {
 	return max(0, now.Sub(time.Unix(0, o)))
 }
 
+// gaugeKey names a subscription in [Set]'s gauges.
+type gaugeKey struct{ topic, sub string }
+
 // PublishGauges registers a fresh gauge set for the subscription actor of topic/sub and
 // returns it; it replaces the set of a previous incarnation of the actor.
 func (s *Set) PublishGauges(topic, sub string) *SubscriptionGauges {
 	g := new(SubscriptionGauges)
-	s.gauges.Store(SubscriptionScope(topic, sub), g)
+	s.gaugesMu.Lock()
+	if s.gauges == nil {
+		s.gauges = make(map[gaugeKey]*SubscriptionGauges)
+	}
+	s.gauges[gaugeKey{topic, sub}] = g
+	s.gaugesMu.Unlock()
 	return g
 }
 
 // RetireGauges removes g, unless a newer incarnation replaced it already. A stopping actor
 // calls it, so a deleted subscription disappears from the gauges.
 func (s *Set) RetireGauges(topic, sub string, g *SubscriptionGauges) {
-	s.gauges.CompareAndDelete(SubscriptionScope(topic, sub), g)
+	k := gaugeKey{topic, sub}
+	s.gaugesMu.Lock()
+	if s.gauges[k] == g {
+		delete(s.gauges, k)
+	}
+	s.gaugesMu.Unlock()
 }
 
-// EachGauges calls f with the gauges of every running subscription actor.
+// EachGauges calls f with the gauges of every running subscription actor. f runs without the
+// set's lock (a collector may wait on its channel): the actors registered when EachGauges
+// began, whatever starts or stops meanwhile.
 func (s *Set) EachGauges(f func(topic, sub string, g *SubscriptionGauges)) {
-	s.gauges.Range(func(k, v any) bool {
-		topic, sub := SplitScope(k.(string))
-		f(topic, sub, v.(*SubscriptionGauges))
-		return true
-	})
+	type entry struct {
+		k gaugeKey
+		g *SubscriptionGauges
+	}
+	s.gaugesMu.RLock()
+	all := make([]entry, 0, len(s.gauges))
+	for k, g := range s.gauges {
+		all = append(all, entry{k, g})
+	}
+	s.gaugesMu.RUnlock()
+	for _, e := range all {
+		f(e.k.topic, e.k.sub, e.g)
+	}
 }
 
 // SetOutbox records the number of dead letters waiting in the dead-letter outbox; the

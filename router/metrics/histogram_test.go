@@ -110,3 +110,25 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	})
 }
+
+// A scrape's f runs without the set's lock: an actor that starts or stops meanwhile (a
+// collector waiting on its channel) is not held by it, and the scrape sees the actors
+// registered when it began.
+func TestEachGaugesHoldsNoLockWhileFRuns(t *testing.T) {
+	var set metrics.Set
+	a := set.PublishGauges("t", "a")
+	n := 0
+	set.EachGauges(func(topic, sub string, _ *metrics.SubscriptionGauges) {
+		n++
+		set.PublishGauges("t", "b") // an actor starting
+		set.RetireGauges("t", "a", a)
+	})
+	if n != 1 {
+		t.Errorf("f called %d times, want once: the actors registered when the scrape began", n)
+	}
+	var now []string
+	set.EachGauges(func(topic, sub string, _ *metrics.SubscriptionGauges) { now = append(now, sub) })
+	if len(now) != 1 || now[0] != "b" {
+		t.Errorf("gauges %v after, want b", now)
+	}
+}
