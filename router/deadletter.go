@@ -135,6 +135,9 @@ type deadLetterRuntime struct {
 	// replayLookedUp, when set (by tests, export_test.go), runs in a replay's start between
 	// looking up its subscription and registering the replay.
 	replayLookedUp func()
+	// walked, when set, is called as each walk of dead-letter objects ends, with the most
+	// objects it held at once and the objects it selected (tests).
+	walked func(held, total int)
 }
 
 // startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. The

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,17 +18,21 @@ type DeadLetterQuery struct {
 	Key string
 	// Since and Until select objects written in [Since, Until); zero means unbounded.
 	Since, Until time.Time
+	// After, with Since, leaves out the objects written at Since whose keys are not after it:
+	// [DeadLetterList.Next] and [DeadLetterList.After] take up where an answer stopped.
+	After string
 	// Reason, when set, selects records with that deadLetterReason.
 	Reason schemas.Reason
 	// Limit, when positive, bounds the records [Router.DeadLetterRecords] answers with: it
 	// stops at Limit records, or once the events of those it holds take
 	// [MaxDeadLetterReadBytes], and reads no object past that point. Zero reads every object
-	// selected.
+	// selected. It bounds the objects [Router.DeadLetterObjects] answers with likewise (zero:
+	// all of them).
 	Limit int
 }
 
 // DefaultDeadLetterLimit is the records limit of the admin API's and egrid deadletter show's
-// answers when none is asked for.
+// answers, and the objects limit of egrid deadletter list's, when none is asked for.
 const DefaultDeadLetterLimit = 1000
 
 // MaxDeadLetterReadBytes bounds the events of the records [Router.DeadLetterRecords] answers
@@ -96,66 +99,91 @@ func (r *Router) deadLetterSource(topic, name string) (*topicRuntime, *Subscript
 	return t, spec, prefix + "/", nil
 }
 
+// DeadLetterList is what [Router.DeadLetterObjects] answers.
+type DeadLetterList struct {
+	// Objects are the objects selected, ordered by the time they were written.
+	Objects []sinks.ObjectInfo
+	// More is set when the answer stopped at [DeadLetterQuery.Limit] with Unlisted objects
+	// selected left out. A query with Since set to Next and After to After (the time and key of
+	// the last object answered) takes up with the next one.
+	More     bool
+	Unlisted int
+	Next     time.Time
+	After    string
+}
+
 // DeadLetterObjects lists a subscription's dead-letter objects written in [q.Since, q.Until),
-// ordered by the time they were written. Only the topic's objects are listed: a subscription of
-// the same name on another topic writes under the same key prefix when both dead-letter to one
-// bucket (Event Grid's classic key names only the subscription), and each object names its
-// topic in its metadata ([deadletter.BelongsTo]). An object without that metadata, written
-// before egrid wrote it, is taken to be the topic's.
-func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q DeadLetterQuery) ([]sinks.ObjectInfo, error) {
+// ordered by the time they were written (then by key), at most q.Limit of them when it is set.
+// Only the topic's objects are listed: a subscription of the same name on another topic writes
+// under the same key prefix when both dead-letter to one bucket (Event Grid's classic key names
+// only the subscription), and each object names its topic in its metadata
+// ([deadletter.BelongsTo]). An object without that metadata, written before egrid wrote it, is
+// taken to be the topic's.
+//
+// It holds a page of the store's listing and the objects it answers (and those of one hour of
+// keys), not the listing: see dlWalk.
+func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterList, error) {
 	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
 		return nil, err
 	}
-	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
-	all, err := r.dead.store.List(ctx, bucket, prefix)
-	if errors.Is(err, sinks.ErrBucketNotFound) {
-		return nil, nil // nothing dead-lettered yet
-	}
+	w, err := r.walkDeadLetters(ctx, t.name, spec.DeadLetterDestination.Properties.BlobContainerName, prefix, q, false)
 	if err != nil {
-		return nil, fmt.Errorf("listing the dead letters of %q: %w: %w", name, ErrDeadLetterStoreUnavailable, err)
+		return nil, deadLettersUnavailable(name, err)
 	}
-	var out []sinks.ObjectInfo
-	for _, o := range all {
-		if (q.Key != "" && o.Key != q.Key) || !deadletter.BelongsTo(o, t.name) {
-			continue
+	out := &DeadLetterList{}
+	for o, err := range w.all(ctx) {
+		if err != nil {
+			return nil, deadLettersUnavailable(name, err)
 		}
-		if (!q.Since.IsZero() && o.LastModified.Before(q.Since)) || (!q.Until.IsZero() && !o.LastModified.Before(q.Until)) {
-			continue
+		if q.Limit > 0 && len(out.Objects) == q.Limit {
+			out.More, out.Unlisted = true, w.total-q.Limit
+			last := out.Objects[len(out.Objects)-1]
+			out.Next, out.After = last.LastModified, last.Key
+			break
 		}
-		out = append(out, o)
+		out.Objects = append(out.Objects, o)
 	}
-	slices.SortStableFunc(out, func(a, b sinks.ObjectInfo) int { return a.LastModified.Compare(b.LastModified) })
 	return out, nil
+}
+
+// deadLettersUnavailable wraps a failure to list a subscription's dead letters.
+func deadLettersUnavailable(name string, err error) error {
+	return fmt.Errorf("listing the dead letters of %q: %w: %w", name, ErrDeadLetterStoreUnavailable, err)
 }
 
 // DeadLetterRecords reads a subscription's dead-letter records selected by q, with their
 // events in the topic's input schema, from the topic's objects ([Router.DeadLetterObjects]; an
 // object a server listed without metadata is checked again by the metadata it is read with).
-// It reads the objects one at a time, oldest first; with q.Limit set it stops once the answer
-// is full and says what it left in [DeadLetterRead.More]. Objects that cannot be read or
-// decoded are reported in [DeadLetterRead.Problems] and skipped; so is an object larger than
-// egrid writes one (deadletter.Config.ReadLimit), which is not read at all.
+// It reads the objects one at a time, oldest first, as it walks the listing; with q.Limit set
+// it stops once the answer is full and says what it left in [DeadLetterRead.More]. Objects that
+// cannot be read or decoded are reported in [DeadLetterRead.Problems] and skipped; so is an
+// object larger than egrid writes one (deadletter.Config.ReadLimit), which is not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
-	t, spec, _, err := r.deadLetterSource(topic, name)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := r.DeadLetterObjects(ctx, topic, name, q)
+	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
 		return nil, err
 	}
 	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
+	w, err := r.walkDeadLetters(ctx, t.name, bucket, prefix, q, false)
+	if err != nil {
+		return nil, deadLettersUnavailable(name, err)
+	}
 	out := &DeadLetterRead{}
 	held := 0 // bytes of the events in out.Entries
 	full := func(next int) bool {
 		return q.Limit > 0 && (len(out.Entries) >= q.Limit || (len(out.Entries) > 0 && held+next > MaxDeadLetterReadBytes))
 	}
-	for i, o := range objs {
+	walked := 0
+	for o, err := range w.all(ctx) {
+		if err != nil {
+			return nil, deadLettersUnavailable(name, err)
+		}
 		if q.Limit > 0 && len(out.Entries) >= q.Limit {
-			out.More, out.Unread, out.Next = true, len(objs)-i, o.LastModified
+			out.More, out.Unread, out.Next = true, max(w.total-walked, 1), o.LastModified
 			break
 		}
+		walked++
 		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
@@ -183,7 +211,7 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 			out.Entries = append(out.Entries, DeadLetterEntry{Object: o.Key, Written: o.LastModified, DeadLetterRecord: rec})
 		}
 		if out.More {
-			out.Unread = len(objs) - i - 1
+			out.Unread = max(w.total-walked, 0)
 			break
 		}
 	}

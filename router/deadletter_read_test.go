@@ -80,7 +80,7 @@ func TestDeadLetterRecordsLimit(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		objs, err := h.Router().DeadLetterObjects(ctx, "orders", "billing", router.DeadLetterQuery{})
+		objs, err := listedObjects(h.Router().DeadLetterObjects(ctx, "orders", "billing", router.DeadLetterQuery{}))
 		if err != nil || len(objs) != 3 || objs[2].Key != garbage {
 			t.Fatalf("objects %+v, %v; want two written and the undecodable one newest", objs, err)
 		}
@@ -169,4 +169,12 @@ func TestDeadLetterProblemsAreBounded(t *testing.T) {
 			t.Errorf("dry run: %d replayed, problems %q and %d unlisted; want 1, two problems listed and two counted", sum.Replayed, sum.Problems, sum.UnlistedProblems)
 		}
 	})
+}
+
+// listedObjects returns the objects of a DeadLetterObjects answer.
+func listedObjects(l *router.DeadLetterList, err error) ([]sinks.ObjectInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l.Objects, nil
 }

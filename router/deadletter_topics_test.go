@@ -52,7 +52,7 @@ func TestDeadLettersOfTwoTopicsInOneBucket(t *testing.T) {
 				}
 				ctx := context.Background()
 				for topic, want := range map[string][]string{"orders": {"o1", "o2"}, "returns": {"r1"}} {
-					objs, err := h.Router().DeadLetterObjects(ctx, topic, "billing", router.DeadLetterQuery{})
+					objs, err := listedObjects(h.Router().DeadLetterObjects(ctx, topic, "billing", router.DeadLetterQuery{}))
 					if err != nil {
 						t.Fatal(err)
 					}

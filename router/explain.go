@@ -214,43 +214,53 @@ const (
 // ended at ended: its key, or "" when there is none yet (the record waits in the outbox) or the
 // store cannot be read. When the search stops at its bounds before it found the object, the
 // second result says so and how to look further.
+//
+// It lists only the keys of the hours from the event's end on (the object is named by the time
+// its records are first written, after they ended), one hour at a time, and stops listing with
+// the search: not the subscription's whole prefix.
 func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, ended time.Time) (key, search string) {
-	t, spec, _, err := r.deadLetterSource(topic, sub)
+	t, spec, prefix, err := r.deadLetterSource(topic, sub)
 	if err == nil {
-		var objs []sinks.ObjectInfo
-		if objs, err = r.DeadLetterObjects(ctx, topic, sub, DeadLetterQuery{Since: ended}); err == nil {
-			return r.findDeadLetter(ctx, t, spec.DeadLetterDestination.Properties.BlobContainerName, objs, sub, id)
+		bucket := spec.DeadLetterDestination.Properties.BlobContainerName
+		w := r.walkDeadLettersFrom(t.name, bucket, prefix, ended, r.deps.Now())
+		if key, search, err = r.findDeadLetter(ctx, t, bucket, w, sub, id); err == nil {
+			return key, search
 		}
 	}
 	r.log.Warn("explain: reading dead letters", logattr.Topic, topic, logattr.Subscription, sub, "err", err)
 	return "", ""
 }
 
-// findDeadLetter reads objs (of subscription sub of topic t, in bucket) oldest first, within
-// Explain's bounds, for the record of event id.
-func (r *Router) findDeadLetter(ctx context.Context, t *topicRuntime, bucket string, objs []sinks.ObjectInfo, sub, id string) (key, search string) {
+// findDeadLetter reads the objects of w (of subscription sub of topic t, in bucket) oldest
+// first, within Explain's bounds, for the record of event id.
+func (r *Router) findDeadLetter(ctx context.Context, t *topicRuntime, bucket string, w *dlWalk, sub, id string) (key, search string, err error) {
 	var read int
 	var bytes int64
-	for i, o := range objs {
+	for o, err := range w.all(ctx) {
+		if err != nil {
+			if errors.Is(err, sinks.ErrBucketNotFound) {
+				return "", "", nil
+			}
+			return "", "", err
+		}
 		if read == ExplainDeadLetterObjects || (read > 0 && bytes+o.Size > ExplainDeadLetterBytes) {
-			return "", fmt.Sprintf("not in the %d dead-letter objects (%d MiB) written first after the event ended; %d written since were not read: "+
+			return "", fmt.Sprintf("not in the %d dead-letter objects (%d MiB) written first after the event ended; those written since were not read: "+
 				"look from %s on with egrid deadletter show --topic %s --subscription %s --since %s",
-				read, bytes>>20, len(objs)-i, o.Key, t.name, sub, o.LastModified.UTC().Format(time.RFC3339Nano))
+				read, bytes>>20, o.Key, t.name, sub, o.LastModified.UTC().Format(time.RFC3339Nano)), nil
 		}
 		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
 		if err != nil {
-			r.log.Warn("explain: reading dead letters", logattr.Topic, t.name, logattr.Subscription, sub, "err", err)
-			return "", ""
+			return "", "", err
 		}
 		read++
 		bytes += o.Size
 		for _, rec := range obj.recs {
 			if rec.Event != nil && rec.Event.ID == id {
-				return o.Key, ""
+				return o.Key, "", nil
 			}
 		}
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // maxResponseExcerpt bounds [ExplainedAttempt.Response].

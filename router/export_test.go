@@ -30,3 +30,8 @@ func SetMaxListedProblems(t interface{ Cleanup(func()) }, n int) {
 	maxListedProblems = n
 	t.Cleanup(func() { maxListedProblems = old })
 }
+
+// OnDeadLetterWalk makes r call fn as each walk of a subscription's dead-letter objects
+// (list, show, replay's selection, explain's search) ends, with the most objects the walk held
+// at once and the objects it selected. Set it before the walks.
+func OnDeadLetterWalk(r *Router, fn func(held, total int)) { r.dead.walked = fn }

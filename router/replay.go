@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,17 +273,18 @@ func (s *replaySource) reread(ctx context.Context, p *replayPart) (events []*sch
 // It keeps the events taken from objects while they fit in the replay window, unless the
 // replay is a dry run; the replay reads the other objects again.
 func (r *Router) selectReplay(ctx context.Context, topic, name string, opts ReplayOptions, progress func(done, total int)) (*replaySource, *ReplaySummary, error) {
-	t, spec, _, err := r.deadLetterSource(topic, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, err := r.DeadLetterObjects(ctx, topic, name, DeadLetterQuery{Since: opts.Since, Until: opts.Until})
+	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Newest object first, so an event dead-lettered again after an earlier replay is taken
-	// from its latest object (objects written at the same instant stay in key order).
-	slices.SortStableFunc(objs, func(a, b sinks.ObjectInfo) int { return b.LastModified.Compare(a.LastModified) })
+	// from its latest object (objects written at the same instant stay in key order). The
+	// walk holds a page of the listing and an hour's objects, not the listing (dlWalk).
+	walk, err := r.walkDeadLetters(ctx, t.name, spec.DeadLetterDestination.Properties.BlobContainerName, prefix,
+		DeadLetterQuery{Since: opts.Since, Until: opts.Until}, true)
+	if err != nil {
+		return nil, nil, deadLettersUnavailable(name, err)
+	}
 	src := &replaySource{
 		store: r.dead.store, bucket: spec.DeadLetterDestination.Properties.BlobContainerName,
 		topicID: t.id, schema: t.load().schema, limit: r.dead.actorCfg.ReadLimit(),
@@ -293,10 +293,15 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 	// The ids taken, as digests: a fixed few tens of bytes an event, however long its id.
 	seen := map[[16]byte]struct{}{}
 	kept := 0
-	for i, o := range objs {
-		if progress != nil {
-			progress(i, len(objs))
+	i := 0
+	for o, err := range walk.all(ctx) {
+		if err != nil {
+			return nil, nil, deadLettersUnavailable(name, err)
 		}
+		if progress != nil {
+			progress(i, walk.total)
+		}
+		i++
 		obj, err := r.readDeadLetterObject(ctx, t, src.bucket, o.Key)
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
@@ -337,7 +342,7 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 		src.parts = append(src.parts, part)
 	}
 	if progress != nil {
-		progress(len(objs), len(objs))
+		progress(walk.total, walk.total)
 	}
 	return src, sum, nil
 }

@@ -3,6 +3,7 @@ package sinks
 import (
 	"context"
 	"errors"
+	"iter"
 	"time"
 )
 
@@ -17,7 +18,8 @@ var (
 )
 
 // ObjectStore keeps dead-letter objects (SPEC §5): the dead-letter actor writes one object per
-// subscription per flush, and replay lists and reads them back. sinks/blob implements it on
+// subscription per flush, and replay lists and reads them back. A listing answers a page at a
+// time, as S3 does: a bucket of millions of objects is never described at once. sinks/blob implements it on
 // MinIO; the test kit has an in-memory one and a fault-injecting wrapper, and all of them pass
 // the testkit/sinktest conformance suite.
 //
@@ -33,13 +35,61 @@ type ObjectStore interface {
 	// Put stores body under key in bucket, replacing any object there (content type and
 	// metadata included), and describes the stored object.
 	Put(ctx context.Context, bucket, key string, body []byte, opts PutOptions) (ObjectInfo, error)
-	// List describes the objects of bucket whose keys begin with prefix, ordered by key.
-	List(ctx context.Context, bucket, prefix string) ([]ObjectInfo, error)
+	// List describes one page of the objects of bucket whose keys begin with q.Prefix and sort
+	// after q.StartAfter, ordered by key: at most q.Max of them ([ListPage] when q.Max is 0 or
+	// more than that). A page shorter than asked for is the last; the next page starts after the
+	// key of the last object of this one ([ListAll] pages through).
+	List(ctx context.Context, bucket string, q ListQuery) ([]ObjectInfo, error)
 	// Get returns the content of the object under key in bucket, with its description. With
 	// limit > 0 an object larger than limit bytes is refused with an error wrapping
 	// [ErrObjectTooLarge] that names the object and its size, having read at most limit+1
 	// bytes of it: a reader's memory is bounded by what it asks for.
 	Get(ctx context.Context, bucket, key string, limit int64) ([]byte, ObjectInfo, error)
+}
+
+// ListQuery selects a page of [ObjectStore.List].
+type ListQuery struct {
+	// Prefix selects the keys that begin with it ("" for all).
+	Prefix string
+	// StartAfter, when set, selects the keys that sort after it (S3's start-after).
+	StartAfter string
+	// Max bounds the page (0 or more than [ListPage]: ListPage).
+	Max int
+}
+
+// ListPage is the largest page [ObjectStore.List] answers: S3's 1 000 keys.
+const ListPage = 1000
+
+// PageSize returns the size of the page q asks for.
+func (q ListQuery) PageSize() int {
+	if q.Max <= 0 || q.Max > ListPage {
+		return ListPage
+	}
+	return q.Max
+}
+
+// ListAll yields the objects of bucket that q selects, in key order, listing them a page at a
+// time: it holds one page, however many objects there are. An error ends it (after being
+// yielded once); so does the caller's leaving the loop, without listing further pages.
+func ListAll(ctx context.Context, st ObjectStore, bucket string, q ListQuery) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		for {
+			page, err := st.List(ctx, bucket, q)
+			if err != nil {
+				yield(ObjectInfo{}, err)
+				return
+			}
+			for _, o := range page {
+				if !yield(o, nil) {
+					return
+				}
+			}
+			if len(page) < q.PageSize() {
+				return
+			}
+			q.StartAfter = page[len(page)-1].Key
+		}
+	}
 }
 
 // PutOptions describe the object [ObjectStore.Put] stores.

@@ -24,8 +24,15 @@ import (
 // bubble it is virtual.
 type ObjectStore struct {
 	mu      sync.Mutex
-	buckets map[string]map[string]storedObject
+	buckets map[string]*memBucket
 	puts    int
+	listed  int
+}
+
+// memBucket is a bucket of an [ObjectStore]: its objects, and their keys in order for List.
+type memBucket struct {
+	objects map[string]storedObject
+	keys    []string // sorted
 }
 
 type storedObject struct {
@@ -37,7 +44,7 @@ var _ sinks.ObjectStore = (*ObjectStore)(nil)
 
 // NewObjectStore returns an empty in-memory object store.
 func NewObjectStore() *ObjectStore {
-	return &ObjectStore{buckets: make(map[string]map[string]storedObject)}
+	return &ObjectStore{buckets: make(map[string]*memBucket)}
 }
 
 // Put implements [sinks.ObjectStore].
@@ -61,16 +68,20 @@ func (s *ObjectStore) Put(ctx context.Context, bucket, key string, body []byte, 
 	defer s.mu.Unlock()
 	b, ok := s.buckets[bucket]
 	if !ok {
-		b = make(map[string]storedObject)
+		b = &memBucket{objects: make(map[string]storedObject)}
 		s.buckets[bucket] = b
 	}
-	b[key] = storedObject{body: slices.Clone(body), info: info}
+	if _, ok := b.objects[key]; !ok {
+		i, _ := slices.BinarySearch(b.keys, key)
+		b.keys = slices.Insert(b.keys, i, key)
+	}
+	b.objects[key] = storedObject{body: slices.Clone(body), info: info}
 	s.puts++
 	return cloneInfo(info), nil
 }
 
 // List implements [sinks.ObjectStore].
-func (s *ObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+func (s *ObjectStore) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]sinks.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", bucket, err)
 	}
@@ -80,13 +91,18 @@ func (s *ObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.
 	if !ok {
 		return nil, fmt.Errorf("listing %s: %w", bucket, sinks.ErrBucketNotFound)
 	}
-	var out []sinks.ObjectInfo
-	for k, o := range b {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, cloneInfo(o.info))
+	i, _ := slices.BinarySearch(b.keys, q.Prefix)
+	if q.StartAfter > q.Prefix {
+		var found bool
+		if i, found = slices.BinarySearch(b.keys, q.StartAfter); found {
+			i++
 		}
 	}
-	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	var out []sinks.ObjectInfo
+	for ; i < len(b.keys) && len(out) < q.PageSize() && strings.HasPrefix(b.keys[i], q.Prefix); i++ {
+		out = append(out, cloneInfo(b.objects[b.keys[i]].info))
+	}
+	s.listed += len(out)
 	return out, nil
 }
 
@@ -101,7 +117,7 @@ func (s *ObjectStore) Get(ctx context.Context, bucket, key string, limit int64) 
 	if !ok {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, sinks.ErrBucketNotFound)
 	}
-	o, ok := b[key]
+	o, ok := b.objects[key]
 	if !ok {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, sinks.ErrObjectNotFound)
 	}
@@ -124,11 +140,26 @@ func (s *ObjectStore) Puts() int {
 	return s.puts
 }
 
+// Listed counts the object descriptions List has answered so far: what listings cost.
+func (s *ObjectStore) Listed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listed
+}
+
 // Objects lists every object of bucket (none when the bucket does not exist), ordered by key.
 func (s *ObjectStore) Objects(bucket string) []sinks.ObjectInfo {
-	out, err := s.List(context.Background(), bucket, "")
-	if err != nil {
-		return nil
+	return s.objectsUnder(bucket, "")
+}
+
+// objectsUnder lists every object of bucket whose key begins with prefix, ordered by key.
+func (s *ObjectStore) objectsUnder(bucket, prefix string) []sinks.ObjectInfo {
+	var out []sinks.ObjectInfo
+	for o, err := range sinks.ListAll(context.Background(), s, bucket, sinks.ListQuery{Prefix: prefix}) {
+		if err != nil {
+			return nil
+		}
+		out = append(out, o)
 	}
 	return out
 }
@@ -138,12 +169,8 @@ func (s *ObjectStore) Objects(bucket string) []sinks.ObjectInfo {
 // does not decode.
 func (s *ObjectStore) Records(t testing.TB, bucket, prefix string, in schemas.Schema, topicID string) []schemas.DeadLetterRecord {
 	t.Helper()
-	objs, err := s.List(context.Background(), bucket, prefix)
-	if err != nil && !errors.Is(err, sinks.ErrBucketNotFound) {
-		t.Fatalf("listing %s: %v", bucket, err)
-	}
 	var out []schemas.DeadLetterRecord
-	for _, o := range objs {
+	for _, o := range s.objectsUnder(bucket, prefix) {
 		body, _, err := s.Get(context.Background(), bucket, o.Key, 0)
 		if err != nil {
 			t.Fatalf("reading %s: %v", o.Key, err)
@@ -216,11 +243,11 @@ func (f *FaultyObjectStore) Put(ctx context.Context, bucket, key string, body []
 }
 
 // List implements [sinks.ObjectStore].
-func (f *FaultyObjectStore) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+func (f *FaultyObjectStore) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]sinks.ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", bucket, err)
 	}
-	return f.inner.List(ctx, bucket, prefix)
+	return f.inner.List(ctx, bucket, q)
 }
 
 // Get implements [sinks.ObjectStore].

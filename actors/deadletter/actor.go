@@ -1235,8 +1235,9 @@ func wireRecords(ctx context.Context, events EventOutbox, ids []uint64, letters 
 }
 
 // lookupObject describes the object under key in bucket; found is false when there is none.
+// It lists one object: the first key beginning with key is key itself, when there is one.
 func lookupObject(ctx context.Context, st sinks.ObjectStore, bucket, key string) (info sinks.ObjectInfo, found bool, err error) {
-	objs, err := st.List(ctx, bucket, key)
+	objs, err := st.List(ctx, bucket, sinks.ListQuery{Prefix: key, Max: 1})
 	if errors.Is(err, sinks.ErrBucketNotFound) {
 		return sinks.ObjectInfo{}, false, nil
 	}

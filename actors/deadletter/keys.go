@@ -45,3 +45,40 @@ func Key(prefix string, t time.Time, id string) string {
 	t = t.UTC()
 	return fmt.Sprintf("%s/%d/%d/%d/%d/%s.json", prefix, t.Year(), int(t.Month()), t.Day(), t.Hour(), id)
 }
+
+// HourPrefix returns the key prefix of the objects [Key] names for times in t's hour:
+// "<prefix>/<YYYY>/<M>/<D>/<H>/" (UTC). All keys of an hour begin with it, and they alone.
+func HourPrefix(prefix string, t time.Time) string {
+	t = t.UTC()
+	return fmt.Sprintf("%s/%d/%d/%d/%d/", prefix, t.Year(), int(t.Month()), t.Day(), t.Hour())
+}
+
+// KeyHour parses key as one [Key] names under prefix: it returns the key's [HourPrefix] and the
+// start of that hour. ok is false for a key outside that layout (an object not written by
+// egrid, or by Event Grid, under the prefix).
+func KeyHour(prefix, key string) (hour string, start time.Time, ok bool) {
+	rest, found := strings.CutPrefix(key, prefix+"/")
+	if !found {
+		return "", time.Time{}, false
+	}
+	var n [4]int
+	off := 0
+	for i := range n {
+		j := strings.IndexByte(rest[off:], '/')
+		if j <= 0 || j > 4 {
+			return "", time.Time{}, false
+		}
+		for _, c := range rest[off : off+j] {
+			if c < '0' || c > '9' {
+				return "", time.Time{}, false
+			}
+			n[i] = n[i]*10 + int(c-'0')
+		}
+		off += j + 1
+	}
+	if n[1] < 1 || n[1] > 12 || n[2] < 1 || n[2] > 31 || n[3] > 23 || strings.Contains(rest[off:], "/") {
+		return "", time.Time{}, false
+	}
+	start = time.Date(n[0], time.Month(n[1]), n[2], n[3], 0, 0, 0, time.UTC)
+	return key[:len(prefix)+1+off], start, true
+}

@@ -152,7 +152,7 @@ type acceptingStore struct{}
 func (acceptingStore) Put(_ context.Context, bucket, key string, body []byte, opts sinks.PutOptions) (sinks.ObjectInfo, error) {
 	return sinks.ObjectInfo{Bucket: bucket, Key: key, Size: int64(len(body)), ContentType: opts.ContentType}, nil
 }
-func (acceptingStore) List(context.Context, string, string) ([]sinks.ObjectInfo, error) {
+func (acceptingStore) List(context.Context, string, sinks.ListQuery) ([]sinks.ObjectInfo, error) {
 	return nil, nil
 }
 func (acceptingStore) Get(_ context.Context, bucket, key string, _ int64) ([]byte, sinks.ObjectInfo, error) {
@@ -183,11 +183,23 @@ Examples:
 			{
 				Name:  "list",
 				Usage: "list a subscription's dead-letter objects",
-				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag()), rangeFlags...),
+				Description: `Lists the objects oldest first, at most --limit of them (default 1000): it then says
+how many more there are, and the --since and --after that list them. The server holds a page
+of MinIO's listing at a time, not the whole of it.`,
+				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(),
+					&cli.IntFlag{Name: "limit", Value: router.DefaultDeadLetterLimit, Usage: "list at most this many objects"},
+					&cli.StringFlag{Name: "after", Usage: "with --since: leave out the objects written at --since whose keys are not after this one (a previous list's continuation)"}), rangeFlags...),
 				Action: func(c *cli.Context) error {
 					sel, err := selection(c)
 					if err != nil {
 						return err
+					}
+					if c.Int("limit") <= 0 {
+						return cli.Exit(fmt.Sprintf("--limit %d: use a positive number of objects such as %d", c.Int("limit"), router.DefaultDeadLetterLimit), 2)
+					}
+					sel.limit = c.Int("limit")
+					if sel.after = c.String("after"); sel.after != "" && sel.since.IsZero() {
+						return cli.Exit("--after: give it with --since, both as a previous list printed them", 2)
 					}
 					var out struct {
 						Value []struct {
@@ -195,11 +207,18 @@ Examples:
 							Size         int64     `json:"size"`
 							LastModified time.Time `json:"lastModified"`
 						} `json:"value"`
+						More *httpapi.DeadLetterObjectsMoreView `json:"more"`
 					}
 					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "")+sel.query(), nil, &out); err != nil {
 						return err
 					}
+					more := func(w io.Writer) {
+						if m := out.More; m != nil {
+							fmt.Fprintf(w, "%d more objects; --since %s --after %s lists them\n", m.Objects, m.Since.UTC().Format(time.RFC3339Nano), m.After)
+						}
+					}
 					if c.String("output") == "json" {
+						more(e.Stderr)
 						return printJSON(e.Stdout, out.Value)
 					}
 					tab := newTable("WRITTEN", "SIZE", "KEY")
@@ -210,6 +229,7 @@ Examples:
 						return err
 					}
 					fmt.Fprintf(e.Stdout, "%d objects\n", len(out.Value))
+					more(e.Stdout)
 					return nil
 				},
 			},
@@ -327,11 +347,12 @@ func deadLetterPath(c *cli.Context, tail string) string {
 	return "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" + url.PathEscape(c.String("subscription")) + "/deadLetters" + tail
 }
 
-// deadLetterSelection is what the --since, --until, --reason, --key and (show's) --limit flags
-// select.
+// deadLetterSelection is what the --since, --until, --reason, --key, (list's) --after and
+// (list's and show's) --limit flags select.
 type deadLetterSelection struct {
 	since, until time.Time
 	reason, key  string
+	after        string
 	limit        int
 }
 
@@ -377,6 +398,9 @@ func (s deadLetterSelection) query() string {
 	}
 	if s.key != "" {
 		q.Set("key", s.key)
+	}
+	if s.after != "" {
+		q.Set("after", s.after)
 	}
 	if s.limit > 0 {
 		q.Set("limit", strconv.Itoa(s.limit))

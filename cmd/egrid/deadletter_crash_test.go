@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -138,7 +139,7 @@ func TestKill9WhileDeadLetteringWritesEachEndingOnce(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	objs, err := m.Store().List(ctx, "dl-crash", "BILLING/")
+	objs, err := m.Store().List(ctx, "dl-crash", sinks.ListQuery{Prefix: "BILLING/"})
 	if err != nil {
 		t.Fatal(err)
 	}

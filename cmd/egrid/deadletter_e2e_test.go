@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -137,7 +138,7 @@ func TestDeadLetterReplayThroughTheBinary(t *testing.T) {
 	if !strings.Contains(show, "3 records") || !strings.Contains(show, "500") {
 		t.Errorf("deadletter show:\n%s\nwant the 3 records with their last status 500", show)
 	}
-	objectsBefore, err := m.Store().List(context.Background(), "dl-e2e", "")
+	objectsBefore, err := m.Store().List(context.Background(), "dl-e2e", sinks.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestDeadLetterReplayThroughTheBinary(t *testing.T) {
 	if n := len(healthy.ids); n != 0 {
 		t.Errorf("the dry run delivered %d events", n)
 	}
-	objectsAfter, err := m.Store().List(context.Background(), "dl-e2e", "")
+	objectsAfter, err := m.Store().List(context.Background(), "dl-e2e", sinks.ListQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // deadLetterRoutes registers the dead-letter admin routes:
 //
 //	GET  /admin/deadLetters                                                 the dead-letter actor's state
-//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&until=)
+//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&after=&until=&limit=)
 //	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=&limit=)
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress, then the summary
 func (a *API) deadLetterRoutes(mux *http.ServeMux) {
@@ -63,9 +63,19 @@ type DeadLetterMoreView struct {
 	Since   time.Time `json:"since"`
 }
 
-// deadLetterQuery parses ?key=&since=&until=&reason=, reporting every problem at once.
+// DeadLetterObjectsMoreView says what an objects answer left out once it held its limit:
+// the objects left, and the since= and after= that take up with the first of them (the time
+// and key of the last object answered).
+type DeadLetterObjectsMoreView struct {
+	Objects int       `json:"objects"`
+	Since   time.Time `json:"since"`
+	After   string    `json:"after"`
+}
+
+// deadLetterQuery parses ?key=&since=&after=&until=&reason=&limit= (limit: default
+// [router.DefaultDeadLetterLimit]), reporting every problem at once.
 func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
-	q := router.DeadLetterQuery{Key: req.URL.Query().Get("key")}
+	q := router.DeadLetterQuery{Key: req.URL.Query().Get("key"), After: req.URL.Query().Get("after"), Limit: router.DefaultDeadLetterLimit}
 	var errs []error
 	for _, p := range []struct {
 		name string
@@ -85,6 +95,16 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 			errs = append(errs, fmt.Errorf("reason: %w", err))
 		}
 		q.Reason = reason
+	}
+	if q.After != "" && q.Since.IsZero() {
+		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", q.After))
+	}
+	if v := req.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("limit=%q: use a positive number such as %d", v, router.DefaultDeadLetterLimit))
+		}
+		q.Limit = n
 	}
 	return q, errors.Join(errs...)
 }
@@ -136,15 +156,19 @@ func (a *API) listDeadLetterObjects(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
-	objs, err := a.r.DeadLetterObjects(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
+	list, err := a.r.DeadLetterObjects(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
 		a.writeDeadLetterError(w, err)
 		return
 	}
 	out := struct {
-		Value []deadLetterObjectView `json:"value"`
-	}{Value: []deadLetterObjectView{}}
-	for _, o := range objs {
+		Value []deadLetterObjectView     `json:"value"`
+		More  *DeadLetterObjectsMoreView `json:"more,omitempty"`
+	}{Value: make([]deadLetterObjectView, 0, len(list.Objects))}
+	if list.More {
+		out.More = &DeadLetterObjectsMoreView{Objects: list.Unlisted, Since: list.Next, After: list.After}
+	}
+	for _, o := range list.Objects {
 		out.Value = append(out.Value, deadLetterObjectView{Key: o.Key, Size: o.Size, ETag: o.ETag, LastModified: o.LastModified, URL: o.URL})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -155,15 +179,6 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
-	}
-	q.Limit = router.DefaultDeadLetterLimit
-	if v := req.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("limit=%q: use a positive number of records such as %d", v, router.DefaultDeadLetterLimit))
-			return
-		}
-		q.Limit = n
 	}
 	read, err := a.r.DeadLetterRecords(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {

@@ -181,23 +181,30 @@ func (s *Store) forget(bucket string) {
 	s.mu.Unlock()
 }
 
-// List implements [sinks.ObjectStore]. It asks for the objects' user metadata, which MinIO
-// lists (an extension of S3's ListObjectsV2); from another server Metadata stays nil.
-func (s *Store) List(ctx context.Context, bucket, prefix string) ([]sinks.ObjectInfo, error) {
+// List implements [sinks.ObjectStore]: one ListObjectsV2 request of at most a page (more only
+// when a server answers a short page that is not its last). It asks for the objects' user
+// metadata, which MinIO lists (an extension of S3's ListObjectsV2); from another server
+// Metadata stays nil.
+func (s *Store) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]sinks.ObjectInfo, error) {
+	n := q.PageSize()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops minio-go's listing goroutine if we leave early
-	var out []sinks.ObjectInfo
-	for o := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, WithMetadata: true}) {
+	defer cancel()
+	out := make([]sinks.ObjectInfo, 0, min(n, 64))
+	opts := minio.ListObjectsOptions{Prefix: q.Prefix, StartAfter: q.StartAfter, MaxKeys: n, Recursive: true, WithMetadata: true}
+	for o := range s.client.ListObjectsIter(ctx, bucket, opts) {
 		if o.Err != nil {
-			return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, prefix, s.cfg.Endpoint, translate(o.Err))
+			return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, q.Prefix, s.cfg.Endpoint, translate(o.Err))
 		}
 		out = append(out, sinks.ObjectInfo{
 			Bucket: bucket, Key: o.Key, ETag: strings.Trim(o.ETag, `"`), Size: o.Size,
 			ContentType: o.ContentType, LastModified: o.LastModified, URL: s.url(bucket, o.Key), Metadata: userMetadata(o.UserMetadata, "x-amz-meta-"),
 		})
+		if len(out) == n {
+			break // the iterator asks for no further page
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, prefix, s.cfg.Endpoint, err)
+		return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, q.Prefix, s.cfg.Endpoint, err)
 	}
 	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +72,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		if err != nil || string(got) != "[1,2]" {
 			t.Errorf("Get after a second Put = %q, %v; want [1,2]", got, err)
 		}
-		list, err := s.List(ctx, b, "")
+		list, err := s.List(ctx, b, sinks.ListQuery{Prefix: ""})
 		if err != nil || len(list) != 1 || list[0].Size != second.Size {
 			t.Errorf("List after replacing = %+v, %v; want the one object", list, err)
 		}
@@ -85,7 +86,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 				t.Fatal(err)
 			}
 		}
-		list, err := s.List(ctx, b, "SUB/")
+		list, err := s.List(ctx, b, sinks.ListQuery{Prefix: "SUB/"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,13 +100,59 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 				t.Errorf("List(SUB/)[%d] = %+v, want key %s of %d bytes", i, o, want[i], sizes[want[i]])
 			}
 		}
-		all, err := s.List(ctx, b, "")
+		all, err := s.List(ctx, b, sinks.ListQuery{Prefix: ""})
 		if err != nil || len(all) != len(keys) {
 			t.Errorf("List(\"\") = %v, %v; want all %d objects", keysOf(all), err, len(keys))
 		}
-		none, err := s.List(ctx, b, "NOPE/")
+		none, err := s.List(ctx, b, sinks.ListQuery{Prefix: "NOPE/"})
 		if err != nil || len(none) != 0 {
 			t.Errorf("List(NOPE/) = %v, %v; want nothing and no error", keysOf(none), err)
+		}
+	})
+
+	// List answers a page at a time: at most Max objects after StartAfter, in key order, and a
+	// short page is the last; ListAll pages through them all.
+	t.Run("ListPages", func(t *testing.T) {
+		s, b := newStore(t), bucket(t)
+		var want []string
+		for i := range 7 {
+			k := fmt.Sprintf("P/%02d.json", i)
+			want = append(want, k)
+			if _, err := s.Put(ctx, b, k, []byte("[]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Put(ctx, b, "Q/00.json", []byte("[]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		q := sinks.ListQuery{Prefix: "P/", Max: 3}
+		for pages := 0; ; pages++ {
+			if pages == 4 {
+				t.Fatalf("more than 3 pages of 3 for 7 objects: %v", got)
+			}
+			page, err := s.List(ctx, b, q)
+			if err != nil || len(page) > 3 {
+				t.Fatalf("List(%+v) = %v, %v; want at most 3 objects", q, keysOf(page), err)
+			}
+			got = append(got, keysOf(page)...)
+			if len(page) < 3 {
+				break
+			}
+			q.StartAfter = page[len(page)-1].Key
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pages of 3 = %v, want %v", got, want)
+		}
+		got = got[:0]
+		for o, err := range sinks.ListAll(ctx, s, b, sinks.ListQuery{Prefix: "P/", StartAfter: "P/04.json", Max: 2}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, o.Key)
+		}
+		if !slices.Equal(got, want[5:]) {
+			t.Errorf("ListAll after P/04.json = %v, want %v", got, want[5:])
 		}
 	})
 
@@ -126,7 +173,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		if err != nil || len(info.Metadata) != 1 || info.Metadata["egrid-topic"] != "Orders-1" {
 			t.Errorf("Get described the object with metadata %v, %v; want just egrid-topic: Orders-1", info.Metadata, err)
 		}
-		list, err := s.List(ctx, b, "m/")
+		list, err := s.List(ctx, b, sinks.ListQuery{Prefix: "m/"})
 		if err != nil || len(list) != 2 {
 			t.Fatalf("List = %v, %v; want 2 objects", keysOf(list), err)
 		}
@@ -178,7 +225,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 
 	t.Run("MissingBucket", func(t *testing.T) {
 		s, b := newStore(t), bucket(t)
-		if _, err := s.List(ctx, b, ""); !errors.Is(err, sinks.ErrBucketNotFound) {
+		if _, err := s.List(ctx, b, sinks.ListQuery{Prefix: ""}); !errors.Is(err, sinks.ErrBucketNotFound) {
 			t.Errorf("List of a missing bucket: %v, want ErrBucketNotFound", err)
 		}
 		if _, _, err := s.Get(ctx, b, "k", 0); !errors.Is(err, sinks.ErrBucketNotFound) {
@@ -193,7 +240,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		if _, err := s.Put(cctx, b, "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); !errors.Is(err, context.Canceled) {
 			t.Errorf("Put with a cancelled context: %v, want context.Canceled", err)
 		}
-		if _, err := s.List(cctx, b, ""); !errors.Is(err, context.Canceled) {
+		if _, err := s.List(cctx, b, sinks.ListQuery{Prefix: ""}); !errors.Is(err, context.Canceled) {
 			t.Errorf("List with a cancelled context: %v, want context.Canceled", err)
 		}
 		if _, _, err := s.Get(cctx, b, "k", 0); !errors.Is(err, context.Canceled) {
@@ -220,7 +267,7 @@ func ObjectStore(t *testing.T, newStore func(t *testing.T) sinks.ObjectStore, bu
 		for err := range errs {
 			t.Errorf("concurrent Put: %v", err)
 		}
-		list, err := s.List(ctx, b, "P/")
+		list, err := s.List(ctx, b, sinks.ListQuery{Prefix: "P/"})
 		if err != nil || len(list) != 16 {
 			t.Fatalf("List after 16 concurrent Puts = %d objects, %v", len(list), err)
 		}

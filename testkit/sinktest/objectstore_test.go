@@ -36,7 +36,7 @@ func TestFaultyObjectStoreWhileDown(t *testing.T) {
 	if _, err := f.Put(ctx, "b", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"}); !errors.Is(err, testkit.ErrStoreDown) {
 		t.Errorf("Put while down: %v, want ErrStoreDown", err)
 	}
-	if _, err := f.List(ctx, "b", ""); !errors.Is(err, testkit.ErrStoreDown) {
+	if _, err := f.List(ctx, "b", sinks.ListQuery{}); !errors.Is(err, testkit.ErrStoreDown) {
 		t.Errorf("List while down: %v, want ErrStoreDown", err)
 	}
 	if _, _, err := f.Get(ctx, "b", "k", 0); !errors.Is(err, testkit.ErrStoreDown) {
