@@ -708,27 +708,8 @@ func TestDeadLettersSurviveRestart(t *testing.T) {
 func TestCloseFlushesAnInMemoryOutbox(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
-		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
-		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
-		failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
-			return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
-		})}
 		objects := testkit.NewObjectStore()
-		r, err := router.New(router.Config{}, router.Deps{Sinks: failing, DeadLetterStore: objects})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
-			t.Fatal(err)
-		}
-		testkit.Advance(time.Minute)
+		r := deadLetteringRouter(t, nil, objects)
 		if objects.Puts() != 0 {
 			t.Fatal("written before the delay")
 		}
@@ -847,27 +828,8 @@ func (o *countingObjects) Put(ctx context.Context, bucket, key string, body []by
 func TestCloseWithADeadlinePastDoesNotFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
-		spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
-		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
-		failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
-			return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
-		})}
 		objects := &countingObjects{ObjectStore: testkit.NewObjectStore()}
-		r, err := router.New(router.Config{}, router.Deps{Sinks: failing, DeadLetterStore: objects})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
-			t.Fatal(err)
-		}
-		testkit.Advance(time.Minute) // attempted, waiting out the dead-letter delay
+		r := deadLetteringRouter(t, nil, objects) // attempted, waiting out the dead-letter delay
 		past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel()
 		_ = r.Close(past)
@@ -876,4 +838,34 @@ func TestCloseWithADeadlinePastDoesNotFlush(t *testing.T) {
 			t.Errorf("%d object writes begun by a Close whose deadline had passed, want none", n)
 		}
 	})
+}
+
+// deadLetteringRouter is a router (on st, or its own in-memory store when nil) with a
+// subscription sub-1 of topic orders that dead-letters to objects every event its sink
+// refuses (400), and one event e1 published and attempted a minute ago, its dead letter
+// waiting out its delay.
+func deadLetteringRouter(t *testing.T, st store.Store, objects sinks.ObjectStore) *router.Router {
+	t.Helper()
+	ctx := context.Background()
+	spec := router.SubscriptionSpec{Destination: router.SinkDestination("s")}
+	spec.DeadLetterDestination = &router.DeadLetterDestination{EndpointType: "StorageBlob"}
+	spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+	failing := map[string]sinks.Sink{"s": sinks.Func(func(context.Context, *sinks.Batch) error {
+		return &sinks.DeliveryError{Outcome: schemas.BadRequest, StatusCode: 400}
+	})}
+	r, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: failing, DeadLetterStore: objects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub-1", spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Publish(ctx, "orders", json.RawMessage(`{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Advance(time.Minute)
+	return r
 }
