@@ -62,6 +62,10 @@ type provisioned struct {
 	// AwaitingManualAction. The token itself is never stored.
 	TokenHash string    `json:"tokenHash,omitempty"`
 	Deadline  time.Time `json:"deadline,omitzero"`
+	// keepsEvents marks a Failed subscription that holds its events for when it is fixed (a
+	// stored one the running egrid refuses: restoreSubscription); one whose validation
+	// failed holds none, and the journal is trimmed past it (trim.go). Never stored.
+	keepsEvents bool
 }
 
 // empty reports whether p records nothing: a Succeeded subscription that needed no handshake
@@ -354,7 +358,7 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 		// untouched — its cursor holds the journal back, so none of its events is trimmed
 		// — until a PUT that passes replaces it, or a restart with what it needs.
 		r.log.Error("a stored event subscription is not valid and does not deliver: update (PUT) it with a valid definition, or delete it", logattr.Topic, t.name, logattr.Subscription, d.Name, "err", err)
-		r.life.set(k, &provisioned{State: StateFailed,
+		r.life.set(k, &provisioned{State: StateFailed, keepsEvents: true,
 			Message: fmt.Sprintf("the stored definition is not valid (%s): it does not deliver, and its events are kept; update (PUT) it with a valid definition, or delete it", strings.ReplaceAll(err.Error(), "\n", "; "))})
 		return nil, nil
 	}

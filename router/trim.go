@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -212,6 +214,15 @@ func (tr *trimmer) trim(l look) bool {
 		known = append(known, k)
 	}
 	r.mu.RUnlock()
+	// A subscription whose validation failed delivers nothing and holds no events (Event
+	// Grid's Failed subscription gets none): its cursor, left where it failed, would hold
+	// the journal, and fill the disk, for as long as nobody updates or deletes it. It is
+	// left out when it is Failed both before LastSeq is read and after the cursors are: one
+	// validated again in between counts, and one validated after has its new events past
+	// LastSeq, which no trim reaches. An update that validates it delivers from what the
+	// journal still holds. In cluster mode another node may hold a newer state: left in.
+	failed := r.validationFailed(t, known)
+	known = slices.DeleteFunc(known, func(k string) bool { return failed[k] })
 	ctx := context.Background()
 	last, err := r.store.LastSeq(ctx, t.name)
 	if err != nil {
@@ -231,9 +242,12 @@ func (tr *trimmer) trim(l look) bool {
 		r.log.Info("not trimming the journal: the store listed no cursor for a subscription; trying again later", logattr.Topic, t.name, logattr.Subscription, missing)
 		return false
 	}
+	still := r.validationFailed(t, slices.Collect(maps.Keys(failed)))
 	through := last
-	for _, c := range cursors {
-		through = min(through, c)
+	for name, c := range cursors {
+		if k := fold(name); !failed[k] || !still[k] {
+			through = min(through, c)
+		}
 	}
 	floor := tr.floors[t]
 	if through <= floor || (through-floor < l.minStep && through < last) {
@@ -245,6 +259,24 @@ func (tr *trimmer) trim(l look) bool {
 	}
 	tr.floors[t] = through
 	return true
+}
+
+// validationFailed returns, of names (folded), those of t whose validation failed: Failed
+// subscriptions that keep no events. None in cluster mode.
+func (r *Router) validationFailed(t *topicRuntime, names []string) map[string]bool {
+	if r.cl != nil {
+		return nil
+	}
+	var failed map[string]bool
+	for _, k := range names {
+		if p := r.life.get(subKey{t.name, k}); p.state() == StateFailed && !p.keepsEvents {
+			if failed == nil {
+				failed = make(map[string]bool)
+			}
+			failed[k] = true
+		}
+	}
+	return failed
 }
 
 func (tr *trimmer) failed(topic string, err error) {
