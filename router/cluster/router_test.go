@@ -21,6 +21,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/internal/natstest"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/schemas"
@@ -43,48 +44,7 @@ var leaseTTL = func() time.Duration {
 	return 2 * time.Second
 }()
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "egrid-cluster-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
-		MaxPayload: jetstream.MinMaxPayload,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting an in-process NATS server:", err)
-		os.Exit(1)
-	}
-	// The server's warnings and errors go to stderr, which go test shows when the package
-	// fails: a JetStream API error names no cause ("error creating store for stream"); the
-	// server's warning beside it does.
-	srv.SetLogger(warnLogger{}, false, false)
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		fmt.Fprintln(os.Stderr, "the in-process NATS server did not accept connections within 10s")
-		os.Exit(1)
-	}
-	serverURL = srv.ClientURL()
-	code := m.Run()
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// warnLogger writes a NATS server's warnings and errors to stderr, and nothing else.
-type warnLogger struct{}
-
-func (warnLogger) Noticef(string, ...any)    {}
-func (warnLogger) Debugf(string, ...any)     {}
-func (warnLogger) Tracef(string, ...any)     {}
-func (warnLogger) Warnf(f string, v ...any)  { fmt.Fprintf(os.Stderr, "nats-server WARN "+f+"\n", v...) }
-func (warnLogger) Errorf(f string, v ...any) { fmt.Fprintf(os.Stderr, "nats-server ERR "+f+"\n", v...) }
-func (warnLogger) Fatalf(f string, v ...any) {
-	fmt.Fprintf(os.Stderr, "nats-server FATAL "+f+"\n", v...)
-}
+func TestMain(m *testing.M) { natstest.Main(m, "egrid-cluster-", &serverURL) }
 
 var prefixes atomic.Int64
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/egridio/egrid/router/internal/natstest"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/router/store/storetest"
@@ -28,56 +28,7 @@ import (
 // unique prefix, and its streams and buckets are deleted when the test ends.
 var serverURL string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "egrid-jetstream-store-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
-		MaxPayload: jetstream.MinMaxPayload,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting an in-process NATS server:", err)
-		os.Exit(1)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		fmt.Fprintln(os.Stderr, "the in-process NATS server did not accept connections within 10s")
-		os.Exit(1)
-	}
-	serverURL = srv.ClientURL()
-	// A stream that lives as long as the server: nats-server 2.10 removes an account's
-	// storage directory when its last stream is deleted, racing with a stream being created
-	// meanwhile, and tests delete all their streams when they end. (A router's store always
-	// has its buckets, so its account never gets there.)
-	if err := pin(serverURL); err != nil {
-		fmt.Fprintln(os.Stderr, "creating the pinning stream:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func pin(url string) error {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = js.CreateStream(ctx, njs.StreamConfig{Name: "PIN", Subjects: []string{"pin"}})
-	return err
-}
+func TestMain(m *testing.M) { natstest.Main(m, "egrid-jetstream-store-", &serverURL) }
 
 var prefixes atomic.Int64
 
