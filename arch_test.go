@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"router/store":                 {"schemas"},
 	"router/cluster":               {},
 	"router/store/":                {"router/store", "schemas"},
+	"router/internal/natstest":     {"router/store/jetstream"},
 	"actors":                       {"schemas", "schemas/bufpool", "router/filter", "router/retry", "router/store", "router/metrics", "router/logattr", "sinks"},
 	"actors/deadletter":            {"schemas", "router/retry", "router/store", "router/metrics", "router/logattr", "sinks", "actors"},
 	"actors/deadletter/outboxtest": {"schemas", "router/store", "actors", "actors/deadletter"},
