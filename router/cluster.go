@@ -51,7 +51,14 @@ type clusterRuntime struct {
 	// (guarded by mu); adoptAll asks run to adopt those of every subscription running here.
 	adopt    map[cluster.Key]bool
 	adoptAll bool
-	misses   map[string]time.Time // topicFresh's store reads, by folded name
+
+	// The reads of the topic catalogue that topicFresh's misses share (guarded by mu;
+	// topiclookup.go).
+	nextRead   *catalogueRead       // the read the misses since the last one started wait for
+	lastRead   time.Time            // when the last read started
+	readerDone chan struct{}        // readCatalogue runs while non-nil; closed when it ends
+	noReads    bool                 // close began: no read starts
+	misses     map[string]time.Time // names a read started then did not find, by folded name
 
 	// orphans holds the deleted subscriptions whose dead letters this node, holding the
 	// cluster's duty, adopted from the outbox: its dead-letter actor writes them (copy on
@@ -144,16 +151,25 @@ func (c *clusterRuntime) watch() {
 // for state writes (waitFor), and ctx bounds the wait for them and for the placement's NATS
 // calls ([cluster.Node.Close]). The watch's store reads are cancelled at once (what they were
 // for — reading definitions again, polling journals, adopting dead letters — the next start
-// and the other nodes do), so it ends at once; ctx bounds the wait for it all the same.
-// Should ctx end first, the watch may still apply a definition it had read to this router's
-// topics (it writes nothing to the store, and a topic it starts once the router is closed is
-// stopped at once by startTopic). Idempotent.
+// and the other nodes do), so it ends at once; ctx bounds the wait for it all the same, and
+// for a read of the topic catalogue under way (topicFresh), cancelled likewise, whose waiting
+// misses end with [ErrClosed]. Should ctx end first, the watch may still apply a definition
+// it had read to this router's topics (it writes nothing to the store, and a topic it starts
+// once the router is closed is stopped at once by startTopic). Idempotent.
 func (c *clusterRuntime) close(ctx context.Context) {
 	c.closeOnce.Do(func() {
+		reader := c.stopReads()
 		close(c.stopping)
 		c.node.Close(ctx)
 		close(c.quit)
 		c.endLife()
+		if reader != nil { // a read of the catalogue must not start a topic after Close took the list
+			select {
+			case <-reader:
+			case <-ctx.Done():
+				c.r.log.Warn("closing the cluster runtime: no longer waiting for its read of the topic catalogue to end; the read is cancelled", "err", ctx.Err())
+			}
+		}
 		if !c.watching {
 			return
 		}
@@ -987,46 +1003,6 @@ func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.Subscr
 		return fmt.Errorf("%s event subscription %q: %w", verb, name, err)
 	}
 	return nil
-}
-
-// topicFresh is topic, but in cluster mode a topic this node does not know yet is looked up
-// in the store first (at most once a second per name), so a topic created on another node
-// a moment ago can be published to, read or given subscriptions here at once. A store that
-// cannot answer makes it [ErrUnavailable], to retry, not a topic not found, and the next
-// call reads the store again.
-func (r *Router) topicFresh(name string) (*topicRuntime, error) {
-	t, err := r.topic(name)
-	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || !r.cl.missAllowed(name) {
-		return t, err
-	}
-	if err := r.syncTopic(context.Background(), name); err != nil {
-		r.cl.forgetMiss(name)
-		return nil, fmt.Errorf("topic %q: reading it from the cluster's store: %w: %w", name, ErrUnavailable, err)
-	}
-	return r.topic(name)
-}
-
-// missAllowed rate-limits the store reads of topicFresh: once a second per name, so
-// requests for a topic that does not exist cannot make every request read the store.
-func (c *clusterRuntime) missAllowed(name string) bool {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.misses == nil || len(c.misses) > 10000 {
-		c.misses = make(map[string]time.Time)
-	}
-	if last, ok := c.misses[fold(name)]; ok && now.Sub(last) < time.Second {
-		return false
-	}
-	c.misses[fold(name)] = now
-	return true
-}
-
-// forgetMiss lets the next topicFresh of name read the store at once: this one could not.
-func (c *clusterRuntime) forgetMiss(name string) {
-	c.mu.Lock()
-	delete(c.misses, fold(name))
-	c.mu.Unlock()
 }
 
 // queueRemote reports, in cluster mode, that another node runs a queue subscription's

@@ -128,7 +128,7 @@ func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec S
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
 	nameErr := ValidateSubscriptionName(name)
 	if r.cl != nil {
-		_, _ = r.topicFresh(topic) // a topic created on another node a moment ago (cluster.go)
+		_, _ = r.topicFresh(ctx, topic) // a topic created on another node a moment ago (topiclookup.go)
 	}
 	r.mu.RLock()
 	if r.closed {

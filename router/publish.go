@@ -21,7 +21,7 @@ func (r *Router) Publish(ctx context.Context, topic string, events ...any) error
 	if err != nil {
 		return fmt.Errorf("encoding events: %w", err)
 	}
-	t, err := r.topicFresh(topic)
+	t, err := r.topicFresh(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (r *Router) DecodeEvents(topic string, spec TopicSpec, body []byte, lim sch
 // from a decoder of package schemas for the topic's input schema ([Router.DecodeEvents], or
 // schemas.DecodeCloudEventBinary): PublishEvents does not validate them again.
 func (r *Router) PublishEvents(ctx context.Context, topic string, events []*schemas.Event) error {
-	t, err := r.topicFresh(topic)
+	t, err := r.topicFresh(ctx, topic)
 	if err != nil {
 		return err
 	}

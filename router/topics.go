@@ -196,7 +196,7 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 func (r *Router) Topic(name string) (TopicSpec, error) {
 	t, _, _, err := r.lookup(name, "")
 	if err != nil && r.cl != nil {
-		switch ft, ferr := r.topicFresh(name); {
+		switch ft, ferr := r.topicFresh(context.Background(), name); {
 		case ferr == nil: // created on another node a moment ago
 			t, err = ft, nil
 		case errors.Is(ferr, ErrUnavailable):

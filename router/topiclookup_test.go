@@ -1,0 +1,256 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/store"
+)
+
+// countedTopics is a store that counts its reads of the topic catalogue and, while away is
+// set, fails them.
+type countedTopics struct {
+	store.Store
+	reads atomic.Int64
+	away  atomic.Bool
+}
+
+func (s *countedTopics) Topics(ctx context.Context) ([]store.Definition, error) {
+	s.reads.Add(1)
+	if s.away.Load() {
+		return nil, errors.New("no responders available for request")
+	}
+	return s.Store.Topics(ctx)
+}
+
+// lookupFixture is a router on a memory store with the cluster runtime's lookups in place
+// (no cluster node: the tests publish only to names the router does not know, and read
+// topics). stop ends the lookups and closes the router; call it inside the bubble.
+func lookupFixture(t *testing.T) (r *Router, c *clusterRuntime, st *countedTopics, stop func()) {
+	t.Helper()
+	st = &countedTopics{Store: store.NewMemory()}
+	r, err := New(Config{InsecureDev: true, SkipEndpointValidation: true}, Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = &clusterRuntime{r: r, node: &cluster.Node{}, subs: map[cluster.Key]*clusterSub{}, stopping: make(chan struct{})}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	r.cl = c
+	st.reads.Store(0)
+	return r, c, st, func() {
+		reader := c.stopReads()
+		close(c.stopping)
+		c.endLife()
+		if reader != nil {
+			<-reader
+		}
+		r.cl = nil
+		if err := r.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// publishUnknown publishes to each name from its own goroutine, all at once, and returns the
+// errors by name.
+func publishUnknown(r *Router, names []string) map[string]error {
+	var mu sync.Mutex
+	errs := make(map[string]error, len(names))
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			err := r.Publish(context.Background(), name)
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+func unknownNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return names
+}
+
+func requireNotFound(t *testing.T, errs map[string]error) {
+	t.Helper()
+	for name, err := range errs {
+		if !errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("publish to unknown topic %q: %v; want topic not found", name, err)
+		}
+	}
+}
+
+// Publishes to many topic names this node does not know, at once, share one read of the
+// topic catalogue: the store is read at most once a second however many names are tried.
+func TestClusterUnknownTopicNamesShareTheStoreReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+
+		start := time.Now()
+		requireNotFound(t, publishUnknown(r, unknownNames("burst", 500)))
+		if n, took := st.reads.Load(), time.Since(start); n > 2 || took > lookupInterval {
+			t.Errorf("500 unknown names at once: %d store reads in %v; want at most 2 (one under way, one for the names that came meanwhile) within %v", n, took, lookupInterval)
+		}
+
+		// 20 clients each trying 50 names one after the other: the reads stay one a second.
+		st.reads.Store(0)
+		start = time.Now()
+		var wg sync.WaitGroup
+		for w := range 20 {
+			wg.Go(func() {
+				for _, name := range unknownNames(fmt.Sprintf("client%d", w), 50) {
+					if err := r.Publish(context.Background(), name); !errors.Is(err, ErrTopicNotFound) {
+						t.Errorf("publish to unknown topic %q: %v; want topic not found", name, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		took := time.Since(start)
+		if n, most := st.reads.Load(), 1+int64(took/lookupInterval); n > most {
+			t.Errorf("1000 unknown names from 20 clients: %d store reads in %v; want at most %d (one a second)", n, took, most)
+		}
+	})
+}
+
+// A name a read did not find a moment ago answers not found at once, without a read; and a
+// name no topic can have is not looked up at all.
+func TestClusterRepeatedAndInvalidUnknownNamesReadNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+
+		requireNotFound(t, publishUnknown(r, []string{"nope"}))
+		st.reads.Store(0)
+		start := time.Now()
+		names := make([]string, 100)
+		for i := range names {
+			names[i] = "NOPE" // one name, in another case
+		}
+		if err := r.Publish(context.Background(), "nope"); !errors.Is(err, ErrTopicNotFound) {
+			t.Fatalf("publish to unknown topic: %v; want topic not found", err)
+		}
+		requireNotFound(t, publishUnknown(r, names))
+		if n, took := st.reads.Load(), time.Since(start); n != 0 || took != 0 {
+			t.Errorf("a name not found a moment ago, tried again: %d store reads, answered after %v; want none, at once", n, took)
+		}
+
+		invalid := []string{"a", "has space", "under_score", string(make([]byte, 51)), "x" + string(rune(0x00e9)) + "x"}
+		for i := range 100 {
+			invalid = append(invalid, fmt.Sprintf("%s-%d", string(make([]byte, 60)), i))
+		}
+		requireNotFound(t, publishUnknown(r, invalid))
+		if n := st.reads.Load(); n != 0 {
+			t.Errorf("names no topic can have: %d store reads; want none", n)
+		}
+	})
+}
+
+// The names remembered as not found are bounded in number and forgotten after a second: an
+// unknown name costs no memory for good.
+func TestClusterMissesStayBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, c, _, stop := lookupFixture(t)
+		defer stop()
+		misses := func() int {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return len(c.misses)
+		}
+
+		requireNotFound(t, publishUnknown(r, unknownNames("many", maxMisses+1000)))
+		if n := misses(); n > maxMisses {
+			t.Errorf("%d unknown names: %d remembered; want at most %d", maxMisses+1000, n, maxMisses)
+		}
+		<-time.After(time.Minute) // virtual time
+		requireNotFound(t, publishUnknown(r, []string{"one-more"}))
+		if n := misses(); n != 1 {
+			t.Errorf("a minute later, one more unknown name: %d names remembered; want 1 (the older ones forgotten)", n)
+		}
+	})
+}
+
+// A topic created on another node a moment ago — here straight in the store, so no notice
+// tells this node — is found while unknown names keep the reads busy, within a read.
+func TestClusterTopicOnlyTheStoreKnowsIsFoundAmidUnknownNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+
+		var wg sync.WaitGroup
+		for w := range 10 {
+			wg.Go(func() { // each name waits for a read of its own: ten seconds of unknown names
+				for i := range 10 {
+					_ = r.Publish(context.Background(), fmt.Sprintf("flood%d-%d", w, i))
+				}
+			})
+		}
+		<-time.After(2500 * time.Millisecond) // virtual time: mid-way between two reads
+		if err := st.PutTopic(context.Background(), "orders", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		spec, err := r.Topic("Orders")
+		if err != nil {
+			t.Fatalf("a topic only the store knows, amid unknown names: %v", err)
+		}
+		if took := time.Since(start); took > lookupInterval {
+			t.Errorf("a topic only the store knows was found after %v; want within %v", took, lookupInterval)
+		}
+		if spec.schema().String() == "" {
+			t.Errorf("the topic found has no schema: %+v", spec)
+		}
+		wg.Wait()
+	})
+}
+
+// A store that cannot answer makes the misses waiting for its read unavailable, to retry, and
+// nothing of them is remembered: the next try reads again. A router closing ends the misses
+// waiting for a read.
+func TestClusterLookupFailuresAndClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+
+		st.away.Store(true)
+		for name, err := range publishUnknown(r, unknownNames("away", 10)) {
+			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTopicNotFound) {
+				t.Errorf("publish to %q with the store away: %v; want unavailable, not topic not found", name, err)
+			}
+		}
+		st.away.Store(false)
+		st.reads.Store(0)
+		requireNotFound(t, publishUnknown(r, []string{"away-00000"}))
+		if n := st.reads.Load(); n != 1 {
+			t.Errorf("a name whose read failed, tried again: %d store reads; want 1", n)
+		}
+
+		// One name read a moment ago; another waits for the next read, a second later.
+		ctx, cancel := context.WithCancel(context.Background())
+		waiting := make(chan error, 2)
+		go func() { waiting <- r.Publish(ctx, "waits-for-cancel") }()
+		go func() { waiting <- r.Publish(context.Background(), "waits-for-close") }()
+		synctest.Wait()
+		cancel()
+		if err := <-waiting; !errors.Is(err, context.Canceled) {
+			t.Errorf("a miss whose ctx ended while it waited: %v; want context.Canceled", err)
+		}
+		stop()
+		if err := <-waiting; !errors.Is(err, ErrClosed) {
+			t.Errorf("a miss waiting for a read as the router closed: %v; want ErrClosed", err)
+		}
+	})
+}
