@@ -60,6 +60,8 @@ type fileConfig struct {
 	Topics []topicDecl  `yaml:"topics"`
 	// Sources feed topics from brokers (router.SourceSpec); they start after the topics.
 	Sources []router.SourceSpec `yaml:"sources"`
+	// secretFiles are the files its ${file:PATH} references were read from (decodeConfig).
+	secretFiles []secretFile
 }
 
 type serverConfig struct {
@@ -240,6 +242,8 @@ type serveSettings struct {
 	MetricsListen string
 	// Cluster is cluster mode's settings (off unless its URLs are set).
 	Cluster clusterSettings
+	// secretFiles are the files the admin token and the MinIO secret key were read from.
+	secretFiles []secretFile
 }
 
 // resolveSettings merges flags, EGRID_* environment variables, the config file and defaults.
@@ -274,11 +278,12 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	if s.PublicURL == "" {
 		s.PublicURL = listenURL(s.Listen, s.TLSCert != "")
 	}
-	token, err := resolveSecret(c, getenv, secretSource{
+	token, tokenFile, err := resolveSecret(c, getenv, secretSource{
 		flag: "admin-token", fileFlag: "admin-token-file", env: "EGRID_ADMIN_TOKEN", fileEnv: "EGRID_ADMIN_TOKEN_FILE",
 		key: "server.adminToken", fileKey: "server.adminTokenFile", fileVal: fs.AdminToken, filePath: fs.AdminTokenFile,
 	})
 	s.AdminToken, errs = token, append(errs, err)
+	s.secretFiles = append(s.secretFiles, tokenFile)
 	switch {
 	case c.IsSet("insecure-dev"):
 		s.InsecureDev = c.Bool("insecure-dev")
@@ -317,6 +322,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.History = fs.History
 	dl, dlErrs := resolveDeadLetters(c, getenv, fs)
 	s.DeadLetters, errs = dl, append(errs, dlErrs...)
+	s.secretFiles = append(s.secretFiles, dl.secretKeyFile)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
 	s.HTTP, s.LogFoldWindow, errs = httpCfg, fold, append(errs, limitErrs...)
 	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)

@@ -46,6 +46,8 @@ type deadLetterSettings struct {
 	MinIO blob.Config
 	// Delay is the dead-letter delay (0: the router's default, 5 min).
 	Delay time.Duration
+	// secretKeyFile is the file MinIO.SecretKey was read from (zero: none).
+	secretKeyFile secretFile
 }
 
 // deadLetterFlags are serve's dead-letter flags.
@@ -81,14 +83,14 @@ func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverCon
 		CreateBuckets: m.CreateBuckets == nil || *m.CreateBuckets,
 		ReadTimeout:   m.ReadTimeout,
 	}}
-	secret, err := resolveSecret(c, getenv, secretSource{
+	secret, secretKeyFile, err := resolveSecret(c, getenv, secretSource{
 		flag: "minio-secret-key", fileFlag: "minio-secret-key-file", env: "EGRID_MINIO_SECRET_KEY", fileEnv: "EGRID_MINIO_SECRET_KEY_FILE",
 		key: "server.minio.secretKey", fileKey: "server.minio.secretKeyFile", fileVal: m.SecretKey, filePath: m.SecretKeyFile,
 	})
 	if err != nil {
 		errs = append(errs, err)
 	}
-	s.MinIO.SecretKey = secret
+	s.MinIO.SecretKey, s.secretKeyFile = secret, secretKeyFile
 	switch {
 	case c.IsSet("minio-secure"):
 		s.MinIO.Secure = c.Bool("minio-secure")

@@ -5,27 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egridio/egrid/router/secretfile"
 )
 
 // Secrets stay out of `ps` and shell history: every secret serve takes can come from a file
 // or the environment instead of a flag.
 //
 //   - The admin token and the MinIO secret key have a -file flag, an EGRID_*_FILE variable and
-//     a *File config key beside their value forms. A file holds the secret alone (at most
-//     1 MiB); trailing line ends are dropped. At one level (flags, environment or config file) give the value
+//     a *File config key beside their value forms. A file holds the secret alone; trailing
+//     line ends are dropped. At one level (flags, environment or config file) give the value
 //     or the file, not both; across levels flag > environment > file, as for every setting.
 //   - Any string value of the YAML config — topic keys, passwords in broker URLs, the admin
 //     token — may reference an environment variable as ${NAME} or a file as ${file:PATH}
 //     (PATH relative to the working directory; trailing line ends dropped). A reference to an
 //     unset or empty variable or to an unreadable or empty file is an error; $${ is a
-//     literal ${. References
-//     expand to strings: numbers, booleans and durations have their EGRID_* variables.
+//     literal ${. References expand to strings: numbers, booleans and durations have their
+//     EGRID_* variables.
+//
+// Every secret file is read by readSecretFile (secretfile.Read): a regular file of at most
+// 64 KiB, its mode taken from the open file it is read from. serve warns of each one group or
+// others may read (warnReadableSecrets).
 
 // secretFileFlags are serve's -file flags of its secrets.
 func secretFileFlags() []cli.Flag {
@@ -44,20 +50,21 @@ type secretSource struct {
 }
 
 // resolveSecret returns a secret by flag > environment > config file, each level giving the
-// value itself or a file that holds it (not both). "" when none is set.
-func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (string, error) {
-	level := func(val, path, valName, pathName string) (string, bool, error) {
+// value itself or a file that holds it (not both), and the file it was read from (zero when
+// given as a value). "" when none is set.
+func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (string, secretFile, error) {
+	level := func(val, path, valName, pathName string) (string, secretFile, bool, error) {
 		switch {
 		case val != "" && path != "":
-			return "", true, fmt.Errorf("%s and %s are both set: give the secret or the file that holds it, not both", valName, pathName)
+			return "", secretFile{}, true, fmt.Errorf("%s and %s are both set: give the secret or the file that holds it, not both", valName, pathName)
 		case path != "":
-			v, err := readSecretFile(path)
+			v, f, err := readSecretFile(path)
 			if err != nil {
-				return "", true, fmt.Errorf("%s: %w", pathName, err)
+				return "", secretFile{}, true, fmt.Errorf("%s: %w", pathName, err)
 			}
-			return v, true, nil
+			return v, f, true, nil
 		}
-		return val, val != "", nil
+		return val, secretFile{}, val != "", nil
 	}
 	flagVal, flagPath := "", ""
 	if c.IsSet(s.flag) {
@@ -71,67 +78,61 @@ func resolveSecret(c *cli.Context, getenv func(string) string, s secretSource) (
 		{getenv(s.env), getenv(s.fileEnv), s.env, s.fileEnv},
 		{s.fileVal, s.filePath, s.key, s.fileKey},
 	} {
-		if v, ok, err := level(l.val, l.path, l.valName, l.pathName); ok || err != nil {
-			return v, err
+		if v, f, ok, err := level(l.val, l.path, l.valName, l.pathName); ok || err != nil {
+			return v, f, err
 		}
 	}
-	return "", nil
+	return "", secretFile{}, nil
 }
 
-// warnReadableSecrets logs a warning, with the remedy, for each of paths (empty ones skipped)
-// that group or others may read, write or enter: a file holding the admin token, the MinIO
-// secret key or the TLS private key. ssh refuses such a private key and PostgreSQL such a TLS
-// key; serve warns and goes on, because the usual ways of handing secrets to a container
-// give them wider modes (Kubernetes mounts secrets 0644 unless defaultMode says otherwise).
-// The store's --secret-key-file is refused instead (disk.ReadSecretKey): it is read at every
-// start, and a key anyone can read seals nothing. A path that cannot be read is left to the
-// read that reports it.
-func warnReadableSecrets(log *slog.Logger, paths ...string) {
-	seen := make(map[string]bool, len(paths))
-	for _, path := range paths {
-		if path == "" || seen[path] {
+// secretFile is a file a secret was read from: its path and its mode, from the open file the
+// secret was read from.
+type secretFile struct {
+	path string
+	mode fs.FileMode
+}
+
+// warnReadableSecrets logs a warning, with the remedy, for each of files (zero ones skipped)
+// that group or others may read, write or enter (secretfile.Exposed): the admin token file,
+// the MinIO secret key file, the TLS private key and the files of ${file:PATH} references.
+// ssh refuses such a private key and PostgreSQL such a TLS key; serve warns and goes on,
+// because the usual ways of handing secrets to a container give them wider modes (Kubernetes
+// mounts secrets 0644 unless defaultMode says otherwise). The store's --secret-key-file is
+// refused instead (disk.ReadSecretKey): it is read at every start, and a key anyone can read
+// seals nothing.
+func warnReadableSecrets(log *slog.Logger, files ...secretFile) {
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		if f.path == "" || seen[f.path] || !secretfile.Exposed(f.mode) {
 			continue
 		}
-		seen[path] = true
-		info, err := os.Stat(path)
-		if err != nil || info.Mode().Perm()&0o077 == 0 {
-			continue
-		}
-		log.Warn(fmt.Sprintf("the secret file %s can be read by group or others: run chmod 600 %s (with Kubernetes, defaultMode: 0400 on the secret volume)", path, path),
-			"mode", fmt.Sprintf("%04o", info.Mode().Perm()))
+		seen[f.path] = true
+		log.Warn(fmt.Sprintf("the secret file %s can be read by group or others: run chmod 600 %s (with Kubernetes, defaultMode: 0400 on the secret volume)", f.path, f.path),
+			"mode", fmt.Sprintf("%04o", f.mode.Perm()))
 	}
 }
 
-// maxSecretFile bounds a secret file: it holds one secret (a token, a key, a password, at
-// most a PEM chain), so a path that names something else — /dev/zero, a log file, a disk
-// image — is an error rather than read into memory whole.
-const maxSecretFile = 1 << 20
-
-// readSecretFile reads a secret from path: the whole file (at most maxSecretFile bytes),
-// trailing line ends dropped.
-func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
+// readSecretFile reads a secret from path (secretfile.Read: a regular file of at most 64 KiB),
+// trailing line ends dropped, and returns it with the file it was read from.
+func readSecretFile(path string) (string, secretFile, error) {
+	raw, mode, err := secretfile.Read(path)
 	if err != nil {
-		return "", fmt.Errorf("reading the secret: %w", err)
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	if err != nil {
-		return "", fmt.Errorf("reading the secret: %w", err)
-	}
-	if len(raw) > maxSecretFile {
-		return "", fmt.Errorf("the secret file %s is over 1 MiB: it must hold the secret alone; check the path", path)
+		if errors.Is(err, secretfile.ErrNotRegular) || errors.Is(err, secretfile.ErrTooLarge) {
+			return "", secretFile{}, err // the error names the file and what to do
+		}
+		return "", secretFile{}, fmt.Errorf("reading the secret: %w", err)
 	}
 	v := strings.TrimRight(string(raw), "\r\n")
 	if v == "" {
-		return "", fmt.Errorf("the secret file %s is empty", path)
+		return "", secretFile{}, fmt.Errorf("the secret file %s is empty", path)
 	}
-	return v, nil
+	return v, secretFile{path: path, mode: mode}, nil
 }
 
 // decodeConfig strictly decodes a YAML config (unknown keys are errors) and expands the
-// ${NAME} and ${file:PATH} references in its string values. Strictness is checked on the
-// text as written, so errors name the lines of the file.
+// ${NAME} and ${file:PATH} references in its string values, noting the files read in
+// cfg.secretFiles. Strictness is checked on the text as written, so errors name the lines of
+// the file.
 func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 	var cfg fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
@@ -146,50 +147,58 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if !expandNode(&doc, getenv, &errs) {
+	x := expansion{getenv: getenv}
+	if !x.node(&doc) {
 		return &cfg, nil // nothing to expand: cfg is the file as written
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(x.errs...); err != nil {
 		return nil, err
 	}
 	cfg = fileConfig{}
 	if err := doc.Decode(&cfg); err != nil {
 		return nil, err
 	}
+	cfg.secretFiles = x.files
 	return &cfg, nil
 }
 
-// expandNode expands the references in the scalar values under n (not in mapping keys),
-// reporting whether any was found.
-func expandNode(n *yaml.Node, getenv func(string) string, errs *[]error) bool {
+// expansion expands the references of one config: its errors and the secret files it read.
+type expansion struct {
+	getenv func(string) string
+	errs   []error
+	files  []secretFile
+}
+
+// node expands the references in the scalar values under n (not in mapping keys), reporting
+// whether any was found.
+func (x *expansion) node(n *yaml.Node) bool {
 	found := false
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "${") {
 			return false
 		}
-		v, err := expandRefs(n.Value, getenv)
+		v, err := x.refs(n.Value)
 		if err != nil {
-			*errs = append(*errs, fmt.Errorf("line %d: %w", n.Line, err))
+			x.errs = append(x.errs, fmt.Errorf("line %d: %w", n.Line, err))
 		}
 		n.Value, n.Tag = v, "!!str"
 		return true
 	case yaml.MappingNode:
 		for i := 1; i < len(n.Content); i += 2 {
-			found = expandNode(n.Content[i], getenv, errs) || found
+			found = x.node(n.Content[i]) || found
 		}
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for _, c := range n.Content {
-			found = expandNode(c, getenv, errs) || found
+			found = x.node(c) || found
 		}
 	}
 	return found
 }
 
-// expandRefs replaces ${NAME} by the environment variable NAME, ${file:PATH} by the secret
-// in the file PATH, and $${ by ${.
-func expandRefs(s string, getenv func(string) string) (string, error) {
+// refs replaces ${NAME} by the environment variable NAME, ${file:PATH} by the secret in the
+// file PATH, and $${ by ${.
+func (x *expansion) refs(s string) (string, error) {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -210,17 +219,18 @@ func expandRefs(s string, getenv func(string) string) (string, error) {
 		b.WriteString(s[:i])
 		s = s[i+end+1:]
 		if path, ok := strings.CutPrefix(ref, "file:"); ok {
-			v, err := readSecretFile(path)
+			v, f, err := readSecretFile(path)
 			if err != nil {
 				return "", fmt.Errorf("${file:%s}: %w", path, err)
 			}
+			x.files = append(x.files, f)
 			b.WriteString(v)
 			continue
 		}
 		if ref == "" || strings.ContainsAny(ref, " :$") {
 			return "", fmt.Errorf("${%s} is not a reference: write ${NAME} for an environment variable or ${file:PATH} for a file", ref)
 		}
-		v := getenv(ref)
+		v := x.getenv(ref)
 		if v == "" {
 			return "", fmt.Errorf("${%s}: the environment variable %s is not set (or empty): export it, or write the value itself", ref, ref)
 		}

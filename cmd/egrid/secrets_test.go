@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -167,21 +168,21 @@ topics:
 	}
 }
 
-// A secret file is read up to 1 MiB: a path naming something else (a log file, /dev/zero)
-// is an error saying so, where it was read into memory whole (without end, for /dev/zero).
+// A secret file is read up to 64 KiB: a path naming something else (a log file, a disk image)
+// is an error saying so, where it was read into memory whole.
 func TestSecretFileOverTheLimit(t *testing.T) {
-	const limit = 1 << 20
+	const limit = 64 << 10
 	big := writeSecret(t, strings.Repeat("k", limit+1))
 	atLimit := writeSecret(t, strings.Repeat("k", limit-1)+"\n")
-	if v, err := readSecretFile(atLimit); err != nil || len(v) != limit-1 {
-		t.Fatalf("a secret of 1 MiB with its line end: %d bytes, %v", len(v), err)
+	if v, _, err := readSecretFile(atLimit); err != nil || len(v) != limit-1 {
+		t.Fatalf("a secret of 64 KiB with its line end: %d bytes, %v", len(v), err)
 	}
-	if _, err := readSecretFile(big); err == nil || !strings.Contains(err.Error(), "is over 1 MiB: it must hold the secret alone") {
-		t.Fatalf("a file over 1 MiB: %v, want an error saying it is over the limit", err)
+	if _, _, err := readSecretFile(big); err == nil || !strings.Contains(err.Error(), "the secret file "+big+" is over 64 KiB (65537 bytes): it must hold the secret alone") {
+		t.Fatalf("a file over 64 KiB: %v, want an error saying it is over the limit", err)
 	}
 	_, err := decodeConfig([]byte("server:\n  adminToken: ${file:"+big+"}\n"), func(string) string { return "" })
-	if err == nil || !strings.Contains(err.Error(), "line 2: ${file:"+big+"}: the secret file") {
-		t.Fatalf("a ${file:} reference to a file over 1 MiB: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "line 2: ${file:"+big+"}: the secret file "+big+" is over 64 KiB") {
+		t.Fatalf("a ${file:} reference to a file over 64 KiB: %v", err)
 	}
 }
 
@@ -303,5 +304,92 @@ func TestServeWarnsOfReadableSecretFiles(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("an admin call with the file's token: %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestServeWarnsOfReadableFileReferences: a file a ${file:PATH} reference of the config
+// names is a secret file like the admin token file: readable by group or others (here 0644,
+// as Kubernetes mounts secrets), it gets the same warning at start, naming the file, its mode
+// and the remedy; serve goes on and uses it.
+func TestServeWarnsOfReadableFileReferences(t *testing.T) {
+	const key = "a2V5LWZyb20tYS1yZWFkYWJsZS1maWxl"
+	keyFile := filepath.Join(t.TempDir(), "orders-key1")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${file:"+keyFile+"}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	warnings := make(chan string, 4)
+	srv := startLogged(t, warnings, "the secret file", "--admin-token-file", writeSecret(t, "s3cret"), "--config", cfg,
+		"--data-dir", filepath.Join(t.TempDir(), "data"))
+	select {
+	case line := <-warnings:
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "the secret file "+keyFile+" ") ||
+			!strings.Contains(line, "chmod 600 "+keyFile) || !strings.Contains(line, "mode=0644") {
+			t.Fatalf("the start warning is %q; want a WARN naming the referenced file, its mode and chmod 600", line)
+		}
+	default: // the start warnings are written before "egrid serving"
+		t.Fatalf("no warning about the ${file:} reference to a file readable by others:\n%s", srv.log())
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.url+"/topics/orders/api/events?api-version=2018-01-01", strings.NewReader(string(eventsBody([]string{"e1"}))))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("aeg-sas-key", key)
+	resp, err := oneShot.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a publish with the key from the referenced file: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A secret file must be a regular file: a directory, named by a -file setting or a ${file:}
+// reference, is an error saying so, where its read failed with "is a directory".
+func TestSecretFileIsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	want := "the secret file " + dir + " is a directory, not a regular file: name the file that holds the secret"
+	if _, err := resolveServe(t, []string{"--admin-token-file", dir}, nil, serverConfig{}); err == nil || !strings.Contains(err.Error(), "--admin-token-file: "+want) {
+		t.Errorf("--admin-token-file naming a directory: %v, want an error saying %q", err, want)
+	}
+	_, err := decodeConfig([]byte("server:\n  adminToken: ${file:"+dir+"}\n"), func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "line 2: ${file:"+dir+"}: "+want) {
+		t.Errorf("a ${file:} reference to a directory: %v, want an error saying %q", err, want)
+	}
+}
+
+// The TLS private key is a secret file like the others: readable by group or others it gets
+// the start warning, and a path naming something other than a regular file stops serve
+// before it opens anything, with exit status 2 and an error saying what the path names,
+// where the read failed only once the server was serving.
+func TestServeReadsTheTLSKeyAsASecretFile(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir)
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnings := make(chan string, 4)
+	srv := startLogged(t, warnings, "the secret file", "--insecure-dev", "--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile)
+	select {
+	case line := <-warnings:
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "chmod 600 "+keyFile) || !strings.Contains(line, "mode=0644") {
+			t.Fatalf("the start warning is %q; want a WARN naming the TLS key, its mode and chmod 600", line)
+		}
+	default: // the start warnings are written before "egrid serving"
+		t.Fatalf("no warning about the TLS key readable by others:\n%s", srv.log())
+	}
+
+	notAFile := t.TempDir()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{"egrid", "serve", "--listen", "127.0.0.1:0", "--insecure-dev", "--data-dir", filepath.Join(notAFile, "data"),
+		"--tls-cert", certFile, "--tls-key", notAFile}, env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+	want := "--tls-key: the secret file " + notAFile + " is a directory, not a regular file"
+	if code != 2 || !strings.Contains(out.String(), want) {
+		t.Fatalf("serve with a directory as --tls-key: exit %d, want 2 and an error saying %q:\n%s", code, want, out.String())
 	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/secretfile"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/sinks/broker"
@@ -74,13 +77,15 @@ func serve(c *cli.Context, e env) error {
 	}
 	log := slog.New(handler)
 	warnInsecureDev(log, s)
-	var declaredSecrets serverConfig
-	if file != nil {
-		declaredSecrets = file.Server
+	tlsConfig, tlsKeyFile, err := loadTLS(s)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
 	}
-	warnReadableSecrets(log, s.TLSKey,
-		c.String("admin-token-file"), e.Getenv("EGRID_ADMIN_TOKEN_FILE"), declaredSecrets.AdminTokenFile,
-		c.String("minio-secret-key-file"), e.Getenv("EGRID_MINIO_SECRET_KEY_FILE"), declaredSecrets.MinIO.SecretKeyFile)
+	var referenced []secretFile // by the config's ${file:PATH}
+	if file != nil {
+		referenced = file.secretFiles
+	}
+	warnReadableSecrets(log, slices.Concat(s.secretFiles, referenced, []secretFile{tlsKeyFile})...)
 
 	counters := new(metrics.Set)
 	var (
@@ -161,7 +166,7 @@ func serve(c *cli.Context, e env) error {
 			}
 		}
 	}
-	err = listenAndServe(c.Context, s, r, st, log, attempts)
+	err = listenAndServe(c.Context, s, tlsConfig, r, st, log, attempts)
 	abandoned = errors.Is(err, errAbandoned)
 	return err
 }
@@ -225,7 +230,32 @@ func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) erro
 	return errors.Join(errs...)
 }
 
-func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st store.Store, log *slog.Logger, attempts *console.Attempts) error {
+// loadTLS reads the TLS certificate and private key of s (nil when serve speaks plain HTTP),
+// and returns the file the key was read from. The key is a secret file, read as every secret
+// is (secretfile.Read): its mode is judged on the file read, and a path naming a pipe, a
+// directory or a large file is refused.
+func loadTLS(s serveSettings) (*tls.Config, secretFile, error) {
+	if s.TLSCert == "" {
+		return nil, secretFile{}, nil
+	}
+	keyPEM, mode, err := secretfile.Read(s.TLSKey)
+	if err != nil {
+		return nil, secretFile{}, fmt.Errorf("--tls-key: %w", err)
+	}
+	certPEM, err := os.ReadFile(s.TLSCert)
+	if err != nil {
+		return nil, secretFile{}, fmt.Errorf("--tls-cert: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, secretFile{}, fmt.Errorf("--tls-cert %s and --tls-key %s: %w", s.TLSCert, s.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, secretFile{path: s.TLSKey, mode: mode}, nil
+}
+
+// listenAndServe serves the router's HTTP API on s.Listen, with TLS when tlsConfig is not nil,
+// until ctx ends, and then shuts down in order.
+func listenAndServe(ctx context.Context, s serveSettings, tlsConfig *tls.Config, r *router.Router, st store.Store, log *slog.Logger, attempts *console.Attempts) error {
 	limits := s.HTTP.WithDefaults()
 	ln, err := httpserver.Listen(limits, s.Listen, log)
 	if err != nil {
@@ -240,15 +270,16 @@ func listenAndServe(ctx context.Context, s serveSettings, r *router.Router, st s
 	api := httpapi.New(r)
 	srv := mainServer(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), api, r, log)
 	scheme := "http"
+	srv.TLSConfig = tlsConfig
 	errc := make(chan error, 2) // the main server and the metrics server
 	go func() {
-		if s.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, s.TLSCert, s.TLSKey)
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate is tlsConfig's
 			return
 		}
 		errc <- srv.Serve(ln)
 	}()
-	if s.TLSCert != "" {
+	if tlsConfig != nil {
 		scheme = "https"
 	}
 	var metricsSrv *http.Server

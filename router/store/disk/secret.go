@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/egridio/egrid/router/secretfile"
 )
 
 // Encryption at rest.
@@ -112,18 +114,17 @@ func (s *Store) decodeDef(key, v []byte) (id uint64, spec []byte, err error) {
 }
 
 // ReadSecretKey reads a 32-byte secret key from a file holding it as 64 hex digits, as
-// base64, or as the 32 raw bytes. The file must not be readable by group or others.
+// base64, or as the 32 raw bytes. The file is read by [secretfile.Read]: a regular file of at
+// most 64 KiB, whose mode, taken from the file read, must not let group or others in.
 func ReadSecretKey(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
+	raw, mode, err := secretfile.Read(path)
+	switch {
+	case errors.Is(err, secretfile.ErrNotRegular), errors.Is(err, secretfile.ErrTooLarge):
+		return nil, err // it names the file and what to do
+	case err != nil:
 		return nil, fmt.Errorf("reading the secret key: %w", err)
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("the secret key file %s can be read by group or others (mode %04o): run chmod 600 %s", path, info.Mode().Perm(), path)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the secret key: %w", err)
+	case secretfile.Exposed(mode):
+		return nil, fmt.Errorf("the secret key file %s can be read by group or others (mode %04o): run chmod 600 %s", path, mode.Perm(), path)
 	}
 	if len(raw) == 32 {
 		return raw, nil

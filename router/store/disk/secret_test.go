@@ -2,6 +2,8 @@ package disk_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -183,5 +185,58 @@ func TestPrivateDirRefusesAnOpenDirectory(t *testing.T) {
 	_ = s.Close()
 	if fi, err := os.Stat(loose); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("an older file open to others after Open: %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+// ReadSecretKey reads a 32-byte key written as 64 hex digits, as base64 or as the raw bytes,
+// from a private regular file of at most 64 KiB; anything else is an error naming the file
+// and what to do, read from the one open file.
+func TestReadSecretKey(t *testing.T) {
+	k := bytes.Repeat([]byte{0xab}, 32)
+	write := func(t *testing.T, content []byte, mode os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "key")
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		mode    os.FileMode
+		says    string // "": the key is read
+	}{
+		{name: "hex", content: []byte(hex.EncodeToString(k) + "\n"), mode: 0o600},
+		{name: "base64", content: []byte(base64.StdEncoding.EncodeToString(k)), mode: 0o400},
+		{name: "raw", content: k, mode: 0o600},
+		{name: "readable by others", content: []byte(hex.EncodeToString(k)), mode: 0o644, says: "can be read by group or others (mode 0644): run chmod 600 "},
+		{name: "no key", content: []byte("short"), mode: 0o600, says: "holds no 32-byte key: write 64 hex digits"},
+		{name: "over 64 KiB", content: []byte(strings.Repeat("0", 64<<10+1)), mode: 0o600, says: "is over 64 KiB (65537 bytes): it must hold the secret alone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, tc.content, tc.mode)
+			got, err := disk.ReadSecretKey(p)
+			if tc.says == "" {
+				if err != nil || !bytes.Equal(got, k) {
+					t.Fatalf("ReadSecretKey = %x, %v; want %x", got, err, k)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("ReadSecretKey = %v; want an error naming %s and saying %q", err, p, tc.says)
+			}
+		})
+	}
+	dir := t.TempDir()
+	if _, err := disk.ReadSecretKey(dir); err == nil || !strings.Contains(err.Error(), "the secret file "+dir+" is a directory, not a regular file") {
+		t.Errorf("ReadSecretKey(a directory) = %v; want an error saying it is not a regular file", err)
+	}
+	missing := filepath.Join(dir, "nonexistent")
+	if _, err := disk.ReadSecretKey(missing); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "reading the secret key: ") {
+		t.Errorf("ReadSecretKey(a missing file) = %v; want ErrNotExist", err)
 	}
 }
