@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 )
 
 // MaxSize bounds a secret file: it holds one secret (a token, a key, a password, a PEM
@@ -54,8 +55,12 @@ func Read(path string) ([]byte, fs.FileMode, error) {
 }
 
 // Exposed reports whether mode lets group or others read, write or enter the file: the
-// policy every secret file is judged by (chmod 600 is the remedy).
-func Exposed(mode fs.FileMode) bool { return mode.Perm()&0o077 != 0 }
+// policy every secret file is judged by (chmod 600 is the remedy). On Windows it is false:
+// access there is set by the file's ACL, which the mode does not show (Go reports every
+// writable file as 0666 and every read-only one as 0444), so no key file would pass.
+func Exposed(mode fs.FileMode) bool {
+	return runtime.GOOS != "windows" && mode.Perm()&0o077 != 0
+}
 
 // kind names what a mode that is not a regular file's describes.
 func kind(mode fs.FileMode) string {

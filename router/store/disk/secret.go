@@ -193,7 +193,8 @@ func (s *Store) checkKey(g *generation) error {
 }
 
 // checkPrivate refuses a data directory that group or others can read, write or enter: it
-// holds topic keys and delivery secrets. Files in it that others could read are made
+// holds topic keys and delivery secrets (not on Windows, whose modes do not say: see
+// secretfile.Exposed). Files in it that others could read are made
 // private (stores written before files were created 0600).
 func checkPrivate(dir string) error {
 	info, err := os.Stat(dir)
@@ -203,7 +204,7 @@ func checkPrivate(dir string) error {
 	if err != nil {
 		return fmt.Errorf("checking the data directory: %w", err)
 	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+	if perm := info.Mode().Perm(); secretfile.Exposed(perm) {
 		return fmt.Errorf("the data directory %s is open to group or others (mode %04o) and holds topic keys and delivery secrets: run chmod 700 %s", dir, perm, dir)
 	}
 	entries, err := os.ReadDir(dir)
@@ -211,7 +212,7 @@ func checkPrivate(dir string) error {
 		return fmt.Errorf("checking the data directory: %w", err)
 	}
 	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && secretfile.Exposed(fi.Mode()) {
 			_ = os.Chmod(filepath.Join(dir, e.Name()), 0o600)
 		}
 	}
