@@ -26,8 +26,9 @@ const (
 	// StateAwaitingManualAction: the endpoint must still GET its validationUrl; nothing is
 	// delivered until it does (SPEC §2.5).
 	StateAwaitingManualAction = "AwaitingManualAction"
-	// StateFailed: the manual validation window passed; nothing is delivered. Update the
-	// subscription to validate again, or delete it.
+	// StateFailed: the manual validation window passed; nothing is delivered and no event is
+	// kept for it. Update the subscription to validate again — it then starts afresh, like a
+	// new subscription, with the events published from then on — or delete it.
 	StateFailed = "Failed"
 )
 
@@ -263,7 +264,28 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 			}
 		}
 	}
+	// A subscription whose validation failed starts afresh (startFresh) before its new record
+	// is stored: a failure in between leaves it Failed with nothing to deliver, never
+	// validated with the events it missed. Meanwhile the trimmer counts its cursor (held), so
+	// no event published once the update read the journal's end is trimmed past it.
+	fresh, err := r.failedByValidation(ctx, k)
+	if err != nil {
+		return fmt.Errorf("saving event subscription %q: reading its stored state: %w: %w", k.name, ErrUnavailable, err)
+	}
+	prev := r.life.get(k)
+	if fresh {
+		if prev.state() == StateFailed {
+			held := *prev
+			held.keepsEvents = true
+			r.life.set(k, &held)
+		}
+		if err := r.startFresh(ctx, k); err != nil {
+			r.life.set(k, prev)
+			return fmt.Errorf("saving event subscription %q: resetting the delivery state of its failed validation: %w: %w", k.name, ErrUnavailable, err)
+		}
+	}
 	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
+		r.life.set(k, prev)
 		return err
 	}
 	r.mu.Lock()
@@ -281,6 +303,43 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	}
 	r.log.Info("event subscription "+verb, logattr.Topic, k.topic, logattr.Subscription, k.name, "provisioningState", prov.state())
 	return nil
+}
+
+// failedByValidation reports whether subscription k is Failed because its manual validation
+// window closed (it holds no events; startFresh): as this router records it, or in cluster
+// mode as stored, since the window may have closed on another node a moment ago. Called in
+// the topic's turn.
+func (r *Router) failedByValidation(ctx context.Context, k subKey) (bool, error) {
+	if r.cl == nil {
+		p := r.life.get(k)
+		return p.state() == StateFailed && !p.keepsEvents, nil
+	}
+	rec, err := r.storedRecord(ctx, k)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	return rec.Egrid.state() == StateFailed, nil
+}
+
+// storedRecord reads subscription k's record from the store: nil when it has none.
+func (r *Router) storedRecord(ctx context.Context, k subKey) (*record, error) {
+	defs, err := r.store.Subscriptions(ctx, k.topic)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for _, d := range defs {
+		if fold(d.Name) == fold(k.name) {
+			var rec record
+			if err := json.Unmarshal(d.Spec, &rec); err != nil {
+				return nil, fmt.Errorf("reading the stored record of event subscription %q: %w", k.name, err)
+			}
+			return &rec, nil
+		}
+	}
+	return nil, nil
 }
 
 // storeSubscription writes a subscription's record. Called in the topic's turn, never with

@@ -219,8 +219,9 @@ func (tr *trimmer) trim(l look) bool {
 	// the journal, and fill the disk, for as long as nobody updates or deletes it. It is
 	// left out when it is Failed both before LastSeq is read and after the cursors are: one
 	// validated again in between counts, and one validated after has its new events past
-	// LastSeq, which no trim reaches. An update that validates it delivers from what the
-	// journal still holds. In cluster mode another node may hold a newer state: left in.
+	// LastSeq, which no trim reaches. An update that validates it starts it afresh at the
+	// journal's end (startFresh), counted here from before it reads that end (a Failed record
+	// that keepsEvents). In cluster mode another node may hold a newer state: left in.
 	failed := r.validationFailed(t, known)
 	known = slices.DeleteFunc(known, func(k string) bool { return failed[k] })
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/egridio/egrid/router/logattr"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -227,9 +228,12 @@ func (r *Router) awaiting(p *pendingValidation) (*topicRuntime, *SubscriptionSpe
 	return t, spec, prov
 }
 
-// closeValidationWindow fails a subscription whose validationUrl was not fetched in time. Its
-// cursor is reset, so events published while it waited are not kept for it: a later update
-// validates again and starts from then, like a new subscription.
+// closeValidationWindow fails a subscription whose validationUrl was not fetched in time. The
+// change is one write of its record (the definition with the Failed provisioning record), so
+// a failed write loses nothing: the stored record stays AwaitingManualAction with a window
+// that has passed, and the next start closes it again. Its delivery state is then reset
+// (startFresh), freeing what it had parked; an update that validates it again resets it once
+// more and starts it afresh, like a new subscription (commitSubscription).
 func (r *Router) closeValidationWindow(hash string) {
 	r.life.mu.Lock()
 	p := r.life.pending[hash]
@@ -252,12 +256,34 @@ func (r *Router) closeValidationWindow(hash string) {
 		Message: fmt.Sprintf("endpoint validation failed: the endpoint answered the SubscriptionValidation event without validationResponse and did not GET its validationUrl within %s; update (PUT) the subscription to validate again", ManualValidationWindow),
 	}
 	ctx := context.Background()
-	if err := r.store.DeleteSubscription(ctx, p.key.topic, p.key.name); err != nil {
-		r.log.Error("resetting a subscription whose validation failed", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
-	}
 	if err := r.storeSubscription(ctx, p.key, spec, next); err != nil {
-		r.log.Error("saving a subscription whose validation failed", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
+		r.log.Error("saving a subscription whose validation failed: it is Failed until the next start, which closes its window again", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
+	} else if err := r.startFresh(ctx, p.key); err != nil {
+		r.log.Warn("resetting the delivery state of a subscription whose validation failed; an update that validates it again resets it", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
 	}
 	r.life.set(p.key, next)
 	r.log.Warn("event subscription validation failed: its validationUrl was not fetched in time", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "window", ManualValidationWindow)
+}
+
+// startFresh moves a subscription's delivery state to where a new subscription starts
+// ([store.Store.PutSubscription]): its cursor to the journal's end, no parked events, no
+// probation. A subscription whose validation failed gets it when an update validates it
+// again, as Event Grid starts it afresh: it gets only events published from then on, not
+// those the journal still holds from while it was Failed (for other subscriptions), nor the
+// retries it had parked before. Called in the topic's turn while no actor of the
+// subscription runs.
+func (r *Router) startFresh(ctx context.Context, k subKey) error {
+	st, err := r.store.LoadSubscriptionIndex(ctx, k.topic, k.name)
+	if err != nil {
+		return err
+	}
+	last, err := r.store.LastSeq(ctx, k.topic)
+	if err != nil {
+		return err
+	}
+	u := store.Update{Epoch: st.Epoch, Cursor: last, Probation: []byte{}}
+	for _, p := range st.Parked {
+		u.Delete = append(u.Delete, p.Seq)
+	}
+	return r.store.UpdateSubscription(ctx, k.topic, k.name, u)
 }

@@ -662,3 +662,202 @@ func TestSubscriptionDeletionDoesNotBlockClose(t *testing.T) {
 		t.Fatalf("Close with a notification in flight: %v; want it cancelled, not waited for", err)
 	}
 }
+
+// keptJournalStore is a memory store whose Trim deletes nothing: the journal keeps every
+// event, as it does while another subscription of the topic holds it back.
+type keptJournalStore struct{ store.Store }
+
+func (keptJournalStore) Trim(context.Context, string, uint64) error { return nil }
+
+// manualHook is an endpoint that validates by hand (200 without validationResponse, never
+// fetching its validationUrl) while manual is set and echoes the code otherwise, answers
+// notifications with status (200 when 0), and records the IDs of the events it accepted.
+type manualHook struct {
+	mu        sync.Mutex
+	manual    bool
+	status    int
+	delivered []string
+}
+
+func (h *manualHook) set(manual bool, status int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.manual, h.status = manual, status
+}
+
+func (h *manualHook) accepted() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.delivered)
+}
+
+func (h *manualHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch r.Header.Get("aeg-event-type") {
+	case "SubscriptionValidation":
+		if !h.manual {
+			echoHandshake(w, r, body)
+		}
+	case "Notification":
+		if h.status != 0 && h.status != http.StatusOK {
+			w.WriteHeader(h.status)
+			return
+		}
+		var evs []struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(body, &evs)
+		for _, e := range evs {
+			h.delivered = append(h.delivered, e.ID)
+		}
+	}
+}
+
+// A subscription whose manual validation window closed is Failed; an update that validates
+// it again starts it afresh, as Event Grid does: it gets only the events published from then
+// on — neither those published while it was Failed, which the journal still held for
+// another subscription, nor those it had parked for a retry before. It used to deliver from
+// where its cursor was left.
+func TestRevalidatedSubscriptionStartsAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := &manualHook{}
+		tr := testkit.NewTransport()
+		tr.Handle("hook.test", h)
+		r, err := router.New(router.Config{PublicURL: "http://egrid.test"}, router.Deps{Store: keptJournalStore{store.NewMemory()}, HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		put := func() {
+			t.Helper()
+			if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		state := func() string {
+			t.Helper()
+			p, err := r.Provisioning("orders", "sub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.State
+		}
+
+		h.set(false, http.StatusServiceUnavailable)
+		put()
+		if err := r.Publish(ctx, "orders", gridEvent("parked-before")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // attempted once, parked for a retry
+		h.set(true, http.StatusServiceUnavailable)
+		put()
+		if s := state(); s != router.StateAwaitingManualAction {
+			t.Fatalf("after an update validated by hand: %s, want AwaitingManualAction", s)
+		}
+		testkit.Advance(router.ManualValidationWindow)
+		synctest.Wait()
+		if s := state(); s != router.StateFailed {
+			t.Fatalf("after the window: %s, want Failed", s)
+		}
+		for _, id := range []string{"while-failed-1", "while-failed-2"} {
+			if err := r.Publish(ctx, "orders", gridEvent(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testkit.Advance(time.Minute)
+
+		h.set(false, http.StatusOK)
+		put()
+		if s := state(); s != router.StateSucceeded {
+			t.Fatalf("after an update validated again: %s, want Succeeded", s)
+		}
+		if err := r.Publish(ctx, "orders", gridEvent("after")); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Advance(time.Hour) // any retry of the event parked before comes due
+		if got := h.accepted(); !slices.Equal(got, []string{"after"}) {
+			t.Errorf("delivered %v after the subscription was validated again; want [after]: only the events published from then on", got)
+		}
+	})
+}
+
+// putFailingStore is a memory store whose PutSubscription fails while failPuts is set.
+type putFailingStore struct {
+	store.Store
+	mu       sync.Mutex
+	failPuts bool
+}
+
+func (s *putFailingStore) fail(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPuts = on
+}
+
+func (s *putFailingStore) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	s.mu.Lock()
+	fail := s.failPuts
+	s.mu.Unlock()
+	if fail {
+		return errors.New("injected: disk gone")
+	}
+	return s.Store.PutSubscription(ctx, topic, name, spec)
+}
+
+// Closing a validation window whose write fails loses nothing: the stored definition stays
+// (still awaiting validation, so the next start closes its window again). The window's close
+// deleted the record and wrote it back, and a failed write left the subscription gone from
+// the store: it vanished at the next start.
+func TestValidationWindowCloseKeepsTheDefinitionWhenTheWriteFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &putFailingStore{Store: store.NewMemory()}
+		h := &manualHook{manual: true}
+		tr := testkit.NewTransport()
+		tr.Handle("hook.test", h)
+		start := func() *router.Router {
+			r, err := router.New(router.Config{PublicURL: "http://egrid.test"}, router.Deps{Store: st, HTTPClient: &http.Client{Transport: tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		r := start()
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/"), Labels: []string{"keep"}}); err != nil {
+			t.Fatal(err)
+		}
+		st.fail(true)
+		testkit.Advance(router.ManualValidationWindow)
+		synctest.Wait()
+		if p, err := r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
+			t.Fatalf("after the window: %+v, %v; want Failed", p, err)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st.fail(false)
+
+		r = start()
+		defer r.Close(ctx)
+		synctest.Wait()
+		spec, err := r.Subscription("orders", "sub")
+		if err != nil {
+			t.Fatalf("after a restart: %v; want the subscription, whose definition a failed write must not lose", err)
+		}
+		if !slices.Equal(spec.Labels, []string{"keep"}) {
+			t.Errorf("labels %v after a restart, want [keep]", spec.Labels)
+		}
+		if p, err := r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
+			t.Errorf("after a restart: %+v, %v; want Failed (its window had passed)", p, err)
+		}
+	})
+}
