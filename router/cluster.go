@@ -981,6 +981,11 @@ func (r *Router) dropTopicLocally(t *topicRuntime) {
 	r.log.Info("topic deleted on another node", logattr.Topic, t.name)
 }
 
+// runSubscriptionTimeout bounds runSubscription's wait for the topic actor: for a stop, until
+// the subscription's actor has stopped, which takes up to its stop grace for the attempts in
+// flight and as long again for its last state write. Tests set it lower.
+var runSubscriptionTimeout = 10 * time.Second
+
 // runSubscription starts (sc non-nil) or stops the delivery of a subscription after its
 // definition changed on this node: in the topic actor here, or in cluster mode on the node
 // its placement picks, and the other nodes are told to read the definition.
@@ -999,7 +1004,7 @@ func (r *Router) runSubscription(t *topicRuntime, name string, sc *actors.Subscr
 	if sc != nil {
 		msg, verb = &actors.AddSubscription{Config: sc}, "starting"
 	}
-	if _, err := r.system.Root.RequestFuture(t.pid, msg, 10*time.Second).Result(); err != nil {
+	if _, err := r.system.Root.RequestFuture(t.pid, msg, runSubscriptionTimeout).Result(); err != nil {
 		return fmt.Errorf("%s event subscription %q: %w", verb, name, err)
 	}
 	return nil

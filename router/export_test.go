@@ -1,5 +1,7 @@
 package router
 
+import "time"
+
 // Trimming constants, for the black-box tests of journal trimming.
 const (
 	TrimStep    = trimStep
@@ -35,3 +37,11 @@ func SetMaxListedProblems(t interface{ Cleanup(func()) }, n int) {
 // (list, show, replay's selection, explain's search) ends, with the most objects the walk held
 // at once and the objects it selected. Set it before the walks.
 func OnDeadLetterWalk(r *Router, fn func(held, total int)) { r.dead.walked = fn }
+
+// SetRunSubscriptionTimeout sets how long a router waits for a subscription's actor to start
+// or stop, for the test's duration.
+func SetRunSubscriptionTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := runSubscriptionTimeout
+	runSubscriptionTimeout = d
+	t.Cleanup(func() { runSubscriptionTimeout = old })
+}

@@ -31,7 +31,14 @@ type lifecycle struct {
 
 	state   map[subKey]*provisioned
 	pending map[string]*pendingValidation // by token hash
-	expiry  map[subKey]*time.Timer
+	expiry  map[subKey]*expiryTimer
+}
+
+// expiryTimer deletes a subscription at its expiration time at (expire), or, after a
+// deletion that failed, tries it again (retryExpiry).
+type expiryTimer struct {
+	timer *time.Timer
+	at    time.Time
 }
 
 // pendingValidation is a validationUrl that may still be fetched (SPEC §2.5).
@@ -104,8 +111,8 @@ func (l *lifecycle) close() {
 		close(l.doneChan())
 	}
 	l.closed = true
-	for _, t := range l.expiry {
-		t.Stop()
+	for _, e := range l.expiry {
+		e.timer.Stop()
 	}
 	for _, p := range l.pending {
 		if p.timer != nil {
@@ -143,8 +150,8 @@ func (l *lifecycle) forget(k subKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.state, k.id())
-	if t := l.expiry[k.id()]; t != nil {
-		t.Stop()
+	if e := l.expiry[k.id()]; e != nil {
+		e.timer.Stop()
 		delete(l.expiry, k.id())
 	}
 	for h, p := range l.pending {
@@ -232,15 +239,31 @@ func (l *lifecycle) fetch(hash string) (*pendingValidation, bool) {
 func (l *lifecycle) scheduleExpiry(k subKey, in time.Duration, at time.Time, expire func(subKey, time.Time)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t := l.expiry[k.id()]; t != nil {
-		t.Stop()
+	if e := l.expiry[k.id()]; e != nil {
+		e.timer.Stop()
 		delete(l.expiry, k.id())
 	}
 	if at.IsZero() || l.closed {
 		return
 	}
 	if l.expiry == nil {
-		l.expiry = make(map[subKey]*time.Timer)
+		l.expiry = make(map[subKey]*expiryTimer)
 	}
-	l.expiry[k.id()] = l.afterFunc(max(in, 0), func() { expire(k, at) })
+	l.expiry[k.id()] = &expiryTimer{timer: l.afterFunc(max(in, 0), func() { expire(k, at) }), at: at}
+}
+
+// retryExpiry arms the timer of subscription k again, to run retry after in, when the
+// expiration it holds is still at: the subscription was neither updated to another
+// expiration (whose timer stays) nor deleted (forget dropped its timer) since the deletion
+// that failed. It reports whether it armed it.
+func (l *lifecycle) retryExpiry(k subKey, at time.Time, in time.Duration, retry func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.expiry[k.id()]
+	if l.closed || e == nil || !e.at.Equal(at) {
+		return false
+	}
+	e.timer.Stop()
+	e.timer = l.afterFunc(in, retry)
+	return true
 }

@@ -526,9 +526,24 @@ func attemptBudget(timeout time.Duration, perMinute, maxInFlight int) time.Durat
 	return timeout + time.Duration(maxInFlight)*(time.Minute/time.Duration(perMinute))
 }
 
+// Retries of the deletion of an expired subscription: the first expiryRetryMin after the
+// deletion failed, each later one twice as long after, up to expiryRetryMax.
+const (
+	expiryRetryMin = 5 * time.Second
+	expiryRetryMax = 5 * time.Minute
+)
+
 // expire deletes a subscription whose expirationTimeUtc has come (eventgrid-behaviour.md
 // §3.1), unless it was updated to another expiration meanwhile.
-func (r *Router) expire(k subKey, at time.Time) {
+func (r *Router) expire(k subKey, at time.Time) { r.expireTry(k, at, 0) }
+
+// expireTry is the deletion of an expired subscription, tried for the (n+1)th time. A
+// deletion that fails — its actor did not stop in time, the store refused the delete — is
+// logged and tried again after a bounded back-off (expiryRetryMin doubling to
+// expiryRetryMax), until it succeeds, the subscription is updated to another expiration or
+// deleted, or the router closes: a subscription must not go on delivering past its
+// expiration until the next start.
+func (r *Router) expireTry(k subKey, at time.Time, n int) {
 	var due bool
 	if _, s, _, err := r.lookup(k.topic, k.name); err == nil {
 		due = s.ExpirationTimeUTC.Equal(at)
@@ -536,11 +551,18 @@ func (r *Router) expire(k subKey, at time.Time) {
 	if !due {
 		return
 	}
-	if err := r.DeleteSubscription(context.Background(), k.topic, k.name); err != nil && !errors.Is(err, ErrSubscriptionNotFound) && !errors.Is(err, ErrTopicNotFound) {
-		r.log.Error("deleting an expired event subscription", logattr.Topic, k.topic, logattr.Subscription, k.name, "err", err)
-		return
+	err := r.DeleteSubscription(context.Background(), k.topic, k.name)
+	switch {
+	case err == nil:
+		r.log.Info("event subscription expired and was deleted", logattr.Topic, k.topic, logattr.Subscription, k.name, "expirationTimeUtc", at.UTC().Format(time.RFC3339))
+	case errors.Is(err, ErrSubscriptionNotFound), errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrClosed):
+	default:
+		wait := min(expiryRetryMin<<min(n, 10), expiryRetryMax)
+		if r.life.retryExpiry(k, at, wait, func() { r.expireTry(k, at, n+1) }) {
+			r.log.Error("deleting an expired event subscription failed; it may deliver until a retry deletes it", logattr.Topic, k.topic, logattr.Subscription, k.name,
+				"expirationTimeUtc", at.UTC().Format(time.RFC3339), "attempt", n+1, "retryIn", wait, "err", err)
+		}
 	}
-	r.log.Info("event subscription expired and was deleted", logattr.Topic, k.topic, logattr.Subscription, k.name, "expirationTimeUtc", at.UTC().Format(time.RFC3339))
 }
 
 // checkPublicURL checks [Config.PublicURL] ("" is fine).

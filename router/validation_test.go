@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -858,6 +860,61 @@ func TestValidationWindowCloseKeepsTheDefinitionWhenTheWriteFails(t *testing.T) 
 		}
 		if p, err := r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
 			t.Errorf("after a restart: %+v, %v; want Failed (its window had passed)", p, err)
+		}
+	})
+}
+
+// An expired subscription whose deletion fails — its actor did not stop in time — is deleted
+// by a retry a few seconds later. The failure was only logged: the subscription stayed, and
+// could go on delivering past its expiration, until the next start.
+func TestExpiredSubscriptionDeletionIsRetried(t *testing.T) {
+	router.SetRunSubscriptionTimeout(t, time.Second) // the actor's stop below takes its 5 s grace
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		release := make(chan struct{})
+		hung := sinks.Func(func(context.Context, *sinks.Batch) error {
+			<-release // ignores its context: the stop waits for it its whole grace
+			return nil
+		})
+		var logMu sync.Mutex
+		var logs strings.Builder
+		r, err := router.New(router.Config{SkipEndpointValidation: true}, router.Deps{
+			Store: store.NewMemory(), Sinks: map[string]sinks.Sink{"s": hung},
+			Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelError})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			close(release)
+			_ = r.Close(ctx)
+			testkit.Advance(time.Minute) // the abandoned attempt's late result to its stopped actor ends
+		}()
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		spec := router.SubscriptionSpec{Destination: router.SinkDestination("s"), ExpirationTimeUTC: time.Now().Add(time.Hour)}
+		if err := r.CreateSubscription(ctx, "orders", "sub", spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", gridEvent("e1")); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Advance(time.Hour + time.Second)
+		synctest.Wait()
+		if _, err := r.Subscription("orders", "sub"); err != nil {
+			t.Fatalf("after the first deletion, which should have failed: %v", err)
+		}
+		logMu.Lock()
+		logged := logs.String()
+		logMu.Unlock()
+		if !strings.Contains(logged, "deleting an expired event subscription failed") || !strings.Contains(logged, "retryIn=5s") {
+			t.Errorf("log %q; want the failed deletion with its retry in 5s", logged)
+		}
+		testkit.Advance(5 * time.Second)
+		synctest.Wait()
+		if _, err := r.Subscription("orders", "sub"); !errors.Is(err, router.ErrSubscriptionNotFound) {
+			t.Errorf("5 s after the deletion failed: %v; want the retry to have deleted it", err)
 		}
 	})
 }
