@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -391,5 +392,38 @@ func TestServeReadsTheTLSKeyAsASecretFile(t *testing.T) {
 	want := "--tls-key: the secret file " + notAFile + " is a directory, not a regular file"
 	if code != 2 || !strings.Contains(out.String(), want) {
 		t.Fatalf("serve with a directory as --tls-key: exit %d, want 2 and an error saying %q:\n%s", code, want, out.String())
+	}
+}
+
+// egrid validate warns of a ${file:} reference to a file others can read, as serve does at
+// start: on stderr, naming the file, its mode and chmod 600, and the config is still valid.
+func TestValidateWarnsOfReadableFileReferences(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "orders-key1")
+	if err := os.WriteFile(keyFile, []byte("a2V5LWZyb20tYS1yZWFkYWJsZS1maWxl\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${file:"+keyFile+"}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"egrid", "validate", "--config", cfg}, env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }})
+	if code != 0 || !strings.Contains(stdout.String(), "is valid") {
+		t.Fatalf("validate: exit %d, stdout %q, stderr %q; want valid", code, stdout.String(), stderr.String())
+	}
+	if w := stderr.String(); !strings.Contains(w, "level=WARN") || !strings.Contains(w, "the secret file "+keyFile+" ") ||
+		!strings.Contains(w, "chmod 600 "+keyFile) || !strings.Contains(w, "mode=0644") {
+		t.Fatalf("validate's stderr is %q; want a WARN naming the referenced file, its mode and chmod 600", w)
+	}
+	if err := os.Chmod(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"egrid", "validate", "--config", cfg}, env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("validate with the file private: exit %d, stderr %q; want 0 and nothing", code, stderr.String())
 	}
 }
