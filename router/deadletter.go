@@ -138,6 +138,9 @@ type deadLetterRuntime struct {
 	// walked, when set, is called as each walk of dead-letter objects ends, with the most
 	// objects it held at once and the objects it selected (tests).
 	walked func(held, total int)
+	// replayHeld, when set, is called as a replay's selection, and each of its passes over
+	// the objects, ends, with the most event ids it remembered (tests).
+	replayHeld func(ids int)
 }
 
 // startDeadLetters spawns the dead-letter actor when the router has a dead-letter store. The

@@ -94,8 +94,9 @@ func TestReplayReadsObjectsAsEarlierEventsSettle(t *testing.T) {
 }
 
 // An object that changed between the replay's selection and the replay coming to it is not
-// taken: its events are counted as unread and the summary names the object; the other
-// objects' events are replayed.
+// taken: its events are counted as unread and the summary says so; the other objects' events
+// are replayed. (The replay keeps no list of the objects it selected, so it counts what it no
+// longer finds rather than naming each object.)
 func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		hook, release, done := replayHeldOneObjectAtATime(t, h)
@@ -119,8 +120,8 @@ func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 			t.Errorf("replayed %v, want e3 and e1: e2's object changed", got)
 		}
 		if sum.Replayed != 3 || sum.Delivered != 2 || sum.Unread != 1 || !sum.Completed || len(sum.Problems) != 1 ||
-			!strings.HasPrefix(sum.Problems[0], changed.Key+": not replayed: the object changed") {
-			t.Errorf("summary %+v, want 2 delivered, 1 unread and a problem naming %s", sum, changed.Key)
+			!strings.HasPrefix(sum.Problems[0], "1 events selected were not found when the replay read their objects again") {
+			t.Errorf("summary %+v, want 2 delivered, 1 unread and a problem saying the replay did not find it again", sum)
 		}
 	})
 }
@@ -148,9 +149,9 @@ func TestReplaySummaryListsABoundedNumberOfEvents(t *testing.T) {
 	})
 }
 
-// A replay whose store fails an object's read again through every retry (1 s, 10 s, 1 min)
-// reads no more objects: it ends at once, its summary naming the object and saying how to
-// take the older objects it left (--until), counted as unread. Before, each later object was
+// A replay whose store fails its walk of the objects again through every retry (1 s, 10 s,
+// 1 min) reads no more objects: it ends at once, its summary saying why and how to take what
+// it left, counted as unread. Before, each later object was
 // tried again just as long: a store gone for good (or credentials revoked) during a replay of
 // N objects held the replay — and every other replay of the subscription — for N × 71 s.
 func TestReplayStopsReadingWhenTheStoreFails(t *testing.T) {
@@ -192,17 +193,47 @@ func TestReplayStopsReadingWhenTheStoreFails(t *testing.T) {
 			t.FailNow()
 		}
 		if store.Failures() != 4 {
-			t.Errorf("%d failed store calls, want 4: the first object's read and its three retries", store.Failures())
+			t.Errorf("%d failed store calls, want 4: the first listing and its three retries", store.Failures())
 		}
-		if sum.Replayed != 5 || sum.Unread != 5 || sum.Delivered != 0 || len(sum.Problems) != 2 {
-			t.Fatalf("summary %+v, want 5 selected, 5 unread and two problems", sum)
+		if sum.Replayed != 5 || sum.Unread != 5 || sum.Delivered != 0 || len(sum.Problems) != 1 {
+			t.Fatalf("summary %+v, want 5 selected, 5 unread and one problem", sum)
 		}
-		newest := sum.Events[0].Object
-		if p := sum.Problems[0]; !strings.HasPrefix(p, newest+": not replayed: ") || !strings.Contains(p, "store is down") {
-			t.Errorf("problem %q, want it to name %s and the store's error", p, newest)
+		if p := sum.Problems[0]; !strings.Contains(p, "store is down") || !strings.Contains(p, "replay again") {
+			t.Errorf("problem %q, want the store's error and how to take what is left", p)
 		}
-		if p := sum.Problems[1]; !strings.HasPrefix(p, "4 older objects (4 events) not replayed") || !strings.Contains(p, "--until ") {
-			t.Errorf("problem %q, want it to count the 4 objects left and say how to take them", p)
+	})
+}
+
+// A replay whose store fails an object's read again through every retry (1 s, 10 s, 1 min)
+// reads no more objects: its summary names the object, counts what it left as unread and
+// gives the --until that takes them (and that object) once the store answers.
+func TestReplayStopsAtAnObjectTheStoreFailsToRead(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		_, release, done := replayHeldOneObjectAtATime(t, h)
+		h.Settle() // e3 is being delivered; e2's object has not been read again yet
+		objs := h.DeadLetterObjects().Objects("deadletters")
+		slices.SortFunc(objs, func(a, b sinks.ObjectInfo) int { return a.LastModified.Compare(b.LastModified) })
+		store := h.DeadLetterStore()
+		store.Down()
+		defer store.Up()
+		close(release)
+		h.Advance(2 * time.Minute) // the retries of e2's object
+		var sum *router.ReplaySummary
+		select {
+		case sum = <-done:
+		default:
+			t.Fatalf("the replay still runs after its store failed an object's read through every retry (%d failed calls)", store.Failures())
+		}
+		if sum == nil {
+			t.FailNow()
+		}
+		if store.Failures() != 4 {
+			t.Errorf("%d failed store calls, want 4: e2's object's read and its three retries", store.Failures())
+		}
+		until := objs[1].LastModified.Add(time.Nanosecond).UTC().Format(time.RFC3339Nano)
+		if sum.Delivered != 1 || sum.Unread != 2 || len(sum.Problems) != 1 ||
+			!strings.HasPrefix(sum.Problems[0], objs[1].Key+": not replayed: ") || !strings.Contains(sum.Problems[0], "--until "+until) {
+			t.Errorf("summary %+v, want e3 delivered, 2 unread and a problem naming %s and --until %s", sum, objs[1].Key, until)
 		}
 	})
 }

@@ -118,17 +118,17 @@ func (r *Router) walkDeadLetters(ctx context.Context, topic, bucket, prefix stri
 	return w, nil
 }
 
-// all yields the walk's objects in order. An error of the store ends it.
+// all yields the walk's objects in order, listing the hours again each time it is called (a
+// replay walks twice). An error of the store ends it.
 func (w *dlWalk) all(ctx context.Context) iter.Seq2[sinks.ObjectInfo, error] {
 	return func(yield func(sinks.ObjectInfo, error) bool) {
 		h := &dlHeap{desc: w.desc}
 		if w.done != nil {
 			defer func() { w.done(w.held, w.total) }()
 		}
-		for _, o := range w.loose {
+		for _, o := range w.loose { // kept: a replay walks again
 			heap.Push(h, o)
 		}
-		w.loose = nil
 		w.held = h.Len()
 		for i, g := range w.groups {
 			for o, err := range sinks.ListAll(ctx, w.store, w.bucket, sinks.ListQuery{Prefix: g.prefix}) {

@@ -45,3 +45,15 @@ func SetRunSubscriptionTimeout(t interface{ Cleanup(func()) }, d time.Duration) 
 	runSubscriptionTimeout = d
 	t.Cleanup(func() { runSubscriptionTimeout = old })
 }
+
+// SetMaxReplayIDs sets how many event ids a replay remembers to take each once, for the
+// test's duration.
+func SetMaxReplayIDs(t interface{ Cleanup(func()) }, n int) {
+	old := maxReplayIDs
+	maxReplayIDs = n
+	t.Cleanup(func() { maxReplayIDs = old })
+}
+
+// OnReplayHeld makes r call fn as each replay's selection, and each of its walks of the
+// objects, ends, with the most event ids it remembered. Set it before the replays.
+func OnReplayHeld(r *Router, fn func(ids int)) { r.dead.replayHeld = fn }

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,8 +71,12 @@ type ReplaySummary struct {
 	Delivered    int `json:"delivered"`
 	DeadLettered int `json:"deadLettered"`
 	Dropped      int `json:"dropped"`
-	// Unread counts the replayed events whose object could not be read again when the replay
-	// came to it (with Wait; Problems says why): replay again to take them. Once the store
+	// DedupLimited is set when the replay took more events than [MaxReplayIDs]: it took each
+	// id once as far as the newest MaxReplayIDs reach, and older records of ids taken past
+	// them may have been replayed as well (receivers deduplicate by event id).
+	DedupLimited bool `json:"dedupLimited,omitempty"`
+	// Unread counts the replayed events that were not found when the replay read their
+	// objects again (with Wait; Problems says why): replay again to take them. Once the store
 	// failed a read through every retry, the replay reads no further objects and counts their
 	// events here too.
 	Unread int `json:"unread,omitempty"`
@@ -109,13 +115,14 @@ type ReplayedEvent struct {
 // so a replay can be repeated; receivers deduplicate by event id. One replay per subscription
 // runs at a time; deleting or replacing the subscription stops it.
 //
-// Its memory does not grow with the objects selected. The selection reads them one at a time,
-// newest first, and keeps of each only which records it takes (and their events, while those
-// kept fit in the replay window of 64 MiB, [deadletter.DefaultReplayWindow]); the replay then
-// reads each other object again when it comes to it, once the events of newer objects it
-// still holds are under the window: an object's events wait for those of newer objects that
-// keep failing until they end. An object changed or gone by then is reported in Problems, its
-// events counted in Unread. A dry run keeps no events.
+// Its memory does not grow with the objects or events selected. The selection walks the
+// objects newest first, reading one at a time, and counts what it takes, remembering the ids
+// taken (up to [MaxReplayIDs]) and the events of the newest objects while they fit in the
+// replay window of 64 MiB ([deadletter.DefaultReplayWindow]); the replay then walks the objects
+// again, taking the same records, and reads each other object when it comes to it, once the
+// events of newer objects it still holds are under the window: an object's events wait for
+// those of newer objects that keep failing until they end. Events of an object changed or
+// gone by then are counted in Unread. A dry run keeps no events.
 func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts ReplayOptions) (*ReplaySummary, error) {
 	key := replayKey(topic, name)
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
@@ -139,82 +146,276 @@ func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts
 	return r.runReplay(ctx, topic, name, src, opts, sum)
 }
 
-// replaySource is what a replay re-delivers: the records it takes of each object, newest
-// object first, one part of the replay actor's each ([deadletter.ReplayConfig.Read]).
-type replaySource struct {
-	store           sinks.ObjectStore
-	bucket, topicID string
-	schema          schemas.Schema
-	limit           int64
+// MaxReplayIDs bounds the event ids a replay remembers to take each id once (as 16-byte
+// digests, some 40 bytes an id: about 40 MB at most). A replay that takes more events than
+// that remembers the ids of the newest MaxReplayIDs it took, and says so
+// ([ReplaySummary.DedupLimited]): an older record of an id taken after that point, an event
+// dead-lettered again after an earlier replay whose newer record is that far back in the
+// walk, is replayed too (receivers deduplicate by event id).
+const MaxReplayIDs = 1 << 20
 
-	parts []replayPart // fixed once the selection is made, but for events
+// maxReplayIDs is MaxReplayIDs; tests set it lower.
+var maxReplayIDs = MaxReplayIDs
+
+// replayIDs is the set of event ids a replay took, newest object first, as digests: at most
+// maxReplayIDs of them, the first taken.
+type replayIDs struct {
+	m map[[16]byte]struct{}
+	// full is set once an id taken was not remembered.
+	full bool
+}
+
+func newReplayIDs() *replayIDs { return &replayIDs{m: map[[16]byte]struct{}{}} }
+
+// take says whether the replay takes the event id: not when it took it already (from a newer
+// record). It remembers id while it holds fewer than maxReplayIDs.
+func (s *replayIDs) take(id string) bool {
+	d := idDigest(id)
+	if _, dup := s.m[d]; dup {
+		return false
+	}
+	if len(s.m) < maxReplayIDs {
+		s.m[d] = struct{}{}
+	} else {
+		s.full = true
+	}
+	return true
+}
+
+// replaySource is what a replay re-delivers: the events it takes of each object, newest object
+// first, one part of the replay actor's each ([deadletter.ReplayConfig.Read]). It holds no
+// list of the objects or events selected: it walks the subscription's objects again as the
+// replay actor asks for them, taking the records the selection took (the same walk and the
+// same rules: each id once, from its newest record, and the query's reason), and hands out
+// the events of the newest objects the selection kept (while they fit in the replay window)
+// without reading them again.
+type replaySource struct {
+	store         sinks.ObjectStore
+	bucket, topic string
+	topicID       string
+	schema        schemas.Schema
+	limit         int64
+	reason        schemas.Reason
+	walk          *dlWalk
+	until         time.Time // the selection's Until (zero: none)
+
+	// kept are the events the selection kept of the newest objects it took records of, in
+	// walk order: the first pass hands them out instead of reading the objects again.
+	kept []replayPart
+	// held, when set, is called as a pass ends with the most event ids it remembered (tests).
+	held func(ids int)
+
+	// pass guards the pass under way: the replay actor reads its parts one after another,
+	// but a stopped actor's last read may still run as the replay ends (or restarts).
+	pass    sync.Mutex
+	ids     *replayIDs
+	parts   []replayPart // kept parts still to hand out
+	next    func() (sinks.ObjectInfo, error, bool)
+	stop    func()
+	past    *sinks.ObjectInfo // the last object of the walk taken or looked at
+	passCtx context.Context
 
 	mu       sync.Mutex
 	problems []string // of the objects that could not be read again (the first few)
 	unlisted int      // and how many more
-	// failed is set once the store failed a read through all of replayReadBackoff: the
-	// replay reads no more objects (left counts their events) and says how to take them.
-	failed     *replayPart
-	leftParts  int
-	leftEvents int
+	// failed says how the store failed a listing or a read through all of
+	// replayReadBackoff: the replay read no more objects.
+	failed string
+	dedup  bool // a pass remembered fewer ids than it took
 }
 
-// replayPart is the records a replay takes of one object.
+// replayPart is the events a replay's selection kept of one object.
 type replayPart struct {
-	key, etag string
-	written   time.Time // the object's LastModified
-	recs      []int32   // indexes of the records taken, in the object's array
-	// events are the events taken, when the selection kept them (guarded by replaySource.mu);
-	// the replay takes them, and reads the object again when they were not kept.
+	info   sinks.ObjectInfo
 	events []*schemas.Event
 }
 
-// counts returns the number of events of each part.
-func (s *replaySource) counts() []int {
-	out := make([]int, len(s.parts))
-	for i, p := range s.parts {
-		out[i] = len(p.recs)
-	}
-	return out
-}
-
-// replayReadBackoff is the wait before each new try of an object read that failed while a
-// replay goes on; after the last, its events are left out and reported.
+// replayReadBackoff is the wait before each new try of an object read (or listing) that
+// failed while a replay goes on; after the last, the replay reads no further objects.
 var replayReadBackoff = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
-// read returns the events of part i: kept from the selection, or read again from its object,
-// which must be unchanged since. A store that cannot be reached is tried again after each of
-// replayReadBackoff; once it has failed a read through all of them, the replay reads no more
-// objects: each later part fails at once, and [replaySource.report] says how to take them.
+// read returns the events of part i, the next object of the walk with records to take (part 0
+// starts the walk again, after a restart of the replay actor too), or io.EOF after the last.
+// A store that cannot be reached is tried again after each of replayReadBackoff; once it has
+// failed through all of them, the replay reads no more objects: read answers io.EOF, and
+// [replaySource.report] says how to take the rest.
 func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error) {
-	p := &s.parts[i]
-	s.mu.Lock()
-	events, failed := p.events, s.failed
-	p.events = nil
-	if events == nil && failed != nil {
-		s.leftParts++
-		s.leftEvents += len(p.recs)
+	s.pass.Lock()
+	defer s.pass.Unlock()
+	if i == 0 {
+		s.open(ctx)
 	}
-	s.mu.Unlock()
-	if events != nil {
-		return events, nil
-	}
-	if failed != nil {
-		return nil, fmt.Errorf("not read: the dead-letter store failed reading %s", failed.key)
-	}
-	events, unavailable, err := s.reread(ctx, p)
-	if err != nil && ctx.Err() == nil {
-		s.mu.Lock()
-		listProblem(&s.problems, &s.unlisted, fmt.Sprintf("%s: not replayed: %v (%d events); replay again to take them", p.key, err, len(p.recs)))
-		if unavailable {
-			s.failed = p
+	if len(s.parts) > 0 {
+		p := s.parts[0]
+		s.parts[0] = replayPart{}
+		s.parts = s.parts[1:]
+		for _, ev := range p.events {
+			s.ids.take(ev.ID)
 		}
-		s.mu.Unlock()
+		s.past = &p.info
+		return p.events, nil
 	}
-	return events, err
+	if s.next == nil {
+		return nil, io.EOF
+	}
+	for try := 0; ; {
+		o, err, ok := s.next()
+		if !ok {
+			s.close()
+			return nil, io.EOF
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if !s.retry(ctx, &try) {
+				until := s.until
+				if s.past != nil {
+					until = s.past.LastModified.Add(time.Nanosecond)
+				}
+				s.fail(fmt.Sprintf("listing the dead letters again: %v", err), until)
+				return nil, io.EOF
+			}
+			s.restart(ctx) // from the top, past the objects already taken
+			continue
+		}
+		if s.past != nil && !walkedPast(o, *s.past) {
+			continue
+		}
+		events, unavailable, err := s.take(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if unavailable {
+				s.fail(fmt.Sprintf("%s: not replayed: %v", o.Key, err), o.LastModified.Add(time.Nanosecond))
+				return nil, io.EOF
+			}
+			s.problem(fmt.Sprintf("%s: not replayed: %v; replay again to take its events", o.Key, err))
+		}
+		s.past = &o
+		if len(events) > 0 {
+			return events, nil
+		}
+	}
 }
 
-// report adds the problems of the objects the replay could not read again to sum.
+// walkedPast says whether a newest-first walk comes to o after p (objects written at one
+// instant in key order).
+func walkedPast(o, p sinks.ObjectInfo) bool {
+	c := o.LastModified.Compare(p.LastModified)
+	return c < 0 || (c == 0 && o.Key > p.Key)
+}
+
+// open starts a pass: the kept parts first (only on the first pass: a restarted replay reads
+// them again), then the walk past them.
+func (s *replaySource) open(ctx context.Context) {
+	s.close()
+	s.ids, s.past, s.parts, s.kept = newReplayIDs(), nil, s.kept, nil
+	s.passCtx = ctx
+	s.restart(ctx)
+}
+
+// restart walks the objects again from the newest; read skips those up to s.past.
+func (s *replaySource) restart(ctx context.Context) {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.next, s.stop = iter.Pull2(s.walk.all(ctx))
+}
+
+// end ends the pass under way, if any, once the replay has ended.
+func (s *replaySource) end() {
+	s.pass.Lock()
+	defer s.pass.Unlock()
+	s.close()
+}
+
+// close ends the pass under way, if any.
+func (s *replaySource) close() {
+	if s.stop != nil {
+		s.stop()
+		s.next, s.stop = nil, nil
+	}
+	if s.ids != nil {
+		s.mu.Lock()
+		s.dedup = s.dedup || s.ids.full
+		s.mu.Unlock()
+		if s.held != nil {
+			s.held(len(s.ids.m))
+		}
+		s.ids = nil
+	}
+}
+
+// retry waits the next of replayReadBackoff and says whether to try again.
+func (s *replaySource) retry(ctx context.Context, try *int) bool {
+	if *try == len(replayReadBackoff) {
+		return false
+	}
+	select {
+	case <-time.After(replayReadBackoff[*try]):
+	case <-ctx.Done():
+	}
+	*try++
+	return ctx.Err() == nil
+}
+
+// take reads object o again and returns the events the replay takes of it. unavailable says
+// the store failed through every retry (rather than the object being gone, too large or not
+// decodable).
+func (s *replaySource) take(ctx context.Context, o sinks.ObjectInfo) (events []*schemas.Event, unavailable bool, err error) {
+	var body []byte
+	var info sinks.ObjectInfo
+	for try := 0; ; {
+		body, info, err = s.store.Get(ctx, s.bucket, o.Key, s.limit)
+		if err == nil || ctx.Err() != nil ||
+			errors.Is(err, sinks.ErrObjectNotFound) || errors.Is(err, sinks.ErrBucketNotFound) || errors.Is(err, sinks.ErrObjectTooLarge) {
+			break
+		}
+		if !s.retry(ctx, &try) {
+			return nil, true, fmt.Errorf("reading the object again: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the object again: %w", err)
+	}
+	if !deadletter.BelongsTo(info, s.topic) {
+		return nil, false, nil
+	}
+	recs, err := schemas.DecodeDeadLetters(body, s.schema, s.topicID)
+	if err != nil {
+		return nil, false, fmt.Errorf("decoding the object again: %w", err)
+	}
+	for _, rec := range recs {
+		if (s.reason == "" || rec.Reason == s.reason) && s.ids.take(rec.Event.ID) {
+			events = append(events, rec.Event)
+		}
+	}
+	return events, false, nil
+}
+
+func (s *replaySource) problem(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	listProblem(&s.problems, &s.unlisted, p)
+}
+
+// fail ends the pass: the store failed through every retry. A replay until until takes what
+// is left.
+func (s *replaySource) fail(why string, until time.Time) {
+	s.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = why + "; the replay read no further objects: once the dead-letter store answers, replay again"
+	if !until.IsZero() {
+		s.failed += " with --until " + until.UTC().Format(time.RFC3339Nano)
+	}
+	s.failed += " to take what is left"
+}
+
+// report adds the problems of the replay's passes to sum, whose Unread counts the events
+// selected that were not replayed.
 func (s *replaySource) report(sum *ReplaySummary) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,56 +423,22 @@ func (s *replaySource) report(sum *ReplaySummary) {
 		listProblem(&sum.Problems, &sum.UnlistedProblems, p)
 	}
 	sum.UnlistedProblems += s.unlisted
-	if s.leftParts > 0 { // listed however many are: it says how to take what was left
-		sum.Problems = append(sum.Problems, fmt.Sprintf("%d older objects (%d events) not replayed: the dead-letter store failed reading %s; "+
-			"once it answers, replay again with --until %s to take them and that object",
-			s.leftParts, s.leftEvents, s.failed.key, s.failed.written.Add(time.Nanosecond).UTC().Format(time.RFC3339Nano)))
+	sum.DedupLimited = sum.DedupLimited || s.dedup
+	switch {
+	case s.failed != "": // listed however many problems there are: it says how to take the rest
+		sum.Problems = append(sum.Problems, s.failed)
+	case sum.Unread > 0:
+		sum.Problems = append(sum.Problems, fmt.Sprintf("%d events selected were not found when the replay read their objects again "+
+			"(objects changed or removed since the selection); replay again to take what is there now", sum.Unread))
 	}
-}
-
-// reread reads the events of p from its object again. unavailable says the store failed
-// through every retry (rather than the object being gone, too large or changed).
-func (s *replaySource) reread(ctx context.Context, p *replayPart) (events []*schemas.Event, unavailable bool, err error) {
-	var body []byte
-	var info sinks.ObjectInfo
-	for try := 0; ; try++ {
-		body, info, err = s.store.Get(ctx, s.bucket, p.key, s.limit)
-		if err == nil || ctx.Err() != nil ||
-			errors.Is(err, sinks.ErrObjectNotFound) || errors.Is(err, sinks.ErrBucketNotFound) || errors.Is(err, sinks.ErrObjectTooLarge) {
-			break
-		}
-		if try == len(replayReadBackoff) {
-			return nil, true, fmt.Errorf("reading the object again: %w", err)
-		}
-		select {
-		case <-time.After(replayReadBackoff[try]):
-		case <-ctx.Done():
-		}
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading the object again: %w", err)
-	}
-	if info.ETag != p.etag {
-		return nil, false, errors.New("the object changed after the replay selected its records")
-	}
-	recs, err := schemas.DecodeDeadLetters(body, s.schema, s.topicID)
-	if err != nil {
-		return nil, false, fmt.Errorf("decoding the object again: %w", err)
-	}
-	events = make([]*schemas.Event, len(p.recs))
-	for j, k := range p.recs {
-		if int(k) >= len(recs) {
-			return nil, false, errors.New("the object changed after the replay selected its records")
-		}
-		events[j] = recs[k].Event
-	}
-	return events, false, nil
 }
 
 // selectReplay reads the objects a replay selects, one at a time and newest first, and
-// returns the records it takes (each event id once, from its newest record) and its summary.
-// It keeps the events taken from objects while they fit in the replay window, unless the
-// replay is a dry run; the replay reads the other objects again.
+// counts the records it takes (each event id once, from its newest record, as far as
+// [MaxReplayIDs] reaches): it holds the walk, one object and the ids taken, not the list of
+// what it selected. Unless the replay is a dry run, it keeps the events of the newest objects
+// while they fit in the replay window, and returns the source the replay reads the rest from
+// by walking the objects again.
 func (r *Router) selectReplay(ctx context.Context, topic, name string, opts ReplayOptions, progress func(done, total int)) (*replaySource, *ReplaySummary, error) {
 	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
@@ -286,13 +453,13 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 		return nil, nil, deadLettersUnavailable(name, err)
 	}
 	src := &replaySource{
-		store: r.dead.store, bucket: spec.DeadLetterDestination.Properties.BlobContainerName,
-		topicID: t.id, schema: t.load().schema, limit: r.dead.actorCfg.ReadLimit(),
+		store: r.dead.store, bucket: spec.DeadLetterDestination.Properties.BlobContainerName, topic: t.name,
+		topicID: t.id, schema: t.load().schema, limit: r.dead.actorCfg.ReadLimit(), reason: opts.Reason,
+		walk: walk, until: opts.Until, held: r.dead.replayHeld,
 	}
 	sum := &ReplaySummary{DryRun: opts.DryRun}
-	// The ids taken, as digests: a fixed few tens of bytes an event, however long its id.
-	seen := map[[16]byte]struct{}{}
-	kept := 0
+	ids := newReplayIDs()
+	kept, keeping := 0, !opts.DryRun
 	i := 0
 	for o, err := range walk.all(ctx) {
 		if err != nil {
@@ -312,18 +479,14 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 		if obj.problem != "" {
 			listProblem(&sum.Problems, &sum.UnlistedProblems, obj.problem)
 		}
-		part := replayPart{key: o.Key, etag: obj.info.ETag, written: o.LastModified}
 		var events []*schemas.Event
 		size := 0
-		for j, rec := range obj.recs {
+		for _, rec := range obj.recs {
 			sum.Found++
-			id := idDigest(rec.Event.ID)
-			if _, dup := seen[id]; dup || (opts.Reason != "" && rec.Reason != opts.Reason) {
+			if (opts.Reason != "" && rec.Reason != opts.Reason) || !ids.take(rec.Event.ID) {
 				sum.Skipped++
 				continue
 			}
-			seen[id] = struct{}{}
-			part.recs = append(part.recs, int32(j))
 			if len(sum.Events) < maxListedReplayEvents {
 				sum.Events = append(sum.Events, ReplayedEvent{ID: rec.Event.ID, Reason: rec.Reason, Object: o.Key})
 			} else {
@@ -332,22 +495,27 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 			events = append(events, rec.Event)
 			size += rec.Event.Size()
 		}
-		if len(part.recs) == 0 {
+		sum.Replayed += len(events)
+		if len(events) == 0 {
 			continue
 		}
-		sum.Replayed += len(part.recs)
-		if !opts.DryRun && kept+size <= r.dead.replayWindow {
-			part.events, kept = events, kept+size
+		// The newest objects' events, while they fit: a replay of a few objects reads them
+		// once. Only a run of the newest: the replay's walk takes up after the last kept.
+		if keeping = keeping && kept+size <= r.dead.replayWindow; keeping {
+			src.kept, kept = append(src.kept, replayPart{info: o, events: events}), kept+size
 		}
-		src.parts = append(src.parts, part)
 	}
 	if progress != nil {
 		progress(walk.total, walk.total)
 	}
+	sum.DedupLimited = ids.full
+	if r.dead.replayHeld != nil {
+		r.dead.replayHeld(len(ids.m))
+	}
 	return src, sum, nil
 }
 
-// idDigest is the digest a replay's selection keeps of an event id.
+// idDigest is the digest a replay keeps of an event id.
 func idDigest(id string) [16]byte {
 	sum := sha256.Sum256([]byte(id))
 	return [16]byte(sum[:16])
@@ -447,7 +615,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 		spawnErr error
 	)
 	props := deadletter.ReplayProps(&deadletter.ReplayConfig{
-		Subscription: sc, Parts: src.counts(), Read: src.read, Window: d.replayWindow, PublishTime: r.deps.Now(),
+		Subscription: sc, Total: events, Read: src.read, Window: d.replayWindow, PublishTime: r.deps.Now(),
 		OnProgress: func(settled, _ int) {
 			run.settled.Store(int64(settled))
 			select {
@@ -460,6 +628,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 		OnDone: func(res deadletter.ReplayResult) {
 			go func() {
 				<-started
+				src.end()
 				d.mu.Lock()
 				delete(d.replays, key)
 				d.mu.Unlock()
@@ -482,7 +651,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
-	r.log.Info("dead-letter replay started", logattr.Topic, t.name, logattr.Subscription, name, "events", events, "objects", len(src.parts))
+	r.log.Info("dead-letter replay started", logattr.Topic, t.name, logattr.Subscription, name, "events", events)
 	return run, nil
 }
 

@@ -29,7 +29,8 @@
 //
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
 // second subscription actor over a private journal that holds just those events, fed a part
-// (an object's events) at a time as the earlier ones settle ([ReplayConfig.Window]).
+// (an object's events) at a time as the earlier ones settle ([ReplayConfig.Window]); the parts
+// are read as the replay comes to them ([ReplayConfig.Read]), not listed in advance.
 //
 // The wire shapes of the records are schemas' (schemas.DeadLetterRecord); the record wire
 // format is written by schemas.AppendDeadLetters.

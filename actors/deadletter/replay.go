@@ -2,7 +2,9 @@ package deadletter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -44,16 +46,20 @@ type ReplayConfig struct {
 	// fresh one). Its Store is replaced by the replay's own journal and its filter dropped.
 	Subscription *actors.SubscriptionConfig
 	// Events are the events to re-deliver, in the topic's input schema, each id once, when
-	// they are all at hand: they are the replay's only part. Set either Events or Parts.
+	// they are all at hand: they are the replay's only part. Set either Events or Read.
 	Events []*schemas.Event
-	// Parts counts the events of each part of the replay, read with Read.
-	Parts []int
-	// Read returns the events of part i (0 <= i < len(Parts)), in the topic's input schema;
-	// no id occurs twice in a replay. It is called off the mailbox, one part at a time and in
-	// order (from part 0 again when the replay actor restarts); ctx ends when the replay stops.
-	// An error says the part cannot be read: its events are counted in ReplayResult.Unread
-	// (the error is logged), and the replay goes on with the next part.
+	// Read returns the events of the replay's parts one after another, in the topic's input
+	// schema: part 0, 1, 2, … until it answers io.EOF (the parts need not be known in
+	// advance: the router's are its dead-letter objects, read as a walk of the store comes to
+	// them). No id occurs twice in a replay. It is called off the mailbox, one part at a time
+	// and in order (from part 0 again when the replay actor restarts); ctx ends when the
+	// replay stops. Another error says the part cannot be read (it is logged), and the
+	// replay goes on with the next part.
 	Read func(ctx context.Context, part int) ([]*schemas.Event, error)
+	// Total is how many events the parts of Read are expected to hold: the total of the
+	// progress until the last part is read. Expected events the parts turned out not to hold
+	// (a part that could not be read, or held fewer) are counted in ReplayResult.Unread.
+	Total int
 	// Window bounds what the replay holds: the next part is read only while the events read
 	// and not yet settled take less than Window bytes (default [DefaultReplayWindow]), so at
 	// most Window plus one part. Events that keep failing hold the later parts back until
@@ -70,16 +76,18 @@ type ReplayConfig struct {
 	OnDone func(ReplayResult)
 }
 
-// parts returns the parts of the replay and the function that reads them.
-func (c *ReplayConfig) parts() ([]int, func(context.Context, int) ([]*schemas.Event, error)) {
+// source returns the events expected and the function that reads the parts.
+func (c *ReplayConfig) source() (int, func(context.Context, int) ([]*schemas.Event, error)) {
 	if c.Read != nil {
-		return c.Parts, c.Read
-	}
-	if len(c.Events) == 0 {
-		return nil, nil
+		return c.Total, c.Read
 	}
 	events := c.Events
-	return []int{len(events)}, func(context.Context, int) ([]*schemas.Event, error) { return events, nil }
+	return len(events), func(_ context.Context, part int) ([]*schemas.Event, error) {
+		if part > 0 || len(events) == 0 {
+			return nil, io.EOF
+		}
+		return events, nil
+	}
 }
 
 // ReplayResult is how a replay ended.
@@ -88,8 +96,8 @@ type ReplayResult struct {
 	Delivered    int
 	DeadLettered int
 	Dropped      int
-	// Unread counts the events of parts that could not be read (ReplayConfig.Read failed or
-	// returned fewer events than the part counts).
+	// Unread counts the events expected (ReplayConfig.Total) that the parts did not hold:
+	// parts that could not be read (ReplayConfig.Read failed), or that held fewer.
 	Unread int
 	// Stopped is set when the replay was stopped (router closed, subscription deleted or
 	// replaced) before every event settled.
@@ -131,7 +139,7 @@ const replayStopWait = 5 * time.Second
 type replay struct {
 	cfg    *ReplayConfig
 	log    *slog.Logger
-	parts  []int
+	expect int // the events expected ([ReplayConfig.Total])
 	read   func(context.Context, int) ([]*schemas.Event, error)
 	result ReplayResult
 	done   bool
@@ -145,6 +153,8 @@ type replay struct {
 	journal *store.Memory // nil until prepared
 	child   *actor.PID    // the subscription actor, spawned with the first events
 	next    int           // the next part to read
+	eof     bool          // every part is read
+	taken   int           // the events read and taken (not already held)
 	busy    bool          // a part is being read or appended
 	// unsettled holds the size of each event read and not settled yet, by id; held sums them.
 	unsettled map[string]int
@@ -208,13 +218,10 @@ func (r *replay) Receive(c actor.Context) {
 }
 
 func (r *replay) start(c actor.Context) {
-	r.parts, r.read = r.cfg.parts()
+	r.expect, r.read = r.cfg.source()
 	r.unsettled = make(map[string]int)
-	r.result = ReplayResult{}
-	for _, n := range r.parts {
-		r.result.Total += n
-	}
-	if len(r.parts) == 0 {
+	r.result = ReplayResult{Total: r.expect}
+	if r.cfg.Read == nil && len(r.cfg.Events) == 0 {
 		r.finish(false)
 		c.Stop(c.Self())
 		return
@@ -280,7 +287,7 @@ func (r *replay) pull(c actor.Context) {
 	if r.done || r.journal == nil || r.busy {
 		return
 	}
-	if r.next >= len(r.parts) {
+	if r.eof {
 		if len(r.unsettled) == 0 {
 			r.finish(false)
 			c.Stop(c.Self())
@@ -311,10 +318,18 @@ func (r *replay) partRead(c actor.Context, m *partRead) {
 	if m.gen != r.gen || r.done {
 		return
 	}
-	want := r.parts[m.part]
+	if errors.Is(m.err, io.EOF) {
+		// Every part is read: what was expected and not taken is unread.
+		r.busy, r.eof = false, true
+		if r.taken < r.expect {
+			r.unread(r.expect-r.taken, fmt.Sprintf("%d of the %d events expected were not found in the parts read", r.expect-r.taken, r.expect))
+		}
+		r.pull(c)
+		return
+	}
 	if m.err != nil {
 		r.busy = false
-		r.unread(want, fmt.Sprintf("part %d: %v", m.part, m.err))
+		r.log.Warn("dead-letter replay: a part could not be read", "part", m.part, "problem", m.err)
 		r.pull(c)
 		return
 	}
@@ -327,10 +342,9 @@ func (r *replay) partRead(c actor.Context, m *partRead) {
 		r.unsettled[ev.ID] = ev.Size()
 		r.held += ev.Size()
 	}
-	if len(events) < want {
-		r.unread(want-len(events), fmt.Sprintf("part %d: %d of its %d events were not found", m.part, want-len(events), want))
-	} else {
-		r.result.Total += len(events) - want
+	r.taken += len(events)
+	if r.taken > r.result.Total {
+		r.result.Total = r.taken // more than expected: the parts changed since they were counted
 	}
 	if len(events) == 0 {
 		r.busy = false

@@ -3,6 +3,7 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -249,8 +250,9 @@ func epochOf(t *testing.T, st store.Store, sub string) uint64 {
 }
 
 // A replay reads its parts one at a time, the next only once the events it holds are under
-// its window (one byte here: once the earlier events settled), and counts the events of a
-// part that cannot be read as unread, going on with the next.
+// its window (one byte here: once the earlier events settled), until Read says there are no
+// more, and counts the events expected that no part held (one that cannot be read) as unread,
+// going on with the next.
 func TestReplayReadsPartsAsEventsSettle(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		sink := &replaySink{}
@@ -264,7 +266,7 @@ func TestReplayReadsPartsAsEventsSettle(t *testing.T) {
 		var mu sync.Mutex
 		var deliveredAtRead []int
 		h.Spawn(deadletter.ReplayProps(&deadletter.ReplayConfig{
-			Subscription: cfg, Parts: []int{2, 1, 1}, Window: 1, PublishTime: time.Now(),
+			Subscription: cfg, Total: 4, Window: 1, PublishTime: time.Now(),
 			Read: func(_ context.Context, part int) ([]*schemas.Event, error) {
 				sink.mu.Lock()
 				n := len(sink.delivered)
@@ -272,6 +274,9 @@ func TestReplayReadsPartsAsEventsSettle(t *testing.T) {
 				mu.Lock()
 				deliveredAtRead = append(deliveredAtRead, n)
 				mu.Unlock()
+				if part == len(parts) {
+					return nil, io.EOF
+				}
 				if part == 1 {
 					return nil, errors.New("object gone")
 				}
@@ -286,8 +291,8 @@ func TestReplayReadsPartsAsEventsSettle(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if !slices.Equal(deliveredAtRead, []int{0, 2, 2}) {
-			t.Errorf("events delivered when each part was read: %v, want [0 2 2]: a part is read once the earlier events settled", deliveredAtRead)
+		if !slices.Equal(deliveredAtRead, []int{0, 2, 2, 3}) {
+			t.Errorf("events delivered when each part was read: %v, want [0 2 2 3]: a part is read once the earlier events settled", deliveredAtRead)
 		}
 	})
 }

@@ -494,6 +494,11 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	if sum.UnlistedProblems > 0 {
 		fmt.Fprintf(e.Stderr, "warning: %d more objects not readable (not listed)\n", sum.UnlistedProblems)
 	}
+	if sum.DedupLimited {
+		fmt.Fprintf(e.Stderr, "warning: more than %d events selected: each event id is taken once only as far as the newest %d reach, "+
+			"so an older record of an event dead-lettered again may be replayed too (receivers deduplicate by id); narrow the selection (--since, --until) to avoid it\n",
+			router.MaxReplayIDs, router.MaxReplayIDs)
+	}
 	if format == "json" {
 		return printJSON(e.Stdout, sum)
 	}
@@ -519,7 +524,7 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	case sum.Completed:
 		fmt.Fprintf(e.Stdout, "delivered %d, dead-lettered again %d, dropped %d\n", sum.Delivered, sum.DeadLettered, sum.Dropped)
 		if sum.Unread > 0 {
-			fmt.Fprintf(e.Stdout, "%d events not replayed: their objects could not be read again (see the warnings); replay again to take them\n", sum.Unread)
+			fmt.Fprintf(e.Stdout, "%d events not replayed: they were not found when their objects were read again (see the warnings); replay again to take them\n", sum.Unread)
 		}
 	case sum.Replayed > 0:
 		fmt.Fprintln(e.Stdout, "the replay goes on in the server; `egrid deadletter list` shows events that fail again")
