@@ -171,3 +171,46 @@ func TestExplainListsOnlyTheHoursAfterTheEvent(t *testing.T) {
 		}
 	})
 }
+
+// A listing from a time (list, show and replay --since) lists only the keys named from a
+// write's longest lag (4 hours of retries and a minute's write, plus 15 minutes of clock skew)
+// before it on, not the whole prefix: the hours of the since's day, then a prefix per day,
+// month and later year. Before, it listed every key under the prefix once to find where to
+// start.
+func TestDeadLetterListingFromATimeListsOnlyTheKeysFromIt(t *testing.T) {
+	const days, perHour = 3, 20
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.CreateSubscription("orders", "billing", h.Endpoint("hook"), router.RetryPolicy{})
+		store := h.DeadLetterObjects()
+		var all []sinks.ObjectInfo
+		for i := range days * 24 * perHour {
+			info, err := store.Put(context.Background(), "deadletters", deadletter.Key("BILLING", time.Now(), fmt.Sprintf("obj-%05d", i)), []byte("[]"),
+				sinks.PutOptions{ContentType: "application/json", Metadata: map[string]string{deadletter.TopicMetadata: "orders"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, info)
+			h.Advance(time.Hour / perHour)
+		}
+		since := all[len(all)-2*perHour].LastModified // the last two hours
+		var want []sinks.ObjectInfo
+		for _, o := range all {
+			if !o.LastModified.Before(since) {
+				want = append(want, o)
+			}
+		}
+		before := store.Listed()
+		list, err := h.Router().DeadLetterObjects(context.Background(), "orders", "billing", router.DeadLetterQuery{Since: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keysOf(list.Objects), keysOf(want)) {
+			t.Fatalf("listed %d objects from %v, want the %d written since", len(list.Objects), since, len(want))
+		}
+		// The first listing takes the keys of the two hours and the 4 h 16 min before them
+		// (7 hours of keys, part of one more); the walk lists the two hours again.
+		if n, bound := store.Listed()-before, (8+2)*perHour; n > bound {
+			t.Errorf("listing from %v listed %d objects; want at most %d, not the prefix's %d", since, n, bound, len(all))
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -19,7 +20,8 @@ import (
 // An object store lists in key order, a page at a time, and dead-letter keys are not in time
 // order ("<prefix>/<YYYY>/<M>/<D>/<H>/<uuid>.json", not zero-padded, a random uuid). But every
 // key of one hour begins with the hour's prefix, so an hour's objects are listed together. A
-// walk first lists the prefix once, keeping of each hour only the first and last time an
+// walk first lists the prefix once (with Since, only the keys named from WriteLag before it
+// on: [keysFrom]), keeping of each hour only the first and last time an
 // object of it selected was written (some 100 bytes an hour, however many objects); then it
 // lists the hours one at a time, in the order of those times, and answers each object once no
 // hour still to be listed can hold an object written before it. It holds one page of the
@@ -27,6 +29,43 @@ import (
 // hour, not yet due: not the whole listing. Objects under the prefix outside the key layout
 // (not written by egrid), and those written outside their key's hour (a write retried for
 // long), are held from the first listing on.
+
+// keysFrom returns the listings of the keys under base that [deadletter.Key] names for times
+// from from's hour on. The keys do not sort by time (months, days and hours are not
+// zero-padded: ".../2024/10/" sorts before ".../2024/9/"), but years do (four digits), and each
+// month, day and hour has a prefix of its own: so the hours left of from's day, the days left
+// of its month and the months left of its year, one prefix each, then every key after the
+// year's (S3's start-after). At most 66 listings, however many keys sort before. Keys under
+// base not named as egrid names them are listed only when they sort after from's year's.
+func keysFrom(base string, from time.Time) []sinks.ListQuery {
+	from = from.UTC()
+	y, m, d, h := from.Year(), int(from.Month()), from.Day(), from.Hour()
+	var out []sinks.ListQuery
+	for ; h < 24; h++ {
+		out = append(out, sinks.ListQuery{Prefix: fmt.Sprintf("%s/%d/%d/%d/%d/", base, y, m, d, h)})
+	}
+	for d++; d <= 31; d++ {
+		out = append(out, sinks.ListQuery{Prefix: fmt.Sprintf("%s/%d/%d/%d/", base, y, m, d)})
+	}
+	for m++; m <= 12; m++ {
+		out = append(out, sinks.ListQuery{Prefix: fmt.Sprintf("%s/%d/%d/", base, y, m)})
+	}
+	// '~' sorts after the digits and '/': every key of year y sorts before it.
+	return append(out, sinks.ListQuery{Prefix: base + "/", StartAfter: fmt.Sprintf("%s/%d/~", base, y)})
+}
+
+// listEach yields the objects of each listing in turn ([sinks.ListAll]); an error ends it.
+func listEach(ctx context.Context, st sinks.ObjectStore, bucket string, lists []sinks.ListQuery) iter.Seq2[sinks.ObjectInfo, error] {
+	return func(yield func(sinks.ObjectInfo, error) bool) {
+		for _, q := range lists {
+			for o, err := range sinks.ListAll(ctx, st, bucket, q) {
+				if !yield(o, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
 
 // dlGroup is an hour of dead-letter keys a walk lists: the objects whose keys begin with
 // prefix were written in [min, max].
@@ -79,14 +118,19 @@ func (w *dlWalk) selected(o sinks.ObjectInfo) bool {
 func (r *Router) walkDeadLetters(ctx context.Context, topic, bucket, prefix string, q DeadLetterQuery, desc bool) (*dlWalk, error) {
 	base := strings.TrimSuffix(prefix, "/")
 	w := &dlWalk{store: r.dead.store, bucket: bucket, base: base, topic: topic, q: q, desc: desc, listed: true, done: r.dead.walked}
-	list := prefix
-	if q.Key != "" {
+	lists := []sinks.ListQuery{{Prefix: prefix}}
+	switch {
+	case q.Key != "":
 		if !strings.HasPrefix(q.Key, prefix) {
 			return w, nil
 		}
-		list = q.Key
+		lists = []sinks.ListQuery{{Prefix: q.Key}}
+	case !q.Since.IsZero():
+		// An object written from Since on is named at most WriteLag (and the store's clock
+		// skew) earlier.
+		lists = keysFrom(base, q.Since.Add(-r.dead.actorCfg.WriteLag()-deadLetterClockSkew))
 	}
-	for o, err := range sinks.ListAll(ctx, w.store, bucket, sinks.ListQuery{Prefix: list}) {
+	for o, err := range listEach(ctx, w.store, bucket, lists) {
 		if errors.Is(err, sinks.ErrBucketNotFound) {
 			return w, nil // nothing dead-lettered yet
 		}

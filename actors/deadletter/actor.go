@@ -330,6 +330,15 @@ func (c *Config) ReadLimit() int64 {
 	return int64(n) + ReadMargin
 }
 
+// WriteLag bounds how long after the time its key names ([Key]) an object is written, by the
+// writer's clock: the key is named at the object's first write attempt, and the writes are
+// retried for GiveUpAfter, each taking at most WriteTimeout. Readers that look for objects
+// written from some time on list the keys from that long before it.
+func (c *Config) WriteLag() time.Duration {
+	d := c.withDefaults()
+	return d.GiveUpAfter + d.WriteTimeout
+}
+
 func (c *Config) withDefaults() *Config {
 	d := *c
 	if d.Delay <= 0 {

@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
+	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/sinks"
@@ -34,7 +36,9 @@ func TestDeadLetterObjectsRouteIsPaged(t *testing.T) {
 	}
 	const n = 5
 	for i := range n {
-		if _, err := store.Put(ctx, "dl-objects", fmt.Sprintf("BILLING/2026/1/2/3/%d.json", i), []byte("[]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+		// Named for when they are written, as egrid names them: a page taking up from a time
+		// lists only the keys named from a few hours before it on.
+		if _, err := store.Put(ctx, "dl-objects", deadletter.Key("BILLING", time.Now(), fmt.Sprint(i)), []byte("[]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
 			t.Fatal(err)
 		}
 	}
