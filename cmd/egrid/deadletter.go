@@ -36,7 +36,8 @@ type minioFileConfig struct {
 	CreateBuckets *bool `yaml:"createBuckets"`
 	// SecretKeyFile is a file holding the secret key, instead of SecretKey.
 	SecretKeyFile string `yaml:"secretKeyFile"`
-	// ReadTimeout bounds one read of a dead-letter object (default 1m).
+	// ReadTimeout bounds one read of a dead-letter object, and one page of a listing (default
+	// 1m).
 	ReadTimeout time.Duration `yaml:"readTimeout"`
 }
 

@@ -34,9 +34,10 @@ type Config struct {
 	CreateBuckets bool `json:"createBuckets,omitempty" yaml:"createBuckets,omitempty"`
 	// MaxRetries is how often minio-go tries one request; 0 means 1 (no retries of its own).
 	MaxRetries int `json:"maxRetries,omitempty" yaml:"maxRetries,omitempty"`
-	// ReadTimeout bounds one Get, its content included (default [DefaultReadTimeout]): a
-	// server that stalls or trickles in the middle of an object fails the read, which its
-	// reader reports or tries again, instead of holding it (and a replay) for ever.
+	// ReadTimeout bounds one Get, its content included, and one page of a List (default
+	// [DefaultReadTimeout]): a server that stalls or trickles in the middle of an object or a
+	// listing fails the call, which its caller reports or tries again, instead of holding it
+	// (and a list, show, replay or explain) for ever.
 	ReadTimeout time.Duration `json:"readTimeout,omitempty" yaml:"readTimeout,omitempty"`
 }
 
@@ -185,15 +186,27 @@ func (s *Store) forget(bucket string) {
 // when a server answers a short page that is not its last). It asks for the objects' user
 // metadata, which MinIO lists (an extension of S3's ListObjectsV2); from another server
 // Metadata stays nil.
+//
+// Like a Get, a page is bounded by [Config.ReadTimeout]: past it, the error says the server did
+// not answer in time (and wraps [context.DeadlineExceeded]), so a listing of a stalled server
+// fails instead of holding list, show, a replay or explain for as long as their callers wait.
 func (s *Store) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]sinks.ObjectInfo, error) {
 	n := q.PageSize()
-	ctx, cancel := context.WithCancel(ctx)
+	timeout := s.readTimeout()
+	lctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadTimeout)
 	defer cancel()
+	fail := func(err error) error {
+		if ctx.Err() == nil && context.Cause(lctx) == errReadTimeout {
+			return fmt.Errorf("listing %s/%s* on minio at %s: the server did not answer within %v (minio readTimeout): "+
+				"it is slow or stalled; check it, then try again: %w", bucket, q.Prefix, s.cfg.Endpoint, timeout, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, q.Prefix, s.cfg.Endpoint, translate(err))
+	}
 	out := make([]sinks.ObjectInfo, 0, min(n, 64))
 	opts := minio.ListObjectsOptions{Prefix: q.Prefix, StartAfter: q.StartAfter, MaxKeys: n, Recursive: true, WithMetadata: true}
-	for o := range s.client.ListObjectsIter(ctx, bucket, opts) {
+	for o := range s.client.ListObjectsIter(lctx, bucket, opts) {
 		if o.Err != nil {
-			return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, q.Prefix, s.cfg.Endpoint, translate(o.Err))
+			return nil, fail(o.Err)
 		}
 		out = append(out, sinks.ObjectInfo{
 			Bucket: bucket, Key: o.Key, ETag: strings.Trim(o.ETag, `"`), Size: o.Size,
@@ -203,8 +216,8 @@ func (s *Store) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]s
 			break // the iterator asks for no further page
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("listing %s/%s* on minio at %s: %w", bucket, q.Prefix, s.cfg.Endpoint, err)
+	if err := lctx.Err(); err != nil {
+		return nil, fail(err)
 	}
 	slices.SortFunc(out, func(a, b sinks.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
@@ -217,10 +230,7 @@ func (s *Store) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]s
 // The whole read is bounded by [Config.ReadTimeout]: past it, the error says the server did not
 // answer in time (and wraps [context.DeadlineExceeded]).
 func (s *Store) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
-	timeout := s.cfg.ReadTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadTimeout
-	}
+	timeout := s.readTimeout()
 	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadTimeout)
 	defer cancel()
 	fail := func(err error) error {
@@ -257,6 +267,14 @@ func (s *Store) Get(ctx context.Context, bucket, key string, limit int64) ([]byt
 		Bucket: bucket, Key: key, ETag: strings.Trim(st.ETag, `"`), Size: int64(len(body)),
 		ContentType: st.ContentType, LastModified: st.LastModified, URL: s.url(bucket, key), Metadata: userMetadata(st.UserMetadata, ""),
 	}, nil
+}
+
+// readTimeout is [Config.ReadTimeout], or its default.
+func (s *Store) readTimeout() time.Duration {
+	if s.cfg.ReadTimeout > 0 {
+		return s.cfg.ReadTimeout
+	}
+	return DefaultReadTimeout
 }
 
 // readAll reads r to its end into a buffer sized for the size the server announced (at least

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/blob"
 )
 
@@ -91,5 +92,47 @@ func TestGetOfAStallingServerTimesOut(t *testing.T) {
 				t.Errorf("error %q: want it to name the object and the read timeout", err)
 			}
 		})
+	}
+}
+
+// A server that stops answering in the middle of a listing fails the List at the read
+// timeout with an error naming the listing, the server and the timeout, instead of holding
+// the lister (list, show, a replay, explain) for as long as its caller waits. Before, a
+// listing was bounded only by its caller's context.
+func TestListOfAStallingServerTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>dead-letters</Name>`))
+		_ = http.NewResponseController(w).Flush()
+		select { // the rest of the page never comes
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s, err := blob.New(blob.Config{
+		Endpoint: strings.TrimPrefix(srv.URL, "http://"), AccessKey: "k", SecretKey: "secret-key", Region: "us-east-1",
+		ReadTimeout: 200 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller's own deadline is far beyond the read timeout: it only keeps a failing test
+	// from hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = s.List(ctx, "dead-letters", sinks.ListQuery{Prefix: "SUB/"})
+	if ctx.Err() != nil {
+		t.Fatalf("List returned only when its caller's context ended (%v), not at the read timeout", err)
+	}
+	if err == nil {
+		t.Fatal("List of a stalled server succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "listing dead-letters/SUB/*") ||
+		!strings.Contains(err.Error(), srv.Listener.Addr().String()) || !strings.Contains(err.Error(), "readTimeout") {
+		t.Errorf("error %q: want it to name the listing, the server and the read timeout", err)
 	}
 }
