@@ -56,8 +56,10 @@ type DeadLetterRead struct {
 	Objects int
 	// Entries are the records selected, in object order.
 	Entries []DeadLetterEntry
-	// Problems lists the objects that could not be read or decoded, one message each: at most
-	// the first 100 ([MaxListedProblems]); UnlistedProblems counts the others.
+	// Problems lists the objects that could not be read or decoded, and the records that
+	// could not be decoded (the object's key, the record's index in it and why; its other
+	// records are read), one message each: at most the first 100 ([MaxListedProblems]);
+	// UnlistedProblems counts the others.
 	Problems         []string
 	UnlistedProblems int
 	// More is set when the answer stopped at [DeadLetterQuery.Limit] (or
@@ -157,8 +159,9 @@ func deadLettersUnavailable(name string, err error) error {
 // object a server listed without metadata is checked again by the metadata it is read with).
 // It reads the objects one at a time, oldest first, as it walks the listing; with q.Limit set
 // it stops once the answer is full and says what it left in [DeadLetterRead.More]. Objects that
-// cannot be read or decoded are reported in [DeadLetterRead.Problems] and skipped; so is an
-// object larger than egrid writes one (deadletter.Config.ReadLimit), which is not read at all.
+// cannot be read or are not JSON arrays are reported in [DeadLetterRead.Problems] and skipped,
+// and so is each record that cannot be decoded (not the rest of its object); so is an object
+// larger than egrid writes one (deadletter.Config.ReadLimit), which is not read at all.
 func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q DeadLetterQuery) (*DeadLetterRead, error) {
 	t, spec, prefix, err := r.deadLetterSource(topic, name)
 	if err != nil {
@@ -191,8 +194,8 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 		if obj.ours {
 			out.Objects++
 		}
-		if obj.problem != "" {
-			listProblem(&out.Problems, &out.UnlistedProblems, obj.problem)
+		for _, p := range obj.problems {
+			listProblem(&out.Problems, &out.UnlistedProblems, p)
 		}
 		for _, rec := range obj.recs {
 			if q.Reason != "" && rec.Reason != q.Reason {
@@ -225,9 +228,10 @@ type deadLetterObject struct {
 	// ours: the object was read and is the topic's (one listed without its metadata may turn
 	// out to be another topic's, and is then left out without a problem).
 	ours bool
-	// problem says why the object could not be read or decoded (recs is then empty), for
+	// problems say why the object could not be read or decoded (recs is then empty), or
+	// which of its records could not be decoded (left out of recs), for
 	// [DeadLetterRead.Problems].
-	problem string
+	problems []string
 }
 
 // readDeadLetterObject reads the dead-letter object under key in bucket and decodes it as
@@ -242,20 +246,26 @@ func (r *Router) readDeadLetterObject(ctx context.Context, t *topicRuntime, buck
 			return deadLetterObject{}, ctx.Err()
 		}
 		if errors.Is(err, sinks.ErrObjectTooLarge) {
-			return deadLetterObject{problem: fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
-				"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", key, limit>>20, bucket, key, err)}, nil
+			return deadLetterObject{problems: []string{fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
+				"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", key, limit>>20, bucket, key, err)}}, nil
 		}
-		return deadLetterObject{problem: fmt.Sprintf("%s: %v", key, err)}, nil
+		return deadLetterObject{problems: []string{fmt.Sprintf("%s: %v", key, err)}}, nil
 	}
 	if !deadletter.BelongsTo(info, t.name) {
 		return deadLetterObject{info: info}, nil // another topic's, listed without its metadata
 	}
-	recs, err := schemas.DecodeDeadLetters(body, t.load().schema, t.id)
+	// Record by record: one that cannot be decoded is reported and left out, not its object.
+	recs, bad, err := schemas.DecodeDeadLetterRecords(body, t.load().schema, t.id)
 	if err != nil {
-		return deadLetterObject{info: info, ours: true, problem: fmt.Sprintf("%s: %s; its records are left out: egrid did not write it so, or it was changed since; "+
-			"fix it, or move it out of the subscription's prefix", key, strings.ReplaceAll(err.Error(), "\n", "; "))}, nil
+		return deadLetterObject{info: info, ours: true, problems: []string{fmt.Sprintf("%s: %v; its records are left out: egrid did not write it so, or it was changed since; "+
+			"fix it, or move it out of the subscription's prefix", key, err)}}, nil
 	}
-	return deadLetterObject{info: info, recs: recs, ours: true}, nil
+	obj := deadLetterObject{info: info, recs: recs, ours: true}
+	for _, e := range bad {
+		obj.problems = append(obj.problems, fmt.Sprintf("%s: record %d: %s; that record is left out (the object's others are read): egrid did not write it so, or it was changed since; "+
+			"fix it, or remove it from the object", key, e.Index, strings.ReplaceAll(e.Reason, "\n", "; ")))
+	}
+	return obj, nil
 }
 
 // MaxListedProblems is how many problems a [DeadLetterRead] or [ReplaySummary] lists: a range

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,4 +178,62 @@ func listedObjects(l *router.DeadLetterList, err error) ([]sinks.ObjectInfo, err
 		return nil, err
 	}
 	return l.Objects, nil
+}
+
+// A record that cannot be decoded is reported with its object's key, its index and why, and
+// left out; the object's other records are still shown and replayed. Before, one such record
+// left out its whole object: every other event in it was skipped.
+func TestDeadLetterRecordThatCannotBeDecodedHidesOnlyItself(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		var healthy atomic.Bool
+		hook := h.Endpoint("hook", switchable(&healthy, http.StatusBadRequest))
+		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")), h.EventGridEvent(testkit.ID("e2")))
+		h.Advance(6 * time.Minute)
+		store := h.DeadLetterObjects()
+		objs := store.Objects("deadletters")
+		if len(objs) != 1 {
+			t.Fatalf("%d objects, want one holding e1 and e2", len(objs))
+		}
+		ctx := context.Background()
+		body, info, err := store.Get(ctx, "deadletters", objs[0].Key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A record between e1's and e2's that is no dead letter: record 1.
+		body = bytes.TrimSpace(body)
+		first := bytes.Index(body, []byte("},{"))
+		if first < 0 {
+			t.Fatalf("no second record in %s", body)
+		}
+		changed := slices.Concat(body[:first+2], []byte(`{"deadLetterReason":"x"},`), body[first+2:])
+		if _, err := store.Put(ctx, "deadletters", info.Key, changed, sinks.PutOptions{ContentType: info.ContentType, Metadata: info.Metadata}); err != nil {
+			t.Fatal(err)
+		}
+
+		read, err := h.Router().DeadLetterRecords(ctx, "orders", "billing", router.DeadLetterQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range read.Entries {
+			ids = append(ids, e.Event.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, []string{"e1", "e2"}) || len(read.Problems) != 1 {
+			t.Fatalf("read %v with problems %q; want e1 and e2 and one problem", ids, read.Problems)
+		}
+		if p := read.Problems[0]; !strings.HasPrefix(p, info.Key+": record 1: ") || !strings.Contains(p, "left out") {
+			t.Errorf("problem %q, want it to name the object, the record's index and why, and say it is left out", p)
+		}
+
+		healthy.Store(true)
+		sum, err := h.Router().ReplayDeadLetters(ctx, "orders", "billing", router.ReplayOptions{Wait: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Replayed != 2 || sum.Delivered != 2 || sum.Found != 2 || len(sum.Problems) != 1 || !strings.HasPrefix(sum.Problems[0], info.Key+": record 1: ") {
+			t.Errorf("replay summary %+v, want e1 and e2 replayed and the bad record reported", sum)
+		}
+	})
 }

@@ -87,7 +87,8 @@ type ReplaySummary struct {
 	Events []ReplayedEvent `json:"events,omitempty"`
 	// Unlisted counts the replayed events left out of Events.
 	Unlisted int `json:"unlisted,omitempty"`
-	// Problems lists the objects that could not be read or decoded: at most the first 100
+	// Problems lists the objects that could not be read or decoded, and the records that
+	// could not be decoded (their objects' other records are replayed): at most the first 100
 	// ([MaxListedProblems]); UnlistedProblems counts the others.
 	Problems         []string `json:"problems,omitempty"`
 	UnlistedProblems int      `json:"unlistedProblems,omitempty"`
@@ -383,7 +384,8 @@ func (s *replaySource) take(ctx context.Context, o sinks.ObjectInfo) (events []*
 	if !deadletter.BelongsTo(info, s.topic) {
 		return nil, false, nil
 	}
-	recs, err := schemas.DecodeDeadLetters(body, s.schema, s.topicID)
+	// The records that cannot be decoded were reported by the selection.
+	recs, _, err := schemas.DecodeDeadLetterRecords(body, s.schema, s.topicID)
 	if err != nil {
 		return nil, false, fmt.Errorf("decoding the object again: %w", err)
 	}
@@ -476,8 +478,8 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 		if obj.ours {
 			sum.Objects++
 		}
-		if obj.problem != "" {
-			listProblem(&sum.Problems, &sum.UnlistedProblems, obj.problem)
+		for _, p := range obj.problems {
+			listProblem(&sum.Problems, &sum.UnlistedProblems, p)
 		}
 		var events []*schemas.Event
 		size := 0

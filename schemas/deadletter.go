@@ -343,42 +343,56 @@ func (e *DeadLetterDecodeError) Error() string {
 // envelope's data, with the envelope's id, eventType, subject, eventTime and dataVersion.
 // Outcome and reason values egrid does not know are kept as GenericError and as written. The
 // error is a *[DeadLetterDecodeError], several joined with errors.Join; no records are returned
-// with an error.
+// with an error: one record that cannot be decoded fails the object ([DecodeDeadLetterRecords]
+// decodes the others).
 func DecodeDeadLetters(body []byte, in Schema, topicID string) ([]DeadLetterRecord, error) {
+	recs, bad, err := DecodeDeadLetterRecords(body, in, topicID)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		errs := make([]error, 0, min(len(bad), maxReported))
+		for _, e := range bad[:min(len(bad), maxReported)] {
+			errs = append(errs, e)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return recs, nil
+}
+
+// DecodeDeadLetterRecords decodes a dead-letter object as [DecodeDeadLetters] does, record by
+// record: a record that cannot be decoded is left out and described in bad (with its index in
+// the object's array, in order), and the others are returned, so one bad record does not hide
+// the rest of its object. The error, a *[DeadLetterDecodeError] with Index -1, is set (and no
+// records are returned) only when the object as a whole is not a JSON array.
+func DecodeDeadLetterRecords(body []byte, in Schema, topicID string) (recs []DeadLetterRecord, bad []*DeadLetterDecodeError, err error) {
 	s := &scanner{buf: body}
 	s.skipWS()
 	if s.peek() != '[' {
-		return nil, &DeadLetterDecodeError{Index: -1, Reason: "is not a JSON array of records"}
+		return nil, nil, &DeadLetterDecodeError{Index: -1, Reason: "is not a JSON array of records"}
 	}
-	var recs []DeadLetterRecord
-	var errs []error
 	empty, _ := s.arrayStart()
 	for i := 0; !empty; i++ {
 		start := s.pos
 		if _, err := s.skipValue(1); err != nil {
-			return nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
+			return nil, nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
 		}
 		rec, err := decodeDeadLetter(s.buf[start:s.pos], in, topicID)
 		if err != nil {
-			if len(errs) < maxReported {
-				errs = append(errs, &DeadLetterDecodeError{Index: i, Reason: err.Error()})
-			}
+			bad = append(bad, &DeadLetterDecodeError{Index: i, Reason: err.Error()})
 		} else {
 			recs = append(recs, rec)
 		}
 		more, err := s.arrayNext()
 		if err != nil {
-			return nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
+			return nil, nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
 		}
 		empty = !more
 	}
 	if err := s.end(); err != nil {
-		return nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
+		return nil, nil, &DeadLetterDecodeError{Index: -1, Reason: "is not valid JSON: " + err.Error()}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return recs, nil
+	return recs, bad, nil
 }
 
 // rawMember is one member of a scanned object.

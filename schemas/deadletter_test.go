@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,6 +301,37 @@ func TestDecodeDeadLettersRefuses(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tt.wantText)
 			}
 		})
+	}
+}
+
+// DecodeDeadLetterRecords decodes an object record by record: the records that cannot be
+// decoded are described (index and reason, in order) and left out, the others returned; only
+// an object that is not a JSON array fails as a whole.
+func TestDecodeDeadLetterRecordsLeavesOutOnlyTheBadRecords(t *testing.T) {
+	const topicID = "/subscriptions/s/resourceGroups/r/providers/Microsoft.EventGrid/topics/orders"
+	rec := func(id string) string {
+		return `{"id":"` + id + `","subject":"s","eventType":"T","eventTime":"2024-01-01T00:00:00Z","data":{},"deadLetterReason":"X"}`
+	}
+	body := `[` + rec("e1") + `,{"id":"2","deadLetterReason":"X"},` + rec("e3") + `,7,` + rec("e5") + `]`
+	recs, bad, err := schemas.DecodeDeadLetterRecords([]byte(body), schemas.EventGrid, topicID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.Event.ID)
+	}
+	if !slices.Equal(ids, []string{"e1", "e3", "e5"}) {
+		t.Errorf("decoded %v, want e1, e3 and e5", ids)
+	}
+	if len(bad) != 2 || bad[0].Index != 1 || !strings.Contains(bad[0].Reason, "is required") || bad[1].Index != 3 {
+		t.Errorf("bad records %v, want records 1 and 3 with their reasons", bad)
+	}
+	if _, err := schemas.DecodeDeadLetters([]byte(body), schemas.EventGrid, topicID); err == nil {
+		t.Error("DecodeDeadLetters of an object with bad records: want an error")
+	}
+	if recs, bad, err := schemas.DecodeDeadLetterRecords([]byte(`[`+rec("e1")+`,{]`), schemas.EventGrid, topicID); err == nil || recs != nil || bad != nil {
+		t.Errorf("an object that is not valid JSON: %d records, %v, %v; want only an error", len(recs), bad, err)
 	}
 }
 

@@ -267,10 +267,10 @@ and reads no further object: it then says how many records and objects it left, 
 						return err
 					}
 					for _, pr := range out.Problems {
-						fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+						fmt.Fprintln(e.Stderr, "warning: not readable:", pr)
 					}
 					if out.Unlisted > 0 {
-						fmt.Fprintf(e.Stderr, "warning: %d more objects not readable (not listed)\n", out.Unlisted)
+						fmt.Fprintf(e.Stderr, "warning: %d more objects or records not readable (not listed)\n", out.Unlisted)
 					}
 					more := func(w io.Writer) {
 						if m := out.More; m != nil {
@@ -490,10 +490,10 @@ func replay(c *cli.Context, e env) error {
 
 func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	for _, pr := range sum.Problems {
-		fmt.Fprintln(e.Stderr, "warning: object not readable:", pr)
+		fmt.Fprintln(e.Stderr, "warning: not readable:", pr)
 	}
 	if sum.UnlistedProblems > 0 {
-		fmt.Fprintf(e.Stderr, "warning: %d more objects not readable (not listed)\n", sum.UnlistedProblems)
+		fmt.Fprintf(e.Stderr, "warning: %d more objects or records not readable (not listed)\n", sum.UnlistedProblems)
 	}
 	if sum.DedupLimited {
 		fmt.Fprintf(e.Stderr, "warning: more than %d events selected: each event id is taken once only as far as the newest %d reach, "+
