@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -73,9 +74,30 @@ func (r *Router) lookup(topic, name string) (*topicRuntime, *SubscriptionSpec, s
 	return r.lookupLocked(topic, name)
 }
 
-// TopicName returns the name of a topic, given in any case, as it was first created.
+// TopicName returns the name of a topic, given in any case, as it was first created. It
+// looks only at the topics this node knows and never waits: in cluster mode a topic created
+// on another node is found once that node's notice arrives, a moment later. A request that
+// may wait for the store calls [Router.FindTopicName] instead.
 func (r *Router) TopicName(name string) (string, error) {
 	t, _, _, err := r.lookup(name, "")
+	if err != nil {
+		return "", err
+	}
+	return t.name, nil
+}
+
+// FindTopicName is [Router.TopicName] for a request that can wait a moment, as the HTTP data
+// plane's publish and pull routes do: in cluster mode a topic this node does not know yet —
+// created on another node a moment ago, whose notice has not arrived — is looked up in the
+// cluster's store first, as [Router.Publish] does, so that it can be used through any node at
+// once. Those reads are shared by every name looked up on the node (at most one a second), so
+// a name that does not exist waits up to about a second and a read within ctx before it fails.
+// It fails wrapping [ErrTopicNotFound] for a topic the store does not hold either;
+// [ErrUnavailable] when the store could not be read (nothing is known of the name: retry);
+// [ErrClosed] once Close began; ctx's error when ctx ended while it waited. On a single node it
+// reads nothing and costs what TopicName does, but answers ErrClosed after Close.
+func (r *Router) FindTopicName(ctx context.Context, name string) (string, error) {
+	t, err := r.topicFresh(ctx, name)
 	if err != nil {
 		return "", err
 	}

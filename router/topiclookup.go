@@ -8,9 +8,9 @@ import (
 )
 
 // In cluster mode a topic created on another node is known here once that node's notice
-// arrives (run), a moment later; a publish, topic read or subscription call for a topic this
-// node does not know looks it up in the store first (topicFresh), so that the topic can be
-// used here at once. Anyone who can reach a node can send topic names — the data plane
+// arrives (run), a moment later; a publish (Go or HTTP), a pull call over HTTP
+// ([Router.FindTopicName]), a topic read or a subscription call for a topic this node does not
+// know looks it up in the store first (topicFresh), so that the topic can be used here at once. Anyone who can reach a node can send topic names — the data plane
 // finds a topic before it checks the topic's keys, and an embedding application may publish
 // names it was given — so what unknown names cost is bounded, not counted per name:
 //

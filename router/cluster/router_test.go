@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,8 +129,11 @@ type testCluster struct {
 	// the streams and buckets have replicas copies.
 	urls     []string
 	replicas int
-	nodes    atomic.Int64 // nodes opened, for urls
-	fenced   atomic.Int64 // log lines of actors that stopped on a fenced write
+	// ttl, when set, is the lease TTL instead of leaseTTL (a node reads every definition
+	// every two TTLs: a longer one keeps a node unaware of a topic only the store holds).
+	ttl    time.Duration
+	nodes  atomic.Int64 // nodes opened, for urls
+	fenced atomic.Int64 // log lines of actors that stopped on a fenced write
 }
 
 func newCluster(t *testing.T) *testCluster {
@@ -187,7 +191,7 @@ func (c *testCluster) open(name string) (*node, error) {
 	log := slog.New(slog.NewTextHandler(testWriter{t, &c.fenced}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := router.New(router.Config{
 		TimeScale: 10, NoJitter: true,
-		Cluster:     cluster.Options{NodeName: name, Prefix: c.prefix, LeaseTTL: leaseTTL},
+		Cluster:     cluster.Options{NodeName: name, Prefix: c.prefix, LeaseTTL: cmp.Or(c.ttl, leaseTTL)},
 		DeadLetters: router.DeadLetterConfig{Delay: 40 * time.Second}, // 4 s at TimeScale 10
 	}, router.Deps{Store: st, NATS: nc, DeadLetterStore: c.objects, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}})
 	if err != nil {

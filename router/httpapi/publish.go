@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"mime"
@@ -34,8 +35,10 @@ type topic struct {
 	schema schemas.Schema
 }
 
-func (a *API) topic(name string) (*topic, error) {
-	display, err := a.r.TopicName(name)
+// topic finds the topic a data-plane request names ([router.Router.FindTopicName]: in
+// cluster mode one created on another node a moment ago too) and reads its definition.
+func (a *API) topic(ctx context.Context, name string) (*topic, error) {
+	display, err := a.r.FindTopicName(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -46,17 +49,42 @@ func (a *API) topic(name string) (*topic, error) {
 	return &topic{name: display, spec: spec, schema: spec.Schema()}, nil
 }
 
-func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
-	t, err := a.topic(name)
-	if err != nil {
+// writeTopicError answers a data-plane request whose topic a.topic did not find; notFound is
+// the message of the 404 a request that passes without credentials (--insecure-dev) gets for
+// a topic that does not exist.
+func (a *API) writeTopicError(w http.ResponseWriter, req *http.Request, name string, err error, notFound string) {
+	switch {
+	case errors.Is(err, router.ErrTopicNotFound):
 		// An unknown topic answers exactly as a known one does to credentials that do not
 		// match its keys, so topic names cannot be probed without a key; only a request that
 		// passes without credentials (--insecure-dev) learns that the topic does not exist.
+		// (In cluster mode the answer may come after a shared read of the store, up to about a
+		// second: its timing tells whether this node knew the name; see topiclookup.go.)
 		if status, msg := a.authorize(req, &topic{name: name}); status != 0 {
 			writeAuthError(w, status, msg)
 			return
 		}
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
+		writeError(w, http.StatusNotFound, "NotFound", notFound)
+	case req.Context().Err() != nil:
+		// The client went away while the node waited for a read of the cluster's store:
+		// nobody to answer.
+	case errors.Is(err, router.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; nothing was done: retry later")
+	default:
+		// router.ErrUnavailable: the node does not know the topic, and the cluster's store,
+		// which holds it if another node created it a moment ago, could not be read. Not a
+		// 401: Azure's SDKs do not retry that, and the topic may well exist. The store's own
+		// error goes to the log only, as elsewhere.
+		a.log.Error("finding a topic this node does not know failed: the cluster's store could not be read", "topic", name, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("this node does not know topic %q and the cluster's store, which holds the topics created on other nodes, could not be read; nothing was done: retry later; the server log has the cause", name))
+	}
+}
+
+func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
+	t, err := a.topic(req.Context(), name)
+	if err != nil {
+		a.writeTopicError(w, req, name, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
 		return
 	}
 	if status, msg := a.authorize(req, t); status != 0 {

@@ -99,15 +99,11 @@ func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: the operations of an event subscription are :%s", req.URL.Path, strings.Join(pullOps, ", :")))
 		return
 	}
-	t, err := a.topic(topicName)
+	t, err := a.topic(req.Context(), topicName)
 	if err != nil {
 		// As publish: an unknown topic answers as wrong credentials do, unless the request
 		// passes without any (--insecure-dev).
-		if status, msg := a.authorize(req, &topic{name: topicName}); status != 0 {
-			writeAuthError(w, status, msg)
-			return
-		}
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", topicName, topicName))
+		a.writeTopicError(w, req, topicName, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", topicName, topicName))
 		return
 	}
 	if status, msg := a.authorize(req, t); status != 0 {
