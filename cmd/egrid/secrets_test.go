@@ -313,33 +313,19 @@ func TestServeWarnsOfReadableSecretFiles(t *testing.T) {
 // as Kubernetes mounts secrets), it gets the same warning at start, naming the file, its mode
 // and the remedy; serve goes on and uses it.
 func TestServeWarnsOfReadableFileReferences(t *testing.T) {
-	const key = "a2V5LWZyb20tYS1yZWFkYWJsZS1maWxl"
-	keyFile := filepath.Join(t.TempDir(), "orders-key1")
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(keyFile, 0o644); err != nil { // whatever the umask
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
-	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${file:"+keyFile+"}\"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, cfg := readableKeyConfig(t)
 	warnings := make(chan string, 4)
 	srv := startLogged(t, warnings, "the secret file", "--admin-token-file", writeSecret(t, "s3cret"), "--config", cfg,
 		"--data-dir", filepath.Join(t.TempDir(), "data"))
 	select {
 	case line := <-warnings:
-		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "the secret file "+keyFile+" ") ||
-			!strings.Contains(line, "chmod 600 "+keyFile) || !strings.Contains(line, "mode=0644") {
-			t.Fatalf("the start warning is %q; want a WARN naming the referenced file, its mode and chmod 600", line)
-		}
+		wantReadableWarning(t, line, keyFile)
 	default: // the start warnings are written before "egrid serving"
 		t.Fatalf("no warning about the ${file:} reference to a file readable by others:\n%s", srv.log())
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.url+"/topics/orders/api/events?api-version=2018-01-01", strings.NewReader(string(eventsBody([]string{"e1"}))))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("aeg-sas-key", key)
+	req.Header.Set("aeg-sas-key", readableKey)
 	resp, err := oneShot.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -398,26 +384,13 @@ func TestServeReadsTheTLSKeyAsASecretFile(t *testing.T) {
 // egrid validate warns of a ${file:} reference to a file others can read, as serve does at
 // start: on stderr, naming the file, its mode and chmod 600, and the config is still valid.
 func TestValidateWarnsOfReadableFileReferences(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "orders-key1")
-	if err := os.WriteFile(keyFile, []byte("a2V5LWZyb20tYS1yZWFkYWJsZS1maWxl\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(keyFile, 0o644); err != nil { // whatever the umask
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
-	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${file:"+keyFile+"}\"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, cfg := readableKeyConfig(t)
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"egrid", "validate", "--config", cfg}, env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }})
 	if code != 0 || !strings.Contains(stdout.String(), "is valid") {
 		t.Fatalf("validate: exit %d, stdout %q, stderr %q; want valid", code, stdout.String(), stderr.String())
 	}
-	if w := stderr.String(); !strings.Contains(w, "level=WARN") || !strings.Contains(w, "the secret file "+keyFile+" ") ||
-		!strings.Contains(w, "chmod 600 "+keyFile) || !strings.Contains(w, "mode=0644") {
-		t.Fatalf("validate's stderr is %q; want a WARN naming the referenced file, its mode and chmod 600", w)
-	}
+	wantReadableWarning(t, stderr.String(), keyFile)
 	if err := os.Chmod(keyFile, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -425,5 +398,36 @@ func TestValidateWarnsOfReadableFileReferences(t *testing.T) {
 	stderr.Reset()
 	if code := run(context.Background(), []string{"egrid", "validate", "--config", cfg}, env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}); code != 0 || stderr.Len() != 0 {
 		t.Fatalf("validate with the file private: exit %d, stderr %q; want 0 and nothing", code, stderr.String())
+	}
+}
+
+// readableKey is the topic key readableKeyConfig's file holds.
+const readableKey = "a2V5LWZyb20tYS1yZWFkYWJsZS1maWxl"
+
+// readableKeyConfig writes a topic key to a file group and others can read (0644, as
+// Kubernetes mounts secrets) and a config whose topic orders takes it by ${file:}.
+func readableKeyConfig(t *testing.T) (keyFile, cfg string) {
+	t.Helper()
+	keyFile = filepath.Join(t.TempDir(), "orders-key1")
+	if err := os.WriteFile(keyFile, []byte(readableKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	cfg = filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n    properties: {key1: \"${file:"+keyFile+"}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, cfg
+}
+
+// wantReadableWarning fails t unless text warns of keyFile: a WARN naming it, its mode and
+// chmod 600.
+func wantReadableWarning(t *testing.T, text, keyFile string) {
+	t.Helper()
+	if !strings.Contains(text, "level=WARN") || !strings.Contains(text, "the secret file "+keyFile+" ") ||
+		!strings.Contains(text, "chmod 600 "+keyFile) || !strings.Contains(text, "mode=0644") {
+		t.Fatalf("the warning is %q; want a WARN naming the referenced file, its mode and chmod 600", text)
 	}
 }
