@@ -23,19 +23,8 @@ func TestDeadLetterObjectTooLargeToRead(t *testing.T) {
 	const bound = 4096
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		hook := h.Endpoint("hook", testkit.Always(http.StatusBadRequest))
-		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
-		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
-		h.Advance(6 * time.Minute)
-		store := h.DeadLetterObjects()
-		objs := store.Objects("deadletters")
-		if len(objs) != 1 {
-			t.Fatalf("%d objects, want 1", len(objs))
-		}
+		store, body, _ := deadLetterOne(t, h, hook, "e1")
 		ctx := context.Background()
-		body, _, err := store.Get(ctx, "deadletters", objs[0].Key, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The same records, padded past what a reader takes: decodable, but not egrid's.
 		padded := append(body, bytes.Repeat([]byte{' '}, bound+deadletter.ReadMargin+1-len(body))...)
 		big := "BILLING/2025/1/2/3/00000000-0000-0000-0000-000000000000.json"
@@ -187,19 +176,8 @@ func TestDeadLetterRecordThatCannotBeDecodedHidesOnlyItself(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		var healthy atomic.Bool
 		hook := h.Endpoint("hook", switchable(&healthy, http.StatusBadRequest))
-		h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
-		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")), h.EventGridEvent(testkit.ID("e2")))
-		h.Advance(6 * time.Minute)
-		store := h.DeadLetterObjects()
-		objs := store.Objects("deadletters")
-		if len(objs) != 1 {
-			t.Fatalf("%d objects, want one holding e1 and e2", len(objs))
-		}
+		store, body, info := deadLetterOne(t, h, hook, "e1", "e2")
 		ctx := context.Background()
-		body, info, err := store.Get(ctx, "deadletters", objs[0].Key, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// A record between e1's and e2's that is no dead letter: record 1.
 		body = bytes.TrimSpace(body)
 		first := bytes.Index(body, []byte("},{"))
@@ -236,4 +214,28 @@ func TestDeadLetterRecordThatCannotBeDecodedHidesOnlyItself(t *testing.T) {
 			t.Errorf("replay summary %+v, want e1 and e2 replayed and the bad record reported", sum)
 		}
 	})
+}
+
+// deadLetterOne publishes events of the ids to orders/billing, a subscription to hook, which
+// must refuse them (400), and returns the one object they are dead-lettered in: the store,
+// the object's body and its info.
+func deadLetterOne(t *testing.T, h *testkit.Harness, hook *testkit.Endpoint, ids ...string) (*testkit.ObjectStore, []byte, sinks.ObjectInfo) {
+	t.Helper()
+	h.CreateSubscription("orders", "billing", hook, router.RetryPolicy{})
+	events := make([]any, len(ids))
+	for i, id := range ids {
+		events[i] = h.EventGridEvent(testkit.ID(id))
+	}
+	h.Publish("orders", events...)
+	h.Advance(6 * time.Minute)
+	store := h.DeadLetterObjects()
+	objs := store.Objects("deadletters")
+	if len(objs) != 1 {
+		t.Fatalf("%d objects, want one holding %v", len(objs), ids)
+	}
+	body, info, err := store.Get(context.Background(), "deadletters", objs[0].Key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, body, info
 }

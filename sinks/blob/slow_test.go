@@ -31,15 +31,7 @@ func slowServer(t *testing.T, body func(w http.ResponseWriter, r *http.Request, 
 		flush()
 		body(w, r, flush)
 	}))
-	t.Cleanup(srv.Close)
-	s, err := blob.New(blob.Config{
-		Endpoint: strings.TrimPrefix(srv.URL, "http://"), AccessKey: "k", SecretKey: "secret-key", Region: "us-east-1",
-		ReadTimeout: 200 * time.Millisecond,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fastTimingOut(t, srv)
 }
 
 // A server that stalls in the middle of an object's content, or trickles it, fails the Get
@@ -112,19 +104,12 @@ func TestListOfAStallingServerTimesOut(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	t.Cleanup(srv.Close)
-	s, err := blob.New(blob.Config{
-		Endpoint: strings.TrimPrefix(srv.URL, "http://"), AccessKey: "k", SecretKey: "secret-key", Region: "us-east-1",
-		ReadTimeout: 200 * time.Millisecond,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fastTimingOut(t, srv)
 	// The caller's own deadline is far beyond the read timeout: it only keeps a failing test
 	// from hanging.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = s.List(ctx, "dead-letters", sinks.ListQuery{Prefix: "SUB/"})
+	_, err := s.List(ctx, "dead-letters", sinks.ListQuery{Prefix: "SUB/"})
 	if ctx.Err() != nil {
 		t.Fatalf("List returned only when its caller's context ended (%v), not at the read timeout", err)
 	}
@@ -135,4 +120,19 @@ func TestListOfAStallingServerTimesOut(t *testing.T) {
 		!strings.Contains(err.Error(), srv.Listener.Addr().String()) || !strings.Contains(err.Error(), "readTimeout") {
 		t.Errorf("error %q: want it to name the listing, the server and the read timeout", err)
 	}
+}
+
+// fastTimingOut is a store on srv, closed when t ends, whose reads and listings time out after
+// 200 ms.
+func fastTimingOut(t *testing.T, srv *httptest.Server) *blob.Store {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	s, err := blob.New(blob.Config{
+		Endpoint: strings.TrimPrefix(srv.URL, "http://"), AccessKey: "k", SecretKey: "secret-key", Region: "us-east-1",
+		ReadTimeout: 200 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
