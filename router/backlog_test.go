@@ -182,6 +182,7 @@ func TestBacklogStaysOnDisk(t *testing.T) {
 				}
 				body.WriteByte(']')
 				req := httptest.NewRequest(http.MethodPost, "/topics/orders/api/events?api-version=2018-01-01", bytes.NewReader(body.Bytes()))
+				req.Host = "localhost" // --insecure-dev lets in requests without credentials from this machine only (router/devguard)
 				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)

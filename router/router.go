@@ -44,7 +44,8 @@ var (
 type Config struct {
 	// InsecureDev accepts publishes that carry no credentials and, when no AdminToken is
 	// configured, admin calls without a token; a configured AdminToken is still required.
-	// Requests with wrong credentials are still refused. Development only.
+	// Requests with wrong credentials are still refused, and those without are let in only
+	// from the machine's own programs, not from a web page (router/devguard). Development only.
 	InsecureDev bool `json:"insecureDev,omitempty" yaml:"insecureDev,omitempty"`
 	// AdminToken is the bearer token the admin API requires.
 	AdminToken string `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`

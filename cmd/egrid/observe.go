@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/devguard"
 	"github.com/egridio/egrid/router/probes"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
@@ -141,10 +142,17 @@ func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 
 // guardMetrics puts the admin API's rule in front of /metrics on the main address: with an
 // admin token it needs Authorization: Bearer <token>; without one it is open only under
-// --insecure-dev, else refused with what to do.
+// --insecure-dev, and only to this machine's own programs (devguard.Check), else refused
+// with what to do.
 func guardMetrics(s serveSettings, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !s.InsecureDev || s.AdminToken != "" {
+		if s.InsecureDev && s.AdminToken == "" {
+			// Open only to this machine's own programs, as the admin API (router/devguard).
+			if err := devguard.Check(req, s.PublicURL); err != nil {
+				http.Error(w, "GET /metrics on --listen: "+err.Error(), http.StatusForbidden)
+				return
+			}
+		} else {
 			if s.AdminToken == "" {
 				http.Error(w, "GET /metrics on --listen needs the admin token, and none is configured: set --admin-token, or serve metrics without credentials on a separate address with --metrics-listen", http.StatusForbidden)
 				return

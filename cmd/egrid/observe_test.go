@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,30 @@ func TestLogHandlerFormats(t *testing.T) {
 	slog.New(logSettings{Level: slog.LevelWarn, Format: "text"}.handler(&buf)).Warn("shown", "topic", "orders")
 	if s := buf.String(); strings.Contains(s, "hidden") || !strings.Contains(s, "msg=shown topic=orders") {
 		t.Errorf("text handler at warn wrote %q", s)
+	}
+}
+
+// TestMetricsGuardUnderInsecureDev: /metrics on --listen without an admin token is open under
+// --insecure-dev to this machine's programs, not to a web page that pointed a name of its own
+// at the server (DNS rebinding; router/devguard).
+func TestMetricsGuardUnderInsecureDev(t *testing.T) {
+	h := guardMetrics(serveSettings{InsecureDev: true}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("metrics"))
+	}))
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"localhost:8080", http.StatusOK},
+		{"127.0.0.1:8080", http.StatusOK},
+		{"rebind.attacker.example:8080", http.StatusForbidden},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Host = tt.host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("Host %s: %d %s; want %d", tt.host, rec.Code, rec.Body, tt.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/devguard"
 	"github.com/egridio/egrid/router/metrics"
 )
 
@@ -144,10 +145,16 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // admin checks the bearer token exactly as the admin API does: a configured token is always
-// required, and --insecure-dev only opens a server that has none.
+// required, and --insecure-dev only opens a server that has none, and only to this machine's
+// own programs ([devguard.Check]).
 func (c *Console) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
-		if !c.cfg.InsecureDev || c.cfg.AdminToken != "" {
+		if c.cfg.InsecureDev && c.cfg.AdminToken == "" {
+			if err := devguard.Check(req, c.cfg.PublicURL); err != nil {
+				writeError(w, http.StatusForbidden, "Forbidden", err.Error())
+				return
+			}
+		} else {
 			if c.cfg.AdminToken == "" {
 				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
 				return

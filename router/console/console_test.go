@@ -107,6 +107,22 @@ func TestRoutesNeedTheAdminToken(t *testing.T) {
 	if resp, body := get(t, open, "", "/console/api/counters"); resp.StatusCode != http.StatusOK {
 		t.Errorf("--insecure-dev without a token: %d %s, want 200", resp.StatusCode, body)
 	}
+	// ... to this machine's programs only: not to a web page that pointed a name of its own
+	// at the server (DNS rebinding; router/devguard).
+	req, err := http.NewRequest(http.MethodGet, open.URL+"/console/api/counters", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebind.attacker.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"code":"Forbidden"`) || !strings.Contains(string(body), "--insecure-dev") {
+		t.Errorf("--insecure-dev without a token, a rebound name: %d %s, want 403 saying why", resp.StatusCode, body)
+	}
 }
 
 // A delivery through the router shows among the subscription's attempts and in the counters.

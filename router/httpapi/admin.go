@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/devguard"
 )
 
 func (a *API) adminRoutes(mux *http.ServeMux) {
@@ -37,8 +38,14 @@ func (a *API) adminRoutes(mux *http.ServeMux) {
 func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		// A configured token is always required: InsecureDev only opens an admin API that
-		// has none.
-		if !a.cfg.InsecureDev || a.cfg.AdminToken != "" {
+		// has none, and only to this machine's own programs, not to a web page (package
+		// devguard).
+		if a.cfg.InsecureDev && a.cfg.AdminToken == "" {
+			if err := devguard.Check(req, a.cfg.PublicURL); err != nil {
+				writeError(w, http.StatusForbidden, "Forbidden", err.Error())
+				return
+			}
+		} else {
 			if a.cfg.AdminToken == "" {
 				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
 				return

@@ -13,6 +13,6 @@
 // admission of long polls to the server's bound ([API.AdmitPolls]), which a poll meets only
 // once it is authenticated and about to wait.
 //
-// httpapi imports router, router/sas and schemas only; it uses router's exported API and
+// httpapi imports router, router/sas, router/devguard and schemas only; it uses router's exported API and
 // nothing else, so an embedding program can serve the same planes, or its own, from it.
 package httpapi

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,8 +32,17 @@ func eventGridError(t *testing.T, rec *httptest.ResponseRecorder) (code, message
 	return e.Error.Code, e.Error.Message
 }
 
+// localRequest is httptest.NewRequest addressed as a program on the server's own machine
+// addresses it (Host localhost:8080), which a server run with --insecure-dev lets in
+// without credentials (package devguard); httptest's own Host, example.com, it does not.
+func localRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "localhost:8080"
+	return req
+}
+
 func serve(h http.Handler, method, target, body string, header http.Header) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req := localRequest(method, target, strings.NewReader(body))
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -197,7 +207,7 @@ func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
 		{"publicUrl wins", "https://egrid.example.com/", "evil.example", "https://egrid.example.com/topics/orders/api/events"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := router.New(router.Config{InsecureDev: true, PublicURL: tt.publicURL}, router.Deps{})
+			r, err := router.New(router.Config{AdminToken: "tok", PublicURL: tt.publicURL}, router.Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,6 +217,7 @@ func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
 			}
 			req := httptest.NewRequest("GET", "/admin/topics/orders", nil)
 			req.Host = tt.host
+			req.Header.Set("Authorization", "Bearer tok")
 			rec := httptest.NewRecorder()
 			httpapi.New(r).ServeHTTP(rec, req)
 			var got struct {

@@ -16,7 +16,7 @@ import (
 func getHealth(t *testing.T, h http.Handler) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/admin/health", nil))
+	h.ServeHTTP(rec, localRequest(http.MethodGet, "/admin/health", nil))
 	var body struct {
 		Store struct {
 			State string `json:"state"`
@@ -54,7 +54,7 @@ func TestHealthAndInsufficientStorage(t *testing.T) {
 	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	req := httptest.NewRequest(http.MethodPost, "/topics/orders/api/events?api-version=2018-01-01",
+	req := localRequest(http.MethodPost, "/topics/orders/api/events?api-version=2018-01-01",
 		strings.NewReader(`[{"id":"e1","subject":"/s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1","data":{}}]`))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()

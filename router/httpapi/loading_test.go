@@ -59,7 +59,7 @@ func TestSubscriptionLoadingShowsInTheAdminAPI(t *testing.T) {
 		api := httpapi.New(h.Router())
 		do := func(method, path string) *httptest.ResponseRecorder {
 			rec := httptest.NewRecorder()
-			api.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+			api.ServeHTTP(rec, localRequest(method, path, nil))
 			return rec
 		}
 		const path = "/admin/topics/orders/eventSubscriptions/billing"

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/devguard"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/schemas/bufpool"
@@ -162,17 +163,21 @@ func contentEncoding(req *http.Request) string {
 	return ""
 }
 
-// writeAuthError answers a refused publish: 401 Unauthorized, or 400 BadRequest for a SAS
-// token that does not parse.
+// writeAuthError answers a refused publish: 401 Unauthorized, 400 BadRequest for a SAS
+// token that does not parse, or 403 Forbidden for a request without credentials that
+// --insecure-dev lets in only from this machine's own programs (package devguard).
 func writeAuthError(w http.ResponseWriter, status int, msg string) {
 	writeError(w, status, authCode(status), msg)
 }
 
-// authCode is the error code of a refused publish's status: Unauthorized, or BadRequest for a
-// SAS token that does not parse.
+// authCode is the error code of a refused publish's status: Unauthorized, BadRequest for a
+// SAS token that does not parse, or Forbidden.
 func authCode(status int) string {
-	if status == http.StatusBadRequest {
+	switch status {
+	case http.StatusBadRequest:
 		return "BadRequest"
+	case http.StatusForbidden:
+		return "Forbidden"
 	}
 	return "Unauthorized"
 }
@@ -250,8 +255,9 @@ func writeDecodeError(w http.ResponseWriter, err error) string {
 }
 
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
-// on, or a status (401, or 400 for a SAS token that does not parse) and a message that says
-// what to do.
+// on, or a status (401, 400 for a SAS token that does not parse, 403 for a request without
+// credentials under InsecureDev that does not come from this machine's own programs:
+// [devguard.Check]) and a message that says what to do.
 func (a *API) authorize(req *http.Request, t *topic) (int, string) {
 	keys := []string{t.spec.Key1, t.spec.Key2}
 	authz := req.Header.Get("Authorization")
@@ -291,6 +297,11 @@ func (a *API) authorize(req *http.Request, t *topic) (int, string) {
 		return http.StatusUnauthorized, "Microsoft Entra ID tokens are not supported: authenticate with aeg-sas-key, a SAS token or Authorization: SharedAccessKey"
 	}
 	if a.cfg.InsecureDev {
+		// Without credentials only from this machine's own programs: not from a web page
+		// (package devguard).
+		if err := devguard.Check(req, a.cfg.PublicURL); err != nil {
+			return http.StatusForbidden, err.Error()
+		}
 		return 0, ""
 	}
 	return http.StatusUnauthorized, "the request has no credentials: send the topic key in the aeg-sas-key header (or a SAS token in aeg-sas-token), or run the server with --insecure-dev for local development"

@@ -54,7 +54,7 @@ func (p *pullRig) do(path, body string) (int, string) {
 
 func (p *pullRig) doKey(path, body, key string) (int, string) {
 	p.t.Helper()
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req := localRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("aeg-sas-key", key)
