@@ -167,7 +167,7 @@ var ErrEventNotFound = errors.New("event not found")
 // answer. An unknown topic or
 // subscription is [ErrTopicNotFound] or [ErrSubscriptionNotFound]; an event the subscription
 // has no history of (never matched, never attempted yet, or its history has expired)
-// [ErrEventNotFound].
+// [ErrEventNotFound]; a store that cannot read the history wraps [ErrUnavailable] (retry).
 func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Explanation, error) {
 	t, spec, name, err := r.lookup(topic, sub)
 	if err != nil {
@@ -180,6 +180,9 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 	rec, err := r.store.History(ctx, t.name, name, eventID, now)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", eventID, name, t.name, ErrEventNotFound)
+	}
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("explaining event %q: reading its delivery history: %w: %w", eventID, ErrUnavailable, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)

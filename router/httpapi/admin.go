@@ -415,7 +415,7 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("admin call failed: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not save the change: retry later; the server log has the cause")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not carry out the call (save or delete a definition, read a delivery history): retry later; the server log has the cause")
 	default:
 		var details []errorDetail
 		for _, e := range flatten(err) {

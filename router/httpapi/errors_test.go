@@ -232,3 +232,43 @@ func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
 		})
 	}
 }
+
+// historyFailingStore fails every read of a delivery history with an error naming a file.
+type historyFailingStore struct{ store.Store }
+
+func (historyFailingStore) History(context.Context, string, string, string, time.Time) (store.HistoryRecord, error) {
+	return store.HistoryRecord{}, errDisk
+}
+
+// TestExplainOnAFailingStoreIs503WithoutPaths: an explain whose history the store cannot read
+// is the server's problem: 503 with Retry-After, the store's error (a server path) in the log
+// only — not a 400 telling the client its request was wrong, with the path in it.
+func TestExplainOnAFailingStoreIs503WithoutPaths(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: historyFailingStore{mem}, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrUnavailable) {
+		t.Errorf("Explain on a failing store: %v, want ErrUnavailable", err)
+	}
+	rec := serve(httpapi.New(r), "GET", "/admin/topics/orders/eventSubscriptions/sub-1/events/e1", "", http.Header{"Authorization": {"Bearer tok"}})
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("explain on a failing store: %d, Retry-After %q; want 503 with Retry-After (%s)", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "retry later") {
+		t.Errorf("message %q; want it to say to retry later", msg)
+	}
+	if strings.Contains(rec.Body.String(), "/var/lib") {
+		t.Errorf("the answer shows a server path: %s", rec.Body)
+	}
+}
