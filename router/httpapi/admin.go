@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -113,10 +114,53 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 	dec := json.NewDecoder(strings.NewReader(string(env.Properties)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(props); err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "properties: "+err.Error())
+		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err))
 		return false
 	}
 	return true
+}
+
+// propertiesError says what is wrong with the properties of an ARM body in its own terms:
+// encoding/json names a value of the wrong type by egrid's Go types ("cannot unmarshal
+// number into Go struct field TopicSpec.inputSchema of type string"), which say nothing to
+// a client; this names the property by its JSON path and the JSON the client should send.
+func propertiesError(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "properties: " + err.Error()
+	}
+	path := "properties"
+	for _, seg := range strings.Split(te.Field, ".") {
+		// An embedded Go struct shows as its type name (SubscriptionSpec); JSON names
+		// start in lower case.
+		if seg != "" && !(seg[0] >= 'A' && seg[0] <= 'Z') {
+			path += "." + seg
+		}
+	}
+	return fmt.Sprintf("%s: is a JSON %s; send %s", path, te.Value, jsonKind(te.Type))
+}
+
+// jsonKind is the JSON a Go type takes, for a message.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "the value the property's documentation names"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // topicView is what reads return: the spec without its keys.

@@ -187,3 +187,33 @@ func TestAdminBodiesOverTheLimitSayWhy(t *testing.T) {
 		t.Errorf("the refused topic: %d %v, want 404", status, body)
 	}
 }
+
+// TestAdminTypeErrorsNameTheProperty: a property of the wrong JSON type is named by its JSON
+// path, with the JSON to send — not by egrid's Go types, which say nothing to a client.
+func TestAdminTypeErrorsNameTheProperty(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	for _, tt := range []struct{ name, path, body, want string }{
+		{"topic enum", "/admin/topics/other", `{"properties":{"inputSchema":5}}`, "properties.inputSchema: is a JSON number; send a string"},
+		{"properties not an object", "/admin/topics/other", `{"properties":[]}`, "properties: is a JSON array; send an object"},
+		{"nested in an array", "/admin/topics/orders/eventSubscriptions/sub-1",
+			`{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"https://x.example/","deliveryAttributeMappings":[{"name":"X","type":"Static","properties":{"value":12}}]}}}}`,
+			"properties.destination.properties.deliveryAttributeMappings.properties.value: is a JSON number; send a string"},
+		{"number", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"retryPolicy":{"maxDeliveryAttempts":"ten"}}}`, "properties.retryPolicy.maxDeliveryAttempts: is a JSON string; send a whole number"},
+	} {
+		status, body := adminDo(t, srv, "tok", "PUT", tt.path, tt.body)
+		e, _ := body["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if status != http.StatusBadRequest || !strings.Contains(msg, tt.want) || strings.Contains(msg, "Go ") || strings.Contains(msg, "Spec") {
+			t.Errorf("%s: %d %q; want 400 saying %q, without Go type names", tt.name, status, msg, tt.want)
+		}
+	}
+}
