@@ -89,3 +89,18 @@ func TestMetricsGuardUnderInsecureDev(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsBearerSchemeIgnoresCase: /metrics on --listen takes "bearer <token>" as the
+// admin API does (RFC 9110 §11.1: schemes match ignoring case).
+func TestMetricsBearerSchemeIgnoresCase(t *testing.T) {
+	h := guardMetrics(serveSettings{AdminToken: "tok"}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for authz, want := range map[string]int{"Bearer tok": 200, "bearer tok": 200, "bearer nope": 401} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", authz)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Authorization %q: %d; want %d", authz, rec.Code, want)
+		}
+	}
+}

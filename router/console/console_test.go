@@ -95,6 +95,20 @@ func TestRoutesNeedTheAdminToken(t *testing.T) {
 			}
 		}
 	}
+	// The scheme matches ignoring case (RFC 9110 §11.1).
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/console/api/counters", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /console/api/counters with \"bearer <token>\": %d, want 200", resp.StatusCode)
+	}
 	if resp, body := get(t, srv, token, "/console/api/attempts/orders/billing"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "NotFound") {
 		t.Errorf("attempts of a subscription that does not exist: %d %s, want 404", resp.StatusCode, body)
 	}
@@ -109,12 +123,12 @@ func TestRoutesNeedTheAdminToken(t *testing.T) {
 	}
 	// ... to this machine's programs only: not to a web page that pointed a name of its own
 	// at the server (DNS rebinding; router/devguard).
-	req, err := http.NewRequest(http.MethodGet, open.URL+"/console/api/counters", nil)
+	req, err = http.NewRequest(http.MethodGet, open.URL+"/console/api/counters", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Host = "rebind.attacker.example"
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,3 +217,32 @@ func TestAdminTypeErrorsNameTheProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminBearerSchemeIgnoresCase: HTTP's authentication schemes match ignoring case
+// (RFC 9110 §11.1), so "bearer <token>" is the token as "Bearer <token>" is; a wrong token in
+// any case is still refused.
+func TestAdminBearerSchemeIgnoresCase(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	h := httpapi.New(r)
+	for _, tt := range []struct {
+		authz string
+		want  int
+	}{
+		{"Bearer tok", 200},
+		{"bearer tok", 200},
+		{"BEARER tok", 200},
+		{"bearer wrong", 401},
+		{"Bearertok", 401},
+		{"Basic tok", 401},
+		{"bear", 401},
+	} {
+		rec := serve(h, "GET", "/admin/topics", "", http.Header{"Authorization": {tt.authz}})
+		if rec.Code != tt.want {
+			t.Errorf("Authorization %q: %d %s; want %d", tt.authz, rec.Code, rec.Body, tt.want)
+		}
+	}
+}
