@@ -35,7 +35,7 @@ func TestReceivePollsBeyondTheLimitAre429(t *testing.T) {
 
 		answers := make(chan string, 16)
 		poll := func(sub, wait string) {
-			resp, err := client.Post("http://egrid/topics/ns-orders/eventsubscriptions/"+sub+":receive?maxWaitTime="+wait, "application/json", http.NoBody)
+			resp, err := client.Post("http://localhost/topics/ns-orders/eventsubscriptions/"+sub+":receive?maxWaitTime="+wait, "application/json", http.NoBody)
 			if err != nil {
 				answers <- sub + " error: " + err.Error()
 				return
@@ -131,7 +131,7 @@ func TestReceivePollsTakeSlotsOnlyOnceAuthenticated(t *testing.T) {
 
 		answers := make(chan string, 16)
 		poll := func(op, key string) {
-			req, _ := http.NewRequest(http.MethodPost, "http://egrid/topics/ns-orders/eventsubscriptions/"+op, http.NoBody)
+			req, _ := http.NewRequest(http.MethodPost, "http://localhost/topics/ns-orders/eventsubscriptions/"+op, http.NoBody)
 			req.Header.Set("aeg-sas-key", key)
 			resp, err := client.Do(req)
 			if err != nil {

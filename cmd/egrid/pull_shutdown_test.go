@@ -28,7 +28,7 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 
 		answer := make(chan string, 1)
 		go func() {
-			resp, err := client.Post("http://egrid/topics/ns-orders/eventsubscriptions/workers:receive?maxWaitTime=120", "application/json", http.NoBody)
+			resp, err := client.Post("http://localhost/topics/ns-orders/eventsubscriptions/workers:receive?maxWaitTime=120", "application/json", http.NoBody)
 			if err != nil {
 				answer <- "error: " + err.Error()
 				return

@@ -75,7 +75,7 @@ func TestSlowAndIdleClientsAreCut(t *testing.T) {
 	if code, _, msg := call(t, oneShot, http.MethodPut, srv.url+"/admin/topics/orders", `{"properties":{}}`); code != http.StatusOK && code != http.StatusCreated {
 		t.Fatalf("creating the topic: %d %s", code, msg)
 	}
-	publish := "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: egrid\r\nContent-Type: application/json\r\n"
+	publish := "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 
 	silent := dialServer(t, srv.url)
 	slowHeaders := dialServer(t, srv.url)
@@ -83,7 +83,7 @@ func TestSlowAndIdleClientsAreCut(t *testing.T) {
 	slowBody := dialServer(t, srv.url)
 	fmt.Fprint(slowBody, publish+"Content-Length: 100000\r\n\r\n[{\"id\":")
 	idle := dialServer(t, srv.url)
-	fmt.Fprint(idle, "GET /admin/topics HTTP/1.1\r\nHost: egrid\r\n\r\n")
+	fmt.Fprint(idle, "GET /admin/topics HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
 	if err != nil {
 		t.Fatalf("reading the answer on the kept-alive connection: %v", err)
@@ -123,7 +123,7 @@ func TestPublishBeyondTheBodyLimitIsAnswered429(t *testing.T) {
 	if err := first.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(first, "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: egrid\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(first, "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
 	br := bufio.NewReader(first)
 	line, err := br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
@@ -188,7 +188,7 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	// The second connection: one request answered, then kept open.
 	held := dialServer(t, srv.url)
-	fmt.Fprint(held, "GET /admin/topics HTTP/1.1\r\nHost: egrid\r\n\r\n")
+	fmt.Fprint(held, "GET /admin/topics HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(held), nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the held connection's request: %v %v", resp, err)
@@ -196,7 +196,7 @@ func TestConnectionLimit(t *testing.T) {
 	resp.Body.Close()
 
 	waiting := dialServer(t, srv.url) // the kernel completes the handshake; egrid does not accept it
-	fmt.Fprint(waiting, "GET /admin/topics HTTP/1.1\r\nHost: egrid\r\nConnection: close\r\n\r\n")
+	fmt.Fprint(waiting, "GET /admin/topics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
 	answered := make(chan *http.Response, 1)
 	go func() {
 		_ = waiting.SetReadDeadline(time.Now().Add(2 * time.Minute))

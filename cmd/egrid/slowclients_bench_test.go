@@ -73,7 +73,7 @@ func slowBodyRun(b *testing.B, bin string, n, sent int) {
 	fdsBefore := countFDs(b, pid)
 
 	u, _ := url.Parse(srv.url)
-	head := "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: egrid\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat(" ", sent)
+	head := "POST /topics/orders/api/events?api-version=2018-01-01 HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat(" ", sent)
 	conns := make([]net.Conn, n)
 	var closed atomic.Int64
 	var wg sync.WaitGroup
