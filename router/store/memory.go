@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -269,6 +270,25 @@ func (m *Memory) PutSubscription(_ context.Context, topic, name string, spec []b
 	}
 	m.epochs++
 	t.subs[name] = &memSub{epoch: m.epochs, spec: slices.Clone(spec), cursor: t.last, parked: make(map[uint64]Parked)}
+	return nil
+}
+
+// SwapSubscription implements [Store].
+func (m *Memory) SwapSubscription(_ context.Context, topic, name string, old, spec []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := m.topic(topic)
+	if err != nil {
+		return err
+	}
+	s, ok := t.subs[name]
+	if !ok {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrNotFound)
+	}
+	if !bytes.Equal(s.spec, old) {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrChanged)
+	}
+	s.spec = slices.Clone(spec)
 	return nil
 }
 

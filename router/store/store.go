@@ -27,6 +27,10 @@ var (
 	// applied. It wraps ErrNotFound (the subscription the write was for is gone), so whoever
 	// drops the writes of a deleted subscription drops it too.
 	ErrStaleEpoch = fmt.Errorf("store: the subscription was deleted and created again since its state was loaded: %w", ErrNotFound)
+	// ErrChanged is returned (wrapped) by SwapSubscription when the stored definition is not
+	// the one the caller read: another writer (another router node) replaced it since.
+	// Nothing is written.
+	ErrChanged = errors.New("store: the definition changed since it was read")
 )
 
 // Entry is one journal entry.
@@ -186,6 +190,14 @@ type Store interface {
 	// cursor starts at the topic's current LastSeq: it sees only events published after it,
 	// and it gets a new [SubscriptionState.Epoch]; a replaced one keeps its state and epoch.
 	PutSubscription(ctx context.Context, topic, name string, spec []byte) error
+	// SwapSubscription replaces an existing subscription's definition with spec only if the
+	// stored one is old, byte for byte, in one atomic step (compare-and-swap): its state and
+	// epoch stay, as with PutSubscription. When the stored definition is another it writes
+	// nothing and returns an error wrapping [ErrChanged]; when the topic or the subscription
+	// has none, one wrapping [ErrNotFound]. A change to the subscription's state meanwhile
+	// ([Store.UpdateSubscription]) does not fail it. The router changes a definition that
+	// several cluster nodes may change at once with it: the end of a manual validation.
+	SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error
 	// DeleteSubscription removes a subscription with its state.
 	DeleteSubscription(ctx context.Context, topic, name string) error
 	// Subscriptions lists a topic's subscription definitions, ordered by name.

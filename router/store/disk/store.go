@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -1356,6 +1357,53 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 		s.nextID = sb.id
 		t.subs[name] = sb
 		s.mu.Unlock()
+	}
+	return nil
+}
+
+// SwapSubscription implements [store.Store]. The read, the comparison and the synced write
+// happen under the catalogue's lock, which every definition change takes.
+func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, old, spec []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g, done, err := s.catalogCall()
+	if err != nil {
+		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+	}
+	defer done()
+	s.mu.RLock()
+	t, ok := s.topics[topicName]
+	var sb *sub
+	if ok {
+		sb, ok = t.subs[name]
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+	}
+	key := subDefKey(t.id, name)
+	v, found, err := get(g.db, key)
+	if err != nil {
+		return fmt.Errorf("swapping subscription %q of topic %q: reading its definition: %w", name, topicName, err)
+	}
+	if !found {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+	}
+	_, cur, err := s.decodeDef(key, v)
+	if err != nil {
+		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+	}
+	if !bytes.Equal(cur, old) {
+		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrChanged)
+	}
+	b := g.db.NewBatch()
+	if err := b.Set(key, s.encodeDef(key, sb.id, spec), nil); err != nil {
+		_ = b.Close()
+		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+	}
+	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
+		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -807,6 +808,46 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 	}
 	e.rev, e.rec = rev, rec
 	return nil
+}
+
+// swapTries bounds SwapSubscription's tries: each write that loses to a state write of
+// another node (its cursor moving: the definition still the one expected) reads the record
+// again and tries once more.
+const swapTries = 8
+
+// SwapSubscription implements [store.Store]. The definition and the state are one record: it
+// is read afresh (never from the cache) and written on the revision read, so a write of
+// another node in between fails the write; the record is then read again, and the swap
+// fails with [store.ErrChanged] only when its definition is another. Past swapTries writes
+// lost to state writes it fails with [store.ErrFenced].
+func (s *Store) SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	e, err := s.entry(ctx, subKey(topic, name))
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	for try := 1; ; try++ {
+		if err := s.load(ctx, e, topic, name); err != nil {
+			return err
+		}
+		if !bytes.Equal(e.rec.spec, old) {
+			return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", name, topic, store.ErrChanged)
+		}
+		rec := *e.rec
+		rec.spec = slices.Clone(spec)
+		err := s.write(ctx, e, topic, name, &rec)
+		if err == nil || !errors.Is(err, store.ErrFenced) || try == swapTries {
+			return err
+		}
+	}
 }
 
 // DeleteSubscription implements [store.Store].

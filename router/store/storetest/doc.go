@@ -31,6 +31,8 @@
 //     ScanDeadLetters (each record once when nothing changes meanwhile) and DeadLettersByID
 //     (ids not stored, or asked twice, left out or given once), each reader owning what it is
 //     given; an error of ScanDeadLetters' callback is returned as it is.
+//   - SwapSubscription compares the stored definition byte for byte; a state write does not
+//     change it, and of concurrent swaps from one definition exactly one wins.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //

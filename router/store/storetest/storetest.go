@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PutTopicKeepsState", testPutTopicKeepsState},
 		{"SubscriptionDefinitions", testSubscriptionDefinitions},
 		{"PutSubscriptionKeepsState", testPutSubscriptionKeepsState},
+		{"SwapSubscription", testSwapSubscription},
 		{"NewSubscriptionCursor", testNewSubscriptionCursor},
 		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
 		{"SubscriptionEpochs", testSubscriptionEpochs},
@@ -826,6 +827,9 @@ func testClosed(t *testing.T, s store.Store) {
 		{"DeleteTopic", func(ctx context.Context) error { return s.DeleteTopic(ctx, "t") }},
 		{"Topics", func(ctx context.Context) error { _, err := s.Topics(ctx); return err }},
 		{"PutSubscription", func(ctx context.Context) error { return s.PutSubscription(ctx, "t", "sub2", nil) }},
+		{"SwapSubscription", func(ctx context.Context) error {
+			return s.SwapSubscription(ctx, "t", "sub", []byte(`{"sub":"sub"}`), []byte("x"))
+		}},
 		{"DeleteSubscription", func(ctx context.Context) error { return s.DeleteSubscription(ctx, "t", "sub") }},
 		{"Subscriptions", func(ctx context.Context) error { _, err := s.Subscriptions(ctx, "t"); return err }},
 		{"Cursors", func(ctx context.Context) error { _, err := s.Cursors(ctx, "t"); return err }},
