@@ -19,7 +19,10 @@
 // Failed. The store keeps each subscription's provisioning record next to its spec (the
 // token's hash, the window's deadline, a CloudEvents endpoint's WebHook-Allowed-Rate), and the
 // timers that close validation windows and delete subscriptions at their expirationTimeUtc are
-// rebuilt from it when a router starts. Admin reads hide secrets: the endpoint's query string
+// rebuilt from it when a router starts. In cluster mode every node rebuilds them from the
+// stored deadline, the node holding the cluster's duty closes the windows, and closing or
+// completing a validation swaps the stored record only while it still awaits that
+// validation (store.Store.SwapSubscription). Admin reads hide secrets: the endpoint's query string
 // and secret static header values.
 //
 // Concurrency: a topic's definition is immutable and replaced whole (an update that rotates

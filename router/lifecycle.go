@@ -164,12 +164,17 @@ func (l *lifecycle) forget(k subKey) {
 	}
 }
 
-// begin registers a validation whose handshake is about to start.
+// begin registers a validation whose handshake is about to start, or whose stored record is
+// read (again: in cluster mode a record another node changed is applied anew), replacing
+// the one registered under hash with its timer.
 func (l *lifecycle) begin(k subKey, hash string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pending == nil {
 		l.pending = make(map[string]*pendingValidation)
+	}
+	if p := l.pending[hash]; p != nil && p.timer != nil {
+		p.timer.Stop()
 	}
 	l.pending[hash] = &pendingValidation{key: k, hash: hash}
 }
@@ -215,6 +220,24 @@ func (l *lifecycle) commit(hash string, window time.Duration, onClose func()) bo
 	if !l.closed {
 		p.timer = l.afterFunc(window, onClose)
 	}
+	return true
+}
+
+// rearm arms the window timer of a committed validation again, to run onClose after d: in
+// cluster mode a node without the cluster's duty looks at a passed window again later
+// (closeValidationWindow). It reports whether it armed it: not once the validation was
+// dropped or the lifecycle closed.
+func (l *lifecycle) rearm(hash string, d time.Duration, onClose func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.pending[hash]
+	if p == nil || !p.committed || l.closed {
+		return false
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.timer = l.afterFunc(d, onClose)
 	return true
 }
 

@@ -323,28 +323,34 @@ func (r *Router) failedByValidation(ctx context.Context, k subKey) (bool, error)
 
 // storedRecord reads subscription k's record from the store: nil when it has none.
 func (r *Router) storedRecord(ctx context.Context, k subKey) (*record, error) {
+	_, _, rec, err := r.storedDefinition(ctx, k)
+	return rec, err
+}
+
+// storedDefinition reads subscription k's record from the store: the bytes stored, the name
+// they are stored under and the record they hold, or a nil record when it has none.
+func (r *Router) storedDefinition(ctx context.Context, k subKey) (raw []byte, name string, rec *record, err error) {
 	defs, err := r.store.Subscriptions(ctx, k.topic)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
+			return nil, "", nil, nil
 		}
-		return nil, err
+		return nil, "", nil, err
 	}
 	for _, d := range defs {
 		if fold(d.Name) == fold(k.name) {
 			var rec record
 			if err := json.Unmarshal(d.Spec, &rec); err != nil {
-				return nil, fmt.Errorf("reading the stored record of event subscription %q: %w", k.name, err)
+				return nil, "", nil, fmt.Errorf("reading the stored record of event subscription %q: %w", k.name, err)
 			}
-			return &rec, nil
+			return d.Spec, d.Name, &rec, nil
 		}
 	}
-	return nil, nil
+	return nil, "", nil, nil
 }
 
-// storeSubscription writes a subscription's record. Called in the topic's turn, never with
-// r.mu held.
-func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+// encodeRecord is the record the store keeps for a subscription: spec with prov.
+func encodeRecord(spec *SubscriptionSpec, prov *provisioned) ([]byte, error) {
 	// The same JSON as a record, without copying the spec (a copy per create).
 	rec := struct {
 		*SubscriptionSpec
@@ -353,7 +359,13 @@ func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *Subscrip
 	if !prov.empty() {
 		rec.Egrid = prov
 	}
-	raw, err := json.Marshal(&rec)
+	return json.Marshal(&rec)
+}
+
+// storeSubscription writes a subscription's record. Called in the topic's turn, never with
+// r.mu held.
+func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+	raw, err := encodeRecord(spec, prov)
 	if err != nil {
 		return err
 	}

@@ -159,8 +159,9 @@ func tokenHash(token string) string {
 // subscription name with token — is still open (SPEC §2.5): the subscription becomes
 // Succeeded and its delivery starts. A URL fetched while its handshake is still under way
 // makes that handshake end Succeeded. It returns [ErrValidationURLUnknown] for a URL that is
-// unknown, was used already or has expired; the URL's token is the credential, no admin
-// token is needed.
+// unknown, was used already or has expired — in cluster mode also for one whose window
+// another node closed, or whose subscription another node updated, a moment ago, which this
+// node had not heard of yet; the URL's token is the credential, no admin token is needed.
 func (r *Router) CompleteValidation(ctx context.Context, name, token string) error {
 	if token == "" {
 		return ErrValidationURLUnknown
@@ -182,32 +183,94 @@ func (r *Router) CompleteValidation(ctx context.Context, name, token string) err
 }
 
 // completeValidation ends a committed manual validation: the subscription becomes Succeeded and
-// its delivery starts.
+// its delivery starts. In cluster mode the record is written only while the stored one is
+// still AwaitingManualAction with this validation (swapValidation): another node may have
+// closed its window, or an update started another validation, a moment ago. The validation
+// is then unknown ([ErrValidationURLUnknown]), nothing is written, and this node reads the
+// subscription again from the store.
 func (r *Router) completeValidation(ctx context.Context, p *pendingValidation) error {
+	moved, err := r.completeInTurn(ctx, p)
+	if moved {
+		r.resyncSubscription(p.key)
+		return fmt.Errorf("event subscription %q: %w: its validation window closed, or it was updated, on another node", p.key.name, ErrValidationURLUnknown)
+	}
+	return err
+}
+
+// completeInTurn is completeValidation in the topic's turn; moved reports a stored record
+// that is no longer the one the validation belongs to.
+func (r *Router) completeInTurn(ctx context.Context, p *pendingValidation) (moved bool, err error) {
 	release, err := r.turns.acquire(ctx, p.key.topic)
 	if err != nil {
-		return fmt.Errorf("completing the validation of event subscription %q: %w", p.key.name, err)
+		return false, fmt.Errorf("completing the validation of event subscription %q: %w", p.key.name, err)
 	}
 	defer release()
 	t, spec, prov := r.awaiting(p)
 	if spec == nil {
-		return fmt.Errorf("event subscription %q of topic %q: %w", p.key.name, p.key.topic, ErrSubscriptionNotFound)
+		return false, fmt.Errorf("event subscription %q of topic %q: %w", p.key.name, p.key.topic, ErrSubscriptionNotFound)
 	}
 	next := &provisioned{Handshake: prov.Handshake}
 	sc, err := r.subscriptionConfigWith(t, p.key.name, spec, next)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := r.storeSubscription(ctx, p.key, spec, next); err != nil {
-		return err
+	if moved, err := r.swapValidation(ctx, p, spec, next); err != nil || moved {
+		if moved {
+			r.life.drop(p.hash)
+		}
+		return moved, err
 	}
 	r.life.drop(p.hash)
 	r.life.set(p.key, next)
 	if err := r.runSubscription(t, p.key.name, sc); err != nil {
-		return err
+		return false, err
 	}
 	r.log.Info("event subscription validated through its validationUrl", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name)
-	return nil
+	return false, nil
+}
+
+// swapValidation writes subscription p.key's record (spec with next) in place of its stored
+// one, ending the manual validation p. Outside cluster mode this router is the store's only
+// writer and the topic's turn makes awaiting's check and the write one step: it writes. In
+// cluster mode another node may have written the record since this node read it — the
+// endpoint fetched its validationUrl there, the window was closed there, the subscription
+// was updated or deleted there —, so it reads the stored record and swaps it
+// ([store.Store.SwapSubscription]) only while that is still AwaitingManualAction with p's
+// token: moved reports it was not (or is no longer by the swap), and nothing was written.
+// Called in the topic's turn.
+func (r *Router) swapValidation(ctx context.Context, p *pendingValidation, spec *SubscriptionSpec, next *provisioned) (moved bool, err error) {
+	if r.cl == nil {
+		return false, r.storeSubscription(ctx, p.key, spec, next)
+	}
+	raw, name, rec, err := r.storedDefinition(ctx, p.key)
+	if err != nil {
+		return false, fmt.Errorf("reading the stored record of event subscription %q: %w: %w", p.key.name, ErrUnavailable, err)
+	}
+	if rec == nil || rec.Egrid.state() != StateAwaitingManualAction || rec.Egrid.TokenHash != p.hash {
+		return true, nil
+	}
+	b, err := encodeRecord(spec, next)
+	if err != nil {
+		return false, err
+	}
+	switch err := r.store.SwapSubscription(ctx, p.key.topic, name, raw, b); {
+	case errors.Is(err, store.ErrChanged), errors.Is(err, store.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("saving event subscription %q: %w: %w", p.key.name, ErrUnavailable, err)
+	}
+	return false, nil
+}
+
+// resyncSubscription makes this node's view of subscription k the store's, after a write of
+// another node it had not heard of made its own write moot (swapValidation), and tells the
+// other nodes to read it too: a notice of the write they missed may have been lost for them
+// as well. Called out of the topic's turn, in cluster mode.
+func (r *Router) resyncSubscription(k subKey) {
+	ctx, cancel := context.WithTimeout(r.cl.life, 30*time.Second)
+	defer cancel()
+	_ = r.syncTopic(ctx, k.topic) // the next full read catches up
+	r.cl.node.Changed(k.topic, k.name)
 }
 
 // awaiting returns the subscription a manual validation belongs to while it is still
@@ -234,11 +297,18 @@ func (r *Router) awaiting(p *pendingValidation) (*topicRuntime, *SubscriptionSpe
 // that has passed, and the next start closes it again. Its delivery state is then reset
 // (startFresh), freeing what it had parked; an update that validates it again resets it once
 // more and starts it afresh, like a new subscription (commitSubscription).
+//
+// In cluster mode every node that knows the subscription arms the window's timer from the
+// stored deadline, but only the node holding the cluster's duty closes it (closeInCluster).
 func (r *Router) closeValidationWindow(hash string) {
 	r.life.mu.Lock()
 	p := r.life.pending[hash]
 	r.life.mu.Unlock()
 	if p == nil {
+		return
+	}
+	if r.cl != nil {
+		r.closeInCluster(p)
 		return
 	}
 	release, err := r.turns.acquire(context.Background(), p.key.topic)
@@ -251,10 +321,7 @@ func (r *Router) closeValidationWindow(hash string) {
 	if spec == nil {
 		return
 	}
-	next := &provisioned{
-		State: StateFailed, Handshake: prov.Handshake,
-		Message: fmt.Sprintf("endpoint validation failed: the endpoint answered the SubscriptionValidation event without validationResponse and did not GET its validationUrl within %s; update (PUT) the subscription to validate again", ManualValidationWindow),
-	}
+	next := failedValidation(prov)
 	ctx := context.Background()
 	if err := r.storeSubscription(ctx, p.key, spec, next); err != nil {
 		r.log.Error("saving a subscription whose validation failed: it is Failed until the next start, which closes its window again", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
@@ -262,6 +329,70 @@ func (r *Router) closeValidationWindow(hash string) {
 		r.log.Warn("resetting the delivery state of a subscription whose validation failed; an update that validates it again resets it", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
 	}
 	r.life.set(p.key, next)
+	r.log.Warn("event subscription validation failed: its validationUrl was not fetched in time", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "window", ManualValidationWindow)
+}
+
+// failedValidation is the provisioning record of a subscription whose manual validation
+// window closed.
+func failedValidation(prov *provisioned) *provisioned {
+	return &provisioned{
+		State: StateFailed, Handshake: prov.Handshake,
+		Message: fmt.Sprintf("endpoint validation failed: the endpoint answered the SubscriptionValidation event without validationResponse and did not GET its validationUrl within %s; update (PUT) the subscription to validate again", ManualValidationWindow),
+	}
+}
+
+// closeInCluster is closeValidationWindow in cluster mode. A node may not have heard yet of
+// the record another node wrote when the endpoint fetched its validationUrl there, so a
+// window closed on every node could overwrite a validated subscription with Failed. Only
+// the node holding the cluster's duty closes windows; another looks again after the lease
+// TTL (the duty may move to it meanwhile) for as long as the subscription is
+// AwaitingManualAction here. The duty's node writes the Failed record only while the stored
+// one is still AwaitingManualAction with this validation (swapValidation), then tells the
+// other nodes; a record that moved on it leaves as it is and reads again from the store. A
+// store it cannot read or write makes it try again after the lease TTL.
+func (r *Router) closeInCluster(p *pendingValidation) {
+	again := r.cl.node.Options().LeaseTTL
+	rearm := func() { r.life.rearm(p.hash, again, func() { r.closeValidationWindow(p.hash) }) }
+	ctx, cancel := context.WithTimeout(r.cl.life, 30*time.Second)
+	defer cancel()
+	release, err := r.turns.acquire(ctx, p.key.topic)
+	if err != nil {
+		rearm() // closing: the lifecycle arms nothing any more
+		return
+	}
+	_, spec, prov := r.awaiting(p)
+	if spec == nil {
+		release()
+		r.life.drop(p.hash)
+		return
+	}
+	if !r.cl.node.Duty() {
+		release()
+		rearm()
+		return
+	}
+	next := failedValidation(prov)
+	moved, err := r.swapValidation(ctx, p, spec, next)
+	switch {
+	case err != nil:
+		release()
+		r.log.Warn("closing the validation window of an event subscription: the store failed; trying again later", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "retryIn", again, "err", err)
+		rearm()
+		return
+	case moved:
+		r.life.drop(p.hash)
+		release()
+		r.log.Info("the validation window of an event subscription passed, but its stored record had moved on (validated, updated or failed on another node): nothing written; reading it again from the store", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name)
+		r.resyncSubscription(p.key)
+		return
+	}
+	if err := r.startFresh(ctx, p.key); err != nil {
+		r.log.Warn("resetting the delivery state of a subscription whose validation failed; an update that validates it again resets it", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
+	}
+	r.life.drop(p.hash)
+	r.life.set(p.key, next)
+	release()
+	r.cl.node.Changed(p.key.topic, p.key.name)
 	r.log.Warn("event subscription validation failed: its validationUrl was not fetched in time", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "window", ManualValidationWindow)
 }
 

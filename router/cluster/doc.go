@@ -21,7 +21,7 @@
 //     lease; the JetStream store's compare-and-set writes fence out any write that still
 //     comes late.
 //   - Duty: the work that belongs to no subscription (writing the dead letters of deleted
-//     subscriptions) is done by the node holding the lease under key "duty" of P_leases,
+//     subscriptions, closing manual validation windows) is done by the node holding the lease under key "duty" of P_leases,
 //     placed, renewed and handed over like a subscription's ([Node.Duty]).
 //   - Notices: core NATS messages, small and best effort, on P.cluster.appended.<topic>
 //     (a node appended to a topic's journal: the others' subscription actors read it from

@@ -7,9 +7,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The cluster's duty is the work that belongs to no subscription, done by one live node at a
-// time: writing the dead letters of subscriptions deleted before their records were written
-// (router/cluster.go). It is a lease like a subscription's, in the same bucket under
+// The cluster's duty is the work that belongs to no subscription's actor, done by one live
+// node at a time: writing the dead letters of subscriptions deleted before their records were
+// written (router/cluster.go) and closing the manual validation windows that passed
+// (router/validation.go). It is a lease like a subscription's, in the same bucket under
 // [dutyKey], placed like one (the live node with the highest rendezvous hash of [dutyOwner]
 // takes it, a joining node it prefers takes it over once it has been live two rounds), and
 // renewed every round; a node that cannot renew it gives the duty up once 3/5 of the TTL

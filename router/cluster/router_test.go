@@ -129,11 +129,16 @@ type testCluster struct {
 	// the streams and buckets have replicas copies.
 	urls     []string
 	replicas int
-	// ttl, when set, is the lease TTL instead of leaseTTL (a node reads every definition
-	// every two TTLs: a longer one keeps a node unaware of a topic only the store holds).
-	ttl    time.Duration
-	nodes  atomic.Int64 // nodes opened, for urls
-	fenced atomic.Int64 // log lines of actors that stopped on a fenced write
+	nodes    atomic.Int64 // nodes opened, for urls
+	fenced   atomic.Int64 // log lines of actors that stopped on a fenced write
+	// ttl, when set, is the nodes' lease TTL instead of leaseTTL (a node reads every
+	// definition every two TTLs: a longer one keeps a node unaware of a topic only the store
+	// holds).
+	ttl time.Duration
+	// configure, when set, changes a node's config and dependencies before it starts.
+	configure func(name string, cfg *router.Config, deps *router.Deps)
+	// onLog, when set, is given every line the nodes log.
+	onLog func(line string)
 }
 
 func newCluster(t *testing.T) *testCluster {
@@ -188,12 +193,17 @@ func (c *testCluster) open(name string) (*node, error) {
 		nc.Close()
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t, &c.fenced}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := router.New(router.Config{
+	log := slog.New(slog.NewTextHandler(testWriter{t, &c.fenced, c.onLog}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := router.Config{
 		TimeScale: 10, NoJitter: true,
 		Cluster:     cluster.Options{NodeName: name, Prefix: c.prefix, LeaseTTL: cmp.Or(c.ttl, leaseTTL)},
 		DeadLetters: router.DeadLetterConfig{Delay: 40 * time.Second}, // 4 s at TimeScale 10
-	}, router.Deps{Store: st, NATS: nc, DeadLetterStore: c.objects, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}})
+	}
+	deps := router.Deps{Store: st, NATS: nc, DeadLetterStore: c.objects, Logger: log.With("node", name), Sinks: map[string]sinks.Sink{"hook": c.rec.sink(name)}}
+	if c.configure != nil {
+		c.configure(name, &cfg, &deps)
+	}
+	r, err := router.New(cfg, deps)
 	if err != nil {
 		_ = st.Close()
 		nc.Close()
@@ -214,11 +224,15 @@ func (n *node) stop() {
 type testWriter struct {
 	t      *testing.T
 	fenced *atomic.Int64
+	onLog  func(line string)
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	if strings.Contains(string(p), "was fenced") {
 		w.fenced.Add(1)
+	}
+	if w.onLog != nil {
+		w.onLog(string(p))
 	}
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil

@@ -2,11 +2,19 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/testkit"
 )
 
 // A subscription whose manual validation failed (its Failed record written by whichever node
@@ -64,4 +72,244 @@ func TestRevalidatedSubscriptionStartsAfreshOnAnyNode(t *testing.T) {
 	if slices.Contains(got, "while-failed-1") || slices.Contains(got, "while-failed-2") {
 		t.Errorf("attempted %v; want only the events published after the update validated the subscription again", got)
 	}
+}
+
+// windowHook is a WebHook endpoint every node reaches through one in-memory transport: it
+// answers the SubscriptionValidation event 200 without validationResponse, so the
+// subscription awaits the GET of its validationUrl (which it keeps, by subscription, and
+// never fetches), and records the ids of the events delivered to it.
+type windowHook struct {
+	mu        sync.Mutex
+	urls      map[string]string
+	delivered []string
+}
+
+func (h *windowHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var evs []struct {
+		ID   string `json:"id"`
+		Data struct {
+			ValidationURL string `json:"validationUrl"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(body, &evs)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch r.Header.Get("aeg-event-type") {
+	case "SubscriptionValidation":
+		if h.urls == nil {
+			h.urls = map[string]string{}
+		}
+		if len(evs) == 1 {
+			h.urls[r.Header.Get("aeg-subscription-name")] = evs[0].Data.ValidationURL
+		}
+	case "Notification":
+		for _, e := range evs {
+			h.delivered = append(h.delivered, e.ID)
+		}
+	}
+}
+
+func (h *windowHook) got(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.delivered, id)
+}
+
+// token returns the token of the validationUrl subscription sub was sent.
+func (h *windowHook) token(t *testing.T, sub string) string {
+	t.Helper()
+	h.mu.Lock()
+	raw := h.urls[strings.ToUpper(sub)]
+	h.mu.Unlock()
+	u, err := url.Parse(raw)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Fatalf("the validationUrl of %s: %q (%v); want one with a token", sub, raw, err)
+	}
+	return u.Query().Get("token")
+}
+
+// manualCluster is a cluster whose nodes validate WebHook endpoints through hook, with a
+// lease TTL of 15 s: the nodes read every definition again every 30 s, so within a test they
+// learn of a record written straight into the store only when something makes them read it.
+func manualCluster(t *testing.T, hook *windowHook) *testCluster {
+	c := newCluster(t)
+	c.ttl = 15 * time.Second
+	tr := testkit.NewTransport()
+	tr.Handle("hook.test", hook)
+	c.configure = func(_ string, cfg *router.Config, deps *router.Deps) {
+		cfg.PublicURL = "http://egrid.test"
+		deps.HTTPClient = &http.Client{Transport: tr}
+	}
+	return c
+}
+
+// storedRecord returns subscription sub's stored record as JSON fields, and its provisioning
+// record.
+func storedRecord(t *testing.T, n *node, sub string) (rec, egrid map[string]any) {
+	t.Helper()
+	defs, err := n.st.Subscriptions(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs {
+		if d.Name == sub {
+			if err := json.Unmarshal(d.Spec, &rec); err != nil {
+				t.Fatal(err)
+			}
+			egrid, _ = rec["egrid"].(map[string]any)
+			return rec, egrid
+		}
+	}
+	t.Fatalf("subscription %s is not in the store", sub)
+	return nil, nil
+}
+
+// putRecord writes subscription sub's record with egrid as its provisioning record straight
+// into the store: the nodes learn of it only from their reads of the store, as when the
+// notice of the node that wrote it is lost or late.
+func putRecord(t *testing.T, n *node, sub string, rec, egrid map[string]any) {
+	t.Helper()
+	rec["egrid"] = egrid
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.st.PutSubscription(t.Context(), "orders", sub, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// states returns the provisioning state of subscription sub on each of nodes.
+func states(sub string, nodes ...*node) []string {
+	var out []string
+	for _, n := range nodes {
+		p, err := n.r.Provisioning("orders", sub)
+		if err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		out = append(out, p.State)
+	}
+	return out
+}
+
+func all(got []string, want string) bool {
+	return len(got) > 0 && !slices.ContainsFunc(got, func(s string) bool { return s != want })
+}
+
+// A manual validation window is closed by one node: the one holding the cluster's duty,
+// and only while the stored record still awaits the validation. Every node arms the window's
+// timer from the stored deadline; every one used to close it, and one that had not heard of
+// the record another node wrote when the endpoint fetched its validationUrl there
+// overwrote it with Failed: the validated subscription never delivered.
+//
+// Node a creates the subscriptions with its clock 10 minutes minus a few seconds behind,
+// so the deadline it stores comes within seconds for b and c, then leaves (its own timers
+// would end the windows 10 minutes late); "validated" is then validated by a record written
+// straight into the store, which b and c hear of only from the store, and "ignored" by
+// nobody.
+func TestValidationWindowClosedByOneNode(t *testing.T) {
+	const ahead = 10 * time.Second // from the creation to the deadline
+	hook := &windowHook{}
+	c := manualCluster(t, hook)
+	configure := c.configure
+	c.configure = func(name string, cfg *router.Config, deps *router.Deps) {
+		configure(name, cfg, deps)
+		if name == "a" {
+			deps.Now = func() time.Time { return time.Now().Add(ahead - router.ManualValidationWindow) }
+		}
+	}
+	var mu sync.Mutex
+	closed := map[string]int{} // "validation failed" lines by subscription
+	c.onLog = func(line string) {
+		if strings.Contains(line, "validationUrl was not fetched in time") {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, sub := range []string{"validated", "ignored"} {
+				if strings.Contains(line, "subscription="+sub) {
+					closed[sub]++
+				}
+			}
+		}
+	}
+	a, b, cn := c.start("a"), c.start("b"), c.start("c")
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"validated", "ignored"} {
+		if err := a.r.CreateSubscription(ctx, "orders", sub, router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "both subscriptions awaiting validation on b and c", func() bool {
+		return all(append(states("validated", b, cn), states("ignored", b, cn)...), router.StateAwaitingManualAction)
+	})
+	rec, egrid := storedRecord(t, a, "validated")
+	deadline, err := time.Parse(time.RFC3339Nano, fmt.Sprint(egrid["deadline"]))
+	if err != nil {
+		t.Fatalf("the stored deadline %v: %v", egrid["deadline"], err)
+	}
+	putRecord(t, a, "validated", rec, map[string]any{"handshake": egrid["handshake"]})
+	if !time.Now().Before(deadline) {
+		t.Fatalf("the test took until past the deadline %s to write the validated record; raise ahead", deadline)
+	}
+	a.stop()
+	if err := publish(t, b.r, "orders", "e1"); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, time.Minute, "ignored Failed in the store and on b and c", func() bool {
+		_, eg := storedRecord(t, b, "ignored")
+		return eg["provisioningState"] == router.StateFailed && all(states("ignored", b, cn), router.StateFailed)
+	})
+	mu.Lock()
+	n := closed["ignored"]
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("the window of ignored was closed %d times; want once, by the node holding the cluster's duty", n)
+	}
+	eventually(t, time.Minute, "e1 delivered to validated", func() bool { return hook.got("e1") })
+	if _, eg := storedRecord(t, b, "validated"); eg["provisioningState"] != nil {
+		t.Errorf("validated is stored %v after its window passed; want Succeeded (no provisioningState)", eg)
+	}
+	eventually(t, 20*time.Second, "validated Succeeded on b and c", func() bool { return all(states("validated", b, cn), router.StateSucceeded) })
+	mu.Lock()
+	defer mu.Unlock()
+	if closed["validated"] != 0 {
+		t.Errorf("the window of validated was closed %d times after it was validated; want never", closed["validated"])
+	}
+}
+
+// A validationUrl fetched on a node that has not heard yet that another node closed the
+// window is refused (ErrValidationURLUnknown) and writes nothing: the subscription stays
+// Failed, and the node reads it again from the store. The node used to write Succeeded over
+// the Failed record.
+func TestValidationURLAfterTheWindowClosedElsewhere(t *testing.T) {
+	hook := &windowHook{}
+	c := manualCluster(t, hook)
+	a, b := c.start("a"), c.start("b")
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.r.CreateSubscription(ctx, "orders", "late", router.SubscriptionSpec{Destination: router.WebHook("http://hook.test/")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "late awaiting validation on b", func() bool {
+		return all(states("late", b), router.StateAwaitingManualAction)
+	})
+	// The record the node holding the duty writes as it closes the window.
+	rec, egrid := storedRecord(t, a, "late")
+	putRecord(t, a, "late", rec, map[string]any{"provisioningState": router.StateFailed, "handshake": egrid["handshake"], "message": "validation failed"})
+
+	err := b.r.CompleteValidation(ctx, "late", hook.token(t, "late"))
+	if !errors.Is(err, router.ErrValidationURLUnknown) {
+		t.Errorf("validationUrl fetched on b after the window closed on another node: %v; want ErrValidationURLUnknown", err)
+	}
+	if _, eg := storedRecord(t, a, "late"); eg["provisioningState"] != router.StateFailed {
+		t.Errorf("late is stored %v; want it Failed still", eg)
+	}
+	eventually(t, 20*time.Second, "late Failed on a and b", func() bool { return all(states("late", a, b), router.StateFailed) })
 }
