@@ -33,7 +33,11 @@ func brokerOutcome(err error) (schemas.Outcome, bool) {
 		sqlState interface{ SQLState() string }
 		redisErr interface{ RedisError() }
 	)
+	var tooLarge *TooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		return schemas.PayloadTooLarge, true
+
 	// NATS and JetStream.
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, jetstream.ErrStreamNotFound):
@@ -108,6 +112,13 @@ func jetStreamOutcome(e *jetstream.APIError) schemas.Outcome {
 
 // amqpOutcome reads an AMQP 0-9-1 reply code (RabbitMQ's channel and connection exceptions).
 func amqpOutcome(e *amqp.Error) schemas.Outcome {
+	switch {
+	case e.Code == amqp.ContentTooLarge,
+		// RabbitMQ refuses a message over its max_message_size with a channel exception:
+		// "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000".
+		e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, "larger than configured max size"):
+		return schemas.PayloadTooLarge
+	}
 	switch e.Code {
 	case amqp.ContentTooLarge:
 		return schemas.PayloadTooLarge

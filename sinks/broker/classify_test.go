@@ -71,6 +71,8 @@ func TestClassify(t *testing.T) {
 		{name: "amqp access refused", err: &amqp.Error{Code: amqp.AccessRefused, Server: true}, want: schemas.Forbidden},
 		{name: "amqp resource error", err: &amqp.Error{Code: amqp.ResourceError, Server: true}, want: schemas.Busy},
 		{name: "amqp precondition", err: &amqp.Error{Code: amqp.PreconditionFailed, Server: true}, want: schemas.InvalidDestination},
+		{name: "amqp message over max_message_size", err: &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000", Server: true}, want: schemas.PayloadTooLarge},
+		{name: "over the broker's limit", err: fmt.Errorf("publishing: %w", &broker.TooLargeError{Broker: broker.NATSJetStream, Size: 2, Limit: 1, Setting: "max_payload"}), want: schemas.PayloadTooLarge},
 		{name: "watermill amqp reconnecting", err: errors.New("not connected to AMQP"), want: schemas.SocketError},
 
 		{name: "postgres connection failure", err: &pq.Error{Code: "08006"}, want: schemas.SocketError},

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sync"
 	"time"
@@ -21,6 +23,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 )
 
 // dialTimeout bounds connecting to a broker.
@@ -68,21 +73,59 @@ func (p *natsPublisher) connected() bool { return p.nc.IsConnected() }
 
 // Publish implements [message.Publisher]: the messages go to the subject one by one, each
 // acknowledged by its stream before the next.
+//
+// A message over the server's max_payload (headers and data, as the server counts it) can
+// never be published there: Publish then sends nothing and returns an *[sinks.UnsendableError]
+// naming every such message by its index in msgs, each with a *[TooLargeError]. A message
+// its stream refuses for the stream's own size limit (max_msg_size) is found only when it is
+// published, after the messages before it were stored: Publish returns an
+// *[sinks.UnsendableError] naming it, and the messages before it, sent again, are dropped by
+// JetStream as duplicates (their Nats-Msg-Id) within the stream's duplicate window.
 func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error {
 	if !p.nc.IsConnected() {
 		return fmt.Errorf("publishing to NATS: %w", nats.ErrDisconnected)
 	}
-	for _, m := range msgs {
+	limit := p.nc.MaxPayload()
+	nms := make([]*nats.Msg, len(msgs))
+	var faults []sinks.EventFault
+	for i, m := range msgs {
 		nm, err := p.m.Marshal(subject, m)
 		if err != nil {
 			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
 		}
 		nm.Header.Set(nats.MsgIdHdr, m.UUID)
+		if size := natsSize(nm); limit > 0 && size > limit {
+			faults = append(faults, sinks.EventFault{Index: i, Err: &TooLargeError{Broker: NATSJetStream, Size: size, Limit: limit, Setting: "max_payload"}})
+		}
+		nms[i] = nm
+	}
+	if len(faults) > 0 {
+		return &sinks.UnsendableError{Faults: faults}
+	}
+	for i, nm := range nms {
+		m := msgs[i]
 		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
-			return fmt.Errorf("publishing message %s to subject %s: %w", m.UUID, subject, err)
+			err = fmt.Errorf("publishing message %s to subject %s: %w", m.UUID, subject, err)
+			if classify(err, nil) == schemas.PayloadTooLarge {
+				return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: i, Err: err}}}
+			}
+			return err
 		}
 	}
 	return nil
+}
+
+// natsSize is the size of m as the server holds it against max_payload: its header block
+// (as nats.go writes it) and its data.
+func natsSize(m *nats.Msg) int64 {
+	n := len(m.Data)
+	if len(m.Header) > 0 {
+		var b bytes.Buffer
+		b.WriteString("NATS/1.0\r\n")
+		_ = http.Header(m.Header).Write(&b)
+		n += b.Len() + 2
+	}
+	return int64(n)
 }
 
 // Close implements [message.Publisher].

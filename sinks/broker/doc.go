@@ -38,6 +38,18 @@
 // PayloadTooLarge; refused credentials are Unauthorized and missing permissions Forbidden;
 // anything else is GenericError.
 //
+// Messages over a broker's size limit. An event the broker can never take for its size is
+// that event's own fault, not the destination's (SPEC §8): Deliver returns an
+// *[sinks.UnsendableError] naming it, and the subscription ends it alone
+// (UndeliverableDueToEventContent) and sends the rest of its batch again, without counting
+// it against the endpoint or its probation. On NATS the server's max_payload (1 MiB by
+// default, while publish accepts events of up to 1 MiB, to which the message adds its
+// headers) is checked before anything of the batch is sent (a *[TooLargeError]), and a
+// stream's max_msg_size as each message is stored. On the other brokers, a batch of one
+// event that the broker refuses as too large (a RabbitMQ max_message_size, a PostgreSQL
+// limit) is that event's fault; in a batch of several, where the broker does not say which
+// message, the batch fails as PayloadTooLarge.
+//
 // Timeouts. watermill's Publish takes no context. Deliver returns as soon as its context is
 // done and leaves the publish to finish in the background with its own copy of the payloads
 // (publishers that read a context from the message, AMQP and Redis, stop too); [Sink.Close]

@@ -134,10 +134,56 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 		if err == nil {
 			return nil
 		}
+		if ue := s.unsendable(err, len(msgs)); ue != nil {
+			return ue
+		}
 		return s.failed(err, ctx.Err())
 	case <-ctx.Done():
 		return s.failed(context.Cause(ctx), ctx.Err())
 	}
+}
+
+// unsendable returns the *[sinks.UnsendableError] a failed publish of n messages amounts
+// to, or nil. It is the publisher's own, when it names messages it found over the broker's
+// limit (see [TooLargeError]); or, for a batch of one event, any failure classified as
+// PayloadTooLarge: the broker refused that event for its size, which no retry changes, so it
+// is the event's fault and not the destination's (SPEC §8).
+func (s *Sink) unsendable(err error, n int) error {
+	var ue *sinks.UnsendableError
+	switch {
+	case errors.As(err, &ue):
+		faults := make([]sinks.EventFault, len(ue.Faults))
+		for i, f := range ue.Faults {
+			if f.Index < 0 || f.Index >= n || f.Err == nil {
+				return nil // not ours to trust: a plain failure
+			}
+			faults[i] = sinks.EventFault{Index: f.Index, Err: fmt.Errorf("publishing to %s: %w", s.name, f.Err)}
+		}
+		if len(faults) == 0 {
+			return nil
+		}
+		return &sinks.UnsendableError{Faults: faults}
+	case n == 1 && classify(err, nil) == schemas.PayloadTooLarge:
+		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: fmt.Errorf("publishing to %s: %w", s.name, err)}}}
+	}
+	return nil
+}
+
+// TooLargeError says a message is over the broker's limit on the size of one message, so
+// it can never be published there: the fault of its event, not of the destination.
+type TooLargeError struct {
+	// Broker is the broker whose limit it is.
+	Broker Kind
+	// Size is the message's size and Limit the broker's limit, in bytes, as the broker
+	// counts them.
+	Size, Limit int64
+	// Setting names the broker's setting that sets Limit ("max_payload").
+	Setting string
+}
+
+// Error says how large the message is and which limit it exceeds.
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the message is %d bytes, over the %d-byte limit on one message of %s (%s); the event can never be published there", e.Size, e.Limit, e.Broker, e.Setting)
 }
 
 func (s *Sink) failed(err, parent error) error {
