@@ -354,23 +354,29 @@ func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
 
 // Publish implements [message.Publisher]: the messages go to the queue on one channel in
 // confirm mode, each confirmed before Publish returns.
+//
+// They are published mandatory: RabbitMQ confirms a message that reaches no queue as well as
+// one it stored, and drops it, so a queue deleted since this publisher declared it would
+// swallow every later message as delivered. A message RabbitMQ returns as unroutable is
+// published again once after the queue is declared again; returned a second time, it fails
+// as NotFound (NO_ROUTE).
 func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) error {
 	ch, err := p.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel: %w", err)
 	}
 	defer ch.Close()
+	// The connection's reader hands returns over as it reads them, so the channel has room
+	// for every one there can be (each message, and its one republish), or it would block
+	// the whole connection.
+	returns := ch.NotifyReturn(make(chan amqp.Return, 2*len(msgs)))
 	p.mu.Lock()
 	declared := p.declared[queue]
 	p.mu.Unlock()
 	if !declared {
-		// As watermill-amqp's durable-queue subscriber declares it.
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-			return fmt.Errorf("declaring queue %q: %w", queue, err)
+		if err := p.declare(ch, queue); err != nil {
+			return err
 		}
-		p.mu.Lock()
-		p.declared[queue] = true
-		p.mu.Unlock()
 	}
 	if err := ch.Confirm(false); err != nil {
 		return fmt.Errorf("putting the channel in confirm mode: %w", err)
@@ -380,20 +386,65 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		if err != nil {
 			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
 		}
-		ctx := m.Context()
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, pub)
+		returned, err := p.publish(ch, returns, queue, m, pub)
 		if err != nil {
-			return fmt.Errorf("publishing message %s to queue %s: %w", m.UUID, queue, err)
+			return err
 		}
-		acked, err := dc.WaitContext(ctx)
-		if err != nil {
-			return fmt.Errorf("waiting for RabbitMQ to confirm message %s: %w", m.UUID, err)
+		if !returned {
+			continue
 		}
-		if !acked {
-			return fmt.Errorf("RabbitMQ refused message %s (nack): %w", m.UUID, &amqp.Error{Code: amqp.ResourceError, Reason: "publish nacked by the broker", Server: true})
+		// The queue is gone: declare it again (egrid owns its queues) and publish again.
+		p.mu.Lock()
+		delete(p.declared, queue)
+		p.mu.Unlock()
+		if err := p.declare(ch, queue); err != nil {
+			return err
+		}
+		if returned, err = p.publish(ch, returns, queue, m, pub); err != nil {
+			return err
+		}
+		if returned {
+			return fmt.Errorf("RabbitMQ returned message %s as unroutable: queue %q does not take it: %w", m.UUID, queue,
+				&amqp.Error{Code: amqp.NoRoute, Reason: "NO_ROUTE - the message reached no queue", Server: true})
 		}
 	}
 	return nil
+}
+
+// declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares
+// it, and remembers it declared.
+func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declaring queue %q: %w", queue, err)
+	}
+	p.mu.Lock()
+	p.declared[queue] = true
+	p.mu.Unlock()
+	return nil
+}
+
+// publish publishes one message mandatory and waits for its confirm, for as long as the
+// message's context allows. It reports whether RabbitMQ returned the message as unroutable
+// (RabbitMQ sends the return before the confirm, so it is on returns by then).
+func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return, queue string, m *message.Message, pub amqp.Publishing) (returned bool, err error) {
+	ctx := m.Context()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, pub)
+	if err != nil {
+		return false, fmt.Errorf("publishing message %s to queue %s: %w", m.UUID, queue, err)
+	}
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
+		return false, fmt.Errorf("waiting for RabbitMQ to confirm message %s: %w", m.UUID, err)
+	}
+	if !acked {
+		return false, fmt.Errorf("RabbitMQ refused message %s (nack): %w", m.UUID, &amqp.Error{Code: amqp.ResourceError, Reason: "publish nacked by the broker", Server: true})
+	}
+	select {
+	case <-returns:
+		return true, nil
+	default:
+		return false, nil
+	}
 }
 
 // Close implements [message.Publisher].

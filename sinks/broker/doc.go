@@ -59,7 +59,8 @@
 // publisher and a subscriber per configured broker, which dial on first use and dial again
 // after losing their connection, so egrid starts while a broker is down and a delivery to it
 // fails as SocketError until it is back. Topology: RabbitMQ queues are declared durable on
-// first publish; Redis streams and PostgreSQL tables are created by the first message; NATS
+// first publish, and again when a queue deleted since returns a message (messages are published
+// mandatory, so one that reaches no queue is never confirmed as delivered); Redis streams and PostgreSQL tables are created by the first message; NATS
 // subjects must be captured by a JetStream stream the operator created (a subject without one
 // is NotFound).
 //

@@ -8,8 +8,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks/broker"
 	"github.com/egridio/egrid/testkit/brokertest"
+	"github.com/egridio/egrid/testkit/sinktest"
 )
 
 // rabbitGuard bounds each wait of the RabbitMQ subscriber's test: reaching it is a hang.
@@ -112,4 +114,49 @@ func TestRabbitMQSubscriber(t *testing.T) {
 		t.Fatalf("foreign message %q %s %v, want UUID 3, attempt 2 and its body", m.UUID, m.Payload, m.Metadata)
 	}
 	m.Ack()
+}
+
+// A queue deleted after the publisher declared it does not swallow the messages published to
+// it: RabbitMQ confirms a message that reaches no queue and drops it, so the publisher
+// publishes mandatory and, when RabbitMQ returns the message, declares the queue again and
+// publishes it again. The event was reported delivered and lost.
+func TestRabbitMQPublishToADeletedQueue(t *testing.T) {
+	server := brokertest.RabbitMQ(t)
+	b := open(t, broker.Servers{RabbitMQ: &server})
+	pub, _ := b.Publisher(broker.RabbitMQ)
+	queue := brokertest.Unique("egrid-deleted-")
+	s := newSink(t, pub, queue)
+	conn, err := amqp.Dial(server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false) })
+	ctx, cancel := context.WithTimeout(context.Background(), rabbitGuard)
+	defer cancel()
+
+	first := sinktest.EventGridEvents(t, "first", 1)
+	if err := s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, first)); err != nil {
+		t.Fatalf("first Deliver: %v", err)
+	}
+	if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+		t.Fatalf("deleting queue %s: %v", queue, err)
+	}
+	second := sinktest.EventGridEvents(t, "second", 2)
+	if err := s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, second)); err != nil {
+		t.Fatalf("Deliver after the queue was deleted: %v", err)
+	}
+	for _, ev := range second {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil || !ok {
+			t.Fatalf("event %s, reported delivered, is not in queue %s (ok %v): %v", ev.ID, queue, ok, err)
+		}
+		if id := d.Headers["_watermill_message_uuid"]; id != ev.ID {
+			t.Fatalf("queue %s holds message %v, want event %s", queue, id, ev.ID)
+		}
+	}
 }
