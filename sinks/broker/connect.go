@@ -18,7 +18,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
-	_ "github.com/lib/pq" // the PostgreSQL driver ("postgres")
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -616,25 +615,28 @@ func openRedisSubscriber(s RedisServer, group string, wlog watermill.LoggerAdapt
 
 // PostgreSQL.
 
-// postgresPublisher is watermill-sql's publisher with the database handle it owns.
+// postgresPublisher is watermill-sql's publisher with the database handle it owns, whose
+// connections are bounded (see pgConns).
 type postgresPublisher struct {
 	*wmsql.Publisher
-	db *sql.DB
+	db    *sql.DB
+	conns *pgConns
 }
 
-func openPostgres(s PostgresServer) (*sql.DB, error) {
-	db, err := sql.Open("postgres", s.DSN)
+func openPostgres(s PostgresServer) (*sql.DB, *pgConns, error) {
+	conns, err := newPGConns(s.DSN)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	db := sql.OpenDB(conns)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(time.Minute)
-	return db, nil
+	return db, conns, nil
 }
 
 func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (message.Publisher, error) {
-	db, err := openPostgres(s)
+	db, conns, err := openPostgres(s)
 	if err != nil {
 		return nil, err
 	}
@@ -646,11 +648,13 @@ func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (mess
 		db.Close()
 		return nil, err
 	}
-	return postgresPublisher{Publisher: pub, db: db}, nil
+	return postgresPublisher{Publisher: pub, db: db, conns: conns}, nil
 }
 
-// Close implements [message.Publisher].
+// Close implements [message.Publisher]. It cuts the connections first: watermill-sql's Close
+// waits for the inserts in flight, which a server that stopped answering would hold.
 func (p postgresPublisher) Close() error {
+	p.conns.close()
 	err := p.Publisher.Close()
 	if cerr := p.db.Close(); err == nil {
 		err = cerr
@@ -660,11 +664,12 @@ func (p postgresPublisher) Close() error {
 
 type postgresSubscriber struct {
 	*wmsql.Subscriber
-	db *sql.DB
+	db    *sql.DB
+	conns *pgConns
 }
 
 func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
-	db, err := openPostgres(s)
+	db, conns, err := openPostgres(s)
 	if err != nil {
 		return nil, err
 	}
@@ -680,11 +685,14 @@ func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.Logge
 		db.Close()
 		return nil, err
 	}
-	return postgresSubscriber{Subscriber: sub, db: db}, nil
+	return postgresSubscriber{Subscriber: sub, db: db, conns: conns}, nil
 }
 
-// Close implements [message.Subscriber].
+// Close implements [message.Subscriber]. It cuts the connections first, as the publisher's
+// Close does: watermill-sql's Close waits for its subscriptions' queries. A message in hand
+// whose acknowledgement is cut is read again (sources are at least once).
 func (s postgresSubscriber) Close() error {
+	s.conns.close()
 	err := s.Subscriber.Close()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr

@@ -58,7 +58,10 @@
 // Connections. [Open] turns the server config's broker settings ([Servers]) into [Brokers]: a
 // publisher and a subscriber per configured broker, which dial on first use and dial again
 // after losing their connection, so egrid starts while a broker is down and a delivery to it
-// fails as SocketError until it is back. Topology: RabbitMQ queues are declared durable on
+// fails as SocketError until it is back. A server that accepts connections and stops
+// answering holds no attempt past its response timeout, and no connection or [Brokers.Close]
+// for good: PostgreSQL connections wait at most 5 s for each read or write while they
+// connect and 5 min (the longest response timeout) once connected, and Close cuts them. Topology: RabbitMQ queues are declared durable on
 // first publish, and again when a queue deleted since returns a message (messages are published
 // mandatory, so one that reaches no queue is never confirmed as delivered); Redis streams and PostgreSQL tables are created by the first message; NATS
 // subjects must be captured by a JetStream stream the operator created (a subject without one

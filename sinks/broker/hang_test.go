@@ -1,0 +1,143 @@
+package broker_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/sinks/broker"
+	"github.com/egridio/egrid/testkit/sinktest"
+)
+
+// hangGuard bounds the waits of the hung-server tests: reaching it is a hang, not a timing
+// assertion.
+const hangGuard = 30 * time.Second
+
+// silentServer is a TCP listener that accepts connections and never answers: a broker that
+// stopped. closed receives once for each connection the client closed.
+type silentServer struct {
+	ln       net.Listener
+	accepted chan struct{}
+	closed   chan struct{}
+	mu       sync.Mutex
+	conns    []net.Conn
+	wg       sync.WaitGroup
+}
+
+func newSilentServer(t *testing.T) *silentServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentServer{ln: ln, accepted: make(chan struct{}, 64), closed: make(chan struct{}, 64)}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.accepted <- struct{}{}
+			s.wg.Add(1)
+			go func() { // read what the client sends, answer nothing, see it close
+				defer s.wg.Done()
+				_, _ = io.Copy(io.Discard, c)
+				s.closed <- struct{}{}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *silentServer) addr() string { return s.ln.Addr().String() }
+
+// wait receives from ch within the guard, or fails the test with what did not happen.
+func wait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(hangGuard):
+		t.Fatalf("%s: not within %s", what, hangGuard)
+	}
+}
+
+// A PostgreSQL server that accepts the connection and never answers holds neither the
+// attempt, nor the connection, nor Close: the attempt ends at its deadline (TimedOut); the
+// client gives the connection up (each read waits a bounded time, where lib/pq waited for
+// good); and Close, with the insert still in flight, returns (watermill-sql's Close waited
+// for the insert, so the Brokers' Close, and egrid's shutdown, hung).
+func TestPostgresServerThatNeverAnswers(t *testing.T) {
+	t.Run("connection given up", func(t *testing.T) {
+		srv := newSilentServer(t)
+		b, err := broker.Open(broker.Servers{Postgres: &broker.PostgresServer{DSN: "postgres://egrid:secret@" + srv.addr() + "/egrid?sslmode=disable"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeWithin(t, b)
+		pub, _ := b.Publisher(broker.PostgreSQL)
+		s := newSink(t, pub, "egrid_hung")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "hung", 1)))
+		if got := sinks.AsDeliveryError(err).Outcome; got != schemas.TimedOut {
+			t.Fatalf("Deliver = %v (%s), want TimedOut", err, got)
+		}
+		wait(t, srv.accepted, "the publisher connecting")
+		wait(t, srv.closed, "the publisher giving up the connection to a server that never answers")
+	})
+	t.Run("close returns", func(t *testing.T) {
+		srv := newSilentServer(t)
+		b, err := broker.Open(broker.Servers{Postgres: &broker.PostgresServer{DSN: "postgres://egrid:secret@" + srv.addr() + "/egrid?sslmode=disable"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := b.Publisher(broker.PostgreSQL)
+		s, err := broker.New(pub, broker.Config{Topic: "egrid_hung"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		delivered := make(chan error, 1)
+		go func() {
+			delivered <- s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "hung", 1)))
+		}()
+		wait(t, srv.accepted, "the publisher connecting")
+		cancel()
+		if got := sinks.AsDeliveryError(<-delivered).Outcome; got != schemas.Canceled {
+			t.Fatalf("Deliver outcome %s, want Canceled", got)
+		}
+		_ = s.Close() // gives up on the publish after its bound
+		closeWithin(t, b)
+	})
+}
+
+// closeWithin closes b, failing the test when Close does not return within the guard (the
+// Close goes on in the background then: the test's servers end it as they close).
+func closeWithin(t *testing.T, b *broker.Brokers) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		_ = b.Close()
+		close(closed)
+	}()
+	wait(t, closed, "closing the brokers with a request in flight to a server that never answers")
+}
