@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/lib/pq"
 )
 
 // Kind names a broker egrid connects to out of the box. Its value is the endpointType of a
@@ -163,6 +164,14 @@ func (s Servers) Validate() error {
 		if s.NATS.URL == "" {
 			bad("nats.url", "is empty; set the server URL, e.g. nats://127.0.0.1:4222")
 		}
+		for _, u := range strings.Split(s.NATS.URL, ",") {
+			if !strings.Contains(u, "://") {
+				continue // host:port, which nats.go takes as nats://host:port
+			}
+			if _, err := url.Parse(strings.TrimSpace(u)); err != nil {
+				bad("nats.url", "is not a URL ("+withoutURL(err)+"); use nats://user:password@host:4222")
+			}
+		}
 	}
 	if s.RabbitMQ != nil {
 		if u, err := url.Parse(s.RabbitMQ.URL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
@@ -180,6 +189,14 @@ func (s Servers) Validate() error {
 	if s.Postgres != nil {
 		if s.Postgres.DSN == "" {
 			bad("postgres.dsn", "is empty; set a connection string, e.g. postgres://postgres@127.0.0.1:5432/egrid?sslmode=disable")
+		} else if _, err := pq.NewConnector(s.Postgres.DSN); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				bad("postgres.dsn", "is not a URL ("+withoutURL(err)+"); use postgres://user:password@host:5432/database?sslmode=disable")
+			} else {
+				// lib/pq's own messages may quote a piece of the string, the password too.
+				bad("postgres.dsn", "cannot be read as a connection string; use postgres://user:password@host:5432/database?sslmode=disable or host=... port=... user=... password=... dbname=...")
+			}
 		}
 	}
 	if s.ConsumerGroup != "" && !consumerGroupRE.MatchString(s.ConsumerGroup) {
@@ -189,6 +206,17 @@ func (s Servers) Validate() error {
 }
 
 var consumerGroupRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// withoutURL says what is wrong with a URL that did not parse, without the URL: a
+// *url.Error quotes it whole, password and all, and a configuration error reaches logs and
+// the terminal.
+func withoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return "it cannot be parsed"
+}
 
 // Brokers holds the publishers and subscribers of the configured brokers. Connections are
 // made on first use and made again after they are lost, so egrid starts while a broker is
