@@ -35,6 +35,11 @@ type DeadLetterQuery struct {
 // answers, and the objects limit of egrid deadletter list's, when none is asked for.
 const DefaultDeadLetterLimit = 1000
 
+// MaxDeadLetterLimit bounds the limit the admin API takes for one answer (records or objects):
+// an answer of objects is held whole before it is written, so a client pages past it with
+// ?after= rather than asking for a bucket's listing at once.
+const MaxDeadLetterLimit = 10000
+
 // MaxDeadLetterReadBytes bounds the events of the records [Router.DeadLetterRecords] answers
 // with, when [DeadLetterQuery.Limit] is set: the records of many large events stop the answer
 // before the limit, so it holds about one dead-letter object's worth (plus the object being

@@ -101,8 +101,11 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 	}
 	if v := req.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
+		switch {
+		case err != nil || n <= 0:
 			errs = append(errs, fmt.Errorf("limit=%q: use a positive number such as %d", v, router.DefaultDeadLetterLimit))
+		case n > router.MaxDeadLetterLimit:
+			errs = append(errs, fmt.Errorf("limit=%d: at most %d in one answer; take the next ones with since= and after= from the answer's more", n, router.MaxDeadLetterLimit))
 		}
 		q.Limit = n
 	}

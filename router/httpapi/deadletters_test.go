@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,14 @@ func TestDeadLetterObjectsRouteIsPaged(t *testing.T) {
 	}
 	if status, body := adminDo(t, srv, "tok", "GET", base+"?after=x", ""); status != http.StatusBadRequest {
 		t.Errorf("after= without since=: %d %v, want 400", status, body)
+	}
+	// One answer is held whole before it is written: a limit past the bound is refused, not
+	// taken as "the whole listing".
+	over := fmt.Sprintf("?limit=%d", router.MaxDeadLetterLimit+1)
+	if status, body := adminDo(t, srv, "tok", "GET", base+over, ""); status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "since= and after=") {
+		t.Errorf("GET %s: %d %v, want 400 saying to page with since= and after=", over, status, body)
+	}
+	if status, _ := adminDo(t, srv, "tok", "GET", base+fmt.Sprintf("?limit=%d", router.MaxDeadLetterLimit), ""); status != http.StatusOK {
+		t.Errorf("GET ?limit=%d: %d, want 200", router.MaxDeadLetterLimit, status)
 	}
 }
