@@ -161,6 +161,11 @@ type ExplainedAttempt struct {
 // has no delivery history of.
 var ErrEventNotFound = errors.New("event not found")
 
+// ErrHistoryDamaged is wrapped by Explain's error when the event's stored delivery history
+// does not decode: the store holds something egrid did not write there (damage, or a record of
+// another version). The event's delivery is not affected; only its explanation is lost.
+var ErrHistoryDamaged = errors.New("delivery history damaged")
+
 // Explain returns the delivery history of event eventID on a subscription (names in any
 // case). It first waits for the history writer to write what was reported before the call,
 // so an attempt that finished before Explain — one [Deps.OnAttempt] observed, say — is in its
@@ -189,7 +194,7 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 	}
 	var e Explanation
 	if err := decodeExplanation(rec.Payload, rec.EventID, &e); err != nil {
-		return nil, fmt.Errorf("explaining event %q: decoding its history: %w", eventID, err)
+		return nil, fmt.Errorf("explaining event %q: %w: %w", eventID, ErrHistoryDamaged, err)
 	}
 	e.Topic, e.Subscription = t.name, name
 	if e.State == EventRetrying {

@@ -433,7 +433,8 @@ func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 }
 
 // explainEvent answers an event's delivery history ([router.Router.Explain]): 404 with the
-// event id in the message for an event the subscription has no history of.
+// event id in the message for an event the subscription has no history of, 503 when the store
+// cannot read it, 500 when it is stored damaged.
 func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), req.PathValue("id"))
 	if err != nil {
@@ -455,6 +456,10 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// which, and to try again.
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
+	case errors.Is(err, router.ErrHistoryDamaged):
+		// Not the request's fault: the stored record is damaged. The cause goes to the log.
+		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "the event's stored delivery history is damaged and cannot be explained (its delivery is not affected): the server log has the cause; egrid store check reports damage in the store")
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("admin call failed: the store is unavailable", "err", err)

@@ -272,3 +272,37 @@ func TestExplainOnAFailingStoreIs503WithoutPaths(t *testing.T) {
 		t.Errorf("the answer shows a server path: %s", rec.Body)
 	}
 }
+
+// TestExplainOfADamagedHistoryIs500: a stored delivery history that does not decode is the
+// server's problem, not the request's: 500 saying what is damaged, where it answered 400 with
+// the decoder's error as if the client had sent something wrong.
+func TestExplainOfADamagedHistoryIs500(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: mem, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	damaged := store.HistoryRecord{EventID: "e1", Expires: time.Now().Add(time.Hour), Payload: []byte("\x00not a history")}
+	if err := mem.PutHistory(ctx, "orders", "sub-1", 0, []store.HistoryRecord{damaged}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrHistoryDamaged) {
+		t.Errorf("Explain of a damaged history: %v, want ErrHistoryDamaged", err)
+	}
+	rec := serve(httpapi.New(r), "GET", "/admin/topics/orders/eventSubscriptions/sub-1/events/e1", "", http.Header{"Authorization": {"Bearer tok"}})
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("explain of a damaged history: %d (%s); want 500", rec.Code, rec.Body)
+	}
+	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "damaged") {
+		t.Errorf("message %q; want it to say the history is damaged", msg)
+	}
+}
