@@ -157,7 +157,7 @@ func guardMetrics(s serveSettings, h http.Handler) http.Handler {
 				http.Error(w, "GET /metrics on --listen needs the admin token, and none is configured: set --admin-token, or serve metrics without credentials on a separate address with --metrics-listen", http.StatusForbidden)
 				return
 			}
-			got, ok := bearerToken(req)
+			got, ok := devguard.BearerToken(req)
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.AdminToken)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="egrid"`)
 				http.Error(w, "GET /metrics on --listen needs Authorization: Bearer <admin token>; or scrape --metrics-listen, which needs none", http.StatusUnauthorized)
@@ -173,14 +173,3 @@ type slogPrinter struct{ log *slog.Logger }
 
 // Println implements promhttp.Logger.
 func (p slogPrinter) Println(v ...any) { p.log.Warn("serving metrics", "err", fmt.Sprint(v...)) }
-
-// bearerToken returns the token of req's Authorization: Bearer header; the scheme matches
-// ignoring case, as HTTP's authentication schemes do (RFC 9110 §11.1).
-func bearerToken(req *http.Request) (string, bool) {
-	const scheme = "Bearer "
-	authz := req.Header.Get("Authorization")
-	if len(authz) < len(scheme) || !strings.EqualFold(authz[:len(scheme)], scheme) {
-		return "", false
-	}
-	return authz[len(scheme):], true
-}

@@ -58,3 +58,15 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// BearerToken returns the token of req's Authorization: Bearer header, the credentials of the
+// admin API, the console and /metrics; the scheme matches ignoring case, as HTTP's
+// authentication schemes do (RFC 9110 §11.1).
+func BearerToken(req *http.Request) (string, bool) {
+	const scheme = "Bearer "
+	authz := req.Header.Get("Authorization")
+	if len(authz) < len(scheme) || !strings.EqualFold(authz[:len(scheme)], scheme) {
+		return "", false
+	}
+	return authz[len(scheme):], true
+}

@@ -51,7 +51,7 @@ func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 				writeError(w, http.StatusForbidden, "Forbidden", "the admin API is disabled: set adminToken in the server config (or run with --insecure-dev for local development)")
 				return
 			}
-			got, ok := bearerToken(req)
+			got, ok := devguard.BearerToken(req)
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.AdminToken)) != 1 {
 				writeError(w, http.StatusUnauthorized, "Unauthorized", "the admin API needs Authorization: Bearer <adminToken from the server config>")
 				return
@@ -478,15 +478,4 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		}
 		writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
 	}
-}
-
-// bearerToken returns the token of req's Authorization: Bearer header; the scheme matches
-// ignoring case, as HTTP's authentication schemes do (RFC 9110 §11.1).
-func bearerToken(req *http.Request) (string, bool) {
-	const scheme = "Bearer "
-	authz := req.Header.Get("Authorization")
-	if len(authz) < len(scheme) || !strings.EqualFold(authz[:len(scheme)], scheme) {
-		return "", false
-	}
-	return authz[len(scheme):], true
 }
