@@ -832,24 +832,25 @@ func (r *Router) syncTopic(ctx context.Context, name string) error {
 
 // syncTopicDef makes the local runtime of a topic match its stored definition d (nil: the
 // topic is gone), without writing to the store: another node wrote it. It runs in the
-// topic's turn, as the admin calls that change a topic do.
-func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definition) {
+// topic's turn, as the admin calls that change a topic do. It returns why it could not: the
+// turn not had within ctx, or a store read that failed (nothing changed then).
+func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definition) error {
 	release, err := r.turns.acquire(ctx, name)
 	if err != nil {
-		return
+		return err
 	}
 	defer release()
 	r.mu.RLock()
 	t, closed := r.topics[fold(name)], r.closed
 	r.mu.RUnlock()
 	if closed {
-		return
+		return ErrClosed
 	}
 	if t != nil && (d == nil || string(localSpec(t)) != string(d.Spec)) {
 		// Read again in the turn: the listing may predate a change that just finished here.
 		defs, err := r.store.Topics(ctx)
 		if err != nil {
-			return
+			return err
 		}
 		d = nil
 		for i := range defs {
@@ -859,25 +860,25 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 		}
 		if d == nil {
 			r.dropTopicLocally(t)
-			return
+			return nil
 		}
 	}
 	if d == nil {
-		return
+		return nil
 	}
 	var spec TopicSpec
 	if err := json.Unmarshal(d.Spec, &spec); err != nil {
 		r.log.Error("reading a topic another node stored", logattr.Topic, d.Name, "err", err)
-		return
+		return nil
 	}
 	subDefs, err := r.store.Subscriptions(ctx, d.Name)
 	if err != nil {
-		return
+		return err
 	}
 	if t == nil {
 		t = r.newTopicRuntime(d.Name, spec)
 		if err := r.startTopic(t, nil); err != nil {
-			return
+			return err
 		}
 		r.log.Info("topic created on another node", logattr.Topic, d.Name)
 	} else if string(localSpec(t)) != string(d.Spec) {
@@ -904,6 +905,7 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 		r.mu.Unlock()
 		r.life.forget(subKey{t.name, name})
 	}
+	return nil
 }
 
 // localSpec is a topic's definition in force here, as the store keeps it.

@@ -105,9 +105,22 @@ func (r *Router) FindTopicName(ctx context.Context, name string) (string, error)
 }
 
 // SubscriptionName returns the names of a topic and of its event subscription, given in any
-// case, as they were first created.
+// case, as they were first created. Like [Router.TopicName] it looks only at what this node
+// knows; [Router.FindSubscriptionName] may wait for the store.
 func (r *Router) SubscriptionName(topic, name string) (topicName, subscriptionName string, err error) {
 	t, _, display, err := r.lookup(topic, name)
+	if err != nil {
+		return "", "", err
+	}
+	return t.name, display, nil
+}
+
+// FindSubscriptionName is [Router.SubscriptionName] for a request that can wait a moment, as
+// the HTTP data plane's pull routes do: in cluster mode a subscription created on another
+// node a moment ago is looked up in the cluster's store first (see [Router.FindSubscription],
+// whose errors it returns).
+func (r *Router) FindSubscriptionName(ctx context.Context, topic, name string) (topicName, subscriptionName string, err error) {
+	t, _, display, err := r.subscriptionFresh(ctx, topic, name)
 	if err != nil {
 		return "", "", err
 	}

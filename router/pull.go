@@ -124,9 +124,10 @@ type SettleResult struct {
 var receiveIDs atomic.Uint64
 
 // queueTarget finds a queue subscription, with its name as created. In cluster mode its
-// actor may run on another node ([Router.queueRemote]).
-func (r *Router) queueTarget(topic, sub string) (*topicRuntime, string, error) {
-	t, spec, name, err := r.lookup(topic, sub)
+// actor may run on another node ([Router.queueRemote]), and one created on another node a
+// moment ago is looked up in the store (subscriptionFresh).
+func (r *Router) queueTarget(ctx context.Context, topic, sub string) (*topicRuntime, string, error) {
+	t, spec, name, err := r.subscriptionFresh(ctx, topic, sub)
 	if err != nil {
 		return nil, "", err
 	}
@@ -153,7 +154,7 @@ func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOption
 	if err != nil {
 		return nil, err
 	}
-	t, name, err := r.queueTarget(topic, sub)
+	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveO
 	if err != nil {
 		return nil, err
 	}
-	t, name, err := r.queueTarget(topic, sub)
+	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (r *Router) settle(ctx context.Context, topic, sub string, op actors.Settle
 	case len(tokens) > MaxLockTokens:
 		return SettleResult{}, fmt.Errorf("lockTokens has %d tokens: pass at most %d per call", len(tokens), MaxLockTokens)
 	}
-	t, name, err := r.queueTarget(topic, sub)
+	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
 		return SettleResult{}, err
 	}
@@ -313,7 +314,7 @@ func (r *Router) settle(ctx context.Context, topic, sub string, op actors.Settle
 // settleLocal is a settle call on this node's actor of a queue subscription (a call another
 // node routed here).
 func (r *Router) settleLocal(ctx context.Context, topic, sub string, op actors.SettleOp, tokens []string, delay time.Duration) (SettleResult, error) {
-	t, name, err := r.queueTarget(topic, sub)
+	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
 		return SettleResult{}, err
 	}

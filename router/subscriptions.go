@@ -114,9 +114,30 @@ func seedFor(topic, sub string) uint64 {
 	return h
 }
 
-// Subscription returns a subscription's spec.
+// Subscription returns a subscription's spec. It looks only at the subscriptions this node
+// knows and never waits: in cluster mode one created on another node is found once that
+// node's notice arrives, a moment later. A request that may wait for the store calls
+// [Router.FindSubscription] instead.
 func (r *Router) Subscription(topic, name string) (SubscriptionSpec, error) {
 	_, s, _, err := r.lookup(topic, name)
+	if err != nil {
+		return SubscriptionSpec{}, err
+	}
+	return *s, nil
+}
+
+// FindSubscription is [Router.Subscription] for a request that can wait a moment, as the
+// admin API's read of one subscription does: in cluster mode a subscription (or its topic)
+// this node does not know yet — created on another node a moment ago, whose notice has not
+// arrived — is looked up in the cluster's store first, so that it can be read through any
+// node at once. The reads are shared with [Router.FindTopicName]'s (at most one a second), so
+// a name that does not exist waits up to about a second and a read within ctx before it
+// fails. It fails wrapping [ErrSubscriptionNotFound] or [ErrTopicNotFound] for one the store
+// does not hold either, [ErrUnavailable] when the store could not be read (retry),
+// [ErrClosed] once Close began, ctx's error when ctx ended while it waited. On a single node
+// it reads nothing and costs what Subscription does.
+func (r *Router) FindSubscription(ctx context.Context, topic, name string) (SubscriptionSpec, error) {
+	_, s, _, err := r.subscriptionFresh(ctx, topic, name)
 	if err != nil {
 		return SubscriptionSpec{}, err
 	}
@@ -143,6 +164,11 @@ func (r *Router) Subscriptions(topic string) ([]string, error) {
 // subscription's endpoint is then sent Event Grid's SubscriptionDeletion notification, best
 // effort and without waiting for it (eventgrid-behaviour.md §5.4).
 func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) error {
+	if r.cl != nil {
+		// One created on another node a moment ago (topiclookup.go), before the turn: the
+		// read takes the topic's turn to apply what it finds.
+		_, _, _, _ = r.subscriptionFresh(ctx, topic, name)
+	}
 	release, err := r.turns.acquire(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("deleting event subscription %q: %w", name, err)
@@ -192,7 +218,7 @@ func (r *Router) EndProbation(ctx context.Context, topic, name string) (*Status,
 // askSubscription asks a subscription's actor the message msg builds for its name as created;
 // in cluster mode, on the node that runs it.
 func (r *Router) askSubscription(ctx context.Context, topic, name string, msg func(name string) any) (*Status, error) {
-	t, _, name, err := r.lookup(topic, name)
+	t, _, name, err := r.subscriptionFresh(ctx, topic, name)
 	if err != nil {
 		return nil, err
 	}

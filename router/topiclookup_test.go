@@ -18,8 +18,19 @@ import (
 // set, fails them.
 type countedTopics struct {
 	store.Store
-	reads atomic.Int64
-	away  atomic.Bool
+	reads    atomic.Int64
+	listings atomic.Int64 // reads of a topic's subscriptions
+	away     atomic.Bool
+	// listingsAway fails the reads of a topic's subscriptions only.
+	listingsAway atomic.Bool
+}
+
+func (s *countedTopics) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
+	s.listings.Add(1)
+	if s.away.Load() || s.listingsAway.Load() {
+		return nil, errors.New("no responders available for request")
+	}
+	return s.Store.Subscriptions(ctx, topic)
 }
 
 func (s *countedTopics) Topics(ctx context.Context) ([]store.Definition, error) {
@@ -45,6 +56,7 @@ func lookupFixture(t *testing.T) (r *Router, c *clusterRuntime, st *countedTopic
 	r.cl = c
 	st.reads.Store(0)
 	return r, c, st, func() {
+		r.trim.close() // it reads r.cl, unset below (Close closes it again: idempotent)
 		reader := c.stopReads()
 		close(c.stopping)
 		c.endLife()
@@ -251,6 +263,105 @@ func TestClusterLookupFailuresAndClose(t *testing.T) {
 		stop()
 		if err := <-waiting; !errors.Is(err, ErrClosed) {
 			t.Errorf("a miss waiting for a read as the router closed: %v; want ErrClosed", err)
+		}
+	})
+}
+
+// knownTopics puts topics straight into the store and has r read them (as another node's
+// creates, whose notices this fixture never gets), then zeroes the store's counters.
+func knownTopics(t *testing.T, r *Router, st *countedTopics, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := st.PutTopic(context.Background(), name, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		if _, err := r.Topic(name); err != nil {
+			t.Fatalf("topic %s: %v", name, err)
+		}
+	}
+	st.reads.Store(0)
+	st.listings.Store(0)
+}
+
+// findUnknown looks each subscription name of topic up from its own goroutine, all at once,
+// and fails the test unless each is not found.
+func findUnknown(t *testing.T, r *Router, topic string, names []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			if _, err := r.FindSubscription(context.Background(), topic, name); !errors.Is(err, ErrSubscriptionNotFound) || errors.Is(err, ErrUnavailable) {
+				t.Errorf("subscription %q of topic %q nobody created: %v; want subscription not found", name, topic, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Subscription names this node does not know, of a topic it knows, share the reads of the
+// store with the topic names: one listing of the topic's subscriptions serves every name
+// that waited for it, a name not found a moment ago reads nothing, a name no subscription can
+// have is not looked up, and one read lists the subscriptions of at most
+// maxSubscriptionListings topics.
+func TestClusterUnknownSubscriptionNamesShareTheStoreReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+		knownTopics(t, r, st, "orders")
+
+		start := time.Now()
+		findUnknown(t, r, "orders", unknownNames("burst", 300))
+		if n, took := st.listings.Load(), time.Since(start); n > 2 || took > lookupInterval {
+			t.Errorf("300 unknown subscription names at once: %d listings in %v; want at most 2 within %v", n, took, lookupInterval)
+		}
+		st.listings.Store(0)
+		findUnknown(t, r, "ORDERS", unknownNames("BURST", 300)) // the same names, in capitals
+		for _, name := range []string{"a b", "x", "has/slash"} {
+			if _, err := r.FindSubscription(context.Background(), "orders", name); !errors.Is(err, ErrSubscriptionNotFound) {
+				t.Errorf("subscription name %q: %v; want not found", name, err)
+			}
+		}
+		if n := st.listings.Load(); n != 0 {
+			t.Errorf("names not found a moment ago and invalid names: %d listings; want none", n)
+		}
+
+		// 100 topics, an unknown name of each at once: at most 64 topics' subscriptions per read.
+		topics := unknownNames("t", 100)
+		knownTopics(t, r, st, topics...)
+		<-time.After(lookupInterval)
+		var wg sync.WaitGroup
+		for _, topic := range topics {
+			wg.Go(func() { findUnknown(t, r, topic, []string{"nobody"}) })
+		}
+		wg.Wait()
+		if n, reads := st.listings.Load(), st.reads.Load(); n != 100 || reads < 2 || n > reads*maxSubscriptionListings {
+			t.Errorf("an unknown subscription of each of 100 topics: %d listings in %d reads; want 100 listings, at most %d per read", n, reads, maxSubscriptionListings)
+		}
+	})
+}
+
+// A store that cannot list a topic's subscriptions makes the subscription lookups waiting for
+// that read unavailable, to retry, not not found; nothing is remembered of them.
+func TestClusterSubscriptionLookupWhileTheStoreIsAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+		knownTopics(t, r, st, "orders")
+		for _, away := range []*atomic.Bool{&st.away, &st.listingsAway} { // the catalogue, the listing
+			away.Store(true)
+			if _, err := r.FindSubscription(context.Background(), "orders", "workers"); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("lookup while the store is away: %v; want ErrUnavailable", err)
+			}
+			away.Store(false)
+			<-time.After(lookupInterval)
+		}
+		if _, err := r.FindSubscription(context.Background(), "orders", "workers"); !errors.Is(err, ErrSubscriptionNotFound) {
+			t.Errorf("lookup once the store is back: %v; want ErrSubscriptionNotFound", err)
+		}
+		if n := st.reads.Load(); n != 3 {
+			t.Errorf("%d reads; want 3 (the failures were not remembered as misses)", n)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -113,5 +114,92 @@ func TestDataPlaneFindsATopicOnlyTheStoreKnows(t *testing.T) {
 	}
 	if rec := serveHTTP(t, h, "/topics/nowhere/eventsubscriptions/"+sub+":receive?maxWaitTime=10", "", "", key); rec.Code != http.StatusUnauthorized {
 		t.Errorf("receive through b from a topic that does not exist: %d %s; want 401", rec.Code, rec.Body)
+	}
+}
+
+// A queue subscription created through one node is pulled from, read and asked for its
+// status through another at once, before that node has heard of it: the node looks a
+// subscription it does not know, of a topic it knows, up in the store, as it does a topic. Its
+// pull calls were answered 404 until the notice arrived (here: never, as the definition is
+// put straight into the store, which is what a lost or late notice leaves). The node that
+// owns the subscription learns of it the same way when a call is routed to it.
+func TestDataPlaneFindsASubscriptionOnlyTheStoreKnows(t *testing.T) {
+	c := newCluster(t)
+	c.ttl = 10 * time.Second // b reads every definition every 20 s only
+	a, b := c.start("a"), c.start("b")
+	h := httpapi.New(b.r)
+	const key = "c2VjcmV0LWtleS1vZi10aGUtdG9waWNzLW9mLXRoaXMtdGVzdA=="
+	if _, err := a.r.CreateTopic(t.Context(), "tasks", router.TopicSpec{Kind: router.KindNamespace, Key1: key}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "topic tasks known on b", func() bool {
+		_, err := b.r.TopicName("tasks")
+		return err == nil
+	})
+	raw, err := json.Marshal(router.SubscriptionSpec{DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: router.DeliveryModeQueue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownedBy := func(owner string) string {
+		for i := 0; ; i++ {
+			if name := fmt.Sprintf("workers%d", i); cluster.Owner([]string{"a", "b"}, cluster.Key{Topic: "tasks", Subscription: name}) == owner {
+				return name
+			}
+		}
+	}
+	receive := func(sub string) *httptest.ResponseRecorder {
+		return serveHTTP(t, h, "/topics/tasks/eventsubscriptions/"+sub+":receive?maxEvents=1&maxWaitTime=10", "", "", key)
+	}
+
+	// Owned by b, the node asked.
+	mine := ownedBy("b")
+	if err := a.st.PutSubscription(t.Context(), "tasks", mine, raw); err != nil {
+		t.Fatalf("PutSubscription: %v", err)
+	}
+	if _, _, err := b.r.SubscriptionName("tasks", mine); err == nil {
+		t.Fatalf("node b knows %s already: the test would not exercise its lookup", mine)
+	}
+	// The first call finds it and asks b to start it: until its actor runs (the node's next
+	// placement round) the answer is 503 with Retry-After, which clients retry, not 404.
+	if rec := receive(mine); rec.Code != http.StatusOK && (rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "") {
+		t.Fatalf("receive through b from a subscription only the store knows: %d %s; want 200, or 503 with Retry-After while it starts", rec.Code, rec.Body)
+	}
+	eventually(t, 30*time.Second, mine+" received from through b", func() bool { return receive(mine).Code == http.StatusOK })
+	if spec, err := b.r.FindSubscription(t.Context(), "TASKS", strings.ToUpper(mine)); err != nil || !spec.IsQueue() {
+		t.Errorf("FindSubscription on b: %+v, %v; want the queue subscription", spec, err)
+	}
+	if _, err := b.r.Status(t.Context(), "tasks", mine); err != nil {
+		t.Errorf("status through b: %v", err)
+	}
+
+	// Owned by a, which has not heard of it either: b routes the call there, and a looks it
+	// up too and starts it.
+	theirs := ownedBy("a")
+	if err := a.st.PutSubscription(t.Context(), "tasks", theirs, raw); err != nil {
+		t.Fatalf("PutSubscription: %v", err)
+	}
+	if err := a.r.Publish(t.Context(), "tasks", json.RawMessage(`{"specversion":"1.0","id":"t1","source":"/tasks","type":"Task.Created","data":{}}`)); err != nil {
+		t.Fatalf("publish on a: %v", err)
+	}
+	if rec := receive(theirs); rec.Code != http.StatusOK && (rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "") {
+		t.Fatalf("receive through b from a subscription only the store knows, owned by a: %d %s; want 200, or 503 with Retry-After while it starts", rec.Code, rec.Body)
+	}
+	eventually(t, 30*time.Second, "event t1 received through b", func() bool {
+		rec := receive(theirs)
+		return rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `"id":"t1"`)
+	})
+	if !a.r.RunsSubscription("tasks", theirs) {
+		t.Errorf("%s does not run on a, its owner", theirs)
+	}
+
+	// A name nobody created still answers 404, and a second try within the second reads
+	// nothing more.
+	for range 2 {
+		if rec := receive("nobody"); rec.Code != http.StatusNotFound {
+			t.Errorf("receive through b from a subscription that does not exist: %d %s; want 404", rec.Code, rec.Body)
+		}
+	}
+	if _, err := b.r.FindSubscription(t.Context(), "tasks", "nobody"); !errors.Is(err, router.ErrSubscriptionNotFound) {
+		t.Errorf("FindSubscription of a name nobody created: %v; want ErrSubscriptionNotFound", err)
 	}
 }

@@ -402,7 +402,7 @@ func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 
 func (a *API) getSubscription(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
-	spec, err := a.r.Subscription(topic, name)
+	spec, err := a.r.FindSubscription(req.Context(), topic, name)
 	if err != nil {
 		a.writeAdminError(w, err)
 		return

@@ -110,7 +110,7 @@ func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 		writeAuthError(w, status, msg)
 		return
 	}
-	_, sub, err := a.r.SubscriptionName(t.name, subName)
+	_, sub, err := a.r.FindSubscriptionName(req.Context(), t.name, subName)
 	if err != nil {
 		a.writePullError(w, t.name, subName, err)
 		return
