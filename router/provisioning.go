@@ -63,6 +63,12 @@ type provisioned struct {
 	// AwaitingManualAction. The token itself is never stored.
 	TokenHash string    `json:"tokenHash,omitempty"`
 	Deadline  time.Time `json:"deadline,omitzero"`
+	// Revalidating marks, in the store, a Failed subscription an update is validating again
+	// (commitSubscription, cluster mode): its delivery state is being reset (startFresh), so
+	// the trimmers of every node count its cursor again (trim.go). The record the update
+	// writes next has no mark; one left by an update that failed half-way keeps the cursor
+	// counted until the next update or the deletion.
+	Revalidating bool `json:"revalidating,omitempty"`
 	// keepsEvents marks a Failed subscription that holds its events for when it is fixed (a
 	// stored one the running egrid refuses: restoreSubscription); one whose validation
 	// failed holds none, and the journal is trimmed past it (trim.go). Never stored.
@@ -267,8 +273,10 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	// A subscription whose validation failed starts afresh (startFresh) before its new record
 	// is stored: a failure in between leaves it Failed with nothing to deliver, never
 	// validated with the events it missed. Meanwhile the trimmer counts its cursor (held), so
-	// no event published once the update read the journal's end is trimmed past it.
-	fresh, err := r.failedByValidation(ctx, k)
+	// no event published once the update read the journal's end is trimmed past it; in
+	// cluster mode, where another node's trimmer reads the stored record, the record is marked
+	// first (Revalidating).
+	fresh, stored, err := r.failedByValidation(ctx, k)
 	if err != nil {
 		return fmt.Errorf("saving event subscription %q: reading its stored state: %w: %w", k.name, ErrUnavailable, err)
 	}
@@ -278,6 +286,14 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 			held := *prev
 			held.keepsEvents = true
 			r.life.set(k, &held)
+		}
+		if stored != nil && !stored.Egrid.Revalidating {
+			marked := *stored.Egrid
+			marked.Revalidating = true
+			if err := r.storeSubscription(ctx, k, &stored.SubscriptionSpec, &marked); err != nil {
+				r.life.set(k, prev)
+				return err
+			}
 		}
 		if err := r.startFresh(ctx, k); err != nil {
 			r.life.set(k, prev)
@@ -307,18 +323,18 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 
 // failedByValidation reports whether subscription k is Failed because its manual validation
 // window closed (it holds no events; startFresh): as this router records it, or in cluster
-// mode as stored, since the window may have closed on another node a moment ago. Called in
-// the topic's turn.
-func (r *Router) failedByValidation(ctx context.Context, k subKey) (bool, error) {
+// mode as stored, since the window may have closed on another node a moment ago; then it
+// returns the stored record too. Called in the topic's turn.
+func (r *Router) failedByValidation(ctx context.Context, k subKey) (bool, *record, error) {
 	if r.cl == nil {
 		p := r.life.get(k)
-		return p.state() == StateFailed && !p.keepsEvents, nil
+		return p.state() == StateFailed && !p.keepsEvents, nil, nil
 	}
 	rec, err := r.storedRecord(ctx, k)
 	if err != nil || rec == nil {
-		return false, err
+		return false, nil, err
 	}
-	return rec.Egrid.state() == StateFailed, nil
+	return rec.Egrid.state() == StateFailed, rec, nil
 }
 
 // storedRecord reads subscription k's record from the store: nil when it has none.

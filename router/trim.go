@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -221,10 +222,11 @@ func (tr *trimmer) trim(l look) bool {
 	// validated again in between counts, and one validated after has its new events past
 	// LastSeq, which no trim reaches. An update that validates it starts it afresh at the
 	// journal's end (startFresh), counted here from before it reads that end (a Failed record
-	// that keepsEvents). In cluster mode another node may hold a newer state: left in.
-	failed := r.validationFailed(t, known)
-	known = slices.DeleteFunc(known, func(k string) bool { return failed[k] })
+	// that keepsEvents). In cluster mode another node may hold a newer state, so the stored
+	// records decide (validationFailed).
 	ctx := context.Background()
+	failed := r.validationFailed(ctx, t, known)
+	known = slices.DeleteFunc(known, func(k string) bool { return failed[k] })
 	last, err := r.store.LastSeq(ctx, t.name)
 	if err != nil {
 		tr.failed(t.name, err)
@@ -243,7 +245,7 @@ func (tr *trimmer) trim(l look) bool {
 		r.log.Info("not trimming the journal: the store listed no cursor for a subscription; trying again later", logattr.Topic, t.name, logattr.Subscription, missing)
 		return false
 	}
-	still := r.validationFailed(t, slices.Collect(maps.Keys(failed)))
+	still := r.validationFailed(ctx, t, slices.Collect(maps.Keys(failed)))
 	through := last
 	for name, c := range cursors {
 		if k := fold(name); !failed[k] || !still[k] {
@@ -263,11 +265,16 @@ func (tr *trimmer) trim(l look) bool {
 }
 
 // validationFailed returns, of names (folded), those of t whose validation failed: Failed
-// subscriptions that keep no events. None in cluster mode.
-func (r *Router) validationFailed(t *topicRuntime, names []string) map[string]bool {
-	if r.cl != nil {
-		return nil
-	}
+// subscriptions that keep no events.
+//
+// In cluster mode an update on another node may be validating one again, and this node hear
+// of it only later, so of those this node holds Failed it returns the ones whose stored record
+// is Failed without the mark such an update writes before it resets the delivery state
+// (provisioned.Revalidating; commitSubscription): read before LastSeq and again after the
+// cursors, a record found Failed and unmarked both times was marked, if at all, after the
+// second read, so the update reads the journal's end — the new cursor — past the LastSeq
+// this look trims through. A store that cannot be read returns none (every cursor counts).
+func (r *Router) validationFailed(ctx context.Context, t *topicRuntime, names []string) map[string]bool {
 	var failed map[string]bool
 	for _, k := range names {
 		if p := r.life.get(subKey{t.name, k}); p.state() == StateFailed && !p.keepsEvents {
@@ -277,7 +284,23 @@ func (r *Router) validationFailed(t *topicRuntime, names []string) map[string]bo
 			failed[k] = true
 		}
 	}
-	return failed
+	if r.cl == nil || len(failed) == 0 {
+		return failed
+	}
+	defs, err := r.store.Subscriptions(ctx, t.name)
+	if err != nil {
+		return nil
+	}
+	stored := make(map[string]bool, len(failed))
+	for _, d := range defs {
+		if k := fold(d.Name); failed[k] {
+			var rec record
+			if json.Unmarshal(d.Spec, &rec) == nil && rec.Egrid.state() == StateFailed && !rec.Egrid.Revalidating {
+				stored[k] = true
+			}
+		}
+	}
+	return stored
 }
 
 func (tr *trimmer) failed(topic string, err error) {

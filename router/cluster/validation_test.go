@@ -1,6 +1,8 @@
 package cluster_test
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -312,4 +316,126 @@ func TestValidationURLAfterTheWindowClosedElsewhere(t *testing.T) {
 		t.Errorf("late is stored %v; want it Failed still", eg)
 	}
 	eventually(t, 20*time.Second, "late Failed on a and b", func() bool { return all(states("late", a, b), router.StateFailed) })
+}
+
+// failedRecord is the record a node writes when a subscription's validation window closes.
+func failedRecord(t *testing.T, spec router.SubscriptionSpec) []byte {
+	t.Helper()
+	raw, err := json.Marshal(struct {
+		router.SubscriptionSpec
+		Egrid map[string]string `json:"egrid"`
+	}{spec, map[string]string{"provisioningState": router.StateFailed, "message": "validation failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// A subscription whose validation failed gets no events, so in cluster mode too it holds
+// none: the journal is trimmed past it, where its cursor, left where it failed, held every
+// later event (and the stream's disk) for as long as nobody updated or deleted it.
+func TestJournalIsTrimmedPastAFailedValidationInCluster(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.start("a"), c.start("b")
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.st.PutSubscription(ctx, "orders", "sub", failedRecord(t, router.SubscriptionSpec{Destination: router.SinkDestination("hook")})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the Failed subscription known on both nodes", func() bool {
+		for _, n := range []*node{a, b} {
+			if p, err := n.r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
+				return false
+			}
+		}
+		return true
+	})
+	ids := make([]string, 1100) // past the trimmer's step: a look at once
+	for i := range ids {
+		ids[i] = fmt.Sprintf("e%d", i)
+	}
+	if err := publish(t, a.r, "orders", ids...); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the journal trimmed past the Failed subscription", func() bool {
+		got, err := a.st.Read(ctx, "orders", 1, 1)
+		return err == nil && len(got) == 0
+	})
+}
+
+// markingStore records, for subscription "sub", the records written (whether each carries the
+// revalidating mark) and the state updates that reset its cursor, in order.
+type markingStore struct {
+	*jetstream.Store
+	mu     sync.Mutex
+	writes []string
+}
+
+func (s *markingStore) note(w string) {
+	s.mu.Lock()
+	s.writes = append(s.writes, w)
+	s.mu.Unlock()
+}
+
+func (s *markingStore) PutSubscription(ctx context.Context, topic, sub string, spec []byte) error {
+	if sub == "sub" {
+		var rec struct {
+			Egrid struct {
+				State        string `json:"provisioningState"`
+				Revalidating bool   `json:"revalidating"`
+			} `json:"egrid"`
+		}
+		_ = json.Unmarshal(spec, &rec)
+		s.note(fmt.Sprintf("record %s revalidating=%v", cmp.Or(rec.Egrid.State, router.StateSucceeded), rec.Egrid.Revalidating))
+	}
+	return s.Store.PutSubscription(ctx, topic, sub, spec)
+}
+
+func (s *markingStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if sub == "sub" && u.Probation != nil && len(u.Probation) == 0 {
+		s.note("reset")
+	}
+	return s.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+func (s *markingStore) recorded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.writes)
+}
+
+// An update that validates a Failed subscription again marks its stored record before it
+// resets the subscription's delivery state: the other nodes' trimmers, which leave a Failed
+// subscription's cursor out, count it again from then on, so none of them trims past the
+// journal's end the reset reads.
+func TestRevalidationMarksTheRecordBeforeTheReset(t *testing.T) {
+	c := newCluster(t)
+	var ms *markingStore
+	c.configure = func(name string, _ *router.Config, deps *router.Deps) {
+		if name == "b" {
+			ms = &markingStore{Store: deps.Store.(*jetstream.Store)}
+			deps.Store = ms
+		}
+	}
+	a, b := c.start("a"), c.start("b")
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.st.PutSubscription(ctx, "orders", "sub", failedRecord(t, router.SubscriptionSpec{Destination: router.SinkDestination("hook")})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the Failed subscription known on b", func() bool {
+		p, err := b.r.Provisioning("orders", "sub")
+		return err == nil && p.State == router.StateFailed
+	})
+	if err := b.r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+		t.Fatalf("updating the Failed subscription on b: %v", err)
+	}
+	want := []string{"record Failed revalidating=true", "reset", "record Succeeded revalidating=false"}
+	if got := ms.recorded(); !slices.Equal(got, want) {
+		t.Errorf("writes of the update: %q; want %q", got, want)
+	}
 }
