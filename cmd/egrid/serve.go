@@ -14,6 +14,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
@@ -171,6 +172,13 @@ func serve(c *cli.Context, e env) error {
 	return err
 }
 
+// mainHandler is what --listen serves: the probes and /metrics (when metrics is not nil), the
+// web console behind the admin API's guard (a panic answers 500, an over-long path 414:
+// httpapi.Guard), and the API.
+func mainHandler(r *router.Router, reg *prometheus.Registry, metrics http.Handler, api *httpapi.API, attempts *console.Attempts, log *slog.Logger) http.Handler {
+	return opsMux(r, reg, metrics, withConsole(api, httpapi.Guard(console.New(r, attempts), log)))
+}
+
 // withConsole serves the web console under console.Prefix (and at /console) and the HTTP
 // planes everywhere else.
 func withConsole(api, con http.Handler) http.Handler {
@@ -268,7 +276,7 @@ func listenAndServe(ctx context.Context, s serveSettings, tlsConfig *tls.Config,
 		onMain = guardMetrics(s, metricsHandler(reg, log))
 	}
 	api := httpapi.New(r)
-	srv := mainServer(limits, opsMux(r, reg, onMain, withConsole(api, console.New(r, attempts))), api, r, log)
+	srv := mainServer(limits, mainHandler(r, reg, onMain, api, attempts, log), api, r, log)
 	scheme := "http"
 	srv.TLSConfig = tlsConfig
 	errc := make(chan error, 2) // the main server and the metrics server

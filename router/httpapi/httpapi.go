@@ -68,6 +68,14 @@ func New(r *router.Router) *API {
 // the server's memory.
 const MaxPathBytes = 2048
 
+// Guard gives another handler served beside the API (the web console) what every route of
+// the API has: a handler's panic answers 500 with Event Grid's error body and is logged with
+// its stack (recoverPanics), and a path over MaxPathBytes answers 414 before h sees it
+// (limitPath).
+func Guard(h http.Handler, log *slog.Logger) http.Handler {
+	return recoverPanics(limitPath(h), log)
+}
+
 // limitPath answers a request whose path is over MaxPathBytes with 414 URI Too Long and Event
 // Grid's error body, before any route sees it.
 func limitPath(h http.Handler) http.Handler {
