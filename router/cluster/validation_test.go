@@ -318,17 +318,33 @@ func TestValidationURLAfterTheWindowClosedElsewhere(t *testing.T) {
 	eventually(t, 20*time.Second, "late Failed on a and b", func() bool { return all(states("late", a, b), router.StateFailed) })
 }
 
-// failedRecord is the record a node writes when a subscription's validation window closes.
-func failedRecord(t *testing.T, spec router.SubscriptionSpec) []byte {
+// failedSubscription creates topic "orders" through a and puts into the store the record a
+// node writes when the validation window of its subscription "sub" closes, then waits until
+// every node of known holds it Failed.
+func failedSubscription(t *testing.T, a *node, known ...*node) {
 	t.Helper()
+	ctx := t.Context()
+	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := json.Marshal(struct {
 		router.SubscriptionSpec
 		Egrid map[string]string `json:"egrid"`
-	}{spec, map[string]string{"provisioningState": router.StateFailed, "message": "validation failed"}})
+	}{router.SubscriptionSpec{Destination: router.SinkDestination("hook")}, map[string]string{"provisioningState": router.StateFailed, "message": "validation failed"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw
+	if err := a.st.PutSubscription(ctx, "orders", "sub", raw); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the Failed subscription known on every node", func() bool {
+		for _, n := range known {
+			if p, err := n.r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A subscription whose validation failed gets no events, so in cluster mode too it holds
@@ -338,20 +354,7 @@ func TestJournalIsTrimmedPastAFailedValidationInCluster(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.start("a"), c.start("b")
 	ctx := t.Context()
-	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.st.PutSubscription(ctx, "orders", "sub", failedRecord(t, router.SubscriptionSpec{Destination: router.SinkDestination("hook")})); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the Failed subscription known on both nodes", func() bool {
-		for _, n := range []*node{a, b} {
-			if p, err := n.r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
-				return false
-			}
-		}
-		return true
-	})
+	failedSubscription(t, a, a, b)
 	ids := make([]string, 1100) // past the trimmer's step: a look at once
 	for i := range ids {
 		ids[i] = fmt.Sprintf("e%d", i)
@@ -421,16 +424,7 @@ func TestRevalidationMarksTheRecordBeforeTheReset(t *testing.T) {
 	}
 	a, b := c.start("a"), c.start("b")
 	ctx := t.Context()
-	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.st.PutSubscription(ctx, "orders", "sub", failedRecord(t, router.SubscriptionSpec{Destination: router.SinkDestination("hook")})); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the Failed subscription known on b", func() bool {
-		p, err := b.r.Provisioning("orders", "sub")
-		return err == nil && p.State == router.StateFailed
-	})
+	failedSubscription(t, a, b)
 	if err := b.r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
 		t.Fatalf("updating the Failed subscription on b: %v", err)
 	}
