@@ -29,29 +29,9 @@ func TestRevalidatedSubscriptionStartsAfreshOnAnyNode(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.start("a"), c.start("b")
 	ctx := t.Context()
-	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
 	// The record a node writes when the window closes, straight into the store: the nodes
 	// learn of it from their reads of the store.
-	failed, err := json.Marshal(struct {
-		router.SubscriptionSpec
-		Egrid map[string]string `json:"egrid"`
-	}{router.SubscriptionSpec{Destination: router.SinkDestination("hook")}, map[string]string{"provisioningState": router.StateFailed, "message": "validation failed"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.st.PutSubscription(ctx, "orders", "sub", failed); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 20*time.Second, "the Failed subscription known on both nodes", func() bool {
-		for _, n := range []*node{a, b} {
-			if p, err := n.r.Provisioning("orders", "sub"); err != nil || p.State != router.StateFailed {
-				return false
-			}
-		}
-		return true
-	})
+	failedSubscription(t, a, a, b)
 	if err := publish(t, a.r, "orders", "while-failed-1", "while-failed-2"); err != nil {
 		t.Fatal(err)
 	}
