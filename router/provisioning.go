@@ -171,6 +171,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if err != nil {
 		problems = append(problems, err)
 	}
+	problems = append(problems, spec.checkSize())             // new writes only: restoreSubscription does not check it (size.go)
 	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)
 	var specErr error
 	if err := errors.Join(problems...); err != nil {

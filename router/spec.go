@@ -132,7 +132,7 @@ type SubscriptionSpec struct {
 	DeadLetterDestination *DeadLetterDestination `json:"deadLetterDestination,omitempty" yaml:"deadLetterDestination,omitempty"`
 	EventDeliverySchema   string                 `json:"eventDeliverySchema,omitempty" yaml:"eventDeliverySchema,omitempty"`
 	// Labels are user labels, stored and returned; egrid gives them no meaning (nor does
-	// Event Grid).
+	// Event Grid). A new definition has at most [MaxLabels] of [MaxLabelLength] characters.
 	Labels []string `json:"labels,omitempty" yaml:"labels,omitempty"`
 	// ExpirationTimeUTC, when set, is the instant the subscription is deleted by itself. It
 	// must be in the future when the subscription is created or updated

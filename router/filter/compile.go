@@ -263,7 +263,7 @@ func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 	segs := strings.Split(key, ".")
 	for _, s := range segs {
 		if s == "" {
-			return 0, nil, fmt.Errorf("%w: key %q has an empty segment; separate field names with single dots, as in data.a.b", ErrInvalidKey, key)
+			return 0, nil, fmt.Errorf("%w: key %q has an empty segment; separate field names with single dots, as in data.a.b", ErrInvalidKey, shortKey(key))
 		}
 	}
 	first := strings.ToLower(segs[0])
@@ -274,10 +274,10 @@ func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 		}
 		f, ok := eventGridFields[first]
 		if !ok {
-			return 0, nil, fmt.Errorf("%w: %q is not a field of the Event Grid schema; use id, topic, subject, eventType, dataVersion, eventTime, or a data path such as data.key1", ErrInvalidKey, segs[0])
+			return 0, nil, fmt.Errorf("%w: %q is not a field of the Event Grid schema; use id, topic, subject, eventType, dataVersion, eventTime, or a data path such as data.key1", ErrInvalidKey, shortKey(segs[0]))
 		}
 		if len(segs) > 1 {
-			return 0, nil, fmt.Errorf("%w: %q is a string field of the Event Grid envelope and has no fields of its own; only data can be walked into (data.key1)", ErrInvalidKey, segs[0])
+			return 0, nil, fmt.Errorf("%w: %q is a string field of the Event Grid envelope and has no fields of its own; only data can be walked into (data.key1)", ErrInvalidKey, shortKey(segs[0]))
 		}
 		return f, nil, nil
 	case schemas.CloudEvents:

@@ -65,6 +65,10 @@
 // single "value" as one, IsNullOrUndefined and IsNotNull as none), and string values longer
 // than [MaxStringValueLength] characters. Every problem is reported at once.
 //
+// [CheckSize] bounds the rest of a new definition — subject filters, includedEventTypes, keys
+// ([MaxSubjectFilterLength], [MaxIncludedEventTypes], [MaxEventTypeLength], [MaxKeyLength]);
+// Compile does not check these, so a definition stored before they existed still compiles.
+//
 // # Cost
 //
 // Envelope keys are read from the decoded [schemas.Event] and cost nothing. Data paths need the

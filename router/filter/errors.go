@@ -28,6 +28,13 @@ var (
 	ErrTooManyValues = errors.New("too many filter values")
 	// ErrInvalidEventType means an entry of includedEventTypes is empty.
 	ErrInvalidEventType = errors.New("invalid event type")
+	// ErrTooLong means a subject filter, an event type or an advanced filter's key is longer
+	// than its bound ([MaxSubjectFilterLength], [MaxEventTypeLength], [MaxKeyLength]);
+	// [CheckSize] reports it.
+	ErrTooLong = errors.New("too long")
+	// ErrTooManyEventTypes means includedEventTypes has more than [MaxIncludedEventTypes]
+	// entries; [CheckSize] reports it.
+	ErrTooManyEventTypes = errors.New("too many event types")
 )
 
 // AdvancedFilterError is a problem with one advanced filter. Its message names the filter
@@ -51,7 +58,23 @@ func (e *AdvancedFilterError) Error() string {
 	if op == "" {
 		op = "?"
 	}
-	return fmt.Sprintf("advancedFilters[%d] (%s on %q): %v", e.Index, op, e.Key, e.Err)
+	return fmt.Sprintf("advancedFilters[%d] (%s on %q): %v", e.Index, shortKey(op), shortKey(e.Key), e.Err)
+}
+
+// shownKeyLength is how many characters of a key an error message repeats.
+const shownKeyLength = 64
+
+// shortKey is a key (or operator) as an error message shows it: one longer than [shownKeyLength] characters
+// is cut there and marked with "…", so a message about an oversize key stays readable.
+func shortKey(key string) string {
+	n := 0
+	for i := range key {
+		if n == shownKeyLength {
+			return key[:i] + "…"
+		}
+		n++
+	}
+	return key
 }
 
 // Unwrap returns the problem, so errors.Is finds the sentinel.

@@ -13,6 +13,24 @@ const (
 	MaxStringValueLength = 512
 )
 
+// Size bounds of a new filter definition, checked by [CheckSize] on create and update. Event
+// Grid documents none of them (learn.microsoft.com/azure/event-grid/event-filtering lists
+// only the three above), so each is set well above what a definition needs: an Azure user
+// never meets them, and a definition stays small (at most about 55 000 characters of filter)
+// to store, list and evaluate on every delivery.
+const (
+	// MaxSubjectFilterLength is the longest subjectBeginsWith or subjectEndsWith, in
+	// characters (Unicode code points).
+	MaxSubjectFilterLength = 1024
+	// MaxIncludedEventTypes is the largest number of entries of includedEventTypes.
+	MaxIncludedEventTypes = 100
+	// MaxEventTypeLength is the longest entry of includedEventTypes, in characters.
+	MaxEventTypeLength = 256
+	// MaxKeyLength is the longest key of an advanced filter, in characters: the same bound
+	// as a string value.
+	MaxKeyLength = 512
+)
+
 // Spec is a subscription's filter as ARM writes it (the "filter" object of an event
 // subscription, eventgrid-behaviour.md §4.1), with the same JSON and YAML names, so an ARM or
 // Bicep definition ports by copy. The zero Spec matches every event. [Compile] checks it.

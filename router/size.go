@@ -1,0 +1,77 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/egridio/egrid/router/filter"
+)
+
+// Size bounds of a subscription definition, checked on every create and update (admin API PUT,
+// the YAML config of `egrid serve` and `egrid validate`, [Router.CreateSubscription]) with the
+// filter's ([filter.CheckSize]). Without them a definition was bounded only by the
+// 1 MB request body: a listing of a topic's subscriptions could reach hundreds of MB, and
+// every delivery evaluated whatever filter was given.
+//
+// Event Grid documents 10 delivery attribute mappings of at most 4 096 bytes each
+// (learn.microsoft.com/azure/event-grid/delivery-properties; [sinks.MaxHeaderMappings],
+// [sinks.MaxHeaderValueBytes]) and none of the bounds below, so each is set well above what
+// a definition needs. A definition stored before a bound existed still loads and delivers:
+// restoring a subscription never checks them.
+const (
+	// MaxLabels is the largest number of labels of one subscription.
+	MaxLabels = 100
+	// MaxLabelLength is the longest label, in characters (Unicode code points).
+	MaxLabelLength = 256
+	// MaxEndpointURLBytes is the longest WebHook endpointUrl, query string included: room
+	// for a long secret or SAS token in the query string.
+	MaxEndpointURLBytes = 4096
+	// MaxHeaderNameBytes is the longest name of a delivery attribute mapping (an HTTP
+	// header name).
+	MaxHeaderNameBytes = 256
+	// MaxSourceFieldLength is the longest sourceField of a Dynamic delivery attribute
+	// mapping, in characters: the same bound as an advanced filter's key
+	// ([filter.MaxKeyLength]), both being paths into the event.
+	MaxSourceFieldLength = filter.MaxKeyLength
+	// MaxResourceIDBytes is the longest deadLetterDestination.properties.resourceId (stored
+	// and returned; egrid gives it no meaning): an ARM resource ID is far shorter.
+	MaxResourceIDBytes = 1024
+)
+
+// checkSize reports every part of a new definition larger than its size bound, at once,
+// each naming the property, its size and the bound; messages never repeat the oversize text
+// (an endpoint URL or header may hold a secret).
+func (s *SubscriptionSpec) checkSize() error {
+	var errs []error
+	if err := filter.CheckSize(s.Filter); err != nil {
+		errs = append(errs, fmt.Errorf("filter: %w", err))
+	}
+	if n := len(s.Labels); n > MaxLabels {
+		errs = append(errs, fmt.Errorf("labels: %d given, at most %d are allowed; remove %d", n, MaxLabels, n-MaxLabels))
+	}
+	for i, l := range s.Labels {
+		if n := utf8.RuneCountInString(l); n > MaxLabelLength {
+			errs = append(errs, fmt.Errorf("labels[%d]: %d characters, at most %d are allowed; use a shorter label", i, n, MaxLabelLength))
+		}
+	}
+	p := &s.Destination.Properties
+	if n := len(p.EndpointURL); n > MaxEndpointURLBytes {
+		errs = append(errs, fmt.Errorf("destination.properties.endpointUrl: %d bytes, at most %d are allowed; use a shorter URL", n, MaxEndpointURLBytes))
+	}
+	const path = "destination.properties.deliveryAttributeMappings"
+	for i, m := range p.DeliveryAttributeMappings {
+		if n := len(m.Name); n > MaxHeaderNameBytes {
+			errs = append(errs, fmt.Errorf("%s[%d]: the header name has %d bytes, at most %d are allowed; use a shorter name", path, i, n, MaxHeaderNameBytes))
+		}
+		if n := utf8.RuneCountInString(m.Properties.SourceField); n > MaxSourceFieldLength {
+			errs = append(errs, fmt.Errorf("%s[%d]: sourceField has %d characters, at most %d are allowed; use a shorter path", path, i, n, MaxSourceFieldLength))
+		}
+	}
+	if d := s.DeadLetterDestination; d != nil {
+		if n := len(d.Properties.ResourceID); n > MaxResourceIDBytes {
+			errs = append(errs, fmt.Errorf("deadLetterDestination.properties.resourceId: %d bytes, at most %d are allowed; use the storage account's ARM resource ID", n, MaxResourceIDBytes))
+		}
+	}
+	return errors.Join(errs...)
+}
