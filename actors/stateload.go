@@ -27,6 +27,14 @@ func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, roo
 		defer wg.Done()
 		msg := &stateLoaded{id: id}
 		defer func() { root.Send(self, msg) }()
+		if after := cfg.after; after != nil { // the actor it replaces has yet to stop
+			select {
+			case <-after:
+			case <-ctx.Done():
+				msg.err = ctx.Err()
+				return
+			}
+		}
 		if slots != nil {
 			select {
 			case slots <- struct{}{}: // a free slot: no Done channel made

@@ -88,6 +88,10 @@ type SubscriptionConfig struct {
 	// Queue, when set, makes the subscription a queue (pull) subscription: consumers receive
 	// and settle its events, and Sink is not used (see [QueueConfig]).
 	Queue *QueueConfig
+
+	// after, when set, is closed once the actor this one replaces has stopped, its last state
+	// write in the store: the load waits for it (set by the topic actor: topic.add).
+	after <-chan struct{}
 }
 
 // SubscriptionShared is the part of a [SubscriptionConfig] that the subscriptions of a topic

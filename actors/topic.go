@@ -51,6 +51,8 @@ type child struct {
 // [AddSubscription]): who waits for its end.
 type stopping struct {
 	waiters []*actor.PID
+	// done is closed at its Terminated, made when an actor replacing it waits for it (add).
+	done chan struct{}
 }
 
 // topic is the topic actor: it fans journal entries out to its subscription actors, filtering
@@ -109,6 +111,9 @@ func (t *topic) Receive(c actor.Context) {
 			for _, w := range st.waiters {
 				c.Send(w, true)
 			}
+			if st.done != nil {
+				close(st.done)
+			}
 			return
 		}
 		for _, ch := range t.subs {
@@ -152,7 +157,18 @@ func (t *topic) forwardQueue(c actor.Context, name string) {
 
 func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	if old, ok := t.subs[sc.Name]; ok {
-		t.stop(c, old.pid) // its state is in the store; the new actor picks it up
+		// The new actor starts at once (events handed to it meanwhile are kept, as during
+		// any load), but reads the stored state only once the old one has stopped, its last
+		// state write in the store (its Stopping turn flushes it): it would otherwise go on
+		// from an older cursor, and miss a retry the old one parked just before.
+		if st := t.stop(c, old.pid); st != nil {
+			if st.done == nil {
+				st.done = make(chan struct{})
+			}
+			cfg := *sc
+			cfg.after = st.done
+			sc = &cfg
+		}
 	} else {
 		t.order = append(t.order, sc.Name)
 	}
