@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -279,8 +278,8 @@ func Open(s Servers, logger *slog.Logger) (*Brokers, error) {
 }
 
 func (b *Brokers) add(k Kind, pub func() (message.Publisher, error), sub func() (message.Subscriber, error)) {
-	b.pubs[k] = &lazyPublisher{kind: k, open: pub}
-	b.subs[k] = &lazySubscriber{kind: k, open: sub}
+	b.pubs[k] = newLazyPublisher(k, pub)
+	b.subs[k] = newLazySubscriber(k, sub)
 }
 
 // Publishers returns the publisher of every configured broker, by kind: what
@@ -333,140 +332,6 @@ func (b *Brokers) Close() error {
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
-}
-
-// errBrokersClosed is the cause of a publish or subscribe after [Brokers.Close].
-var errBrokersClosed = errors.New("the broker connections are closed")
-
-// lazyPublisher opens its publisher on first use, and again when the publisher says its
-// connection is gone (see healthy).
-type lazyPublisher struct {
-	kind   Kind
-	open   func() (message.Publisher, error)
-	closer func() error // closes what the lazy publisher shares (GoChannel)
-
-	mu     sync.Mutex
-	pub    message.Publisher
-	closed bool
-	old    sync.WaitGroup // closing of replaced publishers
-}
-
-// healthy reports whether a publisher can still publish. Publishers that reconnect in the
-// background report false while disconnected, so the next publish dials at once instead of
-// waiting for their back-off.
-func healthy(p any) bool {
-	if h, ok := p.(interface{ connected() bool }); ok {
-		return h.connected()
-	}
-	return true
-}
-
-func (l *lazyPublisher) get() (message.Publisher, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, errBrokersClosed
-	}
-	if l.pub != nil && healthy(l.pub) {
-		return l.pub, nil
-	}
-	if old := l.pub; old != nil {
-		l.pub = nil
-		l.old.Add(1)
-		go func() { defer l.old.Done(); _ = old.Close() }() // it may wait for publishes in flight
-	}
-	p, err := l.open()
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", l.kind, err)
-	}
-	l.pub = p
-	return p, nil
-}
-
-// Publish implements [message.Publisher].
-func (l *lazyPublisher) Publish(topic string, msgs ...*message.Message) error {
-	p, err := l.get()
-	if err != nil {
-		return err
-	}
-	return p.Publish(topic, msgs...)
-}
-
-// Close implements [message.Publisher]. It is idempotent.
-func (l *lazyPublisher) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	p := l.pub
-	l.pub = nil
-	l.mu.Unlock()
-	var errs []error
-	if p != nil {
-		errs = append(errs, p.Close())
-	}
-	if l.closer != nil {
-		errs = append(errs, l.closer())
-	}
-	l.old.Wait()
-	return errors.Join(errs...)
-}
-
-// lazySubscriber opens its subscriber on first Subscribe and keeps it: watermill subscribers
-// reconnect by themselves once connected.
-type lazySubscriber struct {
-	kind Kind
-	open func() (message.Subscriber, error)
-
-	mu     sync.Mutex
-	sub    message.Subscriber
-	closed bool
-}
-
-func (l *lazySubscriber) get() (message.Subscriber, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, errBrokersClosed
-	}
-	if l.sub != nil && healthy(l.sub) {
-		return l.sub, nil
-	}
-	if l.sub != nil {
-		_ = l.sub.Close()
-		l.sub = nil
-	}
-	s, err := l.open()
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", l.kind, err)
-	}
-	l.sub = s
-	return s, nil
-}
-
-// Subscribe implements [message.Subscriber].
-func (l *lazySubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	s, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return s.Subscribe(ctx, topic)
-}
-
-// Close implements [message.Subscriber]. It is idempotent.
-func (l *lazySubscriber) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil
-	}
-	l.closed = true
-	if l.sub == nil {
-		return nil
-	}
-	return l.sub.Close()
 }
 
 // unclosable shares one GoChannel between a publisher and a subscriber; the Brokers close it

@@ -56,16 +56,22 @@
 // waits for such publishes.
 //
 // Connections. [Open] turns the server config's broker settings ([Servers]) into [Brokers]: a
-// publisher and a subscriber per configured broker, which dial on first use and dial again
-// after losing their connection, so egrid starts while a broker is down and a delivery to it
-// fails as SocketError until it is back. A server that accepts connections and stops
-// answering holds no attempt past its response timeout, and no connection or [Brokers.Close]
-// for good: PostgreSQL connections wait at most 5 s for each read or write while they
-// connect and 5 min (the longest response timeout) once connected, and Close cuts them. Topology: RabbitMQ queues are declared durable on
-// first publish, and again when a queue deleted since returns a message (messages are published
-// mandatory, so one that reaches no queue is never confirmed as delivered); Redis streams and PostgreSQL tables are created by the first message; NATS
-// subjects must be captured by a JetStream stream the operator created (a subject without one
-// is NotFound).
+// publisher and a subscriber per configured broker, which dial on first use and dial again after
+// losing their connection, so egrid starts while a broker is down and a delivery to it fails as
+// SocketError until it is back. A dial (up to 5 s for a server that accepts and does not answer)
+// holds nothing the other deliveries need: one dial per broker and direction is in flight at a
+// time, the deliveries that arrive during it wait for it and share its outcome (a failed dial
+// fails them all at once, and the next delivery dials again), and [Brokers.Close] does not wait
+// for it (a dial that ends after Close closes what it opened). A server that accepts connections
+// and stops answering holds no attempt past its response timeout, and no connection or
+// [Brokers.Close] for good: PostgreSQL connections wait at most 5 s for each read or write while
+// they connect and 5 min (the longest response timeout) once connected, and Close cuts them.
+//
+// Topology: RabbitMQ queues are declared durable on first publish, and again when a queue deleted
+// since returns a message (messages are published mandatory, so one that reaches no queue is
+// never confirmed as delivered); Redis streams and PostgreSQL tables are created by the first
+// message; NATS subjects must be captured by a JetStream stream the operator created (a subject
+// without one is NotFound).
 //
 // broker imports only sinks and schemas from egrid.
 package broker

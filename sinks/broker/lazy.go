@@ -1,0 +1,191 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// errBrokersClosed is the cause of a publish or subscribe after [Brokers.Close].
+var errBrokersClosed = errors.New("the broker connections are closed")
+
+// lazy holds the connection of one broker kind in one direction (a publisher or a
+// subscriber), opened on first use and opened again when it says it is gone (see healthy).
+//
+// Opening dials the broker, which may take up to dialTimeout, so it happens without the lock:
+// one dial is in flight at a time, made by the caller that found no connection, and every
+// caller arriving while it runs waits for it and shares its outcome, the connection or the
+// error; a caller arriving after a failed dial starts a new one. Waiters, and close, never
+// wait on the lock for a dial: close returns at once, releases the waiters with
+// errBrokersClosed, and a dial that ends after it closes what it opened.
+type lazy[T interface{ Close() error }] struct {
+	kind    Kind
+	open    func() (T, error)
+	closing chan struct{} // closed by close
+
+	mu     sync.Mutex
+	cur    T
+	has    bool
+	dial   *dial[T] // the dial in flight, or nil
+	closed bool
+	old    sync.WaitGroup // closing of replaced connections
+}
+
+// dial is one dial in flight; done closes when v and err are set.
+type dial[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func newLazy[T interface{ Close() error }](k Kind, open func() (T, error)) lazy[T] {
+	return lazy[T]{kind: k, open: open, closing: make(chan struct{})}
+}
+
+// healthy reports whether a publisher or subscriber can still be used. Those that reconnect
+// in the background report false while disconnected, so the next use dials at once instead
+// of waiting for their back-off.
+func healthy(p any) bool {
+	if h, ok := p.(interface{ connected() bool }); ok {
+		return h.connected()
+	}
+	return true
+}
+
+// get returns the connection, dialling it (or waiting for the dial in flight) when there is
+// none or it is gone.
+func (l *lazy[T]) get() (T, error) {
+	var zero T
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return zero, errBrokersClosed
+	}
+	if l.has && healthy(l.cur) {
+		v := l.cur
+		l.mu.Unlock()
+		return v, nil
+	}
+	if l.has {
+		old := l.cur
+		l.cur, l.has = zero, false
+		l.old.Add(1)
+		go func() { defer l.old.Done(); _ = old.Close() }() // it may wait for its uses in flight
+	}
+	d := l.dial
+	if d == nil {
+		d = &dial[T]{done: make(chan struct{})}
+		l.dial = d
+		l.mu.Unlock()
+		l.run(d)
+		return d.v, d.err
+	}
+	l.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.v, d.err
+	case <-l.closing:
+		return zero, errBrokersClosed
+	}
+}
+
+// run makes dial d, keeps its connection unless the lazy closed meanwhile (then it closes
+// it), and hands its outcome to the waiters.
+func (l *lazy[T]) run(d *dial[T]) {
+	v, err := l.open()
+	l.mu.Lock()
+	l.dial = nil
+	closed := l.closed
+	if err == nil && !closed {
+		l.cur, l.has = v, true
+	}
+	l.mu.Unlock()
+	switch {
+	case err != nil:
+		d.err = fmt.Errorf("connecting to %s: %w", l.kind, err)
+	case closed:
+		_ = v.Close()
+		d.err = errBrokersClosed
+	default:
+		d.v = v
+	}
+	close(d.done)
+}
+
+// close closes the connection, then calls also (when not nil), and refuses further use. It
+// does not wait for a dial in flight, which closes its connection when it ends. It waits for
+// replaced connections to close. It is idempotent: only the first call closes.
+func (l *lazy[T]) close(also func() error) error {
+	var zero T
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.closing)
+	v, has := l.cur, l.has
+	l.cur, l.has = zero, false
+	l.mu.Unlock()
+	var errs []error
+	if has {
+		errs = append(errs, v.Close())
+	}
+	if also != nil {
+		errs = append(errs, also())
+	}
+	l.old.Wait()
+	return errors.Join(errs...)
+}
+
+// lazyPublisher is the publisher of one broker kind, dialled on first use (see lazy).
+type lazyPublisher struct {
+	lazy[message.Publisher]
+	closer func() error // closes what the lazy publisher shares (GoChannel)
+}
+
+func newLazyPublisher(k Kind, open func() (message.Publisher, error)) *lazyPublisher {
+	return &lazyPublisher{lazy: newLazy(k, open)}
+}
+
+// Publish implements [message.Publisher].
+func (l *lazyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p, err := l.get()
+	if err != nil {
+		return err
+	}
+	return p.Publish(topic, msgs...)
+}
+
+// Close implements [message.Publisher]. It is idempotent, and returns without waiting for a
+// dial in flight.
+func (l *lazyPublisher) Close() error {
+	return l.close(l.closer)
+}
+
+// lazySubscriber is the subscriber of one broker kind, dialled on first Subscribe (see lazy).
+// watermill subscribers reconnect by themselves once connected; egrid's own (NATS, RabbitMQ)
+// report when their connection is gone, and the next Subscribe dials again.
+type lazySubscriber struct {
+	lazy[message.Subscriber]
+}
+
+func newLazySubscriber(k Kind, open func() (message.Subscriber, error)) *lazySubscriber {
+	return &lazySubscriber{lazy: newLazy(k, open)}
+}
+
+// Subscribe implements [message.Subscriber].
+func (l *lazySubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.Subscribe(ctx, topic)
+}
+
+// Close implements [message.Subscriber]. It is idempotent, and returns without waiting for a
+// dial in flight.
+func (l *lazySubscriber) Close() error { return l.close(nil) }
