@@ -253,8 +253,8 @@ func Open(s Servers, logger *slog.Logger) (*Brokers, error) {
 	}
 	if r := s.RabbitMQ; r != nil {
 		b.add(RabbitMQ,
-			func() (message.Publisher, error) { return openRabbitMQPublisher(*r, wlog) },
-			func() (message.Subscriber, error) { return openRabbitMQSubscriber(*r, wlog) })
+			func() (message.Publisher, error) { return openRabbitMQPublisher(*r, nil) },
+			func() (message.Subscriber, error) { return openRabbitMQSubscriber(*r, nil) })
 	}
 	if r := s.Redis; r != nil {
 		b.add(RedisStream,

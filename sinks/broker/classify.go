@@ -33,10 +33,15 @@ func brokerOutcome(err error) (schemas.Outcome, bool) {
 		sqlState interface{ SQLState() string }
 		redisErr interface{ RedisError() }
 	)
-	var tooLarge *TooLargeError
+	var (
+		tooLarge *TooLargeError
+		noAnswer *noAnswerError
+	)
 	switch {
 	case errors.As(err, &tooLarge):
 		return schemas.PayloadTooLarge, true
+	case errors.As(err, &noAnswer):
+		return schemas.TimedOut, true
 
 	// NATS and JetStream.
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"sync"
@@ -337,16 +338,70 @@ type rabbitMQPublisher struct {
 	declared map[string]bool
 }
 
-func openRabbitMQPublisher(s RabbitMQServer, _ watermill.LoggerAdapter) (message.Publisher, error) {
-	conn, err := amqp.DialConfig(s.URL, amqpConfig())
+// amqpDial makes the connection of an AMQP client (net.Dial's signature, as amqp091 takes
+// it); nil dials TCP within dialTimeout.
+type amqpDial = func(network, addr string) (net.Conn, error)
+
+func openRabbitMQPublisher(s RabbitMQServer, dial amqpDial) (message.Publisher, error) {
+	conn, err := amqp.DialConfig(s.URL, amqpConfig(dial))
 	if err != nil {
 		return nil, err
 	}
 	return &rabbitMQPublisher{conn: conn, declared: make(map[string]bool)}, nil
 }
 
-func amqpConfig() amqp.Config {
-	return amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: amqp.DefaultDial(dialTimeout)}
+func amqpConfig(dial amqpDial) amqp.Config {
+	if dial == nil {
+		dial = amqp.DefaultDial(dialTimeout)
+	}
+	return amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: dial}
+}
+
+// rabbitMQAnswerTimeout bounds each wait for RabbitMQ's answer: to opening, declaring on,
+// configuring and closing a channel, to taking a published message and confirming it, and to
+// closing the connection. amqp091 bounds none of them (its heartbeats end a connection that
+// is silent for 15 s, and nothing ends one that still sends heartbeats while its channels
+// hang), so a broker that accepts the connection and stops answering held a delivery, a
+// source and Close that long or for good. When the bound passes, the connection is cut, so
+// the call returns, and the next use dials a new one (see [Brokers]).
+const rabbitMQAnswerTimeout = 10 * time.Second
+
+// noAnswerError says RabbitMQ did not answer a call within rabbitMQAnswerTimeout. It is
+// classified TimedOut.
+type noAnswerError struct {
+	what  string // the call, as a gerund ("opening a channel")
+	after time.Duration
+}
+
+func (e *noAnswerError) Error() string {
+	return fmt.Sprintf("%s: RabbitMQ did not answer within %s, so the connection was closed (the next attempt dials a new one)", e.what, e.after)
+}
+
+// answered makes call, which waits for RabbitMQ's answer on conn, and cuts conn when the
+// answer has not come within rabbitMQAnswerTimeout, so that call returns (amqp091 then fails
+// every call waiting on the connection). what names the call in the error, as a gerund.
+func answered(conn *amqp.Connection, what string, call func() error) error {
+	// CloseDeadline with a deadline already passed fails its own write at once and shuts the
+	// connection down, whatever the heartbeats do.
+	cut := time.AfterFunc(rabbitMQAnswerTimeout, func() { _ = conn.CloseDeadline(time.Now()) })
+	err := call()
+	if !cut.Stop() {
+		return &noAnswerError{what: what, after: rabbitMQAnswerTimeout}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// closeAMQP closes conn, waiting at most rabbitMQAnswerTimeout for RabbitMQ's answer. (amqp091's
+// CloseDeadline is no such bound: each heartbeat read moves the read deadline on.)
+func closeAMQP(conn *amqp.Connection) error {
+	err := answered(conn, "closing the RabbitMQ connection", conn.Close)
+	if err != nil && !errors.Is(err, amqp.ErrClosed) { // ErrClosed: the connection was lost already
+		return err
+	}
+	return nil
 }
 
 func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
@@ -359,12 +414,15 @@ func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
 // swallow every later message as delivered. A message RabbitMQ returns as unroutable is
 // published again once after the queue is declared again; returned a second time, it fails
 // as NotFound (NO_ROUTE).
+//
+// Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see answered), the
+// confirm of a message by its context too.
 func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) error {
-	ch, err := p.conn.Channel()
-	if err != nil {
-		return fmt.Errorf("opening a channel: %w", err)
+	var ch *amqp.Channel
+	if err := answered(p.conn, "opening a channel", func() (err error) { ch, err = p.conn.Channel(); return err }); err != nil {
+		return err
 	}
-	defer ch.Close()
+	defer func() { _ = answered(p.conn, "closing the channel", ch.Close) }()
 	// The connection's reader hands returns over as it reads them, so the channel has room
 	// for every one there can be (each message, and its one republish), or it would block
 	// the whole connection.
@@ -377,8 +435,8 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 			return err
 		}
 	}
-	if err := ch.Confirm(false); err != nil {
-		return fmt.Errorf("putting the channel in confirm mode: %w", err)
+	if err := answered(p.conn, "putting the channel in confirm mode", func() error { return ch.Confirm(false) }); err != nil {
+		return err
 	}
 	for _, m := range msgs {
 		pub, err := p.m.Marshal(m)
@@ -413,8 +471,12 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 // declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares
 // it, and remembers it declared.
 func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declaring queue %q: %w", queue, err)
+	err := answered(p.conn, fmt.Sprintf("declaring queue %q", queue), func() error {
+		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	p.declared[queue] = true
@@ -423,15 +485,26 @@ func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
 }
 
 // publish publishes one message mandatory and waits for its confirm, for as long as the
-// message's context allows. It reports whether RabbitMQ returned the message as unroutable
-// (RabbitMQ sends the return before the confirm, so it is on returns by then).
+// message's context allows and at most rabbitMQAnswerTimeout (a confirm that does not come
+// leaves the channel to its bounded close). It reports whether RabbitMQ returned the message
+// as unroutable (RabbitMQ sends the return before the confirm, so it is on returns by then).
 func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return, queue string, m *message.Message, pub amqp.Publishing) (returned bool, err error) {
 	ctx := m.Context()
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, pub)
+	var dc *amqp.DeferredConfirmation
+	// The write itself waits when RabbitMQ stops reading (TCP flow control).
+	err = answered(p.conn, fmt.Sprintf("publishing message %s to queue %s", m.UUID, queue), func() (err error) {
+		dc, err = ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, pub)
+		return err
+	})
 	if err != nil {
-		return false, fmt.Errorf("publishing message %s to queue %s: %w", m.UUID, queue, err)
+		return false, err
 	}
-	acked, err := dc.WaitContext(ctx)
+	wctx, cancel := context.WithTimeout(ctx, rabbitMQAnswerTimeout)
+	defer cancel()
+	acked, err := dc.WaitContext(wctx)
+	if err != nil && ctx.Err() == nil {
+		return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), after: rabbitMQAnswerTimeout}
+	}
 	if err != nil {
 		return false, fmt.Errorf("waiting for RabbitMQ to confirm message %s: %w", m.UUID, err)
 	}
@@ -446,13 +519,8 @@ func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return
 	}
 }
 
-// Close implements [message.Publisher].
-func (p *rabbitMQPublisher) Close() error {
-	if err := p.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
-		return err
-	}
-	return nil
-}
+// Close implements [message.Publisher]. It waits at most rabbitMQAnswerTimeout for RabbitMQ.
+func (p *rabbitMQPublisher) Close() error { return closeAMQP(p.conn) }
 
 // rabbitMQSubscriber consumes durable queues (declared as watermill-amqp's durable-queue
 // subscriber declares them, one message in flight per queue) on one amqp091 connection, and
@@ -471,8 +539,8 @@ type rabbitMQSubscriber struct {
 
 func (s *rabbitMQSubscriber) connected() bool { return !s.conn.IsClosed() }
 
-func openRabbitMQSubscriber(s RabbitMQServer, _ watermill.LoggerAdapter) (message.Subscriber, error) {
-	conn, err := amqp.DialConfig(s.URL, amqpConfig())
+func openRabbitMQSubscriber(s RabbitMQServer, dial amqpDial) (message.Subscriber, error) {
+	conn, err := amqp.DialConfig(s.URL, amqpConfig(dial))
 	if err != nil {
 		return nil, err
 	}
@@ -482,35 +550,45 @@ func openRabbitMQSubscriber(s RabbitMQServer, _ watermill.LoggerAdapter) (messag
 // Subscribe implements [message.Subscriber]: messages of the durable queue, one at a time,
 // each acked or nacked (and requeued) before the next one comes. The channel closes when ctx
 // ends, the subscriber closes or the connection is lost; a message in hand then goes back to
-// the queue.
+// the queue. Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see
+// answered).
 func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-chan *message.Message, error) {
-	ch, err := s.conn.Channel()
+	var ch *amqp.Channel
+	if err := answered(s.conn, "opening a channel", func() (err error) { ch, err = s.conn.Channel(); return err }); err != nil {
+		return nil, err
+	}
+	closeCh := func() { _ = answered(s.conn, "closing the channel", ch.Close) }
+	err := answered(s.conn, fmt.Sprintf("declaring queue %q", queue), func() error {
+		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("opening a channel: %w", err)
+		closeCh()
+		return nil, err
 	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("declaring queue %q: %w", queue, err)
-	}
-	if err := ch.Qos(1, 0, false); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("setting the prefetch of queue %q: %w", queue, err)
+	if err := answered(s.conn, fmt.Sprintf("setting the prefetch of queue %q", queue), func() error { return ch.Qos(1, 0, false) }); err != nil {
+		closeCh()
+		return nil, err
 	}
 	// Consume, not ConsumeWithContext: that one cancels the consumer from a goroutine of its
 	// own when ctx ends, an RPC that can take the answer to the channel's Close beside it (the
 	// Close then waits for good). Closing the channel ends the consumer, and RabbitMQ requeues
 	// what it had not been answered.
-	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	var deliveries <-chan amqp.Delivery
+	err = answered(s.conn, fmt.Sprintf("consuming queue %q", queue), func() (err error) {
+		deliveries, err = ch.Consume(queue, "", false, false, false, false, nil)
+		return err
+	})
 	if err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("consuming queue %q: %w", queue, err)
+		closeCh()
+		return nil, err
 	}
 	out := make(chan *message.Message)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
-		defer ch.Close()
+		defer closeCh()
 		for {
 			select {
 			case d, ok := <-deliveries:
@@ -565,14 +643,15 @@ func amqpMessage(d amqp.Delivery) *message.Message {
 	return m
 }
 
-// Close stops every subscription, waits for them and closes the connection. It is idempotent.
-func (s *rabbitMQSubscriber) Close() error {
+// Close stops every subscription, waits for them and closes the connection, waiting at most
+// rabbitMQAnswerTimeout for RabbitMQ. It is idempotent.
+func (s *rabbitMQSubscriber) Close() (err error) {
 	s.once.Do(func() {
 		close(s.closing)
 		s.wg.Wait()
-		_ = s.conn.Close() // amqp.ErrClosed when the connection was lost already
+		err = closeAMQP(s.conn)
 	})
-	return nil
+	return err
 }
 
 // Redis Streams.

@@ -66,6 +66,13 @@
 // and stops answering holds no attempt past its response timeout, and no connection or
 // [Brokers.Close] for good: PostgreSQL connections wait at most 5 s for each read or write while
 // they connect and 5 min (the longest response timeout) once connected, and Close cuts them.
+// RabbitMQ's client (amqp091-go) bounds no wait for the broker's answer, and its heartbeats end
+// only a connection that is silent altogether, so egrid bounds each one by 10 s: opening,
+// declaring on, configuring and closing a channel, writing a message, its confirm (by the
+// message's context too) and closing the connection. A call that passes the bound fails as
+// TimedOut, saying what RabbitMQ did not answer, and the connection is cut (but for a confirm
+// that does not come, whose channel is closed instead), so the call returns and the next delivery
+// dials a new one.
 //
 // Topology: RabbitMQ queues are declared durable on first publish, and again when a queue deleted
 // since returns a message (messages are published mandatory, so one that reaches no queue is
