@@ -120,8 +120,9 @@ func amqpOutcome(e *amqp.Error) schemas.Outcome {
 	switch {
 	case e.Code == amqp.ContentTooLarge,
 		// RabbitMQ refuses a message over its max_message_size with a channel exception:
-		// "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000".
-		e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, "larger than configured max size"):
+		// "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000"
+		// ("larger than max size" when the limit is RabbitMQ's own, 512 MiB).
+		e.Code == amqp.PreconditionFailed && rabbitMQMaxSize.MatchString(e.Reason):
 		return schemas.PayloadTooLarge
 	}
 	switch e.Code {

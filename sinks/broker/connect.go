@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wmamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -336,6 +339,9 @@ type rabbitMQPublisher struct {
 	m        wmamqp.DefaultMarshaler
 	mu       sync.Mutex
 	declared map[string]bool
+	// maxSize is the broker's max_message_size once it has refused a message for it, 0
+	// before: AMQP does not tell it, RabbitMQ's refusal does.
+	maxSize atomic.Int64
 }
 
 // amqpDial makes the connection of an AMQP client (net.Dial's signature, as amqp091 takes
@@ -415,9 +421,30 @@ func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
 // published again once after the queue is declared again; returned a second time, it fails
 // as NotFound (NO_ROUTE).
 //
+// A message over the broker's max_message_size (its body, as RabbitMQ counts it) can never be
+// published there. RabbitMQ does not tell the limit until it refuses a message for it, closing
+// the channel with 406 PRECONDITION_FAILED and the limit in its reason; from then on the
+// publisher knows it, and Publish sends nothing of a batch that holds such a message and
+// returns an *[sinks.UnsendableError] naming each one by its index in msgs, with a
+// *[TooLargeError]. The message RabbitMQ refuses is named the same way, with the others of
+// the batch over the limit, once the messages before it were stored: sent again, they arrive
+// twice (consumers dedupe by UUID, the event id). The limit learnt is kept for the life of the
+// connection.
+//
 // Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see answered), the
 // confirm of a message by its context too.
 func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) error {
+	pubs := make([]amqp.Publishing, len(msgs))
+	for i, m := range msgs {
+		pub, err := p.m.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
+		}
+		pubs[i] = pub
+	}
+	if faults := p.oversized(pubs, 0); len(faults) > 0 {
+		return &sinks.UnsendableError{Faults: faults}
+	}
 	var ch *amqp.Channel
 	if err := answered(p.conn, "opening a channel", func() (err error) { ch, err = p.conn.Channel(); return err }); err != nil {
 		return err
@@ -427,6 +454,8 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 	// for every one there can be (each message, and its one republish), or it would block
 	// the whole connection.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 2*len(msgs)))
+	// The reason RabbitMQ closes the channel for, when it does (a message over its size).
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
 	p.mu.Lock()
 	declared := p.declared[queue]
 	p.mu.Unlock()
@@ -438,13 +467,13 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 	if err := answered(p.conn, "putting the channel in confirm mode", func() error { return ch.Confirm(false) }); err != nil {
 		return err
 	}
-	for _, m := range msgs {
-		pub, err := p.m.Marshal(m)
+	for i, m := range msgs {
+		pub := pubs[i]
+		returned, err := p.publish(ch, returns, closes, queue, m, pub)
 		if err != nil {
-			return fmt.Errorf("encoding message %s: %w", m.UUID, err)
-		}
-		returned, err := p.publish(ch, returns, queue, m, pub)
-		if err != nil {
+			if classify(err, nil) == schemas.PayloadTooLarge {
+				return p.refused(err, pubs, i)
+			}
 			return err
 		}
 		if !returned {
@@ -457,7 +486,7 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		if err := p.declare(ch, queue); err != nil {
 			return err
 		}
-		if returned, err = p.publish(ch, returns, queue, m, pub); err != nil {
+		if returned, err = p.publish(ch, returns, closes, queue, m, pub); err != nil {
 			return err
 		}
 		if returned {
@@ -466,6 +495,43 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		}
 	}
 	return nil
+}
+
+// oversized returns a fault for each of pubs[from:] over the broker's max_message_size, once
+// the publisher knows it.
+func (p *rabbitMQPublisher) oversized(pubs []amqp.Publishing, from int) []sinks.EventFault {
+	limit := p.maxSize.Load()
+	if limit <= 0 {
+		return nil
+	}
+	var faults []sinks.EventFault
+	for i := from; i < len(pubs); i++ {
+		if size := int64(len(pubs[i].Body)); size > limit {
+			faults = append(faults, sinks.EventFault{Index: i, Err: &TooLargeError{Broker: RabbitMQ, Size: size, Limit: limit, Setting: "max_message_size"}})
+		}
+	}
+	return faults
+}
+
+// rabbitMQMaxSize reads the limit out of RabbitMQ's refusal of a message for its size:
+// "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000".
+var rabbitMQMaxSize = regexp.MustCompile(`larger than (?:configured )?max size (\d+)`)
+
+// refused returns the *[sinks.UnsendableError] of a batch whose message i RabbitMQ refused for
+// its size (err): that message, with the limit learnt from the refusal when it says it, and
+// the messages after it over that limit.
+func (p *rabbitMQPublisher) refused(err error, pubs []amqp.Publishing, i int) error {
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) {
+		if m := rabbitMQMaxSize.FindStringSubmatch(amqpErr.Reason); m != nil {
+			if limit, perr := strconv.ParseInt(m[1], 10, 64); perr == nil && limit > 0 {
+				p.maxSize.Store(limit)
+				err = fmt.Errorf("%w (%w)", &TooLargeError{Broker: RabbitMQ, Size: int64(len(pubs[i].Body)), Limit: limit, Setting: "max_message_size"}, err)
+			}
+		}
+	}
+	faults := append([]sinks.EventFault{{Index: i, Err: err}}, p.oversized(pubs, i+1)...)
+	return &sinks.UnsendableError{Faults: faults}
 }
 
 // declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares
@@ -488,7 +554,10 @@ func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
 // message's context allows and at most rabbitMQAnswerTimeout (a confirm that does not come
 // leaves the channel to its bounded close). It reports whether RabbitMQ returned the message
 // as unroutable (RabbitMQ sends the return before the confirm, so it is on returns by then).
-func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return, queue string, m *message.Message, pub amqp.Publishing) (returned bool, err error) {
+//
+// When RabbitMQ closes the channel instead (it refuses a message over its max_message_size
+// so), the reason it sent on closes is the error.
+func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return, closes <-chan *amqp.Error, queue string, m *message.Message, pub amqp.Publishing) (returned bool, err error) {
 	ctx := m.Context()
 	var dc *amqp.DeferredConfirmation
 	// The write itself waits when RabbitMQ stops reading (TCP flow control).
@@ -509,6 +578,14 @@ func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return
 		return false, fmt.Errorf("waiting for RabbitMQ to confirm message %s: %w", m.UUID, err)
 	}
 	if !acked {
+		// amqp091 sends the reason on closes before it nacks what the channel had pending.
+		select {
+		case e, ok := <-closes:
+			if ok && e != nil {
+				return false, fmt.Errorf("publishing message %s to queue %s: RabbitMQ closed the channel: %w", m.UUID, queue, e)
+			}
+		default:
+		}
 		return false, fmt.Errorf("RabbitMQ refused message %s (nack): %w", m.UUID, &amqp.Error{Code: amqp.ResourceError, Reason: "publish nacked by the broker", Server: true})
 	}
 	select {
@@ -728,6 +805,34 @@ func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (mess
 		return nil, err
 	}
 	return postgresPublisher{Publisher: pub, db: db, conns: conns}, nil
+}
+
+// pgUUIDLimit is the length, in characters, of watermill-sql's uuid column (VARCHAR(36) in
+// its DefaultPostgreSQLSchema), which holds the message UUID: the event id.
+const pgUUIDLimit = 36
+
+// Publish implements [message.Publisher]: the messages are inserted in one statement, so all
+// or none are stored.
+//
+// A message whose UUID (the event id) is longer than watermill-sql's uuid column takes can
+// never be stored: the server refuses the whole statement (22001, value too long). Publish
+// then inserts nothing and returns an *[sinks.UnsendableError] naming every such message by
+// its index in msgs, each with a *[TooLargeError]. A payload is far under PostgreSQL's own
+// limit on a value (1 GB): an event is at most 1 MiB.
+func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error {
+	var faults []sinks.EventFault
+	for i, m := range msgs {
+		if n := utf8.RuneCountInString(m.UUID); n > pgUUIDLimit {
+			faults = append(faults, sinks.EventFault{Index: i, Err: &TooLargeError{
+				Broker: PostgreSQL, Part: "event id", Size: int64(n), Limit: pgUUIDLimit,
+				Setting: "watermill-sql's uuid column, VARCHAR(36)",
+			}})
+		}
+	}
+	if len(faults) > 0 {
+		return &sinks.UnsendableError{Faults: faults}
+	}
+	return p.Publisher.Publish(topic, msgs...)
 }
 
 // Close implements [message.Publisher]. It cuts the connections first: watermill-sql's Close

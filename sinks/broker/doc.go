@@ -38,17 +38,23 @@
 // PayloadTooLarge; refused credentials are Unauthorized and missing permissions Forbidden;
 // anything else is GenericError.
 //
-// Messages over a broker's size limit. An event the broker can never take for its size is
-// that event's own fault, not the destination's (SPEC §8): Deliver returns an
-// *[sinks.UnsendableError] naming it, and the subscription ends it alone
-// (UndeliverableDueToEventContent) and sends the rest of its batch again, without counting
-// it against the endpoint or its probation. On NATS the server's max_payload (1 MiB by
-// default, while publish accepts events of up to 1 MiB, to which the message adds its
-// headers) is checked before anything of the batch is sent (a *[TooLargeError]), and a
-// stream's max_msg_size as each message is stored. On the other brokers, a batch of one
-// event that the broker refuses as too large (a RabbitMQ max_message_size, a PostgreSQL
-// limit) is that event's fault; in a batch of several, where the broker does not say which
-// message, the batch fails as PayloadTooLarge.
+// Messages over a broker's size limit. An event the broker can never take for its size is that
+// event's own fault, not the destination's (SPEC §8): Deliver returns an *[sinks.UnsendableError]
+// naming it, and the subscription ends it alone (UndeliverableDueToEventContent) and sends the
+// rest of its batch again, without counting it against the endpoint or its probation. On NATS the
+// server's max_payload (1 MiB by default, while publish accepts events of up to 1 MiB, to which
+// the message adds its headers) is checked before anything of the batch is sent (a
+// *[TooLargeError]), and a stream's max_msg_size as each message is stored. RabbitMQ's
+// max_message_size (on the message body; 128 MiB by default, 16 MiB from RabbitMQ 4) is not told
+// to clients: the first message over it is found as RabbitMQ refuses it (closing the channel with
+// 406 PRECONDITION_FAILED, the limit in its reason), after the messages of the batch before it
+// were stored, and they arrive twice when the rest is sent again; from then on the connection
+// knows the limit and checks every batch before sending anything. On PostgreSQL, watermill-sql
+// stores the event id in a VARCHAR(36) column: an event whose id is longer is checked before
+// anything is inserted (a value is otherwise limited to 1 GB, far over an event's 1 MiB). On the
+// other brokers, a batch of one event that the broker refuses as too large is that event's fault;
+// in a batch of several, where the broker does not say which message, the batch fails as
+// PayloadTooLarge.
 //
 // Timeouts. watermill's Publish takes no context. Deliver returns as soon as its context is
 // done and leaves the publish to finish in the background with its own copy of the payloads

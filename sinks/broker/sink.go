@@ -179,10 +179,17 @@ type TooLargeError struct {
 	Size, Limit int64
 	// Setting names the broker's setting that sets Limit ("max_payload").
 	Setting string
+	// Part is what is over the limit when it is not the whole message, in bytes: "event id",
+	// counted in characters (watermill-sql stores the message UUID, the event id, in a
+	// VARCHAR(36) column).
+	Part string
 }
 
 // Error says how large the message is and which limit it exceeds.
 func (e *TooLargeError) Error() string {
+	if e.Part != "" {
+		return fmt.Sprintf("the %s is %d characters, over the %d-character limit of %s (%s); the event can never be published there", e.Part, e.Size, e.Limit, e.Broker, e.Setting)
+	}
 	return fmt.Sprintf("the message is %d bytes, over the %d-byte limit on one message of %s (%s); the event can never be published there", e.Size, e.Limit, e.Broker, e.Setting)
 }
 
