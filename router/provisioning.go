@@ -171,7 +171,13 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if err != nil {
 		problems = append(problems, err)
 	}
-	problems = append(problems, spec.checkSize())             // new writes only: restoreSubscription does not check it (size.go)
+	// The size bounds refuse what a write would add (size.go): restoreSubscription does not
+	// check them, and neither is a stored definition applied again unchanged — the YAML config
+	// at every start of egrid serve, a template deployed again — refused for a bound added
+	// after it was accepted.
+	if err := spec.checkSize(); err != nil && (prev == nil || !sameDefinition(&spec, prev)) {
+		problems = append(problems, err)
+	}
 	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)
 	var specErr error
 	if err := errors.Join(problems...); err != nil {

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -18,7 +20,9 @@ import (
 // (learn.microsoft.com/azure/event-grid/delivery-properties; [sinks.MaxHeaderMappings],
 // [sinks.MaxHeaderValueBytes]) and none of the bounds below, so each is set well above what
 // a definition needs. A definition stored before a bound existed still loads and delivers:
-// restoring a subscription never checks them.
+// restoring a subscription never checks them, and a create or update that leaves the stored
+// definition as it is (the YAML config applied again at every start of egrid serve, a
+// template deployed again) is not refused for them ([sameDefinition]); any change of it is.
 const (
 	// MaxLabels is the largest number of labels of one subscription.
 	MaxLabels = 100
@@ -74,4 +78,16 @@ func (s *SubscriptionSpec) checkSize() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameDefinition reports whether spec, as a create or update would store it (hidden values
+// filled in, read-only ones cleared), is the stored definition prev, compared as the store
+// keeps them: their JSON.
+func sameDefinition(spec, prev *SubscriptionSpec) bool {
+	a, err := json.Marshal(spec)
+	if err != nil {
+		return false
+	}
+	b, err := json.Marshal(prev)
+	return err == nil && bytes.Equal(a, b)
 }

@@ -177,9 +177,29 @@ func TestStoredOversizeSubscriptionStillLoads(t *testing.T) {
 	if err != nil || !slices.Equal(got.Labels, old.Labels) || got.Filter.SubjectBeginsWith != old.Filter.SubjectBeginsWith || got.Destination.Properties.EndpointURL != old.Destination.Properties.EndpointURL {
 		t.Errorf("the stored subscription reads back as %+v, %v; want it as stored", got, err)
 	}
-	// Written again unchanged, it is refused: the bounds apply to every new write.
-	if err := r.CreateSubscription(ctx, "orders", "old", old); err == nil || !strings.Contains(err.Error(), "labels: 102 given") {
-		t.Errorf("PUT of the oversize definition: %v; want it refused", err)
+	// Written again unchanged (the YAML config at every start of egrid serve, a template
+	// deployed again, a definition read back and PUT), it stays as accepted; any change of it
+	// is refused while it is over a bound.
+	if err := r.CreateSubscription(ctx, "orders", "old", old); err != nil {
+		t.Errorf("PUT of the stored oversize definition unchanged: %v; want it accepted, as it was", err)
+	}
+	readBack, err := r.Subscription("orders", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "old", readBack.Redacted()); err != nil {
+		t.Errorf("PUT of the stored oversize definition as read back (endpoint query string left out): %v; want it accepted", err)
+	}
+	changed := old
+	changed.Filter.SubjectEndsWith = ".json"
+	if err := r.CreateSubscription(ctx, "orders", "old", changed); err == nil || !strings.Contains(err.Error(), "labels: 102 given") {
+		t.Errorf("PUT of a changed oversize definition: %v; want it refused naming labels", err)
+	}
+	if got, _ := r.Subscription("orders", "old"); got.Filter.SubjectEndsWith != old.Filter.SubjectEndsWith {
+		t.Errorf("the refused change was applied")
+	}
+	if err := r.CreateSubscription(ctx, "orders", "copy", old); err == nil || !strings.Contains(err.Error(), "labels: 102 given") {
+		t.Errorf("a new subscription with the stored oversize definition: %v; want it refused", err)
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 )
 
 // CreateSubscription creates or replaces an event subscription. The spec is checked against
-// its topic first, with every problem reported at once. A new subscription receives the events
-// published after it was created.
+// its topic first, with every problem reported at once, and against the size bounds of a
+// definition ([MaxLabels], [MaxEndpointURLBytes] and the others, the filter's too) unless
+// it leaves a stored definition as it is. A new subscription receives the events published
+// after it was created.
 //
 // A WebHook endpoint is validated first (SPEC §2.5) unless the subscription sets
 // destination.properties.skipValidation or the router [Config.SkipEndpointValidation]: an
