@@ -66,9 +66,10 @@
 // losing their connection, so egrid starts while a broker is down and a delivery to it fails as
 // SocketError until it is back. A dial (up to 5 s for a server that accepts and does not answer)
 // holds nothing the other deliveries need: one dial per broker and direction is in flight at a
-// time, the deliveries that arrive during it wait for it and share its outcome (a failed dial
-// fails them all at once, and the next delivery dials again), and [Brokers.Close] does not wait
-// for it (a dial that ends after Close closes what it opened). A server that accepts connections
+// time, the delivery that started it and those that arrive during it wait for it and share its
+// outcome (a failed dial fails them all at once, and the next delivery dials again), each for no
+// longer than its attempt, and [Brokers.Close] does not wait for it but releases them all at
+// once (a dial that ends after Close closes what it opened). A server that accepts connections
 // and stops answering holds no attempt past its response timeout, and no connection or
 // [Brokers.Close] for good: PostgreSQL connections wait at most 5 s for each read or write while
 // they connect and 5 min (the longest response timeout) once connected, and Close cuts them.

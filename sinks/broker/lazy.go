@@ -15,12 +15,14 @@ var errBrokersClosed = errors.New("the broker connections are closed")
 // lazy holds the connection of one broker kind in one direction (a publisher or a
 // subscriber), opened on first use and opened again when it says it is gone (see healthy).
 //
-// Opening dials the broker, which may take up to dialTimeout, so it happens without the lock:
-// one dial is in flight at a time, made by the caller that found no connection, and every
-// caller arriving while it runs waits for it and shares its outcome, the connection or the
-// error; a caller arriving after a failed dial starts a new one. Waiters, and close, never
-// wait on the lock for a dial: close returns at once, releases the waiters with
-// errBrokersClosed, and a dial that ends after it closes what it opened.
+// Opening dials the broker, which may take up to dialTimeout, so it happens without the lock,
+// in a goroutine of its own: one dial is in flight at a time, started by the caller that found
+// no connection, and that caller and every caller arriving while it runs wait for it and share
+// its outcome, the connection or the error; a caller arriving after a failed dial starts a new
+// one. No caller, and not close, waits on the lock for a dial: close returns at once and
+// releases every caller waiting for the dial (the one that started it too) with
+// errBrokersClosed, a caller whose context ends stops waiting, and a dial that ends after close
+// closes what it opened.
 type lazy[T interface{ Close() error }] struct {
 	kind    Kind
 	open    func() (T, error)
@@ -56,8 +58,12 @@ func healthy(p any) bool {
 }
 
 // get returns the connection, dialling it (or waiting for the dial in flight) when there is
-// none or it is gone.
-func (l *lazy[T]) get() (T, error) {
+// none or it is gone. It returns when the dial ends, when the lazy closes or when ctx ends,
+// whichever comes first: the caller that started the dial waits for it no longer than the
+// others, and a dial nobody waits for any more goes on in the background (bounded by
+// dialTimeout), its connection kept for the next caller, or closed when the lazy closed
+// meanwhile.
+func (l *lazy[T]) get(ctx context.Context) (T, error) {
 	var zero T
 	l.mu.Lock()
 	if l.closed {
@@ -79,9 +85,7 @@ func (l *lazy[T]) get() (T, error) {
 	if d == nil {
 		d = &dial[T]{done: make(chan struct{})}
 		l.dial = d
-		l.mu.Unlock()
-		l.run(d)
-		return d.v, d.err
+		go l.run(d)
 	}
 	l.mu.Unlock()
 	select {
@@ -89,11 +93,13 @@ func (l *lazy[T]) get() (T, error) {
 		return d.v, d.err
 	case <-l.closing:
 		return zero, errBrokersClosed
+	case <-ctx.Done():
+		return zero, fmt.Errorf("connecting to %s: %w", l.kind, context.Cause(ctx))
 	}
 }
 
 // run makes dial d, keeps its connection unless the lazy closed meanwhile (then it closes
-// it), and hands its outcome to the waiters.
+// it), and hands its outcome to whoever still waits for it.
 func (l *lazy[T]) run(d *dial[T]) {
 	v, err := l.open()
 	l.mu.Lock()
@@ -151,9 +157,15 @@ func newLazyPublisher(k Kind, open func() (message.Publisher, error)) *lazyPubli
 	return &lazyPublisher{lazy: newLazy(k, open)}
 }
 
-// Publish implements [message.Publisher].
+// Publish implements [message.Publisher]. While the broker is being dialled it waits for the
+// dial until the first message's context ends (a [Sink] sets its attempt's) or the publisher
+// closes.
 func (l *lazyPublisher) Publish(topic string, msgs ...*message.Message) error {
-	p, err := l.get()
+	ctx := context.Background()
+	if len(msgs) > 0 {
+		ctx = msgs[0].Context() // a sink's attempt: it stops waiting for a dial when it ends
+	}
+	p, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,9 +189,10 @@ func newLazySubscriber(k Kind, open func() (message.Subscriber, error)) *lazySub
 	return &lazySubscriber{lazy: newLazy(k, open)}
 }
 
-// Subscribe implements [message.Subscriber].
+// Subscribe implements [message.Subscriber]. While the broker is being dialled it waits for
+// the dial until ctx ends or the subscriber closes.
 func (l *lazySubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	s, err := l.get()
+	s, err := l.get(ctx)
 	if err != nil {
 		return nil, err
 	}

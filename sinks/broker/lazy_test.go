@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -62,7 +63,7 @@ func TestBrokerDialIsSharedByItsWaiters(t *testing.T) {
 				use, _ := tc.make(g.open)
 				results := make(chan error, callers)
 				for range callers {
-					go func() { results <- use() }()
+					go func() { results <- use(context.Background()) }()
 				}
 				synctest.Wait() // every caller waits: one in the dial, the others for it
 				if n := g.dials.Load(); n != 1 {
@@ -79,7 +80,7 @@ func TestBrokerDialIsSharedByItsWaiters(t *testing.T) {
 					t.Fatalf("after the dial failed %d dials were made, want 1", n)
 				}
 				// A caller arriving after the failure dials again.
-				if err := use(); !errors.Is(err, errDialFailed) {
+				if err := use(context.Background()); !errors.Is(err, errDialFailed) {
 					t.Fatalf("caller after the failure got %v, want its own dial's failure", err)
 				}
 				if n := g.dials.Load(); n != 2 {
@@ -90,32 +91,80 @@ func TestBrokerDialIsSharedByItsWaiters(t *testing.T) {
 	}
 }
 
-// Close returns while a dial is in flight, and releases the callers waiting for it; the dial,
-// when it ends, closes the connection it made. Close waited for the dial (up to 5 s for a
-// silent server), and so did egrid's shutdown.
+// Close returns while a dial is in flight, and releases every caller waiting for it, the one
+// whose use started the dial too; the dial, when it ends, closes the connection it made. Close
+// waited for the dial (up to 5 s for a silent server), and so did egrid's shutdown; then the
+// caller that started the dial still waited for it after Close.
 func TestBrokerCloseDoesNotWaitForADial(t *testing.T) {
 	for _, tc := range lazyCases {
 		t.Run(tc.name, func(t *testing.T) {
-			conn := newFakeConn()
-			g := newGatedDial(conn)
-			use, closer := tc.make(g.open)
-			dialler := make(chan error, 1)
-			go func() { dialler <- use() }()
-			wait(t, g.entered, "the first caller dialling")
-			closed := make(chan struct{})
-			go func() { _ = closer.Close(); close(closed) }()
-			wait(t, closed, "Close with a dial in flight")
-			if err := use(); err == nil || !strings.Contains(err.Error(), "closed") {
-				t.Errorf("caller after Close got %v, want the brokers closed", err)
-			}
-			close(g.release)
-			if err := <-dialler; err == nil || !strings.Contains(err.Error(), "closed") {
-				t.Errorf("the caller whose dial ended after Close got %v, want the brokers closed", err)
-			}
-			wait(t, conn.closed, "the connection dialled after Close being closed")
-			if n := g.dials.Load(); n != 1 {
-				t.Errorf("%d dials, want 1", n)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				conn := newFakeConn()
+				g := newGatedDial(conn)
+				use, closer := tc.make(g.open)
+				dialler := make(chan error, 1)
+				go func() { dialler <- use(context.Background()) }()
+				<-g.entered
+				waiter := make(chan error, 1)
+				go func() { waiter <- use(context.Background()) }()
+				synctest.Wait() // both wait for the dial
+				if err := closer.Close(); err != nil {
+					t.Fatalf("Close = %v", err)
+				}
+				synctest.Wait() // the dial is still held
+				for who, ch := range map[string]chan error{"the caller that started the dial": dialler, "a caller waiting for it": waiter} {
+					select {
+					case err := <-ch:
+						if err == nil || !strings.Contains(err.Error(), "closed") {
+							t.Errorf("%s got %v at Close, want the brokers closed", who, err)
+						}
+					default:
+						t.Errorf("%s still waits for the dial after Close", who)
+					}
+				}
+				if err := use(context.Background()); err == nil || !strings.Contains(err.Error(), "closed") {
+					t.Errorf("caller after Close got %v, want the brokers closed", err)
+				}
+				close(g.release)
+				<-conn.closed // the connection dialled after Close is closed
+				if n := g.dials.Load(); n != 1 {
+					t.Errorf("%d dials, want 1", n)
+				}
+			})
+		})
+	}
+}
+
+// A caller stops waiting for a dial when its context ends, the one whose use started the dial
+// too (a delivery's publish whose attempt ended); the dial goes on in the background and its
+// connection serves the next caller. The caller that started a dial waited for it to the end.
+func TestBrokerDialIsAbandonedAtTheCallersContext(t *testing.T) {
+	for _, tc := range lazyCases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				conn := newFakeConn()
+				g := newGatedDial(conn)
+				use, closer := tc.make(g.open)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				start := time.Now()
+				if err := use(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connecting to RabbitMQ") {
+					t.Fatalf("caller whose context ended during its dial got %v, want its deadline while connecting", err)
+				}
+				if d := time.Since(start); d != time.Second {
+					t.Fatalf("the caller returned after %s, want its 1s deadline", d)
+				}
+				close(g.release)
+				synctest.Wait() // the dial ends in the background
+				if err := use(context.Background()); err != nil {
+					t.Fatalf("the next caller got %v, want the connection the abandoned dial made", err)
+				}
+				if n := g.dials.Load(); n != 1 {
+					t.Errorf("%d dials, want 1", n)
+				}
+				_ = closer.Close()
+				<-conn.closed
+			})
 		})
 	}
 }
@@ -123,9 +172,9 @@ func TestBrokerCloseDoesNotWaitForADial(t *testing.T) {
 // lazyCases are the lazy publisher and subscriber, each with a use that dials when needed.
 var lazyCases = []struct {
 	name string
-	make func(open func() (*fakeConn, error)) (use func() error, c interface{ Close() error })
+	make func(open func() (*fakeConn, error)) (use func(context.Context) error, c interface{ Close() error })
 }{
-	{name: "publisher", make: func(open func() (*fakeConn, error)) (func() error, interface{ Close() error }) {
+	{name: "publisher", make: func(open func() (*fakeConn, error)) (func(context.Context) error, interface{ Close() error }) {
 		p := broker.NewLazyPublisher(broker.RabbitMQ, func() (message.Publisher, error) {
 			c, err := open()
 			if err != nil {
@@ -133,9 +182,13 @@ var lazyCases = []struct {
 			}
 			return c, nil
 		})
-		return func() error { return p.Publish("orders", message.NewMessage("1", nil)) }, p
+		return func(ctx context.Context) error {
+			m := message.NewMessage("1", nil)
+			m.SetContext(ctx)
+			return p.Publish("orders", m)
+		}, p
 	}},
-	{name: "subscriber", make: func(open func() (*fakeConn, error)) (func() error, interface{ Close() error }) {
+	{name: "subscriber", make: func(open func() (*fakeConn, error)) (func(context.Context) error, interface{ Close() error }) {
 		s := broker.NewLazySubscriber(broker.RabbitMQ, func() (message.Subscriber, error) {
 			c, err := open()
 			if err != nil {
@@ -143,6 +196,6 @@ var lazyCases = []struct {
 			}
 			return c, nil
 		})
-		return func() error { _, err := s.Subscribe(context.Background(), "orders"); return err }, s
+		return func(ctx context.Context) error { _, err := s.Subscribe(ctx, "orders"); return err }, s
 	}},
 }
