@@ -40,6 +40,8 @@ func brokerOutcome(err error) (schemas.Outcome, bool) {
 	switch {
 	case errors.As(err, &tooLarge):
 		return schemas.PayloadTooLarge, true
+	case errors.As(err, &noAnswer) && noAnswer.closing:
+		return schemas.Canceled, true
 	case errors.As(err, &noAnswer):
 		return schemas.TimedOut, true
 

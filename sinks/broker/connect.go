@@ -372,14 +372,18 @@ func amqpConfig(dial amqpDial) amqp.Config {
 // the call returns, and the next use dials a new one (see [Brokers]).
 const rabbitMQAnswerTimeout = 10 * time.Second
 
-// noAnswerError says RabbitMQ did not answer a call within rabbitMQAnswerTimeout. It is
-// classified TimedOut.
+// noAnswerError says RabbitMQ did not answer a call within rabbitMQAnswerTimeout (classified
+// TimedOut), or before the sink whose publish waited for it closed (classified Canceled).
 type noAnswerError struct {
-	what  string // the call, as a gerund ("opening a channel")
-	after time.Duration
+	what    string // the call, as a gerund ("opening a channel")
+	after   time.Duration
+	closing bool // the sink closed first
 }
 
 func (e *noAnswerError) Error() string {
+	if e.closing {
+		return fmt.Sprintf("%s: RabbitMQ had not answered when the sink closed, so the connection was closed (the next attempt dials a new one)", e.what)
+	}
 	return fmt.Sprintf("%s: RabbitMQ did not answer within %s, so the connection was closed (the next attempt dials a new one)", e.what, e.after)
 }
 
@@ -387,12 +391,35 @@ func (e *noAnswerError) Error() string {
 // answer has not come within rabbitMQAnswerTimeout, so that call returns (amqp091 then fails
 // every call waiting on the connection). what names the call in the error, as a gerund.
 func answered(conn *amqp.Connection, what string, call func() error) error {
-	// CloseDeadline with a deadline already passed fails its own write at once and shuts the
-	// connection down, whatever the heartbeats do.
-	cut := time.AfterFunc(rabbitMQAnswerTimeout, func() { _ = conn.CloseDeadline(time.Now()) })
+	return answeredOrCut(conn, nil, what, call)
+}
+
+// answeredOrCut is answered, which also cuts conn when cut ends first: the closing of the
+// [Sink] whose publish makes the call (see cutOf; nil: no such sink).
+func answeredOrCut(conn *amqp.Connection, cut context.Context, what string, call func() error) error {
+	const (
+		waiting int32 = iota
+		answer
+		timedOut
+		closing
+	)
+	var state atomic.Int32
+	giveUp := func(why int32) {
+		if state.CompareAndSwap(waiting, why) {
+			// CloseDeadline with a deadline already passed fails its own write at once and
+			// shuts the connection down, whatever the heartbeats do.
+			_ = conn.CloseDeadline(time.Now())
+		}
+	}
+	timer := time.AfterFunc(rabbitMQAnswerTimeout, func() { giveUp(timedOut) })
+	defer timer.Stop()
+	if cut != nil {
+		stop := context.AfterFunc(cut, func() { giveUp(closing) })
+		defer stop()
+	}
 	err := call()
-	if !cut.Stop() {
-		return &noAnswerError{what: what, after: rabbitMQAnswerTimeout}
+	if !state.CompareAndSwap(waiting, answer) {
+		return &noAnswerError{what: what, after: rabbitMQAnswerTimeout, closing: state.Load() == closing}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -434,6 +461,9 @@ func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
 // Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see answered), the
 // confirm of a message by its context too.
 func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	pubs := make([]amqp.Publishing, len(msgs))
 	for i, m := range msgs {
 		pub, err := p.m.Marshal(m)
@@ -445,11 +475,13 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 	if faults := p.oversized(pubs, 0); len(faults) > 0 {
 		return &sinks.UnsendableError{Faults: faults}
 	}
+	// A sink closing while a call still waits for RabbitMQ cuts the connection (see cutOf).
+	cut := cutOf(msgs[0].Context())
 	var ch *amqp.Channel
-	if err := answered(p.conn, "opening a channel", func() (err error) { ch, err = p.conn.Channel(); return err }); err != nil {
+	if err := answeredOrCut(p.conn, cut, "opening a channel", func() (err error) { ch, err = p.conn.Channel(); return err }); err != nil {
 		return err
 	}
-	defer func() { _ = answered(p.conn, "closing the channel", ch.Close) }()
+	defer func() { _ = answeredOrCut(p.conn, cut, "closing the channel", ch.Close) }()
 	// The connection's reader hands returns over as it reads them, so the channel has room
 	// for every one there can be (each message, and its one republish), or it would block
 	// the whole connection.
@@ -460,11 +492,11 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 	declared := p.declared[queue]
 	p.mu.Unlock()
 	if !declared {
-		if err := p.declare(ch, queue); err != nil {
+		if err := p.declare(ch, cut, queue); err != nil {
 			return err
 		}
 	}
-	if err := answered(p.conn, "putting the channel in confirm mode", func() error { return ch.Confirm(false) }); err != nil {
+	if err := answeredOrCut(p.conn, cut, "putting the channel in confirm mode", func() error { return ch.Confirm(false) }); err != nil {
 		return err
 	}
 	for i, m := range msgs {
@@ -483,7 +515,7 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		p.mu.Lock()
 		delete(p.declared, queue)
 		p.mu.Unlock()
-		if err := p.declare(ch, queue); err != nil {
+		if err := p.declare(ch, cut, queue); err != nil {
 			return err
 		}
 		if returned, err = p.publish(ch, returns, closes, queue, m, pub); err != nil {
@@ -536,8 +568,8 @@ func (p *rabbitMQPublisher) refused(err error, pubs []amqp.Publishing, i int) er
 
 // declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares
 // it, and remembers it declared.
-func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
-	err := answered(p.conn, fmt.Sprintf("declaring queue %q", queue), func() error {
+func (p *rabbitMQPublisher) declare(ch *amqp.Channel, cut context.Context, queue string) error {
+	err := answeredOrCut(p.conn, cut, fmt.Sprintf("declaring queue %q", queue), func() error {
 		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
 		return err
 	})
@@ -559,9 +591,10 @@ func (p *rabbitMQPublisher) declare(ch *amqp.Channel, queue string) error {
 // so), the reason it sent on closes is the error.
 func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return, closes <-chan *amqp.Error, queue string, m *message.Message, pub amqp.Publishing) (returned bool, err error) {
 	ctx := m.Context()
+	cut := cutOf(ctx)
 	var dc *amqp.DeferredConfirmation
 	// The write itself waits when RabbitMQ stops reading (TCP flow control).
-	err = answered(p.conn, fmt.Sprintf("publishing message %s to queue %s", m.UUID, queue), func() (err error) {
+	err = answeredOrCut(p.conn, cut, fmt.Sprintf("publishing message %s to queue %s", m.UUID, queue), func() (err error) {
 		dc, err = ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, pub)
 		return err
 	})
@@ -570,7 +603,13 @@ func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return
 	}
 	wctx, cancel := context.WithTimeout(ctx, rabbitMQAnswerTimeout)
 	defer cancel()
+	if cut != nil {
+		defer context.AfterFunc(cut, cancel)()
+	}
 	acked, err := dc.WaitContext(wctx)
+	if err != nil && ctx.Err() == nil && cut != nil && cut.Err() != nil {
+		return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), closing: true}
+	}
 	if err != nil && ctx.Err() == nil {
 		return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), after: rabbitMQAnswerTimeout}
 	}

@@ -59,7 +59,10 @@
 // Timeouts. watermill's Publish takes no context. Deliver returns as soon as its context is
 // done and leaves the publish to finish in the background with its own copy of the payloads
 // (publishers that read a context from the message, AMQP and Redis, stop too); [Sink.Close]
-// waits for such publishes.
+// waits for such publishes, 5 s at most: at 4 s the RabbitMQ publisher cuts the connection of a
+// call still waiting for RabbitMQ's answer (which may otherwise take 10 s, and the channel's
+// close 10 s more), so the publish ends. The events of a publish cut so are not lost: its
+// attempt failed, and the subscription's next incarnation delivers them again.
 //
 // Connections. [Open] turns the server config's broker settings ([Servers]) into [Brokers]: a
 // publisher and a subscriber per configured broker, which dial on first use and dial again after

@@ -10,7 +10,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/broker"
+	"github.com/egridio/egrid/testkit/sinktest"
 )
 
 // within runs op and returns its error and how long it took in the bubble's virtual time,
@@ -153,5 +155,60 @@ func assertNoAnswer(t *testing.T, err error, took time.Duration, what string) {
 	}
 	if bound := broker.RabbitMQAnswerTimeout; took != bound {
 		t.Errorf("gave up after %s, want %s", took, bound)
+	}
+}
+
+// A sink's Close ends within its 5 s bound even when a RabbitMQ publish it waits for is hung
+// (a call may wait 10 s for its answer, and its channel's close 10 s more): at 4 s the
+// connections whose calls still wait for RabbitMQ are cut, so the publish returns and Close
+// reports nothing left running. The attempt had failed, so its events are still owed and
+// delivered again; the next publish dials a new connection. Close gave up at 5 s with the
+// publish still running, and said the publisher did not honour its timeouts.
+func TestSinkCloseCutsARabbitMQPublishThatHangs(t *testing.T) {
+	for _, ignore := range []string{"channel.open", "queue.declare", "confirm.select", "basic.publish"} {
+		t.Run(ignore+" unanswered", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeAMQP{ignore: ignore}
+				defer f.stop()
+				pub, err := broker.OpenRabbitMQPublisher(f.dial)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pub.Close()
+				s, err := broker.New(pub, broker.Config{Topic: "orders"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The attempt is still running when Close begins (a subscription stopping).
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				delivered := make(chan error, 1)
+				go func() {
+					delivered <- s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "hung", 2)))
+				}()
+				synctest.Wait() // the publish waits for RabbitMQ
+				err, took := within(t, "Close", s.Close)
+				if err != nil {
+					t.Errorf("Close = %v, want nil: the hung publish cut and ended", err)
+				}
+				if want := 4 * time.Second; took != want {
+					t.Errorf("Close took %s, want %s (its cut, within its 5s bound)", took, want)
+				}
+				err = <-delivered
+				if err == nil {
+					t.Fatal("the cut attempt succeeded; want it failed, its events still owed")
+				}
+				if got := sinks.AsDeliveryError(err).Outcome; got != schemas.Canceled {
+					t.Errorf("the cut attempt = %v (%s), want Canceled", err, got)
+				}
+				if !strings.Contains(err.Error(), "had not answered when the sink closed") {
+					t.Errorf("the cut attempt's error %q does not say the sink closed while RabbitMQ had not answered", err)
+				}
+				// The connection was cut: the next use fails at once (Brokers dials anew).
+				if err := pub.Publish("orders", message.NewMessage("event-9", []byte(`{}`))); broker.Classify(err, nil) != schemas.SocketError {
+					t.Errorf("Publish after the cut = %v, want SocketError", err)
+				}
+			})
+		})
 	}
 }

@@ -52,8 +52,26 @@ type ConfigError struct {
 // Error describes the problem.
 func (e *ConfigError) Error() string { return "broker " + e.Field + ": " + e.Reason }
 
-// closeWait bounds how long [Sink.Close] waits for publishes that outlived their attempt.
-const closeWait = 5 * time.Second
+// closeWait bounds [Sink.Close]. Publishes still running closeCutAfter into it have the
+// connections whose calls still wait for the broker cut (see cutOf), and the rest of closeWait
+// to return.
+const (
+	closeWait     = 5 * time.Second
+	closeCutAfter = 4 * time.Second
+)
+
+// cutKey is the context key of a [Sink]'s closing, on the contexts of the messages it
+// publishes.
+type cutKey struct{}
+
+// cutOf returns the closing of the [Sink] that publishes a message with context ctx: a context
+// that ends when the sink, closing, gives up waiting for its publishes, so the publisher should
+// cut the connection of a call that still waits for the broker (the RabbitMQ publisher does;
+// see answeredOrCut). It returns nil for messages no sink publishes.
+func cutOf(ctx context.Context) context.Context {
+	c, _ := ctx.Value(cutKey{}).(context.Context)
+	return c
+}
 
 // errClosed is the cause of a delivery to a closed sink.
 var errClosed = errors.New("broker sink is closed")
@@ -65,6 +83,10 @@ type Sink struct {
 	pub   message.Publisher
 	topic string
 	name  string
+
+	// cut ends, by cutNow, when Close gives up waiting for the publishes in flight (see cutOf).
+	cut    context.Context
+	cutNow context.CancelFunc
 
 	mu       sync.Mutex
 	closed   bool
@@ -88,7 +110,8 @@ func New(pub message.Publisher, cfg Config) (*Sink, error) {
 	if name == "" {
 		name = cfg.Topic
 	}
-	return &Sink{pub: pub, topic: cfg.Topic, name: name}, nil
+	cut, cutNow := context.WithCancel(context.Background())
+	return &Sink{pub: pub, topic: cfg.Topic, name: name, cut: cut, cutNow: cutNow}, nil
 }
 
 // Topic returns the topic the sink publishes to.
@@ -120,9 +143,11 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	s.mu.Unlock()
 
 	// Publishers that take a context read it from the messages (AMQP, Redis); the others are
-	// bounded by their own timeouts, and the select below stops waiting for them.
+	// bounded by their own timeouts, and the select below stops waiting for them. The context
+	// also carries the sink's closing, which cuts the calls still hung at Close (see cutOf).
+	mctx := context.WithValue(ctx, cutKey{}, s.cut)
 	for _, m := range msgs {
-		m.SetContext(ctx)
+		m.SetContext(mctx)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -197,24 +222,42 @@ func (s *Sink) failed(err, parent error) error {
 	return &sinks.DeliveryError{Outcome: classify(err, parent), Err: fmt.Errorf("publishing to %s: %w", s.name, err)}
 }
 
-// Close refuses further deliveries and waits, for at most 5 s, for publishes still running
-// after their attempt ended. It does not close the publisher. Close is idempotent.
+// Close refuses further deliveries and waits for the publishes still running (those that
+// outlived their attempt, and those of attempts still running), for at most 5 s. It does not
+// close the publisher. After 4 s it gives up on the publishes whose calls still wait for the
+// broker: the RabbitMQ publisher cuts their connection (a call may otherwise wait 10 s for an
+// answer, and its channel's close 10 s more), so they return, and the next use of the publisher
+// dials a new one; the other publishers are bounded by the message's context, or by their own
+// timeouts. The events of such a publish are not lost: its attempt failed (or fails, Canceled),
+// so they are still owed, and the subscription's next incarnation (after an update or a
+// restart) delivers them again; some may have reached the broker already and arrive twice
+// (consumers dedupe by message UUID, the event id). Close returns an error when a publish is
+// still running at 5 s, a publisher that does not honour its timeouts, and leaves it running.
+// Close is idempotent.
 func (s *Sink) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	defer s.cutNow()
 	done := make(chan struct{})
 	go func() {
 		s.inflight.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(closeWait)
+	t := time.NewTimer(closeCutAfter)
 	defer t.Stop()
 	select {
 	case <-done:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("closing the sink for %s: publishes still running after %s; the publisher does not honour its timeouts", s.name, closeWait)
+	}
+	s.cutNow()
+	t.Reset(closeWait - closeCutAfter)
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("closing the sink for %s: publishes still running after %s, which the broker has not answered; they go on until the publisher's own timeouts end them, and their events will be delivered again", s.name, closeWait)
 	}
 }
 
