@@ -131,17 +131,24 @@ func AsDeliveryError(err error) *DeliveryError {
 	return &DeliveryError{Outcome: schemas.GenericError, Err: err}
 }
 
-// UnsendableError reports that a batch was not sent because some of its events can never be
-// sent, whatever the destination does: an event cannot be encoded in the delivery schema
-// (*[schemas.EncodeError]), or a delivery header cannot be built from it
-// (*[schemas.HeaderError], such as a control character in its id). It is the events' own
-// fault, not the destination's (SPEC §8). A sink returns it before sending anything of the
-// batch; the subscription then ends the listed events alone (router/retry decides how:
-// [schemas.UndeliverableDueToEventContent]) and sends the others again without them, never
+// UnsendableError reports that a batch was not delivered because some of its events can never
+// be sent, whatever the destination does: an event cannot be encoded in the delivery schema
+// (*[schemas.EncodeError]), a delivery header cannot be built from it (*[schemas.HeaderError],
+// such as a control character in its id), or it is over the destination's size limit. It is
+// the events' own fault, not the destination's (SPEC §8). A sink returns it, as a rule, before
+// sending anything of the batch; a destination that refuses an event only as it comes to it
+// (a broker's limit it does not tell beforehand) may have taken the events before it, which
+// Sent counts. Either way the subscription ends the listed events alone (router/retry decides
+// how: [schemas.UndeliverableDueToEventContent]) and sends the others again without them, never
 // counting it against the endpoint or its probation.
 type UnsendableError struct {
 	// Faults are the events at fault, in increasing Index order; there is at least one.
 	Faults []EventFault
+	// Sent is how many events of the batch, from its first, the destination took before it
+	// refused the first event of Faults: they are sent again with the others, so they may
+	// arrive twice. 0: nothing of the batch was sent. The events after the refused one were
+	// not sent.
+	Sent int
 }
 
 // EventFault is one event of a batch that cannot be sent.
@@ -155,7 +162,14 @@ type EventFault struct {
 // Error lists the events at fault.
 func (e *UnsendableError) Error() string {
 	var b strings.Builder
-	b.WriteString("events that can never be sent, nothing was sent: ")
+	switch {
+	case e.Sent <= 0:
+		b.WriteString("events that can never be sent, nothing was sent: ")
+	case e.Sent == 1:
+		b.WriteString("events that can never be sent; batch event 0 was sent before the destination refused the first of them, and is sent again with the others (it may arrive twice): ")
+	default:
+		fmt.Fprintf(&b, "events that can never be sent; batch events 0 to %d were sent before the destination refused the first of them, and are sent again with the others (they may arrive twice): ", e.Sent-1)
+	}
 	for i, f := range e.Faults {
 		if i > 0 {
 			b.WriteString("; ")

@@ -82,8 +82,9 @@ func (p *natsPublisher) connected() bool { return p.nc.IsConnected() }
 // naming every such message by its index in msgs, each with a *[TooLargeError]. A message
 // its stream refuses for the stream's own size limit (max_msg_size) is found only when it is
 // published, after the messages before it were stored: Publish returns an
-// *[sinks.UnsendableError] naming it, and the messages before it, sent again, are dropped by
-// JetStream as duplicates (their Nats-Msg-Id) within the stream's duplicate window.
+// *[sinks.UnsendableError] naming it, whose Sent counts the messages before it, and those,
+// sent again, are dropped by JetStream as duplicates (their Nats-Msg-Id) within the stream's
+// duplicate window.
 func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error {
 	if !p.nc.IsConnected() {
 		return fmt.Errorf("publishing to NATS: %w", nats.ErrDisconnected)
@@ -110,7 +111,7 @@ func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error 
 		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
 			err = fmt.Errorf("publishing message %s to subject %s: %w", m.UUID, subject, err)
 			if classify(err, nil) == schemas.PayloadTooLarge {
-				return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: i, Err: err}}}
+				return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: i, Err: err}}, Sent: i}
 			}
 			return err
 		}
@@ -454,8 +455,8 @@ func (p *rabbitMQPublisher) connected() bool { return !p.conn.IsClosed() }
 // publisher knows it, and Publish sends nothing of a batch that holds such a message and
 // returns an *[sinks.UnsendableError] naming each one by its index in msgs, with a
 // *[TooLargeError]. The message RabbitMQ refuses is named the same way, with the others of
-// the batch over the limit, once the messages before it were stored: sent again, they arrive
-// twice (consumers dedupe by UUID, the event id). The limit learnt is kept for the life of the
+// the batch over the limit, once the messages before it were stored (the error's Sent counts
+// them): sent again, they arrive twice (consumers dedupe by UUID, the event id). The limit learnt is kept for the life of the
 // connection.
 //
 // Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see answered), the
@@ -563,7 +564,8 @@ func (p *rabbitMQPublisher) refused(err error, pubs []amqp.Publishing, i int) er
 		}
 	}
 	faults := append([]sinks.EventFault{{Index: i, Err: err}}, p.oversized(pubs, i+1)...)
-	return &sinks.UnsendableError{Faults: faults}
+	// The messages before i were confirmed: stored.
+	return &sinks.UnsendableError{Faults: faults, Sent: i}
 }
 
 // declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares

@@ -44,11 +44,13 @@
 // rest of its batch again, without counting it against the endpoint or its probation. On NATS the
 // server's max_payload (1 MiB by default, while publish accepts events of up to 1 MiB, to which
 // the message adds its headers) is checked before anything of the batch is sent (a
-// *[TooLargeError]), and a stream's max_msg_size as each message is stored. RabbitMQ's
+// *[TooLargeError]), and a stream's max_msg_size as each message is stored (after the messages before it, which
+// the error's Sent counts, and which JetStream drops as duplicates when they are sent again). RabbitMQ's
 // max_message_size (on the message body; 128 MiB by default, 16 MiB from RabbitMQ 4) is not told
 // to clients: the first message over it is found as RabbitMQ refuses it (closing the channel with
 // 406 PRECONDITION_FAILED, the limit in its reason), after the messages of the batch before it
-// were stored, and they arrive twice when the rest is sent again; from then on the connection
+// were stored (the error's Sent counts them, and its message says so), and they arrive twice
+// when the rest is sent again; from then on the connection
 // knows the limit and checks every batch before sending anything. On PostgreSQL, watermill-sql
 // stores the event id in a VARCHAR(36) column: an event whose id is longer is checked before
 // anything is inserted (a value is otherwise limited to 1 GB, far over an event's 1 MiB). On the

@@ -35,6 +35,15 @@ func wantFault(t *testing.T, err error, index int, k broker.Kind) *broker.TooLar
 	return tl
 }
 
+func unsendable(t *testing.T, err error) *sinks.UnsendableError {
+	t.Helper()
+	var ue *sinks.UnsendableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("got %v, want an *sinks.UnsendableError", err)
+	}
+	return ue
+}
+
 // An event whose message RabbitMQ refuses for its size (over max_message_size: RabbitMQ closes
 // the channel with 406 PRECONDITION_FAILED) is that event's own fault, in a batch of several
 // too: Deliver names it alone in an *sinks.UnsendableError, so the subscription ends it and
@@ -65,6 +74,9 @@ func TestRabbitMQMessageOverMaxMessageSizeIsTheEventsFault(t *testing.T) {
 		if got := len(f.bodies()); got != 1 {
 			t.Fatalf("the broker took %d messages, want 1: the one before the refused message", got)
 		}
+		if ue := unsendable(t, err); ue.Sent != 1 || strings.Contains(err.Error(), "nothing was sent") || !strings.Contains(err.Error(), "batch event 0 was sent") {
+			t.Errorf("Sent = %d, error %q; want it to say batch event 0 was sent", ue.Sent, err)
+		}
 		// The others of the batch, sent again, go through.
 		if err := deliver(small[0], small[1]); err != nil {
 			t.Fatalf("Deliver of the others: %v", err)
@@ -76,6 +88,9 @@ func TestRabbitMQMessageOverMaxMessageSizeIsTheEventsFault(t *testing.T) {
 		}
 		if got := len(f.bodies()); got != 3 {
 			t.Fatalf("the broker holds %d messages, want 3: nothing of the last batch", got)
+		}
+		if ue := unsendable(t, err); ue.Sent != 0 || !strings.Contains(err.Error(), "nothing was sent") {
+			t.Errorf("Sent = %d, error %q; want it to say nothing was sent", ue.Sent, err)
 		}
 	})
 }

@@ -187,7 +187,11 @@ func (s *Sink) unsendable(err error, n int) error {
 		if len(faults) == 0 {
 			return nil
 		}
-		return &sinks.UnsendableError{Faults: faults}
+		sent := ue.Sent
+		if sent < 0 || sent > faults[0].Index {
+			sent = 0 // not ours to trust either: it counts events before the first fault
+		}
+		return &sinks.UnsendableError{Faults: faults, Sent: sent}
 	case n == 1 && classify(err, nil) == schemas.PayloadTooLarge:
 		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: fmt.Errorf("publishing to %s: %w", s.name, err)}}}
 	}

@@ -94,6 +94,56 @@ func TestNATSMessageOverMaxPayloadIsTheEventsFault(t *testing.T) {
 	}
 }
 
+// A JetStream stream's own max_msg_size is found only as a message is stored, after the
+// messages of the batch before it: the *sinks.UnsendableError names the refused event and says
+// how many were sent before it (Sent), in its message too, where it read "nothing was sent".
+func TestNATSStreamMaxMsgSizeSaysWhatWasSent(t *testing.T) {
+	server := brokertest.NATS(t)
+	nc, err := nats.Connect(server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subject := strings.ReplaceAll(brokertest.Unique("egrid.streamsize."), "-", ".")
+	stream := brokertest.Unique("EGRID_STREAMSIZE_")
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: stream, Subjects: []string{subject}, Storage: jetstream.MemoryStorage, MaxMsgSize: 4000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+
+	small := sinktest.EventGridEvents(t, "small", 3)
+	b := open(t, broker.Servers{NATS: &server})
+	pub, _ := b.Publisher(broker.NATSJetStream)
+	s := newSink(t, pub, subject)
+	err = s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, []*schemas.Event{small[0], small[1], bigEvent(t, "big", 6000), small[2]}))
+	var ue *sinks.UnsendableError
+	if !errors.As(err, &ue) || len(ue.Faults) != 1 || ue.Faults[0].Index != 2 {
+		t.Fatalf("Deliver = %v (%s), want an *sinks.UnsendableError naming event 2 alone", err, sinks.AsDeliveryError(err).Outcome)
+	}
+	if ue.Sent != 2 {
+		t.Errorf("Sent = %d, want 2: the events before the refused one were stored", ue.Sent)
+	}
+	if msg := err.Error(); strings.Contains(msg, "nothing was sent") || !strings.Contains(msg, "batch events 0 to 1 were sent") {
+		t.Errorf("error %q does not say events 0 to 1 were sent", msg)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("the stream holds %d messages, want the 2 before the refused one", info.State.Msgs)
+	}
+}
+
 // A broker refusing the one event of a batch for its size (a RabbitMQ max_message_size, a
 // JetStream stream's max_msg_size, ...) is that event's fault: an *sinks.UnsendableError
 // naming it, not a PayloadTooLarge failure of the endpoint.
