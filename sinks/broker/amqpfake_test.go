@@ -17,10 +17,17 @@ import (
 // each published message. It leaves the method named ignore unanswered (a "basic.publish" is
 // never confirmed), as a broker that keeps the connection and stops answering does. A
 // message body over maxBody bytes (when > 0) closes its channel with 406
-// PRECONDITION_FAILED, in RabbitMQ's words for a message over its max_message_size.
+// PRECONDITION_FAILED, in RabbitMQ's words for a message over its max_message_size. A consumer
+// (basic.consume) is delivered the bodies of deliver, one basic.deliver each; once it has them,
+// with stallAfterDeliver set, the fake stops reading the connection (keeping it, and sending
+// heartbeats), as a broker that stops taking what the client writes does, until stop.
 type fakeAMQP struct {
-	ignore  string
-	maxBody int
+	ignore            string
+	maxBody           int
+	deliver           []string
+	stallAfterDeliver bool
+	noHeartbeats      bool          // asks for no heartbeats at tune, and sends none
+	halt              chan struct{} // closed by stop; made by dial
 
 	mu        sync.Mutex
 	conns     []net.Conn
@@ -32,6 +39,9 @@ type fakeAMQP struct {
 func (f *fakeAMQP) dial(string, string) (net.Conn, error) {
 	client, server := net.Pipe()
 	f.mu.Lock()
+	if f.halt == nil {
+		f.halt = make(chan struct{})
+	}
 	f.conns = append(f.conns, server)
 	f.mu.Unlock()
 	f.wg.Add(1)
@@ -42,6 +52,13 @@ func (f *fakeAMQP) dial(string, string) (net.Conn, error) {
 // stop closes every connection and waits for the server's goroutines.
 func (f *fakeAMQP) stop() {
 	f.mu.Lock()
+	if f.halt != nil {
+		select {
+		case <-f.halt:
+		default:
+			close(f.halt)
+		}
+	}
 	for _, c := range f.conns {
 		_ = c.Close()
 	}
@@ -141,9 +158,13 @@ func (f *fakeAMQP) serve(c net.Conn) {
 		switch name {
 		case "connection.start-ok":
 			// connection.tune: no channel limit, 128 KiB frames, 10 s heartbeat.
-			k.method(0, 10, 30, u16(0), u32(131072), u16(10))
+			heartbeat := uint16(10)
+			if f.noHeartbeats {
+				heartbeat = 0
+			}
+			k.method(0, 10, 30, u16(0), u32(131072), u16(heartbeat))
 		case "connection.tune-ok":
-			if !started {
+			if !started && !f.noHeartbeats {
 				started = true
 				wg.Add(1)
 				go func() { defer wg.Done(); k.heartbeats() }()
@@ -172,6 +193,20 @@ func (f *fakeAMQP) serve(c net.Conn) {
 			_, rest := readShortstr(args[2:])
 			tag, _ := readShortstr(rest)
 			k.method(ch, 60, 21, shortstr(tag))
+			for i, body := range f.deliver {
+				// basic.deliver: consumer tag, delivery tag, not redelivered, the default
+				// exchange, the queue; then a header without properties, and the body.
+				k.method(ch, 60, 60, shortstr(tag), u64(uint64(i+1)), []byte{0}, shortstr(""), shortstr("orders"))
+				k.write(frameHeader, ch, append(append(append(u16(60), u16(0)...), u64(uint64(len(body)))...), u16(0)...))
+				k.write(frameBody, ch, []byte(body))
+			}
+			if f.stallAfterDeliver {
+				f.mu.Lock()
+				halt := f.halt
+				f.mu.Unlock()
+				<-halt
+				return
+			}
 		case "basic.publish":
 			if st := k.chans[ch]; st != nil {
 				st.inBody = false

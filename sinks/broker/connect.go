@@ -658,7 +658,11 @@ type rabbitMQSubscriber struct {
 func (s *rabbitMQSubscriber) connected() bool { return !s.conn.IsClosed() }
 
 func openRabbitMQSubscriber(s RabbitMQServer, dial amqpDial) (message.Subscriber, error) {
-	conn, err := amqp.DialConfig(s.URL, amqpConfig(dial))
+	return openRabbitMQSubscriberConfig(s, amqpConfig(dial))
+}
+
+func openRabbitMQSubscriberConfig(s RabbitMQServer, cfg amqp.Config) (message.Subscriber, error) {
+	conn, err := amqp.DialConfig(s.URL, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -668,8 +672,8 @@ func openRabbitMQSubscriber(s RabbitMQServer, dial amqpDial) (message.Subscriber
 // Subscribe implements [message.Subscriber]: messages of the durable queue, one at a time,
 // each acked or nacked (and requeued) before the next one comes. The channel closes when ctx
 // ends, the subscriber closes or the connection is lost; a message in hand then goes back to
-// the queue. Each call that waits for RabbitMQ is bounded by rabbitMQAnswerTimeout (see
-// answered).
+// the queue. Each call that waits for RabbitMQ, and the ack or nack of a message, is bounded by
+// rabbitMQAnswerTimeout (see answered).
 func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-chan *message.Message, error) {
 	var ch *amqp.Channel
 	if err := answered(s.conn, "opening a channel", func() (err error) { ch, err = s.conn.Channel(); return err }); err != nil {
@@ -725,17 +729,38 @@ func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-cha
 
 // deliver hands one delivery out and answers RabbitMQ as the handler answered it. It returns
 // false when the subscription must end.
+//
+// The answer is a write RabbitMQ does not reply to, but a broker that stops reading the
+// connection holds it: it is bounded by rabbitMQAnswerTimeout like the calls that wait for a
+// reply (see answered). When the bound passes, the connection is cut and the subscription
+// ends; RabbitMQ redelivers the message, as it does every message unacknowledged on a lost
+// connection.
 func (s *rabbitMQSubscriber) deliver(ctx context.Context, d amqp.Delivery, out chan<- *message.Message) bool {
-	switch handOut(ctx, s.closing, amqpMessage(d), out, 0) {
+	m := amqpMessage(d)
+	var err error
+	switch handOut(ctx, s.closing, m, out, 0) {
 	case acked:
-		_ = d.Ack(false)
+		err = answered(s.conn, fmt.Sprintf("acknowledging message %s", shorten(m.UUID)), func() error { return d.Ack(false) })
 	case nacked:
-		_ = d.Nack(false, true)
+		err = answered(s.conn, fmt.Sprintf("returning message %s to the queue", shorten(m.UUID)), func() error { return d.Nack(false, true) })
 	default:
-		_ = d.Nack(false, true)
+		_ = answered(s.conn, fmt.Sprintf("returning message %s to the queue", shorten(m.UUID)), func() error { return d.Nack(false, true) })
 		return false
 	}
-	return true
+	return err == nil
+}
+
+// shorten cuts a value read from a broker for an error message.
+func shorten(v string) string {
+	const max = 64
+	if len(v) <= max {
+		return v
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "..."
 }
 
 // amqpMessage reads a delivery in watermill-amqp's wire format (its DefaultMarshaler: the UUID

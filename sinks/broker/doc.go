@@ -81,10 +81,16 @@
 // RabbitMQ's client (amqp091-go) bounds no wait for the broker's answer, and its heartbeats end
 // only a connection that is silent altogether, so egrid bounds each one by 10 s: opening,
 // declaring on, configuring and closing a channel, writing a message, its confirm (by the
-// message's context too) and closing the connection. A call that passes the bound fails as
+// message's context too) and closing the connection, and a source's ack or nack of a message
+// (a write, which a broker that stops reading holds). A call that passes the bound fails as
 // TimedOut, saying what RabbitMQ did not answer, and the connection is cut (but for a confirm
 // that does not come, whose channel is closed instead), so the call returns and the next delivery
-// dials a new one.
+// dials a new one; a source whose ack or nack is cut so subscribes again on a new connection, and
+// RabbitMQ redelivers the message, as it does any unacknowledged on a lost connection. The other
+// sources' answers are bounded by their clients: a NATS ack is a buffered write, flushed within
+// nats.go's 1-minute write timeout (and JetStream redelivers a message not acked within 30 s);
+// a Redis XACK waits at most go-redis's 3 s; a PostgreSQL offset update at most the 5 min each
+// read or write of a connection waits.
 //
 // Topology: RabbitMQ queues are declared durable on first publish, and again when a queue deleted
 // since returns a message (messages are published mandatory, so one that reaches no queue is

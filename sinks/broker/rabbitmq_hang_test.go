@@ -212,3 +212,58 @@ func TestSinkCloseCutsARabbitMQPublishThatHangs(t *testing.T) {
 		})
 	}
 }
+
+// A RabbitMQ broker that stops taking what the client writes holds a source's ack or nack for
+// rabbitMQAnswerTimeout at most: the connection is then cut, so the subscription ends (its
+// channel closes; the source subscribes again on a new connection) and RabbitMQ redelivers the
+// message, unacknowledged on a lost connection. The write of the ack waited for good, and the
+// subscriber's Close with it.
+func TestRabbitMQSourceAnswerToABrokerThatStopsReading(t *testing.T) {
+	for _, answer := range []string{"ack", "nack"} {
+		t.Run(answer, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Without heartbeats (see OpenRabbitMQSubscriberWithoutHeartbeats): a broker that
+				// stops reading takes no heartbeat either, and sending heartbeats ends no
+				// connection whose peer still sends them.
+				f := &fakeAMQP{deliver: []string{`{"n":1}`}, stallAfterDeliver: true, noHeartbeats: true}
+				defer f.stop()
+				sub, err := broker.OpenRabbitMQSubscriberWithoutHeartbeats(f.dial)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				msgs, err := sub.Subscribe(ctx, "orders")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var m *message.Message
+				select {
+				case m = <-msgs:
+				case <-time.After(hangGuard):
+					t.Fatal("no message delivered")
+				}
+				synctest.Wait() // the broker has stopped reading
+				start := time.Now()
+				if answer == "ack" {
+					m.Ack()
+				} else {
+					m.Nack()
+				}
+				ended := make(chan struct{})
+				go func() {
+					for range msgs {
+					}
+					close(ended)
+				}()
+				wait(t, ended, "the subscription ending after its unanswered "+answer)
+				if took, bound := time.Since(start), broker.RabbitMQAnswerTimeout; took != bound {
+					t.Errorf("the subscription ended %s after the %s, want %s", took, answer, bound)
+				}
+				if _, took := within(t, "the subscriber's Close", sub.Close); took != 0 {
+					t.Errorf("the subscriber's Close took %s, want none: the connection was cut", took)
+				}
+			})
+		})
+	}
+}
