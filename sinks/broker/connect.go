@@ -22,6 +22,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/lib/pq"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -885,6 +886,10 @@ const pgUUIDLimit = 36
 // then inserts nothing and returns an *[sinks.UnsendableError] naming every such message by
 // its index in msgs, each with a *[TooLargeError]. A payload is far under PostgreSQL's own
 // limit on a value (1 GB): an event is at most 1 MiB.
+//
+// A statement PostgreSQL refuses for the data of a row (see pgRowRefusal) does not say which
+// row: Publish then inserts the messages again one by one in a transaction it rolls back, and
+// returns an *[sinks.UnsendableError] naming each message refused alone. Nothing is stored.
 func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error {
 	var faults []sinks.EventFault
 	for i, m := range msgs {
@@ -898,7 +903,76 @@ func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error
 	if len(faults) > 0 {
 		return &sinks.UnsendableError{Faults: faults}
 	}
-	return p.Publisher.Publish(topic, msgs...)
+	err := p.Publisher.Publish(topic, msgs...)
+	if err == nil || !pgRowRefusal(err) {
+		return err
+	}
+	if len(msgs) == 1 {
+		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: pgRefused(err)}}}
+	}
+	if ue := p.refusedRows(topic, msgs); ue != nil {
+		return ue
+	}
+	return err
+}
+
+// pgRowRefusal reports whether err is PostgreSQL's refusal of the data of a row: a data
+// exception (class 22: a value too long, a byte sequence the database encoding does not take,
+// JSON it does not parse) or a constraint (class 23, such as a CHECK the operator added to the
+// table). The statement inserts nothing else than the events' ids, payloads and metadata, so
+// such a refusal is an event's fault; but it does not say which row of the batch.
+func pgRowRefusal(err error) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	class := pqErr.Code.Class()
+	return class == "22" || class == "23"
+}
+
+func pgRefused(err error) error {
+	return fmt.Errorf("PostgreSQL refuses the event's row, whatever is sent again: %w", err)
+}
+
+// refusedRows finds the rows of a batch PostgreSQL refused whole for the data of a row (see
+// pgRowRefusal), by inserting them again one by one, each under a savepoint, in a transaction
+// that is rolled back: nothing is stored. It returns an *[sinks.UnsendableError] naming every
+// refused row, or nil when it finds none, or cannot tell (a row refused for another reason,
+// the connection lost, the message's context done): the batch then fails with its own error.
+func (p postgresPublisher) refusedRows(topic string, msgs []*message.Message) *sinks.UnsendableError {
+	ctx := msgs[0].Context()
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = tx.Rollback() }()
+	var faults []sinks.EventFault
+	for i, m := range msgs {
+		q, err := wmsql.DefaultPostgreSQLSchema{}.InsertQuery(topic, message.Messages{m})
+		if err != nil {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT egrid_row"); err != nil {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, q.Query, q.Args...); err != nil {
+			if !pgRowRefusal(err) {
+				return nil
+			}
+			faults = append(faults, sinks.EventFault{Index: i, Err: pgRefused(err)})
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT egrid_row"); err != nil {
+				return nil
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT egrid_row"); err != nil {
+			return nil
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return &sinks.UnsendableError{Faults: faults}
 }
 
 // Close implements [message.Publisher]. It cuts the connections first: watermill-sql's Close

@@ -53,7 +53,10 @@
 // when the rest is sent again; from then on the connection
 // knows the limit and checks every batch before sending anything. On PostgreSQL, watermill-sql
 // stores the event id in a VARCHAR(36) column: an event whose id is longer is checked before
-// anything is inserted (a value is otherwise limited to 1 GB, far over an event's 1 MiB). On the
+// anything is inserted (a value is otherwise limited to 1 GB, far over an event's 1 MiB); a
+// batch PostgreSQL refuses for the data of a row (a data exception or a constraint, such as a
+// CHECK the operator added), which does not say which row, is inserted again row by row in a
+// transaction rolled back, to name the events refused alone, nothing stored. On the
 // other brokers, a batch of one event that the broker refuses as too large is that event's fault;
 // in a batch of several, where the broker does not say which message, the batch fails as
 // PayloadTooLarge.

@@ -171,3 +171,76 @@ func TestPostgresEventIDLongerThanTheUUIDColumnIsTheEventsFault(t *testing.T) {
 		t.Fatalf("the table holds %d rows, want the 2 other events", n)
 	}
 }
+
+// A row PostgreSQL refuses for its data (here a CHECK the operator added to the table; a
+// payload the json column does not parse is another) fails the statement without saying which
+// row: the publisher finds the refused events by inserting the rows again one by one in a
+// transaction it rolls back, and Deliver names them alone in an *sinks.UnsendableError, nothing
+// stored, so the others of the batch go through without them. The whole batch failed as
+// BadRequest, against the endpoint, and was dead-lettered with the bad event.
+func TestPostgresRowRefusedForItsDataIsTheEventsFault(t *testing.T) {
+	server := brokertest.Postgres(t)
+	b := open(t, broker.Servers{Postgres: &server})
+	pub, _ := b.Publisher(broker.PostgreSQL)
+	topic := brokertest.Unique("egrid_refused_")
+	s := newSink(t, pub, topic)
+	ctx := context.Background()
+	evs := sinktest.EventGridEvents(t, "row", 4)
+	bad := bigEvent(t, "forbidden-1", 10)
+	bad2 := bigEvent(t, "forbidden-2", 10)
+	deliver := func(evs ...*schemas.Event) error {
+		return s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, evs))
+	}
+	if err := deliver(evs[0]); err != nil { // creates the table
+		t.Fatal(err)
+	}
+	db, err := sql.Open("postgres", server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	table := `"watermill_` + topic + `"`
+	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS ` + table) })
+	if _, err := db.Exec(`ALTER TABLE ` + table + ` ADD CONSTRAINT no_forbidden CHECK (uuid NOT LIKE 'forbidden%')`); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	err = deliver(evs[1], bad, evs[2], bad2)
+	var ue *sinks.UnsendableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Deliver = %v (%s), want an *sinks.UnsendableError naming events 1 and 3", err, sinks.AsDeliveryError(err).Outcome)
+	}
+	if len(ue.Faults) != 2 || ue.Faults[0].Index != 1 || ue.Faults[1].Index != 3 || ue.Sent != 0 {
+		t.Fatalf("faults %+v, sent %d; want events 1 and 3, nothing sent", ue.Faults, ue.Sent)
+	}
+	if !strings.Contains(err.Error(), "no_forbidden") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Errorf("error %q does not carry PostgreSQL's refusal, or say nothing was sent", err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("the table holds %d rows, want 1: nothing of the refused batch", n)
+	}
+	if err := deliver(evs[1], evs[2]); err != nil {
+		t.Fatalf("Deliver of the others: %v", err)
+	}
+	// A batch of one refused event is named at once.
+	if err := deliver(bad); !errors.As(err, &ue) || len(ue.Faults) != 1 || ue.Faults[0].Index != 0 {
+		t.Fatalf("Deliver of the refused event alone = %v, want an *sinks.UnsendableError naming it", err)
+	}
+	// A payload the json column does not parse, published by another watermill user of the
+	// publisher: the same.
+	err = pub.Publish(topic, message.NewMessage("ok-1", []byte(`{"n":1}`)), message.NewMessage("ok-2", []byte(`{not json`)))
+	if !errors.As(err, &ue) || len(ue.Faults) != 1 || ue.Faults[0].Index != 1 {
+		t.Fatalf("Publish with a payload that is not JSON = %v, want an *sinks.UnsendableError naming it", err)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("the table holds %d rows, want 3", n)
+	}
+}
