@@ -21,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // QueueConfig makes a subscription a queue (pull) subscription ([SubscriptionConfig.Queue]):
@@ -599,7 +600,7 @@ func (q *queue) serve(now time.Time) {
 			q.detach(it)
 			body, _, err := schemas.EncodeBatchWith(nil, q.cfg.InputSchema, schemas.CloudEvents, q.cfg.TopicID, []*schemas.Event{it.ev}, q.cfg.Encode)
 			if err != nil {
-				q.log.Warn("event cannot be encoded as a CloudEvent; ended", logattr.EventID, shorten(it.ev.ID), "err", err)
+				q.log.Warn("event cannot be encoded as a CloudEvent; ended", logattr.EventID, clip.String(it.ev.ID), "err", err)
 				q.end(it, q.cfg.Policy.End(schemas.UndeliverableDueToEventContent))
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -51,8 +52,10 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 		it.lastAttempt = b.started
 		it.lastOutcome, it.lastStatus = schemas.GenericError, 0
 		dec := s.cfg.Policy.AfterFailure(retry.Failure{Outcome: schemas.GenericError, Unsendable: true}, it.attempts, it.ev.ID, it.publish, now)
+		// The id is shortened: it may be 100 KB when it was stored before publish validation
+		// refused such ids.
 		s.log.Warn("event can never be sent; ended without counting against the endpoint",
-			logattr.EventID, shorten(it.ev.ID), "seq", it.seq, "decision", dec.String(), "err", err)
+			logattr.EventID, clip.String(it.ev.ID), "seq", it.seq, "decision", dec.String(), "err", err)
 		rec.EventIDs = append(rec.EventIDs, it.ev.ID)
 		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
@@ -63,14 +66,4 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 	s.ready = append(back, s.ready...)
 	s.record(rec)
 	return true
-}
-
-// shorten cuts a value for a log line (an id may be 100 KB when it was stored before publish
-// validation refused such ids).
-func shorten(v string) string {
-	const limit = 128
-	if len(v) <= limit {
-		return v
-	}
-	return v[:limit] + "..."
 }

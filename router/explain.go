@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"regexp"
 	"time"
-	"unicode/utf8"
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -179,22 +179,22 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 		return nil, err
 	}
 	if err := r.history.flush(ctx); err != nil {
-		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)
+		return nil, fmt.Errorf("explaining event %q: %w", clip.String(eventID), err)
 	}
 	now := r.deps.Now()
 	rec, err := r.store.History(ctx, t.name, name, eventID, now)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", eventID, name, t.name, ErrEventNotFound)
+		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", clip.String(eventID), name, t.name, ErrEventNotFound)
 	}
 	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("explaining event %q: reading its delivery history: %w: %w", eventID, ErrUnavailable, err)
+		return nil, fmt.Errorf("explaining event %q: reading its delivery history: %w: %w", clip.String(eventID), ErrUnavailable, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("explaining event %q: %w", eventID, err)
+		return nil, fmt.Errorf("explaining event %q: %w", clip.String(eventID), err)
 	}
 	var e Explanation
 	if err := decodeExplanation(rec.Payload, rec.EventID, &e); err != nil {
-		return nil, fmt.Errorf("explaining event %q: %w: %w", eventID, ErrHistoryDamaged, err)
+		return nil, fmt.Errorf("explaining event %q: %w: %w", clip.String(eventID), ErrHistoryDamaged, err)
 	}
 	e.Topic, e.Subscription = t.name, name
 	if e.State == EventRetrying {
@@ -276,18 +276,10 @@ const maxResponseExcerpt = 256
 
 var queryRE = regexp.MustCompile(`\?[^\s"']*`)
 
-// excerpt cuts what a sink said to maxResponseExcerpt bytes at a character boundary, with any
+// excerpt cuts what a sink said to maxResponseExcerpt bytes with [clip.N], with any
 // query string removed (a SAS token or code= key is a secret).
 func excerpt(s string) string {
-	s = queryRE.ReplaceAllString(s, "?…")
-	if len(s) <= maxResponseExcerpt {
-		return s
-	}
-	cut := maxResponseExcerpt
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return clip.N(queryRE.ReplaceAllString(s, "?…"), maxResponseExcerpt)
 }
 
 // observeAttempts returns what a subscription actor calls with each attempt record: queue

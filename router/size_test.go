@@ -13,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // sizeCase is one size bound of a subscription definition: set puts n units (characters,
@@ -44,7 +45,7 @@ func sizeCases() []sizeCase {
 		}, "includedEventTypes[1]: too long: 257 characters, at most 256 are allowed"},
 		{"advanced filter key", filter.MaxKeyLength, func(s *router.SubscriptionSpec, n int) {
 			s.Filter.AdvancedFilters = []filter.AdvancedFilter{{OperatorType: "IsNotNull", Key: "data." + strings.Repeat("k", n-5)}}
-		}, "advancedFilters[0] (IsNotNull on \"data.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk…\"): too long: the key has 513 characters, at most 512 are allowed"},
+		}, "advancedFilters[0] (IsNotNull on \"data." + strings.Repeat("k", clip.Default-5) + clip.Marker + "\"): too long: the key has 513 characters, at most 512 are allowed"},
 		{"labels count", router.MaxLabels, func(s *router.SubscriptionSpec, n int) { s.Labels = list(n, "l") },
 			"labels: 101 given, at most 100 are allowed; remove 1"},
 		{"label length", router.MaxLabelLength, func(s *router.SubscriptionSpec, n int) { s.Labels = []string{"a", strings.Repeat("ü", n)} },

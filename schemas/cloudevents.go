@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // specVersionCE is the only CloudEvents version egrid accepts.
@@ -268,7 +270,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	ev.Source = str(ceSource, true)
 	ev.SpecVersion = str(ceSpecVersion, true)
 	if ev.SpecVersion != "" && !surrogate[ceSpecVersion] && ev.SpecVersion != specVersionCE {
-		fail("specversion", "is "+quote(ev.SpecVersion)+", but only CloudEvents \"1.0\" is supported")
+		fail("specversion", "is "+clip.Quote(ev.SpecVersion)+", but only CloudEvents \"1.0\" is supported")
 	}
 	ev.Type = str(ceType, true)
 	ev.Time = str(ceTime, false)
@@ -431,17 +433,17 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 func binaryData(contentType string, data []byte) (key string, tok []byte, problem string) {
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	if contentType != "" && err != nil {
-		return "", nil, "cannot be interpreted: the Content-Type " + quote(contentType) + " is not a valid media type (" + err.Error() + ")"
+		return "", nil, "cannot be interpreted: the Content-Type " + clip.Quote(contentType) + " is not a valid media type (" + err.Error() + ")"
 	}
 	switch {
 	case mediaType == "application/json" || mediaType == "text/json" || strings.HasSuffix(mediaType, "+json"):
 		s := &scanner{buf: data}
 		s.skipWS()
 		if _, err := s.skipValue(0); err != nil {
-			return "", nil, "is not valid JSON, but the Content-Type " + quote(contentType) + " says it is: " + err.Error()
+			return "", nil, "is not valid JSON, but the Content-Type " + clip.Quote(contentType) + " says it is: " + err.Error()
 		}
 		if err := s.end(); err != nil {
-			return "", nil, "is not valid JSON, but the Content-Type " + quote(contentType) + " says it is: " + err.Error()
+			return "", nil, "is not valid JSON, but the Content-Type " + clip.Quote(contentType) + " says it is: " + err.Error()
 		}
 		return "data", appendCompact(nil, data), ""
 	case strings.HasPrefix(mediaType, "text/") && isUTF8Charset(params["charset"]) && utf8.Valid(data):

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // FieldMapping maps one Event Grid envelope field of a custom input schema to a field of the
@@ -80,7 +82,7 @@ func (m *InputMapping) Validate() error {
 			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "defaultValue " + reason})
 		}
 		if fm.SourceField != "" && strings.Contains("."+fm.SourceField+".", "..") {
-			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "sourceField " + quote(fm.SourceField) + " has an empty path segment: name a top-level field or a dotted path such as \"header.type\""})
+			errs = append(errs, &MappingError{Field: mapNames[f], Reason: "sourceField " + clip.Quote(fm.SourceField) + " has an empty path segment: name a top-level field or a dotted path such as \"header.type\""})
 		}
 	}
 	if m.EventType == (FieldMapping{}) {
@@ -263,14 +265,14 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 		ev.ID = c.newID()
 	}
 	if topic, ok := value(mapTopic); ok && !surrogate[mapTopic] && !strings.EqualFold(topic, c.topicID) {
-		p.add(i, c.paths[mapTopic].full, "is mapped to topic and is "+quote(topic)+", but this topic's resource ID is "+quote(c.topicID)+": send the topic's ID or leave the field out")
+		p.add(i, c.paths[mapTopic].full, "is mapped to topic and is "+clip.Quote(topic)+", but this topic's resource ID is "+clip.Quote(c.topicID)+": send the topic's ID or leave the field out")
 		bad = true
 	}
 	ev.Time = c.now
 	if t, ok := value(mapEventTime); ok {
 		ev.Time = t
 		if !surrogate[mapEventTime] && (resolve(mapEventTime).kind != kindString || checkTime(t) != "") {
-			p.add(i, c.paths[mapEventTime].full, "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got "+quote(t))
+			p.add(i, c.paths[mapEventTime].full, "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got "+clip.Quote(t))
 			bad = true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Limits bounds one publish request (SPEC §8). A zero field means "no limit".
@@ -37,7 +39,7 @@ const maxReported = 20
 // [ValidationErrors] to list them.
 type ValidationError struct {
 	Index  int    // the event's index in the request, or -1 for the whole request
-	Field  string // the member or attribute at fault (its first 128 bytes and "..." when longer), or ""
+	Field  string // the member or attribute at fault, shortened by [clip.String] (its first 128 bytes and "..." when longer), or ""
 	Reason string // what is wrong and what to do, after the field name
 }
 
@@ -120,26 +122,8 @@ func (p *problems) full() bool { return len(p.errs) >= maxReported }
 
 func (p *problems) add(index int, field, reason string) {
 	if !p.full() {
-		p.errs = append(p.errs, &ValidationError{Index: index, Field: clipField(field), Reason: reason})
+		p.errs = append(p.errs, &ValidationError{Index: index, Field: clip.String(field), Reason: reason}) // a member name is whatever the publisher sent
 	}
-}
-
-// maxFieldBytes bounds the field name a ValidationError carries: a member name is whatever
-// the publisher sent (up to the whole request), and an answer listing 20 problems should
-// stay a few kilobytes, not repeat the request.
-const maxFieldBytes = 128
-
-// clipField shortens a field name over maxFieldBytes to its first bytes (not splitting a
-// UTF-8 sequence) and "...".
-func clipField(f string) string {
-	if len(f) <= maxFieldBytes {
-		return f
-	}
-	cut := maxFieldBytes
-	for cut > 0 && f[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return f[:cut] + "..."
 }
 
 // err returns nil, the single error, or every error joined.

@@ -3,6 +3,8 @@ package schemas
 import (
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // The members of an Event Grid schema event, in the order Raw writes them.
@@ -213,7 +215,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	}
 	bad = checkHeaderBound(p, i, "id", ev.ID, MaxIDBytes) || bad
 	if topic := str(egTopic, false); m[egTopic].kind == kindString && !surrogate[egTopic] && !strings.EqualFold(topic, topicID) {
-		p.add(i, "topic", "is "+quote(topic)+", but this topic's resource ID is "+quote(topicID)+": send the topic's ID or leave topic out and it is stamped")
+		p.add(i, "topic", "is "+clip.Quote(topic)+", but this topic's resource ID is "+clip.Quote(topicID)+": send the topic's ID or leave topic out and it is stamped")
 		bad = true
 	}
 	ev.Subject = str(egSubject, true)
@@ -243,7 +245,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	ev.DataVersion = str(egDataVersion, false)
 	bad = checkHeaderBound(p, i, "dataVersion", ev.DataVersion, MaxHeaderAttributeBytes) || bad
 	if mv := str(egMetadataVersion, false); m[egMetadataVersion].kind == kindString && !surrogate[egMetadataVersion] && mv != metadataVersionEG {
-		p.add(i, "metadataVersion", "is "+quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
+		p.add(i, "metadataVersion", "is "+clip.Quote(mv)+", but the only metadata version is \"1\": send \"1\" or leave it out and it is stamped")
 		bad = true
 	}
 	// Azure refuses a member the schema does not have (an Azure response quoted in
@@ -334,21 +336,7 @@ func offsetWithColon(v string) (string, bool) {
 // checkTime returns why v is not an RFC 3339 date-time, or "".
 func checkTime(v string) string {
 	if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
-		return "is " + quote(v) + ", not an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""
+		return "is " + clip.Quote(v) + ", not an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""
 	}
 	return ""
-}
-
-// quote renders a value inside a message, shortened so a 1 MB value does not make a 1 MB
-// message.
-func quote(v string) string {
-	const limit = 128
-	if len(v) > limit {
-		cut := limit
-		for cut > 0 && v[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
-			cut--
-		}
-		return string(appendString(nil, v[:cut])) + "..."
-	}
-	return string(appendString(nil, v))
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // crossOrigin is net/http's CSRF check with no trusted origins.
@@ -17,7 +19,7 @@ var crossOrigin = http.NewCrossOriginProtection()
 // a name (with --insecure-dev-any-address). It is safe for concurrent use.
 func Check(req *http.Request, publicURL string) error {
 	if !TrustedHost(req.Host, publicURL) {
-		return fmt.Errorf("the server runs with --insecure-dev, which lets requests without credentials in only when they are addressed to this machine, and this one is addressed to Host %q, which is not localhost, an IP address or the host of publicUrl (a web page can point a name of its own at this server): address the server as localhost or by its IP address, set publicUrl to the name its clients use, or send credentials (a topic key, the admin token)", clip(req.Host))
+		return fmt.Errorf("the server runs with --insecure-dev, which lets requests without credentials in only when they are addressed to this machine, and this one is addressed to Host %q, which is not localhost, an IP address or the host of publicUrl (a web page can point a name of its own at this server): address the server as localhost or by its IP address, set publicUrl to the name its clients use, or send credentials (a topic key, the admin token)", clip.String(req.Host))
 	}
 	if err := crossOrigin.Check(req); err != nil {
 		return fmt.Errorf("the server runs with --insecure-dev, which lets requests without credentials in only from this machine's own programs, and this %s comes from a web page of another site (%v): a page of another site cannot change this server; send credentials (a topic key, the admin token)", req.Method, err)
@@ -49,14 +51,6 @@ func hostname(host string) string {
 		host = h
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-}
-
-// clip shortens a header value for a message: the first 128 bytes.
-func clip(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
-	}
-	return s
 }
 
 // BearerToken returns the token of req's Authorization: Bearer header, the credentials of the

@@ -24,7 +24,7 @@ func TestCheck(t *testing.T) {
 		{name: "a rebound name beside publicUrl", method: "GET", host: "rebind.attacker.example", publicURL: "https://egrid.example.com", refused: "publicUrl"},
 		{name: "a name under localhost", method: "GET", host: "localhost.attacker.example", refused: "Host"},
 		{name: "no Host", method: "GET", host: "", refused: "Host"},
-		{name: "a long Host is clipped", method: "GET", host: strings.Repeat("a", 1000), refused: "…"},
+		{name: "a long Host is clipped", method: "GET", host: strings.Repeat("a", 1000), refused: "..."},
 		{name: "a cross-site POST", method: "POST", host: "localhost:8080", header: map[string]string{"Sec-Fetch-Site": "cross-site"}, refused: "web page of another site"},
 		{name: "a same-site POST of another port", method: "POST", host: "localhost:8080", header: map[string]string{"Sec-Fetch-Site": "same-site"}, refused: "web page"},
 		{name: "a POST from another Origin", method: "POST", host: "localhost:8080", header: map[string]string{"Origin": "https://attacker.example"}, refused: "web page"},

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Compile checks s and turns it into a [Filter] for events published in schema, the topic's
@@ -263,7 +264,7 @@ func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 	segs := strings.Split(key, ".")
 	for _, s := range segs {
 		if s == "" {
-			return 0, nil, fmt.Errorf("%w: key %q has an empty segment; separate field names with single dots, as in data.a.b", ErrInvalidKey, shortKey(key))
+			return 0, nil, fmt.Errorf("%w: key %q has an empty segment; separate field names with single dots, as in data.a.b", ErrInvalidKey, clip.String(key))
 		}
 	}
 	first := strings.ToLower(segs[0])
@@ -274,10 +275,10 @@ func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 		}
 		f, ok := eventGridFields[first]
 		if !ok {
-			return 0, nil, fmt.Errorf("%w: %q is not a field of the Event Grid schema; use id, topic, subject, eventType, dataVersion, eventTime, or a data path such as data.key1", ErrInvalidKey, shortKey(segs[0]))
+			return 0, nil, fmt.Errorf("%w: %q is not a field of the Event Grid schema; use id, topic, subject, eventType, dataVersion, eventTime, or a data path such as data.key1", ErrInvalidKey, clip.String(segs[0]))
 		}
 		if len(segs) > 1 {
-			return 0, nil, fmt.Errorf("%w: %q is a string field of the Event Grid envelope and has no fields of its own; only data can be walked into (data.key1)", ErrInvalidKey, shortKey(segs[0]))
+			return 0, nil, fmt.Errorf("%w: %q is a string field of the Event Grid envelope and has no fields of its own; only data can be walked into (data.key1)", ErrInvalidKey, clip.String(segs[0]))
 		}
 		return f, nil, nil
 	case schemas.CloudEvents:
@@ -379,10 +380,7 @@ func describe(v any) string {
 	}
 	switch x := v.(type) {
 	case string:
-		if utf8.RuneCountInString(x) > 40 {
-			x = string([]rune(x)[:40]) + "..."
-		}
-		return "string " + strconv.Quote(x)
+		return "string " + clip.Quote(x)
 	case bool:
 		return "bool " + strconv.FormatBool(x)
 	case json.RawMessage:

@@ -3,6 +3,8 @@ package filter
 import (
 	"errors"
 	"fmt"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Sentinels for the problems [Compile] reports; test with errors.Is. Each reported error
@@ -58,23 +60,7 @@ func (e *AdvancedFilterError) Error() string {
 	if op == "" {
 		op = "?"
 	}
-	return fmt.Sprintf("advancedFilters[%d] (%s on %q): %v", e.Index, shortKey(op), shortKey(e.Key), e.Err)
-}
-
-// shownKeyLength is how many characters of a key an error message repeats.
-const shownKeyLength = 64
-
-// shortKey is a key (or operator) as an error message shows it: one longer than [shownKeyLength] characters
-// is cut there and marked with "…", so a message about an oversize key stays readable.
-func shortKey(key string) string {
-	n := 0
-	for i := range key {
-		if n == shownKeyLength {
-			return key[:i] + "…"
-		}
-		n++
-	}
-	return key
+	return fmt.Sprintf("advancedFilters[%d] (%s on %q): %v", e.Index, clip.String(op), clip.String(e.Key), e.Err)
 }
 
 // Unwrap returns the problem, so errors.Is finds the sentinel.

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Sentinels that [Verify] wraps with detail; callers branch on them with errors.Is.
@@ -133,9 +135,9 @@ func parse(raw string) (*token, error) {
 		_, seen := values[name]
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("field %q has no '='", clip(f)))
+			problems = append(problems, fmt.Sprintf("field %q has no '='", clip.N(f, shown)))
 		case name != "r" && name != "e":
-			problems = append(problems, fmt.Sprintf("unknown field %q before s=; only r and e are signed", clip(name)))
+			problems = append(problems, fmt.Sprintf("unknown field %q before s=; only r and e are signed", clip.N(name, shown)))
 		case seen:
 			problems = append(problems, fmt.Sprintf("field %s appears twice", name))
 		default:
@@ -175,14 +177,10 @@ func parse(raw string) (*token, error) {
 	return t, nil
 }
 
-// clip shortens untrusted text quoted in an error message.
-func clip(s string) string {
-	const limit = 32
-	if len(s) > limit {
-		return s[:limit] + "..."
-	}
-	return s
-}
+// shown is how many bytes of a token's field an error message repeats, fewer than
+// [clip.Default]: a token's text may be a credential pasted in the wrong place (a key sent as a
+// field without '='), and an answer or a log line should repeat little of it.
+const shown = 32
 
 // resourcePath decodes the r field and returns the path of its URL, cleaned, without a
 // trailing slash ("" for the root).
@@ -197,10 +195,10 @@ func resourcePath(enc string) (string, error) {
 		u, err = url.Parse("//" + r)
 	}
 	if err != nil {
-		return "", fmt.Errorf("resource %q is not an URL; use the topic's URL", clip(r))
+		return "", fmt.Errorf("resource %q is not an URL; use the topic's URL", clip.N(r, shown))
 	}
 	if u.Opaque != "" {
-		return "", fmt.Errorf("resource %q has no path; use the topic's URL", clip(r))
+		return "", fmt.Errorf("resource %q has no path; use the topic's URL", clip.N(r, shown))
 	}
 	p := u.Path
 	if p == "" {
@@ -270,7 +268,7 @@ func parseExpiry(e string) (time.Time, error) {
 	if isDigits(e) {
 		n, err := strconv.ParseInt(e, 10, 64)
 		if err != nil || n > 1<<40 { // beyond year 36000: not a real expiry
-			return time.Time{}, fmt.Errorf("expiry %q is out of range for Unix seconds", clip(e))
+			return time.Time{}, fmt.Errorf("expiry %q is out of range for Unix seconds", clip.N(e, shown))
 		}
 		return time.Unix(n, 0).UTC(), nil
 	}
@@ -286,7 +284,7 @@ func parseExpiry(e string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("expiry %q is not a date; use ISO 8601 (2017-06-15T18:20:15Z), en-US (6/15/2017 6:20:15 PM) or Unix seconds", clip(e))
+	return time.Time{}, fmt.Errorf("expiry %q is not a date; use ISO 8601 (2017-06-15T18:20:15Z), en-US (6/15/2017 6:20:15 PM) or Unix seconds", clip.N(e, shown))
 }
 
 func isDigits(s string) bool {
