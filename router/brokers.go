@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/broker"
 )
@@ -87,7 +88,7 @@ func validateBrokerDestination(d Destination, errs []error) (string, []error) {
 func (r *Router) brokerSink(endpointType string, p DestinationProperties) (sinks.Sink, error) {
 	k, ok := broker.ParseKind(endpointType)
 	if !ok { // validate refuses it first
-		return nil, fmt.Errorf("destination.endpointType %q is not a broker", endpointType)
+		return nil, fmt.Errorf("destination.endpointType %q is not a broker", clip.String(endpointType))
 	}
 	pub, ok := r.deps.Publishers[k]
 	if !ok || pub == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -96,7 +97,7 @@ func (c DeadLetterConfig) Validate() error {
 		}
 	}
 	if c.Namespace != "" && !namespaceRE.MatchString(c.Namespace) {
-		errs = append(errs, fmt.Errorf("deadLetters.namespace %q is invalid: use 3-50 characters, letters, digits and '-' only", c.Namespace))
+		errs = append(errs, fmt.Errorf("deadLetters.namespace %q is invalid: use 3-50 characters, letters, digits and '-' only", clip.String(c.Namespace)))
 	}
 	return errors.Join(errs...)
 }
@@ -254,10 +255,10 @@ func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec)
 	}
 	var errs []error
 	if r.dead == nil && r.deps.OnDeadLetter == nil {
-		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination: this server has no dead-letter store: start egrid serve with --minio-endpoint (or pass Deps.DeadLetterStore), or remove deadLetterDestination", name))
+		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination: this server has no dead-letter store: start egrid serve with --minio-endpoint (or pass Deps.DeadLetterStore), or remove deadLetterDestination", clip.String(name)))
 	}
 	if b := d.Properties.BlobContainerName; b != "" && !bucketRE.MatchString(b) {
-		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination.properties.blobContainerName %q is invalid: use 3-63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit", name, b))
+		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination.properties.blobContainerName %q is invalid: use 3-63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit", clip.String(name), clip.String(b)))
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Names of topics and event subscriptions are case-insensitive, as in Event Grid: "orders"
@@ -55,14 +57,14 @@ func (t *topicRuntime) displayName(k string) string {
 func (r *Router) lookupLocked(topic, name string) (*topicRuntime, *SubscriptionSpec, string, error) {
 	t, ok := r.topics[fold(topic)]
 	if !ok {
-		return nil, nil, "", fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+		return nil, nil, "", fmt.Errorf("topic %q: %w", clip.String(topic), ErrTopicNotFound)
 	}
 	if name == "" {
 		return t, nil, "", nil
 	}
 	spec, display, ok := t.sub(name)
 	if !ok {
-		return t, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", name, t.name, ErrSubscriptionNotFound)
+		return t, nil, "", fmt.Errorf("event subscription %q of topic %q: %w", clip.String(name), t.name, ErrSubscriptionNotFound)
 	}
 	return t, spec, display, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -145,7 +146,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	t, ok := r.topics[fold(topic)]
 	if !ok {
 		r.mu.RUnlock()
-		return Provisioning{}, errors.Join(fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound), nameErr)
+		return Provisioning{}, errors.Join(fmt.Errorf("topic %q: %w", clip.String(topic), ErrTopicNotFound), nameErr)
 	}
 	topic = t.name
 	var prev *SubscriptionSpec
@@ -181,7 +182,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)
 	var specErr error
 	if err := errors.Join(problems...); err != nil {
-		specErr = fmt.Errorf("event subscription %q: %w", name, err)
+		specErr = fmt.Errorf("event subscription %q: %w", clip.String(name), err) // nameErr may have refused it
 	}
 	if err := errors.Join(nameErr, specErr, r.checkDeadLetterDestination(name, &spec)); err != nil {
 		r.mu.RUnlock()
@@ -607,7 +608,7 @@ func checkPublicURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		return fmt.Errorf("publicUrl %q is invalid: use the absolute http or https URL (without query string) at which endpoints reach this server, e.g. https://egrid.example.com", raw)
+		return fmt.Errorf("publicUrl %q is invalid: use the absolute http or https URL (without query string) at which endpoints reach this server, e.g. https://egrid.example.com", clip.String(raw))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Publish publishes events to a topic from Go, with the same validation and durability as the
@@ -63,7 +64,7 @@ func (r *Router) topic(name string) (*topicRuntime, error) {
 	}
 	t, ok := r.topics[fold(name)]
 	if !ok {
-		return nil, fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+		return nil, fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
 	}
 	return t, nil
 }

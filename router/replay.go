@@ -17,6 +17,7 @@ import (
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -596,7 +597,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 	closed := r.closed
 	r.mu.RUnlock()
 	if err != nil || closed {
-		return nil, fmt.Errorf("event subscription %q of topic %q: %w", name, topic, ErrSubscriptionNotFound)
+		return nil, fmt.Errorf("event subscription %q of topic %q: %w", clip.String(name), clip.String(topic), ErrSubscriptionNotFound)
 	}
 	name = display
 	if r.dead.replayLookedUp != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/broker"
 	"github.com/egridio/egrid/sinks/egress"
@@ -165,10 +166,10 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.AzureSubscriptionID != "" && !azureSubscriptionIDRE.MatchString(c.AzureSubscriptionID) {
-		errs = append(errs, fmt.Errorf("azureSubscriptionId %q is invalid: use the subscription's GUID, e.g. 00000000-0000-0000-0000-000000000000 (az account show --query id)", c.AzureSubscriptionID))
+		errs = append(errs, fmt.Errorf("azureSubscriptionId %q is invalid: use the subscription's GUID, e.g. 00000000-0000-0000-0000-000000000000 (az account show --query id)", clip.String(c.AzureSubscriptionID)))
 	}
 	if c.ResourceGroup != "" && !resourceGroupRE.MatchString(c.ResourceGroup) {
-		errs = append(errs, fmt.Errorf("resourceGroup %q is invalid: use 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'", c.ResourceGroup))
+		errs = append(errs, fmt.Errorf("resourceGroup %q is invalid: use 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'", clip.String(c.ResourceGroup)))
 	}
 	if c.ResourceIDPrefix != "" && (c.AzureSubscriptionID != "" || c.ResourceGroup != "") {
 		errs = append(errs, errors.New("resourceIdPrefix and azureSubscriptionId/resourceGroup both set: set azureSubscriptionId and resourceGroup, or the whole resourceIdPrefix, not both"))

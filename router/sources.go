@@ -13,6 +13,7 @@ import (
 
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -74,14 +75,14 @@ var sourceNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{3,64}$`)
 func (s SourceSpec) Validate() error {
 	var errs []error
 	if !sourceNameRE.MatchString(s.Name) {
-		errs = append(errs, fmt.Errorf("source name %q is invalid: use 3-64 characters, letters, digits, '-' and '_'", s.Name))
+		errs = append(errs, fmt.Errorf("source name %q is invalid: use 3-64 characters, letters, digits, '-' and '_'", clip.String(s.Name)))
 	}
 	k, ok := broker.ParseKind(s.Broker)
 	switch {
 	case s.Broker == "":
 		errs = append(errs, errors.New("broker: required (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL or GoChannel)"))
 	case !ok:
-		errs = append(errs, fmt.Errorf("broker %q is not supported: use NatsJetStream, RabbitMQ, RedisStream, PostgreSQL or GoChannel", s.Broker))
+		errs = append(errs, fmt.Errorf("broker %q is not supported: use NatsJetStream, RabbitMQ, RedisStream, PostgreSQL or GoChannel", clip.String(s.Broker)))
 	default:
 		if err := k.ValidateName(s.From); err != nil {
 			errs = append(errs, fmt.Errorf("from (the %s to read): %w", k.Property(), err))
@@ -109,7 +110,7 @@ func (s SourceSpec) Validate() error {
 func (r *Router) AddSource(spec SourceSpec) error {
 	err := spec.Validate()
 	if err != nil {
-		return fmt.Errorf("source %q: %w", spec.Name, err)
+		return fmt.Errorf("source %q: %w", clip.String(spec.Name), err)
 	}
 	k, _ := broker.ParseKind(spec.Broker)
 	var errs []error

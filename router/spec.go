@@ -13,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -24,7 +25,7 @@ var (
 // ValidateTopicName checks a topic name: 3-50 characters of letters, digits and '-' (SPEC §8).
 func ValidateTopicName(name string) error {
 	if !topicNameRE.MatchString(name) {
-		return fmt.Errorf("topic name %q is invalid: use 3-50 characters, letters, digits and '-' only", name)
+		return fmt.Errorf("topic name %q is invalid: use 3-50 characters, letters, digits and '-' only", clip.String(name))
 	}
 	return nil
 }
@@ -33,7 +34,7 @@ func ValidateTopicName(name string) error {
 // and '-' (SPEC §8).
 func ValidateSubscriptionName(name string) error {
 	if !subNameRE.MatchString(name) {
-		return fmt.Errorf("event subscription name %q is invalid: use 3-64 characters, letters, digits and '-' only", name)
+		return fmt.Errorf("event subscription name %q is invalid: use 3-64 characters, letters, digits and '-' only", clip.String(name))
 	}
 	return nil
 }
@@ -94,7 +95,7 @@ func (s *TopicSpec) Validate() error {
 			errs = append(errs, errors.New("inputSchema: a namespace topic takes CloudEventSchemaV1_0 only"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("kind %q is invalid: use \"\" (custom topic) or \"namespace\"", s.Kind))
+		errs = append(errs, fmt.Errorf("kind %q is invalid: use \"\" (custom topic) or \"namespace\"", clip.String(s.Kind)))
 	}
 	if sc == schemas.Custom {
 		if s.InputSchemaMapping == nil || s.InputSchemaMapping.Properties == nil {
@@ -331,7 +332,7 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 	case s.Destination.EndpointType == "":
 		errs = append(errs, errors.New("destination.endpointType: required (WebHook or Sink)"))
 	default:
-		errs = append(errs, fmt.Errorf("destination.endpointType %q is not supported: use WebHook, Sink or a broker (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel)", s.Destination.EndpointType))
+		errs = append(errs, fmt.Errorf("destination.endpointType %q is not supported: use WebHook, Sink or a broker (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel)", clip.String(s.Destination.EndpointType)))
 	}
 	p := s.Destination.Properties
 	if p.MaxEventsPerBatch < 0 || p.MaxEventsPerBatch > 5000 {
@@ -410,7 +411,7 @@ func (s *SubscriptionSpec) validate(t *TopicSpec, timeScale float64) (*resolved,
 	}
 	if d := s.DeadLetterDestination; d != nil {
 		if !strings.EqualFold(d.EndpointType, "StorageBlob") {
-			errs = append(errs, fmt.Errorf("deadLetterDestination.endpointType %q is not supported: use StorageBlob", d.EndpointType))
+			errs = append(errs, fmt.Errorf("deadLetterDestination.endpointType %q is not supported: use StorageBlob", clip.String(d.EndpointType)))
 		}
 		if d.Properties.BlobContainerName == "" {
 			errs = append(errs, errors.New("deadLetterDestination.properties.blobContainerName: required"))
@@ -434,7 +435,7 @@ func validateEndpointURL(raw string) (*url.URL, error) {
 		return nil, errors.New("is not a valid URL: use an absolute http or https URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("has scheme %q: use an absolute http or https URL", u.Scheme)
+		return nil, fmt.Errorf("has scheme %q: use an absolute http or https URL", clip.String(u.Scheme))
 	}
 	if u.Host == "" {
 		return nil, errors.New("has no host: use an absolute http or https URL")
@@ -453,23 +454,23 @@ func headerMappings(ms []DeliveryAttributeMapping) (sinks.HeaderMappings, error)
 		switch {
 		case strings.EqualFold(m.Type, MappingStatic):
 			if m.Properties.SourceField != "" {
-				errs = append(errs, fmt.Errorf("%s[%d] %q: sourceField applies to Dynamic mappings only: remove it, or use type Dynamic", path, i, m.Name))
+				errs = append(errs, fmt.Errorf("%s[%d] %q: sourceField applies to Dynamic mappings only: remove it, or use type Dynamic", path, i, clip.String(m.Name)))
 			}
 			hm.Value = m.Properties.Value
 		case strings.EqualFold(m.Type, MappingDynamic):
 			if m.Properties.Value != "" || m.Properties.IsSecret {
-				errs = append(errs, fmt.Errorf("%s[%d] %q: value and isSecret apply to Static mappings only: remove them, or use type Static", path, i, m.Name))
+				errs = append(errs, fmt.Errorf("%s[%d] %q: value and isSecret apply to Static mappings only: remove them, or use type Static", path, i, clip.String(m.Name)))
 			}
 			if m.Properties.SourceField == "" {
-				errs = append(errs, fmt.Errorf("%s[%d] %q: a Dynamic mapping needs properties.sourceField, a JSON path into the event such as data.key1", path, i, m.Name))
+				errs = append(errs, fmt.Errorf("%s[%d] %q: a Dynamic mapping needs properties.sourceField, a JSON path into the event such as data.key1", path, i, clip.String(m.Name)))
 				continue
 			}
 			hm.SourceField = m.Properties.SourceField
 		case m.Type == "":
-			errs = append(errs, fmt.Errorf("%s[%d] %q: type is required: use Static or Dynamic", path, i, m.Name))
+			errs = append(errs, fmt.Errorf("%s[%d] %q: type is required: use Static or Dynamic", path, i, clip.String(m.Name)))
 			continue
 		default:
-			errs = append(errs, fmt.Errorf("%s[%d] %q: type %q is not supported: use Static or Dynamic", path, i, m.Name, m.Type))
+			errs = append(errs, fmt.Errorf("%s[%d] %q: type %q is not supported: use Static or Dynamic", path, i, clip.String(m.Name), clip.String(m.Type)))
 			continue
 		}
 		out = append(out, hm)
@@ -547,7 +548,7 @@ func (s *SubscriptionSpec) validateDelivery(t *TopicSpec, errs []error) (bool, [
 	case strings.EqualFold(dc.DeliveryMode, DeliveryModeQueue):
 		queue = true
 	default:
-		errs = append(errs, fmt.Errorf("deliveryConfiguration.deliveryMode %q is not supported: use Push or Queue", dc.DeliveryMode))
+		errs = append(errs, fmt.Errorf("deliveryConfiguration.deliveryMode %q is not supported: use Push or Queue", clip.String(dc.DeliveryMode)))
 	}
 	if t.Kind != KindNamespace {
 		errs = append(errs, errors.New("deliveryConfiguration: applies to namespace topics only (kind: namespace): remove it for a custom topic"))
@@ -576,9 +577,9 @@ func (s *SubscriptionSpec) validateDelivery(t *TopicSpec, errs []error) (bool, [
 		case err != nil:
 			errs = append(errs, fmt.Errorf(path+"eventTimeToLive: %w", err))
 		case d < minQueueTTL || d > maxQueueTTL:
-			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is out of range: use PT1M to P7D", q.EventTimeToLive))
+			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is out of range: use PT1M to P7D", clip.String(q.EventTimeToLive)))
 		case d%time.Minute != 0:
-			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is not whole minutes: use minute precision, e.g. PT23H12M", q.EventTimeToLive))
+			errs = append(errs, fmt.Errorf(path+"eventTimeToLive %q is not whole minutes: use minute precision, e.g. PT23H12M", clip.String(q.EventTimeToLive)))
 		}
 	}
 	return true, errs
@@ -607,7 +608,7 @@ func ParseISODuration(v string) (time.Duration, error) {
 		return 0, nil
 	}
 	bad := func(why string) (time.Duration, error) {
-		return 0, fmt.Errorf("%q is not an ISO 8601 duration (%s): write it like PT30M, PT23H12M, P1D or P1DT12H", v, why)
+		return 0, fmt.Errorf("%q is not an ISO 8601 duration (%s): write it like PT30M, PT23H12M, P1D or P1DT12H", clip.String(v), why)
 	}
 	s := strings.ToUpper(v)
 	if !strings.HasPrefix(s, "P") || len(s) < 3 {

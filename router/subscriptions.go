@@ -10,6 +10,7 @@ import (
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/webhook"
 )
@@ -78,7 +79,7 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 		s, ok := r.sinks[spec.Destination.Properties.SinkName]
 		r.sinkMu.RUnlock()
 		if !ok {
-			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, spec.Destination.Properties.SinkName)
+			return nil, fmt.Errorf("event subscription %q: destination.properties.sinkName %q: no sink is registered under that name; register it with Router.RegisterSink or Deps.Sinks", name, clip.String(spec.Destination.Properties.SinkName))
 		}
 		sink = withHeaders(s, res.headers)
 	default: // a broker (validate accepts nothing else)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // In cluster mode a topic or subscription created on another node is known here once that
@@ -116,15 +118,15 @@ func (r *Router) subscriptionFresh(ctx context.Context, topic, name string) (*to
 	rd, werr := r.cl.lookUp(ctx, key, t.name)
 	switch {
 	case werr != nil:
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: waiting for a read of the cluster's store: %w", name, t.name, werr)
+		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: waiting for a read of the cluster's store: %w", clip.String(name), t.name, werr)
 	case rd == nil: // a read a moment ago did not find it
 		return t, nil, "", err
 	case errors.Is(rd.err, ErrClosed):
 		return nil, nil, "", rd.err
 	case rd.err != nil:
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", name, t.name, ErrUnavailable, rd.err)
+		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), t.name, ErrUnavailable, rd.err)
 	case rd.subsErr[fold(t.name)] != nil:
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", name, t.name, ErrUnavailable, rd.subsErr[fold(t.name)])
+		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), t.name, ErrUnavailable, rd.subsErr[fold(t.name)])
 	}
 	t, spec, display, err = r.lookup(topic, name)
 	if errors.Is(err, ErrSubscriptionNotFound) {

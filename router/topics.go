@@ -15,6 +15,7 @@ import (
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // topicRuntime is a running topic. Its identity (name, actor, committer) is fixed; its
@@ -225,14 +226,14 @@ func (r *Router) Topics() []string {
 func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	release, err := r.turns.acquire(ctx, name)
 	if err != nil {
-		return fmt.Errorf("deleting topic %q: %w", name, err)
+		return fmt.Errorf("deleting topic %q: %w", clip.String(name), err)
 	}
 	defer release()
 	r.mu.Lock()
 	t, ok := r.topics[fold(name)]
 	if !ok {
 		r.mu.Unlock()
-		return fmt.Errorf("topic %q: %w", name, ErrTopicNotFound)
+		return fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
 	}
 	delete(r.topics, fold(name))
 	subNames := make([]string, 0, len(t.subs))

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // This file encodes and decodes dead-letter records (SPEC §5): the JSON objects a dead-letter
@@ -142,7 +144,7 @@ func ParseReason(v string) (Reason, error) {
 	for i, r := range Reasons {
 		names[i] = string(r)
 	}
-	return "", fmt.Errorf("unknown dead-letter reason %q: use one of %s", v, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown dead-letter reason %q: use one of %s", clip.String(v), strings.Join(names, ", "))
 }
 
 // ParseOutcome parses an outcome's wire name (as [Outcome.String] writes it), case-insensitively.
@@ -152,7 +154,7 @@ func ParseOutcome(v string) (Outcome, error) {
 			return Outcome(o), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown delivery outcome %q", v)
+	return 0, fmt.Errorf("unknown delivery outcome %q", clip.String(v))
 }
 
 // AppendDeadLetters appends to dst a dead-letter object: a JSON array of recs in the layout of

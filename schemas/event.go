@@ -3,6 +3,8 @@ package schemas
 import (
 	"fmt"
 	"strings"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Schema names an event schema: the input schema of a topic or the delivery schema of a
@@ -53,7 +55,7 @@ func ParseInputSchema(v string) (Schema, error) {
 	case "customeventschema":
 		return Custom, nil
 	}
-	return 0, fmt.Errorf("unknown input schema %q: use EventGridSchema, CloudEventSchemaV1_0 or CustomEventSchema", v)
+	return 0, fmt.Errorf("unknown input schema %q: use EventGridSchema, CloudEventSchemaV1_0 or CustomEventSchema", clip.String(v))
 }
 
 // ParseDeliverySchema parses a subscription's eventDeliverySchema, case-insensitively. The
@@ -69,7 +71,7 @@ func ParseDeliverySchema(v string) (Schema, error) {
 	case "custominputschema":
 		return Custom, nil
 	}
-	return 0, fmt.Errorf("unknown event delivery schema %q: use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema", v)
+	return 0, fmt.Errorf("unknown event delivery schema %q: use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema", clip.String(v))
 }
 
 // CanDeliver reports whether events published in schema in can be delivered in schema out

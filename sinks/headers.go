@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Limits of custom delivery headers (SPEC §2.4, eventgrid-behaviour.md §3.4).
@@ -75,7 +76,7 @@ func (e *HeaderMappingError) Error() string {
 	if e.Name == "" {
 		return fmt.Sprintf("[%d]: %s", e.Index, e.Reason)
 	}
-	return fmt.Sprintf("[%d] %q: %s", e.Index, e.Name, e.Reason)
+	return fmt.Sprintf("[%d] %q: %s", e.Index, clip.String(e.Name), e.Reason)
 }
 
 // HeaderMappings are a destination's custom delivery headers (SPEC §2.4). The zero value has
@@ -119,7 +120,7 @@ func (ms HeaderMappings) Validate() error {
 				bad("has both a static value and a source field: set one")
 			}
 			if err := checkSourceField(m.SourceField); err != "" {
-				bad("sourceField %q %s", m.SourceField, err)
+				bad("sourceField %q %s", clip.String(m.SourceField), err)
 			}
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/cmd/egrid/internal/bench"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 func benchCommand(e env) *cli.Command {
@@ -64,9 +65,9 @@ Scenarios:` + list.String(),
 			for _, s := range scen {
 				if !slices.Contains(table, s) {
 					if _, ok := bench.Lookup(s); ok {
-						return cli.Exit(fmt.Sprintf("scenario %q is not in the table chosen: the cluster scenarios (%s) run with --cluster, the others without", s, strings.Join(bench.ClusterNames(), ", ")), 2)
+						return cli.Exit(fmt.Sprintf("scenario %q is not in the table chosen: the cluster scenarios (%s) run with --cluster, the others without", clip.String(s), strings.Join(bench.ClusterNames(), ", ")), 2)
 					}
-					return cli.Exit(fmt.Sprintf("unknown scenario %q: use %s", s, strings.Join(table, ", ")), 2)
+					return cli.Exit(fmt.Sprintf("unknown scenario %q: use %s", clip.String(s), strings.Join(table, ", ")), 2)
 				}
 			}
 			for _, f := range []string{"concurrency", "rate", "idle-subscriptions", "restart-parked"} {

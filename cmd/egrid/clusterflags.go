@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/store/jetstream"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // clusterFileConfig is server.cluster in the config file (README "Cluster mode").
@@ -68,7 +69,7 @@ func resolveCluster(c *cli.Context, getenv func(string) string, fs serverConfig)
 	case getenv("EGRID_CLUSTER_REPLICAS") != "":
 		v, err := strconv.Atoi(getenv("EGRID_CLUSTER_REPLICAS"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_CLUSTER_REPLICAS=%q: use 1, 3 or 5", getenv("EGRID_CLUSTER_REPLICAS")))
+			errs = append(errs, fmt.Errorf("EGRID_CLUSTER_REPLICAS=%q: use 1, 3 or 5", clip.String(getenv("EGRID_CLUSTER_REPLICAS"))))
 		}
 		s.Replicas = v
 	}
@@ -93,13 +94,13 @@ func resolveCluster(c *cli.Context, getenv func(string) string, fs serverConfig)
 	case getenv("EGRID_CLUSTER_LEASE_TTL") != "":
 		v, err := time.ParseDuration(getenv("EGRID_CLUSTER_LEASE_TTL"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_CLUSTER_LEASE_TTL=%q: use a duration such as 5s", getenv("EGRID_CLUSTER_LEASE_TTL")))
+			errs = append(errs, fmt.Errorf("EGRID_CLUSTER_LEASE_TTL=%q: use a duration such as 5s", clip.String(getenv("EGRID_CLUSTER_LEASE_TTL"))))
 		}
 		s.Options.LeaseTTL = v
 	}
 	for _, u := range s.URLs {
 		if !strings.Contains(u, "://") {
-			errs = append(errs, fmt.Errorf("cluster URL %q: use nats://host:4222 (or tls://host:4222)", u))
+			errs = append(errs, fmt.Errorf("cluster URL %q: use nats://host:4222 (or tls://host:4222)", clip.String(u)))
 		}
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {

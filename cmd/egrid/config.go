@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks/broker"
 	"github.com/egridio/egrid/sinks/egress"
 )
@@ -196,13 +197,13 @@ func (c *fileConfig) validate() error {
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
 		if seen[strings.ToLower(t.Name)] {
-			errs = append(errs, fmt.Errorf("topics[%d]: topic %q is declared twice (names ignore case)", i, t.Name))
+			errs = append(errs, fmt.Errorf("topics[%d]: topic %q is declared twice (names ignore case)", i, clip.String(t.Name)))
 		}
 		seen[strings.ToLower(t.Name)] = true
 		subs := map[string]bool{}
 		for j, s := range t.EventSubscriptions {
 			if subs[strings.ToLower(s.Name)] {
-				errs = append(errs, fmt.Errorf("topics[%d].eventSubscriptions[%d]: %q is declared twice (names ignore case)", i, j, s.Name))
+				errs = append(errs, fmt.Errorf("topics[%d].eventSubscriptions[%d]: %q is declared twice (names ignore case)", i, j, clip.String(s.Name)))
 			}
 			subs[strings.ToLower(s.Name)] = true
 		}
@@ -290,7 +291,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	case getenv("EGRID_INSECURE_DEV") != "":
 		v, err := strconv.ParseBool(getenv("EGRID_INSECURE_DEV"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_INSECURE_DEV=%q: use true or false", getenv("EGRID_INSECURE_DEV")))
+			errs = append(errs, fmt.Errorf("EGRID_INSECURE_DEV=%q: use true or false", clip.String(getenv("EGRID_INSECURE_DEV"))))
 		}
 		s.InsecureDev = v
 	default:
@@ -302,7 +303,7 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	case getenv("EGRID_TIME_SCALE") != "":
 		v, err := strconv.ParseFloat(getenv("EGRID_TIME_SCALE"), 64)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_TIME_SCALE=%q: use a number such as 600", getenv("EGRID_TIME_SCALE")))
+			errs = append(errs, fmt.Errorf("EGRID_TIME_SCALE=%q: use a number such as 600", clip.String(getenv("EGRID_TIME_SCALE"))))
 		}
 		s.TimeScale = v
 	case fs.TimeScale != 0:
@@ -386,7 +387,7 @@ func (c *fileConfig) validateBrokers() error {
 			errs = append(errs, fmt.Errorf("sources[%d]: %w", i, err))
 		}
 		if names[src.Name] {
-			errs = append(errs, fmt.Errorf("sources[%d]: source %q is declared twice", i, src.Name))
+			errs = append(errs, fmt.Errorf("sources[%d]: source %q is declared twice", i, clip.String(src.Name)))
 		}
 		names[src.Name] = true
 		if k, ok := broker.ParseKind(src.Broker); ok && !configured[k] {

@@ -21,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/blob"
 )
@@ -98,7 +99,7 @@ func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverCon
 	case getenv("EGRID_MINIO_SECURE") != "":
 		v, err := strconv.ParseBool(getenv("EGRID_MINIO_SECURE"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_MINIO_SECURE=%q: use true or false", getenv("EGRID_MINIO_SECURE")))
+			errs = append(errs, fmt.Errorf("EGRID_MINIO_SECURE=%q: use true or false", clip.String(getenv("EGRID_MINIO_SECURE"))))
 		}
 		s.MinIO.Secure = v
 	}
@@ -108,7 +109,7 @@ func resolveDeadLetters(c *cli.Context, getenv func(string) string, fs serverCon
 	case getenv("EGRID_DEAD_LETTER_DELAY") != "":
 		v, err := time.ParseDuration(getenv("EGRID_DEAD_LETTER_DELAY"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_DEAD_LETTER_DELAY=%q: use a duration such as 5m", getenv("EGRID_DEAD_LETTER_DELAY")))
+			errs = append(errs, fmt.Errorf("EGRID_DEAD_LETTER_DELAY=%q: use a duration such as 5m", clip.String(getenv("EGRID_DEAD_LETTER_DELAY"))))
 		}
 		s.Delay = v
 	default:
@@ -422,7 +423,7 @@ func parseWhen(now time.Time, v string) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration ago (2h)", v)
+	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration ago (2h)", clip.String(v))
 }
 
 // replay runs `egrid deadletter replay`: it streams the server's progress into a progress bar

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks/egress"
 )
 
@@ -66,7 +67,7 @@ func resolveEgress(c *cli.Context, getenv func(string) string, fs serverConfig, 
 	case getenv("EGRID_ALLOW_HTTP_ENDPOINTS") != "":
 		v, err := strconv.ParseBool(getenv("EGRID_ALLOW_HTTP_ENDPOINTS"))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("EGRID_ALLOW_HTTP_ENDPOINTS=%q: use true or false", getenv("EGRID_ALLOW_HTTP_ENDPOINTS")))
+			errs = append(errs, fmt.Errorf("EGRID_ALLOW_HTTP_ENDPOINTS=%q: use true or false", clip.String(getenv("EGRID_ALLOW_HTTP_ENDPOINTS"))))
 		}
 		s.AllowHTTPEndpoints = v
 	default:

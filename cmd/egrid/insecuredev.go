@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // --insecure-dev is for a developer's machine: it accepts publishes without credentials and,
@@ -32,7 +34,7 @@ func resolveInsecureDevAnyAddress(c *cli.Context, getenv func(string) string, fs
 	case getenv("EGRID_INSECURE_DEV_ANY_ADDRESS") != "":
 		v, err := strconv.ParseBool(getenv("EGRID_INSECURE_DEV_ANY_ADDRESS"))
 		if err != nil {
-			return false, fmt.Errorf("EGRID_INSECURE_DEV_ANY_ADDRESS=%q: use true or false", getenv("EGRID_INSECURE_DEV_ANY_ADDRESS"))
+			return false, fmt.Errorf("EGRID_INSECURE_DEV_ANY_ADDRESS=%q: use true or false", clip.String(getenv("EGRID_INSECURE_DEV_ANY_ADDRESS")))
 		}
 		return v, nil
 	}
@@ -46,7 +48,7 @@ func checkInsecureDev(s serveSettings) error {
 		return nil
 	}
 	return fmt.Errorf("--insecure-dev accepts publishes without credentials, so it listens only on a loopback address (127.0.0.1, [::1], localhost), and --listen %q is not one: "+
-		"listen on 127.0.0.1, or configure topic keys and an admin token instead, or add --insecure-dev-any-address if the server really must be reachable from elsewhere", s.Listen)
+		"listen on 127.0.0.1, or configure topic keys and an admin token instead, or add --insecure-dev-any-address if the server really must be reachable from elsewhere", clip.String(s.Listen))
 }
 
 // isLoopback reports whether the listen address host:port names only loopback interfaces:

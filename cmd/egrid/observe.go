@@ -18,6 +18,7 @@ import (
 	"github.com/egridio/egrid/router/probes"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/disk"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // MetricsPath is where Prometheus scrapes egrid.
@@ -55,14 +56,14 @@ func resolveLogging(c *cli.Context, getenv func(string) string, fs serverConfig)
 	var s logSettings
 	level, from := pick("log-level", "EGRID_LOG_LEVEL", fs.LogLevel, "info")
 	if err := s.Level.UnmarshalText([]byte(level)); err != nil {
-		errs = append(errs, fmt.Errorf("%s %q: use debug, info, warn or error", from, level))
+		errs = append(errs, fmt.Errorf("%s %q: use debug, info, warn or error", from, clip.String(level)))
 	}
 	format, from := pick("log-format", "EGRID_LOG_FORMAT", fs.LogFormat, "text")
 	switch strings.ToLower(format) {
 	case "text", "json":
 		s.Format = strings.ToLower(format)
 	default:
-		errs = append(errs, fmt.Errorf("%s %q: use text or json", from, format))
+		errs = append(errs, fmt.Errorf("%s %q: use text or json", from, clip.String(format)))
 	}
 	return s, errs
 }

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/egridio/egrid/router/secretfile"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Secrets stay out of `ps` and shell history: every secret serve takes can come from a file
@@ -213,7 +214,7 @@ func (x *expansion) refs(s string) (string, error) {
 		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
-			return "", fmt.Errorf("%q has a ${ without its closing }: write ${NAME} or ${file:PATH}, or $${ for a literal ${", s)
+			return "", fmt.Errorf("%q has a ${ without its closing }: write ${NAME} or ${file:PATH}, or $${ for a literal ${", clip.String(s))
 		}
 		ref := s[i+2 : i+end]
 		b.WriteString(s[:i])

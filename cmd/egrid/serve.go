@@ -26,6 +26,7 @@ import (
 	"github.com/egridio/egrid/router/secretfile"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/router/store/jetstream"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -226,12 +227,12 @@ func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) erro
 	var errs []error
 	for _, t := range file.Topics {
 		if _, err := r.CreateTopic(ctx, t.Name, t.Properties); err != nil {
-			errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
+			errs = append(errs, fmt.Errorf("topic %q: %w", clip.String(t.Name), err))
 			continue
 		}
 		for _, sd := range t.EventSubscriptions {
 			if err := r.CreateSubscription(ctx, t.Name, sd.Name, sd.Properties); err != nil {
-				errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
+				errs = append(errs, fmt.Errorf("topic %q: %w", clip.String(t.Name), err))
 			}
 		}
 	}

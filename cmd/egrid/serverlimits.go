@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // serverLimitFlags are serve's flags for the HTTP server's bounds (package httpserver) and
@@ -43,7 +44,7 @@ func resolveServerLimits(c *cli.Context, getenv func(string) string, fs serverCo
 		case getenv(envName) != "":
 			v, err := time.ParseDuration(getenv(envName))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: use a duration such as 30s", envName, getenv(envName)))
+				errs = append(errs, fmt.Errorf("%s=%q: use a duration such as 30s", envName, clip.String(getenv(envName))))
 			}
 			return v
 		}
@@ -56,7 +57,7 @@ func resolveServerLimits(c *cli.Context, getenv func(string) string, fs serverCo
 		case getenv(envName) != "":
 			v, err := strconv.Atoi(getenv(envName))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: use a whole number", envName, getenv(envName)))
+				errs = append(errs, fmt.Errorf("%s=%q: use a whole number", envName, clip.String(getenv(envName))))
 			}
 			return v
 		}

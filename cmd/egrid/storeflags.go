@@ -12,6 +12,7 @@ import (
 
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store/disk"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // defaultMinFreeDisk is the default free-space floor of the store: 256 MiB or 1 % of the
@@ -52,7 +53,7 @@ func resolveStore(c *cli.Context, getenv func(string) string, fs serverConfig) (
 	}
 	if s.MinFreeDisk != "" {
 		if _, _, err := parseDiskSize(s.MinFreeDisk); err != nil {
-			return s, fmt.Errorf("min free disk %q: %w", s.MinFreeDisk, err)
+			return s, fmt.Errorf("min free disk %q: %w", clip.String(s.MinFreeDisk), err)
 		}
 	}
 	return s, nil
@@ -66,13 +67,13 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 	}
 	n, percent, err := parseDiskSize(v)
 	if err != nil {
-		return 0, fmt.Errorf("--min-free-disk %q: %w", v, err)
+		return 0, fmt.Errorf("--min-free-disk %q: %w", clip.String(v), err)
 	}
 	total, err := volumeBytes(dir)
 	if errors.Is(err, errors.ErrUnsupported) {
 		// The embedded store does not watch free space on this platform either.
 		if s.MinFreeDisk != "" && n > 0 {
-			return 0, fmt.Errorf("--min-free-disk %q: egrid does not watch the disk's free space on this platform: leave it unset or 0", v)
+			return 0, fmt.Errorf("--min-free-disk %q: egrid does not watch the disk's free space on this platform: leave it unset or 0", clip.String(v))
 		}
 		return 0, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // armSubscription is an event subscription as the admin API returns it.
@@ -431,7 +432,7 @@ func applyDeliveryFlags(c *cli.Context, spec *router.SubscriptionSpec) []string 
 		case strings.EqualFold(m, router.DeliveryModePush):
 			spec.DeliveryConfiguration = nil
 		default:
-			errs = append(errs, fmt.Sprintf("--delivery-mode %q: use push or queue", m))
+			errs = append(errs, fmt.Sprintf("--delivery-mode %q: use push or queue", clip.String(m)))
 		}
 	}
 	queue := spec.IsQueue()
@@ -461,7 +462,7 @@ func applyDeliveryFlags(c *cli.Context, spec *router.SubscriptionSpec) []string 
 		case queue:
 			q().EventTimeToLive = v // the server checks the duration and its range
 		case err != nil:
-			errs = append(errs, fmt.Sprintf("--event-ttl %q: a push subscription takes whole minutes, 1-1440 (an ISO 8601 duration is for --delivery-mode queue)", v))
+			errs = append(errs, fmt.Sprintf("--event-ttl %q: a push subscription takes whole minutes, 1-1440 (an ISO 8601 duration is for --delivery-mode queue)", clip.String(v)))
 		default:
 			spec.RetryPolicy.EventTimeToLiveInMinutes = minutes
 		}
@@ -474,12 +475,12 @@ func applyDeliveryFlags(c *cli.Context, spec *router.SubscriptionSpec) []string 
 // that does not parse is passed on as a string, so the server names the filter at fault.
 func parseAdvancedFilter(w []string) (filter.AdvancedFilter, error) {
 	if len(w) < 2 {
-		return filter.AdvancedFilter{}, fmt.Errorf("--advanced-filter %q: write KEY OPERATOR [VALUE ...], e.g. data.n NumberGreaterThan 5", strings.Join(w, " "))
+		return filter.AdvancedFilter{}, fmt.Errorf("--advanced-filter %q: write KEY OPERATOR [VALUE ...], e.g. data.n NumberGreaterThan 5", clip.String(strings.Join(w, " ")))
 	}
 	af := filter.AdvancedFilter{Key: w[0], OperatorType: w[1]}
 	op, err := filter.ParseOperator(w[1])
 	if err != nil {
-		return af, fmt.Errorf("--advanced-filter %q: %v", strings.Join(w, " "), err)
+		return af, fmt.Errorf("--advanced-filter %q: %v", clip.String(strings.Join(w, " ")), err)
 	}
 	vals := w[2:]
 	number := func(s string) any {
@@ -491,11 +492,11 @@ func parseAdvancedFilter(w []string) (filter.AdvancedFilter, error) {
 	switch op {
 	case filter.IsNullOrUndefined, filter.IsNotNull:
 		if len(vals) > 0 {
-			return af, fmt.Errorf("--advanced-filter %q: %s takes no values", strings.Join(w, " "), op)
+			return af, fmt.Errorf("--advanced-filter %q: %s takes no values", clip.String(strings.Join(w, " ")), op)
 		}
 	case filter.NumberLessThan, filter.NumberGreaterThan, filter.NumberLessThanOrEquals, filter.NumberGreaterThanOrEquals, filter.BoolEquals:
 		if len(vals) != 1 {
-			return af, fmt.Errorf("--advanced-filter %q: %s takes exactly one value", strings.Join(w, " "), op)
+			return af, fmt.Errorf("--advanced-filter %q: %s takes exactly one value", clip.String(strings.Join(w, " ")), op)
 		}
 		if op == filter.BoolEquals {
 			if b, err := strconv.ParseBool(vals[0]); err == nil {
@@ -514,7 +515,7 @@ func parseAdvancedFilter(w []string) (filter.AdvancedFilter, error) {
 		for _, v := range vals {
 			lo, hi, ok := strings.Cut(v, ",")
 			if !ok {
-				return af, fmt.Errorf("--advanced-filter %q: write each range of %s as lo,hi (e.g. 1,10)", strings.Join(w, " "), op)
+				return af, fmt.Errorf("--advanced-filter %q: write each range of %s as lo,hi (e.g. 1,10)", clip.String(strings.Join(w, " ")), op)
 			}
 			af.Values = append(af.Values, []any{number(lo), number(hi)})
 		}
@@ -554,7 +555,7 @@ func parseMapping(w []string) (router.DeliveryAttributeMapping, error) {
 		m.Type = router.MappingDynamic
 		m.Properties.SourceField = w[2]
 	default:
-		return m, fmt.Errorf("--delivery-attribute-mapping %q: the second word is static or dynamic", w[0])
+		return m, fmt.Errorf("--delivery-attribute-mapping %q: the second word is static or dynamic", clip.String(w[0]))
 	}
 	return m, nil
 }
@@ -570,7 +571,7 @@ func parseExpiration(v string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("--expiration-date %q: use a date or datetime such as 2030-01-31 or 2030-01-31T18:00:00Z", v)
+	return time.Time{}, fmt.Errorf("--expiration-date %q: use a date or datetime such as 2030-01-31 or 2030-01-31T18:00:00Z", clip.String(v))
 }
 
 func printSubscriptions(e env, format string, subs ...armSubscription) error {

@@ -3,6 +3,8 @@ package filter
 import (
 	"fmt"
 	"strings"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Operator is an advanced filter's operatorType (eventgrid-behaviour.md §4.5). The zero value
@@ -101,7 +103,7 @@ func ParseOperator(name string) (Operator, error) {
 	if name == "" {
 		return 0, fmt.Errorf("%w: operatorType is missing: set it to one of %s", ErrUnknownOperator, operatorList())
 	}
-	return 0, fmt.Errorf("%w %q: use one of %s", ErrUnknownOperator, name, operatorList())
+	return 0, fmt.Errorf("%w %q: use one of %s", ErrUnknownOperator, clip.String(name), operatorList())
 }
 
 func operatorList() string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/devguard"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 func (a *API) adminRoutes(mux *http.ServeMux) {
@@ -105,7 +106,7 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 		body = []byte("{}")
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not valid JSON: "+err.Error()+`; send {"properties": {...}}`)
+		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not valid JSON: "+jsonProblem(err)+`; send {"properties": {...}}`)
 		return false
 	}
 	if len(env.Properties) == 0 {
@@ -127,7 +128,7 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 func propertiesError(err error) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
-		return "properties: " + err.Error()
+		return "properties: " + jsonProblem(err)
 	}
 	path := "properties"
 	for _, seg := range strings.Split(te.Field, ".") {
@@ -137,7 +138,7 @@ func propertiesError(err error) string {
 			path += "." + seg
 		}
 	}
-	return fmt.Sprintf("%s: is a JSON %s; send %s", path, te.Value, jsonKind(te.Type))
+	return fmt.Sprintf("%s: is a JSON %s; send %s", path, clip.String(te.Value), jsonKind(te.Type))
 }
 
 // jsonKind is the JSON a Go type takes, for a message.

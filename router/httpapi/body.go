@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/egridio/egrid/schemas/bufpool"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // readBody reads at most limit+1 bytes of the request body. When the client sent a
@@ -44,4 +48,23 @@ func shortBody(err error, got int, want int64) error {
 		return fmt.Errorf("%d of the body's %d bytes arrived before the server's time to read a request ran out: send the body faster, or ask the operator for a longer --body-timeout", got, want)
 	}
 	return err
+}
+
+// jsonProblem is encoding/json's error message with what it repeats of the body shortened
+// ([clip.String]): it quotes an unknown member's name whole (with DisallowUnknownFields), and a
+// number too large for its field whole, so a 1 MB name made a 1 MB answer.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		short := *te
+		short.Value = clip.String(te.Value)
+		return short.Error()
+	}
+	const unknown = "json: unknown field "
+	if q, ok := strings.CutPrefix(err.Error(), unknown); ok {
+		if name, uerr := strconv.Unquote(q); uerr == nil {
+			return unknown + clip.Quote(name)
+		}
+	}
+	return err.Error()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // deadLetterRoutes registers the dead-letter admin routes:
@@ -84,7 +85,7 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 		if v := req.URL.Query().Get(p.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: use an RFC 3339 time such as 2026-01-02T15:04:05Z", p.name, v))
+				errs = append(errs, fmt.Errorf("%s=%q: use an RFC 3339 time such as 2026-01-02T15:04:05Z", p.name, clip.String(v)))
 			}
 			*p.dst = t
 		}
@@ -97,13 +98,13 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 		q.Reason = reason
 	}
 	if q.After != "" && q.Since.IsZero() {
-		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", q.After))
+		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", clip.String(q.After)))
 	}
 	if v := req.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil || n <= 0:
-			errs = append(errs, fmt.Errorf("limit=%q: use a positive number such as %d", v, router.DefaultDeadLetterLimit))
+			errs = append(errs, fmt.Errorf("limit=%q: use a positive number such as %d", clip.String(v), router.DefaultDeadLetterLimit))
 		case n > router.MaxDeadLetterLimit:
 			errs = append(errs, fmt.Errorf("limit=%d: at most %d in one answer; take the next ones with since= and after= from the answer's more", n, router.MaxDeadLetterLimit))
 		}
@@ -244,7 +245,7 @@ func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 		err = dec.Decode(&body)
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not a replay request: "+err.Error()+`; send {"since":"2026-01-02T15:04:05Z","until":...,"reason":...,"dryRun":false,"wait":true}`)
+		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not a replay request: "+jsonProblem(err)+`; send {"since":"2026-01-02T15:04:05Z","until":...,"reason":...,"dryRun":false,"wait":true}`)
 		return
 	}
 	opts := router.ReplayOptions{Since: body.Since, Until: body.Until, DryRun: body.DryRun, Wait: body.Wait}

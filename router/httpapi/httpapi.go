@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // API serves a router's HTTP data plane and admin plane. Build it with [New]; it is an
@@ -156,9 +157,9 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 			if allow := probe.header.Get("Allow"); allow != "" {
 				w.Header().Set("Allow", allow)
 			}
-			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", req.Method, req.URL.Path, probe.header.Get("Allow")))
+			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not allowed on %s: use %s", clip.String(req.Method), clip.String(req.URL.Path), probe.header.Get("Allow")))
 		case http.StatusNotFound, 0:
-			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish, pull from /topics/{topic}/eventsubscriptions/{name}:receive; the admin API is under /admin/topics", req.Method, req.URL.Path))
+			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for %s %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish, pull from /topics/{topic}/eventsubscriptions/{name}:receive; the admin API is under /admin/topics", clip.String(req.Method), clip.String(req.URL.Path)))
 		default: // a redirect the mux makes (a cleaned path): pass it on
 			for k, v := range probe.header {
 				w.Header()[k] = v

@@ -13,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/schemas/bufpool"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 func (a *API) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
@@ -22,7 +23,7 @@ func (a *API) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
 func (a *API) handleNamespacePublish(w http.ResponseWriter, req *http.Request) {
 	name, action, ok := strings.Cut(req.PathValue("topicAction"), ":")
 	if !ok || action != "publish" {
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish", req.URL.Path))
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish", clip.String(req.URL.Path)))
 		return
 	}
 	a.publishHTTP(w, req, name, true)
@@ -61,7 +62,8 @@ func (a *API) writeTopicError(w http.ResponseWriter, req *http.Request, name str
 		// passes without credentials (--insecure-dev) learns that the topic does not exist.
 		// (In cluster mode the answer may come after a shared read of the store, up to about a
 		// second: its timing tells whether this node knew the name; see topiclookup.go.)
-		if status, msg := a.authorize(req, &topic{name: name}); status != 0 {
+		// The name is only quoted in the answer (a topic without keys matches no credential).
+		if status, msg := a.authorize(req, &topic{name: clip.String(name)}); status != 0 {
 			writeAuthError(w, status, msg)
 			return
 		}
@@ -76,16 +78,16 @@ func (a *API) writeTopicError(w http.ResponseWriter, req *http.Request, name str
 		// which holds it if another node created it a moment ago, could not be read. Not a
 		// 401: Azure's SDKs do not retry that, and the topic may well exist. The store's own
 		// error goes to the log only, as elsewhere.
-		a.log.Error("finding a topic this node does not know failed: the cluster's store could not be read", "topic", name, "err", err)
+		a.log.Error("finding a topic this node does not know failed: the cluster's store could not be read", "topic", clip.String(name), "err", err)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("this node does not know topic %q and the cluster's store, which holds the topics created on other nodes, could not be read; nothing was done: retry later; the server log has the cause", name))
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("this node does not know topic %q and the cluster's store, which holds the topics created on other nodes, could not be read; nothing was done: retry later; the server log has the cause", clip.String(name)))
 	}
 }
 
 func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string, namespace bool) {
 	t, err := a.topic(req.Context(), name)
 	if err != nil {
-		a.writeTopicError(w, req, name, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", name, name))
+		a.writeTopicError(w, req, name, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", clip.String(name), clip.String(name)))
 		return
 	}
 	if status, msg := a.authorize(req, t); status != 0 {
@@ -95,7 +97,7 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 	}
 	if enc := contentEncoding(req); enc != "" {
 		a.r.CountPublishFailure(t.name, "UnsupportedMediaType")
-		writeError(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("the body is sent with Content-Encoding %q, which egrid does not decode; nothing was accepted: send the body uncompressed, without Content-Encoding", enc))
+		writeError(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("the body is sent with Content-Encoding %q, which egrid does not decode; nothing was accepted: send the body uncompressed, without Content-Encoding", clip.String(enc)))
 		return
 	}
 	lim := schemas.ClassicLimits
@@ -225,7 +227,7 @@ func contentTypeError(got, want string) error {
 	if got == "" {
 		got = "(none)"
 	}
-	return &schemas.ValidationError{Index: -1, Field: "Content-Type", Reason: fmt.Sprintf("%s is not accepted by this topic: send %s", got, want)}
+	return &schemas.ValidationError{Index: -1, Field: "Content-Type", Reason: fmt.Sprintf("%s is not accepted by this topic: send %s", clip.String(got), want)}
 }
 
 // codeInputJSONInvalid is the detail code of Azure's 400 answer to a publish whose body does

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // The pull delivery routes of a namespace topic's queue event subscription
@@ -47,7 +48,7 @@ func releaseDelay(v string) (time.Duration, error) {
 		}
 		allowed = append(allowed, s)
 	}
-	return 0, fmt.Errorf("releaseDelayInSeconds %q is not allowed: use %s or %s", v, strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1])
+	return 0, fmt.Errorf("releaseDelayInSeconds %q is not allowed: use %s or %s", clip.String(v), strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1])
 }
 
 // pullOps are the operations after the colon, as the TypeSpec spells them.
@@ -96,14 +97,14 @@ func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 		op = canonicalOp(op)
 	}
 	if !ok || op == "" {
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: the operations of an event subscription are :%s", req.URL.Path, strings.Join(pullOps, ", :")))
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: the operations of an event subscription are :%s", clip.String(req.URL.Path), strings.Join(pullOps, ", :")))
 		return
 	}
 	t, err := a.topic(req.Context(), topicName)
 	if err != nil {
 		// As publish: an unknown topic answers as wrong credentials do, unless the request
 		// passes without any (--insecure-dev).
-		a.writeTopicError(w, req, topicName, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", topicName, topicName))
+		a.writeTopicError(w, req, topicName, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", clip.String(topicName), clip.String(topicName)))
 		return
 	}
 	if status, msg := a.authorize(req, t); status != 0 {
@@ -226,7 +227,7 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 	if v := q.Get("maxEvents"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > router.MaxReceiveEvents {
-			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", v, router.MaxReceiveEvents))
+			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", clip.String(v), router.MaxReceiveEvents))
 		} else {
 			o.MaxEvents = n
 		}
@@ -235,7 +236,7 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 		n, err := strconv.Atoi(v)
 		lo, hi := int(router.MinReceiveWait/time.Second), int(router.MaxReceiveWait/time.Second)
 		if err != nil || n < lo || n > hi {
-			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", v, lo, hi, int(router.DefaultReceiveWait/time.Second)))
+			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", clip.String(v), lo, hi, int(router.DefaultReceiveWait/time.Second)))
 		} else {
 			o.MaxWait = time.Duration(n) * time.Second
 		}
@@ -307,7 +308,7 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	dec.DisallowUnknownFields()
 	var r settleRequest
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("the body is not a lock token list (%v): %s", err, want)
+		return nil, fmt.Errorf("the body is not a lock token list (%s): %s", jsonProblem(err), want)
 	}
 	if dec.More() {
 		return nil, errors.New("the body holds more than one JSON value: " + want)
@@ -330,11 +331,11 @@ func readLockTokens(req *http.Request) ([]string, error) {
 func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error) {
 	switch {
 	case errors.Is(err, router.ErrNotQueueSubscription):
-		writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("event subscription %q of topic %q delivers by push: receive and settle need a subscription with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --delivery-mode queue)", sub, topic))
+		writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("event subscription %q of topic %q delivers by push: receive and settle need a subscription with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --delivery-mode queue)", clip.String(sub), clip.String(topic)))
 	case errors.Is(err, router.ErrSubscriptionNotFound):
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("event subscription %q of topic %q does not exist: create it with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --topic %s --name %s --delivery-mode queue)", sub, topic, topic, sub))
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("event subscription %q of topic %q does not exist: create it with deliveryConfiguration.deliveryMode Queue (egrid event-subscription create --topic %s --name %s --delivery-mode queue)", clip.String(sub), clip.String(topic), clip.String(topic), clip.String(sub)))
 	case errors.Is(err, router.ErrTopicNotFound):
-		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist", topic))
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("topic %q does not exist", clip.String(topic)))
 	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down: retry later")
 	case errors.Is(err, router.ErrTooManyPolls):

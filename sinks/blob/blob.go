@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -52,9 +53,9 @@ func (c Config) Validate() error {
 	case c.Endpoint == "":
 		errs = append(errs, errors.New("minio endpoint: required (host:port, e.g. 127.0.0.1:9000)"))
 	case strings.Contains(c.Endpoint, "://"):
-		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port without a scheme; use secure for HTTPS", c.Endpoint))
+		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port without a scheme; use secure for HTTPS", clip.String(c.Endpoint)))
 	case strings.Contains(c.Endpoint, "/"):
-		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port only, without a path", c.Endpoint))
+		errs = append(errs, fmt.Errorf("minio endpoint %q: give host:port only, without a path", clip.String(c.Endpoint)))
 	}
 	if c.AccessKey == "" || c.SecretKey == "" {
 		errs = append(errs, errors.New("minio access key and secret key: both are required"))

@@ -13,6 +13,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/lib/pq"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Kind names a broker egrid connects to out of the box. Its value is the endpointType of a
@@ -82,18 +84,24 @@ func (k Kind) Setting() string {
 	return ""
 }
 
+// MaxNameBytes bounds a subject, queue, stream or topic name, in bytes of UTF-8: RabbitMQ's
+// bound on a queue name (AMQP 0-9-1 sends it as a short string), taken for every kind.
+const MaxNameBytes = 255
+
 // ValidateName checks the subject, queue, stream or topic name a destination or source uses
-// on a broker of kind k, and says what is wrong with it.
+// on a broker of kind k, and says what is wrong with it: empty, over [MaxNameBytes] bytes, or
+// not a NATS subject or a PostgreSQL topic name. Its messages repeat at most the first bytes of
+// the name ([clip.String]).
 func (k Kind) ValidateName(name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
 		return fmt.Errorf("is empty; name the %s to use", k.Property())
 	case k == NATSJetStream && !natsSubjectRE.MatchString(name):
-		return fmt.Errorf("%q is not a NATS subject to publish to: use tokens of letters, digits, '-' and '_' separated by '.', without wildcards", name)
+		return fmt.Errorf("%q is not a NATS subject to publish to: use tokens of letters, digits, '-' and '_' separated by '.', without wildcards", clip.String(name))
 	case k == PostgreSQL && !sqlTopicRE.MatchString(name):
-		return fmt.Errorf("%q cannot name a PostgreSQL topic: use letters, digits and - $ : . _ only", name)
-	case len(name) > 255:
-		return fmt.Errorf("is %d characters long; use at most 255", len(name))
+		return fmt.Errorf("%q cannot name a PostgreSQL topic: use letters, digits and - $ : . _ only", clip.String(name))
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("is %d bytes long; use at most %d bytes (a letter outside ASCII takes 2 to 4)", len(name), MaxNameBytes)
 	}
 	return nil
 }
@@ -179,7 +187,7 @@ func (s Servers) Validate() error {
 	}
 	if s.Redis != nil {
 		if !strings.Contains(s.Redis.Addr, ":") {
-			bad("redis.addr", fmt.Sprintf("%q is not host:port; use e.g. 127.0.0.1:6379", s.Redis.Addr))
+			bad("redis.addr", fmt.Sprintf("%q is not host:port; use e.g. 127.0.0.1:6379", clip.String(s.Redis.Addr)))
 		}
 		if s.Redis.DB < 0 {
 			bad("redis.db", fmt.Sprintf("%d is negative; use a database number >= 0", s.Redis.DB))
@@ -199,7 +207,7 @@ func (s Servers) Validate() error {
 		}
 	}
 	if s.ConsumerGroup != "" && !consumerGroupRE.MatchString(s.ConsumerGroup) {
-		bad("consumerGroup", fmt.Sprintf("%q is invalid; use letters, digits, '-' and '_' only", s.ConsumerGroup))
+		bad("consumerGroup", fmt.Sprintf("%q is invalid; use 1-64 letters, digits, '-' and '_' only", clip.String(s.ConsumerGroup)))
 	}
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -46,7 +47,7 @@ func (c Config) Validate() error {
 	}{{"allow", c.Allow}, {"deny", c.Deny}} {
 		for i, s := range list.entries {
 			if _, err := parseRule(s); err != nil {
-				errs = append(errs, fmt.Errorf("egress.%s[%d] %q: %w", list.name, i, s, err))
+				errs = append(errs, fmt.Errorf("egress.%s[%d] %q: %w", list.name, i, clip.String(s), err))
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -242,7 +243,7 @@ func RequestDelivery(ctx context.Context, client *http.Client, ar AbuseProtectio
 	if allowed != "*" && !strings.EqualFold(allowed, origin) {
 		reason := fmt.Sprintf("%s answered the OPTIONS abuse-protection request without WebHook-Allowed-Origin; consent needs WebHook-Allowed-Origin: %s (or *)", display, origin)
 		if allowed != "" {
-			reason = fmt.Sprintf("%s answered the OPTIONS abuse-protection request with WebHook-Allowed-Origin %q, not the requested origin; consent needs WebHook-Allowed-Origin: %s (or *)", display, allowed, origin)
+			reason = fmt.Sprintf("%s answered the OPTIONS abuse-protection request with WebHook-Allowed-Origin %q, not the requested origin; consent needs WebHook-Allowed-Origin: %s (or *)", display, clip.String(allowed), origin)
 		}
 		return 0, &HandshakeError{Outcome: schemas.Forbidden, StatusCode: resp.StatusCode, Reason: reason}
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -133,14 +134,14 @@ func checkURL(u *url.URL) error {
 		return bad("is not absolute; use an http:// or https:// URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return bad(fmt.Sprintf("scheme %q is not supported; use http or https", u.Scheme))
+		return bad(fmt.Sprintf("scheme %q is not supported; use http or https", clip.String(u.Scheme)))
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return bad("has no host; use scheme://host[:port]/path")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return bad(fmt.Sprintf("port %q is out of range; use 1-65535", p))
+			return bad(fmt.Sprintf("port %q is out of range; use 1-65535", clip.String(p)))
 		}
 	}
 	return nil
