@@ -175,8 +175,9 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	// The size bounds refuse what a write would add (size.go): restoreSubscription does not
 	// check them, and neither is a stored definition applied again unchanged — the YAML config
 	// at every start of egrid serve, a template deployed again — refused for a bound added
-	// after it was accepted.
-	if err := spec.checkSize(); err != nil && (prev == nil || !sameDefinition(&spec, prev)) {
+	// after it was accepted, nor is an update for the stored endpointUrl it keeps (reads hide
+	// its query string, and keepHidden filled it in above).
+	if err := spec.checkSize(prev); err != nil && (prev == nil || !sameDefinition(&spec, prev)) {
 		problems = append(problems, err)
 	}
 	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)

@@ -22,7 +22,12 @@ import (
 // a definition needs. A definition stored before a bound existed still loads and delivers:
 // restoring a subscription never checks them, and a create or update that leaves the stored
 // definition as it is (the YAML config applied again at every start of egrid serve, a
-// template deployed again) is not refused for them ([sameDefinition]); any change of it is.
+// template deployed again) is not refused for them ([sameDefinition]); any change of it is,
+// except for the endpointUrl: one that is the stored one is kept whatever else changes. Reads
+// hide an endpointUrl's query string ([SubscriptionSpec.Redacted]), so a client that changes
+// another property of a definition it read sends the URL back hidden and the update keeps the
+// stored one; refusing it for its size would leave the subscription changeable only by a
+// client that knows the secret in the URL.
 const (
 	// MaxLabels is the largest number of labels of one subscription.
 	MaxLabels = 100
@@ -45,8 +50,9 @@ const (
 
 // checkSize reports every part of a new definition larger than its size bound, at once,
 // each naming the property, its size and the bound; messages never repeat the oversize text
-// (an endpoint URL or header may hold a secret).
-func (s *SubscriptionSpec) checkSize() error {
+// (an endpoint URL or header may hold a secret). prev is the stored definition an update
+// replaces (nil for a create): an endpointUrl that is prev's is not checked.
+func (s *SubscriptionSpec) checkSize(prev *SubscriptionSpec) error {
 	var errs []error
 	if err := filter.CheckSize(s.Filter); err != nil {
 		errs = append(errs, fmt.Errorf("filter: %w", err))
@@ -60,7 +66,8 @@ func (s *SubscriptionSpec) checkSize() error {
 		}
 	}
 	p := &s.Destination.Properties
-	if n := len(p.EndpointURL); n > MaxEndpointURLBytes {
+	kept := prev != nil && p.EndpointURL == prev.Destination.Properties.EndpointURL
+	if n := len(p.EndpointURL); n > MaxEndpointURLBytes && !kept {
 		errs = append(errs, fmt.Errorf("destination.properties.endpointUrl: %d bytes, at most %d are allowed; use a shorter URL", n, MaxEndpointURLBytes))
 	}
 	const path = "destination.properties.deliveryAttributeMappings"
