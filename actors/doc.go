@@ -19,7 +19,11 @@
 // is dropped ([StateWriter]) — also when a subscription was created again under its name
 // meanwhile: each update carries the epoch of the subscription its actor loaded
 // ([store.SubscriptionState.Epoch]), and the store refuses one of an earlier epoch. Timers only send a message to the actor itself; due times
-// are data, so timers are rebuilt after a restart.
+// are data, so timers are rebuilt after a restart. A stopping or restarting actor blocks
+// nothing: it terminates at once and waits for its sink calls and its last state write off
+// its mailbox, each at most its stop grace; its next incarnation (a restart, or the actor an
+// update starts in its place) loads its state only after that wait, and the router waits for
+// it before it closes the store ([Stops]).
 //
 // Events a subscription ends without delivery go, with a dead-letter destination, to the
 // dead-letter outbox in the same store update that settles them ([DeadLetterHandoff]); the

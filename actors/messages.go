@@ -207,3 +207,16 @@ type parkedRead struct {
 	parked []store.Parked
 	err    error
 }
+
+// The results an actor's goroutines and timers send it may reach it once it has stopped: its
+// stop work lets them run out after its Terminated (stopwork.go), and a stopped actor's
+// mailbox is gone. They are dropped as any message to a stopped actor, without protoactor's
+// dead-letter log entry ([actor.IgnoreDeadLetterLogging]): nothing is amiss.
+
+func (*attemptDone) IgnoreDeadLetterLogging()    {}
+func (*wake) IgnoreDeadLetterLogging()           {}
+func (*journalRead) IgnoreDeadLetterLogging()    {}
+func (*stateLoaded) IgnoreDeadLetterLogging()    {}
+func (*parkedRead) IgnoreDeadLetterLogging()     {}
+func (*slowLoad) IgnoreDeadLetterLogging()       {}
+func (*receiveTimeout) IgnoreDeadLetterLogging() {}

@@ -111,9 +111,9 @@ func TestCatchUpReadDoesNotBlockTheMailbox(t *testing.T) {
 	})
 }
 
-// A sink that ignores its context does not hold a stopping subscription forever: the stop
-// waits the grace, abandons the attempt, and the event, not settled, is attempted again by the
-// next actor.
+// A sink that ignores its context does not hold a stopping subscription forever, nor its
+// mailbox at all: the actor terminates at once, its stop work waits the grace off the mailbox
+// and abandons the attempt, and the event, not settled, is attempted again by the next actor.
 func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		st := journalWithEvents(t, 1)
@@ -124,8 +124,9 @@ func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 			<-release // ignores ctx
 			return nil
 		})
+		stops := new(actors.Stops)
 		cfg := &actors.SubscriptionConfig{
-			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), StopGrace: 3 * time.Second},
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), StopGrace: 3 * time.Second, Stops: stops},
 			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
 			Sink: stuck,
 		}
@@ -136,25 +137,31 @@ func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 		}
 		<-calls
 		start := time.Now()
+		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the actor terminated after %v with its sink call stuck, want at once (the wait is off its mailbox)", waited)
+		}
 		stopped := make(chan struct{})
 		go func() {
-			_ = h.System().Root.StopFuture(pid).Wait()
+			_ = stops.Wait(context.Background())
 			close(stopped)
 		}()
 		h.Settle()
 		select {
 		case <-stopped:
-			t.Fatal("the stop returned before the grace")
+			t.Fatal("the stop work ended before the grace")
 		default:
 		}
 		h.Advance(3 * time.Second)
 		select {
 		case <-stopped:
 		default:
-			t.Fatal("the stop still waits for the sink after the grace")
+			t.Fatal("the stop work still waits for the sink after the grace")
 		}
 		if waited := time.Since(start); waited != 3*time.Second {
-			t.Errorf("the stop waited %v, want the 3 s grace", waited)
+			t.Errorf("the stop work waited %v, want the 3 s grace", waited)
 		}
 		state, _ := st.LoadSubscription(context.Background(), "orders", "audit")
 		if state.Cursor != 0 {
@@ -169,7 +176,7 @@ func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 		if got := len(calls); got != 1 {
 			t.Errorf("%d attempts by the next actor, want 1", got)
 		}
-		close(release)         // the abandoned goroutine ends; its late result goes nowhere
-		h.Advance(time.Minute) // protoactor's dead-letter throttle, woken by that result, rests
+		close(release) // the abandoned goroutine ends; its late result goes nowhere
+		h.Settle()
 	})
 }

@@ -27,12 +27,13 @@ func (g *gatedUpdates) UpdateSubscription(ctx context.Context, topic, sub string
 
 // A subscription without a router's state writer (a replay's) writes its state off its
 // mailbox all the same: while a write is held up it answers, and the write lands once
-// released, before the actor has stopped.
+// released, before the actor's stop work (off its mailbox too) has ended.
 func TestSubscriptionWithoutWriterWritesOffTheMailbox(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		g := &gatedUpdates{Store: journalWithEvents(t, 1), gate: make(chan struct{})}
+		stops := new(actors.Stops)
 		pid := h.Spawn(actors.SubscriptionProps(&actors.SubscriptionConfig{
-			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: g, Metrics: new(metrics.Set)},
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: g, Metrics: new(metrics.Set), Stops: stops},
 			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
 			Sink: sinks.Func(func(context.Context, *sinks.Batch) error { return nil }),
 		}))
@@ -47,6 +48,9 @@ func TestSubscriptionWithoutWriterWritesOffTheMailbox(t *testing.T) {
 		}
 		close(g.gate)
 		if err := root.StopFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := stops.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := g.Store.LoadSubscription(context.Background(), "orders", "audit"); st.Cursor != 1 {

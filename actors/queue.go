@@ -65,8 +65,13 @@ const (
 // and the lock tokens handed out before fail with TokenLost. Without a
 // [SubscriptionConfig.Writer] the actor runs a writer of its own, closed when it stops.
 func QueueProps(cfg *SubscriptionConfig) *actor.Props {
+	return queueProps(cfg, new(stopRegistry))
+}
+
+// queueProps is QueueProps with the registry of stop work (see subscriptionProps).
+func queueProps(cfg *SubscriptionConfig, stops *stopRegistry) *actor.Props {
 	mustShare(cfg)
-	return actor.PropsFromProducer(func() actor.Actor { return &queue{cfg: cfg} }, subscriptionMailbox)
+	return actor.PropsFromProducer(func() actor.Actor { return &queue{cfg: cfg, stops: stops} }, subscriptionMailbox)
 }
 
 type qstate uint8
@@ -103,6 +108,7 @@ type waiter struct {
 // queue is the queue subscription actor. All fields are owned by Receive.
 type queue struct {
 	cfg    *SubscriptionConfig
+	stops  *stopRegistry // the stop work of the subscription's actors (queueProps)
 	self   *actor.PID
 	system *actor.ActorSystem
 	log    *slog.Logger
@@ -315,7 +321,7 @@ func (q *queue) start(c actor.Context) {
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.items = make(map[uint64]*qitem)
 
-	q.boot = startLoad(q.cfg, true, &q.wg, q.system.Root, q.self)
+	q.boot = startLoad(q.cfg, q.stops, true, &q.wg, q.system.Root, q.self)
 }
 
 func (q *queue) scale(d time.Duration) time.Duration {
@@ -345,15 +351,14 @@ func (q *queue) stop() {
 		root.Send(w.sender, &ReceivedEvents{}) // nothing for them from this incarnation
 	}
 	q.waiters = nil
-	grace := q.cfg.stopGrace()
-	if !WaitBounded(&q.wg, grace) {
-		q.log.Error("a journal or state read did not return after its context was cancelled; abandoning it")
-	}
-	if q.writer != nil {
-		// Answers waiting for their write go out once it is in the store.
-		flushOnStop(q.writer, q.cfg.Name, q.epoch, grace, q.owns, q.log,
-			"the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)")
-	}
+	// The waits run off the mailbox (stopwork.go); answers waiting for their write go out
+	// once it is in the store.
+	stopWork{
+		wg: &q.wg, grace: q.cfg.stopGrace(),
+		abandoned: "a journal or state read did not return after its context was cancelled; abandoning it",
+		writer:    q.writer, topic: q.cfg.Topic, sub: q.cfg.Name, epoch: q.epoch, owns: q.owns, log: q.log,
+		late: "the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)",
+	}.start(q.stops, q.cfg.Stops)
 }
 
 // --- taking events in (the journal window, as a push subscription keeps it) ---

@@ -108,6 +108,7 @@ func TestQueueLoadsItsStateOffTheMailbox(t *testing.T) {
 		if err := root.StopFuture(pid).Wait(); err != nil {
 			t.Fatalf("stopping a queue whose state read is held up: %v", err)
 		}
+		h.Settle() // its stop work waits for the load, off its mailbox
 		if g.loads.Load() != 1 || g.ended.Load() != 1 {
 			t.Fatalf("after the stop: %d loads, %d given up; want the one load given up", g.loads.Load(), g.ended.Load())
 		}

@@ -12,13 +12,17 @@ import (
 // startLoad reads a subscription's stored state and its topic's journal head off the mailbox
 // and sends them to self as a [stateLoaded] with the returned boot's id: a disk store may wait
 // behind a publish's fsync, and a router restarting a thousand subscriptions starts them all
-// at once. It takes one of cfg.LoadSlots for the read when they are set. withBodies reads the
+// at once. Before it reads, it waits for the actor it replaces to terminate (cfg.after) and
+// then for the stop work of the subscription's actors before it (stops, by name: the
+// incarnation before a restart, the actor an update replaced), so that it loads their last
+// state write, or loads once their stop grace passed (stopwork.go). Only then does it take
+// one of cfg.LoadSlots for the read, when they are set: a load waiting for a stop holds none. withBodies reads the
 // parked events with their events (LoadSubscription, for a queue subscription, which hands
 // them out); without, only their index (LoadSubscriptionIndex: a push subscription reads a
 // body when its event comes due). The read runs under wg and stops when the boot is
 // cancelled; it has a context of its own, dropped with the boot once loaded: waiting on the
 // actor's context would give every idle subscription a Done channel for good.
-func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, root *actor.RootContext, self *actor.PID) *boot {
+func startLoad(cfg *SubscriptionConfig, stops *stopRegistry, withBodies bool, wg *sync.WaitGroup, root *actor.RootContext, self *actor.PID) *boot {
 	id := loadIDs.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	st, topic, name, slots := cfg.Store, cfg.Topic, cfg.Name, cfg.LoadSlots
@@ -30,6 +34,14 @@ func startLoad(cfg *SubscriptionConfig, withBodies bool, wg *sync.WaitGroup, roo
 		if after := cfg.after; after != nil { // the actor it replaces has yet to stop
 			select {
 			case <-after:
+			case <-ctx.Done():
+				msg.err = ctx.Err()
+				return
+			}
+		}
+		if idle := stops.idle(name); idle != closedChan { // the last writes of the actors before it
+			select {
+			case <-idle:
 			case <-ctx.Done():
 				msg.err = ctx.Err()
 				return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +32,7 @@ import (
 // created again: the new subscription's writes are its own, below). The topic's other
 // subscriptions, which share the writer outside cluster mode, go on being written. A write
 // that fails with [store.ErrNotFound] is not a failure: the subscription (or its topic) was
-// deleted — its actor stopped before its last write landed, the stop grace of
+// deleted — its actor's stop work gave up waiting for its last write, the stop grace of
 // [StateWriter.FlushWithin] — and has no state left to update, so the write and what is
 // queued behind it are dropped, unreported; their written callbacks are never called (the
 // dead letters of a deleted subscription go with it, as its parked events do). The stores
@@ -58,9 +57,10 @@ import (
 // once the subscription's actor has stopped for its deletion. [StateWriter.Close] returns
 // the first failure even when it was forgotten.
 //
-// A subscription actor flushes its queued updates before it stops or restarts, so the next
-// incarnation loads what the last one decided. The owner (the router, per topic) calls Close
-// after the topic's actors have stopped.
+// A subscription actor that stops or restarts waits for its queued updates to be written
+// (at most its stop grace, off its mailbox once it has terminated: stopwork.go), and the next
+// incarnation loads only after that wait, so it loads what the last one decided. The owner
+// (the router, per topic) calls Close after the topic's actors have stopped.
 type StateWriter struct {
 	store store.Store
 	topic string
@@ -172,8 +172,9 @@ func (w *StateWriter) Flush(sub string, epoch uint64) error {
 // next incarnation that loads the state meanwhile may load it without them. That costs
 // duplicates, never a lost event: every update is a change to the state before it, and
 // one that lands late only settles or parks what the next incarnation then attempts again.
-// Stopping actors use it, so a store write that hangs (a disk that stopped answering)
-// cannot hold a stop, and whatever waits for it, forever.
+// The stop work of stopping actors uses it (stopwork.go), so a store write that hangs (a
+// disk that stopped answering) cannot hold the next incarnation's load, and whatever waits
+// for the stop, forever.
 func (w *StateWriter) FlushWithin(sub string, epoch uint64, d time.Duration) (bool, error) {
 	done := make(chan error, 1)
 	go func() { done <- w.Flush(sub, epoch) }() // ends with the write it waits for
@@ -185,28 +186,6 @@ func (w *StateWriter) FlushWithin(sub string, epoch uint64, d time.Duration) (bo
 	case <-t.C:
 		return false, nil
 	}
-}
-
-// flushOnStop is a stopping actor's last flush of the updates of sub of epoch: it waits at most grace
-// ([StateWriter.FlushWithin]), logs late (with the grace) when the write did not finish in
-// time, and closes w when the actor owns it — at once, or in the background once the write
-// returns.
-func flushOnStop(w *StateWriter, sub string, epoch uint64, grace time.Duration, owns bool, log *slog.Logger, late string) {
-	written, err := w.FlushWithin(sub, epoch, grace)
-	switch {
-	case !written:
-		log.Error(late, "grace", grace)
-	case err != nil:
-		log.Error("flushing subscription state", "err", err)
-	}
-	if !owns {
-		return
-	}
-	if written {
-		_ = w.Close()
-		return
-	}
-	go func() { _ = w.Close() }() // returns once the write does
 }
 
 // Close writes what is queued and stops the writer. It is idempotent. It returns the first

@@ -33,8 +33,8 @@ const (
 	// one of the two limits is set (SPEC §2.3).
 	DefaultMaxEventsPerBatch   = 5000
 	DefaultPreferredBatchBytes = 64 * 1024
-	// DefaultStopGrace is how long a stopping subscription waits for its sink calls to return
-	// after cancelling them.
+	// DefaultStopGrace is how long a stopping subscription waits (off its mailbox) for its
+	// sink calls to return after cancelling them, and then for its last state write.
 	DefaultStopGrace = 5 * time.Second
 )
 
@@ -89,8 +89,10 @@ type SubscriptionConfig struct {
 	// and settle its events, and Sink is not used (see [QueueConfig]).
 	Queue *QueueConfig
 
-	// after, when set, is closed once the actor this one replaces has stopped, its last state
-	// write in the store: the load waits for it (set by the topic actor: topic.add).
+	// after, when set, is closed once the actor this one replaces has terminated, its stop
+	// work under way (stopwork.go): the load waits for it, then for that stop work, which
+	// ends once the old actor's last state write is in the store or its stop grace passed
+	// (set by the topic actor: topic.add).
 	after <-chan struct{}
 }
 
@@ -110,8 +112,9 @@ type SubscriptionShared struct {
 	// StopGrace bounds how long a stopping or restarting actor waits for its attempts in
 	// flight to return once their context is cancelled, and for its last state write; a queue
 	// subscription's (pull delivery) for its journal and state reads and its last state write.
-	// 0 = DefaultStopGrace. A sink that ignores its context is abandoned after it: see
-	// [sinks.Sink].
+	// The actor waits off its mailbox, after it has terminated; the next actor of the
+	// subscription loads its state once those waits ended ([Stops]). 0 = DefaultStopGrace. A
+	// sink that ignores its context is abandoned after it: see [sinks.Sink].
 	StopGrace time.Duration
 
 	Store store.Store
@@ -121,7 +124,11 @@ type SubscriptionShared struct {
 	LoadSlots chan struct{}
 	// Writer, when set, writes state updates off the mailbox (see [StateWriter]); without it
 	// the actor writes them itself.
-	Writer  *StateWriter
+	Writer *StateWriter
+	// Stops, when set, counts the stop work of the actors: their waits, once they have
+	// terminated, for their sink calls and their last state write, which run off their
+	// mailboxes. The owner waits for it before it closes the store ([Stops.Wait]).
+	Stops   *Stops
 	Metrics *metrics.Set
 	Logger  *slog.Logger
 }
@@ -153,8 +160,16 @@ func (c *SubscriptionConfig) batchLimits() (events, bytes int) {
 // Its mailbox is protoactor's lock-free linked queue rather than the default ring buffer: an idle
 // subscription then costs no queue storage, which matters at tens of thousands of them.
 func SubscriptionProps(cfg *SubscriptionConfig) *actor.Props {
+	return subscriptionProps(cfg, new(stopRegistry))
+}
+
+// subscriptionProps is SubscriptionProps with the registry of stop work the actor's stops
+// are counted in, and its loads wait for: its incarnations share it (a restart reloads after
+// the stop of the incarnation before), and a topic actor passes its own, so that an actor
+// replacing another of the same name loads after it too.
+func subscriptionProps(cfg *SubscriptionConfig, stops *stopRegistry) *actor.Props {
 	mustShare(cfg)
-	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg} }, subscriptionMailbox)
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, stops: stops} }, subscriptionMailbox)
 }
 
 // mustShare panics with what to do when cfg has no shared part: a programming error that
@@ -217,6 +232,7 @@ var batchIDs atomic.Uint64
 // subscription is the subscription actor. All fields are owned by the actor's Receive.
 type subscription struct {
 	cfg    *SubscriptionConfig
+	stops  *stopRegistry // the stop work of the subscription's actors (subscriptionProps)
 	self   *actor.PID
 	system *actor.ActorSystem
 	log    *slog.Logger
@@ -478,7 +494,7 @@ func (s *subscription) start(c actor.Context) {
 	s.maxEvents, s.maxBytes = s.cfg.batchLimits()
 	s.writer = s.cfg.Writer
 
-	s.boot = startLoad(s.cfg, false, &s.wg, s.system.Root, s.self) // see startLoad: off the mailbox
+	s.boot = startLoad(s.cfg, s.stops, false, &s.wg, s.system.Root, s.self) // see startLoad: off the mailbox
 }
 
 // makeHistograms looks up the subscription's histograms at its first finished attempt: an
@@ -818,20 +834,19 @@ func (s *subscription) stop() {
 		s.timer.Stop()
 	}
 	s.timerGen++
-	grace := s.cfg.stopGrace()
-	if !WaitBounded(&s.wg, grace) {
-		// The attempts still running are abandoned: their events are not settled, so the next
-		// incarnation (or the next process) attempts them again, and their late results are
-		// ignored (their batch ids are unknown to it). Their goroutines end when the sink
+	// The waits for the attempts and the last write run off the mailbox (stopwork.go): the
+	// next incarnation, and whoever waits for this one's end, waits for them.
+	stopWork{
+		wg: &s.wg, grace: s.cfg.stopGrace(),
+		// The attempts still running are abandoned: their events are not settled, so the
+		// next incarnation (or the next process) attempts them again, and their late results
+		// are ignored (their batch ids are unknown to it). Their goroutines end when the sink
 		// returns.
-		s.log.Error("sink calls did not return after their context was cancelled; abandoning them, their events will be attempted again",
-			"inFlight", len(s.batches), "grace", grace)
-	}
-	if s.writer != nil {
-		// The next incarnation loads what this one decided.
-		flushOnStop(s.writer, s.cfg.Name, s.epoch, grace, s.ownWriter, s.log,
-			"the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)")
-	}
+		abandoned:    "sink calls did not return after their context was cancelled; abandoning them, their events will be attempted again",
+		abandonAttrs: []any{"inFlight", len(s.batches)},
+		writer:       s.writer, topic: s.cfg.Topic, sub: s.cfg.Name, epoch: s.epoch, owns: s.ownWriter, log: s.log,
+		late: "the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)",
+	}.start(s.stops, s.cfg.Stops)
 }
 
 // room is how many more events the subscription may take in. Events parked for a retry do not
@@ -1634,8 +1649,9 @@ func (h *dueHeap) Pop() any {
 }
 
 // WaitBounded waits for wg at most d and reports whether it finished. When it did not, the
-// goroutine waiting for wg stays until wg finishes. Actors use it when they stop, so that a
-// sink or writer that ignores its context cannot hold a stop forever.
+// goroutine waiting for wg stays until wg finishes. The stop work of stopping actors uses it
+// (stopwork.go), so that a sink or writer that ignores its context cannot hold a stop, and
+// the next incarnation's load, forever.
 func WaitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {

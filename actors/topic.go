@@ -37,8 +37,9 @@ func TopicProps(cfg *TopicConfig) *actor.Props {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With(logattr.Topic, cfg.Name)
+	stops := new(stopRegistry) // the topic actor's incarnations share it: see topic.stops
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &topic{cfg: cfg, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
+		return &topic{cfg: cfg, stops: stops, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
 	})
 }
 
@@ -50,8 +51,10 @@ type child struct {
 // stopping is a subscription actor being stopped by [RemoveSubscription] (or replaced by
 // [AddSubscription]): who waits for its end.
 type stopping struct {
-	waiters []*actor.PID
-	// done is closed at its Terminated, made when an actor replacing it waits for it (add).
+	name    string
+	waiters []*actor.PID // answered once it terminated and its stop work ended
+	// done is closed at its Terminated, made when an actor replacing it waits for it (add);
+	// that actor's load then waits for the stop work by name itself (startLoad).
 	done chan struct{}
 }
 
@@ -63,12 +66,18 @@ type topic struct {
 	// order keeps fan-out deterministic.
 	order []string
 	// stopping holds the subscription actors stopped here and not yet terminated, by
-	// process id: a RemoveSubscription is answered once its actor has terminated — its last
-	// state written (its Stopping turn flushes it) — so that a caller closing the actor's
-	// state writer or giving its lease up afterwards comes after that write.
+	// process id: a RemoveSubscription is answered once its actor has terminated and its stop
+	// work has ended — its last state written, or its stop grace passed (stopwork.go) — so
+	// that a caller closing the actor's state writer or giving its lease up afterwards comes
+	// after that write.
 	stopping map[string]*stopping
 	// ended holds the subscription actors that terminated by themselves while still in subs.
 	ended map[string]bool
+	// stops is the stop work of the subscription actors under way, by name, which an actor's
+	// load waits for (startLoad) and RemoveSubscription's answer too. It is the topic's, not
+	// the incarnation's: a topic actor that restarts stops its children, and the new
+	// incarnation's load theirs after their stop work.
+	stops *stopRegistry
 
 	// ChildRestarts restarts a failed subscription actor after its back-off, with timers of
 	// the topic actor's own; it is the actor's supervisor strategy (HandleFailure).
@@ -99,21 +108,23 @@ func (t *topic) Receive(c actor.Context) {
 		t.add(c, msg.Config)
 		c.Respond(true)
 	case *RemoveSubscription:
-		st := t.remove(c, msg.Name)
-		if st == nil || c.Sender() == nil {
+		st, found := t.remove(c, msg.Name)
+		switch {
+		case c.Sender() == nil:
+		case st != nil:
+			st.waiters = append(st.waiters, c.Sender()) // answered after its Terminated
+		case found: // it had stopped by itself: answered once its stop work ended
+			t.answerAfterStop(c, msg.Name, []*actor.PID{c.Sender()})
+		default:
 			c.Respond(true)
-			return
 		}
-		st.waiters = append(st.waiters, c.Sender()) // answered at its Terminated
 	case *actor.Terminated:
 		if st, ok := t.stopping[msg.Who.Id]; ok {
 			delete(t.stopping, msg.Who.Id)
-			for _, w := range st.waiters {
-				c.Send(w, true)
-			}
 			if st.done != nil {
 				close(st.done)
 			}
+			t.answerAfterStop(c, st.name, st.waiters)
 			return
 		}
 		for _, ch := range t.subs {
@@ -158,10 +169,12 @@ func (t *topic) forwardQueue(c actor.Context, name string) {
 func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	if old, ok := t.subs[sc.Name]; ok {
 		// The new actor starts at once (events handed to it meanwhile are kept, as during
-		// any load), but reads the stored state only once the old one has stopped, its last
-		// state write in the store (its Stopping turn flushes it): it would otherwise go on
-		// from an older cursor, and miss a retry the old one parked just before.
-		if st := t.stop(c, old.pid); st != nil {
+		// any load), but reads the stored state only once the old one has terminated and its
+		// stop work has ended, its last state write in the store (startLoad): it would
+		// otherwise go on from an older cursor, and miss a retry the old one parked just
+		// before. One that terminated already (it stopped by itself) has begun its stop work:
+		// the load waits for that alone.
+		if st := t.stop(c, old.pid, sc.Name); st != nil {
 			if st.done == nil {
 				st.done = make(chan struct{})
 			}
@@ -172,17 +185,18 @@ func (t *topic) add(c actor.Context, sc *SubscriptionConfig) {
 	} else {
 		t.order = append(t.order, sc.Name)
 	}
-	props := SubscriptionProps(sc)
+	props := subscriptionProps(sc, t.stops)
 	if sc.Queue != nil {
-		props = QueueProps(sc)
+		props = queueProps(sc, t.stops)
 	}
 	pid := c.Spawn(props)
 	t.subs[sc.Name] = &child{cfg: sc, pid: pid}
 }
 
-// stop stops a subscription actor and returns its entry in t.stopping, or nil when it has
-// terminated already (it stopped itself: a fenced write).
-func (t *topic) stop(c actor.Context, pid *actor.PID) *stopping {
+// stop stops subscription name's actor and returns its entry in t.stopping, or nil when it
+// has terminated already (it stopped itself: a fenced write; its stop work may still be under
+// way).
+func (t *topic) stop(c actor.Context, pid *actor.PID, name string) *stopping {
 	if t.ended[pid.Id] {
 		delete(t.ended, pid.Id)
 		return nil
@@ -190,21 +204,47 @@ func (t *topic) stop(c actor.Context, pid *actor.PID) *stopping {
 	t.Forget(pid.Id) // a failed actor waiting for its restart stops instead
 	st := t.stopping[pid.Id]
 	if st == nil {
-		st = &stopping{}
+		st = &stopping{name: name}
 		t.stopping[pid.Id] = st
 	}
 	c.Stop(pid)
 	return st
 }
 
-// remove stops the actor of subscription name and returns its entry in t.stopping (nil when
-// the subscription has no actor here).
-func (t *topic) remove(c actor.Context, name string) *stopping {
+// answerAfterStop answers waiters once no stop work of subscription name is under way: at
+// once when none is, or else from a goroutine of its own, so the topic actor goes on (and
+// the answers go out even if it stops meanwhile). Call it once the actor it waits for has
+// terminated, its stop work begun.
+func (t *topic) answerAfterStop(c actor.Context, name string, waiters []*actor.PID) {
+	if len(waiters) == 0 {
+		return
+	}
+	root, idle := c.ActorSystem().Root, t.stops.idle(name)
+	answer := func() {
+		for _, w := range waiters {
+			root.Send(w, true)
+		}
+	}
+	select {
+	case <-idle:
+		answer()
+	default:
+		go func() {
+			<-idle // bounded: the stop work waits at most twice the stop grace
+			answer()
+		}()
+	}
+}
+
+// remove stops the actor of subscription name and returns its entry in t.stopping, nil when
+// the subscription has no actor here or its actor terminated already; found reports whether
+// it had one.
+func (t *topic) remove(c actor.Context, name string) (st *stopping, found bool) {
 	ch, ok := t.subs[name]
 	if !ok {
-		return nil
+		return nil, false
 	}
-	st := t.stop(c, ch.pid)
+	st = t.stop(c, ch.pid, name)
 	delete(t.subs, name)
 	for i, n := range t.order {
 		if n == name {
@@ -212,7 +252,7 @@ func (t *topic) remove(c actor.Context, name string) *stopping {
 			break
 		}
 	}
-	return st
+	return st, true
 }
 
 func (t *topic) fanOut(c actor.Context, a *Appended) {

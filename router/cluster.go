@@ -476,10 +476,11 @@ func (c *clusterRuntime) writesDeadLetters(k cluster.Key) bool {
 	return m != nil && (*m)[k] && c.node.Duty()
 }
 
-// stop is the placement's Stop hook: stop the actor (it flushes its state on stop, waiting
-// at most its stop grace), then close its writer, so the lease goes only after the state is
-// written — or once the writer had writerGrace more: a write that hangs goes on in the
-// background (closeWithin).
+// stop is the placement's Stop hook: stop the actor (the topic actor answers once the
+// actor's stop work has ended, off its mailbox: its sink calls returned and its last state
+// write is in, each waited for at most its stop grace), then close its writer, so the lease
+// goes only after the state is written — or once the writer had writerGrace more: a write
+// that hangs goes on in the background (closeWithin).
 func (c *clusterRuntime) stop(k cluster.Key) {
 	if t, err := c.r.topic(k.Topic); err == nil {
 		_, err := c.waitFor(c.r.system.Root.RequestFuture(t.pid, &actors.RemoveSubscription{Name: k.Subscription}, 30*time.Second))
@@ -979,13 +980,15 @@ func (r *Router) dropTopicLocally(t *topicRuntime) {
 	r.stopReplays(t.name, "")
 	t.commit.close()
 	_ = r.system.Root.StopFuture(t.pid).Wait()
+	_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
 	_ = t.writer.Close()
 	r.log.Info("topic deleted on another node", logattr.Topic, t.name)
 }
 
 // runSubscriptionTimeout bounds runSubscription's wait for the topic actor: for a stop, until
-// the subscription's actor has stopped, which takes up to its stop grace for the attempts in
-// flight and as long again for its last state write. Tests set it lower.
+// the subscription's actor has stopped and its stop work ended, which takes up to its stop
+// grace for the attempts in flight and as long again for its last state write. Tests set it
+// lower.
 var runSubscriptionTimeout = 10 * time.Second
 
 // runSubscription starts (sc non-nil) or stops the delivery of a subscription after its

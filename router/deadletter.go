@@ -222,6 +222,9 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	for _, pid := range replays {
 		_ = r.system.Root.StopFuture(pid).Wait()
 	}
+	// The replays' subscription actors write their last state to their own journals off their
+	// mailboxes, handing the dead letters it settles to the dead-letter actor: before it stops.
+	_ = r.stops.Wait(context.Background())
 	if d.durable {
 		_ = r.system.Root.StopFuture(d.pid).Wait()
 		return

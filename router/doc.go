@@ -39,8 +39,10 @@
 //
 // Shutdown order ([Router.Close]): stop the broker sources and the subscription timers, refuse
 // new publishes, finish the appends in progress, stop the trimmer, stop the topic actors (each
-// subscription actor cancels its attempts and flushes its state), flush the dead letters that
-// are waiting, stop the actor system, and close the store when the router opened it.
+// subscription actor cancels its attempts and queues its last state update), wait for their
+// stop work (each actor's sink calls and last state write, waited for off its mailbox, each
+// at most its stop grace: [actors.Stops]), flush the dead letters that are waiting, stop the
+// actor system, and close the store when the router opened it.
 //
 // Its exported API names no type of package actors: [Status], [DeadLetterStatus],
 // [DeadLetter] and [AttemptRecord] are the router's own, converted from the actors' messages.

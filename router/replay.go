@@ -678,6 +678,12 @@ func (r *Router) stopReplays(topic, name string) {
 	for _, pid := range pids {
 		_ = r.system.Root.StopFuture(pid).Wait()
 	}
+	if len(pids) > 0 {
+		// A replay's subscription actor writes its last state (and hands its dead letters to
+		// the dead-letter actor) off its mailbox once it has terminated: bounded by its stop
+		// grace.
+		_ = r.stops.WaitTopic(context.Background(), topic)
+	}
 }
 
 // stopReplaysForDelete stops the replays of a subscription (all of a topic's when name is

@@ -252,6 +252,10 @@ type Router struct {
 	// loadSlots bounds the subscription actors reading their stored state at once
 	// ([actors.SubscriptionConfig.LoadSlots]).
 	loadSlots chan struct{}
+	// stops counts the subscription actors' stop work under way: once an actor has
+	// terminated, it waits off its mailbox for its sink calls and its last state write
+	// ([actors.Stops]). Close waits for it before it closes the store.
+	stops actors.Stops
 
 	life    lifecycle       // provisioning states, manual validations, expiry timers
 	notices deletionNotices // SubscriptionDeletion notifications in flight (deletion.go)
@@ -429,7 +433,8 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 
 // Close shuts the router down in order: it refuses new publishes, lets appends in progress
 // finish, stops the actors (attempts in flight are cancelled; their events are attempted again
-// after a restart), and closes the store if the router opened it. Close is idempotent; ctx
+// after a restart) and waits for their last state writes (each at most its stop grace), and
+// closes the store if the router opened it. Close is idempotent; ctx
 // bounds the wait, in cluster mode the wait for the placement's actor starts and stops under
 // way too (they stop waiting for their topic actors at once: the actors stop with their
 // topics, writing their state, and a lease not released lapses) and for its NATS calls under
@@ -464,6 +469,11 @@ func (r *Router) Close(ctx context.Context) error {
 		r.trim.close() // waits for the trim under way, as long
 		for _, t := range topics {
 			_ = r.system.Root.StopFuture(t.pid).Wait()
+		}
+		// The actors have terminated; their last state writes and sink calls are waited for
+		// off their mailboxes, each at most their stop grace (ctx bounds Close all the same).
+		_ = r.stops.Wait(context.Background())
+		for _, t := range topics {
 			if err := t.writer.Close(); err != nil {
 				r.log.Error("writing subscription state at shutdown", logattr.Topic, t.name, "err", err)
 			}

@@ -49,7 +49,7 @@ func (r *Router) sharedConfig(t *topicRuntime, st *topicState) *actors.Subscript
 		Topic: t.name, TopicID: t.id, InputSchema: st.schema,
 		Encode:      schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
 		MaxInFlight: r.cfg.MaxInFlight,
-		Store:       r.store, LoadSlots: r.loadSlots, Writer: t.writer, Metrics: r.metrics, Logger: r.log,
+		Store:       r.store, LoadSlots: r.loadSlots, Writer: t.writer, Stops: &r.stops, Metrics: r.metrics, Logger: r.log,
 	}
 	t.shared.Store(sh) // two racing builds store equal values
 	return sh
@@ -252,7 +252,8 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
 		return fmt.Errorf("stopping topic %q: %w", name, err)
 	}
-	_ = t.writer.Close() // after the actors: they flush on stop
+	_ = r.stops.WaitTopic(ctx, name) // their sink calls and last writes, off their mailboxes
+	_ = t.writer.Close()             // after the actors: they flush on stop
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
 	}

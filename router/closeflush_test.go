@@ -1,0 +1,117 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/sinks"
+)
+
+// Close returns only once the last state write of a subscription actor is in the store, even
+// when the write takes longer than the actor's stop grace: the actor terminates at once and
+// waits for the write off its mailbox, and Close waits for that wait and then for the
+// topic's state writer, so the store (closed by its owner after Close) sees the write first.
+func TestCloseWaitsForTheLastStateWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &heldStateStore{Store: store.NewMemory()}
+		delivered := make(chan string, 4)
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st,
+			Sinks: map[string]sinks.Sink{"hook": sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+				for _, ev := range b.Events {
+					delivered <- ev.ID
+				}
+				return nil
+			})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		hold := make(chan struct{})
+		st.mu.Lock()
+		st.hold, st.journal = hold, nil
+		st.mu.Unlock()
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("e1"))); err != nil {
+			t.Fatal(err)
+		}
+		if id := <-delivered; id != "e1" {
+			t.Fatalf("delivered %s, want e1", id)
+		}
+		synctest.Wait() // its cursor's write is held in the store
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close(ctx) }()
+		time.Sleep(3 * actors.DefaultStopGrace) // well past the stop grace
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) with the last state write still held", err)
+		default:
+		}
+		close(hold)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		got := append([]string(nil), st.journal...)
+		st.mu.Unlock()
+		if len(got) != 1 || got[0] != "write" {
+			t.Errorf("when Close returned the store had seen %q, want the held write", got)
+		}
+		state, err := st.Store.LoadSubscription(ctx, "orders", "sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Cursor != 1 {
+			t.Errorf("stored cursor %d after Close, want 1 (e1 delivered)", state.Cursor)
+		}
+	})
+}
+
+// Close waits for a sink call that ignores its cancelled context, up to the subscription's
+// stop grace, before it goes on to close the sinks and the store: the actor terminates at
+// once and waits for the call off its mailbox, and Close waits for that wait ([actors.Stops]).
+func TestCloseWaitsForSinkCallsUpToTheStopGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: store.NewMemory(),
+			Sinks: map[string]sinks.Sink{"hook": sinks.Func(func(context.Context, *sinks.Batch) error {
+				entered <- struct{}{}
+				<-release // ignores its context
+				return nil
+			})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer close(release)
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("e1"))); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		start := time.Now()
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != actors.DefaultStopGrace {
+			t.Errorf("Close returned after %v with a sink call that ignores its context, want the stop grace (%v)", waited, actors.DefaultStopGrace)
+		}
+	})
+}
