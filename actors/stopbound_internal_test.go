@@ -220,7 +220,7 @@ func TestRestartLoadsAfterTheLastWriteOfTheIncarnationBefore(t *testing.T) {
 				default:
 					t.Fatal("the panicking attempt wrote no state")
 				}
-				time.Sleep(backoff) // the restart is due
+				<-time.After(backoff) // the restart is due
 				synctest.Wait()
 				res, err := system.Root.RequestFuture(topic, &GetStatus{Subscription: "audit"}, 5*time.Second).Result()
 				if err != nil {
@@ -231,10 +231,10 @@ func TestRestartLoadsAfterTheLastWriteOfTheIncarnationBefore(t *testing.T) {
 				}
 				restarted := start.Add(backoff)
 				if tt.release {
-					time.Sleep(held - time.Since(restarted)) // the status waited for the load a moment
+					<-time.After(held - time.Since(restarted)) // the status waited for the load a moment
 					close(h.release)
 				} else {
-					time.Sleep(grace - time.Since(restarted))
+					<-time.After(grace - time.Since(restarted))
 				}
 				synctest.Wait()
 				var loads []time.Duration

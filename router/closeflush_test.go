@@ -52,7 +52,7 @@ func TestCloseWaitsForTheLastStateWrite(t *testing.T) {
 		synctest.Wait() // its cursor's write is held in the store
 		closed := make(chan error, 1)
 		go func() { closed <- r.Close(ctx) }()
-		time.Sleep(3 * actors.DefaultStopGrace) // well past the stop grace
+		<-time.After(3 * actors.DefaultStopGrace) // well past the stop grace
 		synctest.Wait()
 		select {
 		case err := <-closed:
