@@ -27,7 +27,10 @@
 //     the copies of newly parked events before the record that names them, and purges the
 //     copies of events it unparked after; a copy no record names is never read (and a later
 //     park of the same Seq replaces it), so the record stays the one commit point while it
-//     stays small.
+//     stays small. A store holds a subscription (against its own other calls of it) only
+//     for the record's read or compare-and-set: copies are read and purged after, up to 16
+//     at once, and a copy an update purged while it was being read leaves its event out, as
+//     settled. A copy whose purge failed stays until the subscription is deleted.
 //   - Dead-letter outbox: the key-value bucket P_deadletters, one key per record ID.
 //
 // # Writes, fencing and ordering
@@ -81,7 +84,7 @@
 // sees every cursor: the keys the bucket's stream holds (one stream info), then one watch of
 // the keys, then a get of each key the watch left out (a watch's end marker can come early
 // while the bucket is written; see scan). LoadSubscription reads one message per parked
-// event. A deleted topic or subscription leaves a small deletion marker in the meta bucket,
+// event, up to 16 at once. A deleted topic or subscription leaves a small deletion marker in the meta bucket,
 // which its listings read too; delivery histories and dead-letter records go without a trace
 // (their subjects are purged from their bucket's stream: markers, one per delivered event
 // and subscription, would grow the bucket for good), and an expiry of histories also removes

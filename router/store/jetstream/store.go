@@ -102,6 +102,8 @@ type Store struct {
 	writers map[string]*writer   // journal writers by topic
 	subs    map[string]*subEntry // subscription records this store last read or wrote, by key
 	stopped bool                 // set by Close: no new writers
+
+	readParkedHook func() // set by a test of this package only: called by readParked first
 }
 
 // subEntry is this store's view of one subscription record: the revision it last read or
@@ -755,13 +757,18 @@ func (s *Store) putBodies(ctx context.Context, topic, sub string, ps []store.Par
 }
 
 // dropBodies deletes the copies of events no longer parked, after the record that stopped
-// naming them. A failure leaves copies nothing reads; DeleteSubscription removes them.
+// naming them, up to bodyCalls at once and without the subscription's semaphore: a reader
+// that finds a copy gone meanwhile leaves its event out as settled (readParked). It is best
+// effort: a failure (or a crash before it) leaves copies no record names, which nothing reads
+// and nothing cleans up but DeleteSubscription and DeleteTopic (the parked stream keeps one
+// message per subject, with no age limit). The Seq of a settled event is not parked again
+// (the cursor is past it); an update of the same subscription that did so while a purge of
+// it was under way could lose the new copy, which ParkedEvents would then report as an
+// error.
 func (s *Store) dropBodies(ctx context.Context, topic, sub string, seqs []uint64) {
-	for _, seq := range seqs {
-		if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject(topic, sub, seq))); err != nil {
-			return
-		}
-	}
+	_ = each(ctx, len(seqs), func(ctx context.Context, i int) error {
+		return s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject(topic, sub, seqs[i])))
+	})
 }
 
 // PutSubscription implements [store.Store]. The definition and the state are one record, so
@@ -975,6 +982,22 @@ func (s *Store) loadSubscription(ctx context.Context, topic, sub string, bodies 
 		return store.SubscriptionState{}, err
 	}
 	defer cancel()
+	st, err := s.loadState(ctx, topic, sub)
+	if err != nil {
+		return store.SubscriptionState{}, err
+	}
+	if bodies {
+		if st.Parked, err = s.readParked(ctx, topic, sub, st.Epoch, st.Parked); err != nil {
+			return store.SubscriptionState{}, err
+		}
+	}
+	return st, nil
+}
+
+// loadState reads a subscription's record into this store's view, the base of its next
+// write, and returns a copy of it without the parked events' bodies. It holds the
+// subscription's semaphore for the record's read only: the bodies are read after.
+func (s *Store) loadState(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
 	e, err := s.entry(ctx, subKey(topic, sub))
 	if err != nil {
 		return store.SubscriptionState{}, err
@@ -988,41 +1011,46 @@ func (s *Store) loadSubscription(ctx context.Context, topic, sub string, bodies 
 		}
 		return store.SubscriptionState{}, err
 	}
-	st := store.SubscriptionState{
+	return store.SubscriptionState{
 		Epoch:     e.rec.epoch,
 		Cursor:    e.rec.cursor,
 		Parked:    slices.Clone(e.rec.parked),
 		Probation: slices.Clone(e.rec.probation),
-	}
-	if bodies {
-		if err := s.readParked(ctx, topic, sub, st.Parked); err != nil {
-			return store.SubscriptionState{}, err
-		}
-	}
-	return st, nil
+	}, nil
 }
 
 // ParkedEvents implements [store.Store]. It reads the subscription's record when this store
-// holds none (as UpdateSubscription does), then one message per parked event asked for.
+// holds none (as UpdateSubscription does), then one message per parked event asked for,
+// after letting the record go: an update of the subscription meanwhile is not held up.
 func (s *Store) ParkedEvents(ctx context.Context, topic, sub string, seqs []uint64) ([]store.Parked, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	e, err := s.entry(ctx, subKey(topic, sub))
+	epoch, out, err := s.parkedIndex(ctx, topic, sub, seqs)
 	if err != nil {
 		return nil, err
+	}
+	return s.readParked(ctx, topic, sub, epoch, out)
+}
+
+// parkedIndex returns the subscription's epoch and a copy of its parked events among seqs,
+// without their bodies, holding the subscription's semaphore only while it reads the record.
+func (s *Store) parkedIndex(ctx context.Context, topic, sub string, seqs []uint64) (uint64, []store.Parked, error) {
+	e, err := s.entry(ctx, subKey(topic, sub))
+	if err != nil {
+		return 0, nil, err
 	}
 	defer e.release()
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, sub); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				if terr := s.topicExists(ctx, topic); terr != nil {
-					return nil, terr
+					return 0, nil, terr
 				}
 			}
-			return nil, err
+			return 0, nil, err
 		}
 	}
 	want := make(map[uint64]bool, len(seqs))
@@ -1030,30 +1058,128 @@ func (s *Store) ParkedEvents(ctx context.Context, topic, sub string, seqs []uint
 		want[seq] = true
 	}
 	var out []store.Parked
-	for _, p := range e.rec.parked { // ordered by Seq
+	for _, p := range e.rec.parked { // ordered by Seq; copies, Event nil (stripped)
 		if want[p.Seq] {
 			out = append(out, p)
 		}
 	}
-	if err := s.readParked(ctx, topic, sub, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return e.rec.epoch, out, nil
 }
 
-// readParked reads the event of each of parked from its message.
-func (s *Store) readParked(ctx context.Context, topic, sub string, parked []store.Parked) error {
-	for i := range parked {
+// bodyCalls bounds the NATS calls readParked and dropBodies have under way at once for one
+// store call: a few round trips' time for a batch of hundreds, without flooding the server.
+const bodyCalls = 16
+
+// each calls fn(ctx, i) for i in [0, n), up to bodyCalls at once, and returns the first error
+// one returned (the others then see ctx cancelled), or ctx's error when it ended before every
+// call was made.
+func each(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, bodyCalls)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		ferr error
+	)
+	made := 0
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		made++
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
+				mu.Lock()
+				if ferr == nil {
+					ferr = err
+				}
+				mu.Unlock()
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ferr == nil && made < n {
+		return context.Cause(ctx)
+	}
+	return ferr
+}
+
+// readParked reads the event of each of parked (events of the subscription's life epoch)
+// from its message and returns them, ordered as given. It runs without the subscription's
+// semaphore, so an update of the subscription may settle a parked event and purge its message
+// meanwhile: such an event is left out, as settled events are, per [store.Store.ParkedEvents]
+// ("a seq that is not parked any more is left out"); a loaded state is then the record as
+// read but for the events settled since, which the caller must not attempt again anyway. A
+// missing message is taken for settled only when a fresh read of the record shows it: one
+// the record still names is damage and an error, as is a subscription deleted meanwhile
+// (store.ErrNotFound).
+func (s *Store) readParked(ctx context.Context, topic, sub string, epoch uint64, parked []store.Parked) ([]store.Parked, error) {
+	if len(parked) == 0 {
+		return parked, nil
+	}
+	if s.readParkedHook != nil {
+		s.readParkedHook()
+	}
+	missing := make([]bool, len(parked))
+	err := each(ctx, len(parked), func(ctx context.Context, i int) error {
 		p := &parked[i]
 		m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, p.Seq))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			missing[i] = true
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
 		}
 		if p.Event, err = decodeBody(m.Data); err != nil {
 			return fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if !slices.Contains(missing, true) {
+		return parked, nil
+	}
+	// Some messages are gone: read the record afresh (not this store's view, which only the
+	// semaphore's holder may touch) to tell settled events from lost messages.
+	kv, err := s.meta.Get(ctx, subKey(topic, sub))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, subNotFound(topic, sub)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
+	}
+	rec, err := decodeSubRecord(kv.Value())
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
+	}
+	if rec.epoch != epoch { // deleted and created again: the life asked about is gone
+		return nil, subNotFound(topic, sub)
+	}
+	named := make(map[uint64]bool, len(rec.parked))
+	for _, p := range rec.parked {
+		named[p.Seq] = true
+	}
+	out := parked[:0]
+	for i, p := range parked {
+		if !missing[i] {
+			out = append(out, p)
+			continue
+		}
+		if named[p.Seq] {
+			return nil, fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, jetstream.ErrMsgNotFound)
+		}
+	}
+	return out, nil
 }
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
@@ -1066,29 +1192,42 @@ func (s *Store) readParked(ctx context.Context, topic, sub string, parked []stor
 // [store.Update.DeadLetters] are written first, each acknowledged, and the record second: a
 // failure between the two (an outage, or a fenced record) leaves dead letters in the outbox
 // whose events are still unsettled. Those events end again later, so an ending is never lost
-// but may be dead-lettered twice (at least once, as every delivery).
+// but may be dead-lettered twice (at least once, as every delivery). The copies of the events
+// it settles are purged after the write, without holding the subscription (dropBodies).
 func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	e, err := s.entry(ctx, subKey(topic, sub))
+	gone, err := s.updateRecord(ctx, topic, sub, u)
 	if err != nil {
 		return err
+	}
+	s.dropBodies(ctx, topic, sub, gone)
+	return nil
+}
+
+// updateRecord is UpdateSubscription but for dropping the messages of the events it settled,
+// whose Seqs it returns: it holds the subscription's semaphore, and the purges, one call per
+// event, need not (see dropBodies).
+func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Update) ([]uint64, error) {
+	e, err := s.entry(ctx, subKey(topic, sub))
+	if err != nil {
+		return nil, err
 	}
 	defer e.release()
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, sub); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if u.Epoch != 0 && u.Epoch != e.rec.epoch {
-		return fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
+		return nil, fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
 	}
 	if len(u.DeadLetters) > 0 {
 		if err := s.putDeadLetters(ctx, u.DeadLetters); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	old := e.rec
@@ -1106,10 +1245,10 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 		}
 	}
 	if err := s.putBodies(ctx, topic, sub, fresh); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.write(ctx, e, topic, sub, rec); err != nil {
-		return err
+		return nil, err
 	}
 	var gone []uint64
 	for _, p := range old.parked {
@@ -1117,8 +1256,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 			gone = append(gone, p.Seq)
 		}
 	}
-	s.dropBodies(ctx, topic, sub, gone)
-	return nil
+	return gone, nil
 }
 
 // newEpoch returns a new subscription's epoch: random, so that nodes creating subscriptions

@@ -1,0 +1,157 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+)
+
+// heldRead makes the first readParked of s wait, once it has the parked events to read, until
+// the returned release is called; entered is closed when it waits.
+func heldRead(s *Store) (entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	s.readParkedHook = func() {
+		if first.CompareAndSwap(false, true) {
+			close(in)
+			<-out
+		}
+	}
+	return in, func() { close(out) }
+}
+
+// parkedSub creates subscription "sub" of "orders" with events 1, 2 and 3 parked.
+func parkedSub(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := t.Context()
+	if err := s.PutSubscription(ctx, "orders", "sub", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	var ps []store.Parked
+	for _, seq := range []uint64{1, 2, 3} {
+		ps = append(ps, store.Parked{Seq: seq, Attempts: 1, Event: &schemas.Event{ID: fmt.Sprintf("e%d", seq)}})
+	}
+	if err := s.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 3, Put: ps}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bounded gives an update a deadline, so that one kept waiting for the subscription (as it
+// was while a read of parked bodies held it) fails instead of hanging the test.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func parkedIDs(ps []store.Parked) []string {
+	var out []string
+	for _, p := range ps {
+		if p.Event == nil {
+			out = append(out, "<nil>")
+			continue
+		}
+		out = append(out, p.Event.ID)
+	}
+	return out
+}
+
+// An update of a subscription goes on while parked events' bodies of it are being read: the
+// reads no longer hold the subscription, so the subscription actor's state writes are not
+// held up (and do not time out) behind its fetch of due retries. The event the update
+// settled meanwhile is left out of what the read returns: it is not parked any more.
+func TestUpdateGoesOnWhileParkedBodiesAreRead(t *testing.T) {
+	s, _ := holesStore(t, 3)
+	parkedSub(t, s)
+	entered, release := heldRead(s)
+	type result struct {
+		ps  []store.Parked
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ps, err := s.ParkedEvents(t.Context(), "orders", "sub", []uint64{1, 2, 3})
+		done <- result{ps, err}
+	}()
+	<-entered
+	err := s.UpdateSubscription(bounded(t), "orders", "sub", store.Update{Delete: []uint64{1}})
+	release()
+	r := <-done
+	if err != nil {
+		t.Fatalf("update while a read of parked bodies was under way: %v, want it done", err)
+	}
+	if r.err != nil {
+		t.Fatalf("ParkedEvents: %v", r.err)
+	}
+	if got := parkedIDs(r.ps); len(got) != 2 || got[0] != "e2" || got[1] != "e3" {
+		t.Errorf("ParkedEvents after event 1 was settled during it = %v, want [e2 e3]", got)
+	}
+}
+
+// A parked event settled (its body purged) while LoadSubscription reads the bodies is left out
+// of the state loaded, as settled; a body missing while the record still names the event is
+// damage and an error; a subscription deleted during the read is not found.
+func TestParkedBodyGoneDuringARead(t *testing.T) {
+	t.Run("settled", func(t *testing.T) {
+		s, _ := holesStore(t, 3)
+		parkedSub(t, s)
+		entered, release := heldRead(s)
+		done := make(chan error, 1)
+		var st store.SubscriptionState
+		go func() {
+			var err error
+			st, err = s.LoadSubscription(t.Context(), "orders", "sub")
+			done <- err
+		}()
+		<-entered
+		err := s.UpdateSubscription(bounded(t), "orders", "sub", store.Update{Delete: []uint64{2}})
+		release()
+		if lerr := <-done; lerr != nil {
+			t.Fatalf("LoadSubscription: %v", lerr)
+		}
+		if err != nil {
+			t.Fatalf("update settling event 2 during the load: %v", err)
+		}
+		if got := parkedIDs(st.Parked); len(got) != 2 || got[0] != "e1" || got[1] != "e3" {
+			t.Errorf("loaded parked events = %v, want [e1 e3]: event 2 was settled", got)
+		}
+	})
+	t.Run("lost", func(t *testing.T) {
+		s, _ := holesStore(t, 3)
+		parkedSub(t, s)
+		if err := s.parked.Purge(t.Context(), jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 2))); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.ParkedEvents(t.Context(), "orders", "sub", []uint64{1, 2})
+		if err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("ParkedEvents of an event whose body is lost = %v, want an error other than not found", err)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		s, _ := holesStore(t, 3)
+		parkedSub(t, s)
+		entered, release := heldRead(s)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.ParkedEvents(t.Context(), "orders", "sub", []uint64{1, 2, 3})
+			done <- err
+		}()
+		<-entered
+		err := s.DeleteSubscription(bounded(t), "orders", "sub")
+		release()
+		if rerr := <-done; !errors.Is(rerr, store.ErrNotFound) {
+			t.Errorf("ParkedEvents of a subscription deleted during it = %v, want ErrNotFound", rerr)
+		}
+		if err != nil {
+			t.Fatalf("DeleteSubscription during a read of parked bodies: %v", err)
+		}
+	})
+}
