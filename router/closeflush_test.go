@@ -3,6 +3,8 @@ package router_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
+	"github.com/egridio/egrid/testkit"
 )
 
 // Close returns only once the last state write of a subscription actor is in the store, even
@@ -114,4 +117,67 @@ func TestCloseWaitsForSinkCallsUpToTheStopGrace(t *testing.T) {
 			t.Errorf("Close returned after %v with a sink call that ignores its context, want the stop grace (%v)", waited, actors.DefaultStopGrace)
 		}
 	})
+}
+
+// heldOutboxStore is a store whose dead-letter outbox puts wait, once hold is set, until it
+// is closed; it notes the puts that landed.
+type heldOutboxStore struct {
+	store.Store
+	mu     sync.Mutex
+	hold   chan struct{}
+	landed int
+}
+
+func (s *heldOutboxStore) PutDeadLetters(ctx context.Context, recs []store.DeadLetterRecord) error {
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	err := s.Store.PutDeadLetters(ctx, recs)
+	s.mu.Lock()
+	s.landed++
+	s.mu.Unlock()
+	return err
+}
+
+// Close returns only once the dead-letter actor's outbox save in flight is in the store,
+// though the save takes longer than protoactor's 10 s wait for a stopping actor: the actor
+// terminates at once and waits for the save off its mailbox (deadletter.Stops), and Close
+// waits for that before it goes on to close the store.
+func TestCloseWaitsForTheDeadLetterOutboxSave(t *testing.T) {
+	st := &heldOutboxStore{Store: store.NewMemory()}
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.CreateSubscription("orders", "sub-1", h.Endpoint("hook", testkit.Always(http.StatusBadRequest)), router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(time.Minute) // ended at its first attempt (400), handed to the dead-letter actor
+		hold := make(chan struct{})
+		st.mu.Lock()
+		st.hold = hold
+		st.mu.Unlock()
+		h.Advance(5 * time.Minute) // its write starts by saving its write state: held
+		st.mu.Lock()
+		landed := st.landed
+		st.mu.Unlock()
+		closed := make(chan error, 1)
+		go func() { closed <- h.Router().Close(context.Background()) }()
+		<-time.After(30 * time.Second) // past protoactor's 10 s, within the actor's WriteTimeout
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) with the dead-letter outbox save still held", err)
+		default:
+		}
+		close(hold)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		after := st.landed
+		st.mu.Unlock()
+		if after <= landed {
+			t.Errorf("when Close returned the held outbox save had not landed (%d puts before, %d after)", landed, after)
+		}
+	}, testkit.WithStore(st))
 }

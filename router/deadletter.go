@@ -118,7 +118,10 @@ type deadLetterRuntime struct {
 	// outbox and actorCfg make the subscriptions' hand-offs ([deadletter.StoreOutbox.Handoff]).
 	outbox   *deadletter.StoreOutbox
 	actorCfg *deadletter.Config
-	seq      atomic.Uint64
+	// stops tells when the actor's stop work (its last outbox save, off its mailbox) has
+	// ended: closeDeadLetters waits for it before Close closes the store.
+	stops deadletter.Stops
+	seq   atomic.Uint64
 	// durable: the outbox is in the router's store (Deps.Store), so the records waiting at
 	// Close are written by the next router at their due time instead of early.
 	durable bool
@@ -176,7 +179,7 @@ func (r *Router) startDeadLetters() error {
 	d.outbox = outbox
 	d.actorCfg = &deadletter.Config{
 		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, MaxObjectBytes: d.cfg.MaxObjectBytes,
-		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns,
+		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns, Stops: &d.stops,
 	}
 	r.dead = d // before the actor runs: its notifications read it (notifyBlobCreated)
 	d.pid = r.system.Root.Spawn(deadletter.Props(d.actorCfg))
@@ -226,7 +229,7 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	// mailboxes, handing the dead letters it settles to the dead-letter actor: before it stops.
 	_ = r.stops.Wait(context.Background())
 	if d.durable {
-		_ = r.system.Root.StopFuture(d.pid).Wait()
+		r.stopDeadLetterActor(d)
 		return
 	}
 	// A deadline already past gives the flush no time: it is not asked for (protoactor takes a
@@ -245,7 +248,18 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 			r.log.Warn("dead letters could not be written before shutdown", "records", st.Pending())
 		}
 	}
-	_ = r.system.Root.StopFuture(d.pid).Wait()
+	r.stopDeadLetterActor(d)
+}
+
+// stopDeadLetterActor stops the dead-letter actor and waits for it to terminate, then for
+// its stop work (deadletter.Stops): the waits for its object writes and its outbox save in
+// flight, and its last outbox save, each at most the actor's WriteTimeout, so the store the
+// outbox is in is closed after that save. The actor terminates at once (those waits run off
+// its mailbox); the wait for its Terminated is bounded all the same, by the 10 s that
+// protoactor's StopFuture gives it, should a turn in progress hold the mailbox.
+func (r *Router) stopDeadLetterActor(d *deadLetterRuntime) {
+	_ = r.system.Root.StopFuture(d.pid).Wait() // ErrTimeout after 10 s
+	_ = d.stops.Wait(context.Background())     // bounded: 3 × WriteTimeout
 }
 
 // checkDeadLetterDestination refuses, at create time (and at restore: see restoreSubscription), what dead-lettering cannot serve: a

@@ -42,7 +42,9 @@
 // subscription actor cancels its attempts and queues its last state update), wait for their
 // stop work (each actor's sink calls and last state write, waited for off its mailbox, each
 // at most its stop grace: [actors.Stops]), flush the dead letters that are waiting, stop the
-// actor system, and close the store when the router opened it.
+// dead-letter actor and wait for its last outbox save (off its mailbox, each wait at most its
+// write timeout: deadletter.Stops), stop the actor system, and close the store when the
+// router opened it.
 //
 // Its exported API names no type of package actors: [Status], [DeadLetterStatus],
 // [DeadLetter] and [AttemptRecord] are the router's own, converted from the actors' messages.

@@ -309,6 +309,65 @@ type Config struct {
 	// owner writes it) until [StoreOutbox.Adopt] hands it back. It is called from the actor,
 	// must not block and must take no lock.
 	Owns func(topic, subscription string) bool
+	// Stops, when set, tells when the actor's stop work has ended (see [Stops]): its owner
+	// waits for it before it closes the store the outbox is in. Props makes one when it is
+	// nil; the actor's incarnations share it.
+	Stops *Stops
+}
+
+// Stops tells when the stop work of a dead-letter actor has ended. A stopping or restarting
+// actor does not wait inside its last turn: it cancels its writes, takes the outbox changes
+// it has not saved yet and terminates at once; its stop work then waits, off the mailbox, for
+// its object writes (whose OnWritten may publish behind a journal's fsync) and for the outbox
+// save in flight, each at most WriteTimeout, and saves those last changes after it, bounded
+// the same way. So a restart after a failed save (a slow store) or a stop holds neither the
+// status requests nor the router's shutdown behind the store. The next incarnation reads the
+// outbox, and saves its own changes, only once the stop work before it has ended: it loads
+// the last changes, and they land after the saves queued before them. The zero value is
+// ready to use; it is safe for concurrent use.
+type Stops struct {
+	mu   sync.Mutex
+	last chan struct{} // closed when the latest stop work has ended (and so every earlier one); nil before the first
+}
+
+// closedChan is what idle returns when no stop work ever began.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// begin starts a stop work: prev is the end of the one before (which it waits for first, so
+// that its saves land after that one's), and end, called once, ends it.
+func (s *Stops) begin() (prev <-chan struct{}, end func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev = s.last
+	if prev == nil {
+		prev = closedChan
+	}
+	done := make(chan struct{})
+	s.last = done
+	var once sync.Once
+	return prev, func() { once.Do(func() { close(done) }) }
+}
+
+// idle returns a channel closed once every stop work begun so far has ended.
+func (s *Stops) idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return closedChan
+	}
+	return s.last
+}
+
+// Wait waits until every stop work begun so far has ended, or ctx ends (its error then). Each
+// stop work takes at most 3 × WriteTimeout (its object writes, the save in flight, its last
+// save), after the one before it.
+func (s *Stops) Wait(ctx context.Context) error {
+	select {
+	case <-s.idle():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the stopping dead-letter actor to save its outbox: %w", ctx.Err())
+	}
 }
 
 func (c *Config) scale(d time.Duration) time.Duration {
@@ -384,6 +443,9 @@ func Props(cfg *Config) *actor.Props {
 		panic("actors: Config.Store is required")
 	}
 	c := cfg.withDefaults()
+	if c.Stops == nil {
+		c.Stops = new(Stops)
+	}
 	return actor.PropsFromProducer(func() actor.Actor { return &deadLetters{cfg: c} })
 }
 
@@ -460,6 +522,9 @@ type deadLetters struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// after is closed once the stop work of the incarnations before this one has ended
+	// ([Stops]): the outbox read and saves wait for it.
+	after <-chan struct{}
 	// events is the outbox when it keeps the events ([EventOutbox]): the records here then
 	// have none, but for those not in the outbox yet.
 	events EventOutbox
@@ -685,20 +750,27 @@ func (d *deadLetters) start(c actor.Context) {
 	d.putting, d.putQueue = 0, nil
 	d.waiting = d.waiting[:0]
 	d.stats = Status{}
+	d.after = d.cfg.Stops.idle()
 	// The outbox is read off the mailbox: a store may wait behind a publish's fsync.
 	d.loading, d.loadingSince, d.early = d.read(), time.Now(), nil
 }
 
 // read reads the outbox off the mailbox and returns the id of the read, whose [dlLoaded]
-// comes back.
+// comes back. It reads once the stop work of the incarnation before has ended: its last
+// changes are in the outbox then, or its WriteTimeouts passed.
 func (d *deadLetters) read() uint64 {
 	id := dlLoadIDs.Add(1)
-	outbox, root, self, ctx := d.cfg.Outbox, d.system.Root, d.self, d.ctx
+	outbox, root, self, ctx, after := d.cfg.Outbox, d.system.Root, d.self, d.ctx, d.after
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return // stopped before: nobody reads the answer
+		}
 		recs, err := outbox.Load(ctx)
-		root.Send(self, &dlLoaded{id: id, recs: recs, err: err})
+		sendUnlessStopped(ctx, root, self, &dlLoaded{id: id, recs: recs, err: err})
 	}()
 	return id
 }
@@ -773,6 +845,10 @@ func (d *deadLetters) ready(c actor.Context, now time.Time) {
 	d.arm(now)
 }
 
+// stop cancels what runs, takes the changes the outbox has not saved yet and starts the stop
+// work ([Stops]) that saves them once the writes and the save in flight have returned: the
+// actor terminates at once (the waits would hold its mailbox, up to 3 × WriteTimeout, exactly
+// when the store is slow), and the next incarnation reads the outbox after that stop work.
 func (d *deadLetters) stop(final bool) {
 	if d.cancel != nil {
 		d.cancel()
@@ -781,20 +857,11 @@ func (d *deadLetters) stop(final bool) {
 		d.timer.Stop()
 	}
 	d.timerGen++
-	if !actors.WaitBounded(&d.wg, d.cfg.WriteTimeout) {
-		d.log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
-	}
-	// What the actor decided is saved before it goes: the next incarnation loads it. The
-	// save in flight gets WriteTimeout; a store stuck longer than that must not hold the
-	// router's shutdown, so the changes made since are then written beside it (at worst a
-	// record's older state lands last, and its object is written again: at least once).
-	if !actors.WaitBounded(&d.saveWG, d.cfg.WriteTimeout) {
-		d.log.Error("the dead-letter outbox save did not finish in time; writing the latest changes beside it", "timeout", d.cfg.WriteTimeout)
-	}
 	if _, inMemory := d.cfg.Outbox.(*MemoryOutbox); final && (inMemory || d.cfg.Volatile) {
 		// The in-memory outbox dies with the process: what is still in it is lost, and said
 		// so; its records leave the outbox with the last changes. Those that arrived while it
-		// loaded count too.
+		// loaded count too. (The results of the writes and the save in flight never reach this
+		// incarnation: it counts the records as it has them now.)
 		for _, e := range d.early {
 			if _, ok := d.recs[e.rec.ID]; !ok {
 				d.recs[e.rec.ID] = e.rec
@@ -808,21 +875,48 @@ func (d *deadLetters) stop(final bool) {
 		}
 		d.pendingDel = append(d.pendingDel, ids...)
 	}
-	// The last changes, bounded the same way (an outbox may ignore its context).
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.WriteTimeout)
-	defer cancel()
-	var last sync.WaitGroup
-	last.Add(1)
-	var err error
+	// What the actor decided is saved before the next incarnation loads, off the mailbox.
 	save := d.pendingSave()
+	prev, end := d.cfg.Stops.begin()
+	wg, saveWG, timeout, log := &d.wg, &d.saveWG, d.cfg.WriteTimeout, d.log
 	go func() {
-		defer last.Done()
-		err = save(ctx)
+		defer end()
+		<-prev // the stop work before, bounded the same way: its last save lands first
+		if !actors.WaitBounded(wg, timeout) {
+			log.Error("dead-letter writes did not return after their context was cancelled; abandoning them, their records stay in the outbox")
+		}
+		// The save in flight gets WriteTimeout; a store stuck longer than that must not hold
+		// the next incarnation or the router's shutdown, so the last changes are then written
+		// beside it (at worst a record's older state lands last, and its object is written
+		// again: at least once).
+		if !actors.WaitBounded(saveWG, timeout) {
+			log.Error("the dead-letter outbox save did not finish in time; writing the latest changes beside it", "timeout", timeout)
+		}
+		// The last changes, bounded the same way (an outbox may ignore its context).
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var last sync.WaitGroup
+		last.Add(1)
+		var err error
+		go func() {
+			defer last.Done()
+			err = save(ctx)
+		}()
+		if !actors.WaitBounded(&last, timeout) {
+			log.Error("the dead-letter outbox did not take the last changes in time; records made since the last save may be lost", "timeout", timeout)
+		} else if err != nil {
+			log.Error("saving the dead-letter outbox before stopping", "err", err)
+		}
 	}()
-	if !actors.WaitBounded(&last, d.cfg.WriteTimeout) {
-		d.log.Error("the dead-letter outbox did not take the last changes in time; records made since the last save may be lost", "timeout", d.cfg.WriteTimeout)
-	} else if err != nil {
-		d.log.Error("saving the dead-letter outbox before stopping", "err", err)
+}
+
+// sendUnlessStopped sends a result of work off the mailbox to the actor, unless the actor
+// has stopped (or restarted) meanwhile, its context ended: no incarnation takes a result of
+// another's, and one sent after the actor terminated would only be logged as a protoactor
+// dead letter.
+func sendUnlessStopped(ctx context.Context, root *actor.RootContext, self *actor.PID, msg any) {
+	if ctx.Err() == nil {
+		root.Send(self, msg)
 	}
 }
 
@@ -852,12 +946,14 @@ func (d *deadLetters) startSave() {
 	d.afterSave, d.afterNext = d.afterNext, nil
 	id := dlSaveIDs.Add(1)
 	d.saving = id
-	outbox, root, self := d.cfg.Outbox, d.system.Root, d.self
+	outbox, root, self, after, actx := d.cfg.Outbox, d.system.Root, d.self, d.after, d.ctx
 	d.saveWG.Add(1)
 	go func() {
 		defer d.saveWG.Done()
+		<-after // the last changes of the incarnation before land first ([Stops])
 		// Not the actor's context: a change the actor made is saved even when it stops.
-		root.Send(self, &dlSaved{id: id, err: writeOutbox(context.Background(), outbox, put, del), put: put, del: del})
+		err := writeOutbox(context.Background(), outbox, put, del)
+		sendUnlessStopped(actx, root, self, &dlSaved{id: id, err: err, put: put, del: del})
 	}()
 }
 
@@ -1179,7 +1275,7 @@ func (d *deadLetters) put(o *pendingObject) {
 	go func() {
 		defer d.wg.Done()
 		res := &dlWritten{id: id}
-		defer func() { root.Send(self, res) }()
+		defer func() { sendUnlessStopped(parent, root, self, res) }()
 		ctx, cancel := context.WithTimeout(parent, cfg.WriteTimeout)
 		found := false
 		if reread {

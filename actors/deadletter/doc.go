@@ -11,7 +11,9 @@
 // first write, so a retry writes that object again instead of adding a second one, and after a
 // crash an object found under the key is kept: each ending is in exactly one object. Outbox
 // writes and object writes both run off the mailbox, object writes at most
-// [MaxConcurrentWrites] at once; results come back as messages.
+// [MaxConcurrentWrites] at once; results come back as messages. A stopping or restarting
+// actor terminates at once and waits for those writes, and saves its last outbox changes,
+// off its mailbox ([Stops]); the next incarnation reads the outbox after that.
 //
 // With a [StoreOutbox] (an [EventOutbox]) the actor keeps each pending record's metadata, not
 // its event: an object write reads its records' events back from the store, so the actor's

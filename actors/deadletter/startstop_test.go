@@ -107,39 +107,46 @@ func TestDeadLetterStatusWhileLoadingIsAnsweredAtOnce(t *testing.T) {
 	})
 }
 
-// A stopping dead-letter actor waits for its outbox save at most WriteTimeout: an outbox
-// that never answers cannot hold the router's shutdown.
+// A stopping dead-letter actor terminates at once while its outbox save is stuck, and its
+// stop work waits for that save at most WriteTimeout: an outbox that never answers cannot
+// hold the router's shutdown, which waits for the stop work (Stops.Wait).
 func TestDeadLetterStopBoundsTheOutboxSave(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		load := make(chan struct{})
 		close(load)
 		outbox := &heldOutbox{Outbox: durableOutbox{deadletter.NewMemoryOutbox()}, load: load, stuck: make(chan struct{})}
-		cfg := &deadletter.Config{Store: testkit.NewObjectStore(), Outbox: outbox, WriteTimeout: 10 * time.Second}
+		stops := new(deadletter.Stops)
+		cfg := &deadletter.Config{Store: testkit.NewObjectStore(), Outbox: outbox, WriteTimeout: 10 * time.Second, Stops: stops}
 		pid := h.Spawn(deadletter.Props(cfg))
 		h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, "sub-a", "stuck", time.Now()), Target: dlTarget("sub-a", false)})
 		h.Settle() // its save is stuck
 		start := time.Now()
+		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatalf("stopping with the outbox save stuck: %v; want the actor terminated at once", err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the actor terminated %v after the stop, want at once", waited)
+		}
 		stopped := make(chan struct{})
 		go func() {
-			_ = h.System().Root.StopFuture(pid).Wait()
+			_ = stops.Wait(context.Background())
 			close(stopped)
 		}()
 		h.Advance(10*time.Second - time.Millisecond)
 		select {
 		case <-stopped:
-			t.Fatal("the stop returned before WriteTimeout while the save was stuck")
+			t.Fatal("the stop work ended before WriteTimeout while the save was stuck")
 		default:
 		}
 		h.Advance(time.Millisecond)
 		select {
 		case <-stopped:
 		default:
-			t.Fatal("the stop still waits for the stuck outbox save after WriteTimeout")
+			t.Fatal("the stop work still waits for the stuck outbox save after WriteTimeout")
 		}
 		if waited := time.Since(start); waited != 10*time.Second {
-			t.Errorf("the stop waited %v, want WriteTimeout (10 s)", waited)
+			t.Errorf("the stop work waited %v, want WriteTimeout (10 s)", waited)
 		}
-		close(outbox.stuck)    // the abandoned save ends; its late result goes nowhere
-		h.Advance(time.Minute) // protoactor's dead-letter throttle, woken by that result, rests
+		close(outbox.stuck) // the abandoned save ends; its result is not sent to the stopped actor
 	})
 }
