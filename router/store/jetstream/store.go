@@ -1066,8 +1066,9 @@ func (s *Store) parkedIndex(ctx context.Context, topic, sub string, seqs []uint6
 	return e.rec.epoch, out, nil
 }
 
-// bodyCalls bounds the NATS calls readParked and dropBodies have under way at once for one
-// store call: a few round trips' time for a batch of hundreds, without flooding the server.
+// bodyCalls bounds the NATS calls readParked, dropBodies and putDeadLetters have under way at
+// once for one store call: a few round trips' time for a batch of hundreds, without flooding
+// the server.
 const bodyCalls = 16
 
 // each calls fn(ctx, i) for i in [0, n), up to bodyCalls at once, and returns the first error
@@ -1309,7 +1310,9 @@ func applyUpdate(cur *subRecord, u store.Update) *subRecord {
 }
 
 // PutDeadLetters implements [store.Store]: one key per record in the dead-letter bucket, each
-// written once JetStream acknowledged it (stored on a majority of the replicas).
+// written once JetStream acknowledged it (stored on a majority of the replicas). The keys are
+// written up to bodyCalls at once (a batch of endings costs a few round trips, not one each),
+// after every record's id is checked: a bad id writes none of them.
 func (s *Store) PutDeadLetters(ctx context.Context, recs []store.DeadLetterRecord) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1324,11 +1327,14 @@ func (s *Store) putDeadLetters(ctx context.Context, recs []store.DeadLetterRecor
 		if err := checkName("dead-letter record", r.ID); err != nil {
 			return err
 		}
+	}
+	return each(ctx, len(recs), func(ctx context.Context, i int) error {
+		r := recs[i]
 		if _, err := s.dead.Put(ctx, escape(r.ID), appendOpaque(nil, r.Payload)); err != nil {
 			return fmt.Errorf("jetstream store: writing dead-letter record %q: %w", r.ID, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // DeadLetters implements [store.Store].
