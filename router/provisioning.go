@@ -394,7 +394,9 @@ func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *Subscrip
 	if err != nil {
 		return err
 	}
-	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); err != nil {
+	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); errors.Is(err, store.ErrDamaged) {
+		return fmt.Errorf("saving event subscription %q: %w", clip.String(k.name), err)
+	} else if err != nil {
 		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
 	}
 	return nil

@@ -39,6 +39,11 @@ var (
 	// but not yet from the store: delete again). The admin API answers it 503 with
 	// Retry-After.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDefinitionDamaged wraps the refusal to create a topic or subscription whose name is
+	// taken by a stored definition the store found damaged (it is not served): delete the
+	// topic or subscription, which removes the damaged remains, then create it again. The
+	// admin API answers it 409. It is [store.ErrDamaged].
+	ErrDefinitionDamaged = store.ErrDamaged
 )
 
 // Config is the router's data. Zero values take the documented defaults.

@@ -14,6 +14,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/sas"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/schemas/clip"
 )
@@ -176,7 +177,9 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if err != nil {
 		return TopicSpec{}, err
 	}
-	if err := r.store.PutTopic(ctx, name, raw); err != nil {
+	if err := r.store.PutTopic(ctx, name, raw); errors.Is(err, store.ErrDamaged) {
+		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", clip.String(name), err)
+	} else if err != nil {
 		return TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
 	}
 	if r.cl != nil {
@@ -233,7 +236,7 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	t, ok := r.topics[fold(name)]
 	if !ok {
 		r.mu.Unlock()
-		return fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
+		return r.deleteDamagedTopic(ctx, name)
 	}
 	delete(r.topics, fold(name))
 	subNames := make([]string, 0, len(t.subs))
@@ -261,5 +264,25 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 		r.cl.node.Changed(name, "")
 	}
 	r.log.Info("topic deleted", logattr.Topic, name)
+	return nil
+}
+
+// deleteDamagedTopic is DeleteTopic of a topic the router does not run: on a single node, the
+// store may still hold it, with a definition it found damaged and left out at start
+// ([store.ErrDamaged]); deleting it there is the operator's way to free the name. In cluster
+// mode a topic the router does not know may be one another node created a moment ago, so
+// nothing is deleted. Called in the topic's turn.
+func (r *Router) deleteDamagedTopic(ctx context.Context, name string) error {
+	notFound := fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
+	if r.cl != nil {
+		return notFound
+	}
+	switch err := r.store.DeleteTopic(ctx, name); {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound
+	case err != nil:
+		return fmt.Errorf("deleting topic %q: %w: %w", clip.String(name), ErrUnavailable, err)
+	}
+	r.log.Info("topic deleted (its stored definition was damaged)", logattr.Topic, clip.String(name))
 	return nil
 }

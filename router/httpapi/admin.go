@@ -457,6 +457,10 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// which, and to try again.
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error())
+	case errors.Is(err, router.ErrDefinitionDamaged):
+		// The name is taken by a damaged stored definition: the message names it and says
+		// to delete it first (it names no file).
+		writeError(w, http.StatusConflict, "Conflict", err.Error())
 	case errors.Is(err, router.ErrHistoryDamaged):
 		// Not the request's fault: the stored record is damaged. The cause goes to the log.
 		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -189,6 +190,51 @@ func TestStoreFailuresAre503WithoutPaths(t *testing.T) {
 		http.Header{"Content-Type": {"application/json"}, "Aeg-Sas-Key": {spec.Key1}})
 	if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), "/var/lib") {
 		t.Errorf("publish on a failing store: %d %s; want 503 without the server path", rec.Code, rec.Body)
+	}
+}
+
+// damagedStore refuses every definition write as a disk store refuses a name its damaged
+// stored definition holds.
+type damagedStore struct{ store.Store }
+
+var errDamagedDef = fmt.Errorf("topic \"orders\": its stored definition is damaged: delete the topic (egrid topic delete --name orders) and create it again: %w", store.ErrDamaged)
+
+func (damagedStore) PutTopic(context.Context, string, []byte) error { return errDamagedDef }
+func (damagedStore) PutSubscription(context.Context, string, string, []byte) error {
+	return errDamagedDef
+}
+
+// TestDamagedDefinitionIs409: creating a topic or subscription whose name a damaged stored
+// definition holds answers 409 Conflict with the store's message (it says to delete it
+// first), not a 503 that asks to retry what cannot succeed.
+func TestDamagedDefinitionIs409(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	ok, err := router.New(router.Config{}, router.Deps{Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ok.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	ok.Close(ctx)
+
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: damagedStore{mem}, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	h := httpapi.New(r)
+	admin := http.Header{"Authorization": {"Bearer tok"}}
+	for _, tt := range []struct{ name, method, path, body string }{
+		{"put topic", "PUT", "/admin/topics/other", `{}`},
+		{"put subscription", "PUT", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`},
+	} {
+		rec := serve(h, tt.method, tt.path, tt.body, admin)
+		if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "delete the topic") {
+			t.Errorf("%s: %d %s; want 409 saying to delete it first", tt.name, rec.Code, rec.Body)
+		}
 	}
 }
 

@@ -32,7 +32,8 @@ const (
 	DeadLetteredCount             = "DeadLetteredCount"
 	AdvancedFilterEvaluationCount = "AdvancedFilterEvaluationCount"
 	// StoreCorruptionCount (egrid's own) counts the damage the store found, by kind (Dim:
-	// marker, wal, table, entry); each is also logged as an ERROR saying what was lost.
+	// marker, wal, table, entry, definition); each is also logged as an ERROR saying what
+	// was lost.
 	StoreCorruptionCount = "StoreCorruptionCount"
 
 	// Pull delivery of namespace queue subscriptions (eventgrid-behaviour.md §8.2), per

@@ -31,6 +31,12 @@ var (
 	// the one the caller read: another writer (another router node) replaced it since.
 	// Nothing is written.
 	ErrChanged = errors.New("store: the definition changed since it was read")
+	// ErrDamaged is returned (wrapped) by PutTopic and PutSubscription for a name whose
+	// stored definition the store found damaged: the name stays taken by the damaged
+	// remains, which are not served, until DeleteTopic or DeleteSubscription removes them
+	// (then the name can be created again) or the store is restored from a backup. The
+	// error says which. Nothing is written.
+	ErrDamaged = errors.New("store: the stored definition is damaged")
 )
 
 // Entry is one journal entry.
@@ -182,7 +188,9 @@ type Store interface {
 
 	// PutTopic creates or replaces a topic definition.
 	PutTopic(ctx context.Context, name string, spec []byte) error
-	// DeleteTopic removes a topic with its journal, subscriptions and their state.
+	// DeleteTopic removes a topic with its journal, subscriptions and their state. It also
+	// removes a topic whose stored definition is damaged (PutTopic refuses its name with
+	// [ErrDamaged]), with what can be told to be stored under it.
 	DeleteTopic(ctx context.Context, name string) error
 	// Topics lists the topic definitions, ordered by name.
 	Topics(ctx context.Context) ([]Definition, error)
@@ -198,7 +206,8 @@ type Store interface {
 	// ([Store.UpdateSubscription]) does not fail it. The router changes a definition that
 	// several cluster nodes may change at once with it: the end of a manual validation.
 	SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error
-	// DeleteSubscription removes a subscription with its state.
+	// DeleteSubscription removes a subscription with its state. It also removes one whose
+	// stored definition is damaged (PutSubscription refuses its name with [ErrDamaged]).
 	DeleteSubscription(ctx context.Context, topic, name string) error
 	// Subscriptions lists a topic's subscription definitions, ordered by name.
 	Subscriptions(ctx context.Context, topic string) ([]Definition, error)

@@ -64,7 +64,7 @@ var counters = []counter{
 	newCounter(metrics.SuccessfulRenewedLockEvents, "egrid_successful_renewed_lock_events", "Locks of a queue subscription's events renewed.", true, ""),
 	newCounter(metrics.FailedRenewedLockEvents, "egrid_failed_renewed_lock_events", "Lock tokens a lock renewal refused, by error code.", true, LabelError),
 	{name: metrics.StoreCorruptionCount, dim: LabelKind, noTopic: true, desc: prometheus.NewDesc("egrid_store_corruption_count",
-		"Damage the store found, by kind (marker, wal, table); each is logged as an ERROR (egrid only).", []string{LabelKind}, nil)},
+		"Damage the store found, by kind (marker, wal, table, entry, definition); each is logged as an ERROR (egrid only).", []string{LabelKind}, nil)},
 }
 
 var histograms = []histogram{

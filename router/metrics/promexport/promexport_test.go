@@ -40,7 +40,7 @@ egrid_publish_fail_count{error="ServiceUnavailable",topic="orders"} 2
 # HELP egrid_delivery_attempt_fail_count Failed delivery attempts, per event, by outcome. (Event Grid: DeliveryAttemptFailCount)
 # TYPE egrid_delivery_attempt_fail_count counter
 egrid_delivery_attempt_fail_count{error="Busy",subscription="billing",topic="orders"} 3
-# HELP egrid_store_corruption_count Damage the store found, by kind (marker, wal, table); each is logged as an ERROR (egrid only).
+# HELP egrid_store_corruption_count Damage the store found, by kind (marker, wal, table, entry, definition); each is logged as an ERROR (egrid only).
 # TYPE egrid_store_corruption_count counter
 egrid_store_corruption_count{kind="wal"} 1
 # HELP egrid_backlog_events Events of the event subscription neither delivered nor ended: ready, in flight, parked for retry, or not yet read from the journal.

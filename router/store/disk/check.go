@@ -40,6 +40,9 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 		return r, err
 	}
 	defer s.Close()
+	s.mu.RLock()
+	r.Problems = append(r.Problems, s.defProblems...) // damaged definitions (defdamage.go)
+	s.mu.RUnlock()
 	topics, err := s.Topics(ctx)
 	if err != nil {
 		return r, err

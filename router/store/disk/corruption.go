@@ -39,6 +39,9 @@ const (
 	DamageWAL    = "wal"    // a write-ahead log is damaged before its end
 	DamageTable  = "table"  // a table block does not match its checksum, or a table file is cut short or missing
 	DamageEntry  = "entry"  // a journal block is intact but does not decode
+	// DamageDefinition: a topic or subscription definition does not decode, a subscription
+	// is stored under a topic with no definition, or a definition's key is malformed.
+	DamageDefinition = "definition"
 )
 
 // CheckDir looks for damage in the store directory dir (on fs; nil for the OS) that pebble

@@ -117,9 +117,12 @@
 // table block, logging once which journal entries are lost. A damaged table block of a
 // subscription's state costs only what it holds, logged once: a cursor starts again at the
 // journal's oldest entry (delivered again, none skipped), parked retries in it are lost, a
-// probation state is dropped; the subscription loads the rest. Each piece of damage goes to
-// Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid store
-// check). See corruption.go.
+// probation state is dropped; the subscription loads the rest. A topic or subscription
+// definition that does not decode is left out, logged once, its name kept from PutTopic and
+// PutSubscription ([store.ErrDamaged]) until DeleteTopic or DeleteSubscription removes it
+// (defdamage.go); a damaged table block in the definitions refuses Open. Each piece of damage
+// goes to Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid
+// store check). See corruption.go.
 //
 // A compaction that fails on a damaged table file in level 0, which pebble would try again at
 // once for as long as the process runs, is tried again after 1 s, doubling up to a minute;

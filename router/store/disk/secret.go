@@ -153,6 +153,7 @@ func (s *Store) checkKey(g *generation) error {
 		if _, _, err := s.sealer.open(keyCheckKey, v); err != nil {
 			return fmt.Errorf("%w: the secret key is not the one the definitions were written with: give that key (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey)
 		}
+		s.keyChecked = true
 	case s.sealer == nil, s.opts.ReadOnly:
 		return nil
 	}
@@ -169,7 +170,7 @@ func (s *Store) checkKey(g *generation) error {
 			}
 			id, spec, err := decodeDef(v)
 			if err != nil {
-				return fmt.Errorf("definition %q: %w", k, err)
+				return nil // damaged: load reports it (defdamage.go)
 			}
 			sealed++
 			return b.Set(k, s.sealer.seal(k, id, spec), nil)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // ErrClosed is returned by every method of a closed [Store]; it is [store.ErrClosed].
@@ -58,8 +59,8 @@ type Options struct {
 	// store creates its directory 0700 and its files 0600 in any case.
 	PrivateDir bool
 	// OnCorruption, when set, is called once for each piece of damage the store finds, with
-	// its kind (DamageMarker, DamageWAL, DamageTable, DamageEntry): egrid counts them in a
-	// metric. It must not block.
+	// its kind (DamageMarker, DamageWAL, DamageTable, DamageEntry, DamageDefinition): egrid
+	// counts them in a metric. It must not block.
 	OnCorruption func(kind string)
 	// ReadOnly opens pebble read-only (egrid store check): nothing is written, not even the
 	// replay of the write-ahead log.
@@ -126,6 +127,14 @@ type Store struct {
 	gen     *generation    // the pebble instance in use
 	pending []pendingWrite // state writes taken while gen has failed, oldest first
 	ops     sync.WaitGroup // calls under way; Close waits for them
+	// damagedTopics holds the topics whose definitions Open found damaged, by stored
+	// name: they are not served, and their names stay taken until deleted (defdamage.go).
+	damagedTopics map[string]*damagedDef
+	// defProblems holds the definition damage Open found, for egrid store check.
+	defProblems []error
+	// keyChecked is set by checkKey when the key check opened with the secret key: a
+	// sealed definition that does not open is then damaged, not sealed with another key.
+	keyChecked bool
 
 	// catalog orders the catalogue changes (definitions, on the admin plane) against each
 	// other; nothing else waits for it.
@@ -151,6 +160,9 @@ type topic struct {
 	floor    uint64      // highest trimmed seq
 	trimming bool        // a Trim is writing; another one returns at once
 	damaged  []damage    // journal ranges found unreadable (corruption.go)
+	// damagedSubs holds the subscriptions whose definitions Open found damaged, by stored
+	// name; guarded by Store.mu, as subs (defdamage.go).
+	damagedSubs map[string]*damagedDef
 }
 
 // appendOp is one Append between handing out its seqs and their becoming visible.
@@ -233,13 +245,14 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 				},
 			},
 		},
-		log:      opts.Logger,
-		repeats:  rep,
-		lock:     new(dirLock),
-		topics:   make(map[string]*topic),
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		loopDone: make(chan struct{}),
+		log:           opts.Logger,
+		repeats:       rep,
+		lock:          new(dirLock),
+		topics:        make(map[string]*topic),
+		damagedTopics: make(map[string]*damagedDef),
+		kick:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		loopDone:      make(chan struct{}),
 	}
 	if opts.tune != nil {
 		opts.tune(&s.popts)
@@ -307,7 +320,10 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	return s, nil
 }
 
-// load reads the catalogue, cursors and sequence numbers of g into memory.
+// load reads the catalogue, cursors and sequence numbers of g into memory. A definition that
+// does not decode, a subscription under a topic with no definition and a malformed key are
+// left out and reported (defdamage.go); a sealed definition whose key does not fit, or a
+// damaged table block met by the scan, fails it.
 func (s *Store) load(g *generation) error {
 	if v, ok, err := get(g.db, nextIDKey); err != nil {
 		return err
@@ -317,31 +333,47 @@ func (s *Store) load(g *generation) error {
 		}
 	}
 	byID := make(map[uint64]*topic)
+	cl := &catalogLoad{topicIDs: make(map[uint64]string), subIDs: make(map[uint64]bool), orphanSubs: make(map[uint64]int)}
 	err := scan(g.db, []byte{prefixTopic}, []byte{prefixTopic + 1}, func(k, v []byte) error {
 		id, _, err := s.decodeDef(k, v)
+		if s.keyMisfit(err) {
+			return fmt.Errorf("topic %q: %w", clip.String(string(k[1:])), err)
+		}
 		if err != nil {
-			return fmt.Errorf("topic %q: %w", k[1:], err)
+			cl.topics = append(cl.topics, badDef{topic: string(k[1:]), v: slices.Clone(v), err: err})
+			return nil
 		}
 		t := &topic{id: id, subs: make(map[string]*sub)}
 		s.topics[string(k[1:])] = t
 		byID[id] = t
+		cl.topicIDs[id] = string(k[1:])
 		s.nextID = max(s.nextID, id)
 		return nil
 	})
+	if pebble.IsCorruptionError(err) {
+		return s.catalogCorrupt(err)
+	}
 	if err != nil {
 		return err
 	}
 	err = scan(g.db, []byte{prefixSub}, []byte{prefixSub + 1}, func(k, v []byte) error {
 		if len(k) < 9 {
-			return fmt.Errorf("subscription key %q: %w", k, errCorrupt)
+			cl.malformed = append(cl.malformed, slices.Clone(k))
+			return nil
 		}
 		t, ok := byID[idOf(k)]
 		if !ok {
-			return fmt.Errorf("subscription %q of a topic with no definition: %w", k[9:], errCorrupt)
+			cl.orphans = append(cl.orphans, badDef{topicID: idOf(k), name: string(k[9:])})
+			cl.orphanSubs[idOf(k)]++
+			return nil
 		}
 		id, _, err := s.decodeDef(k, v)
+		if s.keyMisfit(err) {
+			return fmt.Errorf("subscription %q: %w", clip.String(string(k[9:])), err)
+		}
 		if err != nil {
-			return fmt.Errorf("subscription %q: %w", k[9:], err)
+			cl.subs = append(cl.subs, badDef{topic: cl.topicIDs[t.id], name: string(k[9:]), v: slices.Clone(v), err: err})
+			return nil
 		}
 		sb := &sub{id: id}
 		if c, ok, err := get(g.db, idKey(prefixCursor, id)); pebble.IsCorruptionError(err) {
@@ -354,12 +386,17 @@ func (s *Store) load(g *generation) error {
 			}
 		}
 		t.subs[string(k[9:])] = sb
+		cl.subIDs[id] = true
 		s.nextID = max(s.nextID, id)
 		return nil
 	})
+	if pebble.IsCorruptionError(err) {
+		return s.catalogCorrupt(err)
+	}
 	if err != nil {
 		return err
 	}
+	s.reportDefDamage(cl)
 	for name, t := range s.topics {
 		if err := loadSeqs(g.db, t); err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
@@ -1197,6 +1234,9 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
 	defer done()
+	if err := s.refuseDamagedTopic(name); err != nil {
+		return fmt.Errorf("putting topic: %w", err)
+	}
 	s.mu.RLock()
 	t, exists := s.topics[name]
 	id := s.nextID + 1
@@ -1236,6 +1276,9 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
 	defer done()
+	if handled, err := s.deleteDamagedTopic(g, name); handled {
+		return err
+	}
 	s.mu.Lock()
 	t, ok := s.topics[name]
 	if ok {
@@ -1256,6 +1299,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	for _, sb := range t.subs {
 		errs = append(errs, deleteSubState(b, sb)...)
 	}
+	errs = append(errs, s.damagedSubsState(b, t)...)
 	err = errors.Join(errs...)
 	if err != nil {
 		_ = b.Close()
@@ -1304,6 +1348,9 @@ func (s *Store) definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, e
 	defs := []store.Definition{}
 	err := scan(db, lo, hi, func(k, v []byte) error {
 		_, spec, err := s.decodeDef(k, v)
+		if err != nil && s.damagedDefKey(k) {
+			return nil // reported at Open: not served
+		}
 		if err != nil {
 			return fmt.Errorf("definition %q: %w", k[len(lo):], err)
 		}
@@ -1335,6 +1382,11 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 	s.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
+	}
+	if !exists {
+		if err := s.refuseDamagedSub(t, topicName, name); err != nil {
+			return fmt.Errorf("putting subscription: %w", err)
+		}
 	}
 	b := g.db.NewBatch()
 	var errs []error
@@ -1419,6 +1471,9 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
 	defer done()
+	if handled, err := s.deleteDamagedSub(g, topicName, name); handled {
+		return err
+	}
 	s.mu.Lock()
 	t, ok := s.topics[topicName]
 	var sb *sub
