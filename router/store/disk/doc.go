@@ -105,7 +105,10 @@
 // No lock is held across I/O: Store.mu guards the in-memory catalogue and is taken only to
 // read or change it; calls register in wait groups, so DeleteTopic, DeleteSubscription and
 // Close wait for the calls under way without blocking anyone else. Catalogue changes
-// (definitions, rare admin calls) are ordered against each other by Store.catalog.
+// (definitions, rare admin calls) are ordered against each other by Store.catalog, which a
+// delete does not hold while it waits for the calls under way on what it deletes: it marks
+// the name instead, and only a catalogue change naming that topic or subscription waits
+// for the delete to end (it then finds it gone, or back when the delete failed).
 //
 // # Damage
 //

@@ -72,3 +72,20 @@ func (s *Store) WriteFormat(v uint64) error {
 
 // Format returns the format version recorded in the store and whether one is.
 func (s *Store) Format() (uint64, bool, error) { return readFormat(s.gen.db) }
+
+// SetDeleteHooks sets, for the stores opened with opts, the functions called as a delete
+// starts waiting for the calls under way on what it deletes (onDrain) and as a catalogue
+// change starts waiting for a delete of the name it changes to end (onDeletionWait).
+func SetDeleteHooks(opts *Options, onDrain, onDeletionWait func(topic, sub string)) {
+	opts.onDrain, opts.onDeletionWait = onDrain, onDeletionWait
+}
+
+// Hold registers a call under way on topic (and its subscription sub, when not empty), as a
+// journal read or a state write does, until release is called.
+func (s *Store) Hold(topic, sub string) (release func(), err error) {
+	c, err := s.enter(topic, sub)
+	if err != nil {
+		return nil, err
+	}
+	return c.done, nil
+}

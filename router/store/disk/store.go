@@ -76,6 +76,13 @@ type Options struct {
 	// onParkedCreate, for tests, is called as a failed instance's table file creation starts
 	// waiting until the instance is given up (fenceFS.Create).
 	onParkedCreate func(retired <-chan struct{})
+	// onDrain, for tests, is called as a DeleteTopic or DeleteSubscription (sub not empty)
+	// starts waiting, with the catalogue's lock let go, for the calls under way on what it
+	// deletes.
+	onDrain func(topic, sub string)
+	// onDeletionWait, for tests, is called as a catalogue change starts waiting for a
+	// deletion of the topic or subscription it names to end.
+	onDeletionWait func(topic, sub string)
 	// tune changes pebble's options, for tests (keeping a table file apart from
 	// compactions).
 	tune func(*pebble.Options)
@@ -137,8 +144,14 @@ type Store struct {
 	keyChecked bool
 
 	// catalog orders the catalogue changes (definitions, on the admin plane) against each
-	// other; nothing else waits for it.
+	// other; nothing else waits for it. It is held for a change's reads of the catalogue and
+	// its synced commit, never while a delete waits for the calls under way on what it
+	// deletes: that delete marks the name in deleting instead (see catalogCall).
 	catalog sync.Mutex
+	// deleting holds the topics and subscriptions whose delete is waiting for the calls under
+	// way on them, or committing; each channel is closed when its delete has ended. Guarded by
+	// catalog.
+	deleting map[deletion]chan struct{}
 
 	health   healthState
 	kick     chan struct{} // wakes the recovery loop after a failure
@@ -250,6 +263,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		lock:          new(dirLock),
 		topics:        make(map[string]*topic),
 		damagedTopics: make(map[string]*damagedDef),
+		deleting:      make(map[deletion]chan struct{}),
 		kick:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		loopDone:      make(chan struct{}),
@@ -1197,10 +1211,75 @@ func buildUpdate(b *pebble.Batch, subID, cursor uint64, u store.Update) error {
 	return nil
 }
 
-// catalogCall starts a catalogue change: it takes s.catalog and checks the store takes
+// deletion names a topic (sub empty) or a subscription whose delete is under way.
+type deletion struct{ topic, sub string }
+
+// catalogCall starts a catalogue change on topic, on its subscription sub when sub is not
+// empty, and on every one of its subscriptions when allSubs is set (DeleteTopic): it waits
+// until no delete of any of them is under way, takes s.catalog and checks the store takes
 // writes. The caller must call the returned function.
-func (s *Store) catalogCall() (*generation, func(), error) {
-	s.catalog.Lock()
+//
+// A delete lets go of s.catalog while it waits for the calls under way on what it deletes
+// (deleteDrained), so that other topics' changes go on; the names it marks in s.deleting
+// keep the changes that would race with its batch away until it has ended: a PutTopic of
+// the name would have its new definition deleted by the batch, a PutSubscription's would
+// be left behind by a delete of its topic, a DeleteTopic would leave the state of a
+// subscription whose delete then fails. Such a change waits for the delete to end (off the
+// lock, on the delete's channel, or until ctx ends) and then starts again: after a delete
+// that committed it finds no topic or subscription (PutTopic creates a new one), after one
+// that failed it finds the old one.
+func (s *Store) catalogCall(ctx context.Context, topic, sub string, allSubs bool) (*generation, func(), error) {
+	for {
+		s.catalog.Lock()
+		ended := s.deletionOf(topic, sub, allSubs)
+		if ended == nil {
+			break
+		}
+		s.catalog.Unlock()
+		if s.opts.onDeletionWait != nil {
+			s.opts.onDeletionWait(topic, sub)
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("waiting for a delete of the same name to end: %w", ctx.Err())
+		}
+	}
+	g, release, err := s.catalogEnter()
+	if err != nil {
+		s.catalog.Unlock()
+		return nil, nil, err
+	}
+	return g, func() {
+		release()
+		s.catalog.Unlock()
+	}, nil
+}
+
+// deletionOf returns the channel of a delete under way that a catalogue change on topic
+// (and sub, or allSubs) must wait for, or nil. s.catalog must be held.
+func (s *Store) deletionOf(topic, sub string, allSubs bool) chan struct{} {
+	if ended, ok := s.deleting[deletion{topic: topic}]; ok {
+		return ended
+	}
+	if sub != "" {
+		if ended, ok := s.deleting[deletion{topic, sub}]; ok {
+			return ended
+		}
+	}
+	if allSubs {
+		for d, ended := range s.deleting {
+			if d.topic == topic {
+				return ended
+			}
+		}
+	}
+	return nil
+}
+
+// catalogEnter registers a catalogue change, with s.catalog held: it checks the store is
+// open and takes writes. The caller must call release (which leaves s.catalog held).
+func (s *Store) catalogEnter() (g *generation, release func(), err error) {
 	s.mu.RLock()
 	closed, g := s.closed, s.gen
 	if !closed {
@@ -1209,19 +1288,52 @@ func (s *Store) catalogCall() (*generation, func(), error) {
 	}
 	s.mu.RUnlock()
 	if closed {
-		s.catalog.Unlock()
 		return nil, nil, ErrClosed
 	}
-	done := func() {
+	release = func() {
 		g.users.Done()
 		s.ops.Done()
-		s.catalog.Unlock()
 	}
 	if err := g.err(); err != nil {
-		done()
+		release()
 		return nil, nil, err
 	}
-	return g, done, nil
+	return g, release, nil
+}
+
+// deleteDrained ends a DeleteTopic or DeleteSubscription of d that has taken what it deletes
+// out of the in-memory catalogue (new calls find nothing) and still holds its catalogCall
+// (done). It marks d as being deleted, lets go of the catalogue, waits for the calls under
+// way on what it deletes (ops), then takes the catalogue again and runs commit on the
+// store's generation of that moment. When the store has closed or failed meanwhile, or
+// commit fails, restore puts back what was taken out: it is still on disk. The mark is
+// removed, and the changes waiting for it woken, at the end. The delete stays counted in
+// s.ops throughout, so Close waits for it.
+func (s *Store) deleteDrained(d deletion, done func(), ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
+	ended := make(chan struct{})
+	s.deleting[d] = ended
+	s.ops.Add(1) // above zero: done has not been called yet
+	defer s.ops.Done()
+	done()
+	if s.opts.onDrain != nil {
+		s.opts.onDrain(d.topic, d.sub)
+	}
+	ops.Wait()
+	s.catalog.Lock()
+	defer func() {
+		delete(s.deleting, d)
+		close(ended)
+		s.catalog.Unlock()
+	}()
+	g, release, err := s.catalogEnter()
+	if err == nil {
+		err = commit(g)
+		release()
+	}
+	if err != nil {
+		restore()
+	}
+	return err
 }
 
 // PutTopic implements [store.Store]. Definitions are committed with a sync.
@@ -1229,7 +1341,7 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall()
+	g, done, err := s.catalogCall(ctx, name, "", false)
 	if err != nil {
 		return fmt.Errorf("putting topic %q: %w", name, err)
 	}
@@ -1266,17 +1378,21 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 
 // DeleteTopic implements [store.Store]. The definition, journal, subscriptions and their
 // state go in one synced batch of range deletions, written once the calls under way on the
-// topic are done (new ones find no topic).
+// topic are done (new ones find no topic). It does not hold the catalogue's lock while it
+// waits for them: other topics' definitions change meanwhile, and a change naming this topic
+// or one of its subscriptions waits for the delete to end (catalogCall). A delete that does
+// not commit (the store closed or failed meanwhile, the write failed) leaves the topic as it
+// was.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall()
+	g, done, err := s.catalogCall(ctx, name, "", true)
 	if err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
-	defer done()
 	if handled, err := s.deleteDamagedTopic(g, name); handled {
+		done()
 		return err
 	}
 	s.mu.Lock()
@@ -1286,30 +1402,35 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	}
 	s.mu.Unlock()
 	if !ok {
+		done()
 		return fmt.Errorf("topic %q: %w", name, store.ErrNotFound)
 	}
-	t.ops.Wait()
-	b := g.db.NewBatch()
-	errs := []error{
-		b.Delete(nameKey(prefixTopic, name), nil),
-		b.DeleteRange(idKey(prefixSub, t.id), idKey(prefixSub, t.id+1), nil),
-		b.DeleteRange(idKey(prefixJournal, t.id), idKey(prefixJournal, t.id+1), nil),
-		b.Delete(idKey(prefixFloor, t.id), nil),
+	commit := func(g *generation) error {
+		b := g.db.NewBatch()
+		errs := []error{
+			b.Delete(nameKey(prefixTopic, name), nil),
+			b.DeleteRange(idKey(prefixSub, t.id), idKey(prefixSub, t.id+1), nil),
+			b.DeleteRange(idKey(prefixJournal, t.id), idKey(prefixJournal, t.id+1), nil),
+			b.Delete(idKey(prefixFloor, t.id), nil),
+		}
+		s.mu.RLock()
+		for _, sb := range t.subs {
+			errs = append(errs, deleteSubState(b, sb)...)
+		}
+		s.mu.RUnlock()
+		errs = append(errs, s.damagedSubsState(b, t)...)
+		if err := errors.Join(errs...); err != nil {
+			_ = b.Close()
+			return err
+		}
+		return g.commit(b, pebble.Sync, s.onFail)
 	}
-	for _, sb := range t.subs {
-		errs = append(errs, deleteSubState(b, sb)...)
-	}
-	errs = append(errs, s.damagedSubsState(b, t)...)
-	err = errors.Join(errs...)
-	if err != nil {
-		_ = b.Close()
-	} else {
-		err = g.commit(b, pebble.Sync, s.onFail)
-	}
-	if err != nil {
+	restore := func() {
 		s.mu.Lock()
 		s.topics[name] = t // still on disk
 		s.mu.Unlock()
+	}
+	if err := s.deleteDrained(deletion{topic: name}, done, &t.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
 	return nil
@@ -1366,7 +1487,7 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall()
+	g, done, err := s.catalogCall(ctx, topicName, name, false)
 	if err != nil {
 		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
 	}
@@ -1419,7 +1540,7 @@ func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, ol
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall()
+	g, done, err := s.catalogCall(ctx, topicName, name, false)
 	if err != nil {
 		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
 	}
@@ -1461,17 +1582,20 @@ func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, ol
 }
 
 // DeleteSubscription implements [store.Store]. It is written once the calls under way on the
-// subscription are done (new ones find no subscription).
+// subscription are done (new ones find no subscription), without the catalogue's lock held
+// while it waits for them, as DeleteTopic: a change naming the subscription or its topic
+// waits for the delete to end. A delete that does not commit leaves the subscription as it
+// was.
 func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall()
+	g, done, err := s.catalogCall(ctx, topicName, name, false)
 	if err != nil {
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
-	defer done()
 	if handled, err := s.deleteDamagedSub(g, topicName, name); handled {
+		done()
 		return err
 	}
 	s.mu.Lock()
@@ -1484,21 +1608,24 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 	}
 	s.mu.Unlock()
 	if !ok {
+		done()
 		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
 	}
-	sb.ops.Wait()
-	b := g.db.NewBatch()
-	errs := append(deleteSubState(b, sb), b.Delete(subDefKey(t.id, name), nil))
-	err = errors.Join(errs...)
-	if err != nil {
-		_ = b.Close()
-	} else {
-		err = g.commit(b, pebble.Sync, s.onFail)
+	commit := func(g *generation) error {
+		b := g.db.NewBatch()
+		errs := append(deleteSubState(b, sb), b.Delete(subDefKey(t.id, name), nil))
+		if err := errors.Join(errs...); err != nil {
+			_ = b.Close()
+			return err
+		}
+		return g.commit(b, pebble.Sync, s.onFail)
 	}
-	if err != nil {
+	restore := func() {
 		s.mu.Lock()
 		t.subs[name] = sb // still on disk
 		s.mu.Unlock()
+	}
+	if err := s.deleteDrained(deletion{topicName, name}, done, &sb.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
 	return nil
