@@ -121,7 +121,11 @@ type deadLetterRuntime struct {
 	// stops tells when the actor's stop work (its last outbox save, off its mailbox) has
 	// ended: closeDeadLetters waits for it before Close closes the store.
 	stops deadletter.Stops
-	seq   atomic.Uint64
+	// replayStops tells when the replays' stop work (the wait for their last object read,
+	// off their mailboxes) has ended, by replayKey: a new replay of a subscription reads
+	// after the stopped one's, and Close and stopReplays wait for it.
+	replayStops deadletter.ReplayStops
+	seq         atomic.Uint64
 	// durable: the outbox is in the router's store (Deps.Store), so the records waiting at
 	// Close are written by the next router at their due time instead of early.
 	durable bool
@@ -225,6 +229,9 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	for _, pid := range replays {
 		_ = r.system.Root.StopFuture(pid).Wait()
 	}
+	// A stopped replay waits for its object read under way off its mailbox, at most 5 s:
+	// before the store it reads is closed.
+	_ = d.replayStops.Wait(context.Background())
 	// The replays' subscription actors write their last state to their own journals off their
 	// mailboxes, handing the dead letters it settles to the dead-letter actor: before it stops.
 	_ = r.stops.Wait(context.Background())

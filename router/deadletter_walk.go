@@ -93,9 +93,8 @@ type dlWalk struct {
 	loose []sinks.ObjectInfo
 	// total counts the objects selected by the first listing.
 	total int
-	// held is the most objects the walk held at once waiting to be answered; done, when set,
-	// is called with it and total as the walk ends (tests).
-	held int
+	// done, when set, is called as each walk ([dlWalk.all]) ends with the most objects it
+	// held at once waiting to be answered, and total (tests).
 	done func(held, total int)
 }
 
@@ -163,17 +162,19 @@ func (r *Router) walkDeadLetters(ctx context.Context, topic, bucket, prefix stri
 }
 
 // all yields the walk's objects in order, listing the hours again each time it is called (a
-// replay walks twice). An error of the store ends it.
+// replay walks twice, and a replay abandoned by its actor may still walk as the next one
+// does: a walk keeps its state to itself). An error of the store ends it.
 func (w *dlWalk) all(ctx context.Context) iter.Seq2[sinks.ObjectInfo, error] {
 	return func(yield func(sinks.ObjectInfo, error) bool) {
 		h := &dlHeap{desc: w.desc}
+		held := 0 // the most objects held at once
 		if w.done != nil {
-			defer func() { w.done(w.held, w.total) }()
+			defer func() { w.done(held, w.total) }()
 		}
 		for _, o := range w.loose { // kept: a replay walks again
 			heap.Push(h, o)
 		}
-		w.held = h.Len()
+		held = h.Len()
 		for i, g := range w.groups {
 			for o, err := range sinks.ListAll(ctx, w.store, w.bucket, sinks.ListQuery{Prefix: g.prefix}) {
 				if errors.Is(err, sinks.ErrBucketNotFound) {
@@ -195,14 +196,14 @@ func (w *dlWalk) all(ctx context.Context) iter.Seq2[sinks.ObjectInfo, error] {
 				}
 				heap.Push(h, o)
 			}
-			w.held = max(w.held, h.Len())
+			held = max(held, h.Len())
 			for h.Len() > 0 && (i+1 == len(w.groups) || w.due(h.objs[0], w.groups[i+1])) {
 				if !yield(heap.Pop(h).(sinks.ObjectInfo), nil) {
 					return
 				}
 			}
 		}
-		w.held = max(w.held, h.Len())
+		held = max(held, h.Len())
 		for h.Len() > 0 {
 			if !yield(heap.Pop(h).(sinks.ObjectInfo), nil) {
 				return

@@ -41,8 +41,9 @@
 // new publishes, finish the appends in progress, stop the trimmer, stop the topic actors (each
 // subscription actor cancels its attempts and queues its last state update), wait for their
 // stop work (each actor's sink calls and last state write, waited for off its mailbox, each
-// at most its stop grace: [actors.Stops]), flush the dead letters that are waiting, stop the
-// dead-letter actor and wait for its last outbox save (off its mailbox, each wait at most its
+// at most its stop grace: [actors.Stops]) and for the stopped replays' last object reads (off
+// their mailboxes, each at most 5 s: deadletter.ReplayStops), flush the dead letters that are
+// waiting, stop the dead-letter actor and wait for its last outbox save (off its mailbox, each wait at most its
 // write timeout: deadletter.Stops), stop the actor system, and close the store when the
 // router opened it.
 //

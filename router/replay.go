@@ -202,28 +202,41 @@ type replaySource struct {
 	until         time.Time // the selection's Until (zero: none)
 
 	// kept are the events the selection kept of the newest objects it took records of, in
-	// walk order: the first pass hands them out instead of reading the objects again.
+	// walk order: the first pass hands them out instead of reading the objects again (it
+	// takes them under mu).
 	kept []replayPart
 	// held, when set, is called as a pass ends with the most event ids it remembered (tests).
 	held func(ids int)
 
-	// pass guards the pass under way: the replay actor reads its parts one after another,
-	// but a stopped actor's last read may still run as the replay ends (or restarts).
-	pass    sync.Mutex
-	ids     *replayIDs
-	parts   []replayPart // kept parts still to hand out
-	next    func() (sinks.ObjectInfo, error, bool)
-	stop    func()
-	past    *sinks.ObjectInfo // the last object of the walk taken or looked at
-	passCtx context.Context
+	mu sync.Mutex // guards kept and what follows; held for no I/O
+	// The pass under way, owned by the read call under way ([replaySource.read]): the
+	// replay actor calls read one part at a time, and the next reader of the source (the
+	// restarted actor) asks for part 0 only once the calls of the one before have returned
+	// ([deadletter.ReplayStops]). A call that ignored its context past the actor's 5 s is
+	// abandoned, though, and may still be running then: so a call takes the pass out of the
+	// source (under mu), reads with no lock held, and puts it back as it returns unless a
+	// newer pass was opened meanwhile or the replay ended: it then closes it. Two calls never
+	// share a pass, and no lock is held across the store's listings, reads or retry waits.
+	cur    *replayPass // nil while a call has it out, or before the first pass
+	opened uint64      // the passes opened: the latest is the one a call puts back
+	ended  bool        // the replay ended: no pass is put back or opened
 
-	mu       sync.Mutex
 	problems []string // of the objects that could not be read again (the first few)
 	unlisted int      // and how many more
 	// failed says how the store failed a listing or a read through all of
 	// replayReadBackoff: the replay read no more objects.
 	failed string
 	dedup  bool // a pass remembered fewer ids than it took
+}
+
+// replayPass is one pass of a replay over its source: what read carries from one part to
+// the next. It belongs to one read call at a time (see replaySource.cur).
+type replayPass struct {
+	ids   *replayIDs
+	parts []replayPart // kept parts still to hand out
+	next  func() (sinks.ObjectInfo, error, bool)
+	stop  func()
+	past  *sinks.ObjectInfo // the last object of the walk taken or looked at
 }
 
 // replayPart is the events a replay's selection kept of one object.
@@ -242,28 +255,28 @@ var replayReadBackoff = []time.Duration{time.Second, 10 * time.Second, time.Minu
 // failed through all of them, the replay reads no more objects: read answers io.EOF, and
 // [replaySource.report] says how to take the rest.
 func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error) {
-	s.pass.Lock()
-	defer s.pass.Unlock()
-	if i == 0 {
-		s.open(ctx)
+	p, id := s.checkout(ctx, i)
+	if p == nil {
+		return nil, io.EOF // the replay ended (or no pass was opened)
 	}
-	if len(s.parts) > 0 {
-		p := s.parts[0]
-		s.parts[0] = replayPart{}
-		s.parts = s.parts[1:]
-		for _, ev := range p.events {
-			s.ids.take(ev.ID)
+	defer s.checkin(p, id)
+	if len(p.parts) > 0 {
+		kept := p.parts[0]
+		p.parts[0] = replayPart{}
+		p.parts = p.parts[1:]
+		for _, ev := range kept.events {
+			p.ids.take(ev.ID)
 		}
-		s.past = &p.info
-		return p.events, nil
+		p.past = &kept.info
+		return kept.events, nil
 	}
-	if s.next == nil {
+	if p.next == nil {
 		return nil, io.EOF
 	}
 	for try := 0; ; {
-		o, err, ok := s.next()
+		o, err, ok := p.next()
 		if !ok {
-			s.close()
+			s.closePass(p)
 			return nil, io.EOF
 		}
 		if err != nil {
@@ -272,34 +285,76 @@ func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error
 			}
 			if !s.retry(ctx, &try) {
 				until := s.until
-				if s.past != nil {
-					until = s.past.LastModified.Add(time.Nanosecond)
+				if p.past != nil {
+					until = p.past.LastModified.Add(time.Nanosecond)
 				}
-				s.fail(fmt.Sprintf("listing the dead letters again: %v", err), until)
+				s.fail(p, fmt.Sprintf("listing the dead letters again: %v", err), until)
 				return nil, io.EOF
 			}
-			s.restart(ctx) // from the top, past the objects already taken
+			p.restart(ctx, s.walk) // from the top, past the objects already taken
 			continue
 		}
-		if s.past != nil && !walkedPast(o, *s.past) {
+		if p.past != nil && !walkedPast(o, *p.past) {
 			continue
 		}
-		events, unavailable, err := s.take(ctx, o)
+		events, unavailable, err := s.take(ctx, p, o)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			if unavailable {
-				s.fail(fmt.Sprintf("%s: not replayed: %v", o.Key, err), o.LastModified.Add(time.Nanosecond))
+				s.fail(p, fmt.Sprintf("%s: not replayed: %v", o.Key, err), o.LastModified.Add(time.Nanosecond))
 				return nil, io.EOF
 			}
 			s.problem(fmt.Sprintf("%s: not replayed: %v; replay again to take its events", o.Key, err))
 		}
-		s.past = &o
+		p.past = &o
 		if len(events) > 0 {
 			return events, nil
 		}
 	}
+}
+
+// checkout hands the call reading part i the pass it reads, and the pass's number: for part
+// 0 a new pass (the kept parts first, only on the first pass: a restarted replay reads them
+// again; then the walk past them), closing the one before if it was put back; else the pass
+// under way, taken out of the source. nil: the replay ended.
+func (s *replaySource) checkout(ctx context.Context, i int) (*replayPass, uint64) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, 0
+	}
+	p := s.cur
+	s.cur = nil
+	if i > 0 {
+		id := s.opened
+		s.mu.Unlock()
+		return p, id
+	}
+	s.opened++
+	id, kept := s.opened, s.kept
+	s.kept = nil
+	s.mu.Unlock()
+	if p != nil {
+		s.closePass(p)
+	}
+	p = &replayPass{ids: newReplayIDs(), parts: kept}
+	p.restart(ctx, s.walk)
+	return p, id
+}
+
+// checkin puts pass id back for the next part, or closes it: the replay ended, or a newer
+// pass was opened (this call ran past its reader's stop and was abandoned).
+func (s *replaySource) checkin(p *replayPass, id uint64) {
+	s.mu.Lock()
+	if id == s.opened && !s.ended {
+		s.cur = p
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.closePass(p)
 }
 
 // walkedPast says whether a newest-first walk comes to o after p (objects written at one
@@ -309,44 +364,41 @@ func walkedPast(o, p sinks.ObjectInfo) bool {
 	return c < 0 || (c == 0 && o.Key > p.Key)
 }
 
-// open starts a pass: the kept parts first (only on the first pass: a restarted replay reads
-// them again), then the walk past them.
-func (s *replaySource) open(ctx context.Context) {
-	s.close()
-	s.ids, s.past, s.parts, s.kept = newReplayIDs(), nil, s.kept, nil
-	s.passCtx = ctx
-	s.restart(ctx)
-}
-
-// restart walks the objects again from the newest; read skips those up to s.past.
-func (s *replaySource) restart(ctx context.Context) {
-	if s.stop != nil {
-		s.stop()
+// restart walks the objects again from the newest; read skips those up to p.past.
+func (p *replayPass) restart(ctx context.Context, walk *dlWalk) {
+	if p.stop != nil {
+		p.stop()
 	}
-	s.next, s.stop = iter.Pull2(s.walk.all(ctx))
+	p.next, p.stop = iter.Pull2(walk.all(ctx))
 }
 
-// end ends the pass under way, if any, once the replay has ended.
+// end ends the pass under way, if any, once the replay has ended: at once when no read call
+// has it out, else as that call returns.
 func (s *replaySource) end() {
-	s.pass.Lock()
-	defer s.pass.Unlock()
-	s.close()
+	s.mu.Lock()
+	s.ended = true
+	p := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if p != nil {
+		s.closePass(p)
+	}
 }
 
-// close ends the pass under way, if any.
-func (s *replaySource) close() {
-	if s.stop != nil {
-		s.stop()
-		s.next, s.stop = nil, nil
+// closePass ends pass p: its walk, and what it remembered. Called by its owner.
+func (s *replaySource) closePass(p *replayPass) {
+	if p.stop != nil {
+		p.stop()
+		p.next, p.stop = nil, nil
 	}
-	if s.ids != nil {
+	if p.ids != nil {
 		s.mu.Lock()
-		s.dedup = s.dedup || s.ids.full
+		s.dedup = s.dedup || p.ids.full
 		s.mu.Unlock()
 		if s.held != nil {
-			s.held(len(s.ids.m))
+			s.held(len(p.ids.m))
 		}
-		s.ids = nil
+		p.ids = nil
 	}
 }
 
@@ -366,7 +418,7 @@ func (s *replaySource) retry(ctx context.Context, try *int) bool {
 // take reads object o again and returns the events the replay takes of it. unavailable says
 // the store failed through every retry (rather than the object being gone, too large or not
 // decodable).
-func (s *replaySource) take(ctx context.Context, o sinks.ObjectInfo) (events []*schemas.Event, unavailable bool, err error) {
+func (s *replaySource) take(ctx context.Context, p *replayPass, o sinks.ObjectInfo) (events []*schemas.Event, unavailable bool, err error) {
 	var body []byte
 	var info sinks.ObjectInfo
 	for try := 0; ; {
@@ -391,7 +443,7 @@ func (s *replaySource) take(ctx context.Context, o sinks.ObjectInfo) (events []*
 		return nil, false, fmt.Errorf("decoding the object again: %w", err)
 	}
 	for _, rec := range recs {
-		if (s.reason == "" || rec.Reason == s.reason) && s.ids.take(rec.Event.ID) {
+		if (s.reason == "" || rec.Reason == s.reason) && p.ids.take(rec.Event.ID) {
 			events = append(events, rec.Event)
 		}
 	}
@@ -404,10 +456,10 @@ func (s *replaySource) problem(p string) {
 	listProblem(&s.problems, &s.unlisted, p)
 }
 
-// fail ends the pass: the store failed through every retry. A replay until until takes what
+// fail ends pass p: the store failed through every retry. A replay until until takes what
 // is left.
-func (s *replaySource) fail(why string, until time.Time) {
-	s.close()
+func (s *replaySource) fail(p *replayPass, why string, until time.Time) {
+	s.closePass(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failed = why + "; the replay read no further objects: once the dead-letter store answers, replay again"
@@ -619,6 +671,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 	)
 	props := deadletter.ReplayProps(&deadletter.ReplayConfig{
 		Subscription: sc, Total: events, Read: src.read, Window: d.replayWindow, PublishTime: r.deps.Now(),
+		Stops: &d.replayStops, StopKey: key,
 		OnProgress: func(settled, _ int) {
 			run.settled.Store(int64(settled))
 			select {
@@ -627,7 +680,9 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 			}
 		},
 		// OnDone runs in the replay actor's Receive: what may wait (for the spawn below to
-		// have registered the replay, for the lock) runs off its mailbox.
+		// have registered the replay, for the lock) runs off its mailbox. A stopped replay's
+		// last read may still run: src.end leaves its pass to it, and a new replay of the
+		// subscription reads after it (d.replayStops).
 		OnDone: func(res deadletter.ReplayResult) {
 			go func() {
 				<-started
@@ -661,7 +716,9 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 // replayKey names a subscription's replay in deadLetterRuntime.replays.
 func replayKey(topic, name string) string { return fold(topic) + "/" + fold(name) }
 
-// stopReplays stops the replays of a subscription (all of a topic's when name is empty).
+// stopReplays stops the replays of a subscription (all of a topic's when name is empty), and
+// returns once they have stopped reading objects and their subscription actors have written
+// their last state.
 func (r *Router) stopReplays(topic, name string) {
 	d := r.dead
 	if d == nil {
@@ -669,14 +726,20 @@ func (r *Router) stopReplays(topic, name string) {
 	}
 	d.mu.Lock()
 	var pids []*actor.PID
+	var keys []string
 	for k, pid := range d.replays {
 		if k == replayKey(topic, name) || (name == "" && strings.HasPrefix(k, fold(topic)+"/")) {
 			pids = append(pids, pid)
+			keys = append(keys, k)
 		}
 	}
 	d.mu.Unlock()
 	for _, pid := range pids {
 		_ = r.system.Root.StopFuture(pid).Wait()
+	}
+	for _, k := range keys {
+		// A stopped replay waits for its object read under way off its mailbox: at most 5 s.
+		_ = d.replayStops.WaitKey(context.Background(), k)
 	}
 	if len(pids) > 0 {
 		// A replay's subscription actor writes its last state (and hands its dead letters to

@@ -196,6 +196,7 @@ type FaultyObjectStore struct {
 	mu       sync.Mutex
 	down     bool
 	failures int
+	held     chan struct{} // closed by the release of HoldReads
 }
 
 var _ sinks.ObjectStore = (*FaultyObjectStore)(nil)
@@ -215,6 +216,36 @@ func (f *FaultyObjectStore) set(down bool) {
 	f.mu.Lock()
 	f.down = down
 	f.mu.Unlock()
+}
+
+// HoldReads makes every later List and Get wait, whatever its context (a store that ignores
+// cancellation), until release is called.
+func (f *FaultyObjectStore) HoldReads() (release func()) {
+	held := make(chan struct{})
+	f.mu.Lock()
+	f.held = held
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			if f.held == held {
+				f.held = nil
+			}
+			f.mu.Unlock()
+			close(held)
+		})
+	}
+}
+
+// waitHeld waits while reads are held.
+func (f *FaultyObjectStore) waitHeld() {
+	f.mu.Lock()
+	held := f.held
+	f.mu.Unlock()
+	if held != nil {
+		<-held
+	}
 }
 
 // Failures counts the calls that failed because the store was down.
@@ -244,6 +275,7 @@ func (f *FaultyObjectStore) Put(ctx context.Context, bucket, key string, body []
 
 // List implements [sinks.ObjectStore].
 func (f *FaultyObjectStore) List(ctx context.Context, bucket string, q sinks.ListQuery) ([]sinks.ObjectInfo, error) {
+	f.waitHeld()
 	if err := f.fail(); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", bucket, err)
 	}
@@ -252,6 +284,7 @@ func (f *FaultyObjectStore) List(ctx context.Context, bucket string, q sinks.Lis
 
 // Get implements [sinks.ObjectStore].
 func (f *FaultyObjectStore) Get(ctx context.Context, bucket, key string, limit int64) ([]byte, sinks.ObjectInfo, error) {
+	f.waitHeld()
 	if err := f.fail(); err != nil {
 		return nil, sinks.ObjectInfo{}, fmt.Errorf("reading %s/%s: %w", bucket, key, err)
 	}

@@ -32,7 +32,10 @@
 // A replay ([ReplayProps]) re-delivers dead-lettered events to one subscription by running a
 // second subscription actor over a private journal that holds just those events, fed a part
 // (an object's events) at a time as the earlier ones settle ([ReplayConfig.Window]); the parts
-// are read as the replay comes to them ([ReplayConfig.Read]), not listed in advance.
+// are read as the replay comes to them ([ReplayConfig.Read]), not listed in advance. A
+// stopping or restarting replay returns from its last turn at once and waits for its part
+// read off its mailbox, at most 5 s ([ReplayStops]); its next incarnation, or the next replay
+// of the subscription, reads its first part only after that.
 //
 // The wire shapes of the records are schemas' (schemas.DeadLetterRecord); the record wire
 // format is written by schemas.AppendDeadLetters.

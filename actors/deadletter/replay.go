@@ -35,6 +35,12 @@ import (
 // ([ReplayConfig.Window]): each part read is appended to the journal and handed to the
 // subscription actor, and the journal is trimmed behind the subscription's cursor, so a replay
 // of any number of objects holds about a window of events, not all of them.
+//
+// Stopping or restarting does not wait in the mailbox: the Stopping (or Restarting) turn
+// cancels the part read or append under way, reports the result (when stopping) and returns;
+// the stop work waits for those goroutines off the mailbox ([ReplayStops]), and the next reader
+// of the same parts (the restarted actor, or a new replay of the subscription) reads its first
+// part only after that.
 
 // DefaultReplayWindow is the default [ReplayConfig.Window]: a replay reads its next part once
 // the events it read and that have not settled take less than this (by [schemas.Event.Size]).
@@ -53,8 +59,10 @@ type ReplayConfig struct {
 	// advance: the router's are its dead-letter objects, read as a walk of the store comes to
 	// them). No id occurs twice in a replay. It is called off the mailbox, one part at a time
 	// and in order (from part 0 again when the replay actor restarts); ctx ends when the
-	// replay stops. Another error says the part cannot be read (it is logged), and the
-	// replay goes on with the next part.
+	// replay stops. A restarted replay, and a later replay of the same StopKey in Stops, calls
+	// it (for part 0) only once the call of the one before has returned, or 5 s after its ctx
+	// ended (it is then abandoned, and may still be running). Another error says the part
+	// cannot be read (it is logged), and the replay goes on with the next part.
 	Read func(ctx context.Context, part int) ([]*schemas.Event, error)
 	// Total is how many events the parts of Read are expected to hold: the total of the
 	// progress until the last part is read. Expected events the parts turned out not to hold
@@ -72,8 +80,125 @@ type ReplayConfig struct {
 	// again, or found unreadable). It must not block.
 	OnProgress func(settled, total int)
 	// OnDone, when set, is called once: when every event has settled, or when the replay is
-	// stopped before that (Stopped set). It must not block.
+	// stopped before that (Stopped set). It must not block. When stopped, the replay's last
+	// part read may still be running: it returns (or is abandoned) in the replay's stop work
+	// ([ReplayStops]).
 	OnDone func(ReplayResult)
+	// Stops, when set, counts the replay's stop work under StopKey, so that the owner can wait
+	// for it and a later replay of the same key reads after it (see [ReplayStops]). ReplayProps
+	// makes one when it is nil: the actor's incarnations share it.
+	Stops *ReplayStops
+	// StopKey names the replay in Stops (default: the subscription's topic and name): a
+	// replay reads its first part only once the stop work of every earlier replay of its key
+	// (and of its own earlier incarnations) has ended.
+	StopKey string
+}
+
+// ReplayStops tells when the stop work of replay actors has ended, by key (the subscription a
+// replay re-delivers to). A stopping or restarting replay actor does not wait in its last turn
+// for its part read or journal append: it cancels them and its Stopping (or Restarting) turn
+// returns at once; its stop work then waits for them off the mailbox, at most 5 s, after which
+// a read that ignores its context is abandoned (and logged). The replay's parts are one pass
+// over their source (ReplayConfig.Read: the router's walk of its dead-letter objects), read by
+// one reader at a time: so the next incarnation, and a later replay of the same key, reads its
+// first part only once that stop work has ended. The owner waits for it ([ReplayStops.Wait])
+// before it closes the store the parts are read from. The zero value is ready to use; it is
+// safe for concurrent use.
+type ReplayStops struct {
+	mu   sync.Mutex
+	keys map[string]*stopCount
+	all  stopCount
+}
+
+// stopCount counts stop work under way and tells when none is.
+type stopCount struct {
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while it is zero
+}
+
+func (p *stopCount) add() {
+	if p.n == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.n++
+}
+
+// done counts one less and reports whether none is left.
+func (p *stopCount) done() bool {
+	p.n--
+	if p.n > 0 {
+		return false
+	}
+	close(p.idle)
+	p.idle = nil
+	return true
+}
+
+func (p *stopCount) wait() <-chan struct{} {
+	if p.idle == nil {
+		return closedChan
+	}
+	return p.idle
+}
+
+// begin counts a stop work of key as under way; the returned function ends it (once).
+func (s *ReplayStops) begin(key string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keys == nil {
+		s.keys = make(map[string]*stopCount)
+	}
+	p := s.keys[key]
+	if p == nil {
+		p = &stopCount{}
+		s.keys[key] = p
+	}
+	p.add()
+	s.all.add()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if p.done() {
+				delete(s.keys, key)
+			}
+			s.all.done()
+		})
+	}
+}
+
+// idle returns a channel closed once no stop work of key begun so far is under way.
+func (s *ReplayStops) idle(key string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.keys[key]; p != nil {
+		return p.wait()
+	}
+	return closedChan
+}
+
+// Wait waits until no stop work begun so far is under way, or ctx ends (its error then).
+// Each takes at most 5 s.
+func (s *ReplayStops) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.all.wait()
+	s.mu.Unlock()
+	return waitReplayStops(ctx, idle)
+}
+
+// WaitKey is Wait for the stop work of the replays of key alone.
+func (s *ReplayStops) WaitKey(ctx context.Context, key string) error {
+	return waitReplayStops(ctx, s.idle(key))
+}
+
+func waitReplayStops(ctx context.Context, idle <-chan struct{}) error {
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the part reads of stopped dead-letter replays: %w", ctx.Err())
+	}
 }
 
 // source returns the events expected and the function that reads the parts.
@@ -112,8 +237,15 @@ func ReplayProps(cfg *ReplayConfig) *actor.Props {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("replay", cfg.Subscription.Name)
+	c := *cfg
+	if c.Stops == nil {
+		c.Stops = new(ReplayStops)
+	}
+	if c.StopKey == "" {
+		c.StopKey = cfg.Subscription.Topic + "/" + cfg.Subscription.Name
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &replay{cfg: cfg, log: log, ChildRestarts: actors.NewChildRestarts(100*time.Millisecond, time.Minute, log)}
+		return &replay{cfg: &c, log: log, ChildRestarts: actors.NewChildRestarts(100*time.Millisecond, time.Minute, log)}
 	})
 }
 
@@ -131,8 +263,8 @@ const (
 	replayDropped
 )
 
-// replayStopWait bounds how long a stopping replay waits for its part read and journal
-// append, whose context it has cancelled.
+// replayStopWait bounds how long the stop work of a replay waits for its part read and
+// journal append, whose context it has cancelled ([ReplayStops]).
 const replayStopWait = 5 * time.Second
 
 // replay is the replay actor. All fields are owned by Receive.
@@ -147,6 +279,9 @@ type replay struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// after is closed once the stop work of the replays of the key before this incarnation
+	// has ended ([ReplayStops]): the first part is read after it.
+	after <-chan struct{}
 	// gen is the id of this incarnation (see [replayGens]): results of the goroutines of an
 	// earlier one are ignored.
 	gen     uint64
@@ -227,6 +362,7 @@ func (r *replay) start(c actor.Context) {
 		return
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.after = r.cfg.Stops.idle(r.cfg.StopKey)
 	// The journal is written off the mailbox, as every store is; the parts are read once it
 	// is ready.
 	r.gen = replayGens.Add(1)
@@ -244,15 +380,24 @@ func (r *replay) start(c actor.Context) {
 	}()
 }
 
-// stop cancels the part read or append under way and waits for it, a bounded time.
+// stop cancels the part read or append under way and starts the stop work that waits for
+// it, a bounded time, off the mailbox ([ReplayStops]): the turn returns at once. The stop
+// work is counted under the replay's key here, in the turn, so that the next incarnation
+// (started after this turn) and the owner (after the actor's Terminated) find it.
 func (r *replay) stop() {
 	if r.cancel == nil {
 		return
 	}
 	r.cancel()
-	if !actors.WaitBounded(&r.wg, replayStopWait) {
-		r.log.Error("a dead-letter replay's part read did not return after its context was cancelled; abandoning it")
-	}
+	r.cancel = nil
+	ended := r.cfg.Stops.begin(r.cfg.StopKey)
+	wg, log := &r.wg, r.log
+	go func() {
+		defer ended()
+		if !actors.WaitBounded(wg, replayStopWait) {
+			log.Error("a dead-letter replay's part read did not return after its context was cancelled; abandoning it", "waited", replayStopWait)
+		}
+	}()
 }
 
 // replayGens numbers the incarnations of replay actors, so that a restarted replay ignores
@@ -302,14 +447,23 @@ func (r *replay) pull(c actor.Context) {
 		return // read on once earlier events settle
 	}
 	r.busy = true
-	part, gen, read, ctx := r.next, r.gen, r.read, r.ctx
+	part, gen, read, ctx, after := r.next, r.gen, r.read, r.ctx, r.after
 	r.next++
 	root, self := c.ActorSystem().Root, c.Self()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		if part == 0 {
+			// The parts are one pass over their source: the first is read once the reads of
+			// the incarnations (and replays of the key) before this one have returned.
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return // stopped before: nobody reads the answer
+			}
+		}
 		events, err := read(ctx, part)
-		root.Send(self, &partRead{gen: gen, part: part, events: events, err: err})
+		sendUnlessStopped(ctx, root, self, &partRead{gen: gen, part: part, events: events, err: err})
 	}()
 }
 
@@ -371,7 +525,7 @@ func (r *replay) partRead(c actor.Context, m *partRead) {
 				msg.entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: at, Event: ev}
 			}
 		}
-		root.Send(self, msg)
+		sendUnlessStopped(ctx, root, self, msg)
 	}()
 }
 
