@@ -36,16 +36,26 @@ type clusterRuntime struct {
 	subs map[cluster.Key]*clusterSub
 	gen  uint64
 
-	changed   chan string // topics whose definitions another node changed
 	quit      chan struct{}
 	stopping  chan struct{} // closed when close begins: the hooks stop waiting (waitFor)
-	done      chan struct{}
-	watching  bool // run was started
+	done      chan struct{} // closed once run and its definition syncs (syncDefinitions) ended
+	watching  bool          // run was started
 	closeOnce sync.Once
-	// life bounds the store reads of run; close cancels it (endLife), so a read waiting on a
-	// NATS server that stopped answering ends then.
+	// life bounds the store reads of run and of its definition syncs, and a sync's wait for a
+	// topic deleted elsewhere to stop (dropTopicLocally); close cancels it (endLife), so a
+	// read waiting on a NATS server that stopped answering ends then.
 	life    context.Context
 	endLife context.CancelFunc
+
+	// The definition syncs asked for (guarded by mu): by other nodes' notices (onChanged) and
+	// every resyncRounds rounds (run). syncDefinitions makes them one at a time in a goroutine
+	// of its own, so that a sync that takes long (its store reads, the turn of a topic an admin
+	// call holds, a topic deleted elsewhere whose actors take their stop grace to stop) holds
+	// neither the journal poll nor the dead-letter adoption of run's rounds. A topic asked for
+	// again before its sync starts is synced once, and a full read covers every topic.
+	syncTopics map[string]string // topics to read again, names by folded name
+	syncEvery  bool              // a full read of the definitions is due
+	syncWake   chan struct{}     // (buffer 1) a sync was asked for
 
 	// adopt holds the subscriptions started here since the last adoption of dead letters
 	// (guarded by mu); adoptAll asks run to adopt those of every subscription running here.
@@ -66,8 +76,11 @@ type clusterRuntime struct {
 	orphans atomic.Pointer[map[cluster.Key]bool]
 
 	// closing counts the state writers of stopped or replaced actors still closing
-	// (closeWriter): release waits for them.
-	closing sync.WaitGroup
+	// (closeWriter), and the stops of topics deleted elsewhere (dropTopicLocally): release
+	// waits for them. released (guarded by mu) is set as release begins: what starts after
+	// it is not counted (background).
+	closing  sync.WaitGroup
+	released bool
 	// left holds the writers of starts that stopped waiting for the topic actor as the
 	// router closed (guarded by mu): release closes them once the topic actors stopped.
 	left []*actors.StateWriter
@@ -88,12 +101,7 @@ type clusterSub struct {
 // joinCluster starts cluster mode: the node's membership and placement, and the definitions
 // and journal watch.
 func (r *Router) joinCluster() error {
-	c := &clusterRuntime{
-		r: r, subs: make(map[cluster.Key]*clusterSub),
-		changed: make(chan string, 256), quit: make(chan struct{}), done: make(chan struct{}),
-		stopping: make(chan struct{}),
-	}
-	c.life, c.endLife = context.WithCancel(context.Background())
+	c := newClusterRuntime(r)
 	node, err := cluster.Join(context.Background(), r.deps.NATS, r.cfg.Cluster, cluster.Hooks{
 		Start: c.start, Stop: c.stop, Appended: c.appended, Changed: c.onChanged, Admin: c.admin,
 	}, r.log)
@@ -106,13 +114,34 @@ func (r *Router) joinCluster() error {
 	return nil
 }
 
+// newClusterRuntime returns the cluster runtime of r, its node not set yet.
+func newClusterRuntime(r *Router) *clusterRuntime {
+	c := &clusterRuntime{
+		r: r, subs: make(map[cluster.Key]*clusterSub),
+		quit: make(chan struct{}), done: make(chan struct{}), stopping: make(chan struct{}),
+		syncWake: make(chan struct{}, 1),
+	}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	return c
+}
+
 // run watches the definitions and the journals: a topic another node changed is read again
 // at once, every topic every resyncRounds rounds, and the journal end of every topic with
 // actors here every round (a lost append notice costs at most that long); and it hands the
-// dead-letter actor the records of subscriptions placed here. Its store reads end when close
-// cancels c.life.
+// dead-letter actor the records of subscriptions placed here. The definitions are read in a
+// goroutine of its own (syncDefinitions), so a sync that takes long holds no round's journal
+// poll or adoption; run waits for it before it ends. Its store reads, and the syncs', end
+// when close cancels c.life.
 func (c *clusterRuntime) run() {
-	defer close(c.done)
+	syncs := make(chan struct{})
+	go func() {
+		defer close(syncs)
+		c.syncDefinitions()
+	}()
+	defer func() {
+		<-syncs // it ends at quit, once the sync under way returns (c.life is cancelled)
+		close(c.done)
+	}()
 	round := c.node.Options().LeaseTTL / 5
 	t := time.NewTicker(round)
 	defer t.Stop()
@@ -121,18 +150,80 @@ func (c *clusterRuntime) run() {
 		select {
 		case <-c.quit:
 			return
-		case topic := <-c.changed:
-			_ = c.r.syncTopic(c.life, topic) // the next full read catches up
 		case <-t.C:
 			n++
 			if n%resyncRounds == 0 {
+				c.requestSync("")
+			}
+			c.pollJournals()
+			c.adoptDeadLetters()
+		}
+	}
+}
+
+// maxQueuedSyncs bounds the topics whose syncs wait to start; past it a full read is made
+// instead, which covers them.
+const maxQueuedSyncs = 256
+
+// requestSync asks syncDefinitions to read topic's definitions again ("": every topic's).
+func (c *clusterRuntime) requestSync(topic string) {
+	c.mu.Lock()
+	switch {
+	case c.syncEvery: // covers it
+	case topic == "" || len(c.syncTopics) >= maxQueuedSyncs:
+		c.syncEvery, c.syncTopics = true, nil
+	default:
+		if c.syncTopics == nil {
+			c.syncTopics = make(map[string]string)
+		}
+		c.syncTopics[fold(topic)] = topic
+	}
+	c.mu.Unlock()
+	select {
+	case c.syncWake <- struct{}{}:
+	default: // a wake is pending: it takes this request too
+	}
+}
+
+// syncDefinitions makes the syncs requestSync asks for, one at a time, until quit: a full read
+// (after which run adopts the dead letters of every subscription running here, the deleted
+// ones this node no longer knows among them), or the topics asked for. A sync that fails
+// leaves it to the next full read.
+func (c *clusterRuntime) syncDefinitions() {
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-c.syncWake:
+		}
+		for {
+			select {
+			case <-c.quit:
+				return
+			default:
+			}
+			c.mu.Lock()
+			every, topics := c.syncEvery, c.syncTopics
+			c.syncEvery, c.syncTopics = false, nil
+			c.mu.Unlock()
+			if every {
 				c.r.syncAll(c.life)
 				c.mu.Lock()
 				c.adoptAll = true
 				c.mu.Unlock()
+				continue
 			}
-			c.pollJournals()
-			c.adoptDeadLetters()
+			if len(topics) == 0 {
+				break
+			}
+			for _, topic := range topics {
+				select {
+				case <-c.quit:
+					return
+				default:
+				}
+				_ = c.r.syncTopic(c.life, topic) // the next full read catches up
+			}
 		}
 	}
 }
@@ -153,7 +244,8 @@ func (c *clusterRuntime) watch() {
 // for — reading definitions again, polling journals, adopting dead letters — the next start
 // and the other nodes do), so it ends at once; ctx bounds the wait for it all the same, and
 // for a read of the topic catalogue under way (topicFresh), cancelled likewise, whose waiting
-// misses end with [ErrClosed]. Should ctx end first, the watch may still apply a definition
+// misses end with [ErrClosed]. A sync dropping a topic deleted elsewhere stops waiting for its
+// actors at once too (dropTopicLocally), which stop in the background (release waits). Should ctx end first, the watch may still apply a definition
 // it had read to this router's topics (it writes nothing to the store, and a topic it starts
 // once the router is closed is stopped at once by startTopic). Idempotent.
 func (c *clusterRuntime) close(ctx context.Context) {
@@ -197,6 +289,7 @@ func (r *Router) closeCluster(ctx context.Context) {
 // actors stopped, in the part of it its context bounds.
 func (c *clusterRuntime) release(ctx context.Context) {
 	c.mu.Lock()
+	c.released = true
 	var ws []*actors.StateWriter
 	for _, s := range c.subs {
 		if s.writer != nil {
@@ -237,11 +330,29 @@ const writerGrace = actors.DefaultStopGrace
 // (store.ErrStaleEpoch). A failure of a writer no longer current is ignored (writeFailed).
 func (c *clusterRuntime) closeWriter(w *actors.StateWriter) <-chan struct{} {
 	done := make(chan struct{})
-	c.closing.Go(func() {
+	c.background(func() {
 		defer close(done)
 		_ = w.Close()
 	})
 	return done
+}
+
+// background runs fn in a goroutine of its own that release waits for (closing); once release
+// began, the router's Close is past waiting, and nothing waits for it (a WaitGroup must not
+// count up from zero while it is waited for).
+func (c *clusterRuntime) background(fn func()) {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		go fn()
+		return
+	}
+	c.closing.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.closing.Done()
+		fn()
+	}()
 }
 
 // closeWithin closes w, the state writer of subscription k's actor, which has stopped, and
@@ -616,10 +727,11 @@ func (c *clusterRuntime) pollJournals() {
 	}
 }
 
+// onChanged is the node's Changed hook: another node changed a topic's definitions (or one
+// of its subscriptions'). syncDefinitions reads them again.
 func (c *clusterRuntime) onChanged(topic, _ string) {
-	select {
-	case c.changed <- topic:
-	default: // the next full read catches it
+	if topic != "" {
+		c.requestSync(topic)
 	}
 }
 
@@ -860,7 +972,7 @@ func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definit
 			}
 		}
 		if d == nil {
-			r.dropTopicLocally(t)
+			r.dropTopicLocally(r.cl.life, t)
 			return nil
 		}
 	}
@@ -957,8 +1069,18 @@ func nonEmpty(p *provisioned) *provisioned {
 	return p
 }
 
-// dropTopicLocally stops a topic another node deleted.
-func (r *Router) dropTopicLocally(t *topicRuntime) {
+// dropTopicWait bounds how long dropping a topic another node deleted waits, in the topic's
+// turn, for the topic to stop: its replays and its subscription actors (their sink calls and
+// last state writes, each within the actor's stop grace), its topic actor, and the close of
+// its state writer after them.
+const dropTopicWait = 3 * actors.DefaultStopGrace
+
+// dropTopicLocally stops a topic another node deleted. The stop runs in a goroutine of its
+// own that the cluster runtime's release waits for (background); the drop waits for it at
+// most dropTopicWait and only until life ends (the cluster runtime's: close), then logs and
+// leaves it to end in the background, so neither the sync that called it nor close is held by
+// actors slow to stop or a store slow to take their last writes.
+func (r *Router) dropTopicLocally(life context.Context, t *topicRuntime) {
 	r.mu.Lock()
 	if r.topics[fold(t.name)] != t {
 		r.mu.Unlock()
@@ -977,12 +1099,24 @@ func (r *Router) dropTopicLocally(t *topicRuntime) {
 		r.cl.unwant(t.name, n)
 		r.life.forget(subKey{t.name, n})
 	}
-	r.stopReplays(t.name, "")
-	t.commit.close()
-	_ = r.system.Root.StopFuture(t.pid).Wait()
-	_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
-	_ = t.writer.Close()
-	r.log.Info("topic deleted on another node", logattr.Topic, t.name)
+	stopped := make(chan struct{})
+	r.cl.background(func() {
+		defer close(stopped)
+		r.stopReplays(t.name, "")
+		t.commit.close()
+		_ = r.system.Root.StopFuture(t.pid).Wait()          // protoactor's own timeout bounds it
+		_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
+		_ = t.writer.Close()                                // after the actors: they flush on stop
+	})
+	ctx, cancel := context.WithTimeout(life, dropTopicWait)
+	defer cancel()
+	select {
+	case <-stopped:
+		r.log.Info("topic deleted on another node", logattr.Topic, t.name)
+	case <-ctx.Done():
+		r.log.Warn("topic deleted on another node: no longer waiting for its actors to stop; they stop and write their last state in the background",
+			logattr.Topic, t.name, "wait", dropTopicWait, "err", ctx.Err())
+	}
 }
 
 // runSubscriptionTimeout bounds runSubscription's wait for the topic actor: for a stop, until

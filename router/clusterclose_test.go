@@ -380,11 +380,11 @@ func TestClusterCloseCancelsAStalledDefinitionsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Release(context.Background())
-	c := &clusterRuntime{r: r, node: node, changed: make(chan string, 1), quit: make(chan struct{}), done: make(chan struct{}), stopping: make(chan struct{})}
-	c.life, c.endLife = context.WithCancel(context.Background())
+	c := newClusterRuntime(r)
+	c.node = node
 	c.watch()
 	st.stall.Store(true)
-	c.changed <- "orders" // another node changed topic orders: the watch reads the definitions
+	c.onChanged("orders", "") // another node changed topic orders: the watch reads the definitions
 	select {
 	case <-st.entered:
 	case <-ctx.Done():
