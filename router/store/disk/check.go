@@ -41,7 +41,7 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 	}
 	defer s.Close()
 	s.mu.RLock()
-	r.Problems = append(r.Problems, s.defProblems...) // damaged definitions (defdamage.go)
+	r.Problems = append(r.Problems, s.loadProblems...) // damaged definitions, next id, trim floors (defdamage.go, valdamage.go)
 	s.mu.RUnlock()
 	topics, err := s.Topics(ctx)
 	if err != nil {

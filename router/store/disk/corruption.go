@@ -38,9 +38,12 @@ const (
 	DamageMarker = "marker" // a pebble marker file is missing
 	DamageWAL    = "wal"    // a write-ahead log is damaged before its end
 	DamageTable  = "table"  // a table block does not match its checksum, or a table file is cut short or missing
-	DamageEntry  = "entry"  // a journal block is intact but does not decode
+	// DamageEntry: a journal block, a parked retry's record, a subscription's cursor or a
+	// topic's trim floor is intact but does not decode.
+	DamageEntry = "entry"
 	// DamageDefinition: a topic or subscription definition does not decode, a subscription
-	// is stored under a topic with no definition, or a definition's key is malformed.
+	// is stored under a topic with no definition, a definition's key is malformed, or the
+	// next id (the highest id handed out) does not decode.
 	DamageDefinition = "definition"
 )
 
@@ -414,12 +417,14 @@ func (s *Store) parkedDamage(topicName, name string, sb *sub, seq uint64, err er
 }
 
 // stateLoss is a piece of a subscription's state that a damaged table block keeps from being
-// read (kind DamageTable).
+// read (kind DamageTable), or a cursor that pebble reads intact but that does not decode
+// (undecodable; kind DamageEntry).
 type stateLoss struct {
 	part statePart
 	// lo and hi bound the seqs among which lost parked records lie (partParked); for
 	// partCursor, lo is the seq delivery starts again at.
-	lo, hi uint64
+	lo, hi      uint64
+	undecodable bool
 }
 
 // statePart is the part of a subscription's state a [stateLoss] is of.
@@ -456,7 +461,11 @@ func (l stateLoss) problem(topicName, name string) error {
 	var what string
 	switch l.part {
 	case partCursor:
-		what = fmt.Sprintf("its cursor is in a damaged table block (a running egrid delivers again every event from seq %d, the oldest its journal holds)", l.lo)
+		where := "is in a damaged table block"
+		if l.undecodable {
+			where = "does not decode"
+		}
+		what = fmt.Sprintf("its cursor %s (a running egrid delivers again every event from seq %d, the oldest its journal holds, and writes a good cursor)", where, l.lo)
 	case partParked:
 		what = fmt.Sprintf("parked retries with seqs from %d to %d are in a damaged table block: their events are lost to it (restore the directory from a backup to recover them)", l.lo, l.hi)
 	default:
@@ -466,9 +475,10 @@ func (l stateLoss) problem(topicName, name string) error {
 }
 
 // stateDamage reports, once, a piece of subscription sb's state that a damaged table block
-// keeps from being read: an ERROR naming the topic, the subscription and what is lost, and a
-// count (DamageTable). The subscription loads what can be read and goes on: failing the load
-// would stop it for good, its actor failing at every restart. It returns the loss it is
+// keeps from being read, or a cursor that does not decode: an ERROR naming the topic, the
+// subscription and what is lost, and a count (DamageTable; DamageEntry when undecodable). The
+// subscription loads what can be read and goes on: failing the load would stop it for good,
+// its actor failing at every restart. It returns the loss it is
 // covered by (l itself when new), so that a scan of parked retries goes on after it.
 func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss) stateLoss {
 	sb.mu.Lock()
@@ -481,18 +491,23 @@ func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss) stateL
 	sb.lost = append(sb.lost, l)
 	sb.mu.Unlock()
 	const check = " egrid store check --data-dir DIR lists the damage"
-	switch l.part {
-	case partCursor:
+	kind := DamageTable
+	switch {
+	case l.part == partCursor && l.undecodable:
+		kind = DamageEntry
+		s.log.Error("disk store: a subscription's cursor does not decode (pebble reads it intact); the subscription starts again at the oldest event its topic's journal holds, so events it had delivered are delivered again (at least once), none skipped, and a good cursor is written. Its parked retries are kept. Restore the data directory from a backup to avoid the duplicates;"+check,
+			"dir", s.dir, "topic", topicName, "subscription", name, "fromSeq", l.lo)
+	case l.part == partCursor:
 		s.log.Error("disk store: a subscription's cursor is in a damaged table block and cannot be read; the subscription starts again at the oldest event its topic's journal holds, so events it had delivered are delivered again (at least once), none skipped. Its parked retries are kept where they can be read. Restore the data directory from a backup to avoid the duplicates;"+check,
 			"dir", s.dir, "topic", topicName, "subscription", name, "fromSeq", l.lo)
-	case partParked:
+	case l.part == partParked:
 		s.log.Error("disk store: a subscription's parked retries are in a damaged table block and cannot be read; the events among them are lost to the subscription (they are neither retried nor dead-lettered), which goes on with its other events. Recover them from a backup of the data directory;"+check,
 			"dir", s.dir, "topic", topicName, "subscription", name, "fromSeq", l.lo, "throughSeq", l.hi)
 	default:
 		s.log.Error("disk store: a subscription's probation state is in a damaged table block and cannot be read; the subscription starts with its endpoint taken as healthy, and no event is lost;"+check,
 			"dir", s.dir, "topic", topicName, "subscription", name)
 	}
-	s.damaged(DamageTable)
+	s.damaged(kind)
 	return l
 }
 

@@ -95,7 +95,7 @@ type badDef struct {
 
 // reportDefDamage records and reports what cl found: damaged topics and subscriptions keep
 // their names (s.damagedTopics, topic.damagedSubs), and each is logged once, counted and kept
-// for egrid store check (s.defProblems).
+// for egrid store check (s.loadProblems).
 func (s *Store) reportDefDamage(cl *catalogLoad) {
 	const check = " egrid store check --data-dir DIR lists the damage"
 	// An id the damaged value gives is taken only if no definition that loaded has it and
@@ -138,7 +138,7 @@ func (s *Store) reportDefDamage(cl *catalogLoad) {
 		}
 		s.log.Error("disk store: a topic's stored definition is damaged (it does not decode); the store starts without it: "+lost+". "+fix+";"+check,
 			"dir", s.dir, "topic", name, "subscriptions", subs, "err", d.err)
-		s.defProblems = append(s.defProblems, fmt.Errorf("%w: topic %q: its definition is damaged (%v): %s. %s", ErrCorrupt, name, d.err, lost, fix))
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: topic %q: its definition is damaged (%v): %s. %s", ErrCorrupt, name, d.err, lost, fix))
 		s.damaged(DamageDefinition)
 	}
 	for _, d := range cl.subs {
@@ -151,7 +151,7 @@ func (s *Store) reportDefDamage(cl *catalogLoad) {
 		fix := fmt.Sprintf("Recover it from a backup of the data directory; or delete the subscription (egrid event-subscription delete --topic %s --name %s) and create it again", topic, name)
 		s.log.Error("disk store: a subscription's stored definition is damaged (it does not decode); the store starts without it: the subscription is not served (its events are not delivered to it), and its topic and the topic's other subscriptions go on. "+fix+";"+check,
 			"dir", s.dir, "topic", topic, "subscription", name, "err", d.err)
-		s.defProblems = append(s.defProblems, fmt.Errorf("%w: subscription %q of topic %q: its definition is damaged (%v): it is not served. %s", ErrCorrupt, name, topic, d.err, fix))
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q of topic %q: its definition is damaged (%v): it is not served. %s", ErrCorrupt, name, topic, d.err, fix))
 		s.damaged(DamageDefinition)
 	}
 	for _, d := range cl.orphans {
@@ -161,14 +161,14 @@ func (s *Store) reportDefDamage(cl *catalogLoad) {
 		name := clip.String(d.name)
 		s.log.Error("disk store: a subscription is stored under a topic id that no topic definition holds; the store starts without it: it is not served. Recover it from a backup of the data directory;"+check,
 			"dir", s.dir, "topicID", d.topicID, "subscription", name)
-		s.defProblems = append(s.defProblems, fmt.Errorf("%w: subscription %q is stored under topic id %d, which no topic definition holds: it is not served; restore the directory from a backup to recover it", ErrCorrupt, name, d.topicID))
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q is stored under topic id %d, which no topic definition holds: it is not served; restore the directory from a backup to recover it", ErrCorrupt, name, d.topicID))
 		s.damaged(DamageDefinition)
 	}
 	for _, k := range cl.malformed {
 		key := clip.Quote(string(k))
 		s.log.Error("disk store: a subscription definition's key is too short to name its topic; it is left out. Restore the data directory from a backup if a subscription is missing;"+check,
 			"dir", s.dir, "key", key)
-		s.defProblems = append(s.defProblems, fmt.Errorf("%w: subscription definition key %s is too short to name a topic: it is left out", ErrCorrupt, key))
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription definition key %s is too short to name a topic: it is left out", ErrCorrupt, key))
 		s.damaged(DamageDefinition)
 	}
 }

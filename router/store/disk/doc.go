@@ -123,7 +123,10 @@
 // probation state is dropped; the subscription loads the rest. A topic or subscription
 // definition that does not decode is left out, logged once, its name kept from PutTopic and
 // PutSubscription ([store.ErrDamaged]) until DeleteTopic or DeleteSubscription removes it
-// (defdamage.go); a damaged table block in the definitions refuses Open. Each piece of damage
+// (defdamage.go); a damaged table block in the definitions refuses Open. A cursor that does not
+// decode is handled as one in a damaged block; a trim floor or the next id that does not
+// decode, or that a damaged block holds, is recomputed from the journal and the keys stored,
+// logged once and written back (valdamage.go). Each piece of damage
 // goes to Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid
 // store check). See corruption.go.
 //

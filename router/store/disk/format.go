@@ -61,9 +61,10 @@ func (s *Store) checkFormat(g *generation) error {
 	if (recorded && version == FormatVersion) || s.opts.ReadOnly {
 		return nil
 	}
-	if _, used, err := get(g.db, nextIDKey); err != nil {
+	// A next id that pebble reports damaged says the store is used: load recomputes it.
+	if _, used, err := get(g.db, nextIDKey); err != nil && !pebble.IsCorruptionError(err) {
 		return err
-	} else if used && version < FormatVersion {
+	} else if (used || err != nil) && version < FormatVersion {
 		s.log.Info("disk store: upgrading the store's format; its journal entries are read where they are", "dir", s.dir, "from", version, "to", FormatVersion)
 	}
 	b := g.db.NewBatch()

@@ -137,8 +137,9 @@ type Store struct {
 	// damagedTopics holds the topics whose definitions Open found damaged, by stored
 	// name: they are not served, and their names stay taken until deleted (defdamage.go).
 	damagedTopics map[string]*damagedDef
-	// defProblems holds the definition damage Open found, for egrid store check.
-	defProblems []error
+	// loadProblems holds the damage Open found as it loaded the catalogue (definitions, the
+	// next id) and the topics' trim floors, for egrid store check.
+	loadProblems []error
 	// keyChecked is set by checkKey when the key check opened with the secret key: a
 	// sealed definition that does not open is then damaged, not sealed with another key.
 	keyChecked bool
@@ -197,9 +198,10 @@ type sub struct {
 	// lost holds the parts of the state found in damaged table blocks, reported once each
 	// (stateDamage).
 	lost []stateLoss
-	// cursorUnread is set by load when the cursor is in a damaged table block;
-	// repairCursors starts the subscription again at its journal's oldest entry.
-	cursorUnread bool
+	// cursorUnread is set by load when the cursor is in a damaged table block, or does not
+	// decode (cursorUndecodable too); repairCursors starts the subscription again at its
+	// journal's oldest entry.
+	cursorUnread, cursorUndecodable bool
 }
 
 func (sb *sub) getCursor() uint64 {
@@ -337,13 +339,18 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 // load reads the catalogue, cursors and sequence numbers of g into memory. A definition that
 // does not decode, a subscription under a topic with no definition and a malformed key are
 // left out and reported (defdamage.go); a sealed definition whose key does not fit, or a
-// damaged table block met by the scan, fails it.
+// damaged table block met by the scan, fails it. A next id, a cursor or a trim floor that
+// cannot be read is recomputed, reported and written back (valdamage.go).
 func (s *Store) load(g *generation) error {
-	if v, ok, err := get(g.db, nextIDKey); err != nil {
+	var repairs []repair
+	nextIDLost := ""
+	if v, ok, err := get(g.db, nextIDKey); pebble.IsCorruptionError(err) {
+		nextIDLost = DamageTable
+	} else if err != nil {
 		return err
 	} else if ok {
 		if s.nextID, ok = decodeUint64(v); !ok {
-			return fmt.Errorf("next id: %w", errCorrupt)
+			nextIDLost = DamageDefinition
 		}
 	}
 	byID := make(map[uint64]*topic)
@@ -396,7 +403,7 @@ func (s *Store) load(g *generation) error {
 			return err
 		} else if ok {
 			if sb.cursor, ok = decodeUint64(c); !ok {
-				return fmt.Errorf("cursor of subscription %q: %w", k[9:], errCorrupt)
+				sb.cursorUnread, sb.cursorUndecodable = true, true // as in a damaged block
 			}
 		}
 		t.subs[string(k[9:])] = sb
@@ -410,18 +417,34 @@ func (s *Store) load(g *generation) error {
 	if err != nil {
 		return err
 	}
+	if nextIDLost != "" {
+		r, err := s.recomputeNextID(g, nextIDLost)
+		if err != nil {
+			return err
+		}
+		repairs = append(repairs, r)
+	}
 	s.reportDefDamage(cl)
 	for name, t := range s.topics {
-		if err := loadSeqs(g.db, t); err != nil {
+		lost, err := loadSeqs(g.db, t)
+		if err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
+		if lost != "" {
+			r, err := s.recomputeFloor(g, name, t, lost)
+			if err != nil {
+				return fmt.Errorf("topic %q: %w", name, err)
+			}
+			repairs = append(repairs, r)
+		}
 	}
-	return s.repairCursors(g)
+	return s.repairCursors(g, repairs)
 }
 
-// repairCursors lowers to its journal's trim floor, in one synced batch, every cursor of
-// 2⁶⁴−1 and every cursor that a damaged table block kept load from reading (reported once, as
-// stateDamage reports). From the floor every event still in the journal is delivered to the
+// repairCursors lowers to its journal's trim floor, in one synced batch with repairs (a
+// recomputed next id and trim floors, valdamage.go), every cursor of 2⁶⁴−1 and every cursor
+// that a damaged table block kept load from reading or that does not decode (reported once,
+// as stateDamage reports). From the floor every event still in the journal is delivered to the
 // subscription again (at least once); the ones trimmed meanwhile are gone, and a lost cursor
 // skips nothing. The next start reads the cursor written here, not the damaged one; a
 // read-only store (egrid store check) writes nothing.
@@ -430,15 +453,22 @@ func (s *Store) load(g *generation) error {
 // actor restarted while loading its state; the store only ever raises a cursor, so it stayed
 // there, and the subscription took every new event for delivered and got nothing more. No
 // journal reaches that number, so it is never a real position.
-func (s *Store) repairCursors(g *generation) error {
+func (s *Store) repairCursors(g *generation, repairs []repair) error {
 	b := g.db.NewBatch()
 	defer b.Close()
+	if !s.opts.ReadOnly {
+		for _, r := range repairs {
+			if err := b.Set(r.key, r.value, nil); err != nil {
+				return err
+			}
+		}
+	}
 	for tname, t := range s.topics {
 		for name, sb := range t.subs {
 			if sb.cursorUnread {
 				sb.cursorUnread = false
 				sb.cursor = t.floor
-				s.stateDamage(tname, name, sb, stateLoss{part: partCursor, lo: t.floor + 1})
+				s.stateDamage(tname, name, sb, stateLoss{part: partCursor, lo: t.floor + 1, undecodable: sb.cursorUndecodable})
 				if !s.opts.ReadOnly {
 					if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(t.floor), nil); err != nil {
 						return err
@@ -461,24 +491,28 @@ func (s *Store) repairCursors(g *generation) error {
 		return nil
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("repairing cursors past their journal's end: %w", err)
+		return fmt.Errorf("repairing cursors past their journal's end, and what damage kept load from reading: %w", err)
 	}
 	return nil
 }
 
-// loadSeqs sets t's trim floor and newest seq from db.
-func loadSeqs(db *pebble.DB, t *topic) error {
+// loadSeqs sets t's trim floor and newest seq from db. A floor that does not decode, or that
+// pebble reports damaged, is taken as 0 and its kind of damage returned as lost: the caller
+// recomputes it (recomputeFloor).
+func loadSeqs(db *pebble.DB, t *topic) (lost string, err error) {
 	t.floor = 0
-	if v, ok, err := get(db, idKey(prefixFloor, t.id)); err != nil {
-		return err
+	if v, ok, err := get(db, idKey(prefixFloor, t.id)); pebble.IsCorruptionError(err) {
+		lost = DamageTable
+	} else if err != nil {
+		return "", err
 	} else if ok {
 		if t.floor, ok = decodeUint64(v); !ok {
-			return fmt.Errorf("trim floor: %w", errCorrupt)
+			t.floor, lost = 0, DamageEntry
 		}
 	}
 	last, err := lastJournalSeq(db, t.id)
 	if err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return "", fmt.Errorf("journal: %w", err)
 	}
 	// A journal trimmed to nothing has no key left to say where numbering was: the floor
 	// does, so numbers are never handed out twice.
@@ -486,7 +520,7 @@ func loadSeqs(db *pebble.DB, t *topic) error {
 	t.visible = t.next
 	t.inflight = nil
 	t.broken = false
-	return nil
+	return lost, nil
 }
 
 func lastJournalSeq(db *pebble.DB, topicID uint64) (uint64, error) {

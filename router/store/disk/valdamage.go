@@ -1,0 +1,179 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/egridio/egrid/schemas/clip"
+)
+
+// Damaged bookkeeping values.
+//
+// The next id, a topic's trim floor and a subscription's cursor are numbers the store keeps
+// beside what they describe. One that pebble reads intact but that does not decode, or (the
+// next id, a trim floor) that pebble reports in a damaged table block, is recomputed from
+// what the store holds rather than refusing Open: the subscription's cursor as a cursor in a
+// damaged block (repairCursors: delivery starts again at the journal's oldest entry), the
+// floor and the next id here. Each is reported once (an ERROR saying what it means, a count, a
+// problem of egrid store check) and written back by repairCursors, in one synced batch, so
+// that the next start is clean; a read-only store (egrid store check) writes nothing.
+
+// repair is a key load writes back once it has recomputed its value.
+type repair struct{ key, value []byte }
+
+// idPrefixes are the prefixes whose keys start with a topic's or subscription's id (keys.go).
+var idPrefixes = []byte{prefixSub, prefixJournal, prefixFloor, prefixCursor, prefixParked, prefixProbation, prefixHistory}
+
+// recomputeNextID sets s.nextID, whose stored value is lost (kind: DamageDefinition when it
+// does not decode, DamageTable when pebble reports it damaged), to the highest id the store
+// holds anything under: the loaded definitions' (load has taken them) and every id that starts
+// a key of idPrefixes. An id is handed out again only when nothing is left under it, so a new
+// topic or subscription never takes in an old one's journal or state. A damaged table block
+// met on the way refuses the start: the ids it holds cannot be read.
+func (s *Store) recomputeNextID(g *generation, kind string) (repair, error) {
+	for _, p := range idPrefixes {
+		id, err := highestID(g.db, p)
+		if pebble.IsCorruptionError(err) {
+			pr := fmt.Errorf("%w: the next id (the highest id handed out to a topic or subscription) cannot be read, and recomputing it met a damaged table block (%v): the store cannot tell which ids are taken. Restore the directory from a backup; egrid store check --data-dir %s lists the damage", ErrCorrupt, err, s.dir)
+			s.log.Error("disk store: damage found; refusing to start", "dir", s.dir, "err", pr)
+			s.damaged(DamageTable)
+			return repair{}, &damageError{[]error{pr}}
+		}
+		if err != nil {
+			return repair{}, fmt.Errorf("recomputing the next id: %w", err)
+		}
+		s.nextID = max(s.nextID, id)
+	}
+	what := "does not decode"
+	if kind == DamageTable {
+		what = "is in a damaged table block"
+	}
+	s.log.Error("disk store: the next id (the highest id handed out to a topic or subscription) "+what+"; it is recomputed from the highest id the store holds anything under, and written again. Nothing is lost; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "nextID", s.nextID)
+	s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: the next id (the highest id handed out to a topic or subscription) %s: nothing is lost (a running egrid recomputes it as %d, the highest id the store holds anything under, and writes it)", ErrCorrupt, what, s.nextID))
+	s.damaged(kind)
+	return repair{key: nextIDKey, value: encodeUint64(s.nextID)}, nil
+}
+
+// highestID returns the highest id that starts a key under prefix, 0 when none does.
+func highestID(db *pebble.DB, prefix byte) (uint64, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return 0, err
+	}
+	var id uint64
+	// A key too short to hold an id (a damaged definition's, defdamage.go) can sort after
+	// the others: step back past it.
+	for valid := it.Last(); valid; valid = it.Prev() {
+		if len(it.Key()) >= 9 {
+			id = idOf(it.Key())
+			break
+		}
+	}
+	return id, errors.Join(it.Error(), it.Close())
+}
+
+// recomputeFloor sets the trim floor of topic t (name), whose stored value is lost (kind:
+// DamageEntry when it does not decode, DamageTable when pebble reports it damaged), to the
+// lowest the journal allows: just below the first entry of its oldest block, so that every
+// entry still in the journal is read (entries a Trim cut through in that block may be
+// delivered again to a subscription whose cursor is below them; none is skipped). A journal
+// trimmed to nothing gives no bound: the floor is then the highest seq any of t's
+// subscriptions holds (cursor, parked retries), so that numbering goes on above every seq a
+// subscription has seen and no new event is taken for delivered. loadSeqs has taken the
+// floor as 0.
+func (s *Store) recomputeFloor(g *generation, name string, t *topic, kind string) (repair, error) {
+	lo, hi := idRange(prefixJournal, t.id)
+	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return repair{}, err
+	}
+	var floor uint64
+	empty := !it.First()
+	if !empty {
+		if v, err := it.ValueAndErr(); err == nil {
+			floor = blockFirst(seqOf(it.Key()), v) - 1
+		} // else 0: reading the journal reports the damaged block
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil && !pebble.IsCorruptionError(err) {
+		return repair{}, fmt.Errorf("recomputing the trim floor: %w", err)
+	}
+	if empty {
+		ids := make([]uint64, 0, len(t.subs)+len(t.damagedSubs))
+		for _, sb := range t.subs {
+			ids = append(ids, sb.id)
+		}
+		for _, d := range t.damagedSubs {
+			if d.id != 0 {
+				ids = append(ids, d.id)
+			}
+		}
+		for _, id := range ids {
+			seq, err := highestSubSeq(g.db, id)
+			if err != nil {
+				return repair{}, fmt.Errorf("recomputing the trim floor: %w", err)
+			}
+			floor = max(floor, seq)
+		}
+	}
+	t.mu.Lock()
+	t.floor = floor
+	t.next = max(t.next, floor)
+	t.visible = t.next
+	t.mu.Unlock()
+	what := "does not decode"
+	if kind == DamageTable {
+		what = "is in a damaged table block"
+	}
+	topic := clip.String(name)
+	s.log.Error("disk store: a topic's trim floor (the newest event number trimmed from its journal) "+what+"; it is recomputed from the journal's oldest entry (or, the journal being empty, from the highest event number its subscriptions hold) and written again. Every event still in the journal is delivered to the subscriptions that have not had it, none skipped; some trimmed events left in the oldest journal block may be delivered again. Restore the data directory from a backup to avoid that; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topic, "floor", floor, "journalEmpty", empty)
+	s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: topic %q: its trim floor %s: a running egrid recomputes it as %d (from the journal's oldest entry, or the highest event number its subscriptions hold) and writes it; no event is skipped", ErrCorrupt, topic, what, floor))
+	s.damaged(kind)
+	return repair{key: idKey(prefixFloor, t.id), value: encodeUint64(floor)}, nil
+}
+
+// blockFirst returns the first seq the journal value v stored under seq last holds: a block
+// (format 2) holds its count of entries up to last, an entry (format 1) is last alone. A block
+// whose count does not decode gives 1: reading the journal reports it.
+func blockFirst(last uint64, v []byte) uint64 {
+	if len(v) == 0 || v[0] != formatBlock {
+		return max(last, 1)
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n == 0 || n > last {
+		return 1
+	}
+	return last - n + 1
+}
+
+// highestSubSeq returns the highest event number the state of subscription id holds: its
+// cursor (not 2⁶⁴−1, which repairCursors lowers, nor one that does not decode) and its newest
+// parked retry. Parts that a damaged table block keeps from being read count as 0: loading
+// the subscription reports them.
+func highestSubSeq(db *pebble.DB, id uint64) (uint64, error) {
+	var seq uint64
+	v, ok, err := get(db, idKey(prefixCursor, id))
+	if err != nil && !pebble.IsCorruptionError(err) {
+		return 0, err
+	}
+	if c, dec := decodeUint64(v); ok && dec && c != math.MaxUint64 {
+		seq = c
+	}
+	lo, hi := idRange(prefixParked, id)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	if it.Last() && len(it.Key()) == 17 {
+		seq = max(seq, seqOf(it.Key()))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil && !pebble.IsCorruptionError(err) {
+		return 0, err
+	}
+	return seq, nil
+}
