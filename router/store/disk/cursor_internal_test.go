@@ -54,6 +54,16 @@ func TestCursorPastTheJournalEndIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A read-only open (egrid store check) sees the repaired cursor and writes nothing.
+	ro, err := Open("db", Options{fs: fs, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("read-only open of a store with a cursor of 2^64-1: %v", err)
+	}
+	if st, err := ro.LoadSubscription(ctx, "orders", "stuck"); err != nil || st.Cursor != 2 {
+		t.Errorf("read-only: cursor of stuck = %d, %v; want 2", st.Cursor, err)
+	}
+	ro.Close()
+
 	var logs bytes.Buffer
 	r, err := Open("db", Options{fs: fs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -482,6 +482,9 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 			s.log.Warn("disk store: a subscription's cursor was 2^64-1, past its journal's end (written by an egrid before 2026-11-23); delivering again every event still in the journal",
 				"topic", tname, "subscription", name, "cursor", sb.cursor, "journalEnd", t.next, "newCursor", t.floor)
 			sb.cursor = t.floor
+			if s.opts.ReadOnly {
+				continue // egrid store check: the next start writes it
+			}
 			if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(t.floor), nil); err != nil {
 				return err
 			}
