@@ -772,6 +772,7 @@ var errKinds = []struct {
 	{"subNotFound", ErrSubscriptionNotFound},
 	{"topicNotFound", ErrTopicNotFound},
 	{"closed", ErrClosed},
+	{"diskFull", store.ErrDiskFull}, // before storage and unavailable: it matches both
 	{"storage", ErrInsufficientStorage},
 	{"unavailable", ErrUnavailable},
 	{"polls", ErrTooManyPolls},
@@ -804,6 +805,9 @@ func (a *clusterAnswer) err(holder string) error {
 				return fmt.Errorf("node %s is shutting down: %w", holder, ErrNotPlaced)
 			case actors.ErrNotRunning:
 				return fmt.Errorf("node %s is starting the event subscription: %w", holder, ErrNotPlaced)
+			case store.ErrDiskFull:
+				// As on the owner, where the router wraps the store's refusal.
+				return fmt.Errorf("node %s: %s: %w: %w", holder, a.Err, ErrUnavailable, store.ErrDiskFull)
 			}
 			return fmt.Errorf("node %s: %s: %w", holder, a.Err, k.err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/store"
 )
 
 // An owner's error reaches the asking node wrapping the same sentinel, through the JSON of
@@ -24,6 +25,8 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 		{ErrClosed, []error{ErrNotPlaced}},
 		{fmt.Errorf("event subscription %q: %w", "workers", ErrNotQueueSubscription), []error{ErrNotQueueSubscription}},
 		{ErrInsufficientStorage, []error{ErrInsufficientStorage}},
+		{fmt.Errorf("saving topic %q: %w: %w", "orders", ErrUnavailable, fmt.Errorf("disk store: a write failed: %w: no space left on device", store.ErrDiskFull)),
+			[]error{store.ErrDiskFull, ErrInsufficientStorage, ErrUnavailable, store.ErrUnavailable}},
 		{fmt.Errorf("ending the probation of event subscription %q: %w", "billing", actors.ErrLoading), []error{ErrSubscriptionLoading}},
 	} {
 		var a clusterAnswer

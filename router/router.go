@@ -37,7 +37,8 @@ var (
 	// was accepted), or to save or delete a definition (the call changed nothing that
 	// publishes or deliveries see, or, for a delete, the definition is gone from the router
 	// but not yet from the store: delete again). The admin API answers it 503 with
-	// Retry-After.
+	// Retry-After, or 507 when the error also matches [ErrInsufficientStorage] (the store
+	// failed a write because its disk is full: [store.ErrDiskFull]).
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrDefinitionDamaged wraps the refusal to create a topic or subscription whose name is
 	// taken by a stored definition the store found damaged (it is not served): delete the

@@ -445,6 +445,13 @@ func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, e)
 }
 
+// The parts of a 507 answer: what is wrong, for both ways to it (the disk below the store's
+// free-space floor, or a write the store failed on a full disk), and what to do.
+const (
+	insufficientStorage = "the disk holding the store is full or below its free-space floor"
+	freeSpace           = "the operator frees disk space (GET /admin/health shows what is free)"
+)
+
 // writeAdminError maps router errors to statuses; validation problems become one detail each.
 func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 	switch {
@@ -465,6 +472,12 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// Not the request's fault: the stored record is damaged. The cause goes to the log.
 		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "the event's stored delivery history is damaged and cannot be explained (its delivery is not affected): the server log has the cause; egrid store check reports damage in the store")
+	case errors.Is(err, router.ErrInsufficientStorage):
+		// The store failed a write on a full disk (it also wraps router.ErrUnavailable):
+		// the operator frees space. Its own error names files: it goes to the log only.
+		a.log.Error("admin call failed: the disk holding the store is full", "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and the call was not carried out: retry later; "+freeSpace)
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("admin call failed: the store is unavailable", "err", err)

@@ -133,23 +133,32 @@ func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 	}
 }
 
-// failingStore fails every definition write and journal append with an error that names a
+// failingStore fails every definition write and journal append with err, which names a
 // file, as a disk store's would.
-type failingStore struct{ store.Store }
-
-var errDisk = errors.New("open /var/lib/egrid/secret-dir/000042.log: no space left on device")
-
-func (failingStore) PutTopic(context.Context, string, []byte) error { return errDisk }
-func (failingStore) PutSubscription(context.Context, string, string, []byte) error {
-	return errDisk
+type failingStore struct {
+	store.Store
+	err error
 }
-func (failingStore) DeleteSubscription(context.Context, string, string) error { return errDisk }
-func (failingStore) Append(context.Context, string, time.Time, []*schemas.Event) (uint64, error) {
-	return 0, errDisk
+
+var errDisk = errors.New("open /var/lib/egrid/secret-dir/000042.log: input/output error")
+
+// errDiskFull is how the disk store refuses writes after a write failed on a full disk.
+var errDiskFull = fmt.Errorf("disk store: a write to disk failed: %w: %w", store.ErrDiskFull,
+	errors.New("write /var/lib/egrid/secret-dir/000042.log: no space left on device"))
+
+func (f failingStore) PutTopic(context.Context, string, []byte) error { return f.err }
+func (f failingStore) PutSubscription(context.Context, string, string, []byte) error {
+	return f.err
+}
+func (f failingStore) DeleteSubscription(context.Context, string, string) error { return f.err }
+func (f failingStore) Append(context.Context, string, time.Time, []*schemas.Event) (uint64, error) {
+	return 0, f.err
 }
 
 // TestStoreFailuresAre503WithoutPaths: an admin write the store refuses is a 503 with
-// Retry-After, not a 400, and neither it nor a failed publish shows a server path.
+// Retry-After, not a 400, and neither it nor a failed publish shows a server path. When the
+// store refuses because a write failed on a full disk (store.ErrDiskFull), both are 507 with
+// Retry-After, saying to free disk space.
 func TestStoreFailuresAre503WithoutPaths(t *testing.T) {
 	ctx := context.Background()
 	mem := store.NewMemory()
@@ -163,33 +172,45 @@ func TestStoreFailuresAre503WithoutPaths(t *testing.T) {
 	}
 	ok.Close(ctx)
 
-	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: failingStore{mem}, Sinks: nullSinks()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
-	if _, err := r.CreateTopic(ctx, "other", router.TopicSpec{}); !errors.Is(err, router.ErrUnavailable) {
-		t.Errorf("CreateTopic on a failing store: %v, want ErrUnavailable", err)
-	}
-	h := httpapi.New(r)
-	admin := http.Header{"Authorization": {"Bearer tok"}}
-	spec, _ := r.Topic("orders")
-	for _, tt := range []struct{ name, method, path, body string }{
-		{"put topic", "PUT", "/admin/topics/orders", `{}`},
-		{"put subscription", "PUT", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`},
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+		says string
+	}{
+		{name: "I/O error", err: errDisk, code: http.StatusServiceUnavailable, says: "retry later"},
+		{name: "full disk", err: errDiskFull, code: http.StatusInsufficientStorage, says: "frees disk space"},
 	} {
-		rec := serve(h, tt.method, tt.path, tt.body, admin)
-		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-			t.Errorf("%s: %d, Retry-After %q; want 503 with Retry-After (%s)", tt.name, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
-		}
-		if strings.Contains(rec.Body.String(), "/var/lib") {
-			t.Errorf("%s: the body shows a server path: %s", tt.name, rec.Body)
-		}
-	}
-	rec := serve(h, "POST", "/topics/orders/api/events", `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`,
-		http.Header{"Content-Type": {"application/json"}, "Aeg-Sas-Key": {spec.Key1}})
-	if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), "/var/lib") {
-		t.Errorf("publish on a failing store: %d %s; want 503 without the server path", rec.Code, rec.Body)
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: failingStore{mem, tc.err}, Sinks: nullSinks()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			if _, err := r.CreateTopic(ctx, "other", router.TopicSpec{}); !errors.Is(err, router.ErrUnavailable) {
+				t.Errorf("CreateTopic on a failing store: %v, want ErrUnavailable", err)
+			}
+			h := httpapi.New(r)
+			admin := http.Header{"Authorization": {"Bearer tok"}}
+			spec, _ := r.Topic("orders")
+			for _, tt := range []struct{ name, method, path, body string }{
+				{"put topic", "PUT", "/admin/topics/orders", `{}`},
+				{"put subscription", "PUT", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`},
+			} {
+				rec := serve(h, tt.method, tt.path, tt.body, admin)
+				if rec.Code != tc.code || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), tc.says) {
+					t.Errorf("%s: %d, Retry-After %q; want %d with Retry-After saying %q (%s)", tt.name, rec.Code, rec.Header().Get("Retry-After"), tc.code, tc.says, rec.Body)
+				}
+				if strings.Contains(rec.Body.String(), "/var/lib") {
+					t.Errorf("%s: the body shows a server path: %s", tt.name, rec.Body)
+				}
+			}
+			rec := serve(h, "POST", "/topics/orders/api/events", `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`,
+				http.Header{"Content-Type": {"application/json"}, "Aeg-Sas-Key": {spec.Key1}})
+			if rec.Code != tc.code || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), tc.says) || strings.Contains(rec.Body.String(), "/var/lib") {
+				t.Errorf("publish on a failing store: %d (Retry-After %q) %s; want %d with Retry-After saying %q, without the server path", rec.Code, rec.Header().Get("Retry-After"), rec.Body, tc.code, tc.says)
+			}
+		})
 	}
 }
 

@@ -135,7 +135,8 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		// the answer does not carry it.
 		w.Header().Set("Retry-After", "1")
 		if errors.Is(err, router.ErrInsufficientStorage) {
-			writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", "the disk holding the store is below its free-space floor and none of the events was accepted: retry later; the operator frees disk space (GET /admin/health shows what is free)")
+			// Below the free-space floor, or the store failed a write on a full disk.
+			writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and none of the events was accepted: retry later; "+freeSpace)
 			return
 		}
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the events could not be made durable and none was accepted: retry later")

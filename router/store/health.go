@@ -6,14 +6,29 @@ import (
 )
 
 // ErrInsufficientStorage is returned (wrapped, with what to do) by an Append refused because
-// the disk holding the store is below its free-space floor. The router answers 507
-// Insufficient Storage; nothing of the request was accepted.
+// the disk holding the store is below its free-space floor, and is matched by [ErrDiskFull].
+// The router answers 507 Insufficient Storage; nothing of the request was accepted.
 var ErrInsufficientStorage = errors.New("store: not enough free disk space")
 
 // ErrUnavailable is wrapped by the errors of writes a store refuses because it cannot write
 // to its storage now (a failed disk write; the disk store recovers by itself). Callers answer
-// 503 and retry later.
+// 503 and retry later, or 507 when the error also matches [ErrInsufficientStorage] (a write
+// that failed on a full disk: [ErrDiskFull]).
 var ErrUnavailable = errors.New("store: unavailable")
+
+// ErrDiskFull is wrapped by the errors of writes a store refuses after a write to disk failed
+// because the disk was full (no space left, or the quota of egrid's user used up). It
+// matches both [ErrUnavailable] (the store refuses writes until it has recovered) and
+// [ErrInsufficientStorage] (the router answers 507: the operator frees disk space).
+var ErrDiskFull error = diskFullError{}
+
+// diskFullError is [ErrDiskFull]: a comparable value whose message does not repeat the
+// messages of the sentinels it matches.
+type diskFullError struct{}
+
+func (diskFullError) Error() string { return "the disk holding the store is full" }
+
+func (diskFullError) Unwrap() []error { return []error{ErrInsufficientStorage, ErrUnavailable} }
 
 // HealthState says whether a store takes writes.
 type HealthState int
@@ -25,7 +40,8 @@ const (
 	// LowSpace: the disk is below the store's free-space floor; Appends are refused with
 	// [ErrInsufficientStorage], everything else works.
 	LowSpace
-	// Failed: a write to disk failed. Appends and definition changes are refused; reads
+	// Failed: a write to disk failed. Appends and definition changes are refused (with
+	// [ErrDiskFull] when the disk was full, else with [ErrUnavailable]); reads
 	// work, so stored events are still delivered, and subscription state writes are kept in
 	// memory until the store is back. A store that can recover (the disk store reopens
 	// itself from its write-ahead log once the disk has room) goes back to Healthy by itself.

@@ -316,3 +316,77 @@ func TestWriteFailureSaysWhatToFix(t *testing.T) {
 		})
 	}
 }
+
+// A store failed by a write on a full disk (ENOSPC, or EDQUOT: the quota of egrid's user used
+// up) refuses Appends, definition and dead-letter writes with an error matching
+// store.ErrDiskFull, so store.ErrInsufficientStorage (the router answers 507) as well as
+// store.ErrUnavailable, and its health says the disk is full; a store failed by another error
+// (EIO) refuses them with store.ErrUnavailable only (503).
+func TestFullDiskFailureRefusesAsInsufficientStorage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		full bool
+	}{
+		{name: "no space left", err: &os.PathError{Op: "write", Path: "000002.log", Err: syscall.ENOSPC}, full: true},
+		{name: "quota used up", err: fmt.Errorf("syncing: %w", &os.PathError{Op: "sync", Path: "000002.log", Err: syscall.EDQUOT}), full: true},
+		{name: "I/O error", err: &os.PathError{Op: "write", Path: "000002.log", Err: syscall.EIO}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var failing atomic.Bool
+			fs := logFS{vfs.NewMem(), func(string) error {
+				if failing.Load() {
+					return tc.err
+				}
+				return nil
+			}}
+			opts := disk.Options{}
+			disk.SetFreeBytes(&opts, func(string) (uint64, error) { return 0, nil }) // no reopening
+			s, err := disk.OpenFS("db", opts, fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			if err := s.PutTopic(ctx, "t", nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.PutSubscription(ctx, "t", "sub", nil); err != nil {
+				t.Fatal(err)
+			}
+			failing.Store(true)
+			_, failed := s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("a")})
+			failing.Store(false) // the store stays failed all the same: it waits for free space
+
+			type refusal struct {
+				name string
+				err  error
+			}
+			refusals := []refusal{{"the Append whose write failed", failed}}
+			for _, c := range []struct {
+				name string
+				call func() error
+			}{
+				{"Append", func() error { _, err := s.Append(ctx, "t", publishTime, []*schemas.Event{testEvent("b")}); return err }},
+				{"PutTopic", func() error { return s.PutTopic(ctx, "u", nil) }},
+				{"PutSubscription", func() error { return s.PutSubscription(ctx, "t", "other", nil) }},
+				{"DeleteSubscription", func() error { return s.DeleteSubscription(ctx, "t", "sub") }},
+				{"PutDeadLetters", func() error { return s.PutDeadLetters(ctx, []store.DeadLetterRecord{{ID: "x"}}) }},
+			} {
+				refusals = append(refusals, refusal{c.name + " while failed", c.call()})
+			}
+			for _, r := range refusals {
+				if !errors.Is(r.err, disk.ErrFailed) || !errors.Is(r.err, store.ErrUnavailable) || !errors.Is(r.err, tc.err) {
+					t.Errorf("%s: err = %v; want one matching disk.ErrFailed, store.ErrUnavailable and the cause", r.name, r.err)
+				}
+				if got := errors.Is(r.err, store.ErrInsufficientStorage); got != tc.full || errors.Is(r.err, store.ErrDiskFull) != tc.full {
+					t.Errorf("%s: err = %v; matches store.ErrInsufficientStorage and store.ErrDiskFull: %v, want %v", r.name, r.err, got, tc.full)
+				}
+			}
+			h := s.Health()
+			if h.State != store.Failed || strings.Contains(h.Reason, "the disk holding the store is full") != tc.full {
+				t.Errorf("Health = %+v; want Failed, saying that the disk is full: %v", h, tc.full)
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/egridio/egrid/router/store"
 )
 
 // generation is one pebble instance on the store's directory. The store opens a new one when
@@ -89,10 +91,15 @@ func (g *generation) err() error {
 }
 
 // fail records g's first failure, calls first with it (only at the first call), then closes
-// g.failed: whoever waits on g.failed sees what first did.
+// g.failed: whoever waits on g.failed sees what first did. A failure on a full disk
+// (diskFull) wraps [store.ErrDiskFull] as well, so every write refused with it is answered
+// 507 rather than 503.
 func (g *generation) fail(cause error, first func(error)) {
 	g.once.Do(func() {
 		err := fmt.Errorf("%w: %w", ErrFailed, cause)
+		if diskFull(cause) {
+			err = fmt.Errorf("%w: %w: %w", ErrFailed, store.ErrDiskFull, cause)
+		}
 		g.failure.Store(&err)
 		if first != nil {
 			first(err)

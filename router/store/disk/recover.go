@@ -319,6 +319,14 @@ func formatBytes(n uint64) string {
 
 var _ store.HealthReporter = (*Store)(nil)
 
+// diskFull reports whether a write failed because the disk is full: no space left on the
+// device, or the quota of egrid's user used up. Pebble keeps the file system's error in the
+// chain of the ones it fails with (a log write or sync, a table file's creation or write in a
+// flush), and so does the store's fatalError.
+func diskFull(cause error) bool {
+	return errors.Is(cause, syscall.ENOSPC) || errors.Is(cause, syscall.EDQUOT)
+}
+
 // remedy says what the operator does about a failed write: free space on the disk, unless
 // the cause says that the store's files cannot be written at all (a permission, a file system
 // mounted read-only), which no free space cures, or that writes stopped behind damage

@@ -26,7 +26,9 @@ var ErrClosed = store.ErrClosed
 
 // ErrFailed is returned, wrapped with the cause, by writes the store refuses after a write to
 // disk failed (a full disk, an I/O error): Appends (the router answers 503) and definition
-// and dead-letter writes. It wraps [store.ErrUnavailable]. Reads go on and subscription state writes are kept in memory; the
+// and dead-letter writes. It wraps [store.ErrUnavailable]; when the write failed because the
+// disk is full (ENOSPC, EDQUOT) the refusal wraps [store.ErrDiskFull] too, which matches
+// [store.ErrInsufficientStorage] (the router answers 507). Reads go on and subscription state writes are kept in memory; the
 // store reopens itself from its write-ahead log once the disk has room again and takes
 // writes again (see the package documentation). Writes stopped behind a damaged table file
 // (the cause wraps [ErrCorrupt]) are refused until the store is restored and opened again.
@@ -642,7 +644,11 @@ func (s *Store) onFail(g *generation, cause error) {
 			return
 		}
 		s.health.setFailed(err)
-		s.log.Error("disk store: a write to disk failed; publishes are refused (503) and stored events are still delivered; "+remedy(s.dir, cause),
+		refused := "publishes are refused (503)"
+		if diskFull(cause) {
+			refused = "the disk is full: publishes are refused (507)"
+		}
+		s.log.Error("disk store: a write to disk failed; "+refused+" and stored events are still delivered; "+remedy(s.dir, cause),
 			"dir", s.dir, "err", cause)
 		select {
 		case s.kick <- struct{}{}:
@@ -664,7 +670,8 @@ func (s *Store) writable(g *generation) error {
 // abandoned: a sync cannot be called back.
 //
 // It is refused with an error wrapping [store.ErrInsufficientStorage] while the disk is
-// below Options.MinFreeBytes, and with one wrapping [ErrFailed] while the store is failed.
+// below Options.MinFreeBytes, and with one wrapping [ErrFailed] while the store is failed
+// (and [store.ErrDiskFull] as well when it failed on a full disk).
 //
 // Sequence numbers are handed out under the topic's lock before the commit, so concurrent
 // Appends to one topic commit in parallel. An Append returns only when every earlier number
