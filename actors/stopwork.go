@@ -124,6 +124,19 @@ type Stops struct {
 	all pendingWork
 }
 
+// Begin counts a stop work of key (a subscription actor's: its topic) as under way; the
+// returned function ends it (once). Other stop work off a mailbox that its owner must wait
+// for, by key and in all, counts itself here too (the dead-letter replays': their own Stops).
+func (s *Stops) Begin(key string) func() {
+	return s.begin(key)
+}
+
+// Idle returns a channel closed once no stop work of key begun so far is under way (at once
+// when none is).
+func (s *Stops) Idle(key string) <-chan struct{} {
+	return s.topics.idle(key)
+}
+
 // begin counts a stop work of a subscription of topic as under way; the returned function
 // ends it.
 func (s *Stops) begin(topic string) func() {

@@ -105,100 +105,32 @@ type ReplayConfig struct {
 // before it closes the store the parts are read from. The zero value is ready to use; it is
 // safe for concurrent use.
 type ReplayStops struct {
-	mu   sync.Mutex
-	keys map[string]*stopCount
-	all  stopCount
-}
-
-// stopCount counts stop work under way and tells when none is.
-type stopCount struct {
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while it is zero
-}
-
-func (p *stopCount) add() {
-	if p.n == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.n++
-}
-
-// done counts one less and reports whether none is left.
-func (p *stopCount) done() bool {
-	p.n--
-	if p.n > 0 {
-		return false
-	}
-	close(p.idle)
-	p.idle = nil
-	return true
-}
-
-func (p *stopCount) wait() <-chan struct{} {
-	if p.idle == nil {
-		return closedChan
-	}
-	return p.idle
+	stops actors.Stops // by key
 }
 
 // begin counts a stop work of key as under way; the returned function ends it (once).
-func (s *ReplayStops) begin(key string) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.keys == nil {
-		s.keys = make(map[string]*stopCount)
-	}
-	p := s.keys[key]
-	if p == nil {
-		p = &stopCount{}
-		s.keys[key] = p
-	}
-	p.add()
-	s.all.add()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if p.done() {
-				delete(s.keys, key)
-			}
-			s.all.done()
-		})
-	}
-}
+func (s *ReplayStops) begin(key string) func() { return s.stops.Begin(key) }
 
 // idle returns a channel closed once no stop work of key begun so far is under way.
-func (s *ReplayStops) idle(key string) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p := s.keys[key]; p != nil {
-		return p.wait()
-	}
-	return closedChan
-}
+func (s *ReplayStops) idle(key string) <-chan struct{} { return s.stops.Idle(key) }
 
 // Wait waits until no stop work begun so far is under way, or ctx ends (its error then).
 // Each takes at most 5 s.
 func (s *ReplayStops) Wait(ctx context.Context) error {
-	s.mu.Lock()
-	idle := s.all.wait()
-	s.mu.Unlock()
-	return waitReplayStops(ctx, idle)
+	return replayStopsErr(ctx, s.stops.Wait(ctx))
 }
 
 // WaitKey is Wait for the stop work of the replays of key alone.
 func (s *ReplayStops) WaitKey(ctx context.Context, key string) error {
-	return waitReplayStops(ctx, s.idle(key))
+	return replayStopsErr(ctx, s.stops.WaitTopic(ctx, key))
 }
 
-func waitReplayStops(ctx context.Context, idle <-chan struct{}) error {
-	select {
-	case <-idle:
+// replayStopsErr says what a wait that ctx ended was for.
+func replayStopsErr(ctx context.Context, err error) error {
+	if err == nil {
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the part reads of stopped dead-letter replays: %w", ctx.Err())
 	}
+	return fmt.Errorf("waiting for the part reads of stopped dead-letter replays: %w", ctx.Err())
 }
 
 // source returns the events expected and the function that reads the parts.
