@@ -83,7 +83,7 @@
 //
 // While failed: Appends, definition and dead-letter writes are refused (the router answers
 // 503, or 507 when the write failed because the disk is full: ENOSPC or EDQUOT in the
-// cause's chain, and the refusal wraps [store.ErrDiskFull]); reads go on, so stored events are still delivered; UpdateSubscription (dead letters
+// cause's chain, on Windows ERROR_DISK_FULL or ERROR_HANDLE_DISK_FULL, and the refusal wraps [store.ErrDiskFull]); reads go on, so stored events are still delivered; UpdateSubscription (dead letters
 // it hands over included: they are lost with the settlement they came with) and Trim are
 // kept in memory, in order (LoadSubscription and Cursors see them). A recovery loop waits for
 // free space (Options.MinFreeBytes, at least 16 MiB), fences the failed instance (its file

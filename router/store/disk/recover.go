@@ -322,9 +322,18 @@ var _ store.HealthReporter = (*Store)(nil)
 // diskFull reports whether a write failed because the disk is full: no space left on the
 // device, or the quota of egrid's user used up. Pebble keeps the file system's error in the
 // chain of the ones it fails with (a log write or sync, a table file's creation or write in a
-// flush), and so does the store's fatalError.
+// flush), and so does the store's fatalError. Windows has errors of its own for it
+// (diskFullErrnos).
 func diskFull(cause error) bool {
-	return errors.Is(cause, syscall.ENOSPC) || errors.Is(cause, syscall.EDQUOT)
+	if errors.Is(cause, syscall.ENOSPC) || errors.Is(cause, syscall.EDQUOT) {
+		return true
+	}
+	for _, e := range diskFullErrnos {
+		if errors.Is(cause, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // remedy says what the operator does about a failed write: free space on the disk, unless
