@@ -343,7 +343,14 @@ func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error
 		// poll over this server's own bound is (httpserver.PollLimit).
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "TooManyRequests", err.Error())
-	case errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrInsufficientStorage):
+	case errors.Is(err, router.ErrInsufficientStorage):
+		// The store of the node running the subscription failed a write on a full disk (it
+		// also wraps router.ErrUnavailable): answered as a publish or an admin write is, 507.
+		// Its own error names files: it goes to the log only.
+		a.log.Error("pull operation failed: the disk holding the store is full", "topic", topic, "subscription", sub, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and the operation was not recorded: retry later; "+freeSpace)
+	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("pull operation failed: the store is unavailable", "topic", topic, "subscription", sub, "err", err)
 		w.Header().Set("Retry-After", "1")

@@ -1,0 +1,40 @@
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store"
+)
+
+// A pull operation refused because the store of the node running the subscription failed a
+// write on a full disk is answered as a publish or an admin write on a full disk is: 507 with
+// Retry-After, saying to free disk space and naming no server file. Any other store failure
+// stays 503.
+func TestPullErrorOnAFullDiskIs507(t *testing.T) {
+	a := &API{log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+		says string
+	}{
+		{"full disk", fmt.Errorf("acknowledge on event subscription %q: %w: write /var/lib/egrid/000042.log: no space left on device", "q", store.ErrDiskFull), http.StatusInsufficientStorage, "frees disk space"},
+		{"unavailable", fmt.Errorf("acknowledge on event subscription %q: %w: read /var/lib/egrid/000042.log: input/output error", "q", router.ErrUnavailable), http.StatusServiceUnavailable, "retry later"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			a.writePullError(w, "orders", "q", tc.err)
+			body := w.Body.String()
+			if w.Code != tc.code || w.Header().Get("Retry-After") == "" || !strings.Contains(body, tc.says) || strings.Contains(body, "/var/lib") {
+				t.Errorf("answer: %d, Retry-After %q, %s; want %d with Retry-After saying %q, naming no server file",
+					w.Code, w.Header().Get("Retry-After"), body, tc.code, tc.says)
+			}
+		})
+	}
+}
