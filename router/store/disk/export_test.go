@@ -89,3 +89,7 @@ func (s *Store) Hold(topic, sub string) (release func(), err error) {
 	}
 	return c.done, nil
 }
+
+// SetRecoverHook sets, for the stores opened with opts, a function a recovery calls once it
+// has written the new instance everything it needs and is about to switch to it.
+func SetRecoverHook(opts *Options, beforeSwitch func()) { opts.onRecoverSwitch = beforeSwitch }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // recoverFloorMin is the least free space the store waits for before it reopens itself: a new
@@ -88,17 +90,29 @@ func (s *Store) tryRecover() (done, attempted bool) {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		return false, true
 	}
-	if err := s.copyState(old, g); err != nil {
+	settled, err := s.settleDeletes(g)
+	if err != nil {
+		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
+		s.dropGeneration(g)
+		return false, true
+	}
+	if err := s.copyState(old, g, settled.ids); err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		s.dropGeneration(g)
 		return false, true
 	}
 	// Journal numbering continues from what is on disk; no Append runs meanwhile (the
-	// topics are broken until the switch).
+	// topics are broken until the switch). The topics being deleted are numbered as well: a
+	// delete that does not commit puts its topic back, before the switch or after it.
 	s.mu.RLock()
-	topics := make([]*topic, 0, len(s.topics))
+	topics := make([]*topic, 0, len(s.topics)+len(s.unsettled))
 	for _, t := range s.topics {
 		topics = append(topics, t)
+	}
+	for _, u := range s.unsettled {
+		if u.sb == nil {
+			topics = append(topics, u.t)
+		}
 	}
 	s.mu.RUnlock()
 	lasts := make(map[*topic]uint64, len(topics))
@@ -110,6 +124,9 @@ func (s *Store) tryRecover() (done, attempted bool) {
 			return false, true
 		}
 		lasts[t] = last
+	}
+	if s.opts.onRecoverSwitch != nil {
+		s.opts.onRecoverSwitch()
 	}
 	written := 0
 	for {
@@ -123,6 +140,7 @@ func (s *Store) tryRecover() (done, attempted bool) {
 				return true, true
 			}
 			s.gen = g
+			s.applySettled(settled)
 			for t, last := range lasts {
 				t.mu.Lock()
 				t.next = max(last, t.floor, t.next)
@@ -136,6 +154,9 @@ func (s *Store) tryRecover() (done, attempted bool) {
 		}
 		s.mu.Unlock()
 		for i, w := range batch {
+			if settled.topics[w.t] || settled.subs[w.sb] {
+				continue // deleted on disk: its state goes with it
+			}
 			b := g.db.NewBatch()
 			err := w.build(b)
 			if err == nil {
@@ -175,13 +196,17 @@ func (s *Store) dropGeneration(g *generation) {
 
 // copyState writes the subscription state old holds (cursors, parked events, probation,
 // trim floors: everything written without a sync, which its memtable has and its log may
-// not) to g, replacing g's, in one synced batch.
-func (s *Store) copyState(old, g *generation) error {
+// not) to g, replacing g's, in one synced batch; but none under skip's ids (of topics and
+// subscriptions whose delete is on disk, settleDeletes).
+func (s *Store) copyState(old, g *generation, skip map[uint64]bool) error {
 	b := g.db.NewBatch()
 	var errs []error
 	for _, p := range []byte{prefixCursor, prefixParked, prefixProbation, prefixFloor} {
 		errs = append(errs, b.DeleteRange([]byte{p}, []byte{p + 1}, nil))
 		err := scan(old.db, []byte{p}, []byte{p + 1}, func(k, v []byte) error {
+			if len(k) >= 9 && skip[idOf(k)] {
+				return nil
+			}
 			if p == prefixFloor {
 				// The journal up to the floor was trimmed in old; the log may have lost that.
 				if floor, ok := decodeUint64(v); ok && len(k) == 9 {
@@ -197,6 +222,94 @@ func (s *Store) copyState(old, g *generation) error {
 		return fmt.Errorf("copying subscription state: %w", err)
 	}
 	return g.commit(b, pebble.Sync, s.onFail)
+}
+
+// settled is what a recovery found of the deletes whose outcome was not known
+// (settleDeletes): those whose batch is on disk (gone), with their topics, subscriptions and
+// the ids their state is kept under, and those whose definition is still there (kept).
+type settled struct {
+	gone, kept map[deletion]*unsettled
+	topics     map[*topic]bool
+	subs       map[*sub]bool
+	ids        map[uint64]bool
+}
+
+// settleDeletes reads in g, the instance a recovery opened, whether the batch of each delete
+// in s.unsettled is on disk: a delete's synced commit that failed after its batch reached the
+// write-ahead log (the write went through, the sync did not) is replayed by g, though the
+// delete put back in memory what it had taken out. The old instance is fenced, so no batch
+// reaches the disk any more: what g holds is the outcome.
+func (s *Store) settleDeletes(g *generation) (settled, error) {
+	out := settled{gone: map[deletion]*unsettled{}, kept: map[deletion]*unsettled{}, topics: map[*topic]bool{}, subs: map[*sub]bool{}, ids: map[uint64]bool{}}
+	s.mu.RLock()
+	pending := maps.Clone(s.unsettled)
+	s.mu.RUnlock()
+	for d, u := range pending {
+		key := nameKey(prefixTopic, d.topic)
+		if u.sb != nil {
+			key = subDefKey(u.t.id, d.sub)
+		}
+		_, ok, err := get(g.db, key)
+		if err != nil {
+			return settled{}, fmt.Errorf("reading whether a failed delete reached the disk: %w", err)
+		}
+		if ok {
+			out.kept[d] = u
+			continue
+		}
+		out.gone[d] = u
+		if u.sb != nil {
+			out.subs[u.sb], out.ids[u.sb.id] = true, true
+			continue
+		}
+		out.topics[u.t], out.ids[u.t.id] = true, true
+		s.mu.RLock()
+		for _, sb := range u.t.subs {
+			out.subs[sb], out.ids[sb.id] = true, true
+		}
+		for _, dd := range u.t.damagedSubs {
+			if dd.id != 0 {
+				out.ids[dd.id] = true
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return out, nil
+}
+
+// applySettled makes the in-memory catalogue follow what settleDeletes found on disk, as a
+// recovery switches to its new instance (s.mu held). A delete whose batch is on disk and
+// that has put back what it deleted is taken out again; one that has not yet is told not to
+// (it returns nil). A delete found not on disk that has put back what it deleted is done with.
+func (s *Store) applySettled(st settled) {
+	for d, u := range st.kept {
+		if s.unsettled[d] == u && u.restored {
+			delete(s.unsettled, d)
+		}
+	}
+	for d, u := range st.gone {
+		if s.unsettled[d] != u {
+			continue // ended since (it committed)
+		}
+		if !u.restored {
+			u.gone = true
+			continue
+		}
+		delete(s.unsettled, d)
+		what := "topic"
+		if u.sb == nil {
+			if s.topics[d.topic] == u.t {
+				delete(s.topics, d.topic)
+			}
+		} else {
+			what = "subscription"
+			if u.t.subs[d.sub] == u.sb {
+				delete(u.t.subs, d.sub)
+			}
+		}
+		s.log.Warn("disk store: a delete answered with an error (the disk failed as it was written) had reached the disk after all: the "+what+" is deleted, as asked",
+			"dir", s.dir, "topic", clip.String(d.topic), "subscription", clip.String(d.sub))
+	}
 }
 
 // sortParked orders parked events by Seq.

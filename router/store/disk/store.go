@@ -85,6 +85,9 @@ type Options struct {
 	// onDeletionWait, for tests, is called as a catalogue change starts waiting for a
 	// deletion of the topic or subscription it names to end.
 	onDeletionWait func(topic, sub string)
+	// onRecoverSwitch, for tests, is called as a recovery has written the new instance what
+	// it needs and is about to switch to it.
+	onRecoverSwitch func()
 	// tune changes pebble's options, for tests (keeping a table file apart from
 	// compactions).
 	tune func(*pebble.Options)
@@ -155,6 +158,11 @@ type Store struct {
 	// way on them, or committing; each channel is closed when its delete has ended. Guarded by
 	// catalog.
 	deleting map[deletion]chan struct{}
+	// unsettled holds the deletes whose outcome on disk is not known yet, guarded by mu:
+	// those under way, and those whose commit failed and that put back what they had taken
+	// out of memory, until a recovery has read whether their batch reached the disk
+	// (settleDeletes).
+	unsettled map[deletion]*unsettled
 
 	health   healthState
 	kick     chan struct{} // wakes the recovery loop after a failure
@@ -268,6 +276,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		topics:        make(map[string]*topic),
 		damagedTopics: make(map[string]*damagedDef),
 		deleting:      make(map[deletion]chan struct{}),
+		unsettled:     make(map[deletion]*unsettled),
 		kick:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		loopDone:      make(chan struct{}),
@@ -1349,10 +1358,13 @@ func (s *Store) catalogEnter() (g *generation, release func(), err error) {
 // out of the in-memory catalogue (new calls find nothing) and still holds its catalogCall
 // (done). It marks d as being deleted, lets go of the catalogue, waits for the calls under
 // way on what it deletes (ops), then takes the catalogue again and runs commit on the
-// store's generation of that moment. When the store has closed or failed meanwhile, or
-// commit fails, restore puts back what was taken out: it is still on disk. The mark is
-// removed, and the changes waiting for it woken, at the end. The delete stays counted in
-// s.ops throughout, so Close waits for it.
+// store's generation of that moment. When the store has closed or failed meanwhile, restore
+// puts back what was taken out (with s.mu held): it is still on disk. When commit fails, its
+// batch may have reached the disk all the same (the log written, its sync failed): restore
+// puts it back, and the recovery that reopens the store reads whether the batch is on disk
+// and takes it out of memory again if it is (settleDeletes); a delete that finds that
+// recovery has done so returns nil. The mark is removed, and the changes waiting for it
+// woken, at the end. The delete stays counted in s.ops throughout, so Close waits for it.
 func (s *Store) deleteDrained(d deletion, done func(), ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
 	ended := make(chan struct{})
 	s.deleting[d] = ended
@@ -1370,14 +1382,40 @@ func (s *Store) deleteDrained(d deletion, done func(), ops *sync.WaitGroup, comm
 		s.catalog.Unlock()
 	}()
 	g, release, err := s.catalogEnter()
+	attempted := false
 	if err == nil {
 		err = commit(g)
+		attempted = err != nil
 		release()
 	}
-	if err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unsettled[d]
+	switch {
+	case err == nil:
+		delete(s.unsettled, d)
+	case u.gone:
+		delete(s.unsettled, d) // a recovery found the batch on disk: the delete took effect
+		return nil
+	default:
 		restore()
+		if attempted {
+			u.restored = true // until a recovery has read whether the batch is on disk
+		} else {
+			delete(s.unsettled, d)
+		}
 	}
 	return err
+}
+
+// unsettled is a delete whose outcome on disk is not known yet (Store.unsettled): of topic t,
+// or of its subscription sb when sb is not nil.
+type unsettled struct {
+	t  *topic
+	sb *sub
+	// restored is set when its commit failed and it put back what it had taken out of
+	// memory; gone when a recovery found its batch on disk before it did.
+	restored, gone bool
 }
 
 // PutTopic implements [store.Store]. Definitions are committed with a sync.
@@ -1443,6 +1481,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	t, ok := s.topics[name]
 	if ok {
 		delete(s.topics, name)
+		s.unsettled[deletion{topic: name}] = &unsettled{t: t}
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -1469,11 +1508,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		}
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
-	restore := func() {
-		s.mu.Lock()
-		s.topics[name] = t // still on disk
-		s.mu.Unlock()
-	}
+	restore := func() { s.topics[name] = t }
 	if err := s.deleteDrained(deletion{topic: name}, done, &t.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
@@ -1648,6 +1683,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 	if ok {
 		if sb, ok = t.subs[name]; ok {
 			delete(t.subs, name)
+			s.unsettled[deletion{topicName, name}] = &unsettled{t: t, sb: sb}
 		}
 	}
 	s.mu.Unlock()
@@ -1664,11 +1700,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 		}
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
-	restore := func() {
-		s.mu.Lock()
-		t.subs[name] = sb // still on disk
-		s.mu.Unlock()
-	}
+	restore := func() { t.subs[name] = sb }
 	if err := s.deleteDrained(deletion{topicName, name}, done, &sb.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
