@@ -300,6 +300,8 @@ func TestOrphanedAndMalformedSubscriptionKeysAreLeftOut(t *testing.T) {
 	b := s.gen.db.NewBatch()
 	_ = b.Set(subDefKey(999, "lost"), appendDef(nil, 1000, nil), nil)
 	_ = b.Set([]byte{prefixSub, 0, 1}, appendDef(nil, 1001, nil), nil)
+	_ = b.Set(idKey(prefixCursor, 1000), encodeUint64(7), nil) // the orphan's state
+	_ = b.Set(nextIDKey, encodeUint64(1001), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +326,24 @@ func TestOrphanedAndMalformedSubscriptionKeysAreLeftOut(t *testing.T) {
 	if counts[DamageDefinition] != 2 || len(counts) != 1 {
 		t.Errorf("damage counted %v; want two definition damage", counts)
 	}
-	if l := logs.String(); strings.Count(l, "level=ERROR") != 2 || !strings.Contains(l, "topicID=999 subscription=lost") {
-		t.Errorf("want two ERRORs, one naming the orphan; logs:\n%s", l)
+	if l := logs.String(); strings.Count(l, "level=ERROR") != 2 || !strings.Contains(l, "topicID=999 subscription=lost") ||
+		strings.Count(l, "this start removes it") != 2 {
+		t.Errorf("want two ERRORs, one naming the orphan, each saying this start removes it; logs:\n%s", l)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The start that reported them removed them, with the orphan's state: the next one is clean.
+	var logs2 lockedBuffer
+	counts = map[string]int{}
+	s = openCounting(t, dir, nil, &logs2, counts)
+	if len(counts) != 0 || strings.Contains(logs2.String(), "level=ERROR") {
+		t.Errorf("the next start counted %v; logs:\n%s", counts, logs2.String())
+	}
+	for _, k := range [][]byte{subDefKey(999, "lost"), {prefixSub, 0, 1}, idKey(prefixCursor, 1000)} {
+		if _, ok, err := get(s.gen.db, k); ok || err != nil {
+			t.Errorf("key %q is still stored (%v)", k, err)
+		}
 	}
 }
 

@@ -93,10 +93,21 @@ type badDef struct {
 	err     error
 }
 
+// Orphaned and malformed subscription definitions.
+//
+// A subscription stored under a topic id that no topic definition holds, and a subscription
+// key too short to name a topic, belong to nothing the store serves, and no API reaches them:
+// reported and left on disk, they were reported again at every start. The start that reports
+// them removes them (an orphan with the state under its id, when that id can be read and is
+// no one else's), in the synced batch of load's repairs; a read-only store (egrid store check)
+// lists them as what the next start removes. An orphan whose topic id may be a damaged topic's
+// (one whose id cannot be told) stays while that topic does: deleting the topic lets the next
+// start remove it.
+
 // reportDefDamage records and reports what cl found: damaged topics and subscriptions keep
 // their names (s.damagedTopics, topic.damagedSubs), and each is logged once, counted and kept
 // for egrid store check (s.loadProblems).
-func (s *Store) reportDefDamage(cl *catalogLoad) {
+func (s *Store) reportDefDamage(cl *catalogLoad) (removals []repair) {
 	const check = " egrid store check --data-dir DIR lists the damage"
 	// An id the damaged value gives is taken only if no definition that loaded has it and
 	// it was handed out; ids claimed by two damaged definitions are no one's.
@@ -122,8 +133,10 @@ func (s *Store) reportDefDamage(cl *catalogLoad) {
 		return 0
 	}
 	claimedTopics := map[uint64]bool{}
+	unknownTopic := false // a damaged topic whose id cannot be told: orphans may be its
 	for _, d := range cl.topics {
 		id := claim(d.v)
+		unknownTopic = unknownTopic || id == 0
 		s.damagedTopics[d.topic] = &damagedDef{id: id, err: d.err}
 		subs := 0
 		if id != 0 {
@@ -154,23 +167,45 @@ func (s *Store) reportDefDamage(cl *catalogLoad) {
 		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q of topic %q: its definition is damaged (%v): it is not served. %s", ErrCorrupt, name, topic, d.err, fix))
 		s.damaged(DamageDefinition)
 	}
+	removes, removed := "this start removes it", "it is removed"
+	if s.opts.ReadOnly {
+		removes, removed = "the next start of egrid removes it", "the next start of egrid removes it"
+	}
 	for _, d := range cl.orphans {
 		if claimedTopics[d.topicID] {
 			continue // part of a damaged topic, reported with it
 		}
 		name := clip.String(d.name)
-		s.log.Error("disk store: a subscription is stored under a topic id that no topic definition holds; the store starts without it: it is not served. Recover it from a backup of the data directory;"+check,
-			"dir", s.dir, "topicID", d.topicID, "subscription", name)
-		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q is stored under topic id %d, which no topic definition holds: it is not served; restore the directory from a backup to recover it", ErrCorrupt, name, d.topicID))
+		if unknownTopic {
+			s.log.Error("disk store: a subscription is stored under a topic id that no topic definition holds; the store starts without it: it is not served. It may belong to the topic whose definition is damaged; it stays until that topic is deleted. Recover it from a backup of the data directory;"+check,
+				"dir", s.dir, "topicID", d.topicID, "subscription", name)
+			s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q is stored under topic id %d, which no topic definition holds: it is not served, and stays while a topic whose definition is damaged may hold it; restore the directory from a backup to recover it", ErrCorrupt, name, d.topicID))
+			s.damaged(DamageDefinition)
+			continue
+		}
+		removals = append(removals, repair{key: subDefKey(d.topicID, d.name), drop: true})
+		stateKnown := false
+		if id := idOf(d.v); id != 0 && claims[id] == 0 {
+			stateKnown = true
+			lo, hi := idRange(prefixParked, id)
+			hlo, hhi := idRange(prefixHistory, id)
+			removals = append(removals, repair{key: idKey(prefixCursor, id), drop: true}, repair{key: lo, hi: hi, drop: true},
+				repair{key: idKey(prefixProbation, id), drop: true}, repair{key: hlo, hi: hhi, drop: true})
+		}
+		s.log.Error("disk store: a subscription is stored under a topic id that no topic definition holds: it belongs to nothing the store serves and no API reaches it; "+removes+" (with its state when its id can be read). Restore the data directory from a backup if it is missed;"+check,
+			"dir", s.dir, "topicID", d.topicID, "subscription", name, "stateRemoved", stateKnown && !s.opts.ReadOnly)
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription %q is stored under topic id %d, which no topic definition holds: it is not served, and %s; restore the directory from a backup to recover it", ErrCorrupt, name, d.topicID, removed))
 		s.damaged(DamageDefinition)
 	}
 	for _, k := range cl.malformed {
+		removals = append(removals, repair{key: k, drop: true})
 		key := clip.Quote(string(k))
-		s.log.Error("disk store: a subscription definition's key is too short to name its topic; it is left out. Restore the data directory from a backup if a subscription is missing;"+check,
+		s.log.Error("disk store: a subscription definition's key is too short to name its topic: it belongs to nothing the store serves; "+removes+". Restore the data directory from a backup if a subscription is missing;"+check,
 			"dir", s.dir, "key", key)
-		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription definition key %s is too short to name a topic: it is left out", ErrCorrupt, key))
+		s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: subscription definition key %s is too short to name a topic: it is left out, and %s", ErrCorrupt, key, removed))
 		s.damaged(DamageDefinition)
 	}
+	return removals
 }
 
 // findDamagedTopic returns the stored name and record of the damaged topic name, matched

@@ -109,7 +109,10 @@
 // (definitions, rare admin calls) are ordered against each other by Store.catalog, which a
 // delete does not hold while it waits for the calls under way on what it deletes: it marks
 // the name instead, and only a catalogue change naming that topic or subscription waits
-// for the delete to end (it then finds it gone, or back when the delete failed).
+// for the delete to end (it then finds it gone, or back when the delete failed). A delete
+// whose synced write failed may still have its batch on disk (the log written, the sync
+// failed): it puts back what it took out of memory, and the recovery that reopens the store
+// reads whether the batch is on disk and, if it is, takes it out again (settleDeletes).
 //
 // # Damage
 //
@@ -124,7 +127,11 @@
 // probation state is dropped; the subscription loads the rest. A topic or subscription
 // definition that does not decode is left out, logged once, its name kept from PutTopic and
 // PutSubscription ([store.ErrDamaged]) until DeleteTopic or DeleteSubscription removes it
-// (defdamage.go); a damaged table block in the definitions refuses Open. A cursor that does not
+// (defdamage.go); a subscription stored under a topic id that no definition holds, or under a
+// key too short to name a topic, belongs to nothing the store serves: the start that reports
+// it removes it, with its state, unless it may be a damaged topic's whose id cannot be told (it
+// then goes at the first start after that topic's delete); a damaged table block in the
+// definitions refuses Open. A cursor that does not
 // decode is handled as one in a damaged block; a trim floor or the next id that does not
 // decode, or that a damaged block holds, is recomputed from the journal and the keys stored,
 // logged once and written back (valdamage.go). Each piece of damage

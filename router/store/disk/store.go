@@ -395,7 +395,7 @@ func (s *Store) load(g *generation) error {
 		}
 		t, ok := byID[idOf(k)]
 		if !ok {
-			cl.orphans = append(cl.orphans, badDef{topicID: idOf(k), name: string(k[9:])})
+			cl.orphans = append(cl.orphans, badDef{topicID: idOf(k), name: string(k[9:]), v: slices.Clone(v)})
 			cl.orphanSubs[idOf(k)]++
 			return nil
 		}
@@ -435,7 +435,7 @@ func (s *Store) load(g *generation) error {
 		}
 		repairs = append(repairs, r)
 	}
-	s.reportDefDamage(cl)
+	repairs = append(repairs, s.reportDefDamage(cl)...)
 	for name, t := range s.topics {
 		lost, err := loadSeqs(g.db, t)
 		if err != nil {
@@ -469,7 +469,16 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 	defer b.Close()
 	if !s.opts.ReadOnly {
 		for _, r := range repairs {
-			if err := b.Set(r.key, r.value, nil); err != nil {
+			var err error
+			switch {
+			case r.drop && r.hi != nil:
+				err = b.DeleteRange(r.key, r.hi, nil)
+			case r.drop:
+				err = b.Delete(r.key, nil)
+			default:
+				err = b.Set(r.key, r.value, nil)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -22,8 +22,12 @@ import (
 // problem of egrid store check) and written back by repairCursors, in one synced batch, so
 // that the next start is clean; a read-only store (egrid store check) writes nothing.
 
-// repair is a key load writes back once it has recomputed its value.
-type repair struct{ key, value []byte }
+// repair is a key load writes back once it has recomputed its value, or, with drop, a key
+// (or, with hi, the range [key, hi)) it removes (orphaned definitions, defdamage.go).
+type repair struct {
+	key, value, hi []byte
+	drop           bool
+}
 
 // idPrefixes are the prefixes whose keys start with a topic's or subscription's id (keys.go).
 var idPrefixes = []byte{prefixSub, prefixJournal, prefixFloor, prefixCursor, prefixParked, prefixProbation, prefixHistory}
