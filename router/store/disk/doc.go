@@ -134,7 +134,10 @@
 // definitions refuses Open. A cursor that does not
 // decode is handled as one in a damaged block; a trim floor or the next id that does not
 // decode, or that a damaged block holds, is recomputed from the journal and the keys stored,
-// logged once and written back (valdamage.go). Each piece of damage
+// logged once and written back (valdamage.go). A damaged block holding a topic's newest
+// journal entries does not refuse Open either: numbering goes on past every number the block
+// may hold, or, when the block reaches past the journal so that no new entry could be read
+// back, the topic refuses Append until it is deleted (readJournalEnd). Each piece of damage
 // goes to Options.OnCorruption and [Store.Health]. [Check] verifies a store offline (egrid
 // store check). See corruption.go.
 //

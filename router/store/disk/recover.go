@@ -115,15 +115,15 @@ func (s *Store) tryRecover() (done, attempted bool) {
 		}
 	}
 	s.mu.RUnlock()
-	lasts := make(map[*topic]uint64, len(topics))
+	lasts := make(map[*topic]journalEnd, len(topics))
 	for _, t := range topics {
-		last, err := lastJournalSeq(g.db, t.id)
+		end, err := readJournalEnd(g.db, t.id)
 		if err != nil {
 			s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 			s.dropGeneration(g)
 			return false, true
 		}
-		lasts[t] = last
+		lasts[t] = end
 	}
 	if s.opts.onRecoverSwitch != nil {
 		s.opts.onRecoverSwitch()
@@ -141,15 +141,29 @@ func (s *Store) tryRecover() (done, attempted bool) {
 			}
 			s.gen = g
 			s.applySettled(settled)
-			for t, last := range lasts {
+			var found []*topic
+			for t, end := range lasts {
 				t.mu.Lock()
-				t.next = max(last, t.floor, t.next)
+				t.next = max(end.last, t.floor, t.next)
 				t.visible = t.next
 				t.inflight = nil
 				t.broken = false
+				t.endClosed = t.endClosed || end.closed
+				if end.damaged && !t.endReported {
+					found = append(found, t)
+				}
 				t.mu.Unlock()
 			}
+			names := make(map[*topic]string, len(found))
+			for name, t := range s.topics {
+				names[t] = name
+			}
 			s.mu.Unlock()
+			for _, t := range found {
+				if name, ok := names[t]; ok {
+					_ = s.journalEndDamage(name, t, lasts[t]) // found by this reopening
+				}
+			}
 			break
 		}
 		s.mu.Unlock()

@@ -184,6 +184,10 @@ type topic struct {
 	floor    uint64      // highest trimmed seq
 	trimming bool        // a Trim is writing; another one returns at once
 	damaged  []damage    // journal ranges found unreadable (corruption.go)
+	// endClosed: the journal's newest entries are in a damaged table block that reaches
+	// past the journal's end, so no new entry could be read back: Append refuses
+	// (readJournalEnd). endReported: that damage, or the newest entries' alone, is reported.
+	endClosed, endReported bool
 	// damagedSubs holds the subscriptions whose definitions Open found damaged, by stored
 	// name; guarded by Store.mu, as subs (defdamage.go).
 	damagedSubs map[string]*damagedDef
@@ -437,7 +441,7 @@ func (s *Store) load(g *generation) error {
 	}
 	repairs = append(repairs, s.reportDefDamage(cl)...)
 	for name, t := range s.topics {
-		lost, err := loadSeqs(g.db, t)
+		lost, end, err := loadSeqs(g.db, t)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
@@ -447,6 +451,9 @@ func (s *Store) load(g *generation) error {
 				return fmt.Errorf("topic %q: %w", name, err)
 			}
 			repairs = append(repairs, r)
+		}
+		if end.damaged {
+			s.loadProblems = append(s.loadProblems, s.journalEndDamage(name, t, end))
 		}
 	}
 	return s.repairCursors(g, repairs)
@@ -521,29 +528,32 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 
 // loadSeqs sets t's trim floor and newest seq from db. A floor that does not decode, or that
 // pebble reports damaged, is taken as 0 and its kind of damage returned as lost: the caller
-// recomputes it (recomputeFloor).
-func loadSeqs(db *pebble.DB, t *topic) (lost string, err error) {
+// recomputes it (recomputeFloor). The journal's end is read by readJournalEnd, which goes
+// past a damaged table block holding its newest entries; end says whether it did, for the
+// caller to report (journalEndDamage).
+func loadSeqs(db *pebble.DB, t *topic) (lost string, end journalEnd, err error) {
 	t.floor = 0
 	if v, ok, err := get(db, idKey(prefixFloor, t.id)); pebble.IsCorruptionError(err) {
 		lost = DamageTable
 	} else if err != nil {
-		return "", err
+		return "", end, err
 	} else if ok {
 		if t.floor, ok = decodeUint64(v); !ok {
 			t.floor, lost = 0, DamageEntry
 		}
 	}
-	last, err := lastJournalSeq(db, t.id)
+	end, err = readJournalEnd(db, t.id)
 	if err != nil {
-		return "", fmt.Errorf("journal: %w", err)
+		return "", end, fmt.Errorf("journal: %w", err)
 	}
 	// A journal trimmed to nothing has no key left to say where numbering was: the floor
 	// does, so numbers are never handed out twice.
-	t.next = max(last, t.floor)
+	t.next = max(end.last, t.floor)
 	t.visible = t.next
 	t.inflight = nil
 	t.broken = false
-	return lost, nil
+	t.endClosed = end.closed
+	return lost, end, nil
 }
 
 func lastJournalSeq(db *pebble.DB, topicID uint64) (uint64, error) {
@@ -796,6 +806,9 @@ func (t *topic) reserve(n int) (*appendOp, error) {
 	defer t.mu.Unlock()
 	if t.broken {
 		return nil, ErrFailed
+	}
+	if t.endClosed {
+		return nil, errJournalEndClosed
 	}
 	t.next += uint64(n)
 	op := &appendOp{last: t.next, ch: make(chan struct{})}

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -148,6 +149,39 @@ func isolateAndDamage(t *testing.T, s *Store, dir string, key []byte) {
 		}
 	}
 	t.Fatalf("no table file holds %q alone: %v", key, levels)
+}
+
+// isolateAndDamageKeys writes the values of keys (in key order) again into a table file of
+// their own and damages that file's one block: reading any of them fails with pebble's
+// corruption error, and so does any read that pebble must load the block for.
+func isolateAndDamageKeys(t *testing.T, s *Store, dir string, keys ...[]byte) {
+	t.Helper()
+	if err := s.gen.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		v, ok, err := get(s.gen.db, key)
+		if err != nil || !ok {
+			t.Fatalf("reading %q: %v, %v", key, ok, err)
+		}
+		setRaw(t, s, key, v)
+	}
+	if err := s.gen.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.gen.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range levels {
+		for _, f := range level {
+			if bytes.Equal(f.Smallest.UserKey, keys[0]) && bytes.Equal(f.Largest.UserKey, keys[len(keys)-1]) {
+				damageAt(t, filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum)), 8)
+				return
+			}
+		}
+	}
+	t.Fatalf("no table file holds %q alone: %v", keys, levels)
 }
 
 // checkOne runs egrid store check on dir and wants one problem, containing want.
@@ -352,5 +386,125 @@ func TestDamagedNextIDIsRecomputed(t *testing.T) {
 				t.Errorf("after a restart: next id %d; want %d", s.nextID, stray+2)
 			}
 		})
+	}
+}
+
+// checkAll runs egrid store check on dir and wants a problem containing each of want.
+func checkAll(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	r, err := Check(t.Context(), dir, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	for _, w := range want {
+		found := false
+		for _, p := range r.Problems {
+			found = found || strings.Contains(p.Error(), w)
+		}
+		if !found {
+			t.Errorf("Check problems = %v; want one saying %q", r.Problems, w)
+		}
+	}
+}
+
+// A damaged table block holding a topic's newest journal entries no longer refuses Open (the
+// journal's end was read to number new events, and the read failed): numbering goes on past
+// every number the block may hold, so a new event is read back, and the entries the damage
+// hides are reported lost when read. The journal's end is reported (an ERROR, a count of kind
+// table, a problem of egrid store check) at every start while the block is there.
+func TestDamagedJournalEndIsNumberedPast(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	writeValStore(t, dir, 5, 0, func(s *Store) {
+		isolateAndDamageKeys(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10))
+	})
+	checkAll(t, dir, `topic "orders": its newest journal entries are in a damaged table block: a running egrid numbers new events from 11`)
+
+	s := openVal(t, dir)
+	if last, err := s.LastSeq(ctx, "orders"); err != nil || last != 10 {
+		t.Errorf("LastSeq = %d, %v; want 10", last, err)
+	}
+	if seq, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: "11", Raw: []byte(`{}`)}}); err != nil || seq != 11 {
+		t.Fatalf("Append = %d, %v; want 11", seq, err)
+	}
+	if got, err := s.Read(ctx, "orders", 11, 10); err != nil || len(got) != 1 || got[0].Event.ID != "11" {
+		t.Errorf("Read from 11 = %v, %v; want the new event read back", got, err)
+	}
+	if c := s.damage(); c[DamageTable] != 1 || len(c) != 1 {
+		t.Errorf("damage counted %v; want one of kind table", c)
+	}
+	if l := s.logs.String(); strings.Count(l, "level=ERROR") != 1 ||
+		!strings.Contains(l, "a topic's newest journal entries are in a damaged table block; numbering goes on") ||
+		!strings.Contains(l, "topic=orders numberingFrom=11") {
+		t.Errorf("want one ERROR saying numbering goes on from 11; logs:\n%s", l)
+	}
+	if got, err := s.Read(ctx, "orders", 1, 100); err != nil || len(got) == 0 || got[len(got)-1].Seq != 11 {
+		t.Errorf("Read from 1 = %d entries, %v; want what can be read, through 11", len(got), err)
+	}
+	if !strings.Contains(s.logs.String(), "journal entries are in a damaged table block and cannot be read") {
+		t.Errorf("the entries the damage hides are not reported; logs:\n%s", s.logs.String())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openVal(t, dir)
+	if c := s.damage(); c[DamageTable] != 1 || len(c) != 1 {
+		t.Errorf("after a restart: damage counted %v; want the journal's end again", c)
+	}
+	if last, err := s.LastSeq(ctx, "orders"); err != nil || last != 11 {
+		t.Errorf("after a restart: LastSeq = %d, %v; want 11", last, err)
+	}
+	if got, err := s.Read(ctx, "orders", 11, 10); err != nil || len(got) != 1 || got[0].Event.ID != "11" {
+		t.Errorf("after a restart: Read from 11 = %v, %v; want the new event", got, err)
+	}
+}
+
+// A damaged table block holding a topic's newest journal entries and keys past its journal
+// (here the next topic's oldest) is met by any read of the topic's journal end, so no new
+// event of it could be read back: the store opens, that topic refuses Append saying to delete
+// and create it again (or restore a backup), and the next topic, whose oldest entry is lost,
+// numbers on after its newest. Deleted and created again, the topic takes events. Before,
+// Open failed.
+func TestDamagedJournalEndPastTheJournalClosesTheTopic(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	writeValStore(t, dir, 5, 0, func(s *Store) {
+		if err := s.PutTopic(ctx, "later", nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			appendN(t, s, "later", i, i)
+		}
+		isolateAndDamageKeys(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 1))
+	})
+	checkAll(t, dir, `topic "orders": its newest journal entries are in a damaged table block that reaches past the journal's end: a running egrid refuses its publishes`,
+		`topic "later": its newest journal entries are in a damaged table block: a running egrid numbers new events from 4`)
+
+	s := openVal(t, dir)
+	_, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: "11", Raw: []byte(`{}`)}})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "delete the topic and create it again") {
+		t.Errorf("Append to orders = %v; want it refused, saying to delete and create the topic", err)
+	}
+	if seq, err := s.Append(ctx, "later", time.Now(), []*schemas.Event{{ID: "4", Raw: []byte(`{}`)}}); err != nil || seq != 4 {
+		t.Errorf("Append to later = %d, %v; want 4", seq, err)
+	}
+	if got := readSeqs(t, s.Store, "later"); got != "2,3,4" {
+		t.Errorf("later = %s; want 2 to 4, 1 lost in the damaged block", got)
+	}
+	if l := s.logs.String(); !strings.Contains(l, "reaches past the journal's end; the topic takes no new event") || !strings.Contains(l, "topic=orders") {
+		t.Errorf("want an ERROR saying orders takes no new event; logs:\n%s", l)
+	}
+	if err := s.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: "new", Raw: []byte(`{}`)}}); err != nil || seq != 1 {
+		t.Errorf("Append to orders created again = %d, %v; want 1", seq, err)
+	}
+	if got := readSeqs(t, s.Store, "orders"); got != "1" {
+		t.Errorf("orders created again = %s; want 1", got)
 	}
 }

@@ -181,3 +181,109 @@ func highestSubSeq(db *pebble.DB, id uint64) (uint64, error) {
 	}
 	return seq, nil
 }
+
+// journalEnd is where a topic's journal ends, for its numbering (readJournalEnd).
+type journalEnd struct {
+	// last is the newest seq the journal holds; when damaged, the highest a damaged block
+	// may hold, or, closed, the newest read before it.
+	last uint64
+	// damaged: the journal's newest entries are in a damaged table block.
+	damaged bool
+	// closed: damaged, and the block reaches past the journal's end.
+	closed bool
+}
+
+// errJournalEndClosed refuses an Append to a topic whose journal ends in a damaged table block
+// that reaches past it (journalEnd.closed).
+var errJournalEndClosed = fmt.Errorf("%w: the topic's newest journal entries are in a damaged table block that reaches past the journal's end, so a new event could not be read back: delete the topic and create it again (its subscriptions with it), or restore the data directory from a backup; egrid store check --data-dir DIR lists the damage", ErrCorrupt)
+
+// readJournalEnd returns where the journal of topic id ends. Numbering goes on after last: a
+// damaged table block holding the journal's newest entries (pebble fails the read of its
+// last key) does not stop the store. Every key of such a block lies below the lowest seq from
+// which the journal reads to its end without meeting damage, and numbers from there on are
+// read back: last is that seq less one, or the newest seq read from it when higher. When no
+// seq reads clean to the end (the block holds keys past the journal too: pebble loads it for
+// any read of the journal's end), closed says so: no new event of the topic could be read
+// back, and last is the newest seq read before the damage.
+func readJournalEnd(db *pebble.DB, id uint64) (journalEnd, error) {
+	last, err := lastJournalSeq(db, id)
+	if !pebble.IsCorruptionError(err) {
+		return journalEnd{last: last}, err
+	}
+	_, hi := idRange(prefixJournal, id)
+	// tail reads the journal from seq to its end: clean when no damage is met, with the
+	// newest seq read.
+	tail := func(seq uint64) (newest uint64, clean bool, err error) {
+		err = scan(db, seqKey(prefixJournal, id, seq), hi, func(k, _ []byte) error {
+			newest = seqOf(k)
+			return nil
+		})
+		if pebble.IsCorruptionError(err) {
+			return newest, false, nil
+		}
+		return newest, err == nil, err
+	}
+	before, clean, err := tail(0)
+	if err != nil || clean {
+		return journalEnd{last: before}, err // the damage lies past the journal's keys
+	}
+	newest, clean, err := tail(math.MaxUint64)
+	if err != nil {
+		return journalEnd{}, err
+	}
+	if !clean {
+		return journalEnd{last: before, damaged: true, closed: true}, nil
+	}
+	// tail(bad) meets the damage, tail(good) does not: step out from the newest seq read
+	// before the damage, then bisect back.
+	bad, good := before, uint64(math.MaxUint64)
+	for step := uint64(1); step < good-before; step *= 2 {
+		n, clean, err := tail(before + step)
+		if err != nil {
+			return journalEnd{}, err
+		}
+		if clean {
+			good, newest = before+step, n
+			break
+		}
+		bad = before + step
+		if step > (math.MaxUint64-before)/2 {
+			break
+		}
+	}
+	for good-bad > 1 {
+		mid := bad + (good-bad)/2
+		n, clean, err := tail(mid)
+		if err != nil {
+			return journalEnd{}, err
+		}
+		if clean {
+			good, newest = mid, n
+		} else {
+			bad = mid
+		}
+	}
+	return journalEnd{last: max(good-1, newest), damaged: true}, nil
+}
+
+// journalEndDamage reports, once, that the newest entries of topic t's journal (name) are in
+// a damaged table block (readJournalEnd): an ERROR saying where numbering goes on or, the
+// block reaching past the journal, that t takes no new event and what to do, and a count. It
+// returns the problem for egrid store check. The entries in the block are reported as lost
+// when a Read reaches them (skipDamage).
+func (s *Store) journalEndDamage(name string, t *topic, end journalEnd) error {
+	t.mu.Lock()
+	t.endReported = true
+	next := t.next
+	t.mu.Unlock()
+	topic := clip.String(name)
+	s.damaged(DamageTable)
+	if end.closed {
+		s.log.Error("disk store: a topic's newest journal entries are in a damaged table block that reaches past the journal's end; the topic takes no new event (a publish is refused: it could not be read back), its subscriptions deliver what the journal holds before the block. Delete the topic and create it again (egrid topic delete --name NAME; its subscriptions go with it), or restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
+			"dir", s.dir, "topic", topic, "readThrough", end.last)
+		return fmt.Errorf("%w: topic %q: its newest journal entries are in a damaged table block that reaches past the journal's end: a running egrid refuses its publishes (they could not be read back); delete the topic and create it again, or restore the directory from a backup", ErrCorrupt, topic)
+	}
+	s.log.Error("disk store: a topic's newest journal entries are in a damaged table block; numbering goes on past every number the block may hold, so new events are read back. The entries in the block are lost to every subscription (reading the journal names them); restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "topic", topic, "numberingFrom", next+1)
+	return fmt.Errorf("%w: topic %q: its newest journal entries are in a damaged table block: a running egrid numbers new events from %d, past it; the entries in it are lost", ErrCorrupt, topic, next+1)
+}
