@@ -508,3 +508,35 @@ func TestDamagedJournalEndPastTheJournalClosesTheTopic(t *testing.T) {
 		t.Errorf("orders created again = %s; want 1", got)
 	}
 }
+
+// A trim floor recomputed while the journal's oldest block is damaged too (here both in one
+// table block) takes the journal for what it is, not empty: the floor becomes 0, so the
+// subscription behind reads on from its cursor, is told the damaged entry is lost and gets
+// every entry after it. Before, the failed read was taken for an empty journal and the floor
+// set to the highest seq a subscription held: audit, at 5, silently skipped 7 to 9, which
+// could be read.
+func TestDamagedTrimFloorIsNotRaisedPastADamagedOldestBlock(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	writeValStore(t, dir, 5, 5, func(s *Store) {
+		id := s.topics["orders"].id
+		isolateAndDamageKeys(t, s, dir, idKey(prefixFloor, id), seqKey(prefixJournal, id, 6))
+	})
+	checkAll(t, dir, `topic "orders": its trim floor is in a damaged table block: a running egrid recomputes it as 0`)
+
+	s := openVal(t, dir)
+	if f := s.topics["orders"].floor; f != 0 {
+		t.Errorf("floor %d; want 0", f)
+	}
+	got, err := s.Read(ctx, "orders", 6, 100)
+	var seqs []string
+	for _, e := range got {
+		seqs = append(seqs, fmt.Sprint(e.Seq))
+	}
+	if err != nil || strings.Join(seqs, ",") != "7,8,9,10" {
+		t.Errorf("Read from audit's cursor = %v, %v; want 7 to 10", seqs, err)
+	}
+	if l := s.logs.String(); !strings.Contains(l, "journal entries are in a damaged table block and cannot be read") || !strings.Contains(l, "fromSeq=6 throughSeq=6") {
+		t.Errorf("want the lost entry 6 reported; logs:\n%s", l)
+	}
+}

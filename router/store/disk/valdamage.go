@@ -88,8 +88,9 @@ func highestID(db *pebble.DB, prefix byte) (uint64, error) {
 // delivered again to a subscription whose cursor is below them; none is skipped). A journal
 // trimmed to nothing gives no bound: the floor is then the highest seq any of t's
 // subscriptions holds (cursor, parked retries), so that numbering goes on above every seq a
-// subscription has seen and no new event is taken for delivered. loadSeqs has taken the
-// floor as 0.
+// subscription has seen and no new event is taken for delivered. A journal whose oldest block
+// cannot be read is not empty: the floor is 0, and reading the journal reports the block and
+// delivers what follows. loadSeqs has taken the floor as 0.
 func (s *Store) recomputeFloor(g *generation, name string, t *topic, kind string) (repair, error) {
 	lo, hi := idRange(prefixJournal, t.id)
 	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -103,7 +104,11 @@ func (s *Store) recomputeFloor(g *generation, name string, t *topic, kind string
 			floor = blockFirst(seqOf(it.Key()), v) - 1
 		} // else 0: reading the journal reports the damaged block
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil && !pebble.IsCorruptionError(err) {
+	if err := errors.Join(it.Error(), it.Close()); pebble.IsCorruptionError(err) {
+		// The oldest block is damaged, not the journal empty: 0, reading the journal reports
+		// the block and delivers what follows it.
+		floor, empty = 0, false
+	} else if err != nil {
 		return repair{}, fmt.Errorf("recomputing the trim floor: %w", err)
 	}
 	if empty {
