@@ -42,8 +42,9 @@ const (
 	// topic's trim floor is intact but does not decode.
 	DamageEntry = "entry"
 	// DamageDefinition: a topic or subscription definition does not decode, a subscription
-	// is stored under a topic with no definition, a definition's key is malformed, or the
-	// next id (the highest id handed out) does not decode.
+	// is stored under a topic with no definition, a definition's key is malformed, the
+	// next id (the highest id handed out) does not decode, or the secret key check does not
+	// open with the key the definitions open with.
 	DamageDefinition = "definition"
 )
 

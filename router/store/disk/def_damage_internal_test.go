@@ -108,10 +108,17 @@ func TestDamagedTopicDefinitionIsLeftOut(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		key     []byte
+		openKey []byte // the key given at the starts after the damage, when not key
 		damage  func(v []byte) []byte
 		idKnown bool
 	}{
 		{name: "unknown version", damage: func(v []byte) []byte { return append([]byte{0x7f}, v[1:]...) }, idKnown: true},
+		// A store with no key check never sealed a definition (the first seal writes it):
+		// one that looks sealed is damaged, whether a key is given or not. Before, Open
+		// refused, saying to give the key the definitions were sealed with.
+		{name: "looks sealed, store never sealed", damage: func(v []byte) []byte { return append([]byte{formatSealed}, v[1:]...) }, idKnown: true},
+		{name: "looks sealed, store never sealed, key given now", openKey: bytes.Repeat([]byte{1}, 32),
+			damage: func(v []byte) []byte { return append([]byte{formatSealed}, v[1:]...) }, idKnown: true},
 		{name: "cut short", damage: func([]byte) []byte { return []byte{formatV1} }},
 		{name: "sealed, does not open", key: bytes.Repeat([]byte{1}, 32), damage: func(v []byte) []byte {
 			d := bytes.Clone(v)
@@ -128,8 +135,12 @@ func TestDamagedTopicDefinitionIsLeftOut(t *testing.T) {
 				}
 				return nil
 			})
+			key := tc.key
+			if tc.openKey != nil {
+				key = tc.openKey
+			}
 
-			r, err := Check(ctx, dir, tc.key, slog.New(slog.DiscardHandler))
+			r, err := Check(ctx, dir, key, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
@@ -148,7 +159,7 @@ func TestDamagedTopicDefinitionIsLeftOut(t *testing.T) {
 
 			var logs lockedBuffer
 			counts := map[string]int{}
-			s := openCounting(t, dir, tc.key, &logs, counts)
+			s := openCounting(t, dir, key, &logs, counts)
 			if topics, err := s.Topics(ctx); err != nil || names(topics) != "orders" {
 				t.Fatalf("Topics = %v, %v; want orders alone", names(topics), err)
 			}
@@ -211,7 +222,7 @@ func TestDamagedTopicDefinitionIsLeftOut(t *testing.T) {
 				return // its remains stay, reported as orphans
 			}
 			counts = map[string]int{}
-			s = openCounting(t, dir, tc.key, &logs, counts)
+			s = openCounting(t, dir, key, &logs, counts)
 			if topics, err := s.Topics(ctx); err != nil || names(topics) != "broken,orders" || len(counts) != 0 {
 				t.Errorf("after a restart: Topics = %v, %v, damage %v; want both and none", names(topics), err, counts)
 			}
@@ -350,59 +361,151 @@ func TestOrphanedAndMalformedSubscriptionKeysAreLeftOut(t *testing.T) {
 // A damaged table block holding the definitions still refuses Open (the names it holds cannot
 // be read, so the store cannot say which topics it would start without), but the error says
 // so and what to do, wraps ErrCorrupt, is counted, and egrid store check lists it as damage
-// rather than failing to read the store.
+// rather than failing to read the store. So it does with a secret key, whose check runs
+// first and reads the definitions to seal them: before, that read failed Open with pebble's
+// bare error, uncounted.
 func TestDamagedCatalogueBlockRefusesOpenSayingWhatToDo(t *testing.T) {
-	ctx := t.Context()
-	dir := filepath.Join(t.TempDir(), "db")
-	s, err := Open(dir, Options{tune: noCompactions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.gen.db.Flush(); err != nil { // the format and key check apart
-		t.Fatal(err)
-	}
-	b := s.gen.db.NewBatch()
-	for i := range 200 {
-		name := fmt.Sprintf("topic-%03d-%s", i, strings.Repeat("x", 100))
-		_ = b.Set(nameKey(prefixTopic, name), appendDef(nil, uint64(i+1), []byte(strings.Repeat("s", 200))), nil)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.gen.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var table string
-	levels, err := s.gen.db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, level := range levels {
-		for _, f := range level {
-			if f.Smallest.UserKey[0] == prefixTopic {
-				table = filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum))
+	k := bytes.Repeat([]byte{1}, 32)
+	for _, tc := range []struct {
+		name              string
+		writeKey, openKey []byte
+	}{
+		{name: "no secret key"},
+		{name: "a secret key given at this start", openKey: k},
+		{name: "the secret key the store was written with", writeKey: k, openKey: k},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dir := filepath.Join(t.TempDir(), "db")
+			s, err := Open(dir, Options{tune: noCompactions, SecretKey: tc.writeKey})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if table == "" {
-		t.Fatalf("no table file holds the topic definitions alone: %v", levels)
-	}
-	damageAt(t, table, 8)
+			if err := s.gen.db.Flush(); err != nil { // the format and key check apart
+				t.Fatal(err)
+			}
+			b := s.gen.db.NewBatch()
+			for i := range 200 {
+				name := fmt.Sprintf("topic-%03d-%s", i, strings.Repeat("x", 100))
+				_ = b.Set(nameKey(prefixTopic, name), appendDef(nil, uint64(i+1), []byte(strings.Repeat("s", 200))), nil)
+			}
+			if err := b.Commit(pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.gen.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var table string
+			levels, err := s.gen.db.SSTables()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, level := range levels {
+				for _, f := range level {
+					if f.Smallest.UserKey[0] == prefixTopic {
+						table = filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum))
+					}
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if table == "" {
+				t.Fatalf("no table file holds the topic definitions alone: %v", levels)
+			}
+			damageAt(t, table, 8)
 
-	counts := map[string]int{}
-	_, err = Open(dir, Options{tune: noCompactions, OnCorruption: func(kind string) { counts[kind]++ }})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "definitions are in a damaged table block") ||
-		!strings.Contains(err.Error(), "Restore the directory from a backup") || !strings.Contains(err.Error(), "egrid store check") {
-		t.Fatalf("Open = %v; want ErrCorrupt saying the definitions are damaged and what to do", err)
+			counts := map[string]int{}
+			_, err = Open(dir, Options{tune: noCompactions, SecretKey: tc.openKey, OnCorruption: func(kind string) { counts[kind]++ }})
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "definitions are in a damaged table block") ||
+				!strings.Contains(err.Error(), "Restore the directory from a backup") || !strings.Contains(err.Error(), "egrid store check") {
+				t.Fatalf("Open = %v; want ErrCorrupt saying the definitions are damaged and what to do", err)
+			}
+			if counts[DamageTable] != 1 {
+				t.Errorf("damage counted %v; want one table damage", counts)
+			}
+			r, err := Check(ctx, dir, tc.openKey, slog.New(slog.DiscardHandler))
+			if err != nil || len(r.Problems) != 1 || !errors.Is(r.Problems[0], ErrCorrupt) {
+				t.Errorf("Check = %+v, %v; want the damage as its one problem", r, err)
+			}
+		})
 	}
-	if counts[DamageTable] != 1 {
-		t.Errorf("damage counted %v; want one table damage", counts)
-	}
-	r, err := Check(ctx, dir, nil, slog.New(slog.DiscardHandler))
-	if err != nil || len(r.Problems) != 1 || !errors.Is(r.Problems[0], ErrCorrupt) {
-		t.Errorf("Check = %+v, %v; want the damage as its one problem", r, err)
+}
+
+// The secret key check (K) tells a wrong key from damage; damaged itself, it must not be taken
+// for a wrong key, nor stop the store: when a sealed definition opens with the key given, the
+// key is right, so the store opens, says so once (an ERROR, a count of kind table when pebble
+// reports the block damaged, definition when it does not open; a problem of egrid store
+// check), writes the key check again and the next start is clean. A key that opens no
+// definition is still refused as one that does not fit, and no key as none. Before, a key
+// check in a damaged block failed Open with pebble's bare error, and one that did not open
+// refused the right key as the wrong one.
+func TestDamagedKeyCheckIsToldFromAWrongKey(t *testing.T) {
+	k := bytes.Repeat([]byte{1}, 32)
+	for _, tc := range []struct {
+		name string
+		kind string
+	}{
+		{name: "in a damaged table block", kind: DamageTable},
+		{name: "does not open", kind: DamageDefinition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dir := filepath.Join(t.TempDir(), "db")
+			writeDefStore(t, dir, k, func(k, v []byte) []byte { return nil })
+			s, err := Open(dir, Options{tune: noCompactions, SecretKey: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.kind == DamageTable {
+				isolateAndDamageKeys(t, s, dir, keyCheckKey)
+			} else {
+				v, _, _ := get(s.gen.db, keyCheckKey)
+				v = bytes.Clone(v)
+				v[len(v)-1] ^= 0xff
+				setRaw(t, s, keyCheckKey, v)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, wrong := range [][]byte{bytes.Repeat([]byte{2}, 32), nil} {
+				if _, err := Open(dir, Options{tune: noCompactions, SecretKey: wrong}); !errors.Is(err, ErrSecretKey) {
+					t.Errorf("Open with key %x = %v; want ErrSecretKey", wrong, err)
+				}
+			}
+			r, err := Check(ctx, dir, k, slog.New(slog.DiscardHandler))
+			if err != nil || len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Error(), "the secret key check") || r.Topics != 2 {
+				t.Errorf("Check = %+v, %v; want the key check as its one problem, both topics", r, err)
+			}
+
+			var logs lockedBuffer
+			counts := map[string]int{}
+			s, err = Open(dir, Options{tune: noCompactions, SecretKey: k, Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnCorruption: func(kind string) { counts[kind]++ }})
+			if err != nil {
+				t.Fatalf("Open with the right key: %v", err)
+			}
+			if topics, err := s.Topics(ctx); err != nil || names(topics) != "broken,orders" {
+				t.Errorf("Topics = %v, %v; want both", names(topics), err)
+			}
+			if counts[tc.kind] != 1 || len(counts) != 1 {
+				t.Errorf("damage counted %v; want one of kind %s", counts, tc.kind)
+			}
+			if l := logs.String(); strings.Count(l, "level=ERROR") != 1 || !strings.Contains(l, "the secret key check") {
+				t.Errorf("want one ERROR on the key check; logs:\n%s", l)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var logs2 lockedBuffer
+			counts = map[string]int{}
+			s, err = Open(dir, Options{tune: noCompactions, SecretKey: k, Logger: slog.New(slog.NewTextHandler(&logs2, nil)), OnCorruption: func(kind string) { counts[kind]++ }})
+			if err != nil {
+				t.Fatalf("the next start: %v", err)
+			}
+			defer s.Close()
+			if len(counts) != 0 || strings.Contains(logs2.String(), "level=ERROR") {
+				t.Errorf("the next start counted %v; logs:\n%s", counts, logs2.String())
+			}
+		})
 	}
 }

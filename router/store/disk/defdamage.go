@@ -25,9 +25,10 @@ import (
 // gives (when that id can be read and is no definition's that loaded), so that the name can be
 // created again.
 //
-// A sealed definition that does not open with the secret key is damage only when the store's
-// key check proved the key right at this Open (checkKey): otherwise the key does not fit and
-// Open refuses, as a matter of configuration.
+// A sealed definition that does not open with the secret key is damage only when the key was
+// proven right at this Open (checkKey: by the key check, or, that being damaged, by another
+// definition), or the store has no key check and so never sealed one: otherwise the key does
+// not fit and Open refuses, as a matter of configuration.
 
 // damagedDef is a definition found damaged at Open.
 type damagedDef struct {

@@ -29,7 +29,8 @@ import (
 // Existing plaintext definitions (a store from before the key was given) are read and
 // sealed at Open, in one synced batch; pebble drops the plaintext copies as it compacts.
 // Without a key, a store whose definitions are sealed refuses to open, and so does a store
-// opened with another key: both say which setting to fix.
+// opened with another key: both say which setting to fix. A damaged key check is not taken
+// for a wrong key when a definition opens with the key given (checkKey).
 
 // formatSealed is the version byte of a sealed definition.
 const formatSealed = 2
@@ -105,7 +106,10 @@ func (s *Store) encodeDef(key []byte, id uint64, spec []byte) []byte {
 // decodeDef decodes a definition stored under key, plaintext or sealed.
 func (s *Store) decodeDef(key, v []byte) (id uint64, spec []byte, err error) {
 	if len(v) > 0 && v[0] == formatSealed {
-		if s.sealer == nil {
+		switch {
+		case s.sealer == nil && s.keyChecked:
+			return 0, nil, fmt.Errorf("%w: it looks sealed, but the store has no key check: no definition was ever sealed", errCorrupt)
+		case s.sealer == nil:
 			return 0, nil, fmt.Errorf("%w: the definitions are encrypted: give the secret key they were written with (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey)
 		}
 		return s.sealer.open(key, v)
@@ -140,21 +144,59 @@ func ReadSecretKey(path string) ([]byte, error) {
 }
 
 // checkKey checks the secret key against the store's key check (K) and, with a key, seals
-// every plaintext definition and writes the key check, in one synced batch.
+// every plaintext definition and writes the key check, in one synced batch. It runs before
+// load, so damage it meets is told apart from a key that does not fit:
+//
+//   - a key check that a damaged table block keeps from being read, or that does not open
+//     with the key given, is damaged when a sealed definition opens with that key: the key
+//     is right (keyChecked), the key check is reported (keyCheckDamage) and written again;
+//     when none opens, the key does not fit and Open refuses, as a matter of configuration;
+//   - no key check at all means no definition was ever sealed (the first seal writes it, in
+//     the same batch): a definition that looks sealed is damaged, not sealed with a key the
+//     store was not given (keyChecked);
+//   - a damaged table block among the definitions, met while sealing or proving the key,
+//     refuses Open as load would (catalogCorrupt), with the error that says what to do.
 func (s *Store) checkKey(g *generation) error {
 	v, ok, err := get(g.db, keyCheckKey)
-	if err != nil {
+	lost := ""
+	switch {
+	case pebble.IsCorruptionError(err):
+		lost, ok = DamageTable, false
+	case err != nil:
 		return err
 	}
 	switch {
+	case lost != "" && s.sealer == nil:
+		return nil // sealed definitions, if any, refuse the load: give the key
 	case ok && s.sealer == nil:
 		return fmt.Errorf("%w: the definitions are encrypted: give the secret key they were written with (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey)
 	case ok:
 		if _, _, err := s.sealer.open(keyCheckKey, v); err != nil {
-			return fmt.Errorf("%w: the secret key is not the one the definitions were written with: give that key (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey)
+			lost = DamageDefinition
+		} else {
+			s.keyChecked = true
 		}
-		s.keyChecked = true
-	case s.sealer == nil, s.opts.ReadOnly:
+	case lost == "":
+		s.keyChecked = true // nothing was ever sealed
+	}
+	if lost != "" {
+		proven, sealed, err := s.keyProven(g)
+		if err != nil {
+			return err
+		}
+		if !proven && (sealed || lost == DamageDefinition) {
+			what := "the secret key is not the one the definitions were written with"
+			if lost == DamageTable {
+				what = "the key check is in a damaged table block and no definition opens with the secret key: it is not the one they were written with"
+			}
+			return fmt.Errorf("%w: %s: give that key (--secret-key-file or EGRID_SECRET_KEY_FILE)", ErrSecretKey, what)
+		}
+		if proven {
+			s.keyCheckDamage(lost)
+		}
+		s.keyChecked, ok = true, false // written again below
+	}
+	if s.sealer == nil || s.opts.ReadOnly {
 		return nil
 	}
 	b := g.db.NewBatch()
@@ -178,6 +220,9 @@ func (s *Store) checkKey(g *generation) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		_ = b.Close()
+		if pebble.IsCorruptionError(err) {
+			return s.catalogCorrupt(err)
+		}
 		return err
 	}
 	if b.Empty() {
@@ -191,6 +236,45 @@ func (s *Store) checkKey(g *generation) error {
 		s.log.Info("disk store: encrypted the stored definitions with the secret key", "definitions", sealed)
 	}
 	return nil
+}
+
+// keyProven reports whether a sealed definition opens with the secret key (proving the key
+// right without the key check), and whether any sealed definition was found.
+func (s *Store) keyProven(g *generation) (proven, sealed bool, err error) {
+	for _, p := range []byte{prefixTopic, prefixSub} {
+		err := scan(g.db, []byte{p}, []byte{p + 1}, func(k, v []byte) error {
+			if len(v) == 0 || v[0] != formatSealed {
+				return nil
+			}
+			sealed = true
+			if _, _, err := s.sealer.open(k, v); err == nil {
+				proven = true
+				return errStop
+			}
+			return nil
+		})
+		if pebble.IsCorruptionError(err) {
+			return false, false, s.catalogCorrupt(err)
+		}
+		if err != nil || proven {
+			return proven, sealed, err
+		}
+	}
+	return false, sealed, nil
+}
+
+// keyCheckDamage reports, once, a key check lost (kind: DamageTable when pebble reports it
+// damaged, DamageDefinition when it does not open) although a definition proved the key
+// right: nothing is lost, and checkKey writes it again.
+func (s *Store) keyCheckDamage(kind string) {
+	what := "does not open with the secret key, which opens the definitions"
+	if kind == DamageTable {
+		what = "is in a damaged table block"
+	}
+	s.log.Error("disk store: the secret key check (the value that tells a wrong key from damage) "+what+"; the definitions open with the key given, so it is right: the key check is written again and nothing is lost. egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir)
+	s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: the secret key check %s: nothing is lost (a running egrid writes it again)", ErrCorrupt, what))
+	s.damaged(kind)
 }
 
 // checkPrivate refuses a data directory that group or others can read, write or enter: it

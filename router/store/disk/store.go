@@ -145,8 +145,10 @@ type Store struct {
 	// loadProblems holds the damage Open found as it loaded the catalogue (definitions, the
 	// next id) and the topics' trim floors, for egrid store check.
 	loadProblems []error
-	// keyChecked is set by checkKey when the key check opened with the secret key: a
-	// sealed definition that does not open is then damaged, not sealed with another key.
+	// keyChecked is set by checkKey when the key is proven right (the key check, or, that
+	// being damaged, a definition opened with it) or the store has no key check (no
+	// definition was ever sealed): a sealed definition that does not open is then damaged,
+	// not sealed with another key.
 	keyChecked bool
 
 	// catalog orders the catalogue changes (definitions, on the admin plane) against each
