@@ -326,6 +326,46 @@ func (s *Store) skipDamage(db *pebble.DB, topicName string, t *topic, seq, visib
 	return good
 }
 
+// readableBefore returns the highest number end in next..bound at which topic t's journal
+// reads from next up to end (exclusive) without meeting a damaged table block, where the read
+// from next up to bound met one. A seek positions every level of the store at its first key
+// at or after next, loading that key's block, so a damaged block in one table file fails the
+// reads of the entries below it held by others; a read bounded below the damaged block leaves
+// its table file out. It returns next when nothing can be read before the damage, or when next
+// is in a range already found damaged.
+func readableBefore(db *pebble.DB, t *topic, next, bound uint64) uint64 {
+	t.mu.Lock()
+	for _, d := range t.damaged {
+		if next >= d.lo && next <= d.hi {
+			t.mu.Unlock()
+			return next
+		}
+	}
+	t.mu.Unlock()
+	key := func(at uint64) []byte { return seqKey(prefixJournal, t.id, at) }
+	readable := func(end uint64) bool {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: key(next), UpperBound: key(end)})
+		if err != nil {
+			return false
+		}
+		if it.First() {
+			_, err = it.ValueAndErr()
+		}
+		err = errors.Join(err, it.Error(), it.Close())
+		return !pebble.IsCorruptionError(err)
+	}
+	good, bad := next, bound // an empty read is readable; the read up to bound was not
+	for bad-good > 1 {
+		mid := good + (bad-good)/2
+		if readable(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good
+}
+
 // firstReadable returns the first number after seq, up to last+1 (none), at which a key range
 // made by key reads again: where the first key at or after key(at), below upper, reads
 // without a corruption error. A damaged table block holds some numbers from seq on: it steps

@@ -121,7 +121,8 @@
 // wrapping [ErrCorrupt] that says what would be lost and how to recover; so it does when
 // pebble refuses to open a store whose table file is cut short or missing (its own error
 // says neither what is lost nor what to do). Read skips a damaged
-// table block, logging once which journal entries are lost. A damaged table block of a
+// table block, logging once which journal entries are lost, and reads the entries before it
+// that other table files hold (readableBefore). A damaged table block of a
 // subscription's state costs only what it holds, logged once: a cursor starts again at the
 // journal's oldest entry (delivered again, none skipped), parked retries in it are lost, a
 // probation state is dropped; the subscription loads the rest. A topic or subscription

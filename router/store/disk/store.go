@@ -864,12 +864,13 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 		return nil, nil
 	}
 	var out []store.Entry
+	bound := visible + 1 // the read stops before it: lower below a damaged table block
 	for from <= visible && len(out) < limit {
 		next := from
 		var undecodable *undecodableBlock
 		// A block's key is its last seq: the first key at or after from is the block
 		// holding from (or the next one, after a hole).
-		err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, visible+1), func(k, v []byte) error {
+		err = scan(c.g.db, seqKey(prefixJournal, c.t.id, from), seqKey(prefixJournal, c.t.id, bound), func(k, v []byte) error {
 			err := decodeJournal(seqOf(k), v, next, func(e store.Entry) error {
 				out = append(out, e)
 				next = e.Seq + 1
@@ -885,6 +886,11 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 			return err
 		})
 		switch {
+		case err == nil && bound <= visible && next == from:
+			// Nothing below the damaged block was left to read (the range held no entry).
+			from, bound = s.skipDamage(c.g.db, topicName, c.t, next, visible), visible+1
+		case err == nil && bound <= visible:
+			from, bound = next, visible+1 // read below a damaged block: on to it
 		case err == nil:
 			return out, nil
 		case undecodable != nil && errors.Is(err, undecodable):
@@ -892,8 +898,13 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 			// a damaged table block, for its entries from next on.
 			from = s.skipUndecodable(topicName, c.t, next, undecodable)
 		case pebble.IsCorruptionError(err):
+			if end := readableBefore(c.g.db, c.t, next, bound); end > next {
+				// The entries below the damaged block, in other table files, are read.
+				from, bound = next, end
+				continue
+			}
 			// A damaged table block: say what is lost, once, and go on after it.
-			from = s.skipDamage(c.g.db, topicName, c.t, next, visible)
+			from, bound = s.skipDamage(c.g.db, topicName, c.t, next, visible), visible+1
 		default:
 			return nil, fmt.Errorf("reading topic %q: %w", topicName, err)
 		}
