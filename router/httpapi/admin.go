@@ -228,14 +228,23 @@ func (a *API) listTopics(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// topicBody is what a topic PUT takes: the spec, plus the read-only properties a read returns,
+// accepted and ignored so a topic read back can be PUT again unchanged (as ARM does, and as
+// subscriptionBody does for event subscriptions).
+type topicBody struct {
+	router.TopicSpec
+	Endpoint          json.RawMessage `json:"endpoint,omitempty"`
+	ProvisioningState json.RawMessage `json:"provisioningState,omitempty"`
+}
+
 func (a *API) putTopic(w http.ResponseWriter, req *http.Request) {
-	var spec router.TopicSpec
-	if !readARM(w, req, &spec) {
+	var body topicBody
+	if !readARM(w, req, &body) {
 		return
 	}
 	name := req.PathValue("topic")
 	_, existed := a.r.Topic(name)
-	saved, err := a.r.CreateTopic(req.Context(), name, spec)
+	saved, err := a.r.CreateTopic(req.Context(), name, body.TopicSpec)
 	if err != nil {
 		a.writeAdminError(w, err)
 		return

@@ -246,3 +246,42 @@ func TestAdminBearerSchemeIgnoresCase(t *testing.T) {
 		}
 	}
 }
+
+// A topic read back can be PUT again unchanged, as an event subscription can (and as ARM
+// takes its own reads): the read-only endpoint and provisioningState it adds are accepted and
+// ignored. Before, a topic read was refused with "unknown field endpoint".
+func TestTopicReadCanBePutAgain(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "s3cret"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	if status, body := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", `{"properties":{"kind":"namespace"}}`); status != 201 {
+		t.Fatalf("PUT topic: %d %v", status, body)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/admin/topics/orders", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	status, again := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", string(read))
+	if status != 200 {
+		t.Fatalf("PUT of the topic as read: %d %v\nread: %s", status, again, read)
+	}
+	if p := again["properties"].(map[string]any); p["kind"] != "namespace" || p["provisioningState"] != "Succeeded" {
+		t.Errorf("PUT of the topic as read answered properties %v", p)
+	}
+	// A read-only property of the wrong kind is still JSON, and still ignored; a misspelt one
+	// is still refused.
+	if status, body := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", `{"properties":{"kind":"namespace","endpoint":1,"provisioningState":null}}`); status != 200 {
+		t.Errorf("PUT with read-only properties: %d %v", status, body)
+	}
+	if status, _ := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", `{"properties":{"endpoints":"x"}}`); status != 400 {
+		t.Errorf("PUT with a misspelt property: %d, want 400", status)
+	}
+}
