@@ -493,16 +493,34 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not carry out the call (save or delete a definition, read a delivery history): retry later; the server log has the cause")
 	default:
-		var details []errorDetail
-		for _, e := range flatten(err) {
-			for _, line := range strings.Split(e.Error(), "\n") {
-				details = append(details, errorDetail{Code: "InvalidProperty", Message: line})
-			}
-		}
-		msg := err.Error()
-		if len(details) > 1 {
-			msg = fmt.Sprintf("%d problems: %s", len(details), strings.ReplaceAll(msg, "\n", "; "))
-		}
-		writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
+		writeProblems(w, err)
 	}
+}
+
+// maxProblems bounds the problems one answer lists, as a publish's decoders bound theirs: a
+// 1 MB definition of 10 000 advanced filters has 20 000 problems, and listing each twice (the
+// message and a detail) made a 25 MB answer. The first ones say what to fix; the count says
+// how many there are.
+const maxProblems = 20
+
+// writeProblems answers 400 with the problems of a definition: one detail each, the first
+// maxProblems of them, and a message listing those and counting the rest.
+func writeProblems(w http.ResponseWriter, err error) {
+	var lines []string
+	for _, e := range flatten(err) {
+		lines = append(lines, strings.Split(e.Error(), "\n")...)
+	}
+	shown := lines[:min(len(lines), maxProblems)]
+	details := make([]errorDetail, len(shown))
+	for i, line := range shown {
+		details[i] = errorDetail{Code: "InvalidProperty", Message: line}
+	}
+	msg := strings.Join(shown, "; ")
+	if len(lines) > 1 {
+		msg = fmt.Sprintf("%d problems: %s", len(lines), msg)
+	}
+	if more := len(lines) - len(shown); more > 0 {
+		msg += fmt.Sprintf("; and %d more not listed here: fix these and send the definition again to see the rest", more)
+	}
+	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
 }
