@@ -33,6 +33,12 @@ import (
 // version).
 const pullPath = "POST /topics/{topic}/eventsubscriptions/{subAction}"
 
+// maxLockTokenBytes bounds one lock token of a settle request. A lock token is 39 characters
+// (package actors); a longer string is no token, and the answer repeats every token that fails
+// (failedLockTokens), so 100 strings of 10 KB, each '<' escaped into six bytes, made a 6 MB
+// answer to a 1 MB request. The bound leaves room for longer tokens of a later version.
+const maxLockTokenBytes = 256
+
 // maxSettleBody bounds a settle request's body: at most router.MaxLockTokens lock tokens,
 // so 1 MB is ample.
 const maxSettleBody = 1 << 20
@@ -321,7 +327,10 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	}
 	for i, tok := range r.LockTokens {
 		if tok == "" {
-			return nil, fmt.Errorf("lockTokens[%d] is empty: %s", i, want)
+			return nil, fmt.Errorf("lockTokens[%d] is empty or null: %s", i, want)
+		}
+		if len(tok) > maxLockTokenBytes {
+			return nil, fmt.Errorf("lockTokens[%d] is %d bytes long, longer than any lock token (at most %d bytes): %s", i, len(tok), maxLockTokenBytes, want)
 		}
 	}
 	return r.LockTokens, nil

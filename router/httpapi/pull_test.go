@@ -310,6 +310,10 @@ func TestPullRefusesBadInput(t *testing.T) {
 			{name: "no tokens", path: q + ":acknowledge", body: `{"lockTokens":[]}`, status: 400, want: []string{"lockTokens is missing or empty"}},
 			{name: "too many tokens", path: q + ":acknowledge", body: `{"lockTokens":["t"` + strings.Repeat(`,"t"`, 100) + `]}`, status: 400, want: []string{"101 tokens", "limit is 100"}},
 			{name: "an empty token", path: q + ":acknowledge", body: `{"lockTokens":["t1",""]}`, status: 400, want: []string{"lockTokens[1] is empty"}},
+			{name: "a null token", path: q + ":acknowledge", body: `{"lockTokens":["t1",null]}`, status: 400, want: []string{"lockTokens[1] is empty or null"}},
+			// Failed tokens are repeated in the answer: a string longer than any lock token is
+			// refused whole, so 100 of 10 KB do not make a 6 MB answer.
+			{name: "a string longer than any lock token", path: q + ":acknowledge", body: `{"lockTokens":["t1","` + strings.Repeat("<", 257) + `"]}`, status: 400, want: []string{"lockTokens[1] is 257 bytes long", "at most 256"}},
 			{name: "receive from a push subscription", path: "/topics/nsq/eventsubscriptions/psh:receive", status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
 			{name: "settle on a push subscription", path: "/topics/nsq/eventsubscriptions/psh:acknowledge", body: tokens, status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
 			{name: "unknown subscription", path: "/topics/nsq/eventsubscriptions/nope:receive", status: 404, want: []string{`"nope"`, "does not exist"}},
