@@ -85,6 +85,10 @@ const maxARMBody = 1 << 20
 // error. A body over maxARMBody is refused whole, not cut at the limit and then reported as
 // malformed (or, when the cut happened to leave valid JSON, taken without its rest).
 func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
+	if enc := contentEncoding(req); enc != "" {
+		writeEncodingError(w, enc)
+		return false
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxARMBody+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())

@@ -232,6 +232,10 @@ type ReplayStreamLine struct {
 }
 
 func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
+	if enc := contentEncoding(req); enc != "" {
+		writeEncodingError(w, enc)
+		return
+	}
 	var body ReplayRequest
 	const maxReplayBody = 1 << 16
 	raw, err := io.ReadAll(io.LimitReader(req.Body, maxReplayBody+1))

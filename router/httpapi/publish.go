@@ -152,9 +152,10 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 }
 
 // contentEncoding returns the request's Content-Encoding when it names a coding other than
-// identity, or "". egrid reads publish bodies as they come: a compressed one would fail to
-// parse as JSON with a misleading syntax error, or, in binary mode, be kept as the event's
-// data and delivered without its coding — bytes the publisher never meant as the data.
+// identity, or "". egrid reads request bodies (publish, definitions, settle, replay) as they
+// come: a compressed one would fail to parse as JSON with a misleading syntax error, or, in
+// binary mode, be kept as the event's data and delivered without its coding — bytes the
+// publisher never meant as the data.
 func contentEncoding(req *http.Request) string {
 	for _, v := range req.Header.Values("Content-Encoding") {
 		for _, coding := range strings.Split(v, ",") {
@@ -164,6 +165,13 @@ func contentEncoding(req *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// writeEncodingError answers a request whose body comes with the Content-Encoding enc
+// (contentEncoding) with 415: egrid does not decode it, and would otherwise refuse the
+// compressed bytes as JSON that is not valid, a syntax error that names no cause.
+func writeEncodingError(w http.ResponseWriter, enc string) {
+	writeError(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType", fmt.Sprintf("the body is sent with Content-Encoding %q, which egrid does not decode; nothing was done: send the body uncompressed, without Content-Encoding", clip.String(enc)))
 }
 
 // writeAuthError answers a refused publish: 401 Unauthorized, 400 BadRequest for a SAS

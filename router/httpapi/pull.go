@@ -265,6 +265,10 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 			delay = d
 		}
 	}
+	if enc := contentEncoding(req); enc != "" {
+		writeEncodingError(w, enc)
+		return
+	}
 	tokens, err := readLockTokens(req)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
