@@ -143,3 +143,10 @@ func (j *JSONScanner) End() error { return j.s.end() }
 // encoding/json decodes it (escapes resolved, lone surrogates and bytes that are not UTF-8
 // read as U+FFFD).
 func UnquoteJSON(tok []byte, decode bool) string { return unquote(tok, decode) }
+
+// LoneSurrogate returns the first \u escape of the string token tok (from
+// [JSONScanner.String] or [JSONScanner.Key]'s bytes, quotes included or not) that holds half of
+// a UTF-16 surrogate pair without its other half, or "" when there is none. Decoded, such an
+// escape reads as U+FFFD, so two different strings would decode the same; the decoders refuse
+// it in every member they decode.
+func LoneSurrogate(tok []byte) string { return loneSurrogate(tok) }

@@ -109,6 +109,10 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		body = []byte("{}")
 	}
+	if err := checkStrictJSON(body); err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return false
+	}
 	if err := json.Unmarshal(body, &env); err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not valid JSON: "+jsonProblem(err)+`; send {"properties": {...}}`)
 		return false

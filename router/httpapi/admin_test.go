@@ -347,3 +347,44 @@ func TestAdminProblemsAreListedUpToTwenty(t *testing.T) {
 		})
 	}
 }
+
+// A definition is stored as it was sent or refused saying why: encoding/json reads bytes that
+// are not UTF-8 and a \u escape of half a surrogate pair as U+FFFD, and keeps the last of a
+// member sent twice, so a filter value or a label was stored as other text than was sent, and
+// a second "properties" dropped the first whole — each answered 200 or 201. A surrogate pair
+// is a character and is taken.
+func TestAdminDefinitionsAreTakenAsSent(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "s3cret", SkipEndpointValidation: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	if status, body := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders", `{}`); status != 201 {
+		t.Fatalf("PUT topic: %d %v", status, body)
+	}
+	const dest = `"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"https://127.0.0.1/"}}`
+	for _, c := range []struct{ name, body, want string }{
+		{"a label that is not UTF-8", `{"properties":{` + dest + `,"labels":["a` + "\xff" + `"]}}`, "not valid UTF-8"},
+		{"a filter value holding half a surrogate pair", `{"properties":{` + dest + `,"filter":{"advancedFilters":[{"operatorType":"StringIn","key":"data.a","values":["x\ud800"]}]}}}`, `"properties.filter.advancedFilters[0].values[0]" holds the escape \ud800`},
+		{"a member name holding half a surrogate pair", `{"properties":{` + dest + `,"filter":{"advancedFilters":[{"operatorType":"StringIn","key":"data.a","values":["x"],"\udc00":1}]}}}`, `holds the escape \udc00`},
+		{"properties sent twice", `{"properties":{` + dest + `},"properties":{"labels":["a"]}}`, `"properties": the member is sent twice`},
+		{"a member sent twice", `{"properties":{` + dest + `,"retryPolicy":{"maxDeliveryAttempts":3},"retryPolicy":{}}}`, `"properties.retryPolicy": the member is sent twice`},
+		{"a member sent twice in two cases", `{"properties":{` + dest + `,"Destination":{}}}`, `as "destination" and "Destination"`},
+		{"a tag sent twice", `{"tags":{"env":"a","env":"b"},"properties":{` + dest + `}}`, `"tags.env": the member is sent twice`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders/eventSubscriptions/billing", c.body)
+			e, _ := body["error"].(map[string]any)
+			msg, _ := e["message"].(string)
+			if status != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%d %v, want 400 saying %s", status, body, c.want)
+			}
+		})
+	}
+	status, body := adminDo(t, srv, "s3cret", "PUT", "/admin/topics/orders/eventSubscriptions/billing", `{"properties":{`+dest+`,"labels":["\ud83d\ude00"]}}`)
+	if status != 201 || body["properties"].(map[string]any)["labels"].([]any)[0] != "😀" {
+		t.Errorf("a label of a surrogate pair: %d %v, want 201 with the label 😀", status, body)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -141,27 +142,110 @@ func FuzzAdminDefinitions(f *testing.F) {
 		f.Add([]byte(s.topic), []byte(s.sub))
 	}
 	_, api := newFuzzAPI(f)
+	f.Fuzz(func(t *testing.T, topicBody, subBody []byte) {
+		putDefinitions(t, api, topicBody, subBody)
+	})
+}
+
+// putDefinitions PUTs a topic and then an event subscription of it, checks both answers and
+// the round trip of what is accepted, and deletes the topic.
+func putDefinitions(t *testing.T, api http.Handler, topicBody, subBody []byte) {
+	t.Helper()
 	const topicPath = "/admin/topics/fuzz-topic"
 	const subPath = topicPath + "/eventSubscriptions/fuzz-sub"
-	f.Fuzz(func(t *testing.T, topicBody, subBody []byte) {
-		defer fuzzDo(api, http.MethodDelete, topicPath, nil, nil)
+	defer fuzzDo(api, http.MethodDelete, topicPath, nil, nil)
 
-		put := fuzzDo(api, http.MethodPut, topicPath, nil, topicBody)
-		if put.Code >= 300 {
-			checkAnswer(t, "PUT topic", put, errorBound(len(topicBody)))
-			return
-		}
-		checkAnswer(t, "PUT topic", put, okBound(len(topicBody)))
-		roundTrip(t, api, "topic", topicPath, put)
+	put := fuzzDo(api, http.MethodPut, topicPath, nil, topicBody)
+	if put.Code >= 300 {
+		checkAnswer(t, "PUT topic", put, errorBound(len(topicBody)))
+		return
+	}
+	checkAnswer(t, "PUT topic", put, okBound(len(topicBody)))
+	roundTrip(t, api, "topic", topicPath, put)
 
-		put = fuzzDo(api, http.MethodPut, subPath, nil, subBody)
-		if put.Code >= 300 {
-			checkAnswer(t, "PUT event subscription", put, errorBound(len(subBody)))
-			return
+	put = fuzzDo(api, http.MethodPut, subPath, nil, subBody)
+	if put.Code >= 300 {
+		checkAnswer(t, "PUT event subscription", put, errorBound(len(subBody)))
+		return
+	}
+	checkAnswer(t, "PUT event subscription", put, okBound(len(subBody)))
+	roundTrip(t, api, "event subscription", subPath, put)
+}
+
+// FuzzSubscriptionFields fills the fields of a well-formed topic and event subscription with
+// fuzzed strings and numbers, so the fuzzer spends its time in the checks of the values — filters
+// and advanced filters, delivery, retry and dead-letter settings, queue settings — rather than
+// in JSON syntax. The answers are checked as FuzzAdminDefinitions checks them.
+func FuzzSubscriptionFields(f *testing.F) {
+	// shape: bits 0-1 the kind of the advanced filter's value (string, number, range, bool),
+	// bit 2 a queue subscription, bit 3 a Dynamic delivery header, bits 4-5 the topic, bit 6
+	// "value" instead of "values", bit 7 a dead-letter destination.
+	f.Add(uint8(1), "", "NumberIn", "data.n", "x", 1.5, int64(60), int64(10), "https://127.0.0.1/hook", "X-Key", "v", "/a", "t1", "", false)
+	f.Add(uint8(1|4|64), "", "NumberGreaterThan", "data.n", "", 2.0, int64(60), int64(5), "", "", "", "/a", "a,b", "P1D", true)
+	f.Add(uint8(0|16), "CloudEventSchemaV1_0", "StringContains", "subject", "x", 0.0, int64(1), int64(1), "https://127.0.0.1/", "X-A", "\u0000", "", "", "eventgrid-2019", true)
+	f.Add(uint8(2|8|48), "CustomInputSchema", "NumberInRange", "data.a.b", "", -1.0, int64(5), int64(30), "https://127.0.0.1/x?code=1", "X-D", "data.a", "/", "", "", false)
+	f.Add(uint8(3|64|4), "", "BoolEquals", "data.b", "", 0.0, int64(300), int64(10), "", "", "", "", "", "PT1M", true)
+	f.Add(uint8(0), "", "StringIn", "data.\"x", "\xed\xa0\x80", 0.0, int64(0), int64(0), "http://localhost:1", "aeg-x", "\r\n", "\xff", "a,,b", "PT0.5S", false)
+	f.Add(uint8(2|128), "", "NumberInRange", "data.a", "", 1e308, int64(-5), int64(1441), "https://[::1]:99999/", "X-\u00ff", "", "", "", "-P1D", false)
+	_, api := newFuzzAPI(f)
+	topics := []string{`{}`, `{"properties":{"inputSchema":"CloudEventSchemaV1_0"}}`, `{"properties":{"kind":"namespace"}}`,
+		`{"properties":{"inputSchema":"CustomEventSchema","inputSchemaMapping":{"inputSchemaMappingType":"Json","properties":{"id":{"sourceField":"i"},"eventType":{"defaultValue":"t"},"subject":{"defaultValue":"s"},"dataVersion":{"defaultValue":"1"}}}}}`}
+	f.Fuzz(func(t *testing.T, shape uint8, schema, op, key, sval string, num float64, n1, n2 int64, endpoint, hname, hval, prefix, types, ttl string, flag bool) {
+		q := func(s string) string {
+			b, _ := json.Marshal(s)
+			return string(b)
 		}
-		checkAnswer(t, "PUT event subscription", put, okBound(len(subBody)))
-		roundTrip(t, api, "event subscription", subPath, put)
+		value := q(sval)
+		switch shape % 4 {
+		case 1:
+			b, err := json.Marshal(num)
+			if err != nil {
+				return // NaN and infinities are not JSON
+			}
+			value = string(b)
+		case 2:
+			lo, _ := json.Marshal(num)
+			value = "[" + string(lo) + "," + fmt.Sprint(n1) + "]"
+		case 3:
+			value = fmt.Sprint(flag)
+		}
+		af := `{"operatorType":` + q(op) + `,"key":` + q(key) + `,"values":[` + value + `]}`
+		if shape&64 != 0 {
+			af = `{"operatorType":` + q(op) + `,"key":` + q(key) + `,"value":` + value + `}`
+		}
+		mapping := `{"name":` + q(hname) + `,"type":"Static","properties":{"value":` + q(hval) + `,"isSecret":` + fmt.Sprint(flag) + `}}`
+		if shape&8 != 0 {
+			mapping = `{"name":` + q(hname) + `,"type":"Dynamic","properties":{"sourceField":` + q(hval) + `}}`
+		}
+		filter := `"filter":{"subjectBeginsWith":` + q(prefix) + `,"subjectEndsWith":` + q(sval) + `,"includedEventTypes":` + jsonList(types) +
+			`,"isSubjectCaseSensitive":` + fmt.Sprint(flag) + `,"enableAdvancedFilteringOnArrays":` + fmt.Sprint(!flag) + `,"advancedFilters":[` + af + `]}`
+		var sub string
+		topic := topics[int(shape>>4)%len(topics)]
+		if shape&4 != 0 {
+			sub = `{"properties":{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{"receiveLockDurationInSeconds":` + fmt.Sprint(n1) +
+				`,"maxDeliveryCount":` + fmt.Sprint(n2) + `,"eventTimeToLive":` + q(ttl) + `}},` + filter + `,"labels":` + jsonList(types) + `}}`
+			topic = topics[2]
+		} else {
+			sub = `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":` + q(endpoint) +
+				`,"maxEventsPerBatch":` + fmt.Sprint(n1) + `,"preferredBatchSizeInKilobytes":` + fmt.Sprint(n2) +
+				`,"deliveryAttributeMappings":[` + mapping + `]}},` + filter +
+				`,"retryPolicy":{"maxDeliveryAttempts":` + fmt.Sprint(n2) + `,"eventTimeToLiveInMinutes":` + fmt.Sprint(n1) + `,"profile":` + q(ttl) + `}` +
+				`,"eventDeliverySchema":` + q(schema) + `,"labels":` + jsonList(types) + `}}`
+			if shape&128 != 0 {
+				sub = sub[:len(sub)-2] + `,"deadLetterDestination":{"endpointType":"StorageBlob","properties":{"blobContainerName":` + q(hval) + `}}}}`
+			}
+		}
+		putDefinitions(t, api, []byte(topic), []byte(sub))
 	})
+}
+
+// jsonList is the JSON array of the comma-separated parts of s ([] for "").
+func jsonList(s string) string {
+	if s == "" {
+		return "[]"
+	}
+	b, _ := json.Marshal(strings.Split(s, ","))
+	return string(b)
 }
 
 // roundTrip checks that the definition put answered is what a GET reads, and that PUT again as
@@ -184,4 +268,99 @@ func roundTrip(t *testing.T, api http.Handler, what, path string, put *httptest.
 	if got2 := properties(t, "PUT "+what+" again", again.Body.Bytes()); !reflect.DeepEqual(got2, want) {
 		t.Fatalf("PUT %s again as read changed it:\nbefore %s\nafter  %s", what, put.Body.Bytes(), again.Body.Bytes())
 	}
+}
+
+// FuzzPullRequests sends fuzzed query strings and bodies to the pull routes of a queue event
+// subscription (and to the validationUrl route, which reads its query too). Every answer is
+// checked (checkAnswer); a settle answered 200 accounts for every token sent, in order, each
+// either succeeded or failed with a code and a message; a receive answered 200 has its value
+// array. Receives answer at once (EndPolls), so no poll waits.
+func FuzzPullRequests(f *testing.F) {
+	for _, s := range []struct {
+		op          uint8
+		query, body string
+	}{
+		{0, "maxEvents=10&maxWaitTime=10", ""},
+		{0, "maxEvents=0&maxWaitTime=%ff", "x"},
+		{1, "api-version=2024-06-01", `{"lockTokens":["AZoDXR0yVDI2AAAAAAAAAAJoKNSBavG6IhBcmtE"]}`},
+		{2, "releaseDelayInSeconds=3600", `{"lockTokens":["a","a"]}`},
+		{2, "releaseDelayInSeconds=%00&releaseDelayInSeconds=10", `{"lockTokens":["a"]}`},
+		{3, "", `{"lockTokens":[null,""]}`},
+		{4, "", `{"lockTokens":["\ud800"],"LockTokens":["b"]}`},
+		{5, "id=1&token=%zz", ""},
+		{1, "", "{\"lockTokens\":[\"\xff\"]}{}"},
+	} {
+		f.Add(s.op, s.query, []byte(s.body))
+	}
+	r, api := newFuzzAPI(f)
+	api.EndPolls()
+	ctx := context.Background()
+	spec, err := r.CreateTopic(ctx, "nsq", router.TopicSpec{Kind: router.KindNamespace})
+	if err != nil {
+		f.Fatal(err)
+	}
+	queue := router.SubscriptionSpec{DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: router.DeliveryModeQueue}}
+	if err := r.CreateSubscription(ctx, "nsq", "que", queue); err != nil {
+		f.Fatal(err)
+	}
+	ops := []string{"receive", "acknowledge", "release", "reject", "renewLock"}
+	f.Fuzz(func(t *testing.T, op uint8, query string, body []byte) {
+		method, path := http.MethodPost, "/topics/nsq/eventsubscriptions/que"
+		if int(op)%(len(ops)+1) == len(ops) {
+			method, path = http.MethodGet, "/eventsubscriptions/que/validate"
+		} else {
+			path += ":" + ops[int(op)%(len(ops)+1)]
+		}
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.URL.RawQuery = query
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Aeg-Sas-Key", spec.Key1)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		what := method + " " + path + "?" + query
+		if rec.Code >= 300 {
+			checkAnswer(t, what, rec, errorBound(len(body)+len(query)))
+			return
+		}
+		checkAnswer(t, what, rec, okBound(len(body)))
+		switch {
+		case method == http.MethodGet:
+			t.Fatalf("%s: an unknown validation URL answered %d: %s", what, rec.Code, rec.Body)
+		case strings.HasSuffix(path, ":receive"):
+			var res struct {
+				Value []json.RawMessage `json:"value"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || res.Value == nil {
+				t.Fatalf("%s: a receive answered %s (%v), want {\"value\": [...]}", what, rec.Body, err)
+			}
+		default:
+			var sent struct {
+				LockTokens []string `json:"lockTokens"`
+			}
+			if err := json.Unmarshal(body, &sent); err != nil {
+				t.Fatalf("%s: a settle of a body that is not a lock token list (%v) answered 200: %s", what, err, rec.Body)
+			}
+			var res struct {
+				Failed []struct {
+					LockToken string `json:"lockToken"`
+					Error     struct{ Code, Message string }
+				} `json:"failedLockTokens"`
+				Succeeded []string `json:"succeededLockTokens"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || res.Failed == nil || res.Succeeded == nil {
+				t.Fatalf("%s: a settle answered %s (%v), want both failedLockTokens and succeededLockTokens", what, rec.Body, err)
+			}
+			if len(res.Succeeded) != 0 {
+				t.Fatalf("%s: tokens no receive handed out succeeded: %s", what, rec.Body)
+			}
+			if len(res.Failed) != len(sent.LockTokens) {
+				t.Fatalf("%s: %d tokens sent, %d failed and %d succeeded: %s", what, len(sent.LockTokens), len(res.Failed), len(res.Succeeded), rec.Body)
+			}
+			for i, fl := range res.Failed {
+				if fl.LockToken != sent.LockTokens[i] || fl.Error.Code == "" || fl.Error.Message == "" {
+					t.Fatalf("%s: failed token %d is %+v, want %q with a code and a message", what, i, fl, sent.LockTokens[i])
+				}
+			}
+		}
+	})
 }
