@@ -40,7 +40,9 @@ func TestCompressedBodiesAre415(t *testing.T) {
 				h.Set("Authorization", "none")
 			}
 			rec := fuzzDo(api, c.method, c.path, h, []byte(gz))
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			_ = json.Unmarshal(rec.Body.Bytes(), &e)
 			if rec.Code != http.StatusUnsupportedMediaType || !strings.Contains(e.Error.Message, `Content-Encoding "gzip"`) || !strings.Contains(e.Error.Message, "uncompressed") {
 				t.Errorf("%d %s, want 415 naming Content-Encoding gzip and saying to send the body uncompressed", rec.Code, rec.Body)
