@@ -270,6 +270,10 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 		return
 	}
 	tokens, err := readLockTokens(req)
+	if errors.Is(err, errSettleTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", err.Error())
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
@@ -300,6 +304,10 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 	writeCompactJSON(w, out)
 }
 
+// errSettleTooLarge is readLockTokens' error for a body over maxSettleBody: 413, as an admin
+// or publish body over its limit is.
+var errSettleTooLarge = fmt.Errorf("the request body is over the limit of %d bytes (1 MB): send at most %d lock tokens per request, as receive returned them", maxSettleBody, router.MaxLockTokens)
+
 // readLockTokens reads {"lockTokens": [...]}: a body that is not that JSON object, a misspelt
 // member, or no tokens at all is an error saying what to send.
 func readLockTokens(req *http.Request) ([]string, error) {
@@ -309,7 +317,7 @@ func readLockTokens(req *http.Request) ([]string, error) {
 		return nil, fmt.Errorf("reading the request body: %v", err)
 	}
 	if len(body) > maxSettleBody {
-		return nil, fmt.Errorf("the request body is over %d bytes: send fewer lock tokens per request", maxSettleBody)
+		return nil, errSettleTooLarge
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, errors.New("the request has no body: " + want)

@@ -310,6 +310,8 @@ func TestPullRefusesBadInput(t *testing.T) {
 			{name: "no tokens", path: q + ":acknowledge", body: `{"lockTokens":[]}`, status: 400, want: []string{"lockTokens is missing or empty"}},
 			{name: "too many tokens", path: q + ":acknowledge", body: `{"lockTokens":["t"` + strings.Repeat(`,"t"`, 100) + `]}`, status: 400, want: []string{"101 tokens", "limit is 100"}},
 			{name: "an empty token", path: q + ":acknowledge", body: `{"lockTokens":["t1",""]}`, status: 400, want: []string{"lockTokens[1] is empty"}},
+			// Over the limit is 413, as a definition or a publish over its limit is (it was 400).
+			{name: "a body over 1 MB", path: q + ":acknowledge", body: `{"lockTokens":["t1"]` + strings.Repeat(" ", 1<<20) + `}`, status: 413, want: []string{"over the limit of 1048576 bytes", "at most 100 lock tokens"}},
 			{name: "a null token", path: q + ":acknowledge", body: `{"lockTokens":["t1",null]}`, status: 400, want: []string{"lockTokens[1] is empty or null"}},
 			// Failed tokens are repeated in the answer: a string longer than any lock token is
 			// refused whole, so 100 of 10 KB do not make a 6 MB answer.
