@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/schemas"
 )
 
 // The fuzz targets here send hostile requests through the whole HTTP handler of a router with
@@ -361,6 +362,91 @@ func FuzzPullRequests(f *testing.F) {
 					t.Fatalf("%s: failed token %d is %+v, want %q with a code and a message", what, i, fl, sent.LockTokens[i])
 				}
 			}
+		}
+	})
+}
+
+// FuzzPublishRequests posts fuzzed bodies, query strings, content types and CloudEvents
+// headers to the classic and namespace publish routes of a topic of each input schema. Every
+// answer is checked (checkAnswer); a publish answered 200 is one the topic's decoder takes
+// whole (a binary-mode publish aside, whose body is the data), so nothing refused was
+// accepted, and one it refuses is never answered 200.
+func FuzzPublishRequests(f *testing.F) {
+	for _, s := range []struct {
+		route                    uint8
+		query, ctype, ceID, body string
+	}{
+		{0, "api-version=2018-01-01", "application/json", "", `[{"id":"1","subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":{"a":1},"dataVersion":"1"}]`},
+		{1, "api-version=2018-01-01", "application/cloudevents-batch+json; charset=utf-8", "", `[{"specversion":"1.0","id":"1","source":"/s","type":"t","data":1}]`},
+		{2, "api-version=2023-11-01", "application/cloudevents+json", "", `{"specversion":"1.0","id":"1","source":"/s","type":"t","data_base64":"AA=="}`},
+		{2, "api-version=%ff&api-version=", "text/plain", "1", "hello"},
+		{3, "", "application/json", "", `[{"i":"1","more":[1,2,{"x":null}]}]`},
+		{0, "", "application/json", "", `[{"id":"\ud800","subject":"s","eventType":"t","eventTime":"2026-01-01T00:00:00Z","data":1,"dataVersion":"1","id":"2"}]`},
+		{1, "", "application/cloudevents-batch+json", "", "[{\"specversion\":\"1.0\",\"id\":\"\xff\",\"source\":\"/s\",\"type\":\"t\"}]"},
+	} {
+		f.Add(s.route, s.query, s.ctype, s.ceID, []byte(s.body))
+	}
+	r, api := newFuzzAPI(f)
+	ctx := context.Background()
+	mapping := `{"inputSchema":"CustomEventSchema","inputSchemaMapping":{"inputSchemaMappingType":"Json","properties":{"id":{"sourceField":"i"},"eventType":{"defaultValue":"t"},"subject":{"defaultValue":"s"},"dataVersion":{"defaultValue":"1"}}}}`
+	var custom router.TopicSpec
+	if err := json.Unmarshal([]byte(mapping), &custom); err != nil {
+		f.Fatal(err)
+	}
+	topics := []struct {
+		name string
+		spec router.TopicSpec
+	}{
+		{"egrid-topic", router.TopicSpec{}},
+		{"ce-topic", router.TopicSpec{InputSchema: "CloudEventSchemaV1_0"}},
+		{"ns-topic", router.TopicSpec{Kind: router.KindNamespace}},
+		{"custom-topic", custom},
+	}
+	keys := make([]string, len(topics))
+	for i, tp := range topics {
+		spec, err := r.CreateTopic(ctx, tp.name, tp.spec)
+		if err != nil {
+			f.Fatal(err)
+		}
+		topics[i].spec, keys[i] = spec, spec.Key1
+	}
+	f.Fuzz(func(t *testing.T, route uint8, query, ctype, ceID string, body []byte) {
+		i := int(route) % len(topics)
+		tp := topics[i]
+		path := "/topics/" + tp.name + "/api/events"
+		lim := schemas.ClassicLimits
+		if tp.spec.Kind == router.KindNamespace {
+			path, lim = "/topics/"+tp.name+":publish", schemas.NamespaceLimits
+		}
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.URL.RawQuery = query
+		req.Header.Set("Aeg-Sas-Key", keys[i])
+		if ctype != "" && !strings.ContainsAny(ctype, "\r\n\x00") {
+			req.Header.Set("Content-Type", ctype)
+		}
+		binary := ceID != ""
+		if binary && !strings.ContainsAny(ceID, "\r\n\x00") {
+			req.Header.Set("Ce-Specversion", "1.0")
+			req.Header.Set("Ce-Id", ceID)
+			req.Header.Set("Ce-Source", "/s")
+			req.Header.Set("Ce-Type", "t")
+		}
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		what := "POST " + path + "?" + query
+		if rec.Code >= 300 {
+			checkAnswer(t, what, rec, errorBound(len(body)+len(query)+len(ctype)+len(ceID)))
+			return
+		}
+		checkAnswer(t, what, rec, 1<<10)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: answered %d: %s", what, rec.Code, rec.Body)
+		}
+		if binary {
+			return
+		}
+		if _, err := r.DecodeEvents(tp.name, tp.spec, body, lim); err != nil {
+			t.Fatalf("%s: answered 200 to a body its topic's decoder refuses (%v): %q", what, err, body)
 		}
 	})
 }
