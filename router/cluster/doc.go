@@ -9,7 +9,9 @@
 // subjects under [Options.Prefix] (P below):
 //
 //   - Membership: bucket P_members, one key per node, written every LeaseTTL/5 and expiring
-//     after [Options.LeaseTTL] (the bucket's MaxAge): the live nodes are its keys.
+//     after [Options.LeaseTTL] (the bucket's MaxAge): the live nodes are its keys, listed
+//     with a key watch and completed from the bucket's stream (a watch's end marker can come
+//     before every key while the bucket is written; see listKeys).
 //   - Placement: a subscription's preferred owner is the live node with the highest
 //     rendezvous hash of (node, topic/subscription), so a joining or leaving node moves only
 //     its share of the subscriptions.

@@ -11,11 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// scriptedKV is a key-value bucket whose WatchAll gives a watcher fed by the test.
+// scriptedKV is a key-value bucket whose WatchAll gives a watcher fed by the test; its other
+// methods are those of the bucket it embeds (a real one, or nil when only WatchAll and Get
+// are called).
 type scriptedKV struct {
-	jetstream.KeyValue // nil: only WatchAll is called
-	updates            chan jetstream.KeyValueEntry
-	stopped            bool
+	jetstream.KeyValue
+	updates chan jetstream.KeyValueEntry
+	stopped bool
+	stored  map[string]bool // the keys Get finds (nil: the embedded bucket answers)
+	got     []string        // the keys Get was asked for and found
 }
 
 func (kv *scriptedKV) WatchAll(context.Context, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
@@ -27,13 +31,33 @@ type scriptedWatcher struct{ kv *scriptedKV }
 func (w *scriptedWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.kv.updates }
 func (w *scriptedWatcher) Stop() error                             { w.kv.stopped = true; return nil }
 
-// scriptedEntry is an entry of key; only Key is called.
+// Get answers the keys of stored, ErrKeyNotFound for the others.
+func (kv *scriptedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if kv.stored == nil && kv.KeyValue != nil {
+		return kv.KeyValue.Get(ctx, key)
+	}
+	if !kv.stored[key] {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	kv.got = append(kv.got, key)
+	return scriptedEntry{key: key}, nil
+}
+
+// scriptedEntry is an entry of key, a put unless op says otherwise; only Key and Operation
+// are called.
 type scriptedEntry struct {
 	jetstream.KeyValueEntry
 	key string
+	op  jetstream.KeyValueOp
 }
 
 func (e scriptedEntry) Key() string { return e.key }
+func (e scriptedEntry) Operation() jetstream.KeyValueOp {
+	if e.op == 0 {
+		return jetstream.KeyValuePut
+	}
+	return e.op
+}
 
 // listKeys returns the keys up to the watch's end-of-listing marker, gives up when its
 // context ends although the watch is still listing (nats.go's KeyValue.Keys does not), and
@@ -44,7 +68,7 @@ func TestListKeysHonoursItsContext(t *testing.T) {
 		kv.updates <- scriptedEntry{key: "a"}
 		kv.updates <- scriptedEntry{key: "b"}
 		kv.updates <- nil
-		keys, err := listKeys(t.Context(), kv)
+		keys, err := listKeys(t.Context(), kv, nil)
 		if err != nil || !slices.Equal(keys, []string{"a", "b"}) {
 			t.Errorf("listKeys = %v, %v; want [a b]", keys, err)
 		}
@@ -59,7 +83,7 @@ func TestListKeysHonoursItsContext(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			keys, err := listKeys(ctx, kv)
+			keys, err := listKeys(ctx, kv, nil)
 			if !errors.Is(err, context.DeadlineExceeded) || keys != nil {
 				t.Errorf("listKeys = %v, %v; want no keys and the context's deadline", keys, err)
 			}
@@ -75,8 +99,59 @@ func TestListKeysHonoursItsContext(t *testing.T) {
 		kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 1)}
 		kv.updates <- scriptedEntry{key: "a"}
 		close(kv.updates)
-		if keys, err := listKeys(t.Context(), kv); err == nil {
+		if keys, err := listKeys(t.Context(), kv, nil); err == nil {
 			t.Errorf("listKeys = %v, nil; want an error for a listing without its end", keys)
 		}
 	})
+	t.Run("end marker before every key", func(t *testing.T) {
+		kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 3), stored: map[string]bool{"a": true, "c": true}}
+		kv.updates <- scriptedEntry{key: "a"}
+		kv.updates <- scriptedEntry{key: "b", op: jetstream.KeyValueDelete}
+		kv.updates <- nil // early: c and d not delivered
+		stored := func(context.Context) ([]string, error) { return []string{"a", "b", "c", "d"}, nil }
+		keys, err := listKeys(t.Context(), kv, stored)
+		slices.Sort(keys)
+		if err != nil || !slices.Equal(keys, []string{"a", "c"}) {
+			t.Errorf("listKeys = %v, %v; want [a c] (c read with a get, b deleted, d gone meanwhile)", keys, err)
+		}
+		if !slices.Equal(kv.got, []string{"c"}) {
+			t.Errorf("keys read with a get and found: %v, want [c]", kv.got)
+		}
+	})
+}
+
+// A watch whose end-of-listing marker comes before every key was delivered (the server's
+// pending count is not monotonic while the bucket is written, nats-io/nats-server#4824) does
+// not shorten the listing: the keys the bucket's stream holds that the watch left out are
+// read one by one, a deleted one left out. On the old code the view was [a]: nodes b and c
+// looked gone.
+func TestListKeysCompletesAnEarlyEndedWatch(t *testing.T) {
+	nc := testNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	bucket := "LK_members"
+	stored, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
+	for _, k := range []string{"a", "b", "c", "gone"} {
+		if _, err := stored.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stored.Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	kv := &scriptedKV{KeyValue: stored, updates: make(chan jetstream.KeyValueEntry, 2)}
+	kv.updates <- scriptedEntry{key: "a"}
+	kv.updates <- nil // the end marker, early
+	keys, err := listKeys(ctx, kv, streamKeys(js, stored))
+	slices.Sort(keys)
+	if err != nil || !slices.Equal(keys, []string{"a", "b", "c"}) {
+		t.Errorf("listKeys = %v, %v; want [a b c]", keys, err)
+	}
 }

@@ -72,6 +72,7 @@ type Hooks struct {
 // [Node.Unwant].
 type Node struct {
 	nc      *nats.Conn
+	js      jetstream.JetStream
 	opts    Options
 	log     *slog.Logger
 	hooks   Hooks
@@ -151,7 +152,7 @@ func Join(ctx context.Context, nc *nats.Conn, opts Options, hooks Hooks, log *sl
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n := &Node{
-		nc: nc, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
+		nc: nc, js: js, opts: opts, log: log.With("node", opts.NodeName), hooks: hooks,
 		poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), viewDone: make(chan struct{}),
 		want: make(map[Key]uint64), lost: make(map[Key]bool),
 		held: make(map[Key]*lease), seen: make(map[string]int), busy: make(map[Key]*keyOps),

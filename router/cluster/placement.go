@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +50,7 @@ func (n *Node) watchMembers() {
 	for {
 		if n.nc.IsConnected() {
 			ctx, cancel := context.WithTimeout(n.life, n.opts.LeaseTTL*3/10)
-			keys, err := listKeys(ctx, n.members)
+			keys, err := listKeys(ctx, n.members, streamKeys(n.js, n.members))
 			cancel()
 			if err == nil {
 				n.mu.Lock()
@@ -384,29 +386,88 @@ func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyNotFound)
 }
 
-// listKeys lists the keys of kv within ctx. KeyValue.Keys of nats.go does not: once its
+// listKeys lists the live keys of kv within ctx. KeyValue.Keys of nats.go does not: once its
 // watch is made it waits for the end of the listing however long it takes, and while a
 // NATS server is lost that took seconds, in which the placement round renewed no lease and
 // stopped no lapsing actor.
-func listKeys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+//
+// A watch's end-of-listing marker can also come before every key was delivered: the watcher
+// sends it on the first message whose pending count is zero, and the server's count is not
+// monotonic while keys are written (nats-io/nats-server#4824), which the members bucket is
+// all the time (every node renews its key every round). A member left out looks gone: the
+// node takes leases meant for it and hands them back a round later, and Members reports a
+// smaller cluster. So once the watch ended, stored (streamKeys: the keys kv's stream holds) is
+// read, and each of its keys the watch did not deliver is read with a get (a deleted or
+// expired one is not found and left out). With stored nil the watch alone answers.
+func listKeys(ctx context.Context, kv jetstream.KeyValue, stored func(context.Context) ([]string, error)) ([]string, error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
 	var keys []string
-	for {
+	seen := make(map[string]bool)
+	for done := false; !done; {
 		select {
 		case e, ok := <-w.Updates():
-			if !ok {
+			switch {
+			case !ok:
 				return nil, errors.New("listing keys: the watch ended early")
+			case e == nil:
+				done = true
+			case seen[e.Key()]:
+			default:
+				seen[e.Key()] = true
+				if e.Operation() == jetstream.KeyValuePut {
+					keys = append(keys, e.Key())
+				}
 			}
-			if e == nil {
-				return keys, nil
-			}
-			keys = append(keys, e.Key())
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if stored == nil {
+		return keys, nil
+	}
+	want, err := stored(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	for _, k := range want {
+		if seen[k] {
+			continue
+		}
+		_, err := kv.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		case err != nil:
+			return nil, fmt.Errorf("listing keys: reading key %s, which the watch did not deliver: %w", k, err)
+		default:
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// streamKeys returns what lists the keys kv's stream holds a message for: every key written
+// and not expired or purged, deleted ones included (their markers). Each call reads the
+// stream's info through a handle of its own (js.Stream): a stream handle keeps what Info
+// read, without a lock.
+func streamKeys(js jetstream.JetStream, kv jetstream.KeyValue) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		prefix := "$KV." + kv.Bucket() + "."
+		str, err := js.Stream(ctx, "KV_"+kv.Bucket())
+		if err != nil {
+			return nil, err
+		}
+		info, err := str.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+		if err != nil {
+			return nil, err
+		}
+		keys := make([]string, 0, len(info.State.Subjects))
+		for subj := range info.State.Subjects {
+			keys = append(keys, strings.TrimPrefix(subj, prefix))
+		}
+		return keys, nil
 	}
 }
