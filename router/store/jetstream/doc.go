@@ -32,6 +32,11 @@
 //     at once, and a copy an update purged while it was being read leaves its event out, as
 //     settled. A copy whose purge failed stays until the subscription is deleted.
 //   - Dead-letter outbox: the key-value bucket P_deadletters, one key per record ID.
+//   - Delivery histories: their own key-value bucket, one key per event and subscription
+//     (history.go). A history is written with a compare-and-set on its key and marked with
+//     the newest revision of the subscription's record the writing store read or wrote, so
+//     a node that lost the subscription cannot replace the history of the node that took it
+//     over: its write fails with [store.ErrFenced].
 //
 // # Writes, fencing and ordering
 //

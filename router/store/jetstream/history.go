@@ -19,8 +19,23 @@ import (
 // Delivery histories live in their own key-value bucket, one key per event of a subscription:
 // h.<topic>.<subscription>.<sha256 of the event id>. The id is hashed because an event id may
 // be up to 1 KiB of any bytes; the value holds the id itself, so a lookup checks it. A value
-// is the format version, the expiry (8 bytes, Unix nanoseconds, big endian), the id's length
-// (uvarint), the id and the payload.
+// is the format version (historyV2), the writer's mark (8 bytes, big endian), the expiry (8
+// bytes, Unix nanoseconds, big endian), the id's length (uvarint), the id and the payload;
+// format 1, which earlier releases wrote, has no mark (it reads as mark 0).
+//
+// The mark fences out a node that no longer runs the subscription. A history is read,
+// extended and written again by the node running the subscription (router/history.go), and
+// a node that lost the subscription can still have such a write queued: landing after the
+// new owner's, it would replace that history with an older one (a delivered event shown as
+// still being retried). So a history is written with a compare-and-set on its key's revision
+// and marked with the highest revision of the subscription's record the writing store read
+// or wrote (subEntry.seen): the store that took the subscription over has read the record at
+// or past every revision the old owner wrote, and a write whose mark is below the stored
+// history's applies nothing and fails with [store.ErrFenced]. A write of equal marks (the new
+// owner has not written the subscription's state yet) replaces the history, as the old
+// owner's next state write would still win over the new owner's.
+
+const historyV2 = 2
 
 func historyKey(topic, sub, eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
@@ -29,49 +44,78 @@ func historyKey(topic, sub, eventID string) string {
 
 func historyPrefix(topic, sub string) string { return "h." + escape(topic) + "." + escape(sub) + "." }
 
-func encodeHistory(r store.HistoryRecord) []byte {
-	b := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(r.EventID)+len(r.Payload))
-	b = append(b, formatV1)
+func encodeHistory(mark uint64, r store.HistoryRecord) []byte {
+	b := make([]byte, 0, 1+8+8+binary.MaxVarintLen64+len(r.EventID)+len(r.Payload))
+	b = append(b, historyV2)
+	b = binary.BigEndian.AppendUint64(b, mark)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Expires.UnixNano()))
 	b = binary.AppendUvarint(b, uint64(len(r.EventID)))
 	b = append(b, r.EventID...)
 	return append(b, r.Payload...)
 }
 
-func decodeHistory(b []byte) (store.HistoryRecord, error) {
-	if len(b) < 9 || b[0] != formatV1 {
-		return store.HistoryRecord{}, fmt.Errorf("%w: delivery history of an unknown format", errCorrupt)
+// decodeHistory decodes a history and its writer's mark (0 for format 1).
+func decodeHistory(b []byte) (store.HistoryRecord, uint64, error) {
+	var mark uint64
+	switch {
+	case len(b) >= 9 && b[0] == historyV2:
+		mark, b = binary.BigEndian.Uint64(b[1:9]), b[8:]
+	case len(b) >= 1 && b[0] == formatV1:
+	default:
+		return store.HistoryRecord{}, 0, fmt.Errorf("%w: delivery history of an unknown format", errCorrupt)
+	}
+	if len(b) < 9 {
+		return store.HistoryRecord{}, 0, fmt.Errorf("%w: delivery history cut short", errCorrupt)
 	}
 	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))).UTC()
 	n, k := binary.Uvarint(b[9:])
 	if k <= 0 || uint64(len(b)-9-k) < n {
-		return store.HistoryRecord{}, fmt.Errorf("%w: delivery history cut short", errCorrupt)
+		return store.HistoryRecord{}, 0, fmt.Errorf("%w: delivery history cut short", errCorrupt)
 	}
 	rest := b[9+k:]
 	return store.HistoryRecord{
 		EventID: string(rest[:n]),
 		Expires: expires,
 		Payload: append([]byte(nil), rest[n:]...),
-	}, nil
+	}, mark, nil
 }
 
-// subscriptionEpoch returns the epoch of the subscription's record, read from the bucket.
-func (s *Store) subscriptionEpoch(ctx context.Context, topic, sub string) (uint64, error) {
+// subscriptionEpoch returns the epoch of the subscription's record, read from the bucket,
+// and the record's revision.
+func (s *Store) subscriptionEpoch(ctx context.Context, topic, sub string) (epoch, rev uint64, err error) {
 	e, err := s.meta.Get(ctx, subKey(topic, sub))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return 0, subNotFound(topic, sub)
+		return 0, 0, subNotFound(topic, sub)
 	case err != nil:
-		return 0, fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
+		return 0, 0, fmt.Errorf("jetstream store: reading subscription %q of topic %q: %w", sub, topic, err)
 	}
-	epoch, err := decodeEpoch(e.Value())
+	epoch, err = decodeEpoch(e.Value())
 	if err != nil {
-		return 0, fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
+		return 0, 0, fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
 	}
-	return epoch, nil
+	return epoch, e.Revision(), nil
 }
 
-// PutHistory implements [store.Store]: one key per event in the history bucket. Like the
+// historyMark returns the mark of this store's history writes of a subscription: the highest
+// revision of its record this store read or wrote, or rev (the one just read) when it has
+// neither (it never loaded the subscription).
+func (s *Store) historyMark(topic, sub string, rev uint64) uint64 {
+	s.mu.Lock()
+	e := s.subs[subKey(topic, sub)]
+	s.mu.Unlock()
+	if e != nil {
+		if seen := e.seen.Load(); seen > 0 {
+			return seen
+		}
+	}
+	return rev
+}
+
+// PutHistory implements [store.Store]: one key per event in the history bucket, each written
+// with a compare-and-set and marked with this store's view of the subscription's record, so
+// that a store that no longer runs the subscription cannot replace a history the one running
+// it wrote (see the top of this file; such a write fails with [store.ErrFenced]). Like the
 // subscription records it is acknowledged by JetStream, which is more than the contract asks.
 // The epoch is checked against the subscription's record, read from the bucket (not this
 // store's copy, which another node's delete and create leave stale) by the same read that
@@ -85,19 +129,57 @@ func (s *Store) PutHistory(ctx context.Context, topic, sub string, epoch uint64,
 		return err
 	}
 	defer cancel()
-	stored, err := s.subscriptionEpoch(ctx, topic, sub)
+	stored, rev, err := s.subscriptionEpoch(ctx, topic, sub)
 	if err != nil {
 		return err
 	}
 	if epoch != 0 && epoch != stored {
 		return fmt.Errorf("delivery history of subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
 	}
+	mark := s.historyMark(topic, sub, rev)
 	for _, r := range recs {
-		if _, err := s.history.Put(ctx, historyKey(topic, sub, r.EventID), encodeHistory(r)); err != nil {
-			return fmt.Errorf("jetstream store: writing the delivery history of event %q: %w", r.EventID, err)
+		if err := s.putHistory(ctx, historyKey(topic, sub, r.EventID), mark, r); err != nil {
+			return fmt.Errorf("jetstream store: writing the delivery history of event %q of subscription %q of topic %q: %w", r.EventID, sub, topic, err)
 		}
 	}
 	return nil
+}
+
+// historyTries bounds the compare-and-sets of one history: each lost to another write of the
+// key reads it again.
+const historyTries = 8
+
+// putHistory writes one history under key on top of the one stored, unless that one's mark
+// is above mark (store.ErrFenced).
+func (s *Store) putHistory(ctx context.Context, key string, mark uint64, r store.HistoryRecord) error {
+	val := encodeHistory(mark, r)
+	for range historyTries {
+		_, err := s.history.Create(ctx, key, val) // an event's first history: one round trip
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := s.history.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // deleted meanwhile (expired): create it
+		case err != nil:
+			return err
+		}
+		if _, theirs, err := decodeHistory(e.Value()); err == nil && theirs > mark {
+			return fmt.Errorf("%w: the subscription's state was written by another node since this one last read or wrote it", store.ErrFenced)
+		}
+		_, err = s.history.Update(ctx, key, val, e.Revision())
+		switch {
+		case err == nil:
+			return nil
+		case !isWrongLastSeq(err):
+			return err
+		}
+	}
+	return fmt.Errorf("%w: the history kept being written by another node", store.ErrFenced)
 }
 
 // History implements [store.Store].
@@ -115,7 +197,7 @@ func (s *Store) History(ctx context.Context, topic, sub, eventID string, now tim
 	case err != nil:
 		return store.HistoryRecord{}, fmt.Errorf("jetstream store: reading the delivery history of event %q: %w", eventID, err)
 	}
-	r, err := decodeHistory(e.Value())
+	r, _, err := decodeHistory(e.Value())
 	if err != nil {
 		return store.HistoryRecord{}, fmt.Errorf("jetstream store: event %q: %w", eventID, err)
 	}
@@ -163,7 +245,7 @@ func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(stor
 	gone := make(map[string]uint64) // key → the revision to purge up to
 	for k, e := range entries {
 		if e.Operation() == jetstream.KeyValuePut {
-			if r, err := decodeHistory(e.Value()); err == nil && !drop(r) {
+			if r, _, err := decodeHistory(e.Value()); err == nil && !drop(r) {
 				continue
 			}
 		}

@@ -113,6 +113,17 @@ type subEntry struct {
 	sem chan struct{}
 	rev uint64
 	rec *subRecord // nil when not loaded
+	// seen is the highest revision of the record this store read or wrote, readable without
+	// sem: PutHistory marks the histories it writes with it (see history.go).
+	seen atomic.Uint64
+}
+
+// setRev sets the revision e holds; sem is held.
+func (e *subEntry) setRev(rev uint64) {
+	e.rev = rev
+	if rev > e.seen.Load() {
+		e.seen.Store(rev)
+	}
 }
 
 // Dial connects to the NATS server at url and opens the store on it; Close closes the
@@ -701,7 +712,8 @@ func (s *Store) load(ctx context.Context, e *subEntry, topic, sub string) error 
 	if err != nil {
 		return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
 	}
-	e.rev, e.rec = kv.Revision(), &rec
+	e.setRev(kv.Revision())
+	e.rec = &rec
 	return nil
 }
 
@@ -716,7 +728,8 @@ func (s *Store) write(ctx context.Context, e *subEntry, topic, sub string, rec *
 		}
 		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", sub, topic, err)
 	}
-	e.rev, e.rec = rev, stripped(rec)
+	e.setRev(rev)
+	e.rec = stripped(rec)
 	return nil
 }
 
@@ -813,7 +826,8 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 		}
 		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
 	}
-	e.rev, e.rec = rev, rec
+	e.setRev(rev)
+	e.rec = rec
 	return nil
 }
 
