@@ -30,7 +30,9 @@
 //     stays small. A store holds a subscription (against its own other calls of it) only
 //     for the record's read or compare-and-set: copies are read and purged after, up to 16
 //     at once, and a copy an update purged while it was being read leaves its event out, as
-//     settled. A copy whose purge failed stays until the subscription is deleted.
+//     settled; an update that parks a Seq again while the purge of its earlier copy is under
+//     way waits for that purge before it writes the new copy. A copy whose purge failed
+//     stays until the subscription is deleted.
 //   - Dead-letter outbox: the key-value bucket P_deadletters, one key per record ID.
 //   - Delivery histories: their own key-value bucket, one key per event and subscription
 //     (history.go). A history is written with a compare-and-set on its key and marked with

@@ -155,3 +155,51 @@ func TestParkedBodyGoneDuringARead(t *testing.T) {
 		}
 	})
 }
+
+// An update that parks a Seq again while another update's purge of its earlier copy is under
+// way (the purge runs after the record's write, without the subscription) waits for that
+// purge before it writes the new copy: on the old code the purge landed after the new copy
+// and deleted it, and the record named an event whose copy was gone. The router never parks a
+// settled Seq again (its cursor is past it), but the store's calls are safe for concurrent
+// use, and this one lost an accepted event's copy.
+func TestParkAgainWaitsForThePurgeOfTheEarlierCopy(t *testing.T) {
+	s, _ := holesStore(t, 3)
+	parkedSub(t, s)
+	ctx := bounded(t)
+	purging, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	s.dropBodiesHook = func() {
+		if first.CompareAndSwap(false, true) {
+			close(purging)
+			<-release // the purge of event 2's copy, held
+		}
+	}
+	waiting := make(chan struct{}, 1)
+	s.purgeWaitHook = func() { waiting <- struct{}{} }
+
+	unparked := make(chan error, 1)
+	go func() { unparked <- s.UpdateSubscription(ctx, "orders", "sub", store.Update{Delete: []uint64{2}}) }()
+	<-purging
+	parked := make(chan error, 1)
+	again := store.Parked{Seq: 2, Attempts: 1, Event: &schemas.Event{ID: "e2-again"}}
+	go func() { parked <- s.UpdateSubscription(ctx, "orders", "sub", store.Update{Put: []store.Parked{again}}) }()
+	select {
+	case <-waiting: // waits for the purge
+	case err := <-parked: // wrote its copy under the purge (the old code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parked <- nil
+	}
+	close(release)
+	if err := <-unparked; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-parked; err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.ParkedEvents(ctx, "orders", "sub", []uint64{2})
+	if err != nil || len(ps) != 1 || ps[0].Event == nil || ps[0].Event.ID != "e2-again" {
+		t.Errorf("ParkedEvents(2) = %v, %v; want event e2-again, parked again", parkedIDs(ps), err)
+	}
+}

@@ -101,9 +101,15 @@ type Store struct {
 	mu      sync.Mutex
 	writers map[string]*writer   // journal writers by topic
 	subs    map[string]*subEntry // subscription records this store last read or wrote, by key
-	stopped bool                 // set by Close: no new writers
+	// purging holds the parked events' subjects whose copies an update is purging (dropBodies),
+	// each with a channel closed when the purge is done: an update that parks one of them
+	// again waits for it before it writes the new copy.
+	purging map[string]chan struct{}
+	stopped bool // set by Close: no new writers
 
 	readParkedHook func() // set by a test of this package only: called by readParked first
+	dropBodiesHook func() // set by a test of this package only: called by dropBodies first
+	purgeWaitHook  func() // set by a test of this package only: called before waiting for a purge
 }
 
 // subEntry is this store's view of one subscription record: the revision it last read or
@@ -160,7 +166,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: %w", err)
 	}
-	s := &Store{nc: nc, js: js, opts: opts, writers: make(map[string]*writer), subs: make(map[string]*subEntry)}
+	s := &Store{nc: nc, js: js, opts: opts, writers: make(map[string]*writer), subs: make(map[string]*subEntry), purging: make(map[string]chan struct{})}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	for _, b := range []struct {
@@ -774,14 +780,65 @@ func (s *Store) putBodies(ctx context.Context, topic, sub string, ps []store.Par
 // that finds a copy gone meanwhile leaves its event out as settled (readParked). It is best
 // effort: a failure (or a crash before it) leaves copies no record names, which nothing reads
 // and nothing cleans up but DeleteSubscription and DeleteTopic (the parked stream keeps one
-// message per subject, with no age limit). The Seq of a settled event is not parked again
-// (the cursor is past it); an update of the same subscription that did so while a purge of
-// it was under way could lose the new copy, which ParkedEvents would then report as an
-// error.
-func (s *Store) dropBodies(ctx context.Context, topic, sub string, seqs []uint64) {
+// message per subject, with no age limit). The purges were registered (markPurging) while
+// the update held the semaphore, and done ends them: an update of the same subscription that
+// parks one of those Seqs again meanwhile waits for its purge before it writes the new copy
+// (awaitPurges), which the purge would otherwise delete.
+func (s *Store) dropBodies(ctx context.Context, topic, sub string, seqs []uint64, done func()) {
+	defer done()
+	if s.dropBodiesHook != nil {
+		s.dropBodiesHook()
+	}
 	_ = each(ctx, len(seqs), func(ctx context.Context, i int) error {
 		return s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject(topic, sub, seqs[i])))
 	})
+}
+
+// markPurging registers the purges of the copies of seqs, about to begin, and returns what
+// ends them.
+func (s *Store) markPurging(topic, sub string, seqs []uint64) func() {
+	if len(seqs) == 0 {
+		return func() {}
+	}
+	ch := make(chan struct{})
+	subjs := make([]string, len(seqs))
+	s.mu.Lock()
+	for i, seq := range seqs {
+		subjs[i] = s.parkedSubject(topic, sub, seq)
+		s.purging[subjs[i]] = ch
+	}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		for _, subj := range subjs {
+			if s.purging[subj] == ch {
+				delete(s.purging, subj)
+			}
+		}
+		s.mu.Unlock()
+		close(ch)
+	}
+}
+
+// awaitPurges waits for the purges under way of the copies of ps' events.
+func (s *Store) awaitPurges(ctx context.Context, topic, sub string, ps []store.Parked) error {
+	for _, p := range ps {
+		s.mu.Lock()
+		ch := s.purging[s.parkedSubject(topic, sub, p.Seq)]
+		s.mu.Unlock()
+		if ch == nil {
+			continue
+		}
+		if s.purgeWaitHook != nil {
+			s.purgeWaitHook()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: waiting for the purge of its earlier copy: %w", p.Seq, sub, topic, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // PutSubscription implements [store.Store]. The definition and the state are one record, so
@@ -1215,34 +1272,34 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u sto
 		return err
 	}
 	defer cancel()
-	gone, err := s.updateRecord(ctx, topic, sub, u)
+	gone, done, err := s.updateRecord(ctx, topic, sub, u)
 	if err != nil {
 		return err
 	}
-	s.dropBodies(ctx, topic, sub, gone)
+	s.dropBodies(ctx, topic, sub, gone, done)
 	return nil
 }
 
 // updateRecord is UpdateSubscription but for dropping the messages of the events it settled,
-// whose Seqs it returns: it holds the subscription's semaphore, and the purges, one call per
-// event, need not (see dropBodies).
-func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Update) ([]uint64, error) {
+// whose Seqs it returns with what ends their purges (registered while it holds the
+// subscription's semaphore, which the purges, one call per event, need not: see dropBodies).
+func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Update) ([]uint64, func(), error) {
 	e, err := s.entry(ctx, subKey(topic, sub))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer e.release()
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, sub); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if u.Epoch != 0 && u.Epoch != e.rec.epoch {
-		return nil, fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
+		return nil, nil, fmt.Errorf("subscription %q of topic %q: %w", sub, topic, store.ErrStaleEpoch)
 	}
 	if len(u.DeadLetters) > 0 {
 		if err := s.putDeadLetters(ctx, u.DeadLetters); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	old := e.rec
@@ -1259,11 +1316,14 @@ func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Upd
 			fresh = append(fresh, p)
 		}
 	}
+	if err := s.awaitPurges(ctx, topic, sub, fresh); err != nil {
+		return nil, nil, err
+	}
 	if err := s.putBodies(ctx, topic, sub, fresh); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.write(ctx, e, topic, sub, rec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var gone []uint64
 	for _, p := range old.parked {
@@ -1271,7 +1331,7 @@ func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Upd
 			gone = append(gone, p.Seq)
 		}
 	}
-	return gone, nil
+	return gone, s.markPurging(topic, sub, gone), nil
 }
 
 // newEpoch returns a new subscription's epoch: random, so that nodes creating subscriptions
