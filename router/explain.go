@@ -31,7 +31,13 @@ import (
 // for a subscription since deleted and created again under the name (store.ErrStaleEpoch,
 // dropped unlogged as a deleted subscription's write is): no late write of a deleted
 // subscription shows up in the explanations of its successor. A replay's records carry no
-// epoch; a delete waits for the writer instead (stopReplaysForDelete).
+// epoch; a delete waits for the writer instead (stopReplaysForDelete). In cluster mode that
+// holds only on the node the delete reached: a replay runs on the node running the
+// subscription, which stops it when it learns of the delete (a notice, or its next poll), and
+// histories it wrote until then are not checked. Only if the name is created again within
+// that moment can one of them show up under the new subscription — for an event id the new
+// one never delivered, since the JetStream store refuses a write over a history the new
+// subscription's node wrote (its mark is newer).
 
 // HistoryConfig configures the delivery histories behind [Router.Explain].
 type HistoryConfig struct {
