@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,14 +17,17 @@ type TopicConfig struct {
 	Name    string
 	Metrics *metrics.Set
 	Logger  *slog.Logger
-	// Subscriptions are started when the actor starts.
+	// Subscriptions are started when the actor starts. From then on the actor keeps its own
+	// list ([AddSubscription], [RemoveSubscription]): an incarnation restarted after a panic
+	// starts the subscriptions the topic has at that moment, not these.
 	Subscriptions []*SubscriptionConfig
 	// RestartBackoff is the first delay before a failed subscription actor is restarted; it
 	// doubles with each failure in a row up to MaxRestartBackoff. Defaults 100 ms and 1 min.
 	RestartBackoff, MaxRestartBackoff time.Duration
 }
 
-// TopicProps returns the props of a topic actor.
+// TopicProps returns the props of a topic actor. Spawn them once: the actor's incarnations
+// share what they hold (its subscriptions, their stop work).
 func TopicProps(cfg *TopicConfig) *actor.Props {
 	initial, maxDelay := cfg.RestartBackoff, cfg.MaxRestartBackoff
 	if initial <= 0 {
@@ -37,10 +41,53 @@ func TopicProps(cfg *TopicConfig) *actor.Props {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With(logattr.Topic, cfg.Name)
-	stops := new(stopRegistry) // the topic actor's incarnations share it: see topic.stops
+	stops := new(stopRegistry)                   // the topic actor's incarnations share it: see topic.stops
+	set := newSubscriptionSet(cfg.Subscriptions) // and this: see topic.set
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &topic{cfg: cfg, stops: stops, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
+		return &topic{cfg: cfg, stops: stops, set: set, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
 	})
+}
+
+// subscriptionSet is the subscriptions of a topic actor, in fan-out order: those it was
+// spawned with, then as [AddSubscription] and [RemoveSubscription] change them. The actor's
+// incarnations share it, one at a time and on the actor's mailbox, so an incarnation
+// restarted after a panic starts the subscriptions the topic has at that moment: those added
+// since the spawn run again, those removed stay removed.
+type subscriptionSet struct {
+	order   []string
+	configs map[string]*SubscriptionConfig // as added: never with an after of a replaced actor
+	// ended holds the subscriptions whose actor stopped by itself (a fenced state write: it
+	// no longer owns the state). A restarted incarnation does not start them again; their
+	// owner removes (or adds) them.
+	ended map[string]bool
+}
+
+func newSubscriptionSet(initial []*SubscriptionConfig) *subscriptionSet {
+	s := &subscriptionSet{configs: make(map[string]*SubscriptionConfig), ended: make(map[string]bool)}
+	for _, sc := range initial {
+		s.put(sc)
+	}
+	return s
+}
+
+// put adds subscription sc, or replaces the one of its name (keeping its place).
+func (s *subscriptionSet) put(sc *SubscriptionConfig) {
+	if _, ok := s.configs[sc.Name]; !ok {
+		s.order = append(s.order, sc.Name)
+	}
+	s.configs[sc.Name] = sc
+	delete(s.ended, sc.Name)
+}
+
+// remove removes subscription name and reports whether the set held it.
+func (s *subscriptionSet) remove(name string) bool {
+	if _, ok := s.configs[name]; !ok {
+		return false
+	}
+	delete(s.configs, name)
+	delete(s.ended, name)
+	s.order = slices.DeleteFunc(s.order, func(n string) bool { return n == name })
+	return true
 }
 
 type child struct {
@@ -78,6 +125,9 @@ type topic struct {
 	// the incarnation's: a topic actor that restarts stops its children, and the new
 	// incarnation's load theirs after their stop work.
 	stops *stopRegistry
+	// set is the topic's subscriptions, which the incarnations share: the one starting
+	// (Started) starts them, and adds and removes keep it current.
+	set *subscriptionSet
 
 	// ChildRestarts restarts a failed subscription actor after its back-off, with timers of
 	// the topic actor's own; it is the actor's supervisor strategy (HandleFailure).
@@ -95,9 +145,15 @@ func (t *topic) Receive(c actor.Context) {
 		t.stopping = make(map[string]*stopping)
 		t.ended = make(map[string]bool)
 		t.order = t.order[:0]
-		for _, sc := range t.cfg.Subscriptions {
-			t.add(c, sc)
+		for _, name := range t.set.order {
+			if !t.set.ended[name] {
+				t.add(c, t.set.configs[name])
+			}
 		}
+	case *actor.Restarting:
+		// Its children stop with it, and their Terminated come to this incarnation: they did
+		// not stop by themselves, and the next incarnation starts them again.
+		clear(t.subs)
 	case *Appended:
 		t.fanOut(c, msg)
 	case *JournalAt:
@@ -105,10 +161,14 @@ func (t *topic) Receive(c actor.Context) {
 			c.Send(t.subs[name].pid, &Deliver{Through: msg.Last, From: msg.Last + 1})
 		}
 	case *AddSubscription:
+		t.set.put(msg.Config)
 		t.add(c, msg.Config)
 		c.Respond(true)
 	case *RemoveSubscription:
 		st, found := t.remove(c, msg.Name)
+		// One whose actor stopped by itself before this incarnation started has no actor
+		// here: answered once its stop work ended, as when found.
+		found = t.set.remove(msg.Name) || found
 		switch {
 		case c.Sender() == nil:
 		case st != nil:
@@ -127,9 +187,10 @@ func (t *topic) Receive(c actor.Context) {
 			t.answerAfterStop(c, st.name, st.waiters)
 			return
 		}
-		for _, ch := range t.subs {
+		for name, ch := range t.subs {
 			if ch.pid.Id == msg.Who.Id { // it stopped itself; a later remove need not wait
 				t.ended[msg.Who.Id] = true
+				t.set.ended[name] = true
 			}
 		}
 	case *GetStatus:
