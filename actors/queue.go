@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -63,7 +64,10 @@ const (
 // mailbox through the topic's [StateWriter]. Locks live in memory: after a restart every
 // event received and not settled is available again at once, keeping its delivery count,
 // and the lock tokens handed out before fail with TokenLost. Without a
-// [SubscriptionConfig.Writer] the actor runs a writer of its own, closed when it stops.
+// [SubscriptionConfig.Writer] the actor runs a writer of its own, closed when it stops. A
+// state write the store fences ([store.ErrFenced]: another node took the subscription over)
+// stops the actor for good, as it stops a push subscription's ([SubscriptionConfig.OnFenced]),
+// instead of restarting it over the new owner's state.
 func QueueProps(cfg *SubscriptionConfig) *actor.Props {
 	return queueProps(cfg, new(stopRegistry))
 }
@@ -154,13 +158,27 @@ type queue struct {
 	pendingPut   []store.Parked
 	pendingDel   []uint64
 	pendingDL    []store.DeadLetterRecord
-	pendingAfter []func()
+	pendingAfter []answer // sent once the turn's update is in the store
+	fenced       bool     // a state write was fenced: the actor is stopping
 
 	gauges *metrics.SubscriptionGauges
 }
 
+// answer is a consumer's answer that waits for a state write.
+type answer struct {
+	to  *actor.PID
+	msg any
+}
+
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
+	if q.fenced {
+		switch c.Message().(type) {
+		case *actor.Restarting, *actor.Stopping:
+		default:
+			return // stopping: nothing more is handed out, answered from memory or written
+		}
+	}
 	if q.boot != nil {
 		if q.boot.early.keep(c) {
 			return
@@ -634,8 +652,7 @@ func (q *queue) serve(now time.Time) {
 		q.waiters = q.waiters[1:]
 		w.timer.Stop()
 		q.cfg.Metrics.Add(metrics.Key{Name: metrics.SuccessfulReceivedEvents, Scope: q.scope}, int64(len(out)))
-		root, sender, res := q.system.Root, w.sender, &ReceivedEvents{Events: out}
-		q.pendingAfter = append(q.pendingAfter, func() { root.Send(sender, res) })
+		q.pendingAfter = append(q.pendingAfter, answer{w.sender, &ReceivedEvents{Events: out}})
 	}
 }
 
@@ -692,8 +709,7 @@ func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
 		q.system.Root.Send(sender, res) // nothing to write
 		return
 	}
-	root := q.system.Root
-	q.pendingAfter = append(q.pendingAfter, func() { root.Send(sender, res) })
+	q.pendingAfter = append(q.pendingAfter, answer{sender, res})
 }
 
 // count adds a settle operation's results to the metrics, failures by error code.
@@ -802,20 +818,44 @@ func (q *queue) persist() {
 		u.Cursor, q.cursor = cursor, cursor
 	}
 	var written func()
-	if after, h, recs := q.pendingAfter, q.cfg.Handoff, u.DeadLetters; len(after) > 0 || (h != nil && len(recs) > 0) {
+	if after, h, recs, root := q.pendingAfter, q.cfg.Handoff, u.DeadLetters, q.system.Root; len(after) > 0 || (h != nil && len(recs) > 0) {
 		written = func() {
 			if h != nil && len(recs) > 0 {
 				h.Handed(recs)
 			}
-			for _, f := range after {
-				f()
+			for _, a := range after {
+				root.Send(a.to, a.msg)
 			}
 		}
 	}
-	if err := q.writer.Enqueue(q.cfg.Name, u, written); err != nil {
+	err := q.writer.Enqueue(q.cfg.Name, u, written)
+	if errors.Is(err, store.ErrFenced) {
+		q.fence(err)
+		return
+	}
+	if err != nil {
 		panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, err))
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+}
+
+// fence stops the actor for good after a fenced state write, as a push subscription's does
+// ([stopFenced]). Nothing of the turn's update is written, and the consumers whose answer
+// waited for it are told the subscription's actor is not running here ([ErrNotRunning]):
+// their receipts and settlements are not in the store, and the events belong to the new
+// owner, which hands them out again. The receivers still waiting are answered with no
+// events as the actor stops; the answers of earlier writes that were fenced are never sent
+// ([StateWriter.Enqueue]).
+func (q *queue) fence(err error) {
+	q.fenced = true
+	q.cancel()
+	refused := fmt.Errorf("event subscription %q of topic %q: its state was taken over elsewhere (another node runs it now); nothing of this request was stored, send it again: %w",
+		q.cfg.Name, q.cfg.Topic, ErrNotRunning)
+	for _, a := range q.pendingAfter {
+		q.system.Root.Send(a.to, refused)
+	}
+	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+	stopFenced(q.log, err, q.cfg.OnFenced, q.system.Root, q.self)
 }
 
 // orderSlack is how many settled events' sequence numbers the taken-in order may hold beyond

@@ -24,7 +24,8 @@ import (
 // A failed write is its own subscription's failure and never the others': after it nothing
 // more of that subscription is written (what was queued behind it changes a state the store
 // does not have) and its Enqueue and Flush return the failure while its actor can ask
-// (below), so its actor crashes. In cluster mode each actor has a writer of its own, which the router
+// (below), so its actor crashes (or, after a write fenced by another writer,
+// [store.ErrFenced], stops for good). In cluster mode each actor has a writer of its own, which the router
 // replaces when a write fails, starting the actor again from the store (router/cluster.go);
 // outside it the stores fail a state write only once closed or when the subscription is gone
 // (the disk store keeps state writes in memory while it cannot write), and a subscription

@@ -75,7 +75,7 @@ type SubscriptionConfig struct {
 	// Handoff, when set, takes those events into the dead-letter outbox in the same store
 	// update that settles them (see [DeadLetterHandoff]).
 	Handoff DeadLetterHandoff
-	// OnFenced, when set, is called (from the actor) when a state write failed with
+	// OnFenced, when set, is called (from the actor, push or queue) when a state write failed with
 	// [store.ErrFenced]: another writer (another cluster node) changed the subscription's
 	// state since this actor loaded it. The actor then stops for good instead of restarting
 	// and overwriting it; its owner decides whether to start it again. It must not block.
@@ -1542,13 +1542,22 @@ func (s *subscription) persist() {
 // now, and a restart would load it and overwrite it. Attempts in flight are cancelled; their
 // events belong to the new owner.
 func (s *subscription) fence(err error) {
-	s.log.Warn("subscription state changed elsewhere (another node took it over); stopping this actor", "err", err)
 	s.fenced = true
 	s.endContext()
-	if s.cfg.OnFenced != nil {
-		s.cfg.OnFenced()
+	stopFenced(s.log, err, s.cfg.OnFenced, s.system.Root, s.self)
+}
+
+// stopFenced stops subscription actor self (push or queue) after a state write of it the
+// store fenced ([store.ErrFenced]: another writer, another cluster node, changed the state
+// since it was read): it logs it, tells onFenced (when set) and stops the actor, which
+// neither restarts nor writes again. The actor has marked itself fenced (it ignores what
+// comes before its Stopping) and cancelled what it runs.
+func stopFenced(log *slog.Logger, err error, onFenced func(), root *actor.RootContext, self *actor.PID) {
+	log.Warn("subscription state changed elsewhere (another node took it over); stopping this actor", "err", err)
+	if onFenced != nil {
+		onFenced()
 	}
-	s.system.Root.Stop(s.self)
+	root.Stop(self)
 }
 
 // armTimer makes sure a wake message arrives when the earliest parked event comes due or

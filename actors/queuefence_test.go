@@ -1,0 +1,131 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
+	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/testkit"
+)
+
+// fencedStore refuses every subscription state write with store.ErrFenced once fenced is
+// set, as a cluster store does after another node wrote the state, and counts the state
+// loads (one per actor incarnation).
+type fencedStore struct {
+	store.Store
+	fenced atomic.Bool
+	loads  atomic.Int32
+}
+
+func (f *fencedStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if f.fenced.Load() {
+		return fmt.Errorf("updating subscription %s/%s: %w", topic, sub, store.ErrFenced)
+	}
+	return f.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+func (f *fencedStore) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
+	f.loads.Add(1)
+	return f.Store.LoadSubscription(ctx, topic, sub)
+}
+
+// logRecords is a slog handler that keeps the level and message of each record.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+// count returns how many records start with prefix (a level, then the message).
+func (l *logRecords) count(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.recs {
+		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// A queue subscription whose state write the store fences (another node took the
+// subscription over) stops for good, as a push subscription does: it is neither restarted
+// nor loaded again, and the receiver whose receipt the refused write held is told the actor
+// is not running instead of getting events that are not stored as received. It panicked,
+// and its topic actor restarted it with back-off, over and over.
+func TestQueueStopsOnAFencedStateWrite(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := &fencedStore{Store: journalWithEvents(t, 2)} // e1 and e2 for subscription audit
+		logs := new(logRecords)
+		var fenced atomic.Int32
+		topic := h.Spawn(actors.TopicProps(&actors.TopicConfig{
+			Name: "orders", Metrics: new(metrics.Set), Logger: slog.New(logs),
+			Subscriptions: []*actors.SubscriptionConfig{{
+				SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), Logger: slog.New(logs)},
+				Name:               "audit", DeliverySchema: schemas.CloudEvents,
+				Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+				OnFenced: func() { fenced.Add(1) },
+			}},
+		}))
+		root := h.System().Root
+		entries, _ := st.Read(ctx, "orders", 1, 2)
+		root.Send(topic, &actors.Appended{Entries: entries})
+		h.Settle() // loaded; e1 and e2 taken in
+
+		st.fenced.Store(true) // another node wrote the subscription's state
+		// e1's receipt goes to the store, which refuses it: nothing answers this receive
+		// with e1 (the writer calls no written callback of a failed write).
+		first := root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 1, MaxEvents: 1, MaxWait: time.Second}, time.Minute)
+		h.Settle()
+		// The next write finds the failure: this receive's receipt of e2 is never stored.
+		v, err := root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 2, MaxEvents: 1, MaxWait: time.Second}, time.Minute).Result()
+		if got, ok := v.(error); err != nil || !ok || !errors.Is(got, actors.ErrNotRunning) {
+			t.Errorf("receive whose receipt was fenced = %v, %v; want an error wrapping ErrNotRunning", v, err)
+		}
+		h.Advance(10 * time.Minute) // the back-off of restarts, many times over
+		if v, _ := first.Result(); v != nil {
+			if res, ok := v.(*actors.ReceivedEvents); ok && len(res.Events) > 0 {
+				t.Errorf("the receive whose receipt the store refused was answered with %d events, want none", len(res.Events))
+			}
+		}
+
+		if n := st.loads.Load(); n != 1 {
+			t.Errorf("state loaded %d times, want 1: a fenced actor is not restarted", n)
+		}
+		if n := logs.count("ERROR subscription actor failed"); n != 0 {
+			t.Errorf("%d restarts after the fenced write, want none", n)
+		}
+		if n := logs.count("WARN subscription state changed elsewhere"); n != 1 {
+			t.Errorf("logged the takeover %d times, want once", n)
+		}
+		if n := fenced.Load(); n != 1 {
+			t.Errorf("OnFenced called %d times, want once", n)
+		}
+		// It stopped by itself: a stop asked for now is answered once its stop work ended.
+		if _, err := root.RequestFuture(topic, &actors.RemoveSubscription{Name: "audit"}, time.Minute).Result(); err != nil {
+			t.Errorf("RemoveSubscription after the fence: %v", err)
+		}
+	})
+}
