@@ -21,7 +21,7 @@ import (
 
 // fencedStore refuses every subscription state write with store.ErrFenced once fenced is
 // set, as a cluster store does after another node wrote the state, and counts the state
-// loads (one per actor incarnation).
+// loads (one per actor incarnation, queue or push).
 type fencedStore struct {
 	store.Store
 	fenced atomic.Bool
@@ -38,6 +38,11 @@ func (f *fencedStore) UpdateSubscription(ctx context.Context, topic, sub string,
 func (f *fencedStore) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
 	f.loads.Add(1)
 	return f.Store.LoadSubscription(ctx, topic, sub)
+}
+
+func (f *fencedStore) LoadSubscriptionIndex(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
+	f.loads.Add(1)
+	return f.Store.LoadSubscriptionIndex(ctx, topic, sub)
 }
 
 // logRecords is a slog handler that keeps the level and message of each record.

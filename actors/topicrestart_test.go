@@ -113,3 +113,50 @@ func TestRestartedTopicRunsItsCurrentSubscriptions(t *testing.T) {
 		}
 	})
 }
+
+// A subscription whose actor stopped itself after a fenced state write (another node took
+// it over) stays stopped when its topic actor restarts: its owner removes or adds it. A
+// restart that started it again would load the new owner's state and deliver its events.
+func TestRestartedTopicLeavesAFencedSubscriptionStopped(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := &fencedStore{Store: journalWithEvents(t, 1)} // e1 for subscription audit
+		var calls atomic.Int32
+		var started atomic.Int32
+		root := h.System().Root
+		topic := h.Spawn(panicOn(actors.TopicProps(&actors.TopicConfig{Name: "orders", Metrics: new(metrics.Set), Subscriptions: []*actors.SubscriptionConfig{{
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set)},
+			Name:               "audit", DeliverySchema: schemas.EventGrid, Policy: &retry.Policy{NoJitter: true},
+			Sink: sinks.Func(func(context.Context, *sinks.Batch) error { calls.Add(1); return nil }),
+		}}}), &started))
+		st.fenced.Store(true)
+		entries, _ := st.Read(ctx, "orders", 1, 1)
+		root.Send(topic, &actors.Appended{Entries: entries})
+		h.Settle() // e1 delivered; its cursor write refused
+		evs, err := schemas.DecodeEventGrid([]byte(`[{"id":"e2","subject":"/o","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}]`), "/topics/orders", schemas.ClassicLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(ctx, "orders", time.Now(), evs); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ = st.Read(ctx, "orders", 2, 1)
+		root.Send(topic, &actors.Appended{Entries: entries})
+		h.Settle() // e2 delivered; its write finds the refusal: the actor stops itself
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("sink called %d times before the restart, want 2 (e1, e2)", n)
+		}
+
+		root.Send(topic, &panicNow{})
+		h.Advance(time.Minute)
+		if n := started.Load(); n != 2 {
+			t.Fatalf("topic actor started %d times, want 2 (spawned, then restarted after its panic)", n)
+		}
+		if n, c := st.loads.Load(), calls.Load(); n != 1 || c != 2 {
+			t.Errorf("after the topic's restart: state loaded %d times and sink called %d; want 1 and 2 (the fenced subscription stays stopped)", n, c)
+		}
+		if _, err := root.RequestFuture(topic, &actors.RemoveSubscription{Name: "audit"}, time.Minute).Result(); err != nil {
+			t.Errorf("RemoveSubscription of the fenced subscription after the restart: %v", err)
+		}
+	})
+}
