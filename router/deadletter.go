@@ -262,11 +262,11 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 // its stop work (deadletter.Stops): the waits for its object writes and its outbox save in
 // flight, and its last outbox save, each at most the actor's WriteTimeout, so the store the
 // outbox is in is closed after that save. The actor terminates at once (those waits run off
-// its mailbox); the wait for its Terminated is bounded all the same, by the 10 s that
-// protoactor's StopFuture gives it, should a turn in progress hold the mailbox.
+// its mailbox) unless a turn in progress holds its mailbox: its stop work begins in its
+// stopping turn, so the wait for its Terminated lasts as long as that turn (stopActor).
 func (r *Router) stopDeadLetterActor(d *deadLetterRuntime) {
-	_ = r.system.Root.StopFuture(d.pid).Wait() // ErrTimeout after 10 s
-	_ = d.stops.Wait(context.Background())     // bounded: 3 × WriteTimeout
+	r.stopActor(d.pid, "the dead-letter actor")
+	_ = d.stops.Wait(context.Background()) // bounded: 3 × WriteTimeout
 }
 
 // checkDeadLetterDestination refuses, at create time (and at restore: see restoreSubscription), what dead-lettering cannot serve: a
