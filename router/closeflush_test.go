@@ -181,3 +181,61 @@ func TestCloseWaitsForTheDeadLetterOutboxSave(t *testing.T) {
 		}
 	}, testkit.WithStore(st))
 }
+
+// Close waits for a subscription actor whose turn holds its mailbox past protoactor's 10 s
+// StopFuture (here in the attempt observer, which should not block, but a slow one makes a
+// long turn): the actor's stop work begins in its stopping turn, so Close waits for it to
+// terminate before it waits for that stop work and closes the topic's state writer. Had it
+// gone on after the 10 s, it found no stop work begun and closed the writer before the
+// actor's last write: the cursor of the delivered event was never stored.
+func TestCloseWaitsForASubscriptionTurnHeldPastTheStopFuture(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		entered, release := make(chan struct{}), make(chan struct{})
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st,
+			Sinks: map[string]sinks.Sink{"hook": sinks.Func(func(context.Context, *sinks.Batch) error { return nil })},
+			OnAttempt: func(*router.AttemptRecord) {
+				close(entered)
+				<-release
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("e1"))); err != nil {
+			t.Fatal(err)
+		}
+		<-entered // the turn that took e1's delivery in holds the mailbox
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close(ctx) }()
+		<-time.After(time.Minute) // well past the StopFuture's 10 s
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Errorf("Close returned (%v) while a subscription actor's turn still held its mailbox", err)
+			closed <- nil
+			// The actor's late messages then reach the shut-down system: let protoactor's
+			// dead-letter log throttle, a ticker, end before the bubble does.
+			defer func() { <-time.After(time.Minute) }()
+		default:
+		}
+		close(release)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // on a Close that returned early, the actor's last write fails after it
+		state, err := st.LoadSubscription(ctx, "orders", "sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Cursor != 1 {
+			t.Errorf("stored cursor %d after Close, want 1: e1 was delivered, and the actor's last write saves it", state.Cursor)
+		}
+	})
+}

@@ -1108,7 +1108,7 @@ func (r *Router) dropTopicLocally(life context.Context, t *topicRuntime) {
 		defer close(stopped)
 		r.stopReplays(t.name, "")
 		t.commit.close()
-		_ = r.system.Root.StopFuture(t.pid).Wait()          // protoactor's own timeout bounds it
+		r.stopActor(t.pid, "topic actor "+t.name)           // its children's stop work has begun then
 		_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
 		_ = t.writer.Close()                                // after the actors: they flush on stop
 	})

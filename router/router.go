@@ -445,9 +445,10 @@ func (r *Router) Now() time.Time { return r.deps.Now() }
 // way too (they stop waiting for their topic actors at once: the actors stop with their
 // topics, writing their state, and a lease not released lapses) and for its NATS calls under
 // way, which are cancelled when ctx ends ([cluster.Node.Close]). A store that stopped
-// answering (an append or a journal trim that does not return) holds only the shutdown, which
-// goes on in the background once ctx ends: Close then returns ctx's error and leaves the store
-// open.
+// answering (an append or a journal trim that does not return), or an actor's turn that holds
+// its mailbox (the actor is waited for until it has terminated, its last writes begun), holds
+// only the shutdown, which goes on in the background once ctx ends: Close then returns ctx's
+// error and leaves the store open.
 func (r *Router) Close(ctx context.Context) error {
 	r.closeCluster(ctx) // no more placement: the actors stop with their topics below
 	done := make(chan struct{})
@@ -474,7 +475,7 @@ func (r *Router) Close(ctx context.Context) error {
 		}
 		r.trim.close() // waits for the trim under way, as long
 		for _, t := range topics {
-			_ = r.system.Root.StopFuture(t.pid).Wait()
+			r.stopActor(t.pid, "topic actor "+t.name) // its children's stop work has begun then
 		}
 		// The actors have terminated; their last state writes and sink calls are waited for
 		// off their mailboxes, each at most their stop grace (ctx bounds Close all the same).

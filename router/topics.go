@@ -105,7 +105,7 @@ func (r *Router) startTopic(t *topicRuntime, subs []*actors.SubscriptionConfig) 
 	}
 	r.mu.Unlock()
 	t.commit.close()
-	_ = r.system.Root.StopFuture(t.pid).Wait()
+	r.stopActor(t.pid, "topic actor "+t.name)
 	_ = t.writer.Close()
 	return ErrClosed
 }
