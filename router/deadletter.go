@@ -261,11 +261,13 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 // stopDeadLetterActor stops the dead-letter actor and waits for it to terminate, then for
 // its stop work (deadletter.Stops): the waits for its object writes and its outbox save in
 // flight, and its last outbox save, each at most the actor's WriteTimeout, so the store the
-// outbox is in is closed after that save. The actor terminates at once (those waits run off
-// its mailbox) unless a turn in progress holds its mailbox: its stop work begins in its
-// stopping turn, so the wait for its Terminated lasts as long as that turn (stopActor).
+// outbox is in is closed after that save. The actor first handles what was sent to it before
+// (the dead letters a replay's subscription actor settled in its last write, handed to it to
+// put in the outbox), then terminates at once (those waits run off its mailbox) unless a turn
+// in progress holds its mailbox: its stop work begins in its stopping turn, so the wait for
+// its Terminated lasts as long as that turn (drainActor).
 func (r *Router) stopDeadLetterActor(d *deadLetterRuntime) {
-	r.stopActor(d.pid, "the dead-letter actor")
+	r.drainActor(d.pid, "the dead-letter actor")
 	_ = d.stops.Wait(context.Background()) // bounded: 3 × WriteTimeout
 }
 

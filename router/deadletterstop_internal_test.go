@@ -49,15 +49,8 @@ func TestStopDeadLetterActorWaitsForATurnHeldPastTheStopFuture(t *testing.T) {
 		d.pid = sys.Root.Spawn(deadletter.Props(&deadletter.Config{Store: noObjects{}, Outbox: outbox, Stops: &d.stops}))
 		synctest.Wait() // the outbox is loaded
 
-		evs, err := schemas.DecodeEventGrid([]byte(`[{"id":"e1","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}]`), "/topics/orders", schemas.ClassicLimits)
-		if err != nil {
-			t.Fatal(err)
-		}
 		outbox.hold.Store(true)
-		sys.Root.Send(d.pid, &deadletter.Enqueue{
-			Letter: &actors.DeadLetter{Topic: "orders", Subscription: "s", Event: evs[0], Reason: schemas.MaxDeliveryAttemptsExceeded, LastAttemptTime: time.Now()},
-			Target: deadletter.Target{Bucket: "deadletters", Prefix: deadletter.Prefix("", "orders", "s")},
-		})
+		sys.Root.Send(d.pid, &deadletter.Enqueue{Letter: testLetter(t, "e1"), Target: deadletter.Target{Bucket: "deadletters", Prefix: deadletter.Prefix("", "orders", "s")}})
 		<-outbox.entered // the Enqueue's turn holds the mailbox
 
 		stopped := make(chan struct{})
@@ -83,4 +76,56 @@ func TestStopDeadLetterActorWaitsForATurnHeldPastTheStopFuture(t *testing.T) {
 			t.Errorf("outbox once stopDeadLetterActor returned = %+v, want e1, which the held turn enqueued and the stop work saved", recs)
 		}
 	})
+}
+
+// A dead-letter actor stopped by stopDeadLetterActor first handles what was sent to it before:
+// a replay's subscription actor hands it the dead letters its last state write settled (which
+// it is to put in the outbox) just before the router stops it. A stop (a system message) went
+// ahead of them, and the actor stopped without them. Here the second of two Enqueues waits in
+// the mailbox behind the first's held turn when the stop is asked for.
+func TestStopDeadLetterActorHandlesWhatWasSentBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.DiscardHandler)
+		}))
+		defer sys.Shutdown()
+		r := &Router{system: sys, log: slog.New(slog.DiscardHandler)}
+		outbox := &heldIDOutbox{MemoryOutbox: deadletter.NewMemoryOutbox(), entered: make(chan struct{}), release: make(chan struct{})}
+		d := &deadLetterRuntime{}
+		d.pid = sys.Root.Spawn(deadletter.Props(&deadletter.Config{Store: noObjects{}, Outbox: outbox, Stops: &d.stops}))
+		synctest.Wait() // the outbox is loaded
+
+		outbox.hold.Store(true)
+		for _, id := range []string{"e1", "e2"} {
+			sys.Root.Send(d.pid, &deadletter.Enqueue{Letter: testLetter(t, id), Target: deadletter.Target{Bucket: "deadletters", Prefix: deadletter.Prefix("", "orders", "s")}})
+		}
+		<-outbox.entered // e1's turn holds the mailbox; e2 waits behind it
+		stopped := make(chan struct{})
+		go func() {
+			r.stopDeadLetterActor(d)
+			close(stopped)
+		}()
+		synctest.Wait() // the stop is asked for
+		close(outbox.release)
+		<-stopped
+		recs, _ := outbox.Load(context.Background())
+		var ids []string
+		for _, rec := range recs {
+			ids = append(ids, rec.EventID)
+		}
+		if len(ids) != 2 {
+			t.Errorf("outbox once stopDeadLetterActor returned holds %q, want e1 and e2: both were sent before the stop", ids)
+		}
+		synctest.Wait()
+	})
+}
+
+// testLetter is a dead letter of event id of orders/s.
+func testLetter(t *testing.T, id string) *actors.DeadLetter {
+	t.Helper()
+	evs, err := schemas.DecodeEventGrid([]byte(`[{"id":"`+id+`","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}]`), "/topics/orders", schemas.ClassicLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &actors.DeadLetter{Topic: "orders", Subscription: "s", Event: evs[0], Reason: schemas.MaxDeliveryAttemptsExceeded, LastAttemptTime: time.Now()}
 }

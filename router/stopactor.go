@@ -17,14 +17,26 @@ const stopWaitNotice = 10 * time.Second
 // long, the wait for the stop work that followed found none begun, and the store closed under
 // the writes still to come. stopActor waits as long as the turn does, saying so every
 // stopWaitNotice; the caller's context still bounds [Router.Close]. An actor that has
-// terminated already answers at once.
+// terminated already answers at once. The stop goes ahead of the messages in the mailbox,
+// which are dropped: see drainActor.
 func (r *Router) stopActor(pid *actor.PID, what string) {
+	r.terminate(pid, what, r.system.Root.Stop)
+}
+
+// drainActor is stopActor for an actor that must first handle the messages sent to it before
+// (a poison pill, queued behind them, stops it).
+func (r *Router) drainActor(pid *actor.PID, what string) {
+	r.terminate(pid, what, r.system.Root.Poison)
+}
+
+// terminate watches pid, stops it with stop and waits for its Terminated (see stopActor).
+func (r *Router) terminate(pid *actor.PID, what string, stop func(*actor.PID)) {
 	terminated := actor.NewFuture(r.system, -1)  // no timeout: the actor's Terminated answers it
 	proc, _ := r.system.ProcessRegistry.Get(pid) // a terminated actor's is the dead-letter process, which answers the watch
 	// The watch goes first, as StopFuture's does: a watch that reaches a stopping actor is
 	// answered at once, before its children have terminated.
 	proc.SendSystemMessage(pid, &actor.Watch{Watcher: terminated.PID()})
-	r.system.Root.Stop(pid)
+	stop(pid)
 	done := make(chan struct{})
 	go func() {
 		_ = terminated.Wait()
