@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
@@ -236,6 +238,78 @@ func TestCloseWaitsForASubscriptionTurnHeldPastTheStopFuture(t *testing.T) {
 		}
 		if state.Cursor != 1 {
 			t.Errorf("stored cursor %d after Close, want 1: e1 was delivered, and the actor's last write saves it", state.Cursor)
+		}
+	})
+}
+
+// Close waits for a dead-letter replay whose subscription actor's turn holds its mailbox past
+// protoactor's 10 s StopFuture: the replay terminates after its subscription actor, whose stop
+// work (its last write, which hands the events it dead-lettered again to the dead-letter
+// actor) has begun then, so Close waits for that before it stops the dead-letter actor. Had it
+// gone on after the 10 s, the event the replay dead-lettered again never reached the outbox.
+func TestCloseWaitsForAReplayTurnHeldPastTheStopFuture(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := store.NewMemory()
+		objects := testkit.NewObjectStore()
+		var hold atomic.Bool
+		entered, release := make(chan struct{}), make(chan struct{})
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: st, DeadLetterStore: objects,
+			Sinks: map[string]sinks.Sink{"hook": sinks.Func(func(context.Context, *sinks.Batch) error {
+				return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: http.StatusBadRequest}
+			})},
+			OnAttempt: func(*router.AttemptRecord) {
+				if hold.CompareAndSwap(true, false) {
+					close(entered)
+					<-release
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		spec := router.SubscriptionSpec{Destination: router.SinkDestination("hook"), DeadLetterDestination: &router.DeadLetterDestination{EndpointType: "StorageBlob"}}
+		spec.DeadLetterDestination.Properties.BlobContainerName = "deadletters"
+		if err := r.CreateSubscription(ctx, "orders", "sub", spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("e1"))); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(10 * time.Minute) // dead-lettered at its first attempt (400), then written
+		synctest.Wait()
+		if n := len(objects.Objects("deadletters")); n != 1 {
+			t.Fatalf("%d dead-letter objects, want 1", n)
+		}
+		hold.Store(true)
+		if _, err := r.ReplayDeadLetters(ctx, "orders", "sub", router.ReplayOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		<-entered // the replay's attempt (400 again) is in, its turn holds the mailbox
+		closed := make(chan error, 1)
+		go func() { closed <- r.Close(ctx) }()
+		<-time.After(time.Minute) // well past the StopFuture's 10 s
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Errorf("Close returned (%v) while the turn of a replay's subscription actor still held its mailbox", err)
+			closed <- nil
+			defer func() { <-time.After(time.Minute) }() // late messages: let protoactor's dead-letter log throttle end
+		default:
+		}
+		close(release)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		recs, err := st.DeadLetters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 {
+			t.Errorf("%d records in the dead-letter outbox after Close, want 1: e1, which the replay dead-lettered again", len(recs))
 		}
 	})
 }

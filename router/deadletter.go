@@ -227,10 +227,11 @@ func (r *Router) closeDeadLetters(ctx context.Context) {
 	replays := slices.Collect(maps.Values(d.replays))
 	d.mu.Unlock()
 	for _, pid := range replays {
-		_ = r.system.Root.StopFuture(pid).Wait()
+		r.stopActor(pid, "a dead-letter replay") // its subscription actor's stop work has begun then
 	}
-	// A stopped replay waits for its object read under way off its mailbox, at most 5 s:
-	// before the store it reads is closed.
+	// A stopped replay (here, or by itself just before) waits off its mailbox for its object
+	// read under way, at most 5 s, and for its subscription actor to terminate, that actor's
+	// stop work begun: before the store it reads is closed, and before the wait below.
 	_ = d.replayStops.Wait(context.Background())
 	// The replays' subscription actors write their last state to their own journals off their
 	// mailboxes, handing the dead letters it settles to the dead-letter actor: before it stops.

@@ -735,7 +735,7 @@ func (r *Router) stopReplays(topic, name string) {
 	}
 	d.mu.Unlock()
 	for _, pid := range pids {
-		_ = r.system.Root.StopFuture(pid).Wait()
+		r.stopActor(pid, "a dead-letter replay") // its subscription actor's stop work has begun then
 	}
 	for _, k := range keys {
 		// A stopped replay waits for its object read under way off its mailbox: at most 5 s.

@@ -98,7 +98,12 @@ type ReplayConfig struct {
 // replay re-delivers to). A stopping or restarting replay actor does not wait in its last turn
 // for its part read or journal append: it cancels them and its Stopping (or Restarting) turn
 // returns at once; its stop work then waits for them off the mailbox, at most 5 s, after which
-// a read that ignores its context is abandoned (and logged). The replay's parts are one pass
+// a read that ignores its context is abandoned (and logged). A replay that stops for good (by
+// itself once every event settled, or stopped) has its stop work wait too until the actor has
+// terminated, after its subscription actor, however long a turn of that actor holds its
+// mailbox: that actor's stop work (its last write, which hands the events it dead-lettered to
+// the dead-letter actor) has then begun, counted in the owner's [actors.Stops], which the
+// owner waits for after this one and before it stops the dead-letter actor. The replay's parts are one pass
 // over their source (ReplayConfig.Read: the router's walk of its dead-letter objects), read by
 // one reader at a time: so the next incarnation, and a later replay of the same key, reads its
 // first part only once that stop work has ended. The owner waits for it ([ReplayStops.Wait])
@@ -115,7 +120,7 @@ func (s *ReplayStops) begin(key string) func() { return s.stops.Begin(key) }
 func (s *ReplayStops) idle(key string) <-chan struct{} { return s.stops.Idle(key) }
 
 // Wait waits until no stop work begun so far is under way, or ctx ends (its error then).
-// Each takes at most 5 s.
+// Each takes at most 5 s once its actor has terminated.
 func (s *ReplayStops) Wait(ctx context.Context) error {
 	return replayStopsErr(ctx, s.stops.Wait(ctx))
 }
@@ -223,6 +228,9 @@ type replay struct {
 	eof     bool          // every part is read
 	taken   int           // the events read and taken (not already held)
 	busy    bool          // a part is being read or appended
+	// terminated is closed at the actor's Stopped, once it stops for good: its stop work
+	// waits for it (see [replay.stop]).
+	terminated chan struct{}
 	// unsettled holds the size of each event read and not settled yet, by id; held sums them.
 	unsettled map[string]int
 	held      int
@@ -277,10 +285,15 @@ func (r *replay) Receive(c actor.Context) {
 	case *actors.GetStatus:
 		c.Respond(&actors.Status{Topic: r.cfg.Subscription.Topic, Subscription: r.cfg.Subscription.Name, Backlog: r.result.Total - r.settled})
 	case *actor.Restarting:
-		r.stop()
+		r.stop(false)
 	case *actor.Stopping:
-		r.stop()
+		r.stop(true)
 		r.finish(true)
+	case *actor.Stopped: // its subscription actor has terminated before it
+		if r.terminated != nil {
+			close(r.terminated)
+			r.terminated = nil
+		}
 	}
 }
 
@@ -315,8 +328,10 @@ func (r *replay) start(c actor.Context) {
 // stop cancels the part read or append under way and starts the stop work that waits for
 // it, a bounded time, off the mailbox ([ReplayStops]): the turn returns at once. The stop
 // work is counted under the replay's key here, in the turn, so that the next incarnation
-// (started after this turn) and the owner (after the actor's Terminated) find it.
-func (r *replay) stop() {
+// (started after this turn) and the owner (after the actor's Terminated, or when the replay
+// stopped by itself) find it. When final (not a restart), it waits for the actor's Stopped
+// first: its subscription actor has terminated then, its own stop work begun.
+func (r *replay) stop(final bool) {
 	if r.cancel == nil {
 		return
 	}
@@ -324,8 +339,16 @@ func (r *replay) stop() {
 	r.cancel = nil
 	ended := r.cfg.Stops.begin(r.cfg.StopKey)
 	wg, log := &r.wg, r.log
+	var terminated <-chan struct{}
+	if final {
+		r.terminated = make(chan struct{})
+		terminated = r.terminated
+	}
 	go func() {
 		defer ended()
+		if terminated != nil {
+			<-terminated // as long as a turn of its subscription actor holds that actor's mailbox
+		}
 		if !actors.WaitBounded(wg, replayStopWait) {
 			log.Error("a dead-letter replay's part read did not return after its context was cancelled; abandoning it", "waited", replayStopWait)
 		}
@@ -366,6 +389,9 @@ func (r *replay) pull(c actor.Context) {
 	}
 	if r.eof {
 		if len(r.unsettled) == 0 {
+			// The stop work is counted before OnDone tells the owner that the replay is over
+			// (it forgets the replay then), not in the Stopping turn that comes after.
+			r.stop(true)
 			r.finish(false)
 			c.Stop(c.Self())
 		}
