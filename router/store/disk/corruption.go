@@ -343,21 +343,10 @@ func readableBefore(db *pebble.DB, t *topic, next, bound uint64) uint64 {
 	}
 	t.mu.Unlock()
 	key := func(at uint64) []byte { return seqKey(prefixJournal, t.id, at) }
-	readable := func(end uint64) bool {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: key(next), UpperBound: key(end)})
-		if err != nil {
-			return false
-		}
-		if it.First() {
-			_, err = it.ValueAndErr()
-		}
-		err = errors.Join(err, it.Error(), it.Close())
-		return !pebble.IsCorruptionError(err)
-	}
 	good, bad := next, bound // an empty read is readable; the read up to bound was not
 	for bad-good > 1 {
 		mid := good + (bad-good)/2
-		if readable(mid) {
+		if firstKeyReads(db, key(next), key(mid)) {
 			good = mid
 		} else {
 			bad = mid
@@ -366,22 +355,26 @@ func readableBefore(db *pebble.DB, t *topic, next, bound uint64) uint64 {
 	return good
 }
 
+// firstKeyReads reports whether the first key in [lower, upper) and its value read without a
+// corruption error (an empty range reads).
+func firstKeyReads(db *pebble.DB, lower, upper []byte) bool {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return false
+	}
+	if it.First() {
+		_, err = it.ValueAndErr()
+	}
+	err = errors.Join(err, it.Error(), it.Close())
+	return !pebble.IsCorruptionError(err)
+}
+
 // firstReadable returns the first number after seq, up to last+1 (none), at which a key range
 // made by key reads again: where the first key at or after key(at), below upper, reads
 // without a corruption error. A damaged table block holds some numbers from seq on: it steps
 // out exponentially, then bisects back.
 func firstReadable(db *pebble.DB, key func(at uint64) []byte, upper []byte, seq, last uint64) uint64 {
-	readable := func(at uint64) bool {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: key(at), UpperBound: upper})
-		if err != nil {
-			return false
-		}
-		if it.First() {
-			_, err = it.ValueAndErr()
-		}
-		err = errors.Join(err, it.Error(), it.Close())
-		return !pebble.IsCorruptionError(err)
-	}
+	readable := func(at uint64) bool { return firstKeyReads(db, key(at), upper) }
 	bad, good := seq, last+1
 	for step := uint64(1); seq+step <= last; step *= 2 {
 		if readable(seq + step) {
