@@ -109,7 +109,7 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		body = []byte("{}")
 	}
-	if err := checkStrictJSON(body); err != nil {
+	if err := checkStrictJSON(body, "the definition"); err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return false
 	}

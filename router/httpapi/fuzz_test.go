@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
@@ -290,6 +292,9 @@ func FuzzPullRequests(f *testing.F) {
 		{4, "", `{"lockTokens":["\ud800"],"LockTokens":["b"]}`},
 		{5, "id=1&token=%zz", ""},
 		{1, "", "{\"lockTokens\":[\"\xff\"]}{}"},
+		{1, "", "{\"lockTokens\":[\"a\xffb\"]}"},
+		{0, "maxEvents=1&maxWaitTime=10&maxEvents=1", ""},
+		{2, "releaseDelayInSeconds=0&releaseDelayInSeconds=10", `{"lockTokens":["a"]}`},
 	} {
 		f.Add(s.op, s.query, []byte(s.body))
 	}
@@ -305,6 +310,8 @@ func FuzzPullRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	ops := []string{"receive", "acknowledge", "release", "reject", "renewLock"}
+	// The parameters each operation reads: one given twice is never answered 200.
+	reads := map[string][]string{"receive": {"maxEvents", "maxWaitTime"}, "release": {"releaseDelayInSeconds"}}
 	f.Fuzz(func(t *testing.T, op uint8, query string, body []byte) {
 		method, path := http.MethodPost, "/topics/nsq/eventsubscriptions/que"
 		if int(op)%(len(ops)+1) == len(ops) {
@@ -324,6 +331,12 @@ func FuzzPullRequests(f *testing.F) {
 			return
 		}
 		checkAnswer(t, what, rec, okBound(len(body)))
+		values, _ := url.ParseQuery(query) // as req.URL.Query reads it, errors and all
+		for _, name := range reads[path[strings.LastIndexByte(path, ':')+1:]] {
+			if len(values[name]) > 1 {
+				t.Fatalf("%s: %s is given %d times, and the request was answered %d: %s", what, name, len(values[name]), rec.Code, rec.Body)
+			}
+		}
 		switch {
 		case method == http.MethodGet:
 			t.Fatalf("%s: an unknown validation URL answered %d: %s", what, rec.Code, rec.Body)
@@ -357,7 +370,16 @@ func FuzzPullRequests(f *testing.F) {
 			if len(res.Failed) != len(sent.LockTokens) {
 				t.Fatalf("%s: %d tokens sent, %d failed and %d succeeded: %s", what, len(sent.LockTokens), len(res.Failed), len(res.Succeeded), rec.Body)
 			}
+			// encoding/json reads bytes that are not UTF-8, and half a surrogate pair, as
+			// U+FFFD: a body answered 200 has neither, so no token in the answer was altered.
+			if !utf8.Valid(body) {
+				t.Fatalf("%s: a settle of a body that is not UTF-8 answered 200: %s", what, rec.Body)
+			}
+			sentFFFD := bytes.ContainsRune(body, utf8.RuneError) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`))
 			for i, fl := range res.Failed {
+				if strings.ContainsRune(fl.LockToken, utf8.RuneError) && !sentFFFD {
+					t.Fatalf("%s: failed token %d is %q, with a U+FFFD the client did not send", what, i, fl.LockToken)
+				}
 				if fl.LockToken != sent.LockTokens[i] || fl.Error.Code == "" || fl.Error.Message == "" {
 					t.Fatalf("%s: failed token %d is %+v, want %q with a code and a message", what, i, fl, sent.LockTokens[i])
 				}

@@ -145,10 +145,10 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
-	// The receive has no body; whatever a client sent is read and dropped, so net/http
-	// clears the connection's read deadline (httpserver: ReadHeaderTimeout + BodyTimeout)
-	// before the long poll, which may last router.MaxReceiveWait.
-	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, maxSettleBody))
+	if err := discardReceiveBody(req); err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", err.Error())
+		return
+	}
 	if a.admitPoll != nil && a.polls.Err() == nil { // after EndPolls a poll answers at once
 		// A receive from a push subscription is refused at once: it takes no slot.
 		spec, err := a.r.Subscription(topic, sub)
@@ -184,6 +184,27 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(receiveAnswerTimeout))
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(appendReceiveResult(nil, evs))
+}
+
+// errReceiveTooLarge is discardReceiveBody's error for a body over maxSettleBody: 413, as a
+// settle body over the limit is.
+var errReceiveTooLarge = fmt.Errorf("the request body is over the limit of %d bytes (1 MB), and a receive reads none: send the receive without a body", maxSettleBody)
+
+// discardReceiveBody reads and drops a receive's body, which the TypeSpec does not define, so
+// net/http clears the connection's read deadline (httpserver: ReadHeaderTimeout +
+// BodyTimeout) before the long poll, which may last router.MaxReceiveWait. A body over
+// maxSettleBody is errReceiveTooLarge: it is refused, not read to its end (a body announced
+// as larger is refused unread), rather than dropped in part without a word. An error reading
+// the body is left to the poll, which ends when the client has gone.
+func discardReceiveBody(req *http.Request) error {
+	if req.ContentLength > maxSettleBody {
+		return errReceiveTooLarge
+	}
+	n, _ := io.Copy(io.Discard, io.LimitReader(req.Body, maxSettleBody+1))
+	if n > maxSettleBody {
+		return errReceiveTooLarge
+	}
+	return nil
 }
 
 // receiveAnswerTimeout bounds the time a consumer has to read a :receive answer once it is
@@ -225,24 +246,33 @@ func appendReceiveResult(b []byte, evs []router.ReceivedEvent) []byte {
 	return append(b, "]}"...)
 }
 
-// receiveOptions reads maxEvents and maxWaitTime, reporting both problems at once.
+// receiveOptions reads maxEvents and maxWaitTime, each given at most once (onceQuery),
+// reporting every problem at once.
 func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 	o := router.ReceiveOptions{MaxEvents: 1, MaxWait: router.DefaultReceiveWait}
 	q := req.URL.Query()
 	var errs []error
-	if v := q.Get("maxEvents"); v != "" {
-		n, err := strconv.Atoi(v)
+	maxEvents, err := onceQuery(q, "maxEvents")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	maxWait, err := onceQuery(q, "maxWaitTime")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if maxEvents != "" {
+		n, err := strconv.Atoi(maxEvents)
 		if err != nil || n < 1 || n > router.MaxReceiveEvents {
-			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", clip.String(v), router.MaxReceiveEvents))
+			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", clip.String(maxEvents), router.MaxReceiveEvents))
 		} else {
 			o.MaxEvents = n
 		}
 	}
-	if v := q.Get("maxWaitTime"); v != "" {
-		n, err := strconv.Atoi(v)
+	if maxWait != "" {
+		n, err := strconv.Atoi(maxWait)
 		lo, hi := int(router.MinReceiveWait/time.Second), int(router.MaxReceiveWait/time.Second)
 		if err != nil || n < lo || n > hi {
-			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", clip.String(v), lo, hi, int(router.DefaultReceiveWait/time.Second)))
+			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", clip.String(maxWait), lo, hi, int(router.DefaultReceiveWait/time.Second)))
 		} else {
 			o.MaxWait = time.Duration(n) * time.Second
 		}
@@ -256,7 +286,12 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op string) {
 	var delay time.Duration
 	if op == "release" {
-		if v := req.URL.Query().Get("releaseDelayInSeconds"); v != "" {
+		v, err := onceQuery(req.URL.Query(), "releaseDelayInSeconds")
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+			return
+		}
+		if v != "" {
 			d, err := releaseDelay(v)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
@@ -309,7 +344,9 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 var errSettleTooLarge = fmt.Errorf("the request body is over the limit of %d bytes (1 MB): send at most %d lock tokens per request, as receive returned them", maxSettleBody, router.MaxLockTokens)
 
 // readLockTokens reads {"lockTokens": [...]}: a body that is not that JSON object, a misspelt
-// member, or no tokens at all is an error saying what to send.
+// member, a member sent twice, bytes that are not UTF-8 or half a surrogate pair
+// (checkStrictJSON: encoding/json would change the token, and the answer would repeat a token
+// the client did not send), or no tokens at all is an error saying what to send.
 func readLockTokens(req *http.Request) ([]string, error) {
 	const want = `send {"lockTokens": ["<lockToken of a received event>", ...]}`
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxSettleBody+1))
@@ -321,6 +358,9 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, errors.New("the request has no body: " + want)
+	}
+	if err := checkStrictJSON(body, "the lock token list"); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -316,6 +316,20 @@ func TestPullRefusesBadInput(t *testing.T) {
 			// Failed tokens are repeated in the answer: a string longer than any lock token is
 			// refused whole, so 100 of 10 KB do not make a 6 MB answer.
 			{name: "a string longer than any lock token", path: q + ":acknowledge", body: `{"lockTokens":["t1","` + strings.Repeat("<", 257) + `"]}`, status: 400, want: []string{"lockTokens[1] is 257 bytes long", "at most 256"}},
+			// A parameter the route reads is given once: url.Values.Get took the first.
+			{name: "maxEvents repeated", path: q + ":receive?maxEvents=1&maxEvents=100", status: 400, want: []string{`query parameter "maxEvents" is given 2 times`, "give it once"}},
+			{name: "maxEvents repeated with one value", path: q + ":receive?maxEvents=5&maxEvents=5", status: 400, want: []string{`"maxEvents" is given 2 times`}},
+			{name: "maxWaitTime repeated", path: q + ":receive?maxWaitTime=10&maxEvents=2&maxWaitTime=120&maxWaitTime=60", status: 400, want: []string{`"maxWaitTime" is given 3 times`}},
+			{name: "both repeated", path: q + ":receive?maxWaitTime=10&maxEvents=2&maxWaitTime=120&maxEvents=0", status: 400, want: []string{`"maxEvents" is given 2 times`, `"maxWaitTime" is given 2 times`}},
+			{name: "releaseDelayInSeconds repeated", path: q + ":release?releaseDelayInSeconds=0&releaseDelayInSeconds=3600", body: tokens, status: 400, want: []string{`"releaseDelayInSeconds" is given 2 times`}},
+			// A receive reads no body, but one over the settle limit is refused, not cut.
+			{name: "a receive body over 1 MB", path: q + ":receive", body: strings.Repeat(" ", 1<<20+1), status: 413, want: []string{"over the limit of 1048576 bytes", "without a body"}},
+			// encoding/json kept the last of a member sent twice, and put U+FFFD in a token
+			// that is not UTF-8, which the answer repeated as failed: the client's token altered.
+			{name: "lockTokens twice", path: q + ":acknowledge", body: `{"lockTokens":["t1"],"lockTokens":["t2"]}`, status: 400, want: []string{`"lockTokens": the member is sent twice`, "send it once"}},
+			{name: "lockTokens twice in two cases", path: q + ":release", body: `{"lockTokens":["t1"],"LockTokens":["t2"]}`, status: 400, want: []string{`sent twice in one object, as "lockTokens" and "LockTokens"`}},
+			{name: "a token not UTF-8", path: q + ":acknowledge", body: "{\"lockTokens\":[\"t1\",\"t\xff2\"]}", status: 400, want: []string{"not valid UTF-8 (byte 22 is not)", "send the lock token list as UTF-8 JSON"}},
+			{name: "a token with half a surrogate pair", path: q + ":reject", body: `{"lockTokens":["t\ud800"]}`, status: 400, want: []string{`"lockTokens[0]" holds the escape \ud800`}},
 			{name: "receive from a push subscription", path: "/topics/nsq/eventsubscriptions/psh:receive", status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
 			{name: "settle on a push subscription", path: "/topics/nsq/eventsubscriptions/psh:acknowledge", body: tokens, status: 400, want: []string{`"psh"`, "deliveryMode Queue"}},
 			{name: "unknown subscription", path: "/topics/nsq/eventsubscriptions/nope:receive", status: 404, want: []string{`"nope"`, "does not exist"}},
@@ -352,6 +366,37 @@ func TestPullRefusesBadInput(t *testing.T) {
 					t.Errorf("%s: message %q does not say %q", tt.name, e.Error.Message, w)
 				}
 			}
+		}
+	})
+}
+
+// A receive body up to the settle limit (1 MB) is read and dropped, whether its length is
+// announced or not; one byte more is refused 413, and no event is handed out for it. A
+// parameter the pull routes do not read (api-version) may be repeated.
+func TestReceiveBodyBoundAndUnreadParameters(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		p.publish("e1", "e2")
+		receive := func(size int) (int, string) {
+			// Neither a Content-Length nor a reader whose length httptest can see: the body is
+			// read to find its size.
+			body := io.MultiReader(strings.NewReader(strings.Repeat(" ", size)))
+			req := localRequest(http.MethodPost, "/topics/nsq/eventsubscriptions/que:receive?api-version=2023-11-01&api-version=2024-06-01", body)
+			req.ContentLength = -1
+			req.Header.Set("aeg-sas-key", p.key)
+			rec := httptest.NewRecorder()
+			p.api.ServeHTTP(rec, req)
+			return rec.Code, rec.Body.String()
+		}
+		if status, body := receive(1<<20 + 1); status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "without a body") {
+			t.Fatalf("a receive with a body of 1 MB + 1 byte: %d %s; want 413 saying to send no body", status, body)
+		}
+		if status, body := receive(1 << 20); status != http.StatusOK || !strings.Contains(body, `"id":"e1"`) {
+			t.Fatalf("a receive with a body of 1 MB: %d %s; want 200 with event e1", status, body)
+		}
+		got := p.receive("api-version=2023-11-01")
+		if len(got) != 1 || got[0].event.ID() != "e2" {
+			t.Fatalf("a receive with api-version repeated got %v; want e2", ids(got))
 		}
 	})
 }

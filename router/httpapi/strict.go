@@ -16,8 +16,12 @@ import (
 // encoding/json matches them —, of which it keeps the last (a second "properties" dropped
 // the first whole). A publish refuses the same (package schemas). The problem names the
 // member's path and says what to send; nil means the body has none of them. A body that is
-// not JSON at all is left to encoding/json, whose error says so.
-func checkStrictJSON(body []byte) error {
+// not JSON at all is left to encoding/json, whose error says so. what names the body in the
+// problem ("the definition", "the lock token list").
+//
+// A settle body is checked too: encoding/json would put U+FFFD in a lock token sent as bytes
+// that are not UTF-8, and the answer would repeat, as failed, a token the client never sent.
+func checkStrictJSON(body []byte, what string) error {
 	if !utf8.Valid(body) {
 		n := 0
 		for n < len(body) {
@@ -27,7 +31,7 @@ func checkStrictJSON(body []byte) error {
 			}
 			n += size
 		}
-		return fmt.Errorf("the body is not valid UTF-8 (byte %d is not): send the definition as UTF-8 JSON", n)
+		return fmt.Errorf("the body is not valid UTF-8 (byte %d is not): send %s as UTF-8 JSON", n, what)
 	}
 	w := strictWalk{body: body, sc: schemas.NewJSONScanner(body, false)}
 	w.sc.SkipSpace()
