@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -838,12 +839,17 @@ func openRedisSubscriber(s RedisServer, group string, wlog watermill.LoggerAdapt
 
 // PostgreSQL.
 
-// postgresPublisher is watermill-sql's publisher with the database handle it owns, whose
-// connections are bounded (see pgConns).
+// postgresPublisher publishes through watermill-sql, each publish on a connection of its own
+// bounded by the attempt (see withConn): watermill-sql's Publish takes no context and runs its
+// statements with none, so it is given, for each publish, a database handle that runs them
+// with the first message's context (a [Sink] sets its attempt's). Its connections are bounded
+// too (see pgConns).
 type postgresPublisher struct {
-	*wmsql.Publisher
 	db    *sql.DB
 	conns *pgConns
+	wlog  watermill.LoggerAdapter
+	// initialized holds the topics whose tables this publisher created (or found).
+	initialized *sync.Map
 }
 
 func openPostgres(s PostgresServer) (*sql.DB, *pgConns, error) {
@@ -863,15 +869,97 @@ func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (mess
 	if err != nil {
 		return nil, err
 	}
-	pub, err := wmsql.NewPublisher(db, wmsql.PublisherConfig{
-		SchemaAdapter:        wmsql.DefaultPostgreSQLSchema{},
-		AutoInitializeSchema: true,
-	}, wlog)
+	return postgresPublisher{db: db, conns: conns, wlog: wlog, initialized: new(sync.Map)}, nil
+}
+
+// ctxConn is the database handle watermill-sql publishes with: one connection, on which it
+// runs every statement with ctx in place of the background context it passes.
+type ctxConn struct {
+	c   *sql.Conn
+	ctx context.Context
+}
+
+func (c ctxConn) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
+	return c.c.ExecContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	return c.c.QueryContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	return c.c.QueryRowContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) Exec(q string, args ...any) (sql.Result, error) {
+	return c.c.ExecContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) Query(q string, args ...any) (*sql.Rows, error) {
+	return c.c.QueryContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryRow(q string, args ...any) *sql.Row {
+	return c.c.QueryRowContext(c.ctx, q, args...)
+}
+
+// pgAttemptEndedError says the attempt ended before PostgreSQL answered, so the connection was
+// closed: the attempt's context's cause (classified TimedOut or Canceled), and the driver's
+// error.
+type pgAttemptEndedError struct{ cause, err error }
+
+func (e *pgAttemptEndedError) Error() string {
+	return fmt.Sprintf("PostgreSQL had not answered when the attempt ended, so its connection was closed (the next attempt uses another): %v (%v)", e.cause, e.err)
+}
+
+func (e *pgAttemptEndedError) Unwrap() []error { return []error{e.cause, e.err} }
+
+// withConn runs f on a connection of the pool taken for it alone, within ctx: taking the
+// connection waits no longer than ctx, and when ctx ends before f returns the connection is
+// closed, so f returns then even when the server stopped answering: lib/pq, told of ctx, may
+// send PostgreSQL a cancel request, but it waits for the server's answer, which a hung server
+// never gives, until the connection's 5-minute read bound. The connection so closed leaves the
+// pool.
+func (p postgresPublisher) withConn(ctx context.Context, f func(*sql.Conn) error) error {
+	c, err := p.db.Conn(ctx)
 	if err != nil {
-		db.Close()
-		return nil, err
+		return err
 	}
-	return postgresPublisher{Publisher: pub, db: db, conns: conns}, nil
+	defer c.Close()
+	var nc *pgConn
+	_ = c.Raw(func(dc any) error { nc = p.conns.of(dc); return nil })
+	cut := func() {}
+	if nc != nil {
+		cut = func() { _ = nc.Close() }
+	}
+	stop := context.AfterFunc(ctx, cut)
+	err = f(c)
+	if !stop() && ctx.Err() != nil {
+		// Cut (or being cut): the pool must not hand it out again.
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		if err != nil {
+			return &pgAttemptEndedError{cause: context.Cause(ctx), err: err}
+		}
+	}
+	return err
+}
+
+// publish runs watermill-sql's Publish of msgs to topic on c, with ctx: it creates the topic's
+// table first when this publisher has not yet.
+func (p postgresPublisher) publish(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) error {
+	_, done := p.initialized.Load(topic)
+	pub, err := wmsql.NewPublisher(ctxConn{c: c, ctx: ctx}, wmsql.PublisherConfig{
+		SchemaAdapter:        wmsql.DefaultPostgreSQLSchema{},
+		AutoInitializeSchema: !done,
+	}, p.wlog)
+	if err != nil {
+		return err
+	}
+	if err := pub.Publish(topic, msgs...); err != nil {
+		return err
+	}
+	p.initialized.Store(topic, struct{}{})
+	return nil
 }
 
 // pgUUIDLimit is the length, in characters, of watermill-sql's uuid column (VARCHAR(36) in
@@ -903,7 +991,8 @@ func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error
 	if len(faults) > 0 {
 		return &sinks.UnsendableError{Faults: faults}
 	}
-	err := p.Publisher.Publish(topic, msgs...)
+	ctx := msgs[0].Context()
+	err := p.withConn(ctx, func(c *sql.Conn) error { return p.publish(ctx, c, topic, msgs) })
 	if err == nil || !pgRowRefusal(err) {
 		return err
 	}
@@ -941,7 +1030,13 @@ func pgRefused(err error) error {
 // the connection lost, the message's context done): the batch then fails with its own error.
 func (p postgresPublisher) refusedRows(topic string, msgs []*message.Message) *sinks.UnsendableError {
 	ctx := msgs[0].Context()
-	tx, err := p.db.BeginTx(ctx, nil)
+	var ue *sinks.UnsendableError
+	_ = p.withConn(ctx, func(c *sql.Conn) error { ue = p.refusedRowsOn(ctx, c, topic, msgs); return nil })
+	return ue
+}
+
+func (p postgresPublisher) refusedRowsOn(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) *sinks.UnsendableError {
+	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return nil
 	}
@@ -975,15 +1070,11 @@ func (p postgresPublisher) refusedRows(topic string, msgs []*message.Message) *s
 	return &sinks.UnsendableError{Faults: faults}
 }
 
-// Close implements [message.Publisher]. It cuts the connections first: watermill-sql's Close
-// waits for the inserts in flight, which a server that stopped answering would hold.
+// Close implements [message.Publisher]. It cuts the connections first, so the inserts in
+// flight end at once, even on a server that stopped answering.
 func (p postgresPublisher) Close() error {
 	p.conns.close()
-	err := p.Publisher.Close()
-	if cerr := p.db.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return p.db.Close()
 }
 
 type postgresSubscriber struct {

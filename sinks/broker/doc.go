@@ -80,7 +80,11 @@
 // once (a dial that ends after Close closes what it opened). A server that accepts connections
 // and stops answering holds no attempt past its response timeout, and no connection or
 // [Brokers.Close] for good: PostgreSQL connections wait at most 5 s for each read or write while
-// they connect and 5 min (the longest response timeout) once connected, and Close cuts them.
+// they connect and 5 min (the longest response timeout) once connected, and Close cuts them;
+// and a publish to PostgreSQL runs its statements (the table's creation and the insert) on a
+// connection taken for it alone, with its attempt's context (watermill-sql passes none), and
+// that connection is closed when the attempt ends first, so the publish ends then too, saying
+// PostgreSQL had not answered (TimedOut), instead of holding the connection until its read bound.
 // RabbitMQ's client (amqp091-go) bounds no wait for the broker's answer, and its heartbeats end
 // only a connection that is silent altogether, so egrid bounds each one by 10 s: opening,
 // declaring on, configuring and closing a channel, writing a message, its confirm (by the

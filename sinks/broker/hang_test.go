@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -140,4 +143,61 @@ func closeWithin(t *testing.T, b *broker.Brokers) {
 		close(closed)
 	}()
 	wait(t, closed, "closing the brokers with a request in flight to a server that never answers")
+}
+
+// A PostgreSQL server that keeps the connection and stops answering a statement (the table's
+// creation or the insert) holds no publish past its attempt: at the attempt's deadline the
+// connection is closed, so the publish ends with an error saying so (TimedOut, retried on the
+// schedule), and the sink's Close finds nothing still running. watermill-sql runs its statements without
+// a context: the publish went on, holding its connection, until the connection's 5-minute read
+// bound, and the sink's Close gave up on it after 5 s.
+func TestPostgresStatementUnansweredEndsAtTheAttemptsDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		answerDDL bool
+	}{
+		{name: "table creation unanswered"},
+		{name: "insert unanswered", answerDDL: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakePostgres(t, tc.answerDDL)
+			b := open(t, broker.Servers{Postgres: &broker.PostgresServer{DSN: srv.dsn()}})
+			pub, _ := b.Publisher(broker.PostgreSQL)
+			s, err := broker.New(pub, broker.Config{Topic: "egrid_hung"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			err = s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "hung", 1)))
+			if got := sinks.AsDeliveryError(err).Outcome; got != schemas.TimedOut {
+				t.Fatalf("Deliver = %v (%s), want TimedOut", err, got)
+			}
+			wait(t, srv.unanswered, "the statement reaching the server")
+			wait(t, srv.closed, "the connection of the attempt closed at its deadline")
+			if err := s.Close(); err != nil {
+				t.Errorf("Close = %v, want nil: the publish ended at its attempt's deadline", err)
+			}
+
+			// The publisher's own error says what happened.
+			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+			defer cancel2()
+			m := message.NewMessage("event-2", []byte(`{}`))
+			m.SetContext(ctx2)
+			published := make(chan error, 1)
+			go func() { published <- pub.Publish("egrid_hung", m) }()
+			var perr error
+			select {
+			case perr = <-published:
+			case <-time.After(hangGuard):
+				t.Fatalf("Publish: still waiting after %s", hangGuard)
+			}
+			if got := broker.Classify(perr, nil); got != schemas.TimedOut {
+				t.Errorf("Publish = %v (%s), want TimedOut", perr, got)
+			}
+			if perr == nil || !strings.Contains(perr.Error(), "had not answered when the attempt ended") {
+				t.Errorf("Publish = %v, want it to say PostgreSQL had not answered when the attempt ended", perr)
+			}
+		})
+	}
 }

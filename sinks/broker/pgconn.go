@@ -41,6 +41,7 @@ type pgConns struct {
 
 	mu     sync.Mutex
 	conns  map[*pgConn]struct{}
+	byConn map[driver.Conn]*pgConn // each lib/pq connection's own network connection
 	closed bool
 }
 
@@ -49,7 +50,7 @@ func newPGConns(dsn string) (*pgConns, error) {
 	if _, err := pq.NewConnector(dsn); err != nil {
 		return nil, err
 	}
-	return &pgConns{dsn: dsn, conns: make(map[*pgConn]struct{})}, nil
+	return &pgConns{dsn: dsn, conns: make(map[*pgConn]struct{}), byConn: make(map[driver.Conn]*pgConn)}, nil
 }
 
 // Connect implements [driver.Connector]: one connection, made within pgConnectBound per read
@@ -60,8 +61,19 @@ func (p *pgConns) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.connected()
+	d.connected(c)
 	return c, nil
+}
+
+// of returns the network connection of lib/pq connection dc, or nil when it is gone.
+func (p *pgConns) of(dc any) *pgConn {
+	c, ok := dc.(driver.Conn)
+	if !ok {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byConn[c]
 }
 
 // Driver implements [driver.Connector].
@@ -94,6 +106,9 @@ func (p *pgConns) add(c *pgConn) bool {
 func (p *pgConns) remove(c *pgConn) {
 	p.mu.Lock()
 	delete(p.conns, c)
+	if c.driver != nil {
+		delete(p.byConn, c.driver)
+	}
 	p.mu.Unlock()
 }
 
@@ -133,22 +148,31 @@ func (d *pgDialer) DialTimeout(network, address string, timeout time.Duration) (
 	return c, nil
 }
 
-// connected says the connection is made: its queries get pgQueryBound.
-func (d *pgDialer) connected() {
+// connected says the connection is made, as lib/pq connection dc: its queries get
+// pgQueryBound, and [pgConns.of] finds it.
+func (d *pgDialer) connected(dc driver.Conn) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.first != nil {
-		d.first.bound.Store(int64(pgQueryBound))
+	if d.first == nil {
+		return
 	}
+	d.first.bound.Store(int64(pgQueryBound))
+	d.pool.mu.Lock()
+	if _, open := d.pool.conns[d.first]; open {
+		d.first.driver = dc
+		d.pool.byConn[dc] = d.first
+	}
+	d.pool.mu.Unlock()
 }
 
 // pgConn is a connection whose every read and write waits at most its bound. lib/pq's own
 // deadlines (connect_timeout) give way to it.
 type pgConn struct {
 	net.Conn
-	pool  *pgConns
-	bound atomic.Int64 // time.Duration
-	once  sync.Once
+	pool   *pgConns
+	driver driver.Conn  // the lib/pq connection over it, once made; guarded by pool.mu
+	bound  atomic.Int64 // time.Duration
+	once   sync.Once
 }
 
 func (c *pgConn) Read(b []byte) (int, error) {

@@ -236,8 +236,8 @@ func (s *Sink) failed(err, parent error) error {
 // so they are still owed, and the subscription's next incarnation (after an update or a
 // restart) delivers them again; some may have reached the broker already and arrive twice
 // (consumers dedupe by message UUID, the event id). Close returns an error when a publish is
-// still running at 5 s (a PostgreSQL insert the server stopped answering, bounded at 5 min per
-// read, or a publisher of the caller's own that does not honour its timeouts), and leaves it
+// still running at 5 s (a PostgreSQL publish whose attempt has not ended, which ends with it,
+// or a publisher of the caller's own that does not honour its timeouts), and leaves it
 // running. Close is idempotent.
 func (s *Sink) Close() error {
 	s.mu.Lock()
