@@ -38,9 +38,10 @@ const dialTimeout = 5 * time.Second
 
 // NATS JetStream.
 
-func natsConnect(s NATSServer, name string) (*nats.Conn, error) {
+func natsConnect(s NATSServer, name string, d *natsDialer) (*nats.Conn, error) {
 	return nats.Connect(s.URL,
 		nats.Name(name),
+		nats.SetCustomDialer(d),
 		nats.Timeout(dialTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
@@ -56,13 +57,15 @@ func natsConnect(s NATSServer, name string) (*nats.Conn, error) {
 // Unlike watermill-nats' own publisher it waits for the stream's acknowledgement only as long
 // as the message's context allows, so an abandoned attempt does not linger.
 type natsPublisher struct {
+	d  *natsDialer
 	nc *nats.Conn
 	js jetstream.JetStream
 	m  wmnats.NATSMarshaler
 }
 
 func openNATSPublisher(s NATSServer, _ watermill.LoggerAdapter) (message.Publisher, error) {
-	nc, err := natsConnect(s, "egrid publisher")
+	d := &natsDialer{}
+	nc, err := natsConnect(s, "egrid publisher", d)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +74,52 @@ func openNATSPublisher(s NATSServer, _ watermill.LoggerAdapter) (message.Publish
 		nc.Close()
 		return nil, err
 	}
-	return &natsPublisher{nc: nc, js: js}, nil
+	return &natsPublisher{d: d, nc: nc, js: js}, nil
+}
+
+// natsDialer dials the connections of one nats.go client and keeps the latest, so a publish
+// whose attempt ends while a write to it is stuck can close it (see [natsPublisher.Publish]).
+type natsDialer struct {
+	mu  sync.Mutex
+	cur *natsNetConn
+}
+
+// Dial implements [nats.CustomDialer], within dialTimeout.
+func (d *natsDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	nc := &natsNetConn{Conn: c}
+	d.mu.Lock()
+	d.cur = nc
+	d.mu.Unlock()
+	return nc, nil
+}
+
+// cutStuckWrite closes the current connection when a write to it is in progress: the server
+// is not taking what the client sends. nats.go writes a publish under its connection's lock,
+// bounded only by its 1-minute write timeout, so that one write held every publish of the
+// connection; closed, the write fails at once and nats.go reconnects.
+func (d *natsDialer) cutStuckWrite() {
+	d.mu.Lock()
+	c := d.cur
+	d.mu.Unlock()
+	if c != nil && c.writes.Load() > 0 {
+		_ = c.Close()
+	}
+}
+
+// natsNetConn counts the writes in progress on a connection of nats.go.
+type natsNetConn struct {
+	net.Conn
+	writes atomic.Int32
+}
+
+func (c *natsNetConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	defer c.writes.Add(-1)
+	return c.Conn.Write(b)
 }
 
 func (p *natsPublisher) connected() bool { return p.nc.IsConnected() }
@@ -110,7 +158,17 @@ func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error 
 	}
 	for i, nm := range nms {
 		m := msgs[i]
-		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
+		ctx := m.Context()
+		// A write still stuck when the attempt ends is cut (see cutStuckWrite): the write of
+		// a message nats.go makes itself, without the context, bounded by its 1-minute write
+		// timeout only.
+		stop := context.AfterFunc(ctx, p.d.cutStuckWrite)
+		_, err := p.js.PublishMsg(ctx, nm)
+		stop()
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("NATS had not taken the message when the attempt ended, so the connection was closed (nats.go reconnects): %w (%w)", context.Cause(ctx), err)
+		}
+		if err != nil {
 			err = fmt.Errorf("publishing message %s to subject %s: %w", m.UUID, subject, err)
 			if classify(err, nil) == schemas.PayloadTooLarge {
 				return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: i, Err: err}}, Sent: i}
@@ -158,7 +216,7 @@ type natsSubscriber struct {
 func (s *natsSubscriber) connected() bool { return !s.nc.IsClosed() }
 
 func openNATSSubscriber(s NATSServer, group string, _ watermill.LoggerAdapter) (message.Subscriber, error) {
-	nc, err := natsConnect(s, "egrid source")
+	nc, err := natsConnect(s, "egrid source", &natsDialer{})
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,12 @@
 // connection taken for it alone, with its attempt's context (watermill-sql passes none), and
 // that connection is closed when the attempt ends first, so the publish ends then too, saying
 // PostgreSQL had not answered (TimedOut), instead of holding the connection until its read bound.
+// nats.go writes a published message itself, under its connection's lock and without the
+// context, bounded only by its 1-minute write timeout: a NATS server that stops reading held
+// the publish, and every other publish of the connection, that long. When a publish's attempt
+// ends while a write to its connection is stuck, egrid closes that connection (nats.go
+// reconnects), so the publish ends then, saying NATS had not taken the message (TimedOut); the
+// wait for the stream's acknowledgement is bounded by the attempt's context.
 // RabbitMQ's client (amqp091-go) bounds no wait for the broker's answer, and its heartbeats end
 // only a connection that is silent altogether, so egrid bounds each one by 10 s: opening,
 // declaring on, configuring and closing a channel, writing a message, its confirm (by the

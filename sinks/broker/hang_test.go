@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -199,5 +200,73 @@ func TestPostgresStatementUnansweredEndsAtTheAttemptsDeadline(t *testing.T) {
 				t.Errorf("Publish = %v, want it to say PostgreSQL had not answered when the attempt ended", perr)
 			}
 		})
+	}
+}
+
+// A NATS server that keeps the connection and stops reading it holds no publish past its
+// attempt: nats.go writes a message itself, under its connection's lock and without the
+// context, bounded only by its 1-minute write timeout, so the publish (and every other publish
+// of the connection behind it) waited up to a minute. At the attempt's deadline the stuck
+// write's connection is now closed, so the publish ends then (TimedOut, saying NATS had not
+// taken the message) and nats.go reconnects.
+func TestNATSServerThatStopsReadingEndsThePublishAtItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := make(chan struct{}, 64)
+	halt := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(halt); _ = ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { // INFO, then PONG to the client's first PING, then nothing read
+				defer wg.Done()
+				defer c.Close()
+				_, _ = io.WriteString(c, `INFO {"server_id":"fake","version":"2.10.0","proto":1,"headers":true,"max_payload":67108864}`+"\r\n")
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.HasPrefix(line, "PING") {
+						break
+					}
+				}
+				_, _ = io.WriteString(c, "PONG\r\n")
+				stalled <- struct{}{}
+				<-halt
+			}()
+		}
+	}()
+	b := open(t, broker.Servers{NATS: &broker.NATSServer{URL: "nats://" + ln.Addr().String()}})
+	pub, _ := b.Publisher(broker.NATSJetStream)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// Far more than the sockets buffer: the write is stuck until the connection is closed.
+	m := message.NewMessage("event-1", make([]byte, 32<<20))
+	m.SetContext(ctx)
+	published := make(chan error, 1)
+	go func() { published <- pub.Publish("orders.created", m) }()
+	wait(t, stalled, "the client connecting")
+	var perr error
+	select {
+	case perr = <-published:
+	case <-time.After(hangGuard):
+		t.Fatalf("Publish to a NATS server that stopped reading: still waiting after %s", hangGuard)
+	}
+	if got := broker.Classify(perr, nil); got != schemas.TimedOut {
+		t.Errorf("Publish = %v (%s), want TimedOut", perr, got)
+	}
+	if perr == nil || !strings.Contains(perr.Error(), "NATS had not taken the message when the attempt ended") {
+		t.Errorf("Publish = %v, want it to say NATS had not taken the message when the attempt ended", perr)
 	}
 }
