@@ -263,6 +263,8 @@ func Open(s Servers, logger *slog.Logger) (*Brokers, error) {
 		b.add(RabbitMQ,
 			func() (message.Publisher, error) { return openRabbitMQPublisher(*r, nil) },
 			func() (message.Subscriber, error) { return openRabbitMQSubscriber(*r, nil) })
+		// Each sink gets a connection of its own (see [lazyPublisher.ownPublisher]).
+		b.pubs[RabbitMQ].perSink = true
 	}
 	if r := s.Redis; r != nil {
 		b.add(RedisStream,

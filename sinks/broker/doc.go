@@ -105,6 +105,15 @@
 // a Redis XACK waits at most go-redis's 3 s; a PostgreSQL offset update at most the 5 min each
 // read or write of a connection waits.
 //
+// Each destination on RabbitMQ publishes on a connection of its own (dialled on its first
+// delivery, closed with it); the other brokers' destinations share one connection (NATS, Redis)
+// or pool (PostgreSQL) per broker. amqp091 cannot give up on a channel whose broker does not
+// answer without closing the whole connection, so a RabbitMQ call that hangs is ended by
+// cutting its connection, at its 10 s bound or when its destination closes; on a connection of
+// its own, that cut ends no other destination's publishes. (A connection counted by its users
+// would still be cut for all of them.) The cost is one connection, and its heartbeats, per
+// RabbitMQ destination, which RabbitMQ takes in the thousands.
+//
 // Topology: RabbitMQ queues are declared durable on first publish, and again when a queue deleted
 // since returns a message (messages are published mandatory, so one that reaches no queue is
 // never confirmed as delivered); Redis streams and PostgreSQL tables are created by the first

@@ -43,3 +43,11 @@ func OpenRabbitMQSubscriberWithoutHeartbeats(dial func(network, addr string) (ne
 	// default, 10 s).
 	return openRabbitMQSubscriberConfig(RabbitMQServer{URL: "amqp://guest:guest@127.0.0.1:5672/?heartbeat=0"}, amqpConfig(dial))
 }
+
+// NewPerSinkLazyPublisher returns the publisher [Brokers] gives for RabbitMQ, which gives each
+// sink a connection of its own opened with open.
+func NewPerSinkLazyPublisher(k Kind, open func() (message.Publisher, error)) message.Publisher {
+	l := newLazyPublisher(k, open)
+	l.perSink = true
+	return l
+}

@@ -151,6 +151,45 @@ func (l *lazy[T]) close(also func() error) error {
 type lazyPublisher struct {
 	lazy[message.Publisher]
 	closer func() error // closes what the lazy publisher shares (GoChannel)
+	// perSink: each [Sink] publishes on a connection of its own (see ownPublisher).
+	perSink bool
+	owned   map[*lazyPublisher]struct{} // guarded by lazy.mu
+}
+
+// ownPublisher returns, for a [Sink] to publish with, a publisher of the same broker with a
+// connection of its own (dialled on first use, again after it is lost), and the function that
+// releases it: it closes that connection in the background, which [Brokers.Close] waits for. It
+// returns nil when the publisher shares its connection between sinks, or is closed.
+//
+// RabbitMQ's publisher is so: amqp091 cannot give up on a channel whose broker does not answer
+// without closing the whole connection, so a call that hangs is ended by cutting the connection
+// (see answeredOrCut), at its timeout or when its sink closes. On a shared connection that cut
+// ended the publishes of every other sink; on a sink's own it ends only that sink's.
+func (l *lazyPublisher) ownPublisher() (message.Publisher, func()) {
+	if !l.perSink {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, nil
+	}
+	o := newLazyPublisher(l.kind, l.open)
+	if l.owned == nil {
+		l.owned = make(map[*lazyPublisher]struct{})
+	}
+	l.owned[o] = struct{}{}
+	release := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, ok := l.owned[o]; !ok || l.closed {
+			return // closed with l
+		}
+		delete(l.owned, o)
+		l.old.Add(1)
+		go func() { defer l.old.Done(); _ = o.Close() }()
+	}
+	return o, release
 }
 
 func newLazyPublisher(k Kind, open func() (message.Publisher, error)) *lazyPublisher {
@@ -172,10 +211,23 @@ func (l *lazyPublisher) Publish(topic string, msgs ...*message.Message) error {
 	return p.Publish(topic, msgs...)
 }
 
-// Close implements [message.Publisher]. It is idempotent, and returns without waiting for a
-// dial in flight.
+// Close implements [message.Publisher], and closes the connections of the sinks' own
+// publishers still open. It is idempotent, and returns without waiting for a dial in flight.
 func (l *lazyPublisher) Close() error {
-	return l.close(l.closer)
+	return l.close(func() error {
+		l.mu.Lock()
+		owned := l.owned
+		l.owned = nil
+		l.mu.Unlock()
+		var errs []error
+		for o := range owned {
+			errs = append(errs, o.Close())
+		}
+		if l.closer != nil {
+			errs = append(errs, l.closer())
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // lazySubscriber is the subscriber of one broker kind, dialled on first Subscribe (see lazy).

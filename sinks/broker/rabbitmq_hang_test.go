@@ -267,3 +267,52 @@ func TestRabbitMQSourceAnswerToABrokerThatStopsReading(t *testing.T) {
 		})
 	}
 }
+
+// Each sink of the Brokers' RabbitMQ publisher publishes on a connection of its own, so a
+// sink's Close, which cuts the connection of a publish still waiting for RabbitMQ, ends no
+// other sink's publish: the other one goes on until its own bound (the confirm RabbitMQ does
+// not send: TimedOut at 10 s). On the connection the sinks shared, the cut failed it at 4 s.
+func TestRabbitMQSinkCloseCutsOnlyItsOwnConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeAMQP{ignore: "basic.publish"}
+		defer f.stop()
+		pub := broker.NewPerSinkLazyPublisher(broker.RabbitMQ, func() (message.Publisher, error) {
+			return broker.OpenRabbitMQPublisher(f.dial)
+		})
+		defer pub.Close()
+		closing, err := broker.New(pub, broker.Config{Topic: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := broker.New(pub, broker.Config{Topic: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		otherDone := make(chan error, 1)
+		go func() {
+			otherDone <- other.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "other", 1)))
+		}()
+		closingDone := make(chan error, 1)
+		go func() {
+			closingDone <- closing.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "closing", 1)))
+		}()
+		synctest.Wait() // both publishes wait for their confirms
+		if err, took := within(t, "Close", closing.Close); err != nil || took != 4*time.Second {
+			t.Errorf("Close = %v after %s, want nil after 4s (its cut)", err, took)
+		}
+		if got := sinks.AsDeliveryError(<-closingDone).Outcome; got != schemas.Canceled {
+			t.Errorf("the closed sink's attempt: %s, want Canceled", got)
+		}
+		err = <-otherDone
+		if took := time.Since(start); took != broker.RabbitMQAnswerTimeout {
+			t.Errorf("the other sink's attempt ended after %s (%v), want %s: its own bound, not the other sink's Close", took, err, broker.RabbitMQAnswerTimeout)
+		}
+		if got := sinks.AsDeliveryError(err).Outcome; got != schemas.TimedOut {
+			t.Errorf("the other sink's attempt = %v (%s), want TimedOut", err, got)
+		}
+	})
+}

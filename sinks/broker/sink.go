@@ -87,6 +87,10 @@ type Sink struct {
 	// cut ends, by cutNow, when Close gives up waiting for the publishes in flight (see cutOf).
 	cut    context.Context
 	cutNow context.CancelFunc
+	// release gives back the connection of the sink's own, when the publisher gave it one
+	// (RabbitMQ's of [Brokers]).
+	release     func()
+	releaseOnce sync.Once
 
 	mu       sync.Mutex
 	closed   bool
@@ -94,7 +98,10 @@ type Sink struct {
 }
 
 // New validates cfg and returns a sink publishing to cfg.Topic on pub. The publisher stays the
-// caller's: several sinks may share it, and [Sink.Close] does not close it.
+// caller's: several sinks may share it, and [Sink.Close] does not close it. The RabbitMQ
+// publisher of [Brokers] gives each sink a connection of its own, so that one sink's hung call,
+// cut with its connection (at its timeout or at the sink's Close), ends no other sink's
+// publishes; Close releases it.
 func New(pub message.Publisher, cfg Config) (*Sink, error) {
 	var errs []error
 	if pub == nil {
@@ -111,7 +118,15 @@ func New(pub message.Publisher, cfg Config) (*Sink, error) {
 		name = cfg.Topic
 	}
 	cut, cutNow := context.WithCancel(context.Background())
-	return &Sink{pub: pub, topic: cfg.Topic, name: name, cut: cut, cutNow: cutNow}, nil
+	s := &Sink{pub: pub, topic: cfg.Topic, name: name, cut: cut, cutNow: cutNow, release: func() {}}
+	if o, ok := pub.(interface {
+		ownPublisher() (message.Publisher, func())
+	}); ok {
+		if own, release := o.ownPublisher(); own != nil {
+			s.pub, s.release = own, release
+		}
+	}
+	return s, nil
 }
 
 // Topic returns the topic the sink publishes to.
@@ -243,6 +258,7 @@ func (s *Sink) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	defer s.releaseOnce.Do(s.release)
 	defer s.cutNow()
 	done := make(chan struct{})
 	go func() {
