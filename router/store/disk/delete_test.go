@@ -107,7 +107,7 @@ func names(t *testing.T, defs []store.Definition, err error) []string {
 }
 
 // While a delete waits for the calls under way on what it deletes, other topics' and
-// subscriptions' definitions change: the catalogue's lock is not held across the wait. The
+// subscriptions' definitions change: the catalogue's turn is not kept across the wait. The
 // delete itself still waits for the call.
 func TestDeleteLetsOtherCatalogueChangesGoOn(t *testing.T) {
 	for _, tc := range []struct {
@@ -198,7 +198,7 @@ func TestDeleteLetsOtherCatalogueChangesGoOn(t *testing.T) {
 }
 
 // A catalogue change naming what a delete under way deletes waits for the delete to end,
-// off the catalogue's lock, and then finds it gone (PutTopic and PutSubscription create it
+// off the catalogue's turn, and then finds it gone (PutTopic and PutSubscription create it
 // again) or, when the delete failed, as it was; one whose ctx ends meanwhile writes
 // nothing. In every case the store holds a definition if and only if a call that wrote it
 // succeeded, before and after reopening.

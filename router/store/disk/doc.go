@@ -106,10 +106,18 @@
 // No lock is held across I/O: Store.mu guards the in-memory catalogue and is taken only to
 // read or change it; calls register in wait groups, so DeleteTopic, DeleteSubscription and
 // Close wait for the calls under way without blocking anyone else. Catalogue changes
-// (definitions, rare admin calls) are ordered against each other by Store.catalog, which a
-// delete does not hold while it waits for the calls under way on what it deletes: it marks
-// the name instead, and only a catalogue change naming that topic or subscription waits
-// for the delete to end (it then finds it gone, or back when the delete failed). A delete
+// (definitions, rare admin calls) are ordered against each other by one owner goroutine
+// (catalogLoop), which runs them one at a time, each with its reads of the catalogue and its
+// synced commit; a caller hands its change over and waits for the answer, and one still
+// waiting for its turn (behind a commit a slow or full disk holds up) gives up when its ctx
+// ends, its change not made. A mutex, or a one-slot channel taken with a select on ctx, would
+// have given the same order and the same cancellable wait, but held by the change across its
+// fsync: a lock across I/O by another name. The owner holds nothing the callers wait on but
+// their own answer; the order is the order it takes the changes in. A delete does not keep
+// its turn while it waits for the calls under way on what it deletes: it marks the name
+// instead, and only a catalogue change naming that topic or subscription waits for the
+// delete to end (it then finds it gone, or back when the delete failed); the delete's commit
+// is a second turn. A delete
 // whose synced write failed may still have its batch on disk (the log written, the sync
 // failed): it puts back what it took out of memory, and the recovery that reopens the store
 // reads whether the batch is on disk and, if it is, takes it out again (settleDeletes).

@@ -79,7 +79,7 @@ type Options struct {
 	// waiting until the instance is given up (fenceFS.Create).
 	onParkedCreate func(retired <-chan struct{})
 	// onDrain, for tests, is called as a DeleteTopic or DeleteSubscription (sub not empty)
-	// starts waiting, with the catalogue's lock let go, for the calls under way on what it
+	// starts waiting, off the catalogue's turn, for the calls under way on what it
 	// deletes.
 	onDrain func(topic, sub string)
 	// onDeletionWait, for tests, is called as a catalogue change starts waiting for a
@@ -151,14 +151,19 @@ type Store struct {
 	// not sealed with another key.
 	keyChecked bool
 
-	// catalog orders the catalogue changes (definitions, on the admin plane) against each
-	// other; nothing else waits for it. It is held for a change's reads of the catalogue and
-	// its synced commit, never while a delete waits for the calls under way on what it
-	// deletes: that delete marks the name in deleting instead (see catalogCall).
-	catalog sync.Mutex
+	// catalogJobs hands the catalogue changes (definitions, on the admin plane) to the
+	// catalogue's owner goroutine (catalogLoop), which runs them one at a time in the order
+	// it takes them, each with its reads of the catalogue and its synced commit; nothing
+	// else waits for it. No lock is held across a commit: a caller waiting for its turn
+	// gives up when its ctx ends (catalogTurn). A delete's wait for the calls under way on
+	// what it deletes is not a turn: that delete marks the name in deleting instead (see
+	// catalogDo). catalogQuit is closed by Close once no call is under way; catalogDone when
+	// the owner has returned.
+	catalogJobs              chan *catalogJob
+	catalogQuit, catalogDone chan struct{}
 	// deleting holds the topics and subscriptions whose delete is waiting for the calls under
-	// way on them, or committing; each channel is closed when its delete has ended. Guarded by
-	// catalog.
+	// way on them, or committing; each channel is closed when its delete has ended. Owned by
+	// the catalogue's owner goroutine: read and changed only in a catalogue change.
 	deleting map[deletion]chan struct{}
 	// unsettled holds the deletes whose outcome on disk is not known yet, guarded by mu:
 	// those under way, and those whose commit failed and that put back what they had taken
@@ -282,6 +287,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		topics:        make(map[string]*topic),
 		damagedTopics: make(map[string]*damagedDef),
 		deleting:      make(map[deletion]chan struct{}),
+		catalogJobs:   make(chan *catalogJob),
+		catalogQuit:   make(chan struct{}),
+		catalogDone:   make(chan struct{}),
 		unsettled:     make(map[deletion]*unsettled),
 		kick:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
@@ -350,6 +358,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}
 	s.health.minFree = opts.MinFreeBytes
 	go s.recoverLoop()
+	go s.catalogLoop()
 	return s, nil
 }
 
@@ -1302,50 +1311,98 @@ func buildUpdate(b *pebble.Batch, subID, cursor uint64, u store.Update) error {
 // deletion names a topic (sub empty) or a subscription whose delete is under way.
 type deletion struct{ topic, sub string }
 
-// catalogCall starts a catalogue change on topic, on its subscription sub when sub is not
-// empty, and on every one of its subscriptions when allSubs is set (DeleteTopic): it waits
-// until no delete of any of them is under way, takes s.catalog and checks the store takes
-// writes. The caller must call the returned function.
+// catalogJob is a catalogue change handed to the catalogue's owner goroutine: run, then done
+// closed with its result in err.
+type catalogJob struct {
+	run  func() error
+	err  error
+	done chan struct{}
+}
+
+// catalogLoop is the catalogue's owner goroutine: it runs the catalogue changes one at a
+// time, in the order it takes them, until Close has seen every call end (catalogQuit). It
+// runs from Open to Close.
+func (s *Store) catalogLoop() {
+	defer close(s.catalogDone)
+	for {
+		select {
+		case j := <-s.catalogJobs:
+			j.err = j.run()
+			close(j.done)
+		case <-s.catalogQuit:
+			return
+		}
+	}
+}
+
+// catalogTurn runs run on the catalogue's owner goroutine, after the changes handed to it
+// before, and returns its result. A caller still waiting for its turn (behind a change whose
+// synced commit a slow or full disk holds up) gives up when ctx ends, with ctx's error, and
+// run is not run; once run has been taken, the caller waits for its result, so it knows
+// whether the change was made. A store whose owner has returned (closed) returns ErrClosed.
+func (s *Store) catalogTurn(ctx context.Context, run func() error) error {
+	j := &catalogJob{run: run, done: make(chan struct{})}
+	select {
+	case s.catalogJobs <- j:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the catalogue changes before it: %w", ctx.Err())
+	case <-s.catalogDone:
+		return ErrClosed
+	}
+	<-j.done
+	return j.err
+}
+
+// catalogDo runs change, a catalogue change on topic, on its subscription sub when sub is
+// not empty, and on every one of its subscriptions when allSubs is set (DeleteTopic), in its
+// turn on the catalogue's owner goroutine (catalogTurn), once no delete of any of them is
+// under way and with the store checked to take writes (catalogEnter). An error of the turn
+// or of that check is returned wrapped in what; change's own error as it is.
 //
-// A delete lets go of s.catalog while it waits for the calls under way on what it deletes
+// A delete does not keep the turn while it waits for the calls under way on what it deletes
 // (deleteDrained), so that other topics' changes go on; the names it marks in s.deleting
 // keep the changes that would race with its batch away until it has ended: a PutTopic of
 // the name would have its new definition deleted by the batch, a PutSubscription's would
 // be left behind by a delete of its topic, a DeleteTopic would leave the state of a
 // subscription whose delete then fails. Such a change waits for the delete to end (off the
-// lock, on the delete's channel, or until ctx ends) and then starts again: after a delete
-// that committed it finds no topic or subscription (PutTopic creates a new one), after one
-// that failed it finds the old one.
-func (s *Store) catalogCall(ctx context.Context, topic, sub string, allSubs bool) (*generation, func(), error) {
+// owner goroutine, on the delete's channel, or until ctx ends) and then starts again: after
+// a delete that committed it finds no topic or subscription (PutTopic creates a new one),
+// after one that failed it finds the old one.
+func (s *Store) catalogDo(ctx context.Context, what, topic, sub string, allSubs bool, change func(g *generation) error) error {
 	for {
-		s.catalog.Lock()
-		ended := s.deletionOf(topic, sub, allSubs)
-		if ended == nil {
-			break
+		var ended chan struct{}
+		entered := false
+		err := s.catalogTurn(ctx, func() error {
+			if ended = s.deletionOf(topic, sub, allSubs); ended != nil {
+				return nil
+			}
+			g, release, err := s.catalogEnter()
+			if err != nil {
+				return err
+			}
+			defer release()
+			entered = true
+			return change(g)
+		})
+		if err != nil && !entered {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		s.catalog.Unlock()
+		if ended == nil {
+			return err
+		}
 		if s.opts.onDeletionWait != nil {
 			s.opts.onDeletionWait(topic, sub)
 		}
 		select {
 		case <-ended:
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("waiting for a delete of the same name to end: %w", ctx.Err())
+			return fmt.Errorf("%s: waiting for a delete of the same name to end: %w", what, ctx.Err())
 		}
 	}
-	g, release, err := s.catalogEnter()
-	if err != nil {
-		s.catalog.Unlock()
-		return nil, nil, err
-	}
-	return g, func() {
-		release()
-		s.catalog.Unlock()
-	}, nil
 }
 
 // deletionOf returns the channel of a delete under way that a catalogue change on topic
-// (and sub, or allSubs) must wait for, or nil. s.catalog must be held.
+// (and sub, or allSubs) must wait for, or nil. It runs on the catalogue's owner goroutine.
 func (s *Store) deletionOf(topic, sub string, allSubs bool) chan struct{} {
 	if ended, ok := s.deleting[deletion{topic: topic}]; ok {
 		return ended
@@ -1365,8 +1422,8 @@ func (s *Store) deletionOf(topic, sub string, allSubs bool) chan struct{} {
 	return nil
 }
 
-// catalogEnter registers a catalogue change, with s.catalog held: it checks the store is
-// open and takes writes. The caller must call release (which leaves s.catalog held).
+// catalogEnter registers a catalogue change, on the catalogue's owner goroutine: it checks
+// the store is open and takes writes. The caller must call release.
 func (s *Store) catalogEnter() (g *generation, release func(), err error) {
 	s.mu.RLock()
 	closed, g := s.closed, s.gen
@@ -1389,58 +1446,62 @@ func (s *Store) catalogEnter() (g *generation, release func(), err error) {
 	return g, release, nil
 }
 
-// deleteDrained ends a DeleteTopic or DeleteSubscription of d that has taken what it deletes
-// out of the in-memory catalogue (new calls find nothing) and still holds its catalogCall
-// (done). It marks d as being deleted, lets go of the catalogue, waits for the calls under
-// way on what it deletes (ops), then takes the catalogue again and runs commit on the
-// store's generation of that moment. When the store has closed or failed meanwhile, restore
-// puts back what was taken out (with s.mu held): it is still on disk. When commit fails, its
-// batch may have reached the disk all the same (the log written, its sync failed): restore
-// puts it back, and the recovery that reopens the store reads whether the batch is on disk
-// and takes it out of memory again if it is (settleDeletes); a delete that finds that
-// recovery has done so returns nil. The mark is removed, and the changes waiting for it
-// woken, at the end. The delete stays counted in s.ops throughout, so Close waits for it.
-func (s *Store) deleteDrained(d deletion, done func(), ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
-	ended := make(chan struct{})
-	s.deleting[d] = ended
-	s.ops.Add(1) // above zero: done has not been called yet
+// markDeleting marks d as being deleted, in a catalogue change (catalogDo) of a DeleteTopic
+// or DeleteSubscription that has taken what it deletes out of the in-memory catalogue (new
+// calls find nothing). It counts the delete in s.ops (above zero: the change is registered),
+// so Close waits for it; the delete's deleteDrained must follow.
+func (s *Store) markDeleting(d deletion) {
+	s.deleting[d] = make(chan struct{})
+	s.ops.Add(1)
+}
+
+// deleteDrained ends a delete of d that markDeleting marked, once its catalogue change has
+// ended: it waits for the calls under way on what it deletes (ops), off the catalogue's turn,
+// then in a turn of its own runs commit on the store's generation of that moment. That turn
+// does not end with the caller's ctx: the mark must be removed. When the store has closed or
+// failed meanwhile, restore puts back what was taken out (with s.mu held): it is still on
+// disk. When commit fails, its batch may have reached the disk all the same (the log
+// written, its sync failed): restore puts it back, and the recovery that reopens the store
+// reads whether the batch is on disk and takes it out of memory again if it is
+// (settleDeletes); a delete that finds that recovery has done so returns nil. The mark is
+// removed, and the changes waiting for it woken, at the end.
+func (s *Store) deleteDrained(d deletion, ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
 	defer s.ops.Done()
-	done()
 	if s.opts.onDrain != nil {
 		s.opts.onDrain(d.topic, d.sub)
 	}
 	ops.Wait()
-	s.catalog.Lock()
-	defer func() {
-		delete(s.deleting, d)
-		close(ended)
-		s.catalog.Unlock()
-	}()
-	g, release, err := s.catalogEnter()
-	attempted := false
-	if err == nil {
-		err = commit(g)
-		attempted = err != nil
-		release()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.unsettled[d]
-	switch {
-	case err == nil:
-		delete(s.unsettled, d)
-	case u.gone:
-		delete(s.unsettled, d) // a recovery found the batch on disk: the delete took effect
-		return nil
-	default:
-		restore()
-		if attempted {
-			u.restored = true // until a recovery has read whether the batch is on disk
-		} else {
-			delete(s.unsettled, d)
+	return s.catalogTurn(context.Background(), func() error {
+		defer func() {
+			close(s.deleting[d])
+			delete(s.deleting, d)
+		}()
+		g, release, err := s.catalogEnter()
+		attempted := false
+		if err == nil {
+			err = commit(g)
+			attempted = err != nil
+			release()
 		}
-	}
-	return err
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		u := s.unsettled[d]
+		switch {
+		case err == nil:
+			delete(s.unsettled, d)
+		case u.gone:
+			delete(s.unsettled, d) // a recovery found the batch on disk: the delete took effect
+			return nil
+		default:
+			restore()
+			if attempted {
+				u.restored = true // until a recovery has read whether the batch is on disk
+			} else {
+				delete(s.unsettled, d)
+			}
+		}
+		return err
+	})
 }
 
 // unsettled is a delete whose outcome on disk is not known yet (Store.unsettled): of topic t,
@@ -1458,70 +1519,70 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall(ctx, name, "", false)
-	if err != nil {
-		return fmt.Errorf("putting topic %q: %w", name, err)
-	}
-	defer done()
-	if err := s.refuseDamagedTopic(name); err != nil {
-		return fmt.Errorf("putting topic: %w", err)
-	}
-	s.mu.RLock()
-	t, exists := s.topics[name]
-	id := s.nextID + 1
-	s.mu.RUnlock()
-	b := g.db.NewBatch()
-	if exists {
-		id = t.id
-	} else if err := b.Set(nextIDKey, encodeUint64(id), nil); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("putting topic %q: %w", name, err)
-	}
-	if err := b.Set(nameKey(prefixTopic, name), s.encodeDef(nameKey(prefixTopic, name), id, spec), nil); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("putting topic %q: %w", name, err)
-	}
-	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
-		return fmt.Errorf("putting topic %q: %w", name, err)
-	}
-	if !exists {
-		s.mu.Lock()
-		s.nextID = id
-		s.topics[name] = &topic{id: id, subs: make(map[string]*sub)}
-		s.mu.Unlock()
-	}
-	return nil
+	return s.catalogDo(ctx, fmt.Sprintf("putting topic %q", name), name, "", false, func(g *generation) error {
+		if err := s.refuseDamagedTopic(name); err != nil {
+			return fmt.Errorf("putting topic: %w", err)
+		}
+		s.mu.RLock()
+		t, exists := s.topics[name]
+		id := s.nextID + 1
+		s.mu.RUnlock()
+		b := g.db.NewBatch()
+		if exists {
+			id = t.id
+		} else if err := b.Set(nextIDKey, encodeUint64(id), nil); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("putting topic %q: %w", name, err)
+		}
+		if err := b.Set(nameKey(prefixTopic, name), s.encodeDef(nameKey(prefixTopic, name), id, spec), nil); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("putting topic %q: %w", name, err)
+		}
+		if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
+			return fmt.Errorf("putting topic %q: %w", name, err)
+		}
+		if !exists {
+			s.mu.Lock()
+			s.nextID = id
+			s.topics[name] = &topic{id: id, subs: make(map[string]*sub)}
+			s.mu.Unlock()
+		}
+		return nil
+	})
 }
 
 // DeleteTopic implements [store.Store]. The definition, journal, subscriptions and their
 // state go in one synced batch of range deletions, written once the calls under way on the
-// topic are done (new ones find no topic). It does not hold the catalogue's lock while it
+// topic are done (new ones find no topic). It does not keep the catalogue's turn while it
 // waits for them: other topics' definitions change meanwhile, and a change naming this topic
-// or one of its subscriptions waits for the delete to end (catalogCall). A delete that does
+// or one of its subscriptions waits for the delete to end (catalogDo). A delete that does
 // not commit (the store closed or failed meanwhile, the write failed) leaves the topic as it
 // was.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall(ctx, name, "", true)
-	if err != nil {
-		return fmt.Errorf("deleting topic %q: %w", name, err)
-	}
-	if handled, err := s.deleteDamagedTopic(g, name); handled {
-		done()
+	var t *topic
+	err := s.catalogDo(ctx, fmt.Sprintf("deleting topic %q", name), name, "", true, func(g *generation) error {
+		if handled, err := s.deleteDamagedTopic(g, name); handled {
+			return err
+		}
+		s.mu.Lock()
+		found, ok := s.topics[name]
+		if ok {
+			delete(s.topics, name)
+			s.unsettled[deletion{topic: name}] = &unsettled{t: found}
+		}
+		s.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("topic %q: %w", name, store.ErrNotFound)
+		}
+		t = found
+		s.markDeleting(deletion{topic: name})
+		return nil
+	})
+	if err != nil || t == nil {
 		return err
-	}
-	s.mu.Lock()
-	t, ok := s.topics[name]
-	if ok {
-		delete(s.topics, name)
-		s.unsettled[deletion{topic: name}] = &unsettled{t: t}
-	}
-	s.mu.Unlock()
-	if !ok {
-		done()
-		return fmt.Errorf("topic %q: %w", name, store.ErrNotFound)
 	}
 	commit := func(g *generation) error {
 		b := g.db.NewBatch()
@@ -1544,7 +1605,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
 	restore := func() { s.topics[name] = t }
-	if err := s.deleteDrained(deletion{topic: name}, done, &t.ops, commit, restore); err != nil {
+	if err := s.deleteDrained(deletion{topic: name}, &t.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
 	return nil
@@ -1601,130 +1662,128 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall(ctx, topicName, name, false)
-	if err != nil {
-		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
-	}
-	defer done()
-	s.mu.RLock()
-	t, ok := s.topics[topicName]
-	var sb *sub
-	exists := false
-	if ok {
-		sb, exists = t.subs[name]
-	}
-	id := s.nextID + 1
-	s.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
-	}
-	if !exists {
-		if err := s.refuseDamagedSub(t, topicName, name); err != nil {
-			return fmt.Errorf("putting subscription: %w", err)
+	return s.catalogDo(ctx, fmt.Sprintf("putting subscription %q of topic %q", name, topicName), topicName, name, false, func(g *generation) error {
+		s.mu.RLock()
+		t, ok := s.topics[topicName]
+		var sb *sub
+		exists := false
+		if ok {
+			sb, exists = t.subs[name]
 		}
-	}
-	b := g.db.NewBatch()
-	var errs []error
-	if !exists {
-		sb = &sub{id: id, cursor: t.lastSeq()}
-		errs = append(errs,
-			b.Set(nextIDKey, encodeUint64(sb.id), nil),
-			b.Set(idKey(prefixCursor, sb.id), encodeUint64(sb.cursor), nil))
-	}
-	errs = append(errs, b.Set(subDefKey(t.id, name), s.encodeDef(subDefKey(t.id, name), sb.id, spec), nil))
-	if err := errors.Join(errs...); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
-	}
-	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
-		return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
-	}
-	if !exists {
-		s.mu.Lock()
-		s.nextID = sb.id
-		t.subs[name] = sb
-		s.mu.Unlock()
-	}
-	return nil
+		id := s.nextID + 1
+		s.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
+		}
+		if !exists {
+			if err := s.refuseDamagedSub(t, topicName, name); err != nil {
+				return fmt.Errorf("putting subscription: %w", err)
+			}
+		}
+		b := g.db.NewBatch()
+		var errs []error
+		if !exists {
+			sb = &sub{id: id, cursor: t.lastSeq()}
+			errs = append(errs,
+				b.Set(nextIDKey, encodeUint64(sb.id), nil),
+				b.Set(idKey(prefixCursor, sb.id), encodeUint64(sb.cursor), nil))
+		}
+		errs = append(errs, b.Set(subDefKey(t.id, name), s.encodeDef(subDefKey(t.id, name), sb.id, spec), nil))
+		if err := errors.Join(errs...); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
+		}
+		if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
+			return fmt.Errorf("putting subscription %q of topic %q: %w", name, topicName, err)
+		}
+		if !exists {
+			s.mu.Lock()
+			s.nextID = sb.id
+			t.subs[name] = sb
+			s.mu.Unlock()
+		}
+		return nil
+	})
 }
 
 // SwapSubscription implements [store.Store]. The read, the comparison and the synced write
-// happen under the catalogue's lock, which every definition change takes.
+// happen in one catalogue change, in its turn after the definition changes before it.
 func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, old, spec []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall(ctx, topicName, name, false)
-	if err != nil {
-		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
-	}
-	defer done()
-	s.mu.RLock()
-	t, ok := s.topics[topicName]
-	var sb *sub
-	if ok {
-		sb, ok = t.subs[name]
-	}
-	s.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
-	}
-	key := subDefKey(t.id, name)
-	v, found, err := get(g.db, key)
-	if err != nil {
-		return fmt.Errorf("swapping subscription %q of topic %q: reading its definition: %w", name, topicName, err)
-	}
-	if !found {
-		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
-	}
-	_, cur, err := s.decodeDef(key, v)
-	if err != nil {
-		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
-	}
-	if !bytes.Equal(cur, old) {
-		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrChanged)
-	}
-	b := g.db.NewBatch()
-	if err := b.Set(key, s.encodeDef(key, sb.id, spec), nil); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
-	}
-	if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
-		return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
-	}
-	return nil
+	return s.catalogDo(ctx, fmt.Sprintf("swapping subscription %q of topic %q", name, topicName), topicName, name, false, func(g *generation) error {
+		s.mu.RLock()
+		t, ok := s.topics[topicName]
+		var sb *sub
+		if ok {
+			sb, ok = t.subs[name]
+		}
+		s.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+		}
+		key := subDefKey(t.id, name)
+		v, found, err := get(g.db, key)
+		if err != nil {
+			return fmt.Errorf("swapping subscription %q of topic %q: reading its definition: %w", name, topicName, err)
+		}
+		if !found {
+			return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+		}
+		_, cur, err := s.decodeDef(key, v)
+		if err != nil {
+			return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+		}
+		if !bytes.Equal(cur, old) {
+			return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrChanged)
+		}
+		b := g.db.NewBatch()
+		if err := b.Set(key, s.encodeDef(key, sb.id, spec), nil); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+		}
+		if err := g.commit(b, pebble.Sync, s.onFail); err != nil {
+			return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, err)
+		}
+		return nil
+	})
 }
 
 // DeleteSubscription implements [store.Store]. It is written once the calls under way on the
-// subscription are done (new ones find no subscription), without the catalogue's lock held
-// while it waits for them, as DeleteTopic: a change naming the subscription or its topic
+// subscription are done (new ones find no subscription), without keeping the catalogue's
+// turn while it waits for them, as DeleteTopic: a change naming the subscription or its topic
 // waits for the delete to end. A delete that does not commit leaves the subscription as it
 // was.
 func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, done, err := s.catalogCall(ctx, topicName, name, false)
-	if err != nil {
-		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
-	}
-	if handled, err := s.deleteDamagedSub(g, topicName, name); handled {
-		done()
-		return err
-	}
-	s.mu.Lock()
-	t, ok := s.topics[topicName]
+	var t *topic
 	var sb *sub
-	if ok {
-		if sb, ok = t.subs[name]; ok {
-			delete(t.subs, name)
-			s.unsettled[deletion{topicName, name}] = &unsettled{t: t, sb: sb}
+	err := s.catalogDo(ctx, fmt.Sprintf("deleting subscription %q of topic %q", name, topicName), topicName, name, false, func(g *generation) error {
+		if handled, err := s.deleteDamagedSub(g, topicName, name); handled {
+			return err
 		}
-	}
-	s.mu.Unlock()
-	if !ok {
-		done()
-		return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+		s.mu.Lock()
+		ft, ok := s.topics[topicName]
+		var fsb *sub
+		if ok {
+			if fsb, ok = ft.subs[name]; ok {
+				delete(ft.subs, name)
+				s.unsettled[deletion{topicName, name}] = &unsettled{t: ft, sb: fsb}
+			}
+		}
+		s.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("subscription %q of topic %q: %w", name, topicName, store.ErrNotFound)
+		}
+		t, sb = ft, fsb
+		s.markDeleting(deletion{topicName, name})
+		return nil
+	})
+	if err != nil || sb == nil {
+		return err
 	}
 	commit := func(g *generation) error {
 		b := g.db.NewBatch()
@@ -1736,7 +1795,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
 	restore := func() { t.subs[name] = sb }
-	if err := s.deleteDrained(deletion{topicName, name}, done, &sb.ops, commit, restore); err != nil {
+	if err := s.deleteDrained(deletion{topicName, name}, &sb.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
 	return nil
@@ -1778,6 +1837,8 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.loopDone
 	s.ops.Wait()
+	close(s.catalogQuit) // no change is under way or counted: a later one finds the store closed
+	<-s.catalogDone
 	defer s.repeats.close() // after pebble's last report
 	if g.isFailed() {
 		s.mu.RLock()
