@@ -540,3 +540,45 @@ func TestDamagedTrimFloorIsNotRaisedPastADamagedOldestBlock(t *testing.T) {
 		t.Errorf("want the lost entry 6 reported; logs:\n%s", l)
 	}
 }
+
+// The recovery that reopens a failed store reads each topic's journal end as Open does
+// (readJournalEnd): a damaged table block holding a topic's newest entries, found only as
+// the store reopens itself, neither keeps the store failed (the read of the journal's end
+// fails) nor lets a topic whose block reaches past its journal take events that could not be
+// read back. That topic refuses Append, saying what to do, the next topic numbers on after
+// its newest, and the damage is reported.
+func TestRecoveryReadsADamagedJournalEnd(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	s := openVal(t, dir)
+	for _, name := range []string{"orders", "later"} {
+		if err := s.PutTopic(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			appendN(t, s.Store, name, i, i)
+		}
+	}
+	isolateAndDamageKeys(t, s.Store, dir, seqKey(prefixJournal, s.topics["orders"].id, 3), seqKey(prefixJournal, s.topics["later"].id, 1))
+	if c := s.damage(); len(c) != 0 {
+		t.Fatalf("damage counted %v before the store failed; want none", c)
+	}
+
+	s.onFail(s.gen, errors.New("injected write failure"))
+	if err := s.WaitFailed(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Append(ctx, "orders", time.Now(), []*schemas.Event{{ID: "4", Raw: []byte(`{}`)}})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "delete the topic and create it again") {
+		t.Errorf("Append to orders after the recovery = %v; want it refused, saying to delete and create the topic", err)
+	}
+	if seq, err := s.Append(ctx, "later", time.Now(), []*schemas.Event{{ID: "4", Raw: []byte(`{}`)}}); err != nil || seq != 4 {
+		t.Errorf("Append to later after the recovery = %d, %v; want 4", seq, err)
+	}
+	if c := s.damage(); c[DamageTable] < 2 {
+		t.Errorf("damage counted %v; want both journal ends (kind table)", c)
+	}
+	if l := s.logs.String(); !strings.Contains(l, "reaches past the journal's end; the topic takes no new event") || !strings.Contains(l, "topic=orders") {
+		t.Errorf("want an ERROR saying orders takes no new event; logs:\n%s", l)
+	}
+}
