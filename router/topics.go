@@ -225,7 +225,11 @@ func (r *Router) Topics() []string {
 	return names
 }
 
-// DeleteTopic deletes a topic with its subscriptions and everything stored for them.
+// DeleteTopic deletes a topic with its subscriptions and everything stored for them. It waits
+// for the topic's actors to terminate however long a turn of one of them holds its mailbox
+// (stopActor), then for their last writes, before it closes the topic's state writer and
+// deletes the topic from the store: once it has begun stopping the actors it goes through to
+// the end, so a topic is never left half deleted.
 func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	release, err := r.turns.acquire(ctx, name)
 	if err != nil {
@@ -252,11 +256,9 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	}
 	r.stopReplaysForDelete(ctx, name, "")
 	t.commit.close()
-	if err := r.system.Root.StopFuture(t.pid).Wait(); err != nil {
-		return fmt.Errorf("stopping topic %q: %w", name, err)
-	}
-	_ = r.stops.WaitTopic(ctx, name) // their sink calls and last writes, off their mailboxes
-	_ = t.writer.Close()             // after the actors: they flush on stop
+	r.stopActor(t.pid, "topic actor "+name) // its children's stop work has begun then
+	_ = r.stops.WaitTopic(ctx, name)        // their sink calls and last writes, off their mailboxes
+	_ = t.writer.Close()                    // after the actors: they flush on stop
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
 	}
