@@ -38,10 +38,15 @@ func (s *subscription) handOff(d *DeadLetter) {
 }
 
 // handed returns what tells the hand-off that recs are in the store, nil when there are none.
-func (s *subscription) handed(recs []store.DeadLetterRecord) func() {
+// Records whose write failed are not handed: they are not in the store.
+func (s *subscription) handed(recs []store.DeadLetterRecord) func(error) {
 	if len(recs) == 0 || s.cfg.Handoff == nil {
 		return nil
 	}
 	h := s.cfg.Handoff
-	return func() { h.Handed(recs) }
+	return func(err error) {
+		if err == nil {
+			h.Handed(recs)
+		}
+	}
 }

@@ -817,9 +817,18 @@ func (q *queue) persist() {
 	if cursor > q.cursor {
 		u.Cursor, q.cursor = cursor, cursor
 	}
-	var written func()
-	if after, h, recs, root := q.pendingAfter, q.cfg.Handoff, u.DeadLetters, q.system.Root; len(after) > 0 || (h != nil && len(recs) > 0) {
-		written = func() {
+	var written func(error)
+	if after, h, recs, root, name, topic := q.pendingAfter, q.cfg.Handoff, u.DeadLetters, q.system.Root, q.cfg.Name, q.cfg.Topic; len(after) > 0 || (h != nil && len(recs) > 0) {
+		written = func(err error) {
+			if err != nil {
+				// Nothing of the update is stored: its consumers are told so at once, not
+				// left to their own timeouts, and they send their requests again.
+				refused := unsaved(name, topic, err)
+				for _, a := range after {
+					root.Send(a.to, refused)
+				}
+				return
+			}
 			if h != nil && len(recs) > 0 {
 				h.Handed(recs)
 			}
@@ -844,18 +853,35 @@ func (q *queue) persist() {
 // waited for it are told the subscription's actor is not running here ([ErrNotRunning]):
 // their receipts and settlements are not in the store, and the events belong to the new
 // owner, which hands them out again. The receivers still waiting are answered with no
-// events as the actor stops; the answers of earlier writes that were fenced are never sent
-// ([StateWriter.Enqueue]).
+// events as the actor stops; the consumers whose answers waited for the write that was
+// fenced were told so by the writer as it failed ([unsaved]).
 func (q *queue) fence(err error) {
 	q.fenced = true
 	q.cancel()
-	refused := fmt.Errorf("event subscription %q of topic %q: its state was taken over elsewhere (another node runs it now); nothing of this request was stored, send it again: %w",
-		q.cfg.Name, q.cfg.Topic, ErrNotRunning)
+	refused := unsaved(q.cfg.Name, q.cfg.Topic, err)
 	for _, a := range q.pendingAfter {
 		q.system.Root.Send(a.to, refused)
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
 	stopFenced(q.log, err, q.cfg.OnFenced, q.system.Root, q.self)
+}
+
+// unsaved is the answer to a consumer whose receipt or settlement was in a state write of
+// event subscription name of topic that failed with err: nothing of its request is stored,
+// and it should send it again. It wraps [ErrNotRunning], which the router answers as a
+// subscription to try again shortly, and err. A fenced write ([store.ErrFenced]) means
+// another node took the subscription over: the request goes there next time.
+func unsaved(name, topic string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return fmt.Errorf("event subscription %q of topic %q: its state was taken over elsewhere (another node runs it now); nothing of this request was stored, send it again: %w (%w)",
+			name, topic, ErrNotRunning, err)
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("event subscription %q of topic %q was deleted; nothing of this request was stored: %w (%w)",
+			name, topic, ErrNotRunning, err)
+	}
+	return fmt.Errorf("event subscription %q of topic %q: saving its state failed, so nothing of this request was stored and the subscription restarts from its stored state; send it again: %w (%w)",
+		name, topic, ErrNotRunning, err)
 }
 
 // orderSlack is how many settled events' sequence numbers the taken-in order may hold beyond

@@ -100,8 +100,8 @@ func TestQueueStopsOnAFencedStateWrite(t *testing.T) {
 		h.Settle() // loaded; e1 and e2 taken in
 
 		st.fenced.Store(true) // another node wrote the subscription's state
-		// e1's receipt goes to the store, which refuses it: nothing answers this receive
-		// with e1 (the writer calls no written callback of a failed write).
+		// e1's receipt goes to the store, which refuses it: this receive is told so, not
+		// answered with e1 (TestQueueAnswersTheWaitersOfAFencedWriteAtOnce).
 		first := root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 1, MaxEvents: 1, MaxWait: time.Second}, time.Minute)
 		h.Settle()
 		// The next write finds the failure: this receive's receipt of e2 is never stored.
@@ -131,6 +131,55 @@ func TestQueueStopsOnAFencedStateWrite(t *testing.T) {
 		// It stopped by itself: a stop asked for now is answered once its stop work ended.
 		if _, err := root.RequestFuture(topic, &actors.RemoveSubscription{Name: "audit"}, time.Minute).Result(); err != nil {
 			t.Errorf("RemoveSubscription after the fence: %v", err)
+		}
+	})
+}
+
+// The consumers whose answers wait for a state write the store fences are told at once that
+// nothing of their request was stored because another node took the subscription over, with
+// an error wrapping ErrNotRunning: they were answered by nothing, and waited for their own
+// timeouts.
+func TestQueueAnswersTheWaitersOfAFencedWriteAtOnce(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		ctx := context.Background()
+		st := &fencedStore{Store: journalWithEvents(t, 1)} // e1 for subscription audit
+		topic := h.Spawn(actors.TopicProps(&actors.TopicConfig{
+			Name: "orders", Metrics: new(metrics.Set), Logger: slog.New(new(logRecords)),
+			Subscriptions: []*actors.SubscriptionConfig{{
+				SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), Logger: slog.New(new(logRecords))},
+				Name:               "audit", DeliverySchema: schemas.CloudEvents,
+				Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+			}},
+		}))
+		root := h.System().Root
+		entries, _ := st.Read(ctx, "orders", 1, 1)
+		root.Send(topic, &actors.Appended{Entries: entries})
+		h.Settle() // loaded; e1 taken in
+
+		st.fenced.Store(true) // another node wrote the subscription's state
+		answered := make(chan any, 1)
+		f := root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 1, MaxEvents: 1, MaxWait: time.Second}, time.Hour)
+		go func() {
+			v, err := f.Result()
+			if err != nil {
+				v = err
+			}
+			answered <- v
+		}()
+		h.Settle() // the receipt's write is refused; no time passes
+		select {
+		case v := <-answered:
+			err, ok := v.(error)
+			if !ok || !errors.Is(err, actors.ErrNotRunning) || !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("receive whose receipt was fenced = %v, want an error wrapping ErrNotRunning and store.ErrFenced", v)
+			}
+			if !strings.Contains(err.Error(), "another node") || !strings.Contains(err.Error(), "send it again") {
+				t.Errorf("receive whose receipt was fenced = %q, want it to say another node runs the subscription and to send the request again", err)
+			}
+		default:
+			t.Error("the receive whose receipt the store fenced was not answered once the write failed")
+			h.Advance(time.Hour) // its own timeout
+			<-answered
 		}
 	})
 }

@@ -35,8 +35,9 @@ import (
 // that fails with [store.ErrNotFound] is not a failure: the subscription (or its topic) was
 // deleted — its actor's stop work gave up waiting for its last write, the stop grace of
 // [StateWriter.FlushWithin] — and has no state left to update, so the write and what is
-// queued behind it are dropped, unreported; their written callbacks are never called (the
-// dead letters of a deleted subscription go with it, as its parked events do). The stores
+// queued behind it are dropped, not reported as failures; their written callbacks are called
+// with the error (the dead letters of a deleted subscription go with it, as its parked events
+// do). The stores
 // return ErrNotFound only for a subscription that has no record of the update's epoch, and a
 // deleted subscription's actor is stopped before its record goes, so no later write of the
 // same actor can be applied past a dropped one.
@@ -90,7 +91,7 @@ type mergedUpdate struct {
 	probation   []byte                   // the latest non-nil Update.Probation; nil = unchanged
 	deadLetters []store.DeadLetterRecord // in the order queued
 	sync        bool                     // some queued update asked for a synced write
-	written     []func()                 // called, in order, once the update is in the store
+	written     []func(error)            // called, in order, once the update is in the store or failed
 }
 
 // NewStateWriter starts a writer for topic's subscriptions.
@@ -108,10 +109,14 @@ func NewStateWriter(st store.Store, topic string) *StateWriter {
 // from the store. Failures of other subscriptions (or of another epoch of sub) do not count,
 // nor does a write dropped because sub was deleted.
 //
-// written, when non-nil, is called on the writer's goroutine once u is in the store (durable
-// when u carries dead letters: see [store.Update.DeadLetters]); never when the write fails.
-// It must not block.
-func (w *StateWriter) Enqueue(sub string, u store.Update, written func()) error {
+// written, when non-nil, is called once on the writer's goroutine when u's write has ended:
+// with nil once u is in the store (durable when u carries dead letters: see
+// [store.Update.DeadLetters]), or with the failure (wrapping the store's error, such as
+// [store.ErrFenced] or [store.ErrNotFound]) when the write that carried u failed or was
+// dropped, or when u was queued behind such a write and is dropped with it, so that whoever
+// waits for u is answered at once rather than at its own timeout. It is called before
+// [StateWriter.Flush] of u's subscription returns. It must not block.
+func (w *StateWriter) Enqueue(sub string, u store.Update, written func(error)) error {
 	k := stateKey{sub, u.Epoch}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -218,34 +223,46 @@ func (w *StateWriter) run() {
 		w.busy[k] = true
 		w.mu.Unlock()
 		err := w.write(k, m)
-		if err == nil {
-			for _, f := range m.written {
-				f()
-			}
+		done := m.written
+		if err != nil {
+			w.mu.Lock()
+			err, done = w.fail(k, m, err)
+			w.mu.Unlock()
+		}
+		for _, f := range done {
+			f(err)
 		}
 		w.mu.Lock()
 		delete(w.busy, k)
-		switch {
-		case err == nil:
-		case errors.Is(err, store.ErrNotFound):
-			// Deleted (perhaps created again since: store.ErrStaleEpoch): nothing left of
-			// this epoch to update, and what is queued behind was decided by the same
-			// stopped actor. A new epoch's updates are queued under their own key.
-			w.drop(k)
-		default:
-			// What is still queued for sub was decided after the update that failed, and an
-			// update is a change to the state before it: a later cursor written without the
-			// parked events the failed update added would skip them for good. Nothing more
-			// of sub is written; its actor restarts from the store.
-			err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, k.sub, err)
-			w.failed[k] = err
-			if w.err == nil {
-				w.err = err
-			}
-			w.drop(k)
-		}
 		w.cond.Broadcast()
 	}
+}
+
+// fail handles the failure err of the write of m, queued under k: it drops what is queued
+// behind m and returns the error to answer their written callbacks and m's with, and those
+// callbacks, in the order queued. w.mu is held.
+func (w *StateWriter) fail(k stateKey, m *mergedUpdate, err error) (error, []func(error)) {
+	done := m.written
+	if behind := w.pending[k]; behind != nil {
+		done = append(slices.Clip(done), behind.written...)
+	}
+	w.drop(k)
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted (perhaps created again since: store.ErrStaleEpoch): nothing left of this
+		// epoch to update, and what is queued behind was decided by the same stopped actor.
+		// A new epoch's updates are queued under their own key.
+		return fmt.Errorf("saving state of subscription %s/%s: the subscription was deleted: %w", w.topic, k.sub, err), done
+	}
+	// What is still queued for sub was decided after the update that failed, and an update
+	// is a change to the state before it: a later cursor written without the parked events
+	// the failed update added would skip them for good. Nothing more of sub is written; its
+	// actor restarts from the store (or, fenced, stops for good).
+	err = fmt.Errorf("saving state of subscription %s/%s: %w", w.topic, k.sub, err)
+	w.failed[k] = err
+	if w.err == nil {
+		w.err = err
+	}
+	return err, done
 }
 
 // Forget forgets the write failures of subscription sub, of every epoch: call it once the

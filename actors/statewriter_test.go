@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/egridio/egrid/actors"
@@ -274,7 +275,7 @@ func TestStateWriterFailureIsTheSubscriptionsOwn(t *testing.T) {
 				t.Fatalf("Flush(b) = %v after a's write failed, want nil: b's writes are not a's", err)
 			}
 			var written bool
-			if err := w.Enqueue("b", store.Update{Cursor: 4}, func() { written = true }); err != nil {
+			if err := w.Enqueue("b", store.Update{Cursor: 4}, func(err error) { written = err == nil }); err != nil {
 				t.Fatalf("Enqueue(b) = %v after a's write failed, want nil", err)
 			}
 			if err := w.Flush("b", 0); err != nil {
@@ -338,8 +339,8 @@ func TestStateWriterKeepsEpochsApart(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-st.entered
-			oldWritten := false
-			if err := w.Enqueue("a", store.Update{Epoch: old.Epoch, Cursor: 2, Put: []store.Parked{{Seq: 2, Attempts: 1}}, Probation: []byte("busy")}, func() { oldWritten = true }); err != nil {
+			oldCalled, oldWritten := false, false
+			if err := w.Enqueue("a", store.Update{Epoch: old.Epoch, Cursor: 2, Put: []store.Parked{{Seq: 2, Attempts: 1}}, Probation: []byte("busy")}, func(err error) { oldCalled, oldWritten = true, err == nil }); err != nil {
 				t.Fatal(err)
 			}
 			if err := mem.DeleteSubscription(ctx, "orders", "a"); err != nil {
@@ -356,7 +357,7 @@ func TestStateWriterKeepsEpochsApart(t *testing.T) {
 				t.Fatalf("the subscription created again has the deleted one's epoch %d", old.Epoch)
 			}
 			newWritten := false
-			if err := w.Enqueue("a", store.Update{Epoch: fresh.Epoch, Cursor: 3}, func() { newWritten = true }); err != nil {
+			if err := w.Enqueue("a", store.Update{Epoch: fresh.Epoch, Cursor: 3}, func(err error) { newWritten = err == nil }); err != nil {
 				t.Fatalf("Enqueue for the new subscription = %v, want nil", err)
 			}
 			close(st.release)
@@ -365,6 +366,9 @@ func TestStateWriterKeepsEpochsApart(t *testing.T) {
 			}
 			if err := w.Flush("a", fresh.Epoch); err != nil {
 				t.Fatalf("Flush of the new subscription = %v, want nil: its writes are not the old one's", err)
+			}
+			if !oldCalled {
+				t.Error("the old subscription's queued update, dropped, was not reported")
 			}
 			if oldWritten {
 				t.Error("the old subscription's queued update was reported written")
@@ -391,3 +395,47 @@ func TestStateWriterKeepsEpochsApart(t *testing.T) {
 		})
 	}
 }
+
+// Every update of a write that fails is reported with the failure, and so is every update
+// queued behind it (dropped with it), before Flush of the subscription returns: whoever waits
+// for them (a queue subscription's consumers) is answered at once. They were never called,
+// and the consumers waited for their own timeouts.
+func TestStateWriterReportsAFailedWriteToItsWaiters(t *testing.T) {
+	tests := []struct {
+		name string
+		fail error
+		want error
+	}{
+		{name: "fenced", fail: fmt.Errorf("writing: %w", store.ErrFenced), want: store.ErrFenced},
+		{name: "subscription deleted", fail: fmt.Errorf("writing: %w", store.ErrNotFound), want: store.ErrNotFound},
+		{name: "store failed", fail: errDiskGone, want: errDiskGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &subHeldStore{Store: memoryWithSubscription(t), sub: "a", fail: tt.fail, entered: make(chan struct{}), release: make(chan struct{})}
+			w := actors.NewStateWriter(st, "orders")
+			var got []error
+			report := func(err error) { got = append(got, err) }
+			if err := w.Enqueue("a", store.Update{Cursor: 1}, report); err != nil {
+				t.Fatal(err)
+			}
+			<-st.entered
+			if err := w.Enqueue("a", store.Update{Cursor: 2}, report); err != nil { // queued behind the held write
+				t.Fatal(err)
+			}
+			close(st.release)
+			_ = w.Flush("a", 0)
+			if len(got) != 2 {
+				t.Fatalf("%d updates reported after the failed write, want 2 (the failed one and the one queued behind it)", len(got))
+			}
+			for i, err := range got {
+				if !errors.Is(err, tt.want) {
+					t.Errorf("update %d reported %v, want an error wrapping %v", i, err, tt.want)
+				}
+			}
+			_ = w.Close()
+		})
+	}
+}
+
+var errDiskGone = errors.New("disk gone")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/store"
 )
 
 // This file is pull delivery (eventgrid-behaviour.md §9): consumers of a namespace topic's queue
@@ -21,6 +22,13 @@ import (
 // subscription whose deliveryConfiguration.deliveryMode is not Queue. The HTTP layer answers it
 // 400.
 var ErrNotQueueSubscription = errors.New("event subscription is not a queue subscription: receive and settle need deliveryConfiguration.deliveryMode Queue")
+
+// ErrSubscriptionMoved is wrapped, with [ErrSubscriptionNotRunning], by the error of a
+// receive or settle on this node whose state write the store fenced: another cluster node
+// took the queue subscription over, nothing of the operation was recorded, and made again it
+// reaches that node. The HTTP layer answers it 503 with Retry-After, as it answers
+// ErrSubscriptionNotRunning. It is [store.ErrFenced].
+var ErrSubscriptionMoved = store.ErrFenced
 
 // ErrTooManyPolls is returned by [Router.Receive] in cluster mode when the node running the
 // queue subscription refused the long poll routed to it: it has as many polls waiting as its

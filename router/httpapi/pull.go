@@ -411,6 +411,19 @@ func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error
 		a.log.Error("pull operation failed: the disk holding the store is full", "topic", topic, "subscription", sub, "err", err)
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and the operation was not recorded: retry later; "+freeSpace)
+	case errors.Is(err, router.ErrSubscriptionNotRunning):
+		// The subscription's actor is not running here at the moment: a state write of it was
+		// fenced (another node took it over), failed (it restarts from the store), or it is
+		// starting or stopping. Nothing of the operation was recorded; made again, it reaches
+		// the actor that runs the subscription then. The actor's error can name files on the
+		// server: it goes to the log only.
+		a.log.Warn("pull operation refused: the event subscription is not running here at the moment", "topic", topic, "subscription", sub, "err", err)
+		msg := fmt.Sprintf("event subscription %q of topic %q is not running on this server at the moment (it is restarting or moving to another node): nothing of the operation was recorded; send it again", clip.String(sub), clip.String(topic))
+		if errors.Is(err, router.ErrSubscriptionMoved) {
+			msg = fmt.Sprintf("event subscription %q of topic %q moved to another node: nothing of the operation was recorded; send it again", clip.String(sub), clip.String(topic))
+		}
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", msg)
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("pull operation failed: the store is unavailable", "topic", topic, "subscription", sub, "err", err)

@@ -38,3 +38,28 @@ func TestPullErrorOnAFullDiskIs507(t *testing.T) {
 		})
 	}
 }
+
+// A pull operation whose state write was fenced (another node took the subscription over) or
+// failed (the subscription restarts) is answered 503 with Retry-After, saying nothing was
+// recorded and to send it again, and naming no server file; it was answered 500.
+func TestPullErrorOfASubscriptionNotRunningIs503(t *testing.T) {
+	a := &API{log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		says string
+	}{
+		{"fenced", fmt.Errorf("event subscription %q: %w (%w)", "q", router.ErrSubscriptionNotRunning, fmt.Errorf("saving state of subscription orders/q: %w", router.ErrSubscriptionMoved)), "moved to another node"},
+		{"write failed", fmt.Errorf("event subscription %q: %w (saving state: read /var/lib/egrid/000042.log: input/output error)", "q", router.ErrSubscriptionNotRunning), "not running on this server at the moment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			a.writePullError(w, "orders", "q", tc.err)
+			body := w.Body.String()
+			if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(body, tc.says) || !strings.Contains(body, "send it again") || strings.Contains(body, "/var/lib") {
+				t.Errorf("answer: %d, Retry-After %q, %s; want 503 with Retry-After saying %q and to send it again, naming no server file",
+					w.Code, w.Header().Get("Retry-After"), body, tc.says)
+			}
+		})
+	}
+}
