@@ -183,3 +183,69 @@ func TestQueueAnswersTheWaitersOfAFencedWriteAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// failedStore refuses every subscription state write with fail once set.
+type failedStore struct {
+	store.Store
+	fail atomic.Pointer[error]
+}
+
+func (f *failedStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
+	if err := f.fail.Load(); err != nil {
+		return fmt.Errorf("updating subscription %s/%s: %w", topic, sub, *err)
+	}
+	return f.Store.UpdateSubscription(ctx, topic, sub, u)
+}
+
+// A subscription actor that stops after a state write of it was fenced logs it as a warning
+// that another node owns the subscription now: in cluster mode that is expected (another
+// node took it over). It was logged as an error, "flushing subscription state". Any other
+// write failure is still an error.
+func TestStopAfterAFencedWriteWarnsThatTheSubscriptionMoved(t *testing.T) {
+	tests := []struct {
+		name      string
+		fail      error
+		wantWarn  int // "WARN subscription is now owned elsewhere" records
+		wantError int // "ERROR flushing subscription state" records
+	}{
+		{name: "fenced", fail: store.ErrFenced, wantWarn: 1},
+		{name: "store failed", fail: errors.New("input/output error"), wantError: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+				ctx := context.Background()
+				st := &failedStore{Store: journalWithEvents(t, 1)} // e1 for subscription audit
+				logs := new(logRecords)
+				topic := h.Spawn(actors.TopicProps(&actors.TopicConfig{
+					Name: "orders", Metrics: new(metrics.Set), Logger: slog.New(logs),
+					Subscriptions: []*actors.SubscriptionConfig{{
+						SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), Logger: slog.New(logs)},
+						Name:               "audit", DeliverySchema: schemas.CloudEvents,
+						Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+					}},
+				}))
+				root := h.System().Root
+				entries, _ := st.Read(ctx, "orders", 1, 1)
+				root.Send(topic, &actors.Appended{Entries: entries})
+				h.Settle() // loaded; e1 taken in
+
+				st.fail.Store(&tt.fail)
+				// e1's receipt is written, and refused.
+				_, _ = root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 1, MaxEvents: 1, MaxWait: time.Second}, time.Minute).Result()
+				h.Settle()
+				// The actor stops; its stop work finds its last write failed.
+				if _, err := root.RequestFuture(topic, &actors.RemoveSubscription{Name: "audit"}, time.Minute).Result(); err != nil {
+					t.Fatalf("RemoveSubscription: %v", err)
+				}
+				h.Settle()
+				if n := logs.count("WARN subscription is now owned elsewhere"); n != tt.wantWarn {
+					t.Errorf("%d warnings that the subscription is owned elsewhere, want %d", n, tt.wantWarn)
+				}
+				if n := logs.count("ERROR flushing subscription state"); n != tt.wantError {
+					t.Errorf("%d errors flushing the subscription's state, want %d", n, tt.wantError)
+				}
+			})
+		})
+	}
+}

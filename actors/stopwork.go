@@ -2,10 +2,13 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/egridio/egrid/router/store"
 )
 
 // What a subscription actor (push or queue) does when it stops or restarts is done off its
@@ -232,6 +235,10 @@ func (w stopWork) run(ended func()) {
 	switch {
 	case !written:
 		w.log.Error(w.late, "grace", w.grace)
+	case errors.Is(err, store.ErrFenced):
+		// Expected in cluster mode: another node took the subscription over and wrote its
+		// state, and that node runs it from what it wrote.
+		w.log.Warn("subscription is now owned elsewhere (another node wrote its state); its last state write from this node was not stored", "err", err)
 	case err != nil:
 		w.log.Error("flushing subscription state", "err", err)
 	}
