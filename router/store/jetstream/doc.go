@@ -23,11 +23,15 @@
 //     when the subscription is created; a record written before records carried one has
 //     none and reads as epoch 1, and is written again in its own format.
 //   - Parked events' copies of their events: the stream P_parked, one message per parked
-//     event on P.parked.<topic>.<sub>.<seq> (one message kept per subject). An update writes
-//     the copies of newly parked events before the record that names them, and purges the
-//     copies of events it unparked after; a copy no record names is never read (and a later
-//     park of the same Seq replaces it), so the record stays the one commit point while it
-//     stays small. A store holds a subscription (against its own other calls of it) only
+//     event on P.parked.<topic>.<sub>.<seq>. An update writes the copies of newly parked
+//     events before the record that names them, and purges the copies of events it unparked
+//     after; a copy no record names is never read, so the record stays the one commit point
+//     while it stays small. An update whose record write is fenced deletes the copies it
+//     wrote, each by its sequence number: two nodes may park the same event while a
+//     subscription changes hands, and the stream keeps every copy of a subject (Open changes
+//     a stream of an earlier release, which kept one), so the delete leaves the copy of the
+//     node whose record names it. A read takes a subject's last copy: every copy of one
+//     event of one subscription holds that event. A store holds a subscription (against its own other calls of it) only
 //     for the record's read or compare-and-set: copies are read and purged after, up to 16
 //     at once, and a copy an update purged while it was being read leaves its event out, as
 //     settled; an update that parks a Seq again while the purge of its earlier copy is under

@@ -203,3 +203,79 @@ func TestParkAgainWaitsForThePurgeOfTheEarlierCopy(t *testing.T) {
 		t.Errorf("ParkedEvents(2) = %v, %v; want event e2-again, parked again", parkedIDs(ps), err)
 	}
 }
+
+// An update whose record write is fenced (another node took the subscription over and wrote
+// it) leaves none of the copies it stored of its newly parked events: on the old code each
+// fenced update left its copies in the parked stream for good, named by no record. A copy of
+// the same event that the node now owning the subscription stored (both parked it while the
+// subscription changed hands) stays, since the owner's record names it.
+func TestFencedUpdateLeavesNoParkedCopies(t *testing.T) {
+	s, _ := holesStore(t, 5)
+	parkedSub(t, s)
+	ctx := bounded(t)
+	owner, err := Open(ctx, s.nc, Options{Prefix: "HOLES"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.LoadSubscription(ctx, "orders", "sub"); err != nil {
+		t.Fatal(err)
+	}
+	mine := store.Parked{Seq: 5, Attempts: 1, Event: &schemas.Event{ID: "e5"}}
+	if err := owner.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 5, Put: []store.Parked{mine}}); err != nil {
+		t.Fatal(err)
+	}
+
+	late := []store.Parked{
+		{Seq: 4, Attempts: 1, Event: &schemas.Event{ID: "e4"}},
+		{Seq: 5, Attempts: 1, Event: &schemas.Event{ID: "e5"}},
+	}
+	err = s.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 5, Put: late})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("update of the node that lost the subscription: %v, want ErrFenced", err)
+	}
+	for _, seq := range []uint64{4, 5} {
+		subj := s.parkedSubject("orders", "sub", seq)
+		info, err := s.parked.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0) // event 4: no record names it
+		if seq == 5 {
+			want = 1 // the owner's copy
+		}
+		if got := info.State.Subjects[subj]; got != want {
+			t.Errorf("copies of parked event %d after the fenced update = %d, want %d", seq, got, want)
+		}
+	}
+	ps, err := owner.ParkedEvents(ctx, "orders", "sub", []uint64{5})
+	if err != nil || len(ps) != 1 || ps[0].Event == nil || ps[0].Event.ID != "e5" {
+		t.Errorf("owner's ParkedEvents(5) after the fenced update = %v, %v; want e5", parkedIDs(ps), err)
+	}
+}
+
+// A parked-events stream an earlier release created (one message per subject) is changed by
+// Open to keep every copy, which the delete of a fenced update's copies relies on.
+func TestOpenLetsParkedStreamKeepEveryCopy(t *testing.T) {
+	s, _ := holesStore(t, 1)
+	ctx := bounded(t)
+	info, err := s.parked.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.Config
+	cfg.MaxMsgsPerSubject = 1
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, s.nc, Options{Prefix: "HOLES"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err = again.parked.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Config.MaxMsgsPerSubject; got != -1 {
+		t.Errorf("parked stream's MaxMsgsPerSubject after Open = %d, want -1 (every copy)", got)
+	}
+}

@@ -202,7 +202,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			Name:              opts.Prefix + "_parked",
 			Description:       "egrid parked events' copies of their events",
 			Subjects:          []string{opts.Prefix + ".parked.>"},
-			MaxMsgsPerSubject: 1,
+			MaxMsgsPerSubject: -1, // see parkedCopies
 			Discard:           jetstream.DiscardOld,
 			Storage:           s.storage(),
 			Replicas:          opts.Replicas,
@@ -212,7 +212,34 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
 	}
+	if err := s.parkedCopies(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// parkedCopies lets the parked-events stream keep every copy of a subject, as streams of
+// earlier releases (one message per subject) did not. Two nodes can park the same event at
+// once while a subscription changes hands, each writing its copy before its record: the one
+// whose record write is fenced deletes its own copy by its sequence number (see
+// updateRecord), which must leave the other's, the one the committed record names. With one
+// message per subject the later copy replaced the earlier, and the fenced node's delete could
+// take the only copy the committed record has. Copies go when their event is unparked (a
+// purge of the subject) or their subscription or topic is deleted.
+func (s *Store) parkedCopies(ctx context.Context) error {
+	info, err := s.parked.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("jetstream store: reading stream %s_parked: %w", s.opts.Prefix, err)
+	}
+	if info.Config.MaxMsgsPerSubject == -1 {
+		return nil
+	}
+	cfg := info.Config
+	cfg.MaxMsgsPerSubject = -1
+	if s.parked, err = s.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("jetstream store: letting stream %s_parked keep every copy of a parked event: %w", s.opts.Prefix, err)
+	}
+	return nil
 }
 
 // directReads says whether the store's streams allow direct gets. A direct get may be
@@ -749,30 +776,52 @@ func stripped(rec *subRecord) *subRecord {
 }
 
 // putBodies stores the copies of the events of newly parked events, before the record that
-// names them (a copy no record names is never read, and a later write of the same Seq
-// replaces it).
-func (s *Store) putBodies(ctx context.Context, topic, sub string, ps []store.Parked) error {
+// names them (a copy no record names is never read), and returns the stream sequence
+// numbers of the copies JetStream acknowledged, those of a failed call included.
+func (s *Store) putBodies(ctx context.Context, topic, sub string, ps []store.Parked) ([]uint64, error) {
 	if len(ps) == 0 {
-		return nil
+		return nil, nil
 	}
 	fs := make([]jetstream.PubAckFuture, 0, len(ps))
+	var perr error
 	for _, p := range ps {
 		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.parkedSubject(topic, sub, p.Seq), Data: appendBody(nil, p.Event)})
 		if err != nil {
-			return fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+			perr = fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+			break
 		}
 		fs = append(fs, f)
 	}
+	// Every acknowledgement is waited for, after a failure too, so that the caller can
+	// delete each copy that was stored.
+	var seqs []uint64
 	for i, f := range fs {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			seqs = append(seqs, ack.Sequence)
 		case err := <-f.Err():
-			return fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", ps[i].Seq, sub, topic, err)
+			if perr == nil {
+				perr = fmt.Errorf("jetstream store: storing parked event %d of subscription %q of topic %q: %w", ps[i].Seq, sub, topic, err)
+			}
 		case <-ctx.Done():
-			return fmt.Errorf("jetstream store: storing parked events of subscription %q of topic %q: %w", sub, topic, ctx.Err())
+			return seqs, fmt.Errorf("jetstream store: storing parked events of subscription %q of topic %q: %w", sub, topic, ctx.Err())
 		}
 	}
-	return nil
+	return seqs, perr
+}
+
+// dropCopies deletes the parked events' copies an update stored, by their sequence numbers,
+// when the update applied nothing (its record write was fenced, or not every copy was
+// stored): no record names them, and they would stay until the subscription is deleted —
+// one update's new parks at each change of hands. Deleting by sequence number takes only
+// this update's copies: another node that parked the same event meanwhile keeps its own
+// (the stream keeps every copy of a subject; see parkedCopies). It is best effort: a copy
+// whose delete failed (an outage) is never read, and goes with its subscription.
+func (s *Store) dropCopies(ctx context.Context, seqs []uint64) {
+	_ = each(ctx, len(seqs), func(ctx context.Context, i int) error {
+		_ = s.parked.DeleteMsg(ctx, seqs[i]) // gone already when its event was unparked meanwhile
+		return nil                           // the others are deleted all the same
+	})
 }
 
 // dropBodies deletes the copies of events no longer parked, after the record that stopped
@@ -1319,10 +1368,15 @@ func (s *Store) updateRecord(ctx context.Context, topic, sub string, u store.Upd
 	if err := s.awaitPurges(ctx, topic, sub, fresh); err != nil {
 		return nil, nil, err
 	}
-	if err := s.putBodies(ctx, topic, sub, fresh); err != nil {
+	copies, err := s.putBodies(ctx, topic, sub, fresh)
+	if err != nil {
+		s.dropCopies(ctx, copies)
 		return nil, nil, err
 	}
 	if err := s.write(ctx, e, topic, sub, rec); err != nil {
+		if errors.Is(err, store.ErrFenced) { // nothing of it applied: no record names them
+			s.dropCopies(ctx, copies)
+		}
 		return nil, nil, err
 	}
 	var gone []uint64
