@@ -95,11 +95,18 @@
 // sees every cursor: the keys the bucket's stream holds (one stream info), then one watch of
 // the keys, then a get of each key the watch left out (a watch's end marker can come early
 // while the bucket is written; see scan). LoadSubscription reads one message per parked
-// event, up to 16 at once. A deleted topic or subscription leaves a small deletion marker in the meta bucket,
-// which its listings read too; delivery histories and dead-letter records go without a trace
-// (their subjects are purged from their bucket's stream: markers, one per delivered event
-// and subscription, would grow the bucket for good), and an expiry of histories also removes
-// the markers earlier releases left.
+// event, up to 16 at once. A deleted topic or subscription leaves no deletion marker in the
+// meta bucket: its key is deleted with a key-value purge (a compare-and-set on the revision
+// for a subscription), whose marker is then purged from the bucket's stream up to its own
+// sequence number (a name created again meanwhile stays). Nothing in egrid watches the
+// bucket's changes as they come — other nodes learn of a delete from a listing, where a key
+// without messages is as absent as a marked one, and a write on a revision read before the
+// delete is fenced all the same — so no marker is kept for them, and markers would grow the
+// bucket and its listings with every name ever deleted. A marker a delete could not remove
+// (an outage), or one an earlier release left, goes with the next listing of the meta
+// bucket that finds it (see dropMarker). Delivery histories and dead-letter records go
+// without a trace too (their subjects are purged from their bucket's stream), and an expiry
+// of histories also removes the markers earlier releases left.
 //
 // jetstream imports only router/store and schemas of egrid (and the NATS client).
 package jetstream

@@ -403,7 +403,10 @@ func fenced(what string, err error) error {
 // (answered by the stream's leader with replicas). A key created after that first read may
 // be missing, as from a listing made a moment earlier. With str nil (delivery histories,
 // advisory, whose expiry a later listing catches up) the watch alone answers.
-func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error) error {
+//
+// marker, when not nil, is called with the key and revision of each deletion marker the watch
+// delivered (see Store.scanMeta).
+func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error, marker func(key string, rev uint64)) error {
 	var want []string
 	if str != nil {
 		var err error
@@ -424,13 +427,66 @@ func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern
 		return err
 	}
 	for _, k := range slices.Sorted(maps.Keys(entries)) {
-		if e := entries[k]; e.Operation() == jetstream.KeyValuePut {
-			if err := fn(k, e.Value()); err != nil {
-				return err
+		e := entries[k]
+		if e.Operation() != jetstream.KeyValuePut {
+			if marker != nil {
+				marker(k, e.Revision())
 			}
+			continue
+		}
+		if err := fn(k, e.Value()); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// scanMeta is scan of the meta bucket, which then removes the deletion markers the listing
+// found (see dropMarker): those a delete cut short left, and those of earlier releases, which
+// deleted with markers and kept them for good. The removal is best effort — a failed one is
+// tried again by the next listing — and is not the listing's failure.
+func (s *Store) scanMeta(ctx context.Context, pattern string, fn func(key string, val []byte) error) error {
+	type marker struct {
+		key string
+		rev uint64
+	}
+	var markers []marker
+	err := scan(ctx, s.meta, s.metaStream, pattern, fn, func(key string, rev uint64) {
+		markers = append(markers, marker{key, rev})
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range markers {
+		_ = purgeKey(ctx, s.meta, s.metaStream, m.key, m.rev)
+	}
+	return nil
+}
+
+// dropMarker removes the deletion marker a purge of key just left in the meta bucket.
+//
+// A key-value delete leaves a marker, kept for good: a deployment that creates and deletes
+// topics and subscriptions would grow the bucket, and every listing reading it, without
+// bound. Nothing needs the markers. No part of egrid watches the bucket's changes as they
+// come: other nodes learn of a deletion from a listing (after a notice, or the periodic poll
+// of the definitions), where a key without messages is as absent as a deleted one. And the
+// compare-and-sets fence as before: a write on a revision read before the delete finds the
+// key's subject empty, which is another revision, and fails with [store.ErrFenced]; a
+// create of the name succeeds, as it does on a marker. So the marker goes at once, its
+// subject purged up to the marker's own sequence number, which leaves a value written
+// meanwhile (the name created again). A purge the bucket's nats.go offers (PurgeDeletes)
+// would not do: it reads every value of the bucket and purges each marker's whole subject,
+// a value written after the marker included. It is best effort, and not the delete's
+// failure: a marker it could not remove (an outage) the next listing removes (scanMeta).
+func (s *Store) dropMarker(ctx context.Context, key string) {
+	m, err := s.metaStream.str.GetLastMsgForSubject(ctx, "$KV."+s.meta.Bucket()+"."+key)
+	if err != nil {
+		return // gone already, or left to the next listing
+	}
+	if op := m.Header.Get("KV-Operation"); op != "PURGE" && op != "DEL" {
+		return // written again meanwhile
+	}
+	_ = purgeKey(ctx, s.meta, s.metaStream, key, m.Sequence)
 }
 
 // stream is scan without holding the values: it calls fn with each key's value as the watch
@@ -648,7 +704,7 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 		return fmt.Errorf("jetstream store: deleting the journal stream of topic %q: %w", topic, err)
 	}
 	var keys []string
-	if err := scan(ctx, s.meta, s.metaStream, subPattern(topic), func(key string, _ []byte) error {
+	if err := s.scanMeta(ctx, subPattern(topic), func(key string, _ []byte) error {
 		keys = append(keys, key)
 		return nil
 	}); err != nil {
@@ -658,6 +714,7 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 		if err := s.meta.Purge(ctx, k); err != nil {
 			return fmt.Errorf("jetstream store: deleting subscription record %s: %w", k, err)
 		}
+		s.dropMarker(ctx, k)
 	}
 	subj := s.opts.Prefix + ".parked." + escape(topic) + ".>"
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
@@ -681,6 +738,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err := s.meta.Purge(ctx, topicKey(name)); err != nil {
 		return fmt.Errorf("jetstream store: deleting topic %q: %w", name, err)
 	}
+	s.dropMarker(ctx, topicKey(name))
 	return s.dropTopicData(ctx, name)
 }
 
@@ -692,7 +750,7 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	}
 	defer cancel()
 	defs := []store.Definition{}
-	err = scan(ctx, s.meta, s.metaStream, "topic.*", func(key string, val []byte) error {
+	err = s.scanMeta(ctx, "topic.*", func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, "topic."))
 		if err != nil {
 			return err
@@ -1009,6 +1067,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 		delete(s.subs, key)
 	}
 	s.mu.Unlock()
+	s.dropMarker(ctx, key)
 	subj := s.opts.Prefix + ".parked." + escape(topic) + "." + escape(name) + ".*"
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)
@@ -1044,7 +1103,7 @@ func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Defini
 
 func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string, val []byte) error) error {
 	prefix := "sub." + escape(topic) + "."
-	err := scan(ctx, s.meta, s.metaStream, subPattern(topic), func(key string, val []byte) error {
+	err := s.scanMeta(ctx, subPattern(topic), func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, prefix))
 		if err != nil {
 			return err
@@ -1484,7 +1543,7 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 		}
 		recs = append(recs, store.DeadLetterRecord{ID: id, Payload: p})
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream store: listing dead-letter records: %w", err)
 	}
