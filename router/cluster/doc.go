@@ -32,5 +32,6 @@
 //   - Admin requests: request/reply on P.cluster.node.<name>.admin, so a call about a
 //     subscription (status, end probation, replay) reaches the node that runs it.
 //
-// cluster imports no egrid package; the router wires it (router/cluster.go).
+// cluster imports no egrid package but router/internal/bucketkeys (which the JetStream store
+// shares: the keys a bucket's stream holds); the router wires it (router/cluster.go).
 package cluster

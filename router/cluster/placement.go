@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/internal/bucketkeys"
 )
 
 // round is the placement period: every round the node renews its membership and leases,
@@ -449,25 +450,10 @@ func listKeys(ctx context.Context, kv jetstream.KeyValue, stored func(context.Co
 	return keys, nil
 }
 
-// streamKeys returns what lists the keys kv's stream holds a message for: every key written
-// and not expired or purged, deleted ones included (their markers). Each call reads the
-// stream's info through a handle of its own (js.Stream): a stream handle keeps what Info
-// read, without a lock.
+// streamKeys returns what lists the keys kv's stream holds a message for
+// (bucketkeys.Stored): every key written and not expired or purged, deleted ones included.
 func streamKeys(js jetstream.JetStream, kv jetstream.KeyValue) func(context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		prefix := "$KV." + kv.Bucket() + "."
-		str, err := js.Stream(ctx, "KV_"+kv.Bucket())
-		if err != nil {
-			return nil, err
-		}
-		info, err := str.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-		if err != nil {
-			return nil, err
-		}
-		keys := make([]string, 0, len(info.State.Subjects))
-		for subj := range info.State.Subjects {
-			keys = append(keys, strings.TrimPrefix(subj, prefix))
-		}
-		return keys, nil
+		return bucketkeys.Stored(ctx, js, kv.Bucket(), ">")
 	}
 }

@@ -108,5 +108,6 @@
 // without a trace too (their subjects are purged from their bucket's stream), and an expiry
 // of histories also removes the markers earlier releases left.
 //
-// jetstream imports only router/store and schemas of egrid (and the NATS client).
+// jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
+// the NATS client).
 package jetstream

@@ -13,7 +13,7 @@ import (
 // included.
 func metaKeys(t *testing.T, s *Store) []string {
 	t.Helper()
-	keys, err := streamKeys(t.Context(), s.meta, s.metaStream, ">")
+	keys, err := s.metaStream.keys(t.Context(), s.meta, ">")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/egridio/egrid/router/internal/bucketkeys"
 	"github.com/egridio/egrid/router/store"
 )
 
@@ -410,7 +411,7 @@ func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern
 	var want []string
 	if str != nil {
 		var err error
-		if want, err = streamKeys(ctx, kv, str, pattern); err != nil {
+		if want, err = str.keys(ctx, kv, pattern); err != nil {
 			return err
 		}
 	}
@@ -494,7 +495,7 @@ func (s *Store) dropMarker(ctx context.Context, key string) {
 // with a get, as scan does). A key written while the watch delivers its initial values may
 // be given twice, the newer last. An error of fn ends it, returned as it is.
 func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error) error {
-	want, err := streamKeys(ctx, kv, str, pattern)
+	want, err := str.keys(ctx, kv, pattern)
 	if err != nil {
 		return err
 	}
@@ -542,37 +543,20 @@ func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, patte
 	return nil
 }
 
-// streamKeys returns the keys of kv matching pattern that its stream str holds a message
-// for: every key written and not purged from the stream, deleted ones included (their
-// markers), in no particular order.
-func streamKeys(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string) ([]string, error) {
-	prefix := "$KV." + kv.Bucket() + "."
-	info, err := str.info(ctx, jetstream.WithSubjectFilter(prefix+pattern))
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		keys = append(keys, strings.TrimPrefix(subj, prefix))
-	}
-	return keys, nil
-}
-
 // bucketStream is a key-value bucket's stream. nats.go's Stream.Info keeps what it read in
-// its handle, without a lock, so info reads through a handle of its own (js.Stream: one more
-// request, on a listing's path only); Purge keeps nothing, and the shared handle serves it.
+// its handle, without a lock, so listings read which keys it holds through a handle of their
+// own (bucketkeys.Stored: one more request, on a listing's path only); Purge and
+// GetLastMsgForSubject keep nothing, and the shared handle serves them.
 type bucketStream struct {
 	js   jetstream.JetStream
 	name string
-	str  jetstream.Stream // shared: Purge only
+	str  jetstream.Stream // shared: Purge and GetLastMsgForSubject only
 }
 
-func (b *bucketStream) info(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
-	str, err := b.js.Stream(ctx, b.name)
-	if err != nil {
-		return nil, err
-	}
-	return str.Info(ctx, opts...)
+// keys returns the keys of kv (whose stream str is) matching pattern that str holds a message
+// for, deletion markers included (bucketkeys.Stored).
+func (b *bucketStream) keys(ctx context.Context, kv jetstream.KeyValue, pattern string) ([]string, error) {
+	return bucketkeys.Stored(ctx, b.js, kv.Bucket(), pattern)
 }
 
 // watched reads a key watch's initial values up to its end marker: the latest entry of each
