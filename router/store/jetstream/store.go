@@ -1357,7 +1357,9 @@ func (s *Store) readParked(ctx context.Context, topic, sub string, epoch uint64,
 // failure between the two (an outage, or a fenced record) leaves dead letters in the outbox
 // whose events are still unsettled. Those events end again later, so an ending is never lost
 // but may be dead-lettered twice (at least once, as every delivery). The copies of the events
-// it settles are purged after the write, without holding the subscription (dropBodies).
+// it settles are purged after the write, without holding the subscription (dropBodies); the
+// copies of the events it parks are stored before it, and deleted again when the write is
+// fenced (dropCopies).
 func (s *Store) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
