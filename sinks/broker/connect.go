@@ -645,8 +645,9 @@ func (p *rabbitMQPublisher) declare(ch *amqp.Channel, cut context.Context, queue
 }
 
 // publish publishes one message mandatory and waits for its confirm, for as long as the
-// message's context allows and at most rabbitMQAnswerTimeout (a confirm that does not come
-// leaves the channel to its bounded close). It reports whether RabbitMQ returned the message
+// message's context allows and at most rabbitMQAnswerTimeout; a confirm that does not come
+// by then, or before the sink closes, cuts the connection, as every other wait for RabbitMQ
+// does. It reports whether RabbitMQ returned the message
 // as unroutable (RabbitMQ sends the return before the confirm, so it is on returns by then).
 //
 // When RabbitMQ closes the channel instead (it refuses a message over its max_message_size
@@ -669,10 +670,16 @@ func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return
 		defer context.AfterFunc(cut, cancel)()
 	}
 	acked, err := dc.WaitContext(wctx)
-	if err != nil && ctx.Err() == nil && cut != nil && cut.Err() != nil {
-		return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), closing: true}
-	}
 	if err != nil && ctx.Err() == nil {
+		// No confirm at the sink's close or within the bound: the connection is cut, as
+		// answeredOrCut cuts it for a call, so the next attempt dials a new one rather than
+		// publish on a connection RabbitMQ has stopped answering. (Left to the channel's
+		// close, which a broker still answering channel calls answers, the cut happened or
+		// not by which goroutine ran first.)
+		_ = p.conn.CloseDeadline(time.Now())
+		if cut != nil && cut.Err() != nil {
+			return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), closing: true}
+		}
 		return false, &noAnswerError{what: fmt.Sprintf("waiting for RabbitMQ to confirm message %s", m.UUID), after: rabbitMQAnswerTimeout}
 	}
 	if err != nil {
