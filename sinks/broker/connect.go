@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,9 @@ func openNATSPublisher(s NATSServer, _ watermill.LoggerAdapter) (message.Publish
 type natsDialer struct {
 	mu  sync.Mutex
 	cur *natsNetConn
+	// wrote holds a channel for each cutStuckWrite waiting for a write to begin, closed by
+	// the next write on any of the dialer's connections. Guarded by mu.
+	wrote []chan struct{}
 }
 
 // Dial implements [nats.CustomDialer], within dialTimeout.
@@ -90,35 +94,65 @@ func (d *natsDialer) Dial(network, address string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc := &natsNetConn{Conn: c}
+	nc := &natsNetConn{Conn: c, d: d}
 	d.mu.Lock()
 	d.cur = nc
 	d.mu.Unlock()
 	return nc, nil
 }
 
-// cutStuckWrite closes the current connection when a write to it is in progress: the server
-// is not taking what the client sends. nats.go writes a publish under its connection's lock,
-// bounded only by its 1-minute write timeout, so that one write held every publish of the
-// connection; closed, the write fails at once and nats.go reconnects.
-func (d *natsDialer) cutStuckWrite() {
-	d.mu.Lock()
-	c := d.cur
-	d.mu.Unlock()
-	if c != nil && c.writes.Load() > 0 {
-		_ = c.Close()
+// cutStuckWrite runs once a publish's attempt has ended, until that publish returns (done):
+// it closes the current connection when a write to it is in progress then or begins later,
+// since the publish's own write may begin only after its attempt ended (on a busy machine, or
+// behind a reconnection). The server is not taking what the client sends: nats.go writes a
+// publish under its connection's lock, bounded only by its 1-minute write timeout, so that one
+// write held every publish of the connection; closed, the write fails at once and nats.go
+// reconnects. It waits on the writes' signal, not on a clock, and ends with the publish.
+func (d *natsDialer) cutStuckWrite(done <-chan struct{}) {
+	for {
+		wrote := make(chan struct{})
+		d.mu.Lock()
+		c := d.cur
+		d.wrote = append(d.wrote, wrote)
+		d.mu.Unlock()
+		if c != nil && c.writes.Load() > 0 {
+			_ = c.Close()
+			d.forget(wrote)
+			return
+		}
+		select {
+		case <-wrote:
+		case <-done:
+			d.forget(wrote)
+			return
+		}
 	}
 }
 
-// natsNetConn counts the writes in progress on a connection of nats.go.
+// forget drops wrote from the channels waiting for a write.
+func (d *natsDialer) forget(wrote chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wrote = slices.DeleteFunc(d.wrote, func(w chan struct{}) bool { return w == wrote })
+}
+
+// natsNetConn counts the writes in progress on a connection of nats.go, and tells its
+// dialer's waiting cutStuckWrite calls that one began.
 type natsNetConn struct {
 	net.Conn
+	d      *natsDialer
 	writes atomic.Int32
 }
 
 func (c *natsNetConn) Write(b []byte) (int, error) {
 	c.writes.Add(1)
 	defer c.writes.Add(-1)
+	c.d.mu.Lock()
+	for _, w := range c.d.wrote {
+		close(w)
+	}
+	c.d.wrote = c.d.wrote[:0]
+	c.d.mu.Unlock()
 	return c.Conn.Write(b)
 }
 
@@ -162,8 +196,10 @@ func (p *natsPublisher) Publish(subject string, msgs ...*message.Message) error 
 		// A write still stuck when the attempt ends is cut (see cutStuckWrite): the write of
 		// a message nats.go makes itself, without the context, bounded by its 1-minute write
 		// timeout only.
-		stop := context.AfterFunc(ctx, p.d.cutStuckWrite)
+		returned := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { p.d.cutStuckWrite(returned) })
 		_, err := p.js.PublishMsg(ctx, nm)
+		close(returned)
 		stop()
 		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("NATS had not taken the message when the attempt ended, so the connection was closed (nats.go reconnects): %w (%w)", context.Cause(ctx), err)
