@@ -34,11 +34,19 @@ func (d *deletionNotices) close() {
 // Microsoft.EventGrid.SubscriptionDeletedEvent, data.eventSubscriptionId the subscription's
 // ARM id; eventgrid-behaviour.md §5.4), in the subscription's delivery schema, in a goroutine
 // bounded by the subscription's response timeout. Only a subscription that was delivering
-// (provisioningState Succeeded) is notified; a failure is logged and changes nothing. Called
+// (provisioningState Succeeded) is notified, and none whose http:// endpoint the router refuses
+// ([Router.refusesHTTP]): it gets no request at all, as its deliveries get none. A failure is
+// logged and changes nothing. Called
 // with r.mu held, before the subscription's provisioning record is forgotten.
 func (r *Router) notifyDeletion(t *topicRuntime, name string, spec *SubscriptionSpec) {
 	prov := r.life.get(subKey{t.name, name})
 	if r.closed || !strings.EqualFold(spec.Destination.EndpointType, EndpointWebHook) || prov.state() != StateSucceeded {
+		return
+	}
+	if r.refusesHTTP(spec) {
+		// The notification would carry the endpoint's query string (often its auth code)
+		// and the subscription's static delivery headers, secret ones too, in cleartext.
+		r.log.Info("the SubscriptionDeletion notification was not sent: the endpoint is http:// and this router requires https", logattr.Topic, t.name, logattr.Subscription, name)
 		return
 	}
 	res, err := spec.validate(&t.load().spec, r.cfg.TimeScale)

@@ -88,7 +88,7 @@ const httpRefused = "http:// endpoints are refused, as Azure Event Grid refuses 
 // httpEndpointProblem returns the problem with spec's endpoint scheme, or nil. Pure: it runs
 // with the other checks of a create, so every problem is reported at once.
 func (r *Router) httpEndpointProblem(spec *SubscriptionSpec) error {
-	if !r.cfg.RequireHTTPS || !isWebHook(spec) || !isHTTP(spec.Destination.Properties.EndpointURL) {
+	if !r.refusesHTTP(spec) {
 		return nil
 	}
 	return errors.New("destination.properties.endpointUrl: " + httpRefused)
@@ -111,6 +111,13 @@ func (r *Router) checkEgress(ctx context.Context, name string, spec *Subscriptio
 		return fmt.Errorf("event subscription %q: destination.properties.endpointUrl: %w", name, err)
 	}
 	return nil
+}
+
+// refusesHTTP reports whether spec is a WebHook subscription whose http:// endpoint gets no
+// request from this router ([Config.RequireHTTPS]): one stored before https was required.
+// Its deliveries fail without a request (refusedHTTP), and its deletion sends no notice.
+func (r *Router) refusesHTTP(spec *SubscriptionSpec) bool {
+	return r.cfg.RequireHTTPS && isWebHook(spec) && isHTTP(spec.Destination.Properties.EndpointURL)
 }
 
 // refusedHTTP is the sink of a stored http:// subscription under Config.RequireHTTPS: every

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -163,4 +164,56 @@ func TestRequireHTTPS(t *testing.T) {
 	if err := plain.CreateSubscription(context.Background(), "orders", "sub1", spec); err != nil {
 		t.Fatalf("an http endpoint in the embedded default: %v", err)
 	}
+}
+
+// TestDeletionNoticeUnderRequireHTTPS: a WebHook subscription to an http:// endpoint, stored
+// before https was required, gets no request from a router that requires it, its deletion
+// notice included: the notice would carry the endpoint's query string and the subscription's
+// static headers, secret ones too, in cleartext. The router logs that it sent none.
+func TestDeletionNoticeUnderRequireHTTPS(t *testing.T) {
+	hook := newHook(nil)
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	st := store.NewMemory()
+	defer st.Close()
+	before := newEgressRouter(t, router.Config{}, router.Deps{Store: st})
+	spec := router.SubscriptionSpec{Destination: router.WebHook(srv.URL + "/hook?code=query-secret")}
+	spec.Destination.Properties.SkipValidation = true
+	spec.Destination.Properties.DeliveryAttributeMappings = []router.DeliveryAttributeMapping{{
+		Name: "X-Api-Key", Type: "Static", Properties: router.DeliveryAttributeMappingProperties{Value: "header-secret", IsSecret: true},
+	}}
+	if err := before.CreateSubscription(context.Background(), "orders", "sub1", spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := before.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	notSent := make(chan string, 1)
+	log := slog.New(signalHandler{msg: "the SubscriptionDeletion notification was not sent", ch: notSent})
+	after := newRouterOn(t, router.Config{RequireHTTPS: true}, router.Deps{Store: st, Logger: log})
+	if err := after.DeleteSubscription(context.Background(), "orders", "sub1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-notSent:
+	case r := <-hook.got:
+		t.Fatalf("a router requiring https sent %s %s over http (aeg-event-type %s, X-Api-Key %q)", r.method, r.uri, r.header.Get("aeg-event-type"), r.header.Get("X-Api-Key"))
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither a request nor the log line saying no notice was sent within 30 s")
+	}
+	if got := hook.snapshot(); len(got) != 0 {
+		t.Errorf("the endpoint got %d requests; want none", len(got))
+	}
+}
+
+// newRouterOn starts a router that Close stops at the test's end, without creating anything.
+func newRouterOn(t *testing.T, cfg router.Config, deps router.Deps) *router.Router {
+	t.Helper()
+	r, err := router.New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
 }

@@ -72,7 +72,7 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 		if err != nil {
 			return nil, fmt.Errorf("event subscription %q: destination: %w", name, err)
 		}
-		if r.cfg.RequireHTTPS && isHTTP(spec.Destination.Properties.EndpointURL) {
+		if r.refusesHTTP(spec) {
 			sink = refusedHTTP // stored before https was required (egress.go)
 		}
 	case EndpointSink:
