@@ -39,7 +39,17 @@ func newClient(c *cli.Context, e env) *client {
 	}
 	// Creating a webhook subscription may wait for its validation handshake: two tries of up
 	// to 30 s each, 5 s apart (router.ValidationRetryDelay).
-	return &client{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: 2 * time.Minute}}
+	return &client{server: strings.TrimRight(server, "/"), token: token, http: apiClient(2 * time.Minute)}
+}
+
+// apiClient is the HTTP client of every CLI call to an egrid server, timeout 0 meaning none.
+// It follows no redirect (the 3xx answer comes back, and serverError says what it was):
+// egrid's API never redirects, and net/http would send a request's custom headers on to the
+// redirect's target, another host's included, so an aeg-sas-key (unlike the admin token's
+// Authorization header, which net/http drops there) and the body would go to whoever answered
+// a 3xx: a misconfigured ingress, or anyone on the path of an http:// --server.
+func apiClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // do sends a request and decodes a JSON answer into out (when non-nil). Error answers become an
@@ -68,7 +78,7 @@ func (cl *client) do(method, path string, body any, out any) error {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if resp.StatusCode >= 300 {
-		return serverError(resp.StatusCode, raw)
+		return serverError(resp, raw)
 	}
 	if out != nil && len(raw) > 0 {
 		return json.Unmarshal(raw, out)
@@ -76,7 +86,19 @@ func (cl *client) do(method, path string, body any, out any) error {
 	return nil
 }
 
-func serverError(status int, raw []byte) error {
+// serverError is the error of an answer that is not a success: the server's own message when
+// it sent one, and for a redirect (which apiClient does not follow) where it pointed, without
+// the target's query string.
+func serverError(resp *http.Response, raw []byte) error {
+	status := resp.StatusCode
+	if status >= 300 && status < 400 {
+		to := "nowhere (no Location)"
+		if loc, err := resp.Location(); err == nil {
+			loc.RawQuery, loc.Fragment, loc.User = "", "", nil
+			to = loc.String()
+		}
+		return cli.Exit(fmt.Sprintf("the server answered %d, redirecting to %s, which was not followed: egrid's API does not redirect; check --server (http or https, its host and port, no path)", status, to), 1)
+	}
 	var e struct {
 		Error struct {
 			Code    string `json:"code"`
@@ -154,7 +176,7 @@ Example:
 			defer resp.Body.Close()
 			raw, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != http.StatusOK {
-				return serverError(resp.StatusCode, raw)
+				return serverError(resp, raw)
 			}
 			fmt.Fprintln(e.Stdout, "published")
 			return nil

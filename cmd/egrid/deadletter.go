@@ -448,14 +448,14 @@ func replay(c *cli.Context, e env) error {
 		req.Header.Set("Authorization", "Bearer "+cl.token)
 	}
 	// No overall timeout: waiting for a replay can take as long as the retry schedule.
-	resp, err := (&http.Client{}).Do(req)
+	resp, err := apiClient(0).Do(req)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return serverError(resp.StatusCode, msg)
+		return serverError(resp, msg)
 	}
 	bar := newProgressBar(e.Stderr)
 	sc := bufio.NewScanner(resp.Body)

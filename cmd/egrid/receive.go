@@ -295,7 +295,7 @@ func (p *puller) post(ctx context.Context, op string, body any, out any, limit i
 		return cli.Exit(fmt.Sprintf("the answer of %s is over %d bytes, the most it can take: is --server %s an egrid server or an Event Grid namespace? (if it takes larger events, use a smaller --max-events)", strings.SplitN(op, "?", 2)[0], limit, p.cl.server), 1)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return serverError(resp.StatusCode, raw)
+		return serverError(resp, raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return cli.Exit(fmt.Sprintf("the answer of %s is not the JSON expected: %v", strings.SplitN(op, "?", 2)[0], err), 1)
