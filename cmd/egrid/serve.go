@@ -317,16 +317,17 @@ func listenAndServe(ctx context.Context, s serveSettings, tlsConfig *tls.Config,
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: refusing new requests, finishing deliveries in progress")
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancelHTTP()
+	shutdownHTTP(httpCtx, srv, "", log)
+	if metricsSrv != nil {
+		shutdownHTTP(httpCtx, metricsSrv, "metrics ", log)
+	}
+	// The router gets a grace of its own: one that the HTTP shutdown used up waiting for a
+	// slow client would leave the store unclosed, the actors' last state writes and the
+	// dead-letter outbox unwritten, and blame the disk.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if metricsSrv != nil {
-		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
-			log.Warn("metrics http shutdown", "err", err)
-		}
-	}
 	if err := r.Close(shutdownCtx); err != nil {
 		log.Error("stopping without closing the store: the router's shutdown did not finish within the grace, held by a store write that does not return (a disk or NATS server that stopped answering?); "+
 			"every acknowledged event is in the store's synced log and the next start goes on from it, as after a crash: check the disk (or NATS) before starting again",
@@ -340,8 +341,28 @@ func listenAndServe(ctx context.Context, s serveSettings, tlsConfig *tls.Config,
 	return nil
 }
 
-// shutdownGrace bounds serve's shutdown: the HTTP servers' and then the router's.
+// shutdownGrace bounds each of serve's two shutdown steps: the HTTP servers' (finishing the
+// requests in progress), and then the router's (the actors' last state writes, the dead-letter
+// outbox, the store), so a stop takes at most twice the grace.
 var shutdownGrace = 30 * time.Second
+
+// shutdownHTTP stops srv: it refuses new requests and waits, within ctx, for the ones in
+// progress, then cuts the connections of those still running (a client sending its body
+// slowly, a subscription create waiting for its endpoint's handshake), whose handlers see
+// their requests' contexts end. A publish cut before its answer was not acknowledged to its
+// publisher, which sends it again (it may have been stored: Event Grid's delivery is
+// at-least-once). what names the server in the log ("" or "metrics ").
+func shutdownHTTP(ctx context.Context, srv *http.Server, what string, log *slog.Logger) {
+	err := srv.Shutdown(ctx)
+	if err == nil {
+		return
+	}
+	log.Warn("the "+what+"HTTP server's requests still in progress at the end of the shutdown grace were cut: their clients got no answer, and a publisher among them sends its events again",
+		"grace", shutdownGrace, "err", err)
+	if err := srv.Close(); err != nil {
+		log.Warn("closing the "+what+"HTTP server's connections", "err", err)
+	}
+}
 
 // errAbandoned: serve stopped without closing the store, whose shutdown did not finish within
 // shutdownGrace.

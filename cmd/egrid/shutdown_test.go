@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,6 +119,84 @@ func TestServeStopsWhenTheStoreHoldsItsShutdown(t *testing.T) {
 		out := logs.String()
 		if code != 1 || !strings.Contains(out, "stopping without closing the store") || !strings.Contains(out, "next start goes on from it") {
 			t.Fatalf("exit %d, want 1 with the store left unclosed and why:\n%s", code, out)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("egrid serve did not stop within a minute of its signal, with a grace of %s:\n%s", shutdownGrace, logs)
+	}
+}
+
+// A request still in progress when the HTTP shutdown's grace ends (here a subscription create
+// waiting for its endpoint's validation handshake; a client sending its body slowly is the
+// same) is cut, and the router's shutdown gets a grace of its own: egrid serve closes the store
+// and exits 0. The two shared one grace, so the router's shutdown began with it spent, and
+// serve left the store unclosed, blaming a disk that had nothing wrong, and exited 1.
+func TestServeClosesTheStoreAfterARequestOutlastsTheGrace(t *testing.T) {
+	defer func(g time.Duration) { shutdownGrace = g }(shutdownGrace)
+	shutdownGrace = time.Second
+
+	handshake, release := make(chan struct{}, 1), make(chan struct{})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case handshake <- struct{}{}:
+		default:
+		}
+		select { // the handshake is answered only when the test ends, or egrid gives up
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer endpoint.Close()
+	defer close(release) // before the endpoint's Close, which waits for its handler
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("topics:\n  - name: orders\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lineWriter{lines: make(chan string, 100)}
+	e := env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"egrid", "serve", "--insecure-dev", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--config", cfg}, e)
+	}()
+	var url string
+	for url == "" {
+		select {
+		case line := <-logs.lines:
+			if m := servingRE.FindStringSubmatch(line); m != nil && strings.Contains(line, "egrid serving") {
+				url = m[1]
+			}
+		case code := <-exit:
+			t.Fatalf("egrid serve exited with %d before serving:\n%s", code, logs)
+		case <-time.After(time.Minute):
+			t.Fatalf("egrid serve did not serve within a minute:\n%s", logs)
+		}
+	}
+	go func() {
+		body := `{"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl":"` + endpoint.URL + `/hook"}}}}`
+		req, err := http.NewRequest(http.MethodPut, url+"/admin/topics/orders/eventSubscriptions/slow", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-handshake: // the create's handler is in progress, waiting for the endpoint
+	case <-time.After(time.Minute):
+		t.Fatalf("no validation handshake within a minute:\n%s", logs)
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		out := logs.String()
+		if code != 0 || strings.Contains(out, "stopping without closing the store") || !strings.Contains(out, "were cut") || !strings.Contains(out, "stopped") {
+			t.Fatalf("exit %d; want 0, the request cut and the store closed:\n%s", code, out)
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("egrid serve did not stop within a minute of its signal, with a grace of %s:\n%s", shutdownGrace, logs)
