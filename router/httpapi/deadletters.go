@@ -74,15 +74,28 @@ type DeadLetterObjectsMoreView struct {
 }
 
 // deadLetterQuery parses ?key=&since=&after=&until=&reason=&limit= (limit: default
-// [router.DefaultDeadLetterLimit]), reporting every problem at once.
+// [router.DefaultDeadLetterLimit]) from a query that parses (strictQuery), each parameter given
+// at most once (onceQuery), reporting every problem at once.
 func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
-	q := router.DeadLetterQuery{Key: req.URL.Query().Get("key"), After: req.URL.Query().Get("after"), Limit: router.DefaultDeadLetterLimit}
+	q := router.DeadLetterQuery{Limit: router.DefaultDeadLetterLimit}
+	params, err := strictQuery(req)
+	if err != nil {
+		return q, err
+	}
 	var errs []error
+	get := func(name string) string {
+		v, err := onceQuery(params, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	q.Key, q.After = get("key"), get("after")
 	for _, p := range []struct {
 		name string
 		dst  *time.Time
 	}{{"since", &q.Since}, {"until", &q.Until}} {
-		if v := req.URL.Query().Get(p.name); v != "" {
+		if v := get(p.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: use an RFC 3339 time such as 2026-01-02T15:04:05Z", p.name, clip.String(v)))
@@ -90,7 +103,7 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 			*p.dst = t
 		}
 	}
-	if v := req.URL.Query().Get("reason"); v != "" {
+	if v := get("reason"); v != "" {
 		reason, err := schemas.ParseReason(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reason: %w", err))
@@ -100,7 +113,7 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 	if q.After != "" && q.Since.IsZero() {
 		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", clip.String(q.After)))
 	}
-	if v := req.URL.Query().Get("limit"); v != "" {
+	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil || n <= 0:

@@ -266,20 +266,33 @@ func writeDecodeError(w http.ResponseWriter, err error) string {
 }
 
 // authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
-// on, or a status (401, 400 for a SAS token that does not parse, 403 for a request without
+// on, or a status (401, also for an aeg-sas-key query parameter given twice; 400 for a SAS
+// token or a query string that does not parse; 403 for a request without
 // credentials under InsecureDev that does not come from this machine's own programs:
 // [devguard.Check]) and a message that says what to do.
 func (a *API) authorize(req *http.Request, t *topic) (int, string) {
 	keys := []string{t.spec.Key1, t.spec.Key2}
 	authz := req.Header.Get("Authorization")
+	q, err := strictQuery(req)
+	if err != nil {
+		// A URL that does not parse is malformed whatever its credentials: 400, before any
+		// key is compared, so it tells nothing about the topic.
+		return http.StatusBadRequest, err.Error()
+	}
+	queryKey, queryKeyErr := onceQuery(q, "aeg-sas-key")
 	switch {
 	case req.Header.Get("aeg-sas-key") != "":
 		if sas.KeyMatches(req.Header.Get("aeg-sas-key"), keys) {
 			return 0, ""
 		}
 		return http.StatusUnauthorized, "the aeg-sas-key header does not match key1 or key2 of topic " + t.name + ": get the keys with egrid topic key list or POST /admin/topics/" + t.name + "/listKeys"
-	case req.URL.Query().Get("aeg-sas-key") != "":
-		if sas.KeyMatches(req.URL.Query().Get("aeg-sas-key"), keys) {
+	case queryKeyErr != nil:
+		// Two keys are not tried in turn (the first would win and the other go unseen): the
+		// request is refused as a key that does not match is, 401 with the same body, which
+		// Event Grid clients treat as a credentials problem and do not retry.
+		return http.StatusUnauthorized, queryKeyErr.Error() + ": send the key of topic " + t.name + " once, in the aeg-sas-key header or query parameter"
+	case queryKey != "":
+		if sas.KeyMatches(queryKey, keys) {
 			return 0, ""
 		}
 		return http.StatusUnauthorized, "the aeg-sas-key query parameter does not match key1 or key2 of topic " + t.name

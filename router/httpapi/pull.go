@@ -246,11 +246,15 @@ func appendReceiveResult(b []byte, evs []router.ReceivedEvent) []byte {
 	return append(b, "]}"...)
 }
 
-// receiveOptions reads maxEvents and maxWaitTime, each given at most once (onceQuery),
+// receiveOptions reads maxEvents and maxWaitTime from a query that parses (strictQuery), each
+// given at most once (onceQuery),
 // reporting every problem at once.
 func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 	o := router.ReceiveOptions{MaxEvents: 1, MaxWait: router.DefaultReceiveWait}
-	q := req.URL.Query()
+	q, err := strictQuery(req)
+	if err != nil {
+		return o, err
+	}
 	var errs []error
 	maxEvents, err := onceQuery(q, "maxEvents")
 	if err != nil {
@@ -286,7 +290,12 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op string) {
 	var delay time.Duration
 	if op == "release" {
-		v, err := onceQuery(req.URL.Query(), "releaseDelayInSeconds")
+		q, err := strictQuery(req)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+			return
+		}
+		v, err := onceQuery(q, "releaseDelayInSeconds")
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 			return

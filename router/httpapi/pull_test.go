@@ -322,6 +322,9 @@ func TestPullRefusesBadInput(t *testing.T) {
 			{name: "maxWaitTime repeated", path: q + ":receive?maxWaitTime=10&maxEvents=2&maxWaitTime=120&maxWaitTime=60", status: 400, want: []string{`"maxWaitTime" is given 3 times`}},
 			{name: "both repeated", path: q + ":receive?maxWaitTime=10&maxEvents=2&maxWaitTime=120&maxEvents=0", status: 400, want: []string{`"maxEvents" is given 2 times`, `"maxWaitTime" is given 2 times`}},
 			{name: "releaseDelayInSeconds repeated", path: q + ":release?releaseDelayInSeconds=0&releaseDelayInSeconds=3600", body: tokens, status: 400, want: []string{`"releaseDelayInSeconds" is given 2 times`}},
+			// url.Values dropped a pair whose escape is broken: the receive ran with its default.
+			{name: "maxEvents with a broken escape", path: q + ":receive?maxEvents=%zz", status: 400, want: []string{`query parameter "maxEvents=%zz" does not parse`, "percent-encode"}},
+			{name: "a broken escape in a parameter not read", path: q + ":release?releaseDelayInSeconds=10&x=%2", body: tokens, status: 400, want: []string{`"x=%2" does not parse`}},
 			// A receive reads no body, but one over the settle limit is refused, not cut.
 			{name: "a receive body over 1 MB", path: q + ":receive", body: strings.Repeat(" ", 1<<20+1), status: 413, want: []string{"over the limit of 1048576 bytes", "without a body"}},
 			// encoding/json kept the last of a member sent twice, and put U+FFFD in a token

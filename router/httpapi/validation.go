@@ -16,7 +16,18 @@ const validationPath = "/eventsubscriptions/{name}/validate"
 // /eventsubscriptions/{name}/validate?id=...&token=.... It needs no admin token — the random
 // token in the URL is the credential — and answers 404 for an unknown, used or expired URL.
 func (a *API) handleValidationURL(w http.ResponseWriter, req *http.Request) {
-	err := a.r.CompleteValidation(req.Context(), req.PathValue("name"), req.URL.Query().Get("token"))
+	q, err := strictQuery(req)
+	var token string
+	if err == nil {
+		token, err = onceQuery(q, "token")
+	}
+	if err != nil {
+		// A token given twice is refused rather than one of them tried: the URL was not the
+		// one the subscription's creation handed out.
+		writeError(w, http.StatusBadRequest, "BadRequest", err.Error()+"; fetch the validationUrl exactly as the validation event gave it")
+		return
+	}
+	err = a.r.CompleteValidation(req.Context(), req.PathValue("name"), token)
 	switch {
 	case errors.Is(err, router.ErrValidationURLUnknown):
 		writeError(w, http.StatusNotFound, "NotFound", "this validation URL is unknown, was used already or has expired: create or update the event subscription again to get a new one")
