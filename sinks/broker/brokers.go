@@ -258,6 +258,8 @@ func Open(s Servers, logger *slog.Logger) (*Brokers, error) {
 		b.add(NATSJetStream,
 			func() (message.Publisher, error) { return openNATSPublisher(*n, wlog) },
 			func() (message.Subscriber, error) { return openNATSSubscriber(*n, s.ConsumerGroup, wlog) })
+		// Each sink gets a connection of its own (see [lazyPublisher.ownPublisher]).
+		b.pubs[NATSJetStream].perSink = true
 	}
 	if r := s.RabbitMQ; r != nil {
 		b.add(RabbitMQ,

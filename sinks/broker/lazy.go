@@ -165,6 +165,11 @@ type lazyPublisher struct {
 // without closing the whole connection, so a call that hangs is ended by cutting the connection
 // (see answeredOrCut), at its timeout or when its sink closes. On a shared connection that cut
 // ended the publishes of every other sink; on a sink's own it ends only that sink's.
+//
+// NATS's publisher is so too: nats.go writes a message under its connection's lock, so a write
+// stuck on a server that stopped reading is ended by closing the connection (see
+// natsDialer.cutStuckWrite), which on a shared connection failed every other sink's publish in
+// flight, and held them behind it until then.
 func (l *lazyPublisher) ownPublisher() (message.Publisher, func()) {
 	if !l.perSink {
 		return nil, nil
