@@ -313,6 +313,16 @@ func (s *natsSubscriber) Subscribe(ctx context.Context, subject string) (<-chan 
 
 // deliver hands one message out and answers JetStream as the handler answered it. It returns
 // false when the subscription must end.
+//
+// The answers (Ack, Nak, Term) are plain publishes, which nats.go appends to its connection's
+// buffer and returns from; it writes to the socket itself only once 32 KB are buffered, and
+// its flusher goroutine writes under the connection's lock. So an answer waits on a server
+// that stopped reading (up to nats.go's 1-minute write timeout) only once the kernel's socket
+// buffers are full, which a source's traffic (one small fetch request every half second, and
+// its answers) fills after hours, well after nats.go's pings (2 minutes apart, two missed)
+// have found the connection stale and replaced it. They are therefore not cut as a stuck
+// publish of a destination is ([natsDialer.cutStuckWrite]). An answer lost with its
+// connection is no loss: JetStream hands the message out again after the consumer's AckWait.
 func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out chan<- *message.Message) bool {
 	m, err := wmjs.DefaultUnmarshaler{}.Unmarshal(msg)
 	if err != nil {
