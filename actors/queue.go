@@ -128,6 +128,7 @@ type queue struct {
 	// wait (their MaxWait runs), Delivers are kept for after it, status requests for up to
 	// statusWait, and settlements are answered at once (see [QueueProps]).
 	boot *boot
+	life uint64 // this incarnation's load id ([boot.id]): its writes' failures name it ([writeFailed])
 
 	tag         [tagLen]byte
 	lock, renew time.Duration // scaled by the policy's TimeScale
@@ -219,6 +220,9 @@ func (q *queue) Receive(c actor.Context) {
 			q.boot.abandon(c, q.cfg.Topic, q.cfg.Name)
 		}
 		q.stop()
+		return
+	case *writeFailed:
+		q.writeFailed(msg)
 		return
 	default:
 		q.handle(c, msg, c.Sender())
@@ -340,6 +344,7 @@ func (q *queue) start(c actor.Context) {
 	q.items = make(map[uint64]*qitem)
 
 	q.boot = startLoad(q.cfg, q.stops, true, &q.wg, q.system.Root, q.self)
+	q.life = q.boot.id
 }
 
 func (q *queue) scale(d time.Duration) time.Duration {
@@ -837,7 +842,7 @@ func (q *queue) persist() {
 			}
 		}
 	}
-	err := q.writer.Enqueue(q.cfg.Name, u, written)
+	err := q.writer.Enqueue(q.cfg.Name, u, reportFailure(q.system.Root, q.self, q.life, written))
 	if errors.Is(err, store.ErrFenced) {
 		q.fence(err)
 		return
@@ -846,6 +851,24 @@ func (q *queue) persist() {
 		panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, err))
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+}
+
+// writeFailed handles the failure of a state write this incarnation queued, at once rather
+// than at its next write: an idle queue would otherwise keep its consumers' locks (and, in
+// cluster mode, its place) with a state the store does not have. A fenced write stops the
+// actor for good ([queue.fence]); any other failure crashes it, and its supervisor restarts
+// it from the stored state. The consumers whose answers waited for the write were told so by
+// the writer ([unsaved]). A failure of an earlier incarnation's write is ignored: this one
+// loaded after it.
+func (q *queue) writeFailed(m *writeFailed) {
+	if m.life != q.life {
+		return
+	}
+	if errors.Is(m.err, store.ErrFenced) {
+		q.fence(m.err)
+		return
+	}
+	panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, m.err))
 }
 
 // fence stops the actor for good after a fenced state write, as a push subscription's does

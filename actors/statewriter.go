@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/egridio/egrid/router/store"
 )
 
@@ -25,7 +27,10 @@ import (
 // more of that subscription is written (what was queued behind it changes a state the store
 // does not have) and its Enqueue and Flush return the failure while its actor can ask
 // (below), so its actor crashes (or, after a write fenced by another writer,
-// [store.ErrFenced], stops for good). In cluster mode each actor has a writer of its own, which the router
+// [store.ErrFenced], stops for good). The actor learns of it as the write fails, not at its
+// next write: the written callback the actor passes to Enqueue sends it a message
+// ([reportFailure]), so an idle actor does not hold on to a state the store does not have.
+// In cluster mode each actor has a writer of its own, which the router
 // replaces when a write fails, starting the actor again from the store (router/cluster.go);
 // outside it the stores fail a state write only once closed or when the subscription is gone
 // (the disk store keeps state writes in memory while it cannot write), and a subscription
@@ -308,4 +313,29 @@ func (w *StateWriter) write(k stateKey, m *mergedUpdate) error {
 		}
 	}
 	return w.store.UpdateSubscription(context.Background(), w.topic, k.sub, u)
+}
+
+// writeFailed tells a subscription actor (push or queue) that a state write it queued
+// failed, so that it restarts from its stored state (or, fenced, stops for good) at once
+// rather than at its next write, which an idle subscription may not make for a long time
+// while it holds what it can no longer keep (locks handed to consumers, its lease).
+type writeFailed struct {
+	life uint64 // the load id of the incarnation that queued the write ([boot.id])
+	err  error
+}
+
+// reportFailure returns the written callback of a state write of the actor self of
+// incarnation life: it calls next (when non-nil), then, when the write failed, sends self a
+// [writeFailed]. A write dropped because the subscription was deleted ([store.ErrNotFound])
+// is no failure of the actor's (its stop comes anyway). It runs on the writer's goroutine, so
+// it touches nothing of the actor: a message only.
+func reportFailure(root *actor.RootContext, self *actor.PID, life uint64, next func(error)) func(error) {
+	return func(err error) {
+		if next != nil {
+			next(err)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			root.Send(self, &writeFailed{life: life, err: err})
+		}
+	}
 }

@@ -254,6 +254,7 @@ type subscription struct {
 	// EndProbations wait for it up to statusWait, then are answered with its loading status and
 	// [ErrLoading] ([boot.hold]).
 	boot *boot
+	life uint64 // this incarnation's load id ([boot.id]): its writes' failures name it ([writeFailed])
 
 	cursor uint64 // durable: every event up to it is settled
 	next   uint64 // next journal sequence number to take in
@@ -387,6 +388,8 @@ func (s *subscription) Receive(c actor.Context) {
 	case *slowLoad: // the load ended within statusWait
 		s.turnOpen = false
 		return
+	case *writeFailed:
+		s.writeFailed(msg)
 	case *wake:
 		if msg.gen != s.timerGen {
 			s.turnOpen = false
@@ -495,6 +498,7 @@ func (s *subscription) start(c actor.Context) {
 	s.writer = s.cfg.Writer
 
 	s.boot = startLoad(s.cfg, s.stops, false, &s.wg, s.system.Root, s.self) // see startLoad: off the mailbox
+	s.life = s.boot.id
 }
 
 // makeHistograms looks up the subscription's histograms at its first finished attempt: an
@@ -1496,8 +1500,8 @@ func (s *subscription) persistSoon() {
 // persist writes the cursor, parked-set and probation changes in one atomic update. Nothing
 // is written before the state is loaded: the zero state's cursor would be next-1 with next 0.
 func (s *subscription) persist() {
-	if s.boot != nil || s.next == 0 {
-		return
+	if s.boot != nil || s.next == 0 || s.fenced {
+		return // a fenced actor writes nothing more: another writer owns the state
 	}
 	cursor := s.next - 1
 	for len(s.order) > 0 {
@@ -1527,7 +1531,7 @@ func (s *subscription) persist() {
 		// makes its own at its first write, so an idle subscription has none; stop closes it.
 		s.writer, s.ownWriter = NewStateWriter(s.cfg.Store, s.cfg.Topic), true
 	}
-	err := s.writer.Enqueue(s.cfg.Name, u, handed)
+	err := s.writer.Enqueue(s.cfg.Name, u, reportFailure(s.system.Root, s.self, s.life, handed))
 	if errors.Is(err, store.ErrFenced) {
 		s.fence(err)
 		return
@@ -1536,6 +1540,22 @@ func (s *subscription) persist() {
 		panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, err))
 	}
 	s.pendingPut, s.pendingDel, s.pendingDL = nil, nil, nil
+}
+
+// writeFailed handles the failure of a state write this incarnation queued, at once rather
+// than at its next write, which an idle subscription may not make for hours: a fenced write
+// stops the actor for good ([subscription.fence]); any other failure crashes it, and its
+// supervisor restarts it from the stored state. A failure of an earlier incarnation's write
+// is ignored: this one loaded after it.
+func (s *subscription) writeFailed(m *writeFailed) {
+	if m.life != s.life {
+		return
+	}
+	if errors.Is(m.err, store.ErrFenced) {
+		s.fence(m.err)
+		return
+	}
+	panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, m.err))
 }
 
 // fence stops the actor for good after a fenced state write: another writer owns the state
