@@ -761,11 +761,13 @@ type clusterAnswer struct {
 	NotHere bool `json:"notHere,omitempty"`
 }
 
-// errKinds are the sentinels an answer's Kind carries between nodes.
+// errKinds are the sentinels an answer's Kind carries between nodes, the first that matches
+// (moved before notRunning: a fenced write's answer wraps both).
 var errKinds = []struct {
 	kind string
 	err  error
 }{
+	{"moved", ErrSubscriptionMoved},
 	{"notRunning", actors.ErrNotRunning},
 	{"loading", ErrSubscriptionLoading},
 	{"notQueue", ErrNotQueueSubscription},
@@ -791,9 +793,13 @@ func (a *clusterAnswer) setErr(err error) {
 }
 
 // err is the owner's error as this node returns it: wrapping the same sentinel. An owner
-// shutting down is a subscription about to move, and an owner whose topic actor has not yet
-// started the subscription (the placement names a node a moment before it runs it there) is
-// one about to run: both are [ErrNotPlaced], to try again.
+// shutting down is a subscription about to move, and an owner whose topic actor does not run
+// the subscription's actor at the moment (the placement names a node a moment before it runs
+// it there; its actor restarts after a failed state write) is one about to run: both are
+// [ErrNotPlaced], to try again; the latter also wraps [ErrSubscriptionNotRunning], and an
+// owner whose state write was fenced (another node took the subscription over)
+// [ErrSubscriptionMoved] with it, so a pull call routed to the owner is answered as one
+// that reached it is (503 with Retry-After, "not running here" or "moved").
 func (a *clusterAnswer) err(holder string) error {
 	for _, k := range errKinds {
 		if a.Kind == k.kind {
@@ -803,8 +809,10 @@ func (a *clusterAnswer) err(holder string) error {
 				return fmt.Errorf("%w on node %s, which runs the event subscription: %s", ErrTooManyPolls, holder, reason)
 			case ErrClosed:
 				return fmt.Errorf("node %s is shutting down: %w", holder, ErrNotPlaced)
+			case ErrSubscriptionMoved:
+				return fmt.Errorf("node %s: %s: %w (%w, %w)", holder, a.Err, ErrSubscriptionNotRunning, ErrSubscriptionMoved, ErrNotPlaced)
 			case actors.ErrNotRunning:
-				return fmt.Errorf("node %s is starting the event subscription: %w", holder, ErrNotPlaced)
+				return fmt.Errorf("node %s does not run the event subscription at the moment (it is starting or restarting it): %s: %w (%w)", holder, a.Err, ErrNotPlaced, ErrSubscriptionNotRunning)
 			case store.ErrDiskFull:
 				// As on the owner, where the router wraps the store's refusal.
 				return fmt.Errorf("node %s: %s: %w: %w", holder, a.Err, ErrUnavailable, store.ErrDiskFull)

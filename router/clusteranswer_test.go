@@ -20,7 +20,12 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 		owner error
 		want  []error
 	}{
-		{fmt.Errorf("subscription %q of topic %q: %w", "workers", "jobs", actors.ErrNotRunning), []error{ErrNotPlaced, ErrUnavailable}},
+		{fmt.Errorf("subscription %q of topic %q: %w", "workers", "jobs", actors.ErrNotRunning), []error{ErrNotPlaced, ErrUnavailable, ErrSubscriptionNotRunning}},
+		// A receive or settle whose state write failed, or was fenced, on the owner: the
+		// asking node answers as the owner would (the HTTP API: 503, "not running here",
+		// or "moved to another node").
+		{fmt.Errorf("event subscription %q: saving its state failed: %w (%w)", "workers", actors.ErrNotRunning, errors.New("input/output error")), []error{ErrSubscriptionNotRunning, ErrNotPlaced}},
+		{fmt.Errorf("event subscription %q: taken over elsewhere: %w (%w)", "workers", actors.ErrNotRunning, store.ErrFenced), []error{ErrSubscriptionNotRunning, ErrSubscriptionMoved, ErrNotPlaced}},
 		{fmt.Errorf("receiving: %w: %w", ErrUnavailable, fmt.Errorf("subscription: %w", actors.ErrNotRunning)), []error{ErrNotPlaced}},
 		{ErrClosed, []error{ErrNotPlaced}},
 		{fmt.Errorf("event subscription %q: %w", "workers", ErrNotQueueSubscription), []error{ErrNotQueueSubscription}},

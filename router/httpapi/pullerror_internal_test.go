@@ -51,6 +51,10 @@ func TestPullErrorOfASubscriptionNotRunningIs503(t *testing.T) {
 	}{
 		{"fenced", fmt.Errorf("event subscription %q: %w (%w)", "q", router.ErrSubscriptionNotRunning, fmt.Errorf("saving state of subscription orders/q: %w", router.ErrSubscriptionMoved)), "moved to another node"},
 		{"write failed", fmt.Errorf("event subscription %q: %w (saving state: read /var/lib/egrid/000042.log: input/output error)", "q", router.ErrSubscriptionNotRunning), "not running on this server at the moment"},
+		// The same, on the node a call was routed to (cluster mode): the answer carries the
+		// owner's kind, and ErrNotPlaced (an ErrUnavailable) with it.
+		{"fenced on the owner", fmt.Errorf("node b: taken over elsewhere: %w (%w, %w)", router.ErrSubscriptionNotRunning, router.ErrSubscriptionMoved, router.ErrNotPlaced), "moved to another node"},
+		{"not running on the owner", fmt.Errorf("node b does not run it: saving state: read /var/lib/egrid/000042.log: input/output error: %w (%w)", router.ErrNotPlaced, router.ErrSubscriptionNotRunning), "not running on this server at the moment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
