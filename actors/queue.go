@@ -176,6 +176,11 @@ func (q *queue) Receive(c actor.Context) {
 	if q.fenced {
 		switch c.Message().(type) {
 		case *actor.Restarting, *actor.Stopping:
+		case *ReceiveEvents, *SettleEvents:
+			if c.Sender() != nil { // told at once, not left to its own timeout
+				c.Send(c.Sender(), unsaved(q.cfg.Name, q.cfg.Topic, store.ErrFenced))
+			}
+			return
 		default:
 			return // stopping: nothing more is handed out, answered from memory or written
 		}
@@ -842,7 +847,7 @@ func (q *queue) persist() {
 			}
 		}
 	}
-	err := q.writer.Enqueue(q.cfg.Name, u, reportFailure(q.system.Root, q.self, q.life, written))
+	err := q.writer.Enqueue(q.cfg.Name, u, reportFailure(q.system, q.self, q.life, written))
 	if errors.Is(err, store.ErrFenced) {
 		q.fence(err)
 		return

@@ -328,8 +328,13 @@ type writeFailed struct {
 // incarnation life: it calls next (when non-nil), then, when the write failed, sends self a
 // [writeFailed]. A write dropped because the subscription was deleted ([store.ErrNotFound])
 // is no failure of the actor's (its stop comes anyway). It runs on the writer's goroutine, so
-// it touches nothing of the actor: a message only.
-func reportFailure(root *actor.RootContext, self *actor.PID, life uint64, next func(error)) func(error) {
+// it touches nothing of the actor: a message only. Without an actor system (an actor's state
+// driven directly, not started) there is no one to tell, and it is next.
+func reportFailure(sys *actor.ActorSystem, self *actor.PID, life uint64, next func(error)) func(error) {
+	if sys == nil || self == nil {
+		return next
+	}
+	root := sys.Root
 	return func(err error) {
 		if next != nil {
 			next(err)

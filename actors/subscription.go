@@ -1531,7 +1531,7 @@ func (s *subscription) persist() {
 		// makes its own at its first write, so an idle subscription has none; stop closes it.
 		s.writer, s.ownWriter = NewStateWriter(s.cfg.Store, s.cfg.Topic), true
 	}
-	err := s.writer.Enqueue(s.cfg.Name, u, reportFailure(s.system.Root, s.self, s.life, handed))
+	err := s.writer.Enqueue(s.cfg.Name, u, reportFailure(s.system, s.self, s.life, handed))
 	if errors.Is(err, store.ErrFenced) {
 		s.fence(err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/store"
 )
 
 // TopicConfig is what a topic actor needs.
@@ -212,6 +213,12 @@ func (t *topic) forward(c actor.Context, name string) {
 	ch, ok := t.subs[name]
 	if !ok {
 		c.Respond(fmt.Errorf("subscription %q of topic %q: %w", name, t.cfg.Name, ErrNotRunning))
+		return
+	}
+	if t.ended[ch.pid.Id] {
+		// It stopped itself after a fenced state write (another node took it over): the
+		// request would reach no actor and wait for its own timeout.
+		c.Respond(unsaved(name, t.cfg.Name, store.ErrFenced))
 		return
 	}
 	c.Forward(ch.pid)
