@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/egridio/egrid/router/retry"
@@ -10,9 +11,27 @@ import (
 )
 
 // Appended tells a topic actor that entries were appended to its journal. The router sends
-// Appended messages for one topic in sequence order with no gaps.
+// Appended messages for one topic in sequence order; where it leaves a gap, it sends a
+// [JournalAt] instead, and the subscriptions read the entries of the gap from the journal.
 type Appended struct {
 	Entries []store.Entry
+	// Held, when non-nil, counts the bytes of events handed to the topic actor and not yet
+	// handed on to its subscriptions, Bytes of them this message's: the topic actor takes
+	// them off once it has fanned Entries out ([Appended.Handed]). The router holds that
+	// count under a bound, and past it sends a JournalAt instead of the entries, so a topic
+	// actor slower than its publishers (many filtered subscriptions of big events) leaves the
+	// backlog in the journal, not in its mailbox. An atomic shared by the router's committer
+	// and the topic actor: a count each only adds to, never a state either reads to decide
+	// anything of the other's.
+	Held  *atomic.Int64
+	Bytes int64
+}
+
+// Handed takes a's bytes off its Held count; the topic actor calls it once a is fanned out.
+func (a *Appended) Handed() {
+	if a.Held != nil {
+		a.Held.Add(-a.Bytes)
+	}
 }
 
 // Deliver hands a subscription actor the journal entries that match its filter. Through is the
@@ -23,12 +42,14 @@ type Deliver struct {
 	Through uint64
 	// From, when non-zero, is the sequence number of the first journal entry the topic actor
 	// looked at. A subscription whose next entry comes before it missed entries (in cluster
-	// mode other nodes append to the journal too) and reads them from the journal instead.
+	// mode other nodes append to the journal too, and the router hands a topic actor only
+	// what fits its bound: [Appended.Held]) and reads them from the journal instead.
 	From uint64
 }
 
 // JournalAt tells a topic actor that its journal reaches at least Last: another cluster node
-// appended to it. Its subscription actors read what they lack from the journal.
+// appended to it, or the router appended events it did not hand over ([Appended.Held]). Its
+// subscription actors read what they lack from the journal.
 type JournalAt struct {
 	Last uint64
 }

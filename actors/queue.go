@@ -413,7 +413,7 @@ func (q *queue) takeIn(d *Deliver) {
 		return
 	}
 	if d.From > q.next {
-		q.behind = true // entries before From were appended on another cluster node: read them
+		q.behind = true // entries before From were not handed over (another cluster node, the hand-off bound): read them
 		return
 	}
 	now := time.Now()

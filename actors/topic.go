@@ -324,6 +324,7 @@ func (t *topic) remove(c actor.Context, name string) (st *stopping, found bool) 
 }
 
 func (t *topic) fanOut(c actor.Context, a *Appended) {
+	defer a.Handed()
 	if len(a.Entries) == 0 {
 		return
 	}

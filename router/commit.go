@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router/logattr"
@@ -17,7 +19,8 @@ const maxCommitEvents = 20000
 // committer appends a topic's publishes to its journal: one goroutine per topic gathers every
 // request waiting at that moment into one store append (one sync for all of them), then tells
 // the topic actor and answers the requests. Appends of one topic are therefore sequential, so
-// the topic actor sees its journal in order with no gaps.
+// the topic actor sees its journal in order: each batch's entries, or, past handOffBound, only
+// where the journal ends.
 type committer struct {
 	r    *Router
 	t    *topicRuntime
@@ -30,7 +33,23 @@ type committer struct {
 	quit     chan struct{}
 	quitOnce sync.Once
 	done     chan struct{}
+	// handed counts the bytes of acknowledged events sent to the topic actor in
+	// actors.Appended messages that it has not fanned out yet (see handOffBound); bound is
+	// handOffBound as the committer was made.
+	handed atomic.Int64
+	bound  int64
 }
+
+// handOffBound bounds the bytes of acknowledged events (their JSON) a topic's committer has
+// handed to its topic actor and the actor has not yet handed on to its subscriptions. The
+// committer hands a committed batch's events over in memory while they fit under it; past it,
+// it sends only where the journal now ends (actors.JournalAt), and the subscriptions read those
+// events from the journal themselves, as they do when they fall behind. Publishing is not held
+// up: the events are durable already. Without the bound a topic actor slower than its
+// publishers (its subscriptions' advanced filters each scanning every event, with big events
+// and many subscriptions) held every acknowledged event in its mailbox, growing without limit
+// for as long as publishing went on. A variable for tests.
+var handOffBound int64 = 64 << 20
 
 type appendReq struct {
 	ctx    context.Context
@@ -39,7 +58,7 @@ type appendReq struct {
 }
 
 func newCommitter(r *Router, t *topicRuntime) *committer {
-	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), quit: make(chan struct{}), done: make(chan struct{})}
+	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), quit: make(chan struct{}), done: make(chan struct{}), bound: handOffBound}
 	go c.run()
 	return c
 }
@@ -116,12 +135,7 @@ func (c *committer) commit(batch []*appendReq, n int) {
 		}
 		return
 	}
-	entries := make([]store.Entry, len(events))
-	first := last - uint64(len(events)) + 1
-	for i, ev := range events {
-		entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: now, Event: ev}
-	}
-	c.r.system.Root.Send(c.t.pid, &actors.Appended{Entries: entries})
+	c.handOff(events, last, now)
 	if c.r.cl != nil {
 		c.r.cl.node.Appended(c.t.name, last) // the subscription actors on other nodes
 	}
@@ -129,4 +143,25 @@ func (c *committer) commit(batch []*appendReq, n int) {
 		req.err <- nil
 	}
 	c.r.trim.appended(c.t.name, len(events))
+}
+
+// handOff tells the topic actor of events, appended to the journal up to last at now: the
+// entries themselves while the bytes handed over and not yet fanned out stay under c.bound,
+// else where the journal ends, for the subscriptions to read them there (see handOffBound).
+func (c *committer) handOff(events []*schemas.Event, last uint64, now time.Time) {
+	var size int64
+	for _, ev := range events {
+		size += int64(ev.Size())
+	}
+	if c.handed.Load()+size > c.bound {
+		c.r.system.Root.Send(c.t.pid, &actors.JournalAt{Last: last})
+		return
+	}
+	c.handed.Add(size) // only the topic actor takes off, so the count stays under the bound
+	entries := make([]store.Entry, len(events))
+	first := last - uint64(len(events)) + 1
+	for i, ev := range events {
+		entries[i] = store.Entry{Seq: first + uint64(i), PublishTime: now, Event: ev}
+	}
+	c.r.system.Root.Send(c.t.pid, &actors.Appended{Entries: entries, Held: &c.handed, Bytes: size})
 }
