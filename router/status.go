@@ -152,11 +152,15 @@ type AttemptRecord struct {
 	Probe bool
 	// NoAttempt is set when the record describes events that ended without an attempt.
 	NoAttempt bool
+	// Epoch tells the incarnations of a subscription name apart: a subscription deleted and
+	// created again under its name reports another epoch.
+	Epoch uint64
 }
 
 func attemptRecordOf(a *actors.AttemptRecord) *AttemptRecord {
 	return &AttemptRecord{
 		Topic: a.Topic, Subscription: a.Subscription, EventIDs: a.EventIDs, Attempts: a.Attempts, Time: a.Time,
 		Duration: a.Duration, Outcome: a.Outcome, StatusCode: a.StatusCode, Decisions: a.Decisions, Probe: a.Probe, NoAttempt: a.NoAttempt,
+		Epoch: a.Epoch,
 	}
 }

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"container/list"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -26,14 +28,42 @@ const Prefix = "/console/"
 // [NewAttempts] with n <= 0 keeps per subscription.
 const DefaultAttemptsPerSubscription = 50
 
+// EventsPerAttempt is how many of an attempt's events an [Attempts] keeps, in the order of the
+// request body; [Attempt.MoreEvents] counts the others. A batch holds up to 5 000 events, and
+// the console shows an attempt, not its whole body: [router.Router.Explain] has any event's
+// story.
+const EventsPerAttempt = 20
+
+// DefaultMaxBytes bounds what an [Attempts] keeps across all subscriptions, counted as
+// [attemptCost] counts it (the event ids' bytes, and a fixed share per event and per attempt):
+// past it, the oldest attempts of the subscriptions that recorded least recently go first.
+const DefaultMaxBytes = 16 << 20
+
 // Attempts keeps the most recent delivery attempts of every subscription, newest last, for
 // the console's attempts view. Feed it from [router.Deps.OnAttempt] with [Attempts.Record].
 // It is safe for concurrent use; Record only copies the record under a short lock, so the
 // delivery that reports it never waits on a reader.
+//
+// It holds at most [EventsPerAttempt] events of an attempt and [DefaultMaxBytes] in all. A
+// subscription created again under a deleted one's name starts afresh at its first attempt
+// (the record's epoch differs), and the console forgets the attempts of a subscription it
+// finds deleted when they are asked for; those of one deleted and never asked for again go
+// as the bound needs room.
 type Attempts struct {
-	n  int
-	mu sync.Mutex
-	by map[string][]Attempt // "topic/subscription", lower case -> ring, oldest first
+	n        int
+	maxBytes int
+	mu       sync.Mutex
+	by       map[string]*ring // "topic/subscription", lower case
+	lru      list.List        // of *ring, the one that recorded least recently at the front
+	bytes    int              // the cost of every attempt kept
+}
+
+// ring is one subscription's kept attempts, oldest first, of its epoch.
+type ring struct {
+	key      string
+	epoch    uint64
+	attempts []Attempt
+	elem     *list.Element
 }
 
 // Attempt is one delivery attempt as the console shows it. It holds no endpoint, header or
@@ -45,7 +75,9 @@ type Attempt struct {
 	StatusCode int       `json:"statusCode,omitempty"`
 	Probe      bool      `json:"probe,omitempty"`
 	NoAttempt  bool      `json:"noAttempt,omitempty"`
-	Events     []Event   `json:"events"`
+	// Events are the attempt's first [EventsPerAttempt] events; MoreEvents counts the others.
+	Events     []Event `json:"events"`
+	MoreEvents int     `json:"moreEvents,omitempty"`
 }
 
 // Event is one event of an [Attempt]: its id, the number of this attempt for it and what
@@ -57,24 +89,36 @@ type Event struct {
 }
 
 // NewAttempts returns an Attempts that keeps the last n attempts per subscription
-// ([DefaultAttemptsPerSubscription] when n <= 0).
+// ([DefaultAttemptsPerSubscription] when n <= 0), within [DefaultMaxBytes] in all.
 func NewAttempts(n int) *Attempts {
 	if n <= 0 {
 		n = DefaultAttemptsPerSubscription
 	}
-	return &Attempts{n: n, by: make(map[string][]Attempt)}
+	return &Attempts{n: n, maxBytes: DefaultMaxBytes, by: make(map[string]*ring)}
 }
 
 func attemptsKey(topic, sub string) string { return strings.ToLower(topic + "/" + sub) }
 
+// attemptCost is what at counts against an Attempts' bound: its events' ids and decisions,
+// plus a fixed share per event and per attempt for the rest of what they hold.
+func attemptCost(at *Attempt) int {
+	n := 128
+	for _, ev := range at.Events {
+		n += 64 + len(ev.ID) + len(ev.Decision)
+	}
+	return n
+}
+
 // Record keeps rec; it has the signature of [router.Deps.OnAttempt].
 func (a *Attempts) Record(rec *router.AttemptRecord) {
+	shown := min(len(rec.EventIDs), EventsPerAttempt)
 	at := Attempt{
 		Time: rec.Time, DurationMs: float64(rec.Duration.Microseconds()) / 1000, Outcome: rec.Outcome.String(),
-		StatusCode: rec.StatusCode, Probe: rec.Probe, NoAttempt: rec.NoAttempt, Events: make([]Event, len(rec.EventIDs)),
+		StatusCode: rec.StatusCode, Probe: rec.Probe, NoAttempt: rec.NoAttempt,
+		Events: make([]Event, shown), MoreEvents: len(rec.EventIDs) - shown,
 	}
-	for i, id := range rec.EventIDs {
-		ev := Event{ID: id, Decision: "Delivered"}
+	for i, id := range rec.EventIDs[:shown] {
+		ev := Event{ID: strings.Clone(id), Decision: "Delivered"}
 		if i < len(rec.Attempts) {
 			ev.Attempt = rec.Attempts[i]
 		}
@@ -86,17 +130,64 @@ func (a *Attempts) Record(rec *router.AttemptRecord) {
 	k := attemptsKey(rec.Topic, rec.Subscription)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ring := append(a.by[k], at)
-	if len(ring) > a.n {
-		ring = slices.Delete(ring, 0, len(ring)-a.n)
+	r := a.by[k]
+	if r != nil && r.epoch != rec.Epoch { // a subscription of the name since created again
+		a.drop(r)
+		r = nil
 	}
-	a.by[k] = ring
+	if r == nil {
+		r = &ring{key: k, epoch: rec.Epoch}
+		r.elem = a.lru.PushBack(r)
+		a.by[k] = r
+	}
+	a.lru.MoveToBack(r.elem)
+	r.attempts = append(r.attempts, at)
+	a.bytes += attemptCost(&at)
+	if len(r.attempts) > a.n {
+		a.dropOldest(r)
+	}
+	for a.bytes > a.maxBytes && a.lru.Len() > 0 {
+		a.dropOldest(a.lru.Front().Value.(*ring))
+	}
+}
+
+// dropOldest drops r's oldest attempt, and r when that was its last.
+func (a *Attempts) dropOldest(r *ring) {
+	a.bytes -= attemptCost(&r.attempts[0])
+	r.attempts[0] = Attempt{}
+	r.attempts = r.attempts[1:]
+	if len(r.attempts) == 0 {
+		a.lru.Remove(r.elem)
+		delete(a.by, r.key)
+	}
+}
+
+// drop forgets r.
+func (a *Attempts) drop(r *ring) {
+	for _, at := range r.attempts {
+		a.bytes -= attemptCost(&at)
+	}
+	a.lru.Remove(r.elem)
+	delete(a.by, r.key)
+}
+
+// Forget drops the attempts kept of a subscription (the console calls it for one it finds
+// deleted).
+func (a *Attempts) Forget(topic, sub string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.by[attemptsKey(topic, sub)]; r != nil {
+		a.drop(r)
+	}
 }
 
 // Recent returns the kept attempts of a subscription, newest first.
 func (a *Attempts) Recent(topic, sub string) []Attempt {
 	a.mu.Lock()
-	out := slices.Clone(a.by[attemptsKey(topic, sub)])
+	var out []Attempt
+	if r := a.by[attemptsKey(topic, sub)]; r != nil {
+		out = slices.Clone(r.attempts)
+	}
 	a.mu.Unlock()
 	slices.Reverse(out)
 	if out == nil {
@@ -172,6 +263,9 @@ func (c *Console) admin(h http.HandlerFunc) http.HandlerFunc {
 func (c *Console) getAttempts(w http.ResponseWriter, req *http.Request) {
 	topic, sub := req.PathValue("topic"), req.PathValue("subscription")
 	if _, err := c.r.Subscription(topic, sub); err != nil {
+		if errors.Is(err, router.ErrSubscriptionNotFound) || errors.Is(err, router.ErrTopicNotFound) {
+			c.attempts.Forget(topic, sub) // deleted: its attempts are no use to anyone
+		}
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
 		return
 	}

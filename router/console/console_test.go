@@ -210,3 +210,35 @@ func TestAttemptsRing(t *testing.T) {
 		t.Errorf("a subscription without attempts: %#v, want an empty list", none)
 	}
 }
+
+// An attempt keeps its first EventsPerAttempt events and counts the others; a subscription
+// created again under a name starts with no attempts of its predecessor's; the attempts of a
+// subscription the console finds deleted are forgotten.
+func TestAttemptsOfABatchAndOfAReusedName(t *testing.T) {
+	attempts := console.NewAttempts(0)
+	srv, r := newConsole(t, router.Config{AdminToken: token}, router.Deps{}, attempts)
+	ctx := context.Background()
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 5000)
+	for i := range ids {
+		ids[i] = fmt.Sprint("e", i)
+	}
+	attempts.Record(&router.AttemptRecord{Topic: "orders", Subscription: "billing", EventIDs: ids, Epoch: 1})
+	got := attempts.Recent("orders", "billing")
+	if len(got) != 1 || len(got[0].Events) != console.EventsPerAttempt || got[0].Events[0].ID != "e0" || got[0].MoreEvents != 5000-console.EventsPerAttempt {
+		t.Fatalf("a batch of 5000: %d attempts, %+v; want its first %d events and the others counted", len(got), got, console.EventsPerAttempt)
+	}
+	attempts.Record(&router.AttemptRecord{Topic: "orders", Subscription: "billing", EventIDs: []string{"new"}, Epoch: 2})
+	if got := attempts.Recent("orders", "billing"); len(got) != 1 || got[0].Events[0].ID != "new" {
+		t.Errorf("after the name was created again: %+v; want only the new subscription's attempt", got)
+	}
+	// billing does not exist in r: the console finds it deleted and forgets it.
+	if resp, _ := get(t, srv, token, "/console/api/attempts/orders/billing"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("attempts of a deleted subscription: %d, want 404", resp.StatusCode)
+	}
+	if got := attempts.Recent("orders", "billing"); len(got) != 0 {
+		t.Errorf("attempts kept of a subscription found deleted: %+v", got)
+	}
+}

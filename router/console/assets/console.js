@@ -228,7 +228,9 @@ async function subscriptionView(topic, name) {
     el("td", { class: "num" }, i === 0 && a.statusCode ? a.statusCode : ""),
     el("td", {}, el("a", { href: `#/topics/${enc(topic)}/subscriptions/${enc(name)}/events/${enc(ev.id)}` }, ev.id)),
     el("td", { class: "num" }, ev.attempt),
-    el("td", {}, ev.decision))));
+    el("td", {}, ev.decision))).concat(a.moreEvents ? [el("tr", { class: "attempt more" },
+    el("td", {}, a.events.length ? "" : a.time), el("td", {}), el("td", {}),
+    el("td", { class: "muted" }, `and ${a.moreEvents} more events`), el("td", {}), el("td", {}))] : []));
   render(el("h1", {}, "Subscription ", el("a", { href: `#/topics/${enc(topic)}` }, topic), " / ", name),
     state,
     el("h2", {}, "Recent attempts"),
