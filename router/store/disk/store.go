@@ -1457,16 +1457,40 @@ func (s *Store) markDeleting(d deletion) {
 
 // deleteDrained ends a delete of d that markDeleting marked, once its catalogue change has
 // ended: it waits for the calls under way on what it deletes (ops), off the catalogue's turn,
-// then in a turn of its own runs commit on the store's generation of that moment. That turn
-// does not end with the caller's ctx: the mark must be removed. When the store has closed or
-// failed meanwhile, restore puts back what was taken out (with s.mu held): it is still on
-// disk. When commit fails, its batch may have reached the disk all the same (the log
-// written, its sync failed): restore puts it back, and the recovery that reopens the store
-// reads whether the batch is on disk and takes it out of memory again if it is
-// (settleDeletes); a delete that finds that recovery has done so returns nil. The mark is
-// removed, and the changes waiting for it woken, at the end.
-func (s *Store) deleteDrained(d deletion, ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
-	defer s.ops.Done()
+// then in a turn of its own runs commit on the store's generation of that moment. Both run on
+// a goroutine of the store's (counted in s.ops by markDeleting, so Close waits for it), which
+// finishes the delete whatever becomes of the caller: the mark must be removed, and the name
+// end deleted or not, never left marked. The caller waits for its result until ctx ends, and
+// then returns ctx's error, the delete still under way: it may yet take effect (reading the
+// name back tells). When the store has closed or failed meanwhile, restore puts back what
+// was taken out (with s.mu held): it is still on disk. When commit fails, its batch may have
+// reached the disk all the same (the log written, its sync failed): restore puts it back,
+// and the recovery that reopens the store reads whether the batch is on disk and takes it
+// out of memory again if it is (settleDeletes); a delete that finds that recovery has done
+// so returns nil. The mark is removed, and the changes waiting for it woken, at the end.
+func (s *Store) deleteDrained(ctx context.Context, d deletion, ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
+	result := make(chan error, 1) // the goroutine never waits for a caller that gave up
+	go func() {
+		defer s.ops.Done()
+		result <- s.finishDelete(d, ops, commit, restore)
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-result: // it ended as ctx did: its result is known
+			return err
+		default:
+		}
+		return fmt.Errorf("waiting for its commit (it may still take effect: read the name back to know): %w", ctx.Err())
+	}
+}
+
+// finishDelete is the goroutine of deleteDrained: it waits for the calls under way on what
+// the delete takes out (ops) and then commits it, or restores it, in a turn of its own that
+// does not end with any caller's ctx, and removes the mark of d.
+func (s *Store) finishDelete(d deletion, ops *sync.WaitGroup, commit func(*generation) error, restore func()) error {
 	if s.opts.onDrain != nil {
 		s.opts.onDrain(d.topic, d.sub)
 	}
@@ -1557,7 +1581,9 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 // waits for them: other topics' definitions change meanwhile, and a change naming this topic
 // or one of its subscriptions waits for the delete to end (catalogDo). A delete that does
 // not commit (the store closed or failed meanwhile, the write failed) leaves the topic as it
-// was.
+// was. When ctx ends while the delete waits for those calls or for its commit (behind
+// another change's, or its own on a slow disk), it returns ctx's error but the store
+// finishes the delete: it may still take effect, and reading the name back tells.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -1605,7 +1631,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
 	restore := func() { s.topics[name] = t }
-	if err := s.deleteDrained(deletion{topic: name}, &t.ops, commit, restore); err != nil {
+	if err := s.deleteDrained(ctx, deletion{topic: name}, &t.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting topic %q: %w", name, err)
 	}
 	return nil
@@ -1754,7 +1780,8 @@ func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, ol
 // subscription are done (new ones find no subscription), without keeping the catalogue's
 // turn while it waits for them, as DeleteTopic: a change naming the subscription or its topic
 // waits for the delete to end. A delete that does not commit leaves the subscription as it
-// was.
+// was. As with DeleteTopic, one whose ctx ends while it waits for its commit returns ctx's
+// error and may still take effect.
 func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -1795,7 +1822,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topicName, name string) 
 		return g.commit(b, pebble.Sync, s.onFail)
 	}
 	restore := func() { t.subs[name] = sb }
-	if err := s.deleteDrained(deletion{topicName, name}, &sb.ops, commit, restore); err != nil {
+	if err := s.deleteDrained(ctx, deletion{topicName, name}, &sb.ops, commit, restore); err != nil {
 		return fmt.Errorf("deleting subscription %q of topic %q: %w", name, topicName, err)
 	}
 	return nil
