@@ -113,3 +113,43 @@ func TestListingRemovesOldMetaMarkers(t *testing.T) {
 		t.Errorf("subscription b after the listing: %v", err)
 	}
 }
+
+// A listing removes a deletion marker it found only up to the marker itself: a name another
+// node creates again after the listing read the marker, before the removal, keeps its new
+// definition. A removal of the key's whole subject would delete it.
+func TestListingKeepsANameCreatedAgainAfterItsMarker(t *testing.T) {
+	s, _ := holesStore(t, 1)
+	ctx := bounded(t)
+	other, err := Open(ctx, s.nc, Options{Prefix: "HOLES"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"a", "b"} {
+		if err := s.PutSubscription(ctx, "orders", sub, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.meta.Purge(ctx, subKey("orders", "a")); err != nil { // as earlier releases deleted
+		t.Fatal(err)
+	}
+	created := false
+	// scanMeta calls fn once it has read the keys (sub.orders.a's marker among them) and
+	// before it removes the markers: the other node creates a again in that window.
+	err = s.scanMeta(ctx, subPattern("orders"), func(key string, _ []byte) error {
+		if created {
+			return nil
+		}
+		created = true
+		return other.PutSubscription(ctx, "orders", "a", []byte(`{"again":true}`))
+	})
+	if err != nil || !created {
+		t.Fatalf("listing while the name is created again: %v (created %v)", err, created)
+	}
+	if _, err := s.meta.Get(ctx, subKey("orders", "a")); err != nil {
+		t.Fatalf("subscription a, created again during the listing that removed its marker: %v", err)
+	}
+	subs, err := other.Subscriptions(ctx, "orders")
+	if err != nil || len(subs) != 2 || subs[0].Name != "a" || string(subs[0].Spec) != `{"again":true}` {
+		t.Errorf("Subscriptions(orders) after the listing = %v, %v; want a (created again) and b", subs, err)
+	}
+}
