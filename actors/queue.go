@@ -859,22 +859,10 @@ func (q *queue) persist() {
 }
 
 // writeFailed handles the failure of a state write this incarnation queued, at once rather
-// than at its next write: an idle queue would otherwise keep its consumers' locks (and, in
-// cluster mode, its place) with a state the store does not have. A fenced write stops the
-// actor for good ([queue.fence]); any other failure crashes it, and its supervisor restarts
-// it from the stored state. The consumers whose answers waited for the write were told so by
-// the writer ([unsaved]). A failure of an earlier incarnation's write is ignored: this one
-// loaded after it.
-func (q *queue) writeFailed(m *writeFailed) {
-	if m.life != q.life {
-		return
-	}
-	if errors.Is(m.err, store.ErrFenced) {
-		q.fence(m.err)
-		return
-	}
-	panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, m.err))
-}
+// than at its next write ([writeFailed.handle]): an idle queue would otherwise keep its
+// consumers' locks (and, in cluster mode, its place) with a state the store does not have.
+// The consumers whose answers waited for the write were told so by the writer ([unsaved]).
+func (q *queue) writeFailed(m *writeFailed) { m.handle(q.life, q.scope, q.fence) }
 
 // fence stops the actor for good after a fenced state write, as a push subscription's does
 // ([stopFenced]). Nothing of the turn's update is written, and the consumers whose answer

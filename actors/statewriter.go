@@ -324,6 +324,21 @@ type writeFailed struct {
 	err  error
 }
 
+// handle is the actor's answer to m, the same for a push and a queue subscription: a failure
+// of an earlier incarnation's write is ignored (incarnation life loaded after it); a fenced
+// write calls fence, which stops the actor for good; any other failure crashes the actor, and
+// its supervisor restarts it from the stored state.
+func (m *writeFailed) handle(life uint64, scope string, fence func(error)) {
+	if m.life != life {
+		return
+	}
+	if errors.Is(m.err, store.ErrFenced) {
+		fence(m.err)
+		return
+	}
+	panic(fmt.Errorf("saving state of subscription %s: %w", scope, m.err))
+}
+
 // reportFailure returns the written callback of a state write of the actor self of
 // incarnation life: it calls next (when non-nil), then, when the write failed, sends self a
 // [writeFailed]. A write dropped because the subscription was deleted ([store.ErrNotFound])

@@ -1543,20 +1543,9 @@ func (s *subscription) persist() {
 }
 
 // writeFailed handles the failure of a state write this incarnation queued, at once rather
-// than at its next write, which an idle subscription may not make for hours: a fenced write
-// stops the actor for good ([subscription.fence]); any other failure crashes it, and its
-// supervisor restarts it from the stored state. A failure of an earlier incarnation's write
-// is ignored: this one loaded after it.
-func (s *subscription) writeFailed(m *writeFailed) {
-	if m.life != s.life {
-		return
-	}
-	if errors.Is(m.err, store.ErrFenced) {
-		s.fence(m.err)
-		return
-	}
-	panic(fmt.Errorf("saving state of subscription %s: %w", s.scope, m.err))
-}
+// than at its next write, which an idle subscription may not make for hours
+// ([writeFailed.handle]).
+func (s *subscription) writeFailed(m *writeFailed) { m.handle(s.life, s.scope, s.fence) }
 
 // fence stops the actor for good after a fenced state write: another writer owns the state
 // now, and a restart would load it and overwrite it. Attempts in flight are cancelled; their
