@@ -2,7 +2,6 @@ package actors
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -145,8 +145,8 @@ type queue struct {
 	items  map[uint64]*qitem
 	order  []uint64 // taken-in sequence numbers, oldest first (settled ones dropped: compactOrder)
 	front  int      // order[:front] are all parked or gone
-	avail  qseqHeap
-	timed  qdueHeap
+	avail  qheap    // available events, by sequence number
+	timed  qheap    // events with a due time (byDue): available (its time to live), locked, delayed
 	locked int
 	parked int
 
@@ -347,6 +347,7 @@ func (q *queue) start(c actor.Context) {
 	q.lock, q.renew = q.scale(lock), q.scale(MaxLockRenewal)
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.items = make(map[uint64]*qitem)
+	q.avail, q.timed = qheap{}, qheap{byDue: true}
 
 	q.boot = startLoad(q.cfg, q.stops, true, &q.wg, q.system.Root, q.self)
 	q.life = q.boot.id
@@ -512,8 +513,8 @@ func (q *queue) makeAvailable(it *qitem, now time.Time) {
 		return
 	}
 	it.state, it.due = qAvailable, q.cfg.Policy.Deadline(it.publish)
-	heap.Push(&q.timed, it)
-	heap.Push(&q.avail, it)
+	q.timed.push(it)
+	q.avail.push(it)
 }
 
 // delay keeps it invisible until at (a release's delay), or until its time to live ends.
@@ -522,16 +523,16 @@ func (q *queue) delay(it *qitem, at time.Time) {
 	if dl := q.cfg.Policy.Deadline(it.publish); dl.Before(at) {
 		it.due = dl // the release delay is bounded by the time to live
 	}
-	heap.Push(&q.timed, it)
+	q.timed.push(it)
 }
 
 // detach takes it out of the heaps it is in.
 func (q *queue) detach(it *qitem) {
 	if it.dueIdx >= 0 {
-		heap.Remove(&q.timed, it.dueIdx)
+		q.timed.remove(it.dueIdx)
 	}
 	if it.seqIdx >= 0 {
-		heap.Remove(&q.avail, it.seqIdx)
+		q.avail.remove(it.seqIdx)
 	}
 	if it.state == qLocked {
 		q.locked--
@@ -586,8 +587,8 @@ func (q *queue) end(it *qitem, dec retry.Decision) {
 // time to live, a locked one's lock expired (it is available again, and its next receipt
 // counts one more delivery), a released one's delay is over.
 func (q *queue) expire(now time.Time) {
-	for q.timed.Len() > 0 && !q.timed[0].due.After(now) {
-		it := q.timed[0]
+	for q.timed.Len() > 0 && !q.timed.top().due.After(now) {
+		it := q.timed.top()
 		switch it.state {
 		case qAvailable:
 			dec, _ := q.cfg.Policy.AtDue(it.publish, now)
@@ -629,7 +630,7 @@ func (q *queue) serve(now time.Time) {
 		w := q.waiters[0]
 		var out []LockedEvent
 		for len(out) < w.max && q.avail.Len() > 0 {
-			it := q.avail[0]
+			it := q.avail.top()
 			q.detach(it)
 			body, _, err := schemas.EncodeBatchWith(nil, q.cfg.InputSchema, schemas.CloudEvents, q.cfg.TopicID, []*schemas.Event{it.ev}, q.cfg.Encode)
 			if err != nil {
@@ -646,7 +647,7 @@ func (q *queue) serve(now time.Time) {
 				panic(fmt.Errorf("making a lock token: %w", err))
 			}
 			it.state, it.due = qLocked, now.Add(q.lock)
-			heap.Push(&q.timed, it)
+			q.timed.push(it)
 			q.locked++
 			if !it.parked {
 				it.parked = true
@@ -705,7 +706,7 @@ func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
 				continue
 			}
 			it.due = now.Add(q.lock)
-			heap.Fix(&q.timed, it.dueIdx)
+			q.timed.fix(it.dueIdx)
 		default:
 			panic(fmt.Sprintf("unknown settle operation %d", m.Op))
 		}
@@ -928,7 +929,7 @@ func (q *queue) armTimer(now time.Time) {
 	if q.timed.Len() == 0 {
 		return
 	}
-	at := q.timed[0].due
+	at := q.timed.top().due
 	if at.Equal(q.timerAt) {
 		return
 	}
@@ -993,53 +994,129 @@ func (q *queue) publishGauges() {
 	g.Oldest.Store(at)
 }
 
-// qseqHeap orders available events by sequence number: receivers get the oldest first.
-type qseqHeap []*qitem
-
-func (h qseqHeap) Len() int           { return len(h) }
-func (h qseqHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
-func (h qseqHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].seqIdx, h[j].seqIdx = i, j
-}
-func (h *qseqHeap) Push(x any) {
-	it := x.(*qitem)
-	it.seqIdx = len(*h)
-	*h = append(*h, it)
-}
-func (h *qseqHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.seqIdx = -1
-	return it
+// qheap is a binary min-heap of a queue's events: by sequence number (avail: receivers get
+// the oldest first), or by due time and then sequence number (timed). Each entry carries its
+// ordering key beside the event, so ordering one compares two entries of the slice and reads
+// no event: a queue keeps a window of thousands of events, and every receipt and settlement
+// takes events out of and into its heaps (the comparisons through each event's time.Time were
+// the queue actor's largest cost in `egrid bench --scenario pull`). It keeps each event's
+// index in it (qitem.dueIdx or seqIdx; -1 when the event is not in it) so that an event can
+// be taken out or moved wherever it is.
+type qheap struct {
+	e     []qentry
+	byDue bool // ordered by due time and keeps dueIdx; else by sequence number and seqIdx
 }
 
-// qdueHeap orders events by due time.
-type qdueHeap []*qitem
+type qentry struct {
+	due int64 // the event's due time, Unix nanoseconds (dueKey); 0 in avail
+	seq uint64
+	it  *qitem
+}
 
-func (h qdueHeap) Len() int { return len(h) }
-func (h qdueHeap) Less(i, j int) bool {
-	if h[i].due.Equal(h[j].due) {
-		return h[i].seq < h[j].seq
+// dueKey is t as a heap key: Unix nanoseconds, clamped to int64 (beyond the years 1678–2262,
+// which no deadline of a running queue reaches, keys tie and the sequence number orders).
+func dueKey(t time.Time) int64 {
+	switch {
+	case t.Before(minDueKey):
+		return math.MinInt64
+	case t.After(maxDueKey):
+		return math.MaxInt64
 	}
-	return h[i].due.Before(h[j].due)
+	return t.UnixNano()
 }
-func (h qdueHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].dueIdx, h[j].dueIdx = i, j
+
+var minDueKey, maxDueKey = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
+func (h *qheap) Len() int { return len(h.e) }
+
+// top is the first event: the oldest (avail) or the soonest due (timed).
+func (h *qheap) top() *qitem { return h.e[0].it }
+
+func (h *qheap) less(i, j int) bool {
+	a, b := &h.e[i], &h.e[j]
+	return a.due < b.due || a.due == b.due && a.seq < b.seq
 }
-func (h *qdueHeap) Push(x any) {
-	it := x.(*qitem)
-	it.dueIdx = len(*h)
-	*h = append(*h, it)
+
+// place records in the event at i its index.
+func (h *qheap) place(i int) {
+	if h.byDue {
+		h.e[i].it.dueIdx = i
+	} else {
+		h.e[i].it.seqIdx = i
+	}
 }
-func (h *qdueHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.dueIdx = -1
-	return it
+
+func (h *qheap) swap(i, j int) {
+	h.e[i], h.e[j] = h.e[j], h.e[i]
+	h.place(i)
+	h.place(j)
+}
+
+func (h *qheap) push(it *qitem) {
+	var due int64
+	if h.byDue {
+		due = dueKey(it.due)
+	}
+	h.e = append(h.e, qentry{due: due, seq: it.seq, it: it})
+	h.place(len(h.e) - 1)
+	h.up(len(h.e) - 1)
+}
+
+// remove takes out the event at i.
+func (h *qheap) remove(i int) {
+	n := len(h.e) - 1
+	if i != n {
+		h.swap(i, n)
+		if !h.down(i, n) {
+			h.up(i)
+		}
+	}
+	it := h.e[n].it
+	if h.byDue {
+		it.dueIdx = -1
+	} else {
+		it.seqIdx = -1
+	}
+	h.e[n] = qentry{}
+	h.e = h.e[:n]
+}
+
+// fix moves the event at i, whose due time changed, to its place (timed only).
+func (h *qheap) fix(i int) {
+	h.e[i].due = dueKey(h.e[i].it.due)
+	if !h.down(i, len(h.e)) {
+		h.up(i)
+	}
+}
+
+func (h *qheap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+// down moves the entry at i0 down among the first n, and reports whether it moved.
+func (h *qheap) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 {
+			break
+		}
+		j := j1
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
 }
