@@ -260,3 +260,56 @@ func (c *collected) wait(t *testing.T, n int) []*message.Message {
 		}
 	}
 }
+
+// TestBrokerMessagesCarryTheirOwnEventsDynamicHeaders delivers a batch of events to a broker,
+// which sends each as a message of its own: each message carries the dynamic delivery
+// attribute resolved from its own event (none when its event lacks the field), not the
+// batch's first event's, and every one the static attribute.
+func TestBrokerMessagesCarryTheirOwnEventsDynamicHeaders(t *testing.T) {
+	kind := broker.GoChannel
+	name := brokertest.Unique("egrid-sub-")
+	b := openBrokers(t, brokertest.Servers(t, kind))
+	sub, ok := b.Subscriber(kind)
+	if !ok {
+		t.Fatalf("no %s subscriber", kind)
+	}
+	got := consumeAll(t, sub, name)
+	r, err := router.New(router.Config{TimeScale: 100, NoJitter: true, InsecureDev: true}, router.Deps{Publishers: b.Publishers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx := context.Background()
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := router.SubscriptionSpec{Destination: router.BrokerDestination(kind, name)}
+	spec.Destination.Properties.MaxEventsPerBatch = 10
+	spec.Destination.Properties.DeliveryAttributeMappings = []router.DeliveryAttributeMapping{
+		{Name: "tenant", Type: router.MappingDynamic, Properties: router.DeliveryAttributeMappingProperties{SourceField: "data.id"}},
+		{Name: "team", Type: router.MappingStatic, Properties: router.DeliveryAttributeMappingProperties{Value: "orders"}},
+	}
+	if err := r.CreateSubscription(ctx, "orders", "to-broker", spec); err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]any, 5)
+	for i := range evs {
+		evs[i] = event(fmt.Sprintf("evt-%d", i))
+	}
+	evs[3].(map[string]any)["data"] = map[string]any{"other": "x"} // no data.id
+	if err := r.Publish(ctx, "orders", evs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.wait(t, len(evs)) {
+		want := m.UUID
+		if m.UUID == "evt-3" {
+			want = ""
+		}
+		if tenant := m.Metadata.Get("tenant"); tenant != want {
+			t.Errorf("message of event %s carries tenant %q, want %q", m.UUID, tenant, want)
+		}
+		if team := m.Metadata.Get("team"); team != "orders" {
+			t.Errorf("message of event %s carries team %q, want orders", m.UUID, team)
+		}
+	}
+}

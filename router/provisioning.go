@@ -527,26 +527,40 @@ func baseURL(raw string) string {
 }
 
 // withHeaders gives a Go sink the subscription's custom delivery headers in Batch.Headers,
-// resolved like a webhook's (dynamic values from the batch's first event).
+// resolved like a webhook's (dynamic values from the batch's first event), and, when a
+// dynamic one takes its value from the event, each event's own in Batch.EventHeaders: a
+// broker sends each event as a message of its own, with its own values.
 func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
 	if len(hm) == 0 {
 		return s
 	}
+	perEvent := hm.HasDynamic()
 	return sinks.Func(func(ctx context.Context, b *sinks.Batch) error {
 		var first *schemas.Event
 		if len(b.Events) > 0 {
 			first = b.Events[0]
 		}
-		headers := hm.Resolve(first)
-		for name, v := range b.Headers {
-			if _, set := headers[name]; !set {
-				headers[name] = v
+		nb := *b
+		nb.Headers = withDefaults(hm.Resolve(first), b.Headers)
+		if perEvent && len(b.Events) > 1 {
+			nb.EventHeaders = make([]map[string]string, len(b.Events))
+			nb.EventHeaders[0] = nb.Headers
+			for i, ev := range b.Events[1:] {
+				nb.EventHeaders[i+1] = withDefaults(hm.Resolve(ev), b.Headers)
 			}
 		}
-		nb := *b
-		nb.Headers = headers
 		return s.Deliver(ctx, &nb)
 	})
+}
+
+// withDefaults adds to headers those of defaults it does not set, and returns it.
+func withDefaults(headers, defaults map[string]string) map[string]string {
+	for name, v := range defaults {
+		if _, set := headers[name]; !set {
+			headers[name] = v
+		}
+	}
+	return headers
 }
 
 // attemptBudget is the time a subscription actor gives one attempt: the response timeout,

@@ -50,8 +50,14 @@ type Batch struct {
 	// DeliveryCount is the number of earlier attempts (aeg-delivery-count): 0 on a first
 	// attempt. In a batch of events with different histories it is the largest.
 	DeliveryCount int
-	// Headers are extra delivery headers (custom delivery attributes), name → value.
+	// Headers are extra delivery headers (custom delivery attributes), name → value. A
+	// dynamic one holds the value of the batch's first event, as a webhook request's does.
 	Headers map[string]string
+	// EventHeaders, when not nil, holds each event's own extra delivery headers, in the
+	// order of Events: a destination with dynamic headers ([HeaderMappings.HasDynamic])
+	// delivering more than one event. A sink that sends each event as a message of its own
+	// (a broker) gives each message its event's headers from here instead of Headers.
+	EventHeaders []map[string]string
 	// InputSchema is the topic's input schema, the schema of Events (0: the same as Schema),
 	// and TopicID the topic's resource ID. A sink that encodes events one by one (a broker
 	// publishing one message per event) encodes them with [Batch.Encoding].

@@ -286,8 +286,9 @@ func (s *Sink) Close() error {
 // UUID is the event id; the payload is the event alone in the batch's delivery schema (one
 // JSON object, [schemas.Encoding.AppendEvent]); the metadata holds the protocol headers of
 // [schemas.DeliveryHeaders] for that event alone (lower-case names, the payload's content type
-// under [MetadataContentType], the event's traceparent when it has one) and the batch's custom
-// delivery headers (which never replace the protocol keys). Events that cannot be encoded or
+// under [MetadataContentType], the event's traceparent when it has one) and its custom
+// delivery headers ([sinks.Batch.EventHeaders] when set, else the batch's Headers; they
+// never replace the protocol keys). Events that cannot be encoded or
 // whose header values cannot be sent give an *[sinks.UnsendableError] listing every one of
 // them, and no messages. It is exported for publishers that wrap [Sink] and for tests.
 func Messages(b *sinks.Batch) ([]*message.Message, error) {
@@ -312,8 +313,12 @@ func Messages(b *sinks.Batch) ([]*message.Message, error) {
 			faults = append(faults, sinks.EventFault{Index: i, Err: err})
 			continue
 		}
-		md := make(message.Metadata, len(protocol)+len(b.Headers))
-		for k, v := range b.Headers {
+		custom := b.Headers
+		if len(b.EventHeaders) == len(b.Events) {
+			custom = b.EventHeaders[i]
+		}
+		md := make(message.Metadata, len(protocol)+len(custom))
+		for k, v := range custom {
 			if !reserved[strings.ToLower(k)] {
 				md[k] = v
 			}
