@@ -288,3 +288,90 @@ func TestTTLPassesDuringProbation(t *testing.T) {
 		})
 	}, testkit.WithoutJitter(), testkit.WithConfig(router.Config{MaxInFlight: 1}))
 }
+
+// An endpoint that refuses events with 400 or 413 refuses them for their own fault (SPEC §8):
+// they end at once (dead-lettered), and however many there are in a row they never put the
+// endpoint on probation, so a good event published after them goes out at once; and a probe
+// refused so shows the endpoint answering: the probation ends and the backlog drains, where a
+// failed probe would have doubled it.
+func TestEventsRefusedForTheirOwnFaultLeaveProbationAlone(t *testing.T) {
+	t.Run("no probation", func(t *testing.T) {
+		testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+			var bad []string
+			var events []any
+			for i := range 2 * retry.ConsecutiveFailureThreshold {
+				bad = append(bad, fmt.Sprintf("bad%d", i))
+				events = append(events, h.EventGridEvent(testkit.ID(bad[i])))
+			}
+			status413 := testkit.RejectEvents(http.StatusRequestEntityTooLarge, bad[retry.ConsecutiveFailureThreshold:]...)
+			status400 := testkit.RejectEvents(http.StatusBadRequest, bad[:retry.ConsecutiveFailureThreshold]...)
+			hook := h.Endpoint("hook", func(n int, r *http.Request) testkit.Response {
+				if res := status400(n, r); res.Status != http.StatusOK {
+					return res
+				}
+				return status413(n, r)
+			})
+			h.Subscribe(topicName, subName, spec(hook.URL(), router.RetryPolicy{}, true))
+			h.Publish(topicName, events...)
+			h.Settle()
+			hook.RequireAttempts(t, len(bad))
+			if st := status(t, h, topicName, subName).Probation; st.Active || st.State != retry.Healthy || st.ConsecutiveFailures != 0 {
+				t.Fatalf("probation after %d events refused with 400 and 413: %+v; want healthy, no failure counted", len(bad), st)
+			}
+			h.Advance(time.Second)
+			h.Publish(topicName, h.EventGridEvent(testkit.ID("good")))
+			h.Settle()
+			att := hook.Attempts()
+			if len(att) != len(bad)+1 || att[len(bad)].Status != http.StatusOK || att[len(bad)].At != time.Second {
+				t.Fatalf("%d attempts; want the good event delivered at once at +1s after the %d refused ones", len(att), len(bad))
+			}
+		})
+	})
+	t.Run("probe refused", func(t *testing.T) {
+		testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+			// 503 puts the endpoint on a 10 s probation (Busy); the probe then is the bad event.
+			busyFirst := testkit.FailFirst(1, http.StatusServiceUnavailable)
+			refuse := testkit.RejectEvents(http.StatusBadRequest, "bad")
+			hook := h.Endpoint("hook", func(n int, r *http.Request) testkit.Response {
+				if res := busyFirst(n, r); res.Status != http.StatusOK {
+					return res
+				}
+				return refuse(n, r)
+			})
+			h.Subscribe(topicName, subName, spec(hook.URL(), router.RetryPolicy{}, true))
+			h.Publish(topicName, h.EventGridEvent(testkit.ID("first")))
+			h.Settle()
+			if st := status(t, h, topicName, subName).Probation; st.State != retry.OnProbation {
+				t.Fatalf("after a 503: %+v; want on probation", st)
+			}
+			h.Publish(topicName, h.EventGridEvent(testkit.ID("bad")))
+			h.Advance(time.Second)
+			h.Publish(topicName, h.EventGridEvent(testkit.ID("good")))
+			h.Advance(10 * time.Second) // the probation ends: the probe ("bad", the oldest ready), then the rest
+			recs := h.AttemptRecords(subName)
+			var probe *router.AttemptRecord
+			for _, r := range recs {
+				if r.Probe {
+					probe = r
+				}
+			}
+			if probe == nil || !slices.Equal(probe.EventIDs, []string{"bad"}) {
+				t.Fatalf("probe %+v; want the bad event as the probe", probe)
+			}
+			if st := status(t, h, topicName, subName).Probation; st.State != retry.Healthy {
+				t.Fatalf("after the probe was refused with 400: %+v; want healthy", st)
+			}
+			delivered := map[string]bool{}
+			for _, a := range hook.Attempts() {
+				if a.Status == http.StatusOK {
+					for _, id := range a.EventIDs() {
+						delivered[id] = true
+					}
+				}
+			}
+			if !delivered["good"] {
+				t.Fatalf("delivered %v by +11s; want good delivered once the probe was answered", delivered)
+			}
+		})
+	})
+}

@@ -1362,6 +1362,8 @@ func (s *subscription) finish(d *attemptDone) {
 		switch {
 		case wasHealthy && s.probation.State(now) != retry.Healthy:
 			s.log.Warn("endpoint on probation", "cause", s.probation.Cause().String(), "until", s.probation.Until())
+		case b.probe && retry.EventsFault(de.Outcome):
+			s.log.Info("probe answered, refusing its events as their own fault; probation over", "outcome", de.Outcome.String(), "status", de.StatusCode)
 		case b.probe:
 			s.log.Warn("probe failed; endpoint back on probation", "outcome", de.Outcome.String(), "until", s.probation.Until())
 		}

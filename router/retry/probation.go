@@ -93,7 +93,8 @@ func (s ProbationState) String() string {
 // endpoint. It is not safe for concurrent use; the actor owns it.
 //
 // The cycle: a failed attempt whose outcome is in the table of [ProbationDuration], or the
-// ConsecutiveFailureThreshold-th failed attempt in a row of any kind, puts the endpoint on
+// ConsecutiveFailureThreshold-th failed attempt in a row of any kind but the events' own fault
+// ([EventsFault]), puts the endpoint on
 // probation until now plus the duration (divided by the time scale). During probation nothing
 // is sent. When it ends, one batch goes out as a probe ([Probation.ProbeStarted]); success
 // ([Probation.Succeeded]) makes the endpoint healthy again and the backlog drains, failure
@@ -121,9 +122,17 @@ type Probation struct {
 // the rules above say. timeScale divides the probation's duration, like [Policy.TimeScale]
 // (0 or 1 is real time). schemas.Delivered is not a failure and schemas.Canceled means egrid
 // itself abandoned the attempt (shutdown), which says nothing about the endpoint; both are
-// ignored.
+// ignored. An endpoint that refuses the events themselves (BadRequest 400, PayloadTooLarge
+// 413: [EventsFault]) answered: the failure is the events' own and never counts against it
+// (SPEC §8), and a probe answered so ends the probation as a delivered one does.
 func (p *Probation) Failed(o schemas.Outcome, now time.Time, timeScale float64) {
 	if o == schemas.Delivered || o == schemas.Canceled {
+		return
+	}
+	if EventsFault(o) {
+		if p.probing {
+			p.Succeeded()
+		}
 		return
 	}
 	wasProbing := p.probing
@@ -155,6 +164,16 @@ func (p *Probation) Failed(o schemas.Outcome, now time.Time, timeScale float64) 
 	if p.until.IsZero() || !until.Before(p.until) {
 		p.until, p.cause, p.base = until, o, d
 	}
+}
+
+// EventsFault reports whether an attempt that failed with o failed through the fault of its
+// events, not of their endpoint: the endpoint answered, refusing the request's content (400
+// Bad Request) or its size (413 Payload Too Large). Such a failure ends the events (or
+// retries them, in a profile that retries 400 and 413) but never counts toward probation:
+// a few malformed events must not hold back the healthy ones behind them, nor make
+// themselves the probe that keeps the endpoint on probation for hours.
+func EventsFault(o schemas.Outcome) bool {
+	return o == schemas.BadRequest || o == schemas.PayloadTooLarge
 }
 
 // Succeeded records a successful attempt: the endpoint is healthy again and every counter is

@@ -274,3 +274,30 @@ func TestProbationStateString(t *testing.T) {
 		}
 	}
 }
+
+func TestProbationLeavesEventsFaultsAlone(t *testing.T) {
+	var p retry.Probation
+	for range 2 * retry.ConsecutiveFailureThreshold {
+		p.Failed(schemas.BadRequest, t0, 0)
+		p.Failed(schemas.PayloadTooLarge, t0, 0)
+	}
+	if p.State(t0) != retry.Healthy || p.ConsecutiveFailures() != 0 {
+		t.Fatalf("400 and 413 counted against the endpoint: state %s, consecutive %d", p.State(t0), p.ConsecutiveFailures())
+	}
+	// They neither count nor reset: nine failures, a 400, and one more failure make ten.
+	for range retry.ConsecutiveFailureThreshold - 1 {
+		p.Failed(schemas.GenericError, t0, 0)
+	}
+	p.Failed(schemas.BadRequest, t0, 0)
+	p.Failed(schemas.GenericError, t0, 0)
+	if p.State(t0) != retry.OnProbation {
+		t.Fatalf("state %s after ten failures around a 400, want OnProbation", p.State(t0))
+	}
+	// A probe refused for its events' own fault shows the endpoint answering: healthy again.
+	at := p.Until()
+	p.ProbeStarted(at)
+	p.Failed(schemas.BadRequest, at.Add(s), 0)
+	if p.State(at.Add(s)) != retry.Healthy || p.ConsecutiveFailures() != 0 || p.Probing() {
+		t.Fatalf("after a probe answered 400: state %s, consecutive %d, probing %v; want healthy", p.State(at.Add(s)), p.ConsecutiveFailures(), p.Probing())
+	}
+}
