@@ -124,7 +124,7 @@ func (r *Router) Provisioning(topic, name string) (Provisioning, error) {
 // [Config.PublicURL] or the address the request came to; "" offers none). It returns the
 // subscription's provisioning state.
 func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
-	return r.applySubscription(ctx, topic, name, spec, baseURL)
+	return r.applySubscription(ctx, topic, name, spec, baseURL, false)
 }
 
 // applySubscription creates or replaces a subscription (SPEC §1.2, §2.5): it checks the spec
@@ -132,8 +132,9 @@ func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec S
 // validates a WebHook endpoint on every create and update — without holding the router's
 // lock, since a handshake takes up to a minute —, then stores the
 // subscription and starts its delivery, or leaves it AwaitingManualAction. baseURL is the
-// router's own address for the validationUrl ("" offers none).
-func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string) (Provisioning, error) {
+// router's own address for the validationUrl ("" offers none). declared leaves a validated
+// subscription whose definition is spec as it is ([Router.EnsureSubscription]).
+func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string, declared bool) (Provisioning, error) {
 	nameErr := ValidateSubscriptionName(name)
 	if r.cl != nil {
 		_, _ = r.topicFresh(ctx, topic) // a topic created on another node a moment ago (topiclookup.go)
@@ -188,6 +189,12 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	if err := errors.Join(nameErr, specErr, r.checkDeadLetterDestination(name, &spec)); err != nil {
 		r.mu.RUnlock()
 		return Provisioning{}, err
+	}
+	if declared && prev != nil && sameDefinition(&spec, prev) {
+		if p := r.life.get(subKey{topic, name}); p.state() == StateSucceeded {
+			r.mu.RUnlock()
+			return Provisioning{State: StateSucceeded}, nil // as it is: no handshake, no write
+		}
 	}
 	// Building the config here reports a sink that is not registered; commitSubscription uses
 	// it unless the topic changed or the handshake set a rate or origin meanwhile.

@@ -34,7 +34,21 @@ import (
 // Values that admin reads hide are kept from the stored subscription when spec leaves them
 // empty: the endpoint URL, and the value of a secret static header of the same name.
 func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
-	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL)
+	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL, false)
+	return err
+}
+
+// EnsureSubscription is [Router.CreateSubscription] for a definition declared rather than
+// asked for: the YAML config `egrid serve` applies at every start, on every node of a
+// cluster. A subscription that exists with the same definition, its endpoint validated
+// (provisioning Succeeded), is left as it is: no handshake, no store write, its delivery
+// untouched. Validating it again at each start made a restart fail while its endpoint was
+// down, put a manually validated one back to AwaitingManualAction (whose window, unanswered,
+// dropped its parked events), and in cluster mode moved its actor at every node's start.
+// Anything else — a new subscription, a changed definition, one whose validation failed or
+// is awaited — is created or updated as CreateSubscription does.
+func (r *Router) EnsureSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
+	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL, true)
 	return err
 }
 

@@ -159,7 +159,7 @@ func serve(c *cli.Context, e env) error {
 		}
 	}()
 	if file != nil {
-		if err := applyDeclared(c.Context, r, file); err != nil {
+		if err := applyDeclared(c.Context, r, file, log); err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
 		for i, src := range file.Sources {
@@ -222,8 +222,13 @@ func isReceive(path string) bool {
 	return len(path) > len(op) && strings.EqualFold(path[len(path)-len(op):], op)
 }
 
-// applyDeclared creates (or updates) the topics and subscriptions the config declares.
-func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) error {
+// applyDeclared creates (or updates) the topics and subscriptions the config declares. A
+// subscription stored with the same definition and validated is left as it is
+// ([router.Router.EnsureSubscription]). One that exists but whose changed definition its
+// endpoint did not validate (down, or refusing) keeps its previous definition, which keeps
+// delivering: that is logged as an ERROR (log nil: reported as an error), and the start goes
+// on, rather than stopping every topic for one endpoint. Any other problem is returned.
+func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig, log *slog.Logger) error {
 	var errs []error
 	for _, t := range file.Topics {
 		if _, err := r.CreateTopic(ctx, t.Name, t.Properties); err != nil {
@@ -231,7 +236,14 @@ func applyDeclared(ctx context.Context, r *router.Router, file *fileConfig) erro
 			continue
 		}
 		for _, sd := range t.EventSubscriptions {
-			if err := r.CreateSubscription(ctx, t.Name, sd.Name, sd.Properties); err != nil {
+			_, existed := r.Subscription(t.Name, sd.Name)
+			err := r.EnsureSubscription(ctx, t.Name, sd.Name, sd.Properties)
+			if err != nil && existed == nil && log != nil && errors.Is(err, router.ErrValidationFailed) {
+				log.Error("the declared event subscription's endpoint did not validate its changed definition: the stored definition stays and keeps delivering; make the endpoint answer the validation, then restart (or PUT the definition)",
+					"topic", t.Name, "subscription", sd.Name, "err", err)
+				continue
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("topic %q: %w", clip.String(t.Name), err))
 			}
 		}
@@ -395,7 +407,7 @@ func validateCommand(e env) *cli.Command {
 			if err != nil {
 				errs = append(errs, err)
 			} else {
-				errs = append(errs, applyDeclared(c.Context, r, file))
+				errs = append(errs, applyDeclared(c.Context, r, file, nil))
 				_ = r.Close(context.Background())
 			}
 			// The secret files serve would warn of, on stderr: a validate in CI is where a mode

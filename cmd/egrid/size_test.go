@@ -92,10 +92,10 @@ func TestServeAppliesStoredOversizeConfigAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	if err := applyDeclared(ctx, r, config("")); err != nil {
+	if err := applyDeclared(ctx, r, config(""), nil); err != nil {
 		t.Errorf("applying the config unchanged: %v; want it applied, as an earlier egrid accepted it", err)
 	}
-	if err := applyDeclared(ctx, r, config(".json")); err == nil || !strings.Contains(err.Error(), "labels: 150 given, at most 100") {
+	if err := applyDeclared(ctx, r, config(".json"), nil); err == nil || !strings.Contains(err.Error(), "labels: 150 given, at most 100") {
 		t.Errorf("applying a changed config: %v; want it refused naming labels", err)
 	}
 }
