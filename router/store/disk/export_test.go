@@ -93,3 +93,10 @@ func (s *Store) Hold(topic, sub string) (release func(), err error) {
 // SetRecoverHook sets, for the stores opened with opts, a function a recovery calls once it
 // has written the new instance everything it needs and is about to switch to it.
 func SetRecoverHook(opts *Options, beforeSwitch func()) { opts.onRecoverSwitch = beforeSwitch }
+
+// PendingWrites is how many state writes the store keeps in memory while it is failed.
+func (s *Store) PendingWrites() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pending)
+}

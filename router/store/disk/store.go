@@ -247,6 +247,9 @@ type pendingWrite struct {
 	cursor  uint64 // the cursor after u
 	through uint64 // a Trim's bound
 	from    uint64 // a Trim's first seq
+	// merged, when set, holds the updates of the subscription merged into this one (and u
+	// only their cursor): see pending.go.
+	merged *mergedUpdate
 }
 
 // Open opens or creates the store in dir. It fails while another Store holds dir, in this
@@ -1006,7 +1009,7 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 			return ErrClosed
 		}
 		if s.gen == g {
-			s.pending = append(s.pending, w)
+			s.keep(w)
 			s.mu.Unlock()
 			return nil
 		}
@@ -1017,7 +1020,12 @@ func (s *Store) write(g *generation, w pendingWrite) error {
 
 // durable reports whether w is synced when written: an update that hands dead letters over
 // ([store.Update.DeadLetters]) or asks for it ([store.Update.Sync]).
-func (w *pendingWrite) durable() bool { return w.sb != nil && (len(w.u.DeadLetters) > 0 || w.u.Sync) }
+func (w *pendingWrite) durable() bool {
+	if w.merged != nil {
+		return w.merged.sync || len(w.merged.dl) > 0
+	}
+	return w.sb != nil && (len(w.u.DeadLetters) > 0 || w.u.Sync)
+}
 
 // build adds w to b.
 func (w *pendingWrite) build(b *pebble.Batch) error {
@@ -1026,7 +1034,7 @@ func (w *pendingWrite) build(b *pebble.Batch) error {
 			b.DeleteRange(seqKey(prefixJournal, w.t.id, w.from), seqKey(prefixJournal, w.t.id, w.through+1), nil),
 			b.Set(idKey(prefixFloor, w.t.id), encodeUint64(w.through), nil))
 	}
-	return buildUpdate(b, w.sb.id, w.cursor, w.u)
+	return buildUpdate(b, w.sb.id, w.cursor, w.update())
 }
 
 // Cursors implements [store.Store]. It reads the cursors kept in memory: no disk read. A
@@ -1079,7 +1087,7 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 	s.mu.RLock()
 	for _, w := range s.pending {
 		if w.sb == sb {
-			pending = append(pending, w.u)
+			pending = append(pending, w.update())
 		}
 	}
 	s.mu.RUnlock()
@@ -1168,7 +1176,7 @@ func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs [
 	s.mu.RLock()
 	for _, w := range s.pending {
 		if w.sb == sb {
-			pending = append(pending, w.u)
+			pending = append(pending, w.update())
 		}
 	}
 	s.mu.RUnlock()
@@ -2010,7 +2018,7 @@ func (s *Store) heldDeadLetters() map[string][]byte {
 	held := map[string][]byte{}
 	s.mu.RLock()
 	for _, w := range s.pending {
-		for _, d := range w.u.DeadLetters {
+		for _, d := range w.update().DeadLetters {
 			held[d.ID] = d.Payload
 		}
 	}
