@@ -1,15 +1,19 @@
 package actors_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/filter"
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -245,4 +249,58 @@ func TestCloudEventsBatchContentType(t *testing.T) {
 			}
 		}
 	})
+}
+
+// slowReads is a store whose journal reads take readDelay (virtual time), as a disk's or
+// JetStream's do.
+type slowReads struct{ store.Store }
+
+const readDelay = 5 * time.Millisecond
+
+func (s slowReads) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
+	<-time.After(readDelay)
+	return s.Store.Read(ctx, topic, from, max)
+}
+
+// TestBatchWaitsForOneCatchUpReadAtMost restarts a batching subscription whose filter matches
+// one event in 100 001: its catch-up reads the journal a window at a time, and the matched
+// event, fewer than a batch, waits for the read in flight and then goes, with its catch-up
+// still under way; it waited for every read of the catch-up (~100 of them), its time to live
+// running.
+func TestBatchWaitsForOneCatchUpReadAtMost(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		var restarted atomic.Bool
+		hook := h.Endpoint("hook", func(n int, r *http.Request) testkit.Response {
+			if !restarted.Load() {
+				return testkit.Response{Hang: true} // in flight at the restart: read again after it
+			}
+			return testkit.Response{Status: http.StatusOK}
+		})
+		s := spec(hook.URL(), router.RetryPolicy{}, false)
+		s.Filter = filter.Spec{SubjectBeginsWith: "/match"}
+		s.Destination.Properties.PreferredBatchSizeInKilobytes = 64 // a batch of up to 5 000 events
+		h.Subscribe(topicName, subName, s)
+		h.Publish(topicName, h.EventGridEvent(testkit.ID("m1"), testkit.Subject("/match/1")))
+		h.Settle()
+		for range 20 {
+			events := make([]any, 5000)
+			for i := range events {
+				events[i] = h.EventGridEvent(testkit.Subject("/other"))
+			}
+			h.Publish(topicName, events...)
+		}
+		h.Settle()
+		restart := h.Elapsed()
+		restarted.Store(true)
+		h.Restart()
+		h.Advance(time.Minute)
+		att := hook.Attempts()
+		last := att[len(att)-1]
+		if last.Status != http.StatusOK || !slices.Equal(last.EventIDs(), []string{"m1"}) {
+			t.Fatalf("last attempt %v answered %d; want m1 delivered after the restart", last.EventIDs(), last.Status)
+		}
+		if waited := last.At - restart; waited > 3*readDelay {
+			t.Fatalf("m1 went out %v after the restart; want it after one journal read or two (%v each), not after the catch-up", waited, readDelay)
+		}
+	}, testkit.WithStore(slowReads{store.NewMemory()}))
 }

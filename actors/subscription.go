@@ -269,6 +269,9 @@ type subscription struct {
 	// reading is the id of the journal read in flight (0 when none): at most one runs at a
 	// time, from next, so no range is read twice.
 	reading uint64
+	// heldFor is the journal read that ready events, fewer than a batch, wait for (0: none):
+	// they wait for one read at most ([subscription.dispatch]).
+	heldFor uint64
 
 	items   map[uint64]*item
 	order   []uint64 // taken-in sequence numbers, oldest first (lazily pruned)
@@ -1031,6 +1034,19 @@ func (s *subscription) ready1(it *item, now time.Time) {
 	s.ready = append(s.ready, it)
 }
 
+// holdFor reports whether ready events, fewer than a batch, wait for journal read r before
+// they go: they wait for one read, the first one in flight when they would have gone, not for
+// the reads after it. A catch-up reads the journal a window at a time, and a subscription whose
+// filter matches few of its events may never fill a batch (at most a window of events is
+// ready, and a batch of preferredBatchSizeInKilobytes alone holds up to 5 000): its ready
+// events waited for the whole catch-up, however long, their time to live running.
+func (s *subscription) holdFor(r uint64) bool {
+	if s.heldFor == 0 {
+		s.heldFor = r
+	}
+	return s.heldFor == r
+}
+
 // dispatch starts attempts while there is room and the endpoint's probation allows (SPEC
 // §2.2):
 //
@@ -1050,9 +1066,10 @@ func (s *subscription) dispatch() {
 	case retry.ProbeInFlight:
 	default:
 		for len(s.ready) > 0 && len(s.batches) < maxInFlight {
-			if s.reading != 0 && len(s.ready) < s.maxEvents {
+			if s.reading != 0 && len(s.ready) < s.maxEvents && s.holdFor(s.reading) {
 				break // a catch-up read is on its way: send full batches, not its first events alone
 			}
+			s.heldFor = 0
 			b := s.nextBatch(now)
 			if b == nil {
 				continue // every event it looked at had outlived its time to live
