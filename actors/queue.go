@@ -106,7 +106,9 @@ type waiter struct {
 	id     uint64
 	sender *actor.PID
 	max    int
-	timer  *time.Timer
+	// maxBytes and eventBytes are the receive's ReceiveEvents.MaxBytes and EventBytes.
+	maxBytes, eventBytes int
+	timer                *time.Timer
 }
 
 // queue is the queue subscription actor. All fields are owned by Receive.
@@ -606,7 +608,7 @@ func (q *queue) expire(now time.Time) {
 // --- receiving ---
 
 func (q *queue) addWaiter(sender *actor.PID, r *ReceiveEvents) {
-	w := &waiter{id: r.ID, sender: sender, max: max(r.MaxEvents, 1)}
+	w := &waiter{id: r.ID, sender: sender, max: max(r.MaxEvents, 1), maxBytes: r.MaxBytes, eventBytes: r.EventBytes}
 	root, self, id := q.system.Root, q.self, r.ID
 	w.timer = time.AfterFunc(max(r.MaxWait, 0), func() { root.Send(self, &receiveTimeout{id: id}) })
 	q.waiters = append(q.waiters, w)
@@ -624,20 +626,36 @@ func (q *queue) dropWaiter(id uint64) *waiter {
 
 // serve hands available events to the waiting receivers, oldest receiver first. Each event is
 // locked, its delivery count raised and its receipt parked in the store; the receiver is
-// answered once that write is durable.
+// answered once that write is durable. A receiver with a byte bound (ReceiveEvents.MaxBytes)
+// gets the events that fit in it, at least one; when the next event alone does not fit, it
+// is answered at once with an [EventTooLargeError] and the event is left as it is, so a
+// bound no answer can meet costs no event a delivery.
 func (q *queue) serve(now time.Time) {
 	for len(q.waiters) > 0 && q.avail.Len() > 0 {
 		w := q.waiters[0]
 		var out []LockedEvent
+		var tooLarge *EventTooLargeError
+		used := 0
 		for len(out) < w.max && q.avail.Len() > 0 {
 			it := q.avail.top()
-			q.detach(it)
 			body, _, err := schemas.EncodeBatchWith(nil, q.cfg.InputSchema, schemas.CloudEvents, q.cfg.TopicID, []*schemas.Event{it.ev}, q.cfg.Encode)
 			if err != nil {
+				q.detach(it)
 				q.log.Warn("event cannot be encoded as a CloudEvent; ended", logattr.EventID, clip.String(it.ev.ID), "err", err)
 				q.end(it, q.cfg.Policy.End(schemas.UndeliverableDueToEventContent))
 				continue
 			}
+			if w.maxBytes > 0 {
+				size := len(body) + tokenChars + w.eventBytes
+				if used+size > w.maxBytes {
+					if len(out) == 0 {
+						tooLarge = &EventTooLargeError{Size: size, MaxBytes: w.maxBytes}
+					}
+					break // the event stays first in line, for the next receiver
+				}
+				used += size
+			}
+			q.detach(it)
 			it.count++
 			if it.first.IsZero() {
 				it.first = now
@@ -656,6 +674,12 @@ func (q *queue) serve(now time.Time) {
 			// NextDue now: should the process die, the event is available again at once.
 			q.pendingPut = append(q.pendingPut, q.record(it, now))
 			out = append(out, LockedEvent{LockToken: q.token(it), DeliveryCount: it.count, Event: body})
+		}
+		if tooLarge != nil {
+			q.waiters = q.waiters[1:]
+			w.timer.Stop()
+			q.system.Root.Send(w.sender, tooLarge) // nothing to write first: nothing changed
+			continue
 		}
 		if len(out) == 0 {
 			continue // every event looked at ended; the receiver keeps waiting
@@ -756,6 +780,7 @@ const (
 	tagLen       = 8
 	nonceLen     = 12
 	tokenLen     = 1 + tagLen + 8 + nonceLen
+	tokenChars   = (tokenLen*8 + 5) / 6 // its length: base64.RawURLEncoding.EncodedLen(tokenLen)
 )
 
 func tokenTag(topic, sub string) [tagLen]byte {

@@ -150,3 +150,59 @@ func startQueue(t *testing.T, h *testkit.Harness, window, n int) (*actor.PID, *s
 	h.System().Root.Send(pid, &actors.Deliver{Entries: entries, Through: last})
 	return pid, st, last
 }
+
+// A receive with a byte bound (in cluster mode, the NATS max_payload of the answer a routed
+// receive goes back in) gets the events that fit in it, at least one, each counted as its
+// body and lock token plus EventBytes; one whose next event alone does not fit is answered
+// at once with EventTooLargeError, and that event is neither locked nor counted: the next
+// receive without the bound gets it as its first delivery.
+func TestQueueReceiveStaysWithinMaxBytes(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		pid, _, _ := startQueue(t, h, 0, 9)
+		root := h.System().Root
+		receive := func(id uint64, maxEvents, maxBytes int) any {
+			t.Helper()
+			v, err := root.RequestFuture(pid, &actors.ReceiveEvents{Subscription: "workers", ID: id, MaxEvents: maxEvents, MaxWait: time.Second, MaxBytes: maxBytes, EventBytes: 10}, time.Minute).Result()
+			if err != nil {
+				t.Fatalf("receive %d: %v", id, err)
+			}
+			return v
+		}
+		ids := func(v any) []string {
+			t.Helper()
+			res, ok := v.(*actors.ReceivedEvents)
+			if !ok {
+				t.Fatalf("receive answered %T (%v), want events", v, v)
+			}
+			var out []string
+			for _, e := range res.Events {
+				var ev struct{ ID string }
+				_ = json.Unmarshal(e.Event, &ev)
+				out = append(out, fmt.Sprintf("%s#%d", ev.ID, e.DeliveryCount))
+			}
+			return out
+		}
+
+		first := receive(1, 1, 0).(*actors.ReceivedEvents).Events[0]
+		size := len(first.Event) + len(first.LockToken) + 10 // e1 to e9 encode to the same size
+
+		if got, want := ids(receive(2, 10, 3*size-1)), []string{"e2#1", "e3#1"}; !slices.Equal(got, want) {
+			t.Errorf("receive of up to 10 events within %d bytes (3 events less a byte) = %v, want %v", 3*size-1, got, want)
+		}
+		if got, want := ids(receive(3, 10, 3*size)), []string{"e4#1", "e5#1", "e6#1"}; !slices.Equal(got, want) {
+			t.Errorf("receive of up to 10 events within %d bytes (3 events) = %v, want %v", 3*size, got, want)
+		}
+		if got, want := ids(receive(4, 1, 3*size)), []string{"e7#1"}; !slices.Equal(got, want) {
+			t.Errorf("receive of 1 event within 3 events' bytes = %v, want %v", got, want)
+		}
+
+		v := receive(5, 10, size-1)
+		tooLarge, ok := v.(*actors.EventTooLargeError)
+		if !ok || tooLarge.Size != size || tooLarge.MaxBytes != size-1 {
+			t.Fatalf("receive within %d bytes, one less than the next event = %T %v; want EventTooLargeError{Size: %d}", size-1, v, v, size)
+		}
+		if got, want := ids(receive(6, 10, 0)), []string{"e8#1", "e9#1"}; !slices.Equal(got, want) {
+			t.Errorf("receive without a bound after the refused one = %v, want %v (neither locked nor counted by the refusal)", got, want)
+		}
+	})
+}

@@ -25,12 +25,35 @@ var ErrNotRunning = errors.New("the event subscription's actor is not running")
 // MaxWait for the first one (a long poll). The answer is a *[ReceivedEvents], sent as soon as
 // at least one event is locked for the caller and its receipt is durable, or with no events
 // once MaxWait has passed. Asked of a push subscription, the answer is [ErrNotQueue].
+//
+// MaxBytes, when above 0, bounds the size of the answer as the caller passes it on (in
+// cluster mode a receive routed from another node goes back in one NATS message, which
+// cannot pass the connection's max_payload): each event counts the length of its Event and
+// LockToken plus EventBytes, and the actor stops adding events once the next one would take
+// the sum past MaxBytes. It always hands out at least one event when one is available; when
+// the next event alone is over MaxBytes the answer is an *[EventTooLargeError] instead, and
+// that event stays available, neither locked nor counted as a delivery. 0 sets no bound.
 type ReceiveEvents struct {
 	Subscription string
 	// ID names the request, so that a [CancelReceive] can withdraw it.
 	ID        uint64
 	MaxEvents int
 	MaxWait   time.Duration
+	// MaxBytes bounds the answer's size (0: no bound); EventBytes is what the caller's
+	// encoding adds to each event besides its Event and LockToken.
+	MaxBytes, EventBytes int
+}
+
+// EventTooLargeError answers a [ReceiveEvents] whose MaxBytes the next event to hand out does
+// not fit in alone. Nothing was locked or counted: the event stays available to receives
+// without that bound (in cluster mode, those made on the node running the subscription).
+type EventTooLargeError struct {
+	// Size is the event's size as MaxBytes counts it; MaxBytes is the receive's bound.
+	Size, MaxBytes int
+}
+
+func (e *EventTooLargeError) Error() string {
+	return fmt.Sprintf("the next event is %d bytes with its lock token, over the %d bytes the answer may hold; it was not handed out (nor counted as a delivery)", e.Size, e.MaxBytes)
 }
 
 // CancelReceive withdraws a waiting [ReceiveEvents] (its caller gave up). Nothing answers it.

@@ -1,11 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -823,7 +825,11 @@ func (a *clusterAnswer) err(holder string) error {
 	return fmt.Errorf("node %s: %s", holder, a.Err)
 }
 
-func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
+// admin answers a request another node routed here ([cluster.Hooks.Admin]). The answer of a
+// receive that handed out events comes with unsent, which the node calls should the answer
+// not reach the caller: it releases the events at once, so they are not left locked for
+// nobody until their locks expire, and answers the caller with an error instead.
+func (c *clusterRuntime) admin(ctx context.Context, req []byte) (answer []byte, unsent func(error) []byte) {
 	var q clusterAdmin
 	var a clusterAnswer
 	if err := json.Unmarshal(req, &q); err != nil {
@@ -849,14 +855,86 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) []byte {
 			a.setErr(err)
 		}
 	}
-	b, _ := json.Marshal(a)
+	if len(a.Events) > 0 {
+		unsent = func(err error) []byte { return c.unsentReceive(q, a.Events, err) }
+	}
+	b, err := encodeAnswer(&a)
+	if err != nil { // an event that is not JSON: the router stores none
+		if unsent != nil {
+			return unsent(fmt.Errorf("encoding the answer: %w", err)), nil
+		}
+		b, _ = encodeAnswer(&clusterAnswer{Err: fmt.Sprintf("encoding the answer: %v", err)})
+	}
+	return b, unsent
+}
+
+// unsentReceive releases the events of a routed receive whose answer could not be sent back
+// (err), as [Router.releaseUnclaimed] releases those of a local receive whose caller went
+// away, and returns the error answer to send instead.
+func (c *clusterRuntime) unsentReceive(q clusterAdmin, evs []ReceivedEvent, err error) []byte {
+	tokens := make([]string, len(evs))
+	for i, e := range evs {
+		tokens[i] = e.LockToken
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultSettleDeadline)
+	defer cancel()
+	what := "they were released: receive again"
+	if _, rerr := c.r.settleLocal(ctx, q.Topic, q.Subscription, actors.Release, tokens, 0); rerr != nil {
+		c.r.log.Warn("releasing the events of a routed receive whose answer could not be sent; they come back when their locks expire", logattr.Topic, q.Topic, logattr.Subscription, q.Subscription, "err", rerr)
+		what = "they come back when their locks expire"
+	}
+	b, _ := encodeAnswer(&clusterAnswer{Err: fmt.Sprintf("node %s could not send back its answer of %d events: %v; %s", c.node.Name(), len(evs), err, what)})
 	return b
+}
+
+// encodeAnswer encodes a as JSON without escaping <, > and & (json.Marshal writes each as six
+// bytes, in the events' bodies too), so the answer of a routed receive is no larger than its
+// events' bodies and lock tokens plus the framing [answerBytes] and [answerEventBytes] count.
+func encodeAnswer(a *clusterAnswer) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(a); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// answerBytes is the framing of a routed receive's answer ([clusterAnswer] with its events),
+// and answerEventBytes what it adds to each event besides its body and lock token (field
+// names, the delivery count, a comma): the byte bound of a routed receive is the NATS
+// max_payload less answerBytes, each event counting answerEventBytes more.
+var answerBytes, answerEventBytes = answerOverhead()
+
+func answerOverhead() (answer, event int) {
+	ev := ReceivedEvent{DeliveryCount: math.MaxInt, Event: json.RawMessage("0")} // empty token
+	one, _ := encodeAnswer(&clusterAnswer{Events: []ReceivedEvent{ev}})
+	two, _ := encodeAnswer(&clusterAnswer{Events: []ReceivedEvent{ev, ev}})
+	event = len(two) - len(one) - len(ev.Event) // its fields and a comma
+	return len(one) - len(ev.Event) - event + 1, event
+}
+
+// receiveBound is the byte bound of a receive's answer (actors.ReceiveEvents.MaxBytes and
+// EventBytes); the zero value sets none.
+type receiveBound struct{ maxBytes, eventBytes int }
+
+// routedReceiveBound is the bound of a receive routed here: its answer, one NATS message,
+// fits in the connection's max_payload.
+func (c *clusterRuntime) routedReceiveBound() receiveBound {
+	mp := c.node.MaxPayload()
+	if mp <= 0 {
+		return receiveBound{} // not connected: the answer cannot be sent anyway (unsent)
+	}
+	return receiveBound{maxBytes: max(int(mp)-answerBytes, 1), eventBytes: answerEventBytes}
 }
 
 // receiveRouted is a receive another node routed here: it waits here (a goroutine, a waiter,
 // its answer in memory) as a poll that reached this node does, so it takes a slot of this
 // node's bound on polls first ([Router.AdmitRoutedPolls]); without one it is refused at once
 // with the reason as the error's text (Kind "polls"), which the node it reached answers 429.
+// Its answer goes back in one NATS message: it holds the events that fit in the
+// connection's max_payload ([clusterRuntime.routedReceiveBound]), at least one, and when
+// the next event alone does not fit it is refused, saying so, without locking it.
 func (c *clusterRuntime) receiveRouted(ctx context.Context, q clusterAdmin) ([]ReceivedEvent, error) {
 	release, err := c.r.admitRoutedPoll(q.Topic, q.Subscription)
 	if err != nil {
@@ -865,7 +943,11 @@ func (c *clusterRuntime) receiveRouted(ctx context.Context, q clusterAdmin) ([]R
 	if release != nil {
 		defer release()
 	}
-	return c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait})
+	evs, err := c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait}, c.routedReceiveBound())
+	if tooLarge := (*actors.EventTooLargeError)(nil); errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w; the answer goes back to the node the receive reached in one NATS message of at most %d bytes (the NATS servers' max_payload): receive through node %s, which runs the event subscription, or give the NATS servers max_payload: 4MB", err, c.node.MaxPayload(), c.node.Name())
+	}
+	return evs, err
 }
 
 // ErrNotPlaced is returned by calls about a subscription whose actor runs on no node at the

@@ -1,9 +1,11 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/egridio/egrid/actors"
@@ -50,5 +52,37 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 				t.Errorf("owner's %q reached the asking node as %q, not wrapping %q", c.owner, err, w)
 			}
 		}
+	}
+}
+
+// The answer of a routed receive whose events fill its byte bound exactly, as the queue actor
+// counts them (each event's body and lock token plus answerEventBytes), fits in the NATS
+// max_payload the bound was made from, whatever the events hold: <, > and & are not written
+// as six bytes each (json.Marshal's answer of the same events is three times the bound).
+func TestRoutedReceiveAnswerFitsItsBound(t *testing.T) {
+	const maxPayload = 64 << 10
+	bound := receiveBound{maxBytes: maxPayload - answerBytes, eventBytes: answerEventBytes}
+	token := strings.Repeat("A", 39) // the length of a lock token, base64url
+	var evs []ReceivedEvent
+	for used := 0; used < bound.maxBytes; {
+		size := min(5000, bound.maxBytes-used) - len(token) - bound.eventBytes // the last one fills the bound
+		body := `{"data":"` + strings.Repeat("<&>", max(size-12, 0)/3)
+		body += strings.Repeat(" ", size-len(body)-2) + `"}`
+		evs = append(evs, ReceivedEvent{LockToken: token, DeliveryCount: 10, Event: json.RawMessage(body)})
+		used += len(body) + len(token) + bound.eventBytes
+	}
+	got, err := encodeAnswer(&clusterAnswer{Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) > maxPayload {
+		t.Errorf("the answer of %d events filling the bound of %d bytes is %d bytes, over the max_payload of %d", len(evs), bound.maxBytes, len(got), maxPayload)
+	}
+	var back clusterAnswer
+	if err := json.Unmarshal(got, &back); err != nil || len(back.Events) != len(evs) || !bytes.Equal(back.Events[0].Event, evs[0].Event) {
+		t.Errorf("the answer does not decode to its events: %v", err)
+	}
+	if escaped, _ := json.Marshal(&clusterAnswer{Events: evs}); len(escaped) <= maxPayload {
+		t.Errorf("json.Marshal's answer is %d bytes: the test's events do not hold what it escapes", len(escaped))
 	}
 }

@@ -156,7 +156,11 @@ func (r *Router) queueTarget(ctx context.Context, topic, sub string) (*topicRunt
 // goes there over NATS request/reply, bounded by ctx (and MaxWait plus a margin); when ctx
 // ends first the owner is told at once and stops waiting, as a local caller's cancel does.
 // Events the owner handed out in the instant before the cancel reached it (its answer
-// crossed the cancel notice) stay locked until their lock expires.
+// crossed the cancel notice) stay locked until their lock expires. The owner's answer is one
+// NATS message: it holds the events that fit in the owner's max_payload, at least one (fewer
+// than o.MaxEvents, possibly), and when the next event alone does not fit the call fails at
+// once without locking it. An answer the owner could not send is logged there, its events
+// are released, and the call fails at once.
 func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -175,7 +179,7 @@ func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOption
 		}
 		return a.Events, nil
 	}
-	return r.receiveAt(ctx, t, name, o)
+	return r.receiveAt(ctx, t, name, o, receiveBound{})
 }
 
 // remoteError leaves the errors of a call routed to another node as they are (they wrap the
@@ -188,8 +192,8 @@ func remoteError(what, name string, err error) error {
 }
 
 // receiveLocal is Receive on this node's actor of a queue subscription (a call another node
-// routed here).
-func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
+// routed here), its answer within bound.
+func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -198,12 +202,15 @@ func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveO
 	if err != nil {
 		return nil, err
 	}
-	return r.receiveAt(ctx, t, name, o)
+	return r.receiveAt(ctx, t, name, o, bound)
 }
 
-func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions) ([]ReceivedEvent, error) {
+// receiveAt asks t's actor of queue subscription name for events, its answer within bound
+// (see actors.ReceiveEvents.MaxBytes).
+func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, error) {
 	id := receiveIDs.Add(1)
-	f := r.system.Root.RequestFuture(t.pid, &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait}, o.MaxWait+receiveAnswerMargin)
+	req := &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait, MaxBytes: bound.maxBytes, EventBytes: bound.eventBytes}
+	f := r.system.Root.RequestFuture(t.pid, req, o.MaxWait+receiveAnswerMargin)
 	ch := make(chan receiveAnswer, 1)
 	go func() { // ends when the actor answers: at MaxWait at the latest, or at once on cancel
 		v, err := f.Result()

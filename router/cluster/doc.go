@@ -30,7 +30,9 @@
 //     their cursor) and P.cluster.defs (a definition changed: the others read it from the
 //     store). A periodic poll of the journals' ends and of the definitions covers lost ones.
 //   - Admin requests: request/reply on P.cluster.node.<name>.admin, so a call about a
-//     subscription (status, end probation, replay) reaches the node that runs it.
+//     subscription (status, end probation, replay) reaches the node that runs it. An answer
+//     is one message, at most [Node.MaxPayload]; one that cannot be sent is logged and
+//     replaced by what its [Hooks.Admin] unsent returns.
 //
 // cluster imports no egrid package but router/internal/bucketkeys (which the JetStream store
 // shares: the keys a bucket's stream holds); the router wires it (router/cluster.go).

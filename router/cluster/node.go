@@ -63,8 +63,13 @@ type Hooks struct {
 	// its subscriptions; read it from the store.
 	Changed func(topic, subscription string)
 	// Admin answers a request another node routed here ([Node.Request]); ctx ends when the
-	// caller stops waiting (its deadline, or a cancel notice).
-	Admin func(ctx context.Context, req []byte) []byte
+	// caller stops waiting (its deadline, or a cancel notice). The answer goes back in one
+	// NATS message, so it must fit in [Node.MaxPayload]. When it cannot be sent (larger than
+	// that, or the connection is closing) the node logs why and calls unsent, when not nil,
+	// with the error: unsent undoes what the answer handed out (a receive's locks) and
+	// returns a short answer to send instead (nil: none), so the caller learns of the
+	// failure at once rather than at its deadline.
+	Admin func(ctx context.Context, req []byte) (answer []byte, unsent func(error) []byte)
 }
 
 // Node is this process's membership in the cluster and the placement of subscription actors
@@ -416,9 +421,26 @@ func (n *Node) onAdmin(m *nats.Msg) {
 			}
 			cancel()
 		}()
-		_ = m.Respond(n.hooks.Admin(ctx, data))
+		answer, unsent := n.hooks.Admin(ctx, data)
+		err := m.Respond(answer)
+		if err == nil {
+			return
+		}
+		n.log.Warn("the answer to a request another node routed here could not be sent", "bytes", len(answer), "maxPayload", n.nc.MaxPayload(), "err", err)
+		if unsent == nil {
+			return
+		}
+		if instead := unsent(err); instead != nil {
+			if err := m.Respond(instead); err != nil {
+				n.log.Warn("the error answer to a request another node routed here could not be sent either", "err", err)
+			}
+		}
 	}()
 }
+
+// MaxPayload is the largest message the node's NATS connection sends (the server's
+// max_payload): the bound of an answer of [Hooks.Admin].
+func (n *Node) MaxPayload() int64 { return n.nc.MaxPayload() }
 
 // ErrNoResponders is returned by [Node.Request] when the node is not reachable.
 var ErrNoResponders = errors.New("cluster: the node is not reachable")

@@ -389,3 +389,60 @@ func TestRoutedPollsTakeTheOwnersSlots(t *testing.T) {
 		t.Fatalf("a poll through %s once the slot was free = %+v, %v; want event next", x.name, evs, err)
 	}
 }
+
+// A receive routed to the owner gets the events whose answer fits in one NATS message (the
+// owner's max_payload, 4 MB here), at least one, and the next receive the rest, each
+// delivered once. The owner locked up to maxEvents events of up to 1 MB each and raised their
+// delivery counts, but an answer over max_payload could not be sent: the caller waited
+// MaxWait and a margin for nothing, and every poll cost each event a delivery until it was
+// dead-lettered unseen.
+func TestRoutedReceiveAnswerFitsMaxPayload(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.start("a"), c.start("b")
+	owner, others := queueSetup(t, a, b)
+	x := others[0]
+	pad := strings.Repeat("x", 900<<10)
+	want := map[string]bool{}
+	for i := range 6 { // 5.4 MB: over max_payload together, under it each
+		id := fmt.Sprintf("big-%d", i)
+		want[id] = true
+		ev := json.RawMessage(fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"/jobs","type":"Job.Created","data":{"pad":%q}}`, id, pad))
+		if err := owner.r.Publish(t.Context(), "jobs", ev); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	eventually(t, 30*time.Second, "the six events in the owner's queue", func() bool {
+		st, err := owner.r.Status(t.Context(), "jobs", "workers")
+		return err == nil && st.Backlog == 6
+	})
+
+	limit := int(owner.nc.MaxPayload())
+	got := map[string]bool{}
+	var tokens []string
+	for poll := 1; len(got) < len(want) && poll <= 6; poll++ {
+		// Well within MaxWait and its margin: an answer the owner could not send came never.
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		evs := receive(t, ctx, x, 10)
+		cancel()
+		size := 0
+		for _, e := range evs {
+			id := eventID(t, e)
+			if !want[id] || got[id] || e.DeliveryCount != 1 {
+				t.Errorf("poll %d through %s: event %s with deliveryCount %d (received before: %v); want each event once, as its first delivery", poll, x.name, id, e.DeliveryCount, got[id])
+			}
+			got[id] = true
+			tokens = append(tokens, e.LockToken)
+			size += len(e.Event) + len(e.LockToken)
+		}
+		if len(evs) == 0 || size > limit {
+			t.Fatalf("poll %d through %s: %d events of %d bytes in all; want at least one, within the owner's max_payload of %d", poll, x.name, len(evs), size, limit)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("received %v through %s, want all of %v", got, x.name, want)
+	}
+	res, err := x.r.Acknowledge(t.Context(), "jobs", "workers", tokens)
+	if err != nil || len(res.Succeeded) != len(tokens) {
+		t.Fatalf("Acknowledge through %s = %+v, %v; want all %d tokens", x.name, res, err, len(tokens))
+	}
+}
