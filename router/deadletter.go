@@ -37,6 +37,9 @@ var (
 	ErrNoDeadLetterDestination = errors.New("event subscription has no deadLetterDestination")
 	// ErrReplayRunning: a replay of the subscription is already running.
 	ErrReplayRunning = errors.New("a replay of this event subscription is already running")
+	// ErrReplayIntoQueue: the subscription is a queue subscription, which a replay cannot
+	// deliver into (a dry run can still list its dead letters).
+	ErrReplayIntoQueue = errors.New("replaying dead letters into a queue subscription is not supported")
 )
 
 // Defaults of a [DeadLetterConfig].

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -234,6 +235,39 @@ func TestReplayStopsAtAnObjectTheStoreFailsToRead(t *testing.T) {
 		if sum.Delivered != 1 || sum.Unread != 2 || len(sum.Problems) != 1 ||
 			!strings.HasPrefix(sum.Problems[0], objs[1].Key+": not replayed: ") || !strings.Contains(sum.Problems[0], "--until "+until) {
 			t.Errorf("summary %+v, want e3 delivered, 2 unread and a problem naming %s and --until %s", sum, objs[1].Key, until)
+		}
+	})
+}
+
+// TestReplayIntoAQueueIsRefusedBeforeReading asks for a replay of a queue subscription's dead
+// letters: CanReplay and ReplayDeadLetters refuse it with ErrReplayIntoQueue before reading
+// any object (the refusal came only after the replay had read them all, reporting its
+// progress), and a dry run still lists them.
+func TestReplayIntoAQueueIsRefusedBeforeReading(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("bad")))
+		ev := h.Receive(pullTopic, pullSub, 1)
+		h.Reject(pullTopic, pullSub, ev[0].LockToken)
+		h.Advance(6 * time.Minute)
+		if n := len(h.DeadLetterObjects().Objects("deadletters")); n == 0 {
+			t.Fatal("no dead-letter object written")
+		}
+		if err := h.Router().CanReplay(pullTopic, pullSub, false); !errors.Is(err, router.ErrReplayIntoQueue) {
+			t.Fatalf("CanReplay of a queue subscription: %v; want ErrReplayIntoQueue", err)
+		}
+		var progress int
+		_, err := h.Router().ReplayDeadLetters(context.Background(), pullTopic, pullSub, router.ReplayOptions{
+			Progress: func(router.ReplayProgress) { progress++ }})
+		if !errors.Is(err, router.ErrReplayIntoQueue) || progress != 0 {
+			t.Fatalf("replay of a queue subscription: %v after %d progress reports; want ErrReplayIntoQueue before reading anything", err, progress)
+		}
+		if err := h.Router().CanReplay(pullTopic, pullSub, true); err != nil {
+			t.Fatalf("CanReplay of a dry run: %v; want nil", err)
+		}
+		sum, err := h.Router().ReplayDeadLetters(context.Background(), pullTopic, pullSub, router.ReplayOptions{DryRun: true})
+		if err != nil || sum.Replayed != 1 {
+			t.Fatalf("dry run: %+v, %v; want the one dead letter listed", sum, err)
 		}
 	})
 }

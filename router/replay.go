@@ -130,6 +130,9 @@ func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
 		return nil, err
 	}
+	if spec, err := r.Subscription(topic, name); err == nil && spec.IsQueue() && !opts.DryRun {
+		return nil, replayIntoQueue(topic, name) // before reading any object
+	}
 	if !opts.DryRun && r.replayRunning(key) {
 		return nil, fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning)
 	}
@@ -655,9 +658,8 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 	if r.dead.replayLookedUp != nil {
 		r.dead.replayLookedUp()
 	}
-	if spec.IsQueue() {
-		// The replay actor delivers by push; putting events back into a queue is not built.
-		return nil, fmt.Errorf("event subscription %q of topic %q is a queue subscription: replaying dead letters into a queue is not supported; publish the events again instead (--dry-run lists them)", name, topic)
+	if spec.IsQueue() { // made a queue subscription while the replay read its objects
+		return nil, replayIntoQueue(topic, name)
 	}
 	sc, err := r.subscriptionConfig(t, name, spec)
 	if err != nil {
@@ -763,12 +765,21 @@ func (r *Router) stopReplaysForDelete(ctx context.Context, topic, name string) {
 	_ = r.history.flush(ctx) // ends early only with ctx: histories are advisory
 }
 
+// replayIntoQueue is the error of a replay into queue subscription name: the replay actor
+// delivers by push, and putting events back into a queue is not built.
+func replayIntoQueue(topic, name string) error {
+	return fmt.Errorf("event subscription %q of topic %q is a queue subscription: %w; publish the events again instead (a dry run lists them)", clip.String(name), clip.String(topic), ErrReplayIntoQueue)
+}
+
 // CanReplay reports why a replay of a subscription's dead letters cannot start now, with the
 // error [Router.ReplayDeadLetters] would return (nil: it can). A dry run needs only the
 // subscription and its dead-letter destination; a replay also needs no other to be running.
 func (r *Router) CanReplay(topic, name string, dryRun bool) error {
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
 		return err
+	}
+	if spec, err := r.Subscription(topic, name); err == nil && spec.IsQueue() && !dryRun {
+		return replayIntoQueue(topic, name)
 	}
 	if !dryRun && r.replayRunning(replayKey(topic, name)) {
 		return fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning)

@@ -131,7 +131,7 @@ func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, router.ErrReplayRunning):
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
-	case errors.Is(err, router.ErrDeadLettersUnavailable), errors.Is(err, router.ErrNoDeadLetterDestination):
+	case errors.Is(err, router.ErrDeadLettersUnavailable), errors.Is(err, router.ErrNoDeadLetterDestination), errors.Is(err, router.ErrReplayIntoQueue):
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 	case errors.Is(err, router.ErrDeadLetterStoreUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
