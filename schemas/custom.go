@@ -271,7 +271,9 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	ev.Time = c.now
 	if t, ok := value(mapEventTime); ok {
 		ev.Time = t
-		if !surrogate[mapEventTime] && (resolve(mapEventTime).kind != kindString || checkTime(t) != "") {
+		if fixed, ok := offsetWithColon(t); ok && !surrogate[mapEventTime] && resolve(mapEventTime).kind == kindString {
+			ev.Time = fixed // "+0000": accepted and delivered as "+00:00", as in the Event Grid schema
+		} else if !surrogate[mapEventTime] && (resolve(mapEventTime).kind != kindString || checkTime(t) != "") {
 			p.add(i, c.paths[mapEventTime].full, "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got "+clip.Quote(t))
 			bad = true
 		}

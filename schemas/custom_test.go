@@ -75,6 +75,17 @@ func TestDecodeCustomAccepts(t *testing.T) {
 			},
 		},
 		{
+			// `date +%Y-%m-%dT%H:%M:%S%z` prints "+0000", which the Event Grid schema takes and
+			// delivers as "+00:00" (eventgrid_test.go); a mapped eventTime is taken the same way.
+			name:    "an eventTime offset without its colon",
+			mapping: ordersMapping,
+			body:    `[{"orderId": "o-1", "ts": "2024-05-01T12:00:00+0000"}, {"orderId": "o-2", "ts": "2024-05-01T12:00:00.5-0730"}]`,
+			want: []schemas.Event{
+				{ID: "o-1", Type: "Orders.Unknown", Subject: "/orders", Time: "2024-05-01T12:00:00+00:00", DataVersion: "1.0", Source: topicID},
+				{ID: "o-2", Type: "Orders.Unknown", Subject: "/orders", Time: "2024-05-01T12:00:00.5-07:30", DataVersion: "1.0", Source: topicID},
+			},
+		},
+		{
 			name:    "only defaults",
 			mapping: &schemas.InputMapping{EventType: schemas.FieldMapping{DefaultValue: "T"}, Subject: schemas.FieldMapping{DefaultValue: "/s"}},
 			body:    `[{"eventType": "ignored", "id": "ignored"}]`,
