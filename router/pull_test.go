@@ -524,7 +524,7 @@ func TestParseISODuration(t *testing.T) {
 			t.Errorf("ParseISODuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"P", "PT", "1D", "P1M", "P1Y", "PT1D", "P1H", "PTM", "P1DT", "P1DT1H1X", "P99999999999D"} {
+	for _, in := range []string{"P", "PT", "1D", "P1M", "P1Y", "PT1D", "P1H", "PTM", "P1DT", "P1DT1H1X", "P99999999999D", "PT1M1M", "PT1S1M", "P1DT1M1H", "P1D1W"} {
 		if _, err := router.ParseISODuration(in); err == nil || !strings.Contains(err.Error(), "ISO 8601") {
 			t.Errorf("ParseISODuration(%q) = %v, want an ISO 8601 error", in, err)
 		}

@@ -617,6 +617,7 @@ func ParseISODuration(v string) (time.Duration, error) {
 	s = s[1:]
 	var total time.Duration
 	inTime, seen := false, false
+	last := -1 // the rank of the last unit: W D H M S, each at most once and in that order
 	for len(s) > 0 {
 		if s[0] == 'T' {
 			if inTime {
@@ -640,22 +641,27 @@ func ParseISODuration(v string) (time.Duration, error) {
 			return bad("a number is too large")
 		}
 		var unit time.Duration
+		rank := 0
 		switch u := s[i]; {
 		case u == 'W' && !inTime:
-			unit = 7 * 24 * time.Hour
+			unit, rank = 7*24*time.Hour, 0
 		case u == 'D' && !inTime:
-			unit = 24 * time.Hour
+			unit, rank = 24*time.Hour, 1
 		case u == 'H' && inTime:
-			unit = time.Hour
+			unit, rank = time.Hour, 2
 		case u == 'M' && inTime:
-			unit = time.Minute
+			unit, rank = time.Minute, 3
 		case u == 'S' && inTime:
-			unit = time.Second
+			unit, rank = time.Second, 4
 		case u == 'Y' || (u == 'M' && !inTime):
 			return bad("years and months are not supported: use days")
 		default:
 			return bad(fmt.Sprintf("unit %q is not one of D before T, or H, M, S after T", string(u)))
 		}
+		if rank <= last {
+			return bad(fmt.Sprintf("unit %q is given twice or out of order (W, D, then after T: H, M, S)", string(s[i])))
+		}
+		last = rank
 		total += time.Duration(n) * unit
 		if total > 366*24*time.Hour {
 			return bad("it is longer than a year")
