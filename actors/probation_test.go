@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -374,4 +375,32 @@ func TestEventsRefusedForTheirOwnFaultLeaveProbationAlone(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestProfile2019WaitsOutAClientErrorProbation is the 404 timeline above under the
+// eventgrid-2019 profile, whose documents retry 401, 403 and 404 after 5 minutes: an event
+// that comes due during the probation waits for it to end and is delivered, with the event
+// that met the 404, rather than ending without an attempt.
+func TestProfile2019WaitsOutAClientErrorProbation(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		hook := h.Endpoint("hook", testkit.Sequence(http.StatusNotFound, http.StatusOK))
+		h.CreateSubscription(topicName, subName, hook, router.RetryPolicy{Profile: "eventgrid-2019"})
+		h.Publish(topicName, h.EventGridEvent(testkit.ID("e1")))
+		h.Advance(time.Minute)
+		h.Publish(topicName, h.EventGridEvent(testkit.ID("e2")))
+		h.Settle()
+		if st := status(t, h, topicName, subName).Probation; !st.Active || st.Cause != schemas.NotFound {
+			t.Fatalf("probation at +1m: %+v; want NotFound", st)
+		}
+		h.Advance(10 * time.Minute)
+		requireEachOnce(t, hook.Delivered(), []string{"e1", "e2"})
+		if n := len(h.DeadLetters(subName).Records()); n != 0 {
+			t.Fatalf("%d dead letters; want none", n)
+		}
+		for name, n := range counters(h, topicName, subName) {
+			if strings.Contains(name, "ProbationCausedByClientError") {
+				t.Errorf("%s = %d; want no event ended by the probation", name, n)
+			}
+		}
+	}, testkit.WithoutJitter())
 }

@@ -1060,7 +1060,7 @@ func (s *subscription) dispatch() {
 	maxInFlight := s.maxInFlight()
 	switch s.probation.State(now) {
 	case retry.OnProbation:
-		if s.probation.ClientError() {
+		if s.probation.ClientError() && s.cfg.Policy.EndsOnClientErrorProbation() {
 			s.endReady(now)
 		}
 	case retry.ProbeInFlight:

@@ -344,6 +344,11 @@ func (p *Policy) final(prof *Profile, o schemas.Outcome, code int) (schemas.Reas
 	return "", false
 }
 
+// EndsOnClientErrorProbation reports whether events that come due during a probation a client
+// error caused end without an attempt (SPEC §2.2), or wait for it to end
+// ([Profile.WaitOnClientErrorProbation]).
+func (p *Policy) EndsOnClientErrorProbation() bool { return !p.profile().WaitOnClientErrorProbation }
+
 // profile returns the policy's profile, [EventGrid] when none is set.
 func (p *Policy) profile() *Profile {
 	if p.Profile == nil {

@@ -66,6 +66,14 @@ type Profile struct {
 	// MinTTL and MaxTTL bound the event time to live a subscription may set; DefaultTTL is the
 	// value used when it sets none. The time to live is measured from the publish time.
 	MinTTL, MaxTTL, DefaultTTL time.Duration
+
+	// WaitOnClientErrorProbation makes the events that come due while a client error
+	// (Unauthorized, Forbidden, NotFound, ResolutionError, InvalidDestination) keeps the
+	// endpoint on probation wait for it to end, as during any other probation, instead of
+	// ending without an attempt (SPEC §2.2): the 2019 profile, whose documents retry 401, 403
+	// and 404 after 5 minutes; ending new events unattempted while the event that met the 401
+	// is retried would contradict them.
+	WaitOnClientErrorProbation bool
 }
 
 // EventGrid returns the default profile, Event Grid's current documented behaviour (SPEC §2.1,
@@ -120,6 +128,8 @@ func EventGrid2019() *Profile {
 		MinTTL:             time.Minute,
 		MaxTTL:             1440 * time.Minute,
 		DefaultTTL:         1440 * time.Minute,
+
+		WaitOnClientErrorProbation: true,
 	}
 }
 
