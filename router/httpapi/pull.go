@@ -174,8 +174,12 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 		a.writePullError(w, topic, sub, err)
 		return
 	}
+	if afterReceive != nil {
+		afterReceive(req)
+	}
 	if req.Context().Err() != nil {
-		return // the client went away: nobody to answer
+		a.releaseUnanswered(topic, sub, evs) // the client went away: nobody to answer
+		return
 	}
 	// The answer (up to MaxReceiveEvents events of 1 MB) is in memory until the consumer has
 	// read it, and the server has no write timeout (the long poll would outlast it): a
@@ -185,6 +189,35 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(appendReceiveResult(nil, evs))
 }
+
+// afterReceive, when set, is called as a receive's events were taken, before the client is
+// checked (tests).
+var afterReceive func(req *http.Request)
+
+// releaseUnanswered releases, off the handler, the events a receive took for a client that
+// went away before its answer: nobody will settle them, so they are available again at once
+// rather than after their lock, as [router.Router.Receive] releases those of a receive
+// cancelled before the actor answered. Their delivery counts stay raised (each was handed
+// out). A release that fails leaves them to their lock's end.
+func (a *API) releaseUnanswered(topic, sub string, evs []router.ReceivedEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	tokens := make([]string, len(evs))
+	for i, e := range evs {
+		tokens[i] = e.LockToken
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseUnansweredTimeout)
+		defer cancel()
+		if _, err := a.r.Release(ctx, topic, sub, tokens, 0); err != nil {
+			a.log.Warn("releasing the events of a receive whose client went away before its answer: they are available again when their locks end", "topic", topic, "subscription", sub, "events", len(tokens), "err", err)
+		}
+	}()
+}
+
+// releaseUnansweredTimeout bounds releaseUnanswered's release.
+const releaseUnansweredTimeout = 30 * time.Second
 
 // errReceiveTooLarge is discardReceiveBody's error for a body over maxSettleBody: 413, as a
 // settle body over the limit is.
