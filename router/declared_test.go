@@ -2,13 +2,10 @@ package router_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,49 +15,16 @@ import (
 	"github.com/egridio/egrid/testkit"
 )
 
-// declaredHook is a WebHook endpoint that validates by hand (200 without validationResponse,
-// remembering the validationUrl) or answers validations with validation (when not 0), counts
-// them, and answers notifications with status, recording the events it accepts.
-type declaredHook struct {
-	mu          sync.Mutex
-	validation  int
-	status      int
-	validations int
-	lastURL     string
-	delivered   []string
-}
-
-func (h *declaredHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch r.Header.Get("aeg-event-type") {
-	case "SubscriptionValidation":
-		h.validations++
-		if h.validation != 0 {
-			w.WriteHeader(h.validation)
-			return
-		}
-		h.lastURL = validationData(body).ValidationURL
-	case "Notification":
-		if h.status != http.StatusOK {
-			w.WriteHeader(h.status)
-			return
-		}
-		var evs []struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(body, &evs)
-		for _, e := range evs {
-			h.delivered = append(h.delivered, e.ID)
-		}
-	}
-}
-
-func (h *declaredHook) set(f func(h *declaredHook)) {
+func (h *manualHook) with(f func(h *manualHook)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f(h)
+}
+
+func (h *manualHook) validated() (n int, lastURL string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.validations, h.lastURL
 }
 
 // TestEnsureSubscriptionLeavesAValidatedDefinitionAsItIs restarts a router whose store holds
@@ -74,7 +38,7 @@ func (h *declaredHook) set(f func(h *declaredHook)) {
 func TestEnsureSubscriptionLeavesAValidatedDefinitionAsItIs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		h := &declaredHook{status: http.StatusServiceUnavailable}
+		h := &manualHook{manual: true, status: http.StatusServiceUnavailable}
 		tr := testkit.NewTransport()
 		tr.Handle("hook.test", h)
 		st := keptJournalStore{store.NewMemory()}
@@ -93,7 +57,8 @@ func TestEnsureSubscriptionLeavesAValidatedDefinitionAsItIs(t *testing.T) {
 		if err := r1.EnsureSubscription(ctx, "orders", "sub", spec); err != nil { // the first start
 			t.Fatal(err)
 		}
-		u, err := url.Parse(h.lastURL)
+		_, last := h.validated()
+		u, err := url.Parse(last)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,37 +75,38 @@ func TestEnsureSubscriptionLeavesAValidatedDefinitionAsItIs(t *testing.T) {
 
 		r2 := newRouter() // the restart, applying the same config
 		defer r2.Close(ctx)
-		h.set(func(h *declaredHook) { h.validation = http.StatusServiceUnavailable }) // the endpoint is down
+		h.with(func(h *manualHook) { h.validation = http.StatusServiceUnavailable }) // the endpoint is down
 		if err := r2.EnsureSubscription(ctx, "orders", "sub", spec); err != nil {
 			t.Fatalf("EnsureSubscription of the unchanged definition, its endpoint down: %v; want nil", err)
 		}
-		if p, _ := r2.Provisioning("orders", "sub"); p.State != router.StateSucceeded || h.validations != 1 {
-			t.Fatalf("after EnsureSubscription of the unchanged definition: %s, %d validations; want Succeeded and no new validation", p.State, h.validations)
+		if p, _ := r2.Provisioning("orders", "sub"); p.State != router.StateSucceeded {
+			t.Fatalf("after EnsureSubscription of the unchanged definition: %s; want Succeeded", p.State)
+		}
+		if n, _ := h.validated(); n != 1 {
+			t.Fatalf("after EnsureSubscription of the unchanged definition: %d validations; want no new one", n)
 		}
 		if err := r2.CreateSubscription(ctx, "orders", "sub", spec); !errors.Is(err, router.ErrValidationFailed) {
 			t.Fatalf("CreateSubscription (an update) with the endpoint down: %v; want ErrValidationFailed", err)
 		}
 
-		h.set(func(h *declaredHook) { h.validation, h.status = 0, http.StatusOK }) // back
+		h.with(func(h *manualHook) { h.validation, h.status = 0, http.StatusOK }) // back
 		testkit.Advance(router.ManualValidationWindow + time.Hour)
 		synctest.Wait()
-		h.mu.Lock()
-		got := slices.Clone(h.delivered)
-		h.mu.Unlock()
-		if !slices.Equal(got, []string{"accepted-1"}) {
-			t.Fatalf("delivered %v; want the accepted event delivered after the restart", got)
+		if got := h.accepted(); !slices.Equal(got, []string{"accepted-1"}) {
+			t.Fatalf("delivered %v; want the accepted event delivered after the restart", h.accepted())
 		}
 
-		h.mu.Lock()
-		before := h.validations
-		h.mu.Unlock()
+		before, _ := h.validated()
 		changed := spec
 		changed.Labels = []string{"v2"}
 		if err := r2.EnsureSubscription(ctx, "orders", "sub", changed); err != nil {
 			t.Fatal(err)
 		}
-		if p, _ := r2.Provisioning("orders", "sub"); p.State != router.StateAwaitingManualAction || h.validations != before+1 {
-			t.Fatalf("after EnsureSubscription of a changed definition: %s, %d validations; want AwaitingManualAction after one more than %d", p.State, h.validations, before)
+		if p, _ := r2.Provisioning("orders", "sub"); p.State != router.StateAwaitingManualAction {
+			t.Fatalf("after EnsureSubscription of a changed definition: %s; want AwaitingManualAction", p.State)
+		}
+		if n, _ := h.validated(); n != before+1 {
+			t.Fatalf("after EnsureSubscription of a changed definition: %d validations; want one more than %d", n, before)
 		}
 	})
 }

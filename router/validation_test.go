@@ -675,10 +675,13 @@ func (keptJournalStore) Trim(context.Context, string, uint64) error { return nil
 // fetching its validationUrl) while manual is set and echoes the code otherwise, answers
 // notifications with status (200 when 0), and records the IDs of the events it accepted.
 type manualHook struct {
-	mu        sync.Mutex
-	manual    bool
-	status    int
-	delivered []string
+	mu          sync.Mutex
+	manual      bool
+	status      int
+	validation  int    // when not 0, the status validations are answered with
+	validations int    // the validation events received
+	lastURL     string // the validationUrl of the last one, when manual
+	delivered   []string
 }
 
 func (h *manualHook) set(manual bool, status int) {
@@ -699,7 +702,13 @@ func (h *manualHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	switch r.Header.Get("aeg-event-type") {
 	case "SubscriptionValidation":
-		if !h.manual {
+		h.validations++
+		switch {
+		case h.validation != 0:
+			w.WriteHeader(h.validation)
+		case h.manual:
+			h.lastURL = validationData(body).ValidationURL
+		default:
 			echoHandshake(w, r, body)
 		}
 	case "Notification":
