@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"regexp"
 	"runtime"
@@ -57,7 +58,8 @@ type Config struct {
 	// AdminToken is the bearer token the admin API requires.
 	AdminToken string `json:"adminToken,omitempty" yaml:"adminToken,omitempty"`
 	// TimeScale divides every policy delay (retry schedule, floors, probation, time to live,
-	// dead-letter delay) but not HTTP timeouts: 600 runs a 24-hour schedule in 144 s. 0 means 1.
+	// dead-letter delay) but not HTTP timeouts: 600 runs a 24-hour schedule in 144 s. 0 means 1;
+	// negative, NaN and infinite values fail [Config.Validate].
 	TimeScale float64 `json:"timeScale,omitempty" yaml:"timeScale,omitempty"`
 	// NoJitter turns off the 0-10 % jitter added to retry delays (SPEC §2.1: "can be turned
 	// off for tests"), so delivery timelines are exact. Leave it off in production: the jitter
@@ -159,8 +161,10 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem of the config at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.TimeScale < 0 {
-		errs = append(errs, fmt.Errorf("timeScale %v is invalid: use a number >= 1 (or 0 for real time)", c.TimeScale))
+	// NaN and ±Inf fail every comparison the policy makes with them (retry.Policy refuses
+	// them), so a router that took one would start with every subscription Failed.
+	if ts := c.TimeScale; math.IsNaN(ts) || math.IsInf(ts, 0) || ts < 0 {
+		errs = append(errs, fmt.Errorf("timeScale %v is invalid: use a finite number >= 0, such as 600 (0 and 1 are real time)", ts))
 	}
 	if c.MaxSubscriptionsPerTopic < 0 {
 		errs = append(errs, fmt.Errorf("maxSubscriptionsPerTopic %d is invalid: use a positive number", c.MaxSubscriptionsPerTopic))

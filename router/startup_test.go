@@ -2,7 +2,9 @@ package router_test
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -49,4 +51,25 @@ func TestNewThatFailsRestoringLeavesNothingRunning(t *testing.T) {
 			t.Fatal("New restored a subscription that does not decode")
 		}
 	})
+}
+
+// A time scale that is NaN or infinite is refused by Config.Validate and so by New: the retry
+// policy refuses it, so a router that took one started with every stored subscription Failed
+// while publishes answered 200. Negative values were refused already; 0 and 1 are real time.
+func TestNewRefusesANonFiniteTimeScale(t *testing.T) {
+	for _, ts := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1} {
+		cfg := router.Config{TimeScale: ts}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "timeScale") || !strings.Contains(err.Error(), "finite number >= 0") {
+			t.Errorf("Validate with timeScale %v = %v; want an error naming timeScale and the range", ts, err)
+		}
+		if r, err := router.New(cfg, router.Deps{}); err == nil {
+			_ = r.Close(context.Background())
+			t.Errorf("New with timeScale %v succeeded, want the Validate error", ts)
+		}
+	}
+	for _, ts := range []float64{0, 1, 600} {
+		if err := (router.Config{TimeScale: ts}).Validate(); err != nil {
+			t.Errorf("Validate with timeScale %v = %v, want nil", ts, err)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -99,8 +100,12 @@ func resolveCluster(c *cli.Context, getenv func(string) string, fs serverConfig)
 		s.Options.LeaseTTL = v
 	}
 	for _, u := range s.URLs {
+		// Only redacted: a cluster URL may carry credentials (nats://user:password@host:4222).
+		shown := clip.String(jetstream.RedactURLs(u))
 		if !strings.Contains(u, "://") {
-			errs = append(errs, fmt.Errorf("cluster URL %q: use nats://host:4222 (or tls://host:4222)", clip.String(u)))
+			errs = append(errs, fmt.Errorf("cluster URL %q: use nats://host:4222 (or tls://host:4222)", shown))
+		} else if _, err := url.Parse(u); err != nil {
+			errs = append(errs, fmt.Errorf("cluster URL %q is not a valid URL: use nats://host:4222, with any of : / ? # @ %% in the user name or password percent-encoded", shown))
 		}
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
@@ -125,7 +130,8 @@ func splitURLs(v string) []string {
 }
 
 // openCluster connects to the cluster's NATS servers (reconnecting forever) and opens the
-// JetStream store on them. Close the store, then the connection.
+// JetStream store on them. Close the store, then the connection. Its errors name the servers
+// without the credentials their URLs may carry ([jetstream.RedactURLs]).
 func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nats.Conn, *jetstream.Store, error) {
 	nc, err := nats.Connect(strings.Join(s.URLs, ","),
 		nats.Name("egrid "+s.Options.NodeName), nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
@@ -136,7 +142,7 @@ func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nat
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", "server", c.ConnectedUrlRedacted()) }))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is the server running? check --cluster)", strings.Join(s.URLs, ","), err)
+		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is the server running? check --cluster)", jetstream.RedactURLs(strings.Join(s.URLs, ",")), jetstream.RedactError(err))
 	}
 	st, err := jetstream.Open(ctx, nc, jetstream.Options{Prefix: s.Options.Prefix, Replicas: s.Replicas})
 	if err != nil {

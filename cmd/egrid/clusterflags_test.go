@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/testkit"
 )
 
 func resolveClusterWith(t *testing.T, args []string, env map[string]string, fs serverConfig) (clusterSettings, error) {
@@ -81,4 +83,48 @@ func TestResolveCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterPassword is the password of the cluster URLs below; no output may hold it.
+const clusterPassword = "s3cret-pass"
+
+// A --cluster URL may carry credentials (nats://user:password@host:4222, or a token as the
+// user): they are kept out of every error and log line, which show the URLs without them.
+func TestClusterURLCredentialsAreNotPrinted(t *testing.T) {
+	t.Run("refused settings", func(t *testing.T) {
+		for _, u := range []string{
+			"egrid:" + clusterPassword + "@n1:4222",           // no scheme
+			"nats://egrid:" + clusterPassword + "%zz@n1:4222", // a bad escape
+			"nats://egrid:" + clusterPassword + "/x@n1:4222",  // an unescaped '/'
+		} {
+			_, err := resolveClusterWith(t, []string{"--cluster", u}, nil, serverConfig{})
+			if err == nil || strings.Contains(err.Error(), clusterPassword) || !strings.Contains(err.Error(), "n1:4222") {
+				t.Errorf("--cluster %s: error %v; want one naming n1:4222 without the password", u, err)
+			}
+		}
+	})
+	t.Run("unreachable server", func(t *testing.T) {
+		code, out := cliRun(t, "serve", "--listen", "127.0.0.1:0", "--insecure-dev",
+			"--cluster", "nats://egrid:"+clusterPassword+"@127.0.0.1:1,nats://"+clusterPassword+"@127.0.0.1:2")
+		if code == 0 || strings.Contains(out, clusterPassword) || !strings.Contains(out, "nats://127.0.0.1:1,nats://127.0.0.1:2") {
+			t.Errorf("serve exited %d with %q; want an error naming nats://127.0.0.1:1,nats://127.0.0.1:2 without the password", code, out)
+		}
+	})
+	t.Run("cluster mode log", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts a NATS server and the binary; skipped with -short")
+		}
+		nc := testkit.StartNATSCluster(t, 1) // no authorization: any credentials are accepted
+		url := strings.Replace(nc.ClientURL(0), "nats://", "nats://egrid:"+clusterPassword+"@", 1)
+		lines := make(chan string, 1)
+		srv := startLogged(t, lines, "cluster mode", "--insecure-dev", "--cluster", url, "--cluster-prefix", "REDACT")
+		line := <-lines // logged before "egrid serving", which startLogged waited for
+		if strings.Contains(line, clusterPassword) || !strings.Contains(line, nc.ClientURL(0)) {
+			t.Errorf("logged %q; want the URL %s without the password", line, nc.ClientURL(0))
+		}
+		srv.stop(t)
+		if strings.Contains(srv.log(), clusterPassword) {
+			t.Errorf("the log holds the password:\n%s", srv.log())
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -172,12 +173,23 @@ func loadConfigEnv(path string, getenv func(string) string) (*fileConfig, error)
 	return cfg, nil
 }
 
+// checkTimeScale checks the time scale given as setting (a flag, a variable or a config key):
+// a finite number >= 1. NaN and ±Inf parse as numbers, but the retry policy refuses them, so a
+// server started with one would mark every stored subscription Failed while publishes still
+// answered 200.
+func checkTimeScale(setting string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 1 {
+		return fmt.Errorf("%s %v: use a finite number >= 1, such as 600 (1 is real time)", setting, v)
+	}
+	return nil
+}
+
 // validate reports every problem of the declared resources at once, by building them on a
 // throwaway in-memory router exactly as serve would.
 func (c *fileConfig) validate() error {
 	var errs []error
-	if c.Server.TimeScale < 0 {
-		errs = append(errs, fmt.Errorf("server.timeScale %v: use a number >= 1", c.Server.TimeScale))
+	if ts := c.Server.TimeScale; ts != 0 { // 0: not set
+		errs = append(errs, checkTimeScale("server.timeScale", ts))
 	}
 	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
 		errs = append(errs, errors.New("server.tlsCert and server.tlsKey: set both or neither"))
@@ -300,19 +312,20 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	switch {
 	case c.IsSet("time-scale"):
 		s.TimeScale = c.Float64("time-scale")
+		errs = append(errs, checkTimeScale("--time-scale", s.TimeScale))
 	case getenv("EGRID_TIME_SCALE") != "":
 		v, err := strconv.ParseFloat(getenv("EGRID_TIME_SCALE"), 64)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("EGRID_TIME_SCALE=%q: use a number such as 600", clip.String(getenv("EGRID_TIME_SCALE"))))
+		} else {
+			errs = append(errs, checkTimeScale("EGRID_TIME_SCALE", v))
 		}
 		s.TimeScale = v
 	case fs.TimeScale != 0:
 		s.TimeScale = fs.TimeScale
+		errs = append(errs, checkTimeScale("server.timeScale", s.TimeScale))
 	default:
 		s.TimeScale = 1
-	}
-	if s.TimeScale < 1 {
-		errs = append(errs, fmt.Errorf("time scale %v: use a number >= 1 (1 is real time)", s.TimeScale))
 	}
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key: set both or neither"))
@@ -329,10 +342,16 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)
 	s.InsecureDevAnyAddress = anyAddr
 	errs = append(errs, err, checkInsecureDev(s))
-	st, err := resolveStore(c, getenv, fs)
-	s.Store, errs = st, append(errs, err)
+	st, stErr := resolveStore(c, getenv, fs)
+	s.Store, errs = st, append(errs, stErr)
 	cl, clErrs := resolveCluster(c, getenv, fs)
 	s.Cluster, errs = cl, append(errs, clErrs...)
+	if stErr == nil && !s.Cluster.enabled() {
+		// The floor against the data directory's volume (its nearest existing parent before
+		// the first start), so a floor no volume can hold is refused with the other settings.
+		_, err := s.Store.minFreeBytes(s.DataDir)
+		errs = append(errs, err)
+	}
 	eg, egErrs := resolveEgress(c, getenv, fs, s.InsecureDev)
 	s.Egress, errs = eg, append(errs, egErrs...)
 	return s, errors.Join(errs...)

@@ -101,7 +101,7 @@ func serve(c *cli.Context, e env) error {
 		}
 		defer nc.Close() // after the store
 		st = js
-		log.Info("cluster mode", "node", s.Cluster.Options.NodeName, "nats", strings.Join(s.Cluster.URLs, ","), "prefix", s.Cluster.Options.Prefix, "replicas", s.Cluster.Replicas)
+		log.Info("cluster mode", "node", s.Cluster.Options.NodeName, "nats", jetstream.RedactURLs(strings.Join(s.Cluster.URLs, ",")), "prefix", s.Cluster.Options.Prefix, "replicas", s.Cluster.Replicas)
 	} else {
 		ds, err := openStore(s, log, counters)
 		if err != nil {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,7 +34,7 @@ type storeSettings struct {
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "secret-key-file", Usage: "file holding a 32-byte key (64 hex digits: openssl rand -hex 32) that encrypts topic and subscription definitions (topic keys, delivery secrets) in the store; mode 600 (env EGRID_SECRET_KEY_FILE)"},
-		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller (env EGRID_MIN_FREE_DISK)"},
+		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) below the volume's size or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller (env EGRID_MIN_FREE_DISK)"},
 	}
 }
 
@@ -59,7 +61,10 @@ func resolveStore(c *cli.Context, getenv func(string) string, fs serverConfig) (
 	return s, nil
 }
 
-// minFreeBytes returns the floor in bytes for the volume holding dir.
+// minFreeBytes returns the floor in bytes for the volume holding dir (or, while dir does not
+// exist yet, its nearest existing parent). A floor in bytes at or above the volume's size is
+// an error: every publish would be refused with 507, and the store's recovery, which waits
+// for free space above the floor, would wait forever.
 func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 	v := s.MinFreeDisk
 	if v == "" {
@@ -69,7 +74,7 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("--min-free-disk %q: %w", clip.String(v), err)
 	}
-	total, err := volumeBytes(dir)
+	total, err := volumeBytes(existingDir(dir))
 	if errors.Is(err, errors.ErrUnsupported) {
 		// The embedded store does not watch free space on this platform either.
 		if s.MinFreeDisk != "" && n > 0 {
@@ -77,16 +82,50 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 		}
 		return 0, nil
 	}
-	if s.MinFreeDisk != "" && !percent {
-		return n, nil
-	}
 	if err != nil {
 		return 0, fmt.Errorf("--min-free-disk: reading the size of the volume of %s: %w", dir, err)
 	}
-	if percent {
+	switch {
+	case percent:
 		return total * n / 100, nil
+	case s.MinFreeDisk == "":
+		return min(n, total/100), nil // the default: 256 MiB or 1 %
+	case n >= total:
+		instead := "5%"
+		if mib := total / 20 >> 20; mib > 0 {
+			instead += fmt.Sprintf(" or %dMiB", mib)
+		}
+		return 0, fmt.Errorf("--min-free-disk %q: the floor (%d bytes) is not below the size of the volume of %s (%d bytes, %s), so every publish would be refused: pass less, such as %s, or 0 to turn the check off",
+			clip.String(v), n, dir, total, formatBytes(total), instead)
 	}
-	return min(n, total/100), nil // the default: 256 MiB or 1 %
+	return n, nil
+}
+
+// existingDir returns dir, or its nearest parent that exists when dir does not (yet).
+func existingDir(dir string) string {
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Stat(d); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir // the root is missing too: let the caller report the error
+		}
+		d = parent
+	}
+}
+
+// formatBytes writes n with the largest binary unit that keeps it at least 1, for messages.
+func formatBytes(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f, i := float64(n), 0
+	for ; f >= 1024 && i < len(units)-1; i++ {
+		f /= 1024
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
 }
 
 // parseDiskSize parses "512MiB", "2GB", "1048576" or "5%" (percent is then true and n the
@@ -114,6 +153,9 @@ func parseDiskSize(v string) (n uint64, percent bool, err error) {
 	n, err = strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return 0, false, errors.New("use bytes with an optional unit (512MiB, 2GiB, 1GB) or a percentage of the volume (5%)")
+	}
+	if n > math.MaxUint64/mult { // n*mult would wrap around, to 0 for 16777216TiB
+		return 0, false, errors.New("is more than 16 EiB, larger than any volume: use a size below the volume's, such as 512MiB, or a percentage of it (5%)")
 	}
 	return n * mult, false, nil
 }

@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestParseDiskSize(t *testing.T) {
 	tests := []struct {
@@ -18,6 +24,11 @@ func TestParseDiskSize(t *testing.T) {
 		{in: "60%", bad: true},
 		{in: "lots", bad: true},
 		{in: "-1MiB", bad: true},
+		{in: "16777215TiB", n: 16777215 << 40},
+		{in: "16777216TiB", bad: true}, // 2^64 bytes: wrapped around to 0
+		{in: "16777217TiB", bad: true}, // wrapped around to 1 TiB
+		{in: "18446744073709551615", n: 1<<64 - 1},
+		{in: "18446744073709551615KB", bad: true},
 	}
 	for _, tc := range tests {
 		n, percent, err := parseDiskSize(tc.in)
@@ -30,5 +41,48 @@ func TestParseDiskSize(t *testing.T) {
 		if err != nil || n != tc.n || percent != tc.percent {
 			t.Errorf("parseDiskSize(%q) = %d, %v, %v; want %d, %v", tc.in, n, percent, err, tc.n, tc.percent)
 		}
+	}
+}
+
+// An absolute --min-free-disk at or above the size of the data directory's volume is refused,
+// with the volume's size and what to pass instead: every publish would get 507, and the
+// store's recovery, which waits for the floor to be free, would wait forever. The volume is
+// read from the nearest existing parent while the data directory does not exist yet.
+func TestMinFreeBytesBelowTheVolume(t *testing.T) {
+	parent := t.TempDir()
+	total, err := volumeBytes(parent)
+	if err != nil {
+		t.Skipf("reading the size of the volume: %v (egrid watches no free space on this platform)", err)
+	}
+	dir := filepath.Join(parent, "not", "yet")
+	volume := "(" + strconv.FormatUint(total, 10) + " bytes"
+	tests := []struct {
+		floor string
+		want  uint64
+		bad   string // what the error must say
+	}{
+		{floor: "0", want: 0},
+		{floor: "1MiB", want: 1 << 20},
+		{floor: strconv.FormatUint(total-1, 10), want: total - 1},
+		{floor: strconv.FormatUint(total, 10), bad: volume},
+		{floor: strconv.FormatUint(total+1, 10), bad: volume},
+		{floor: "16777215TiB", bad: volume},
+		{floor: "16777216TiB", bad: "more than 16 EiB"}, // wrapped around to 0 before
+		{floor: "50%", want: total * 50 / 100},
+	}
+	for _, tc := range tests {
+		n, err := storeSettings{MinFreeDisk: tc.floor}.minFreeBytes(dir)
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) || !strings.Contains(err.Error(), "such as") {
+				t.Errorf("--min-free-disk %s: %d, %v; want an error saying %q and what to pass", tc.floor, n, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || n != tc.want {
+			t.Errorf("--min-free-disk %s: %d, %v; want %d", tc.floor, n, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("minFreeBytes created %s (%v)", dir, err)
 	}
 }

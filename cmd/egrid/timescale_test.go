@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -109,6 +110,72 @@ func TestTimeScaleRunsTheScheduleFaster(t *testing.T) {
 	for i, a := range arrivals {
 		if want := fmt.Sprint(i); a.count != want || len(a.ids) != 1 || a.ids[0] != "ts-1" {
 			t.Errorf("attempt %d: aeg-delivery-count %q with events %v; want %s with [ts-1]", i+1, a.count, a.ids, want)
+		}
+	}
+}
+
+// The time scale is a finite number >= 1 wherever it is given. NaN and ±Inf parse as numbers
+// (strconv.ParseFloat, YAML's .nan and .inf) but the retry policy refuses them, so a server
+// that took one started with every stored subscription Failed while publishes answered 200:
+// each is refused with the setting's name and the range it takes.
+func TestTimeScaleMustBeFinite(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		file    serverConfig
+		setting string // named by the error; "" when the value is accepted
+		want    float64
+	}{
+		{name: "default", want: 1},
+		{name: "flag", args: []string{"--time-scale", "600"}, want: 600},
+		{name: "env", env: map[string]string{"EGRID_TIME_SCALE": "60"}, want: 60},
+		{name: "file", file: serverConfig{TimeScale: 10}, want: 10},
+		{name: "flag NaN", args: []string{"--time-scale", "NaN"}, setting: "--time-scale"},
+		{name: "flag Inf", args: []string{"--time-scale", "Inf"}, setting: "--time-scale"},
+		{name: "flag +Inf", args: []string{"--time-scale", "+Inf"}, setting: "--time-scale"},
+		{name: "flag -Inf", args: []string{"--time-scale", "-Inf"}, setting: "--time-scale"},
+		{name: "flag below 1", args: []string{"--time-scale", "0.5"}, setting: "--time-scale"},
+		{name: "env NaN", env: map[string]string{"EGRID_TIME_SCALE": "nan"}, setting: "EGRID_TIME_SCALE"},
+		{name: "env infinity", env: map[string]string{"EGRID_TIME_SCALE": "infinity"}, setting: "EGRID_TIME_SCALE"},
+		{name: "file NaN", file: serverConfig{TimeScale: math.NaN()}, setting: "server.timeScale"},
+		{name: "file Inf", file: serverConfig{TimeScale: math.Inf(1)}, setting: "server.timeScale"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := resolveServe(t, append([]string{"--insecure-dev"}, tc.args...), tc.env, tc.file)
+			if tc.setting == "" {
+				if err != nil || s.TimeScale != tc.want {
+					t.Fatalf("time scale %v, %v; want %v", s.TimeScale, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.setting) || !strings.Contains(err.Error(), "finite number >= 1") {
+				t.Fatalf("time scale %v accepted (error %v); want an error naming %s and the range", s.TimeScale, err, tc.setting)
+			}
+		})
+	}
+}
+
+// The config file's timeScale is checked when the file is validated (serve and
+// `egrid config validate` both do), YAML's .nan and .inf included.
+func TestConfigTimeScaleMustBeFinite(t *testing.T) {
+	for _, v := range []string{".nan", ".inf", "-.inf", "0.5", "-1"} {
+		cfg, err := decodeConfig([]byte("server:\n  timeScale: "+v+"\n"), func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("timeScale %s: %v", v, err)
+		}
+		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "server.timeScale") || !strings.Contains(err.Error(), "finite number >= 1") {
+			t.Errorf("timeScale: %s: validate = %v; want an error naming server.timeScale and the range", v, err)
+		}
+	}
+	for _, v := range []string{"0", "1", "600"} { // 0: not set
+		cfg, err := decodeConfig([]byte("server:\n  timeScale: "+v+"\n"), func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("timeScale %s: %v", v, err)
+		}
+		if err := cfg.validate(); err != nil {
+			t.Errorf("timeScale: %s: validate = %v, want nil", v, err)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (e *subEntry) setRev(rev uint64) {
 func Dial(ctx context.Context, url string, opts Options) (*Store, error) {
 	nc, err := nats.Connect(url, nats.Name("egrid store"))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: connecting to %s: %w", url, err)
+		return nil, fmt.Errorf("jetstream store: connecting to %s: %w", RedactURLs(url), RedactError(err))
 	}
 	s, err := Open(ctx, nc, opts)
 	if err != nil {
