@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -402,7 +403,11 @@ func validateCommand(e env) *cli.Command {
 			// Build every declared resource on a throwaway in-memory router, exactly as serve does.
 			// The egress policy is serve's, so host names are resolved and judged as serve would.
 			pol, _ := s.egressPolicy() // invalid settings are reported above
-			r, err := router.New(router.Config{TimeScale: file.Server.TimeScale, RequireHTTPS: s.routerConfig().RequireHTTPS, SkipEndpointValidation: true /* validate never calls endpoints */},
+			scale := file.Server.TimeScale
+			if math.IsNaN(scale) || math.IsInf(scale, 0) || scale < 0 {
+				scale = 0 // reported above; the declared resources are checked at real time
+			}
+			r, err := router.New(router.Config{TimeScale: scale, RequireHTTPS: s.routerConfig().RequireHTTPS, SkipEndpointValidation: true /* validate never calls endpoints */},
 				router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers), Egress: pol})
 			if err != nil {
 				errs = append(errs, err)
@@ -414,13 +419,52 @@ func validateCommand(e env) *cli.Command {
 			// is cheapest to fix.
 			warnReadableSecrets(slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{ReplaceAttr: dropTime})),
 				slices.Concat(file.secretFiles, s.secretFiles)...)
-			if err := errors.Join(errs...); err != nil {
+			if err := distinctErrors(errs...); err != nil {
 				return cli.Exit(fmt.Sprintf("config %s is invalid:\n%v", path, err), 2)
 			}
 			fmt.Fprintf(e.Stdout, "config %s is valid: %d topics\n", path, len(file.Topics))
 			return nil
 		},
 	}
+}
+
+// distinctErrors joins errs (errors.Join), each problem once: the config file's checks and
+// the settings' resolution both judge the settings a file sets.
+func distinctErrors(errs ...error) error {
+	var out []error
+	seen := map[string]bool{}
+	var add func(err error)
+	add = func(err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok && isJoin(err, j.Unwrap()) {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		if msg := err.Error(); !seen[msg] {
+			seen[msg] = true
+			out = append(out, err)
+		}
+	}
+	for _, err := range errs {
+		add(err)
+	}
+	return errors.Join(out...)
+}
+
+// isJoin reports whether err, wrapping errs, says only what they say, a line each: an
+// errors.Join, not an error that adds words around several wrapped ones.
+func isJoin(err error, errs []error) bool {
+	var lines []string
+	for _, e := range errs {
+		if e != nil {
+			lines = append(lines, e.Error())
+		}
+	}
+	return err.Error() == strings.Join(lines, "\n")
 }
 
 // dropTime leaves the time out of a log line: validate's warnings are read at once.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -177,5 +178,19 @@ func TestConfigTimeScaleMustBeFinite(t *testing.T) {
 		if err := cfg.validate(); err != nil {
 			t.Errorf("timeScale: %s: validate = %v, want nil", v, err)
 		}
+	}
+}
+
+// TestValidateReportsABadTimeScaleOnce runs egrid validate on a config whose timeScale is
+// NaN: the problem is reported once, not by each of the file's checks, the settings' and the
+// router's.
+func TestValidateReportsABadTimeScaleOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(path, []byte("server:\n  timeScale: .nan\ntopics:\n  - name: orders\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := cliRun(t, "validate", "--config", path)
+	if code == 0 || strings.Count(out, "timeScale") != 1 {
+		t.Fatalf("validate: exit %d\n%s\nwant the time scale reported once", code, out)
 	}
 }
