@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +20,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks/webhook"
 )
 
@@ -162,11 +166,28 @@ func tokenHash(token string) string {
 // unknown, was used already or has expired — in cluster mode also for one whose window
 // another node closed, or whose subscription another node updated, a moment ago, which this
 // node had not heard of yet; the URL's token is the credential, no admin token is needed.
+//
+// In cluster mode the nodes sit behind one public URL, so the GET may reach a node other
+// than the one that ran the handshake, before that node's notice of the stored record: a
+// URL not pending on this node is looked up in the cluster's store (validationFresh), and
+// one whose stored record still awaits that very validation, within its window, is
+// completed here, as if the notice had come first. A URL fetched on another node while its
+// handshake is still under way — before the record is stored — cannot be known there: it is
+// [ErrValidationURLUnknown], and the endpoint must fetch it again once the create or update
+// has answered (a limitation of cluster mode). A store that cannot be read makes it an
+// error wrapping [ErrUnavailable], to retry.
 func (r *Router) CompleteValidation(ctx context.Context, name, token string) error {
 	if token == "" {
 		return ErrValidationURLUnknown
 	}
-	p, committed := r.life.fetch(tokenHash(token))
+	hash := tokenHash(token)
+	p, committed := r.life.fetch(hash)
+	if p == nil && r.cl != nil {
+		var err error
+		if p, committed, err = r.validationFresh(ctx, name, hash); err != nil {
+			return err
+		}
+	}
 	if p == nil || !strings.EqualFold(p.key.name, name) {
 		return ErrValidationURLUnknown
 	}
@@ -178,6 +199,91 @@ func (r *Router) CompleteValidation(ctx context.Context, name, token string) err
 			return ErrValidationURLUnknown
 		}
 		return err
+	}
+	return nil
+}
+
+// validationFresh looks up in the cluster's store, for CompleteValidation, a validation that
+// is not pending on this node: another node ran its handshake and stored the subscription
+// AwaitingManualAction, and this node has not heard of it yet (its notice is late or lost).
+// It reads the subscriptions of the topics this node knows to hold one named name — of every
+// topic it knows, up to maxSubscriptionListings, when none does —, and of the topics it does
+// not know, through the shared, bounded reads of topiclookup.go (an unauthenticated GET costs
+// the store at most what an unknown subscription name does), and applies them here
+// (syncTopicDef): a stored record AwaitingManualAction registers its validation as at a
+// start (restoreSubscription). It returns that validation when it is now pending and still
+// open: its stored token hash is hash (compared in constant time) and its deadline has not
+// passed. completeValidation then writes it Succeeded by compare-and-swap (swapValidation),
+// so of two nodes fetching it at once one wins, and the node that runs the subscription
+// starts it on the notice. Called out of any topic's turn: the reads take the turns of the
+// topics they apply.
+func (r *Router) validationFresh(ctx context.Context, name, hash string) (*pendingValidation, bool, error) {
+	if ValidateSubscriptionName(name) != nil {
+		return nil, false, nil
+	}
+	topics := r.topicsHolding(name)
+	errs := make([]error, len(topics))
+	var wg sync.WaitGroup
+	for i, topic := range topics {
+		wg.Go(func() { errs[i] = r.readSubscriptionFresh(ctx, topic, name) })
+	}
+	wg.Wait()
+	p, committed := r.life.fetch(hash)
+	if p == nil {
+		if err := errors.Join(errs...); err != nil {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	prov := r.life.get(p.key)
+	if prov.state() != StateAwaitingManualAction || subtle.ConstantTimeCompare([]byte(prov.TokenHash), []byte(hash)) != 1 ||
+		!r.deps.Now().Before(prov.Deadline) {
+		return nil, false, nil // its window closes (closeValidationWindow), or another took its place
+	}
+	return p, committed, nil
+}
+
+// topicsHolding names the topics this node knows that hold a subscription named name, or,
+// when none does, every topic it knows, up to maxSubscriptionListings (in name order).
+func (r *Router) topicsHolding(name string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var holding, all []string
+	for _, t := range r.topics {
+		all = append(all, t.name)
+		if _, _, ok := t.sub(name); ok {
+			holding = append(holding, t.name)
+		}
+	}
+	if len(holding) > 0 {
+		return holding
+	}
+	slices.Sort(all)
+	return all[:min(len(all), maxSubscriptionListings)]
+}
+
+// readSubscriptionFresh applies here the stored subscriptions of topic, and the topics this
+// node does not know, with a read of the store shared with the other lookups
+// (clusterRuntime.lookUp); a subscription name it did not find is remembered as missed, so
+// the same URL fetched again within lookupInterval costs no read. It returns the error of a
+// store that could not be read, or ctx's.
+func (r *Router) readSubscriptionFresh(ctx context.Context, topic, name string) error {
+	key := fold(topic) + "/" + fold(name) // names hold no '/'
+	rd, err := r.cl.lookUp(ctx, key, topic)
+	switch {
+	case err != nil:
+		return fmt.Errorf("event subscription %q: waiting for a read of the cluster's store: %w", clip.String(name), err)
+	case rd == nil: // a read a moment ago did not find it
+		return nil
+	case errors.Is(rd.err, ErrClosed):
+		return rd.err
+	case rd.err != nil:
+		return fmt.Errorf("event subscription %q: reading the cluster's store: %w: %w", clip.String(name), ErrUnavailable, rd.err)
+	case rd.subsErr[fold(topic)] != nil:
+		return fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), topic, ErrUnavailable, rd.subsErr[fold(topic)])
+	}
+	if _, _, _, err := r.lookup(topic, name); errors.Is(err, ErrSubscriptionNotFound) {
+		r.cl.missed(key, rd.start)
 	}
 	return nil
 }
