@@ -95,8 +95,8 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 		if mib := total / 20 >> 20; mib > 0 {
 			instead += fmt.Sprintf(" or %dMiB", mib)
 		}
-		return 0, fmt.Errorf("--min-free-disk %q: the floor (%d bytes) is not below the size of the volume of %s (%d bytes, %s), so every publish would be refused: pass less, such as %s, or 0 to turn the check off",
-			clip.String(v), n, dir, total, formatBytes(total), instead)
+		return 0, fmt.Errorf("--min-free-disk %q: the floor (%d bytes) is not below the size of the volume of %s (%d bytes, %.1f GiB), so every publish would be refused: pass less, such as %s, or 0 to turn the check off",
+			clip.String(v), n, dir, total, float64(total)/(1<<30), instead)
 	}
 	return n, nil
 }
@@ -113,19 +113,6 @@ func existingDir(dir string) string {
 		}
 		d = parent
 	}
-}
-
-// formatBytes writes n with the largest binary unit that keeps it at least 1, for messages.
-func formatBytes(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, i := float64(n), 0
-	for ; f >= 1024 && i < len(units)-1; i++ {
-		f /= 1024
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
 }
 
 // parseDiskSize parses "512MiB", "2GB", "1048576" or "5%" (percent is then true and n the
