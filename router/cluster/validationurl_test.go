@@ -39,17 +39,7 @@ func (s *deafStore) Topics(ctx context.Context) ([]store.Definition, error) {
 // URL unknown, used or expired" (404), and the subscription failed when its window closed.
 func TestValidationURLFetchedOnANodeThatHasNotHeard(t *testing.T) {
 	hook := &windowHook{}
-	c := manualCluster(t, hook)
-	deaf := &deafStore{refused: make(chan struct{}, 1)}
-	configure := c.configure
-	c.configure = func(name string, cfg *router.Config, deps *router.Deps) {
-		configure(name, cfg, deps)
-		if name == "b" {
-			deaf.Store = deps.Store
-			deps.Store = deaf
-		}
-	}
-	a, b := c.start("a"), c.start("b")
+	a, b, deaf := startWithDeafB(t, hook)
 	ctx := t.Context()
 	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
@@ -102,17 +92,7 @@ func TestValidationURLFetchedOnANodeThatHasNotHeard(t *testing.T) {
 // on another node validated it again, and its notice did not reach this node.
 func TestValidationURLOfAnUpdateFetchedOnANodeThatHasNotHeard(t *testing.T) {
 	hook := &windowHook{}
-	c := manualCluster(t, hook)
-	deaf := &deafStore{refused: make(chan struct{}, 1)}
-	configure := c.configure
-	c.configure = func(name string, cfg *router.Config, deps *router.Deps) {
-		configure(name, cfg, deps)
-		if name == "b" {
-			deaf.Store = deps.Store
-			deps.Store = deaf
-		}
-	}
-	a, b := c.start("a"), c.start("b")
+	a, b, deaf := startWithDeafB(t, hook)
 	ctx := t.Context()
 	if _, err := a.r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
@@ -150,4 +130,21 @@ func TestValidationURLOfAnUpdateFetchedOnANodeThatHasNotHeard(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, "e1 delivered to sub", func() bool { return hook.got("e1") })
+}
+
+// startWithDeafB starts nodes a and b of a manually validating cluster, b's store wrapped in a
+// deafStore (its topic reads can be made to fail, as a lost notice would leave b).
+func startWithDeafB(t *testing.T, hook *windowHook) (a, b *node, deaf *deafStore) {
+	t.Helper()
+	c := manualCluster(t, hook)
+	deaf = &deafStore{refused: make(chan struct{}, 1)}
+	configure := c.configure
+	c.configure = func(name string, cfg *router.Config, deps *router.Deps) {
+		configure(name, cfg, deps)
+		if name == "b" {
+			deaf.Store = deps.Store
+			deps.Store = deaf
+		}
+	}
+	return c.start("a"), c.start("b"), deaf
 }
