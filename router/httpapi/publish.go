@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/egridio/egrid/router"
@@ -204,13 +205,25 @@ func (a *API) decodeHTTP(req *http.Request, t *topic, body []byte, namespace boo
 	case schemas.CloudEvents:
 		switch {
 		case req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json":
-			// Binary mode: the attributes are ce-* headers, the body is the data.
+			// Binary mode: the attributes are ce-* headers, the body is the data. An attribute
+			// sent in two headers has no one value (the CloudEvents HTTP binding gives each
+			// attribute one header), so it is refused rather than one of them picked.
 			attrs := make(map[string]string)
+			var repeated []error
 			for k, v := range req.Header {
 				lk := strings.ToLower(k)
-				if strings.HasPrefix(lk, "ce-") && len(v) > 0 {
-					attrs[strings.TrimPrefix(lk, "ce-")] = v[0]
+				if !strings.HasPrefix(lk, "ce-") || len(v) == 0 {
+					continue
 				}
+				if len(v) > 1 {
+					repeated = append(repeated, &schemas.ValidationError{Index: 0, Field: clip.String(lk), Reason: fmt.Sprintf("is sent in %d headers: send each attribute in one ce- header, once", len(v))})
+					continue
+				}
+				attrs[strings.TrimPrefix(lk, "ce-")] = v[0]
+			}
+			if len(repeated) > 0 {
+				slices.SortFunc(repeated, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+				return nil, errors.Join(repeated...)
 			}
 			ev, err := schemas.DecodeCloudEventBinary(attrs, ct, body, lim)
 			if err != nil {

@@ -334,3 +334,18 @@ func TestCompressedPublishesAreRefused(t *testing.T) {
 		t.Errorf("Content-Encoding: identity: %d %s, want 200", status, body)
 	}
 }
+
+// A CloudEvents attribute sent in two ce- headers has no one value: the binding gives each
+// attribute one header. egrid refuses the publish and names the attribute, rather than
+// keeping whichever header came first.
+func TestBinaryModeRefusesARepeatedAttribute(t *testing.T) {
+	s := newServer(t, router.Config{InsecureDev: true})
+	header := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"b1", "b2"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}}
+	status, body := s.post("/topics/ns-orders:publish?api-version=2023-11-01", "application/json", []byte(`{"n":1}`), header)
+	if status != 400 || !strings.Contains(body, `ce-id\": is sent in 2 headers`) {
+		t.Fatalf("got %d %s, want 400 naming ce-id", status, body)
+	}
+	if got := s.r.Metrics().Snapshot().Sum("PublishSuccessCount", "ns-orders"); got != 0 {
+		t.Errorf("%d events accepted, want none", got)
+	}
+}
