@@ -214,8 +214,9 @@ func (c *NATSCluster) noPeers() bool {
 	return running > 1
 }
 
-// readiness returns "" when the JetStream meta group of the running servers is ready, or
-// what it still waits for.
+// readiness returns "" when the JetStream meta group of the running servers is ready or there
+// is none to wait for (fewer than a majority run, as when the only server was killed), or what
+// it still waits for.
 func (c *NATSCluster) readiness() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -225,14 +226,16 @@ func (c *NATSCluster) readiness() string {
 			running = append(running, n.srv)
 		}
 	}
+	if len(running) < len(c.servers)/2+1 {
+		// No quorum to wait for; with one server, it was killed (a Kill during a Restart's
+		// wait), and the Kill stands.
+		return ""
+	}
 	if len(c.servers) == 1 {
 		if running[0].JetStreamEnabled() {
 			return ""
 		}
 		return "JetStream not enabled yet"
-	}
-	if len(running) < len(c.servers)/2+1 {
-		return "" // no quorum to wait for
 	}
 	leader := false
 	for _, s := range running {
@@ -348,7 +351,8 @@ func (c *NATSCluster) Kill(i int) {
 // waits until it is a current member of the JetStream meta group again (its streams' replicas
 // then catch up in the background). Restarting a running server does nothing. It fails the
 // test when the server does not come back within a minute or so. While fewer than a majority of the
-// servers run there is no meta group to join, and Restart returns once the server listens.
+// servers run there is no meta group to join, and Restart returns once the server listens. A
+// Kill of the same server while Restart waits stands: Restart returns, the server killed.
 func (c *NATSCluster) Restart(i int) {
 	c.t.Helper()
 	for try := 1; ; try++ {
