@@ -38,13 +38,15 @@ type MinIO struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{} // closed when cmd has exited
 	log  bytes.Buffer
 }
 
 // StartMinIO starts a real MinIO server on a free 127.0.0.1 port with a temporary data
-// directory, waits until it answers, and stops it when the test ends. It is for integration
-// tests, which run outside synctest bubbles and assert outcomes, never timings.
+// directory, waits until it answers, and stops it when the test ends. On Linux the server
+// also dies with the test binary when that exits without running cleanups (`go test -timeout`,
+// an escaped panic, a kill); elsewhere it is then left running. It is for integration tests,
+// which run outside synctest bubbles and assert outcomes, never timings.
 //
 // The server binary is, in order: $EGRID_MINIO_BIN; `minio` on PATH; or a build of
 // github.com/minio/minio@[MinIOVersion] kept in the user cache directory
@@ -140,14 +142,10 @@ func (m *MinIO) start() error {
 	)
 	out := lockedWriter{mu: &m.mu, b: &m.log}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	done, err := startChild(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	m.mu.Lock()
 	m.cmd, m.done = cmd, done
 	m.mu.Unlock()
