@@ -3,6 +3,8 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -28,7 +30,7 @@ const MinIOVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
 type MinIO struct {
 	// Endpoint is the server's host:port on 127.0.0.1.
 	Endpoint string
-	// AccessKey and SecretKey are the root credentials.
+	// AccessKey and SecretKey are the root credentials, random for each server.
 	AccessKey, SecretKey string
 
 	t       testing.TB
@@ -45,8 +47,10 @@ type MinIO struct {
 // StartMinIO starts a real MinIO server on a free 127.0.0.1 port with a temporary data
 // directory, waits until it answers, and stops it when the test ends. On Linux the server
 // also dies with the test binary when that exits without running cleanups (`go test -timeout`,
-// an escaped panic, a kill); elsewhere it is then left running. It is for integration tests,
-// which run outside synctest bubbles and assert outcomes, never timings.
+// an escaped panic, a kill); elsewhere it is then left running. A server answering on the
+// port that is not the one started (another test's, which took the port first) is not taken
+// for it: the start is tried again on other ports. It is for integration tests, which run
+// outside synctest bubbles and assert outcomes, never timings.
 //
 // The server binary is, in order: $EGRID_MINIO_BIN; `minio` on PATH; or a build of
 // github.com/minio/minio@[MinIOVersion] kept in the user cache directory
@@ -57,6 +61,17 @@ type MinIO struct {
 // reason — except under CI=true, where it fails.
 func StartMinIO(t testing.TB) *MinIO {
 	t.Helper()
+	return startMinIO(t, func() (api, console string) { return freeAddr(t), freeAddr(t) })
+}
+
+// minioTries is how many address pairs StartMinIO tries: a port found free can be taken by
+// another process before the server binds it, and the server then exits.
+const minioTries = 3
+
+// startMinIO is [StartMinIO] with the server's API and console addresses for each try taken
+// from addrs.
+func startMinIO(t testing.TB, addrs func() (api, console string)) *MinIO {
+	t.Helper()
 	bin, err := minioBinary(t)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -64,19 +79,30 @@ func StartMinIO(t testing.TB) *MinIO {
 		}
 		t.Skipf("skipping: no MinIO server: %v (install minio on PATH or set EGRID_MINIO_BIN)", err)
 	}
-	m := &MinIO{t: t, bin: bin, dataDir: t.TempDir(), AccessKey: "egrid-test", SecretKey: "egrid-test-secret"}
+	// Credentials of its own, so that a server of another test which took the port first
+	// refuses them rather than pass for this one.
+	m := &MinIO{t: t, bin: bin, dataDir: t.TempDir(), AccessKey: "egrid-" + randomHex(t, 6), SecretKey: randomHex(t, 20)}
 	t.Cleanup(m.Stop)
-	for try := 0; ; try++ {
-		m.Endpoint, m.console = freeAddr(t), freeAddr(t)
+	for try := 1; ; try++ {
+		m.Endpoint, m.console = addrs()
 		err := m.start()
 		if err == nil {
 			return m
 		}
-		if try == 2 {
+		if try == minioTries {
 			t.Fatalf("starting MinIO: %v\n%s", err, m.output())
 		}
 		t.Logf("starting MinIO on %s failed (%v); trying another port", m.Endpoint, err)
 	}
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(t testing.TB, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("making MinIO credentials: %v", err)
+	}
+	return hex.EncodeToString(b)
 }
 
 // Config returns a dead-letter store config for the server, creating buckets on first use.
@@ -158,23 +184,33 @@ func (m *MinIO) start() error {
 
 // awaitReady asks the server for its buckets until it answers, the process exits, or 60 s
 // pass. Probing an external process is the one place the test kit waits on the clock.
+//
+// An answer counts only while our process runs: when another server took the port before ours
+// bound it, ours exits, and the answer came from the other one. That one refuses this server's
+// credentials (each [StartMinIO] makes its own), so it does not answer in the meantime either.
 func (m *MinIO) awaitReady(exited <-chan struct{}) error {
 	store, err := blob.New(blob.Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey}, nil)
 	if err != nil {
 		return err
 	}
+	errExited := errors.New("the minio process exited (its port taken by another process?)")
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		last = store.Ping(ctx)
 		cancel()
+		select {
+		case <-exited:
+			return errExited
+		default:
+		}
 		if last == nil {
 			return nil
 		}
 		select {
 		case <-exited:
-			return errors.New("the minio process exited")
+			return errExited
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
