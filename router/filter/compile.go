@@ -256,7 +256,8 @@ var cloudEventFields = map[string]field{
 	"time":        fieldTimeOptional,
 }
 
-// resolveKey maps a key to an envelope field, or to a raw path (field == fieldRaw).
+// resolveKey maps a key to an envelope field, or to a raw path (field == fieldRaw) in the
+// event's Raw; an empty path is Raw itself.
 func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 	if key == "" {
 		return 0, nil, fmt.Errorf("%w: the key is empty; name an envelope field such as subject, or a data path such as data.key1", ErrInvalidKey)
@@ -285,6 +286,19 @@ func resolveKey(key string, schema schemas.Schema) (field, []string, error) {
 		if f, ok := cloudEventFields[first]; ok && len(segs) == 1 {
 			return f, nil, nil
 		}
+	case schemas.Custom:
+		// In Event Grid's view the whole published object is the event's data and the
+		// envelope is what inputSchemaMapping made of it (eventgrid-behaviour.md §2.3, §4.4):
+		// data paths walk the object from its root, and envelope names read the mapped fields.
+		if first == "data" {
+			return fieldRaw, segs[1:], nil // "data" alone is the object itself: the trie's root
+		}
+		if f, ok := eventGridFields[first]; ok && len(segs) == 1 {
+			return f, nil, nil
+		}
+		// egrid's extension: any other key, and an envelope name with a path below it, is a
+		// top-level member of the object and a dotted path below it. It keeps subscriptions
+		// stored before data paths read the object's root compiling and matching as they did.
 	}
 	return fieldRaw, segs, nil
 }

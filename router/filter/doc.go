@@ -27,7 +27,15 @@
 //   - CloudEvents 1.0: the attributes id, source, type, subject, specversion, time, dataschema,
 //     datacontenttype, any extension attribute by name, and dotted paths from the top level
 //     (data.appinfoA).
-//   - Custom schema: any top-level field of the published object and dotted paths below it.
+//   - Custom schema: as for the Event Grid schema, as Event Grid sees such an event
+//     (eventgrid-behaviour.md §2.3, §4.4): data is the whole published object, so data.siteName
+//     is its top-level field siteName and data.a.b a path below it, and the envelope fields id,
+//     topic, subject, eventType, dataVersion and eventTime are the values inputSchemaMapping
+//     gave the event (a generated id, the publish time, a defaultValue), not members of the
+//     object. egrid extends this: any other key, and an envelope name with a path below it
+//     (subject.x), is a top-level field of the object and dotted paths below it (siteName is
+//     data.siteName). An object member named data or like an envelope field is therefore
+//     reached only as data.data or data.subject.
 //
 // A dot always means nesting (Event Grid has no escape for field names containing a dot), and a
 // path never walks into an array. Key names ignore case: envelope names outright; in a JSON

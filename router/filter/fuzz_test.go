@@ -123,7 +123,7 @@ func FuzzMatch(f *testing.F) {
 	schemaKeys := map[schemas.Schema][]string{
 		schemas.EventGrid:   {"data.a", "data", "data.a.b", "subject", "eventType"},
 		schemas.CloudEvents: {"a", "data.a", "subject", "comexampleext"},
-		schemas.Custom:      {"a", "data.a", "A.b"},
+		schemas.Custom:      {"a", "data.a", "A.b", "data", "data.data.a", "subject", "eventType"},
 	}
 	pairs := map[schemas.Schema][]pair{}
 	for schema, keys := range schemaKeys {

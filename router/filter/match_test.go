@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/schemas"
@@ -321,21 +322,84 @@ func TestCloudEventsKeys(t *testing.T) {
 	})
 }
 
-// TestCustomKeys checks custom-schema keys: any top-level field of the object as published,
-// and dotted paths below it. Even "subject" is the published field, not the mapped subject.
+// TestCustomKeys checks custom-schema keys (eventgrid-behaviour.md §2.3, §4.4): data is the
+// whole published object, the envelope names are the mapped fields, and egrid's extension
+// reads any other key as a top-level member of the object. A member named data or like an
+// envelope field is reached only through data.
 func TestCustomKeys(t *testing.T) {
 	ev := &schemas.Event{
-		ID: "generated", Type: "mapped.type", Subject: "/mapped",
-		Raw: []byte(`{"siteName":"north","subject":"raw subject","data":{"siteName":"inner"},"reading":{"temp":21.5,"ok":true}}`),
+		ID: "generated", Type: "mapped.type", Subject: "/mapped", Time: "2024-05-01T12:00:00Z",
+		DataVersion: "2.0", Source: "/subscriptions/s/resourceGroups/g/providers/Microsoft.EventGrid/topics/orders",
+		Raw: []byte(`{"siteName":"north","subject":"raw subject","eventType":"raw.type","data":{"siteName":"inner"},"reading":{"temp":21.5,"ok":true}}`),
 	}
 	runKeyCases(t, schemas.Custom, ev, []keyCase{
+		{name: "data path", filter: `{"operatorType":"StringIn","key":"data.siteName","values":["NORTH"]}`, want: true},
+		{name: "data path, other case", filter: `{"operatorType":"StringIn","key":"Data.SiteName","values":["north"]}`, want: true},
+		{name: "nested data path", filter: `{"operatorType":"NumberInRange","key":"data.reading.temp","values":[[20,22]]}`, want: true},
+		{name: "data itself is the object", filter: `{"operatorType":"IsNotNull","key":"data"}`, want: true},
+		{name: "a member named data is data.data", filter: `{"operatorType":"StringIn","key":"data.data.siteName","values":["inner"]}`, want: true},
+		{name: "data.siteName is not the member data's", filter: `{"operatorType":"StringNotIn","key":"data.siteName","values":["inner"]}`, want: true},
+		{name: "subject is the mapped subject", filter: `{"operatorType":"StringIn","key":"subject","values":["/mapped"]}`, want: true},
+		{name: "subject is not the member", filter: `{"operatorType":"StringIn","key":"Subject","values":["raw subject"]}`},
+		{name: "the member subject is data.subject", filter: `{"operatorType":"StringIn","key":"data.subject","values":["raw subject"]}`, want: true},
+		{name: "eventType is the mapped type", filter: `{"operatorType":"StringIn","key":"EventType","values":["Mapped.Type"]}`, want: true},
+		{name: "id is the generated id", filter: `{"operatorType":"StringIn","key":"id","values":["generated"]}`, want: true},
+		{name: "topic", filter: `{"operatorType":"StringEndsWith","key":"topic","values":["/topics/orders"]}`, want: true},
+		{name: "eventTime", filter: `{"operatorType":"StringBeginsWith","key":"eventTime","values":["2024-05"]}`, want: true},
+		{name: "dataVersion", filter: `{"operatorType":"StringIn","key":"dataVersion","values":["2.0"]}`, want: true},
+		// egrid's extension, kept for definitions stored before data paths read the root.
 		{name: "top-level field", filter: `{"operatorType":"StringIn","key":"siteName","values":["NORTH"]}`, want: true},
-		{name: "data path", filter: `{"operatorType":"StringIn","key":"data.siteName","values":["inner"]}`, want: true},
 		{name: "nested number", filter: `{"operatorType":"NumberInRange","key":"reading.temp","values":[[20,22]]}`, want: true},
 		{name: "nested bool", filter: `{"operatorType":"BoolEquals","key":"reading.ok","value":true}`, want: true},
-		{name: "subject is the published field", filter: `{"operatorType":"StringIn","key":"subject","values":["raw subject"]}`, want: true},
-		{name: "id is not the generated id", filter: `{"operatorType":"IsNullOrUndefined","key":"id"}`, want: true},
+		{name: "envelope name with a path", filter: `{"operatorType":"IsNullOrUndefined","key":"subject.x"}`, want: true},
 	})
+	// One filter reading the object itself, paths below it (both ways) and the envelope: a
+	// key for the whole object must not hide the paths below it, nor they it.
+	t.Run("together", func(t *testing.T) {
+		f := mustCompile(t, spec(t, `{"advancedFilters":[
+			{"operatorType":"IsNotNull","key":"data"},
+			{"operatorType":"StringIn","key":"data.siteName","values":["north"]},
+			{"operatorType":"StringIn","key":"siteName","values":["north"]},
+			{"operatorType":"StringIn","key":"data.data.siteName","values":["inner"]},
+			{"operatorType":"StringIn","key":"subject","values":["/mapped"]},
+			{"operatorType":"StringIn","key":"data.eventType","values":["raw.type"]}]}`), schemas.Custom)
+		if !f.Match(ev) {
+			t.Errorf("Match = false on %s, want true", ev.Raw)
+		}
+	})
+}
+
+// TestCustomKeysOfADecodedEvent is the case of an ARM definition copied from Azure onto a topic
+// with a custom input schema: its filters read the mapped envelope and data paths, and agree
+// with subjectBeginsWith, which reads the mapped subject. All but the subject filter failed
+// when keys read only the published object.
+func TestCustomKeysOfADecodedEvent(t *testing.T) {
+	m := &schemas.InputMapping{
+		Subject:   schemas.FieldMapping{SourceField: "resource"},
+		EventType: schemas.FieldMapping{DefaultValue: "Created"},
+	}
+	events, err := schemas.DecodeCustom([]byte(`[{"resource":"/users/1","siteName":"north"}]`), m, "/topics/users",
+		schemas.ClassicLimits, func() string { return "id-1" }, time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events[0]
+	for _, tt := range []struct {
+		name, filter string
+		want         bool
+	}{
+		{"subjectBeginsWith", `{"subjectBeginsWith":"/users/"}`, true},
+		{"subject", `{"advancedFilters":[{"operatorType":"StringBeginsWith","key":"subject","values":["/users/"]}]}`, true},
+		{"eventType", `{"advancedFilters":[{"operatorType":"StringIn","key":"eventType","values":["Created"]}]}`, true},
+		{"data path", `{"advancedFilters":[{"operatorType":"StringIn","key":"data.siteName","values":["north"]}]}`, true},
+		{"Not operator on a data path", `{"advancedFilters":[{"operatorType":"StringNotIn","key":"data.siteName","values":["north"]}]}`, false},
+		{"id", `{"advancedFilters":[{"operatorType":"StringIn","key":"id","values":["id-1"]}]}`, true},
+		{"eventTime", `{"advancedFilters":[{"operatorType":"StringBeginsWith","key":"eventTime","values":["2024-05-01T12:00:00"]}]}`, true},
+	} {
+		if got := mustCompile(t, spec(t, tt.filter), schemas.Custom).Match(ev); got != tt.want {
+			t.Errorf("%s: %s on %s (subject %q, eventType %q): Match = %v, want %v", tt.name, tt.filter, ev.Raw, ev.Subject, ev.Type, got, tt.want)
+		}
+	}
 }
 
 // TestMatchConcurrent checks that one Filter can be used from many goroutines at once (run
