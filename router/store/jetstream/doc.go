@@ -106,7 +106,9 @@
 // (an outage), or one an earlier release left, goes with the next listing of the meta
 // bucket that finds it (see dropMarker). Delivery histories and dead-letter records go
 // without a trace too (their subjects are purged from their bucket's stream), and an expiry
-// of histories also removes the markers earlier releases left.
+// of histories also removes the markers earlier releases left. An expiry holds a batch and a
+// page of the history bucket at a time, whatever its size, and [Options.Timeout] bounds each
+// of its requests rather than the whole (see [Store.ExpireHistory]).
 //
 // jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
 // the NATS client).

@@ -7,8 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -207,54 +208,217 @@ func (s *Store) History(ctx context.Context, topic, sub, eventID string, now tim
 	return r, nil
 }
 
-// ExpireHistory implements [store.Store]: it reads the whole bucket, so the router calls it
-// seldom (hourly).
+// ExpireHistory implements [store.Store]. It reads the history bucket's stream once, in
+// batches of expireBatch messages through a consumer of its own, collects the keys of the
+// expired histories, unreadable values and deletion markers of earlier releases into a page
+// of about expirePage, deletes the consumer and purges the page with up to expirePurges
+// purges in flight, then reads on from where it stopped. Its memory is bounded by a batch
+// and a page, not by the size of the bucket, and a purge's round trip overlaps the others'.
+//
+// A cluster can hold far more expired histories than fit in one call's Timeout (a purge is a
+// round trip and a stream write: one at a time, ten seconds expired some 6 000 histories, and
+// an hourly expiry that falls behind never catches up). So when ctx has no deadline, Timeout
+// bounds each request of the expiry, not the expiry as a whole: it goes on while the server
+// answers, and fails when a request does not get its answer in time or the store is closed.
+// Each purge reaches only up to the message read, so a history written again meanwhile
+// stays; one that expires during the sweep goes in the next. Every purge lasts, so an expiry
+// cut short (ctx, an outage) leaves less for the next, which reads the stream from the start.
+//
+// Why JetStream does not age histories out itself (a MaxAge on the bucket; a TTL per
+// message needs nats-server 2.11): a history's Expires is set by the router per event (the
+// retention after the next retry's due time while the event is retried), not a fixed age
+// after its last write, so one stream-wide age would drop a retried event's history before
+// its Expires; and Expires is judged against the router's now, which a stream's age is not.
 func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
-	ctx, cancel, err := s.enter(ctx)
-	if err != nil {
-		return err
+	if s.closed.Load() {
+		return store.ErrClosed
 	}
-	defer cancel()
-	return s.purgeHistory(ctx, ">", func(r store.HistoryRecord) bool { return !now.Before(r.Expires) })
+	if !s.nc.IsConnected() {
+		return fmt.Errorf("%w (status %v)", ErrNotConnected, s.nc.Status())
+	}
+	n, err := s.expireHistory(ctx, now)
+	if err != nil {
+		return fmt.Errorf("jetstream store: expiring delivery histories (%d deleted; the next expiry goes on with the rest): %w", n, err)
+	}
+	return nil
 }
 
-// purgeHistory deletes the histories whose keys match pattern and for which drop says so
-// (every one when drop is nil), and the deletion markers earlier releases left behind.
-//
-// A history goes with its messages (a purge of its subject from the bucket's stream), and
-// leaves nothing: a key-value purge leaves a marker, which a bucket with one key per event
-// and subscription kept for good — a message per delivered event, the bucket's growth
-// without bound, every later expiry reading them all again. Each purge reaches only up to
-// the revision the listing read, so a history written again meanwhile stays.
-func (s *Store) purgeHistory(ctx context.Context, pattern string, drop func(store.HistoryRecord) bool) error {
-	if drop == nil { // all of them: one purge of the pattern's subjects, no listing
-		if err := purgeKey(ctx, s.history, s.historyStream, pattern, 0); err != nil {
-			return fmt.Errorf("jetstream store: deleting delivery histories %s: %w", pattern, err)
+// An expiry reads expireBatch histories at a time, collects the expired ones' keys into a
+// page of about expirePage, and purges a page with up to expirePurges purges in flight.
+const (
+	expireBatch  = 256
+	expirePage   = 4096
+	expirePurges = 32
+)
+
+// doomedHistory is a history an expiry purges: its key and the stream sequence of the message
+// it read (the purge reaches up to there).
+type doomedHistory struct {
+	key string
+	seq uint64
+}
+
+// expireHistory purges the histories expired at now, the unreadable ones and the deletion
+// markers, page by page, and returns how many it purged; see ExpireHistory.
+func (s *Store) expireHistory(ctx context.Context, now time.Time) (int, error) {
+	info, err := s.historyInfo(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return 0, err
+	}
+	last := info.State.LastSeq // the sweep ends there: what is written later is not expired
+	purged := 0
+	for from := info.State.FirstSeq; ; {
+		if s.closed.Load() {
+			return purged, store.ErrClosed
 		}
-		return nil
+		page, next, err := s.expiredPage(ctx, from, last, now)
+		if err != nil {
+			return purged, err
+		}
+		n, err := s.purgeHistories(ctx, page)
+		purged += n
+		if err != nil || next == 0 {
+			return purged, err
+		}
+		from = next
 	}
-	w, err := s.history.Watch(ctx, pattern)
+}
+
+// expiredPage reads the history bucket's stream from sequence from through last (or its end)
+// with a consumer of its own, until it has found about expirePage histories to purge, and
+// returns them and the sequence to go on from (0 at the end). The consumer is deleted before
+// the page is purged: a purge recounts every consumer's pending messages, which made each
+// purge cost a walk of the bucket's keys while one was open.
+func (s *Store) expiredPage(ctx context.Context, from, last uint64, now time.Time) (page []doomedHistory, next uint64, err error) {
+	name := s.historyStream.name
+	rctx, rcancel := s.bound(ctx)
+	cons, err := s.js.CreateConsumer(rctx, name, jetstream.ConsumerConfig{
+		Description: "egrid delivery history expiry",
+		AckPolicy:   jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+		InactiveThreshold: max(time.Minute, 2*s.opts.Timeout), // gone by itself if this node stops reading
+		Replicas:          1, MemoryStorage: true,
+	})
+	rcancel()
 	if err != nil {
-		return fmt.Errorf("jetstream store: listing delivery histories: %w", err)
+		return nil, 0, fmt.Errorf("reading the history bucket: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	entries, err := watched(ctx, w)
-	if err != nil {
-		return fmt.Errorf("jetstream store: listing delivery histories: %w", err)
-	}
-	gone := make(map[string]uint64) // key → the revision to purge up to
-	for k, e := range entries {
-		if e.Operation() == jetstream.KeyValuePut {
-			if r, _, err := decodeHistory(e.Value()); err == nil && !drop(r) {
+	defer func() {
+		dctx, dcancel := s.bound(context.WithoutCancel(ctx))
+		defer dcancel()
+		_ = s.js.DeleteConsumer(dctx, name, cons.CachedInfo().Name)
+	}()
+	prefix := "$KV." + s.history.Bucket() + "."
+	for len(page) < expirePage {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		batch, err := cons.FetchNoWait(expireBatch) // answered at once, at the end with none
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the history bucket: %w", err)
+		}
+		got, end := 0, false
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
 				continue
 			}
+			next = meta.Sequence.Stream + 1
+			end = end || meta.Sequence.Stream >= last || meta.NumPending == 0
+			if expiredHistory(m, now) {
+				page = append(page, doomedHistory{strings.TrimPrefix(m.Subject(), prefix), meta.Sequence.Stream})
+			}
 		}
-		gone[k] = e.Revision() // expired, unreadable, or a marker
+		if err := batch.Error(); err != nil {
+			return nil, 0, fmt.Errorf("reading the history bucket: %w", err)
+		}
+		if end {
+			return page, 0, nil
+		}
+		if got == 0 { // the end, or a fetch the server left unanswered
+			ictx, icancel := s.bound(ctx)
+			ci, err := cons.Info(ictx)
+			icancel()
+			switch {
+			case err != nil:
+				return nil, 0, fmt.Errorf("reading the history bucket: %w", err)
+			case ci.NumPending > 0:
+				return nil, 0, fmt.Errorf("reading the history bucket: a fetch got no answer with %d histories left to read", ci.NumPending)
+			}
+			return page, 0, nil
+		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(gone)) {
-		if err := purgeKey(ctx, s.history, s.historyStream, k, gone[k]); err != nil {
-			return fmt.Errorf("jetstream store: deleting delivery history %s: %w", k, err)
+	return page, next, nil
+}
+
+// purgeHistories purges the histories of page, up to expirePurges at once, and returns how
+// many it purged; it stops at the first failure.
+func (s *Store) purgeHistories(ctx context.Context, page []doomedHistory) (int, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg     sync.WaitGroup
+		purged atomic.Int64
+		slots  = make(chan struct{}, expirePurges)
+	)
+	for _, h := range page {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			pctx, pcancel := s.bound(ctx)
+			defer pcancel()
+			if err := purgeKey(pctx, s.history, s.historyStream, h.key, h.seq); err != nil {
+				cancel(fmt.Errorf("deleting delivery history %s: %w", h.key, err))
+				return
+			}
+			purged.Add(1)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return int(purged.Load()), context.Cause(ctx)
+	}
+	return int(purged.Load()), nil
+}
+
+// expiredHistory reports whether m, a message of the history bucket, is to go: a history
+// expired at now, an unreadable one (of no use to anyone), or a deletion marker.
+func expiredHistory(m jetstream.Msg, now time.Time) bool {
+	if op := m.Headers().Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return true
+	}
+	r, _, err := decodeHistory(m.Data())
+	return err != nil || !now.Before(r.Expires)
+}
+
+// historyInfo reads the history bucket's stream's state through a handle of its own (see
+// bucketStream).
+func (s *Store) historyInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	str, err := s.js.Stream(ctx, s.historyStream.name)
+	if err != nil {
+		return nil, fmt.Errorf("reading the history bucket: %w", err)
+	}
+	return str.CachedInfo(), nil
+}
+
+// purgeHistory deletes every history whose key matches pattern (a subscription's, a
+// topic's): one purge of the pattern's subjects from the bucket's stream, which leaves
+// nothing. A key-value purge leaves a marker, which a bucket with one key per event and
+// subscription kept for good — a message per delivered event, the bucket's growth without
+// bound, every later expiry reading them all again.
+func (s *Store) purgeHistory(ctx context.Context, pattern string) error {
+	if err := purgeKey(ctx, s.history, s.historyStream, pattern, 0); err != nil {
+		return fmt.Errorf("jetstream store: deleting delivery histories %s: %w", pattern, err)
 	}
 	return nil
 }

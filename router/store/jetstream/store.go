@@ -48,7 +48,8 @@ type Options struct {
 	// Memory keeps streams and buckets in the servers' memory instead of files: for tests and
 	// caches, not for a durable router.
 	Memory bool
-	// Timeout bounds every call whose context has no deadline. Default 10 seconds.
+	// Timeout bounds every call whose context has no deadline (ExpireHistory: each of its
+	// requests, see there). Default 10 seconds.
 	Timeout time.Duration
 }
 
@@ -704,7 +705,7 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of topic %q: %w", topic, err)
 	}
-	return s.purgeHistory(ctx, "h."+escape(topic)+".>", nil)
+	return s.purgeHistory(ctx, "h."+escape(topic)+".>")
 }
 
 // DeleteTopic implements [store.Store]. Deleting the definition is the commit point; the
@@ -1056,7 +1057,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)
 	}
-	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*", nil)
+	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*")
 }
 
 // Subscriptions implements [store.Store].

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,5 +102,56 @@ func testHistory(t *testing.T, s store.Store) {
 	}
 	if err := s.PutHistory(ctx, "orders", "a", load(t, s, "orders", "a").Epoch, []store.HistoryRecord{late}); err != nil {
 		t.Errorf("PutHistory of the new subscription's epoch: %v", err)
+	}
+}
+
+// testExpireManyHistories checks that one ExpireHistory deletes every history expired by
+// then, however many there are and in every topic and subscription, keeps the others, and
+// judges a history put again by its newest Expires.
+func testExpireManyHistories(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	const perSub = 500
+	type sub struct{ topic, name string }
+	subs := []sub{{"orders", "a"}, {"orders", "b"}, {"audit", "a"}}
+	putTopic(t, s, "orders")
+	putTopic(t, s, "audit")
+	live := func(i int) bool { return i%5 == 0 }
+	id := func(i int) string { return fmt.Sprintf("event-%04d", i) }
+	for _, sb := range subs {
+		putSub(t, s, sb.topic, sb.name)
+		recs := make([]store.HistoryRecord, 0, perSub)
+		for i := range perSub {
+			exp := now.Add(-time.Duration(i) * time.Second)
+			if live(i) {
+				exp = now.Add(time.Duration(i+1) * time.Second)
+			}
+			recs = append(recs, store.HistoryRecord{EventID: id(i), Expires: exp, Payload: []byte(id(i))})
+		}
+		if err := s.PutHistory(ctx, sb.topic, sb.name, 0, recs); err != nil {
+			t.Fatalf("PutHistory(%s, %s): %v", sb.topic, sb.name, err)
+		}
+	}
+	// Event 1 of the first subscription, expired as first put, is put again to live on.
+	again := store.HistoryRecord{EventID: id(1), Expires: now.Add(time.Hour), Payload: []byte("again")}
+	if err := s.PutHistory(ctx, subs[0].topic, subs[0].name, 0, []store.HistoryRecord{again}); err != nil {
+		t.Fatalf("PutHistory again: %v", err)
+	}
+
+	if err := s.ExpireHistory(ctx, now); err != nil {
+		t.Fatalf("ExpireHistory: %v", err)
+	}
+	before := now.Add(-time.Hour) // when every history put was live: what History finds is stored
+	for j, sb := range subs {
+		for i := range perSub {
+			keep := live(i) || j == 0 && i == 1
+			r, err := s.History(ctx, sb.topic, sb.name, id(i), before)
+			switch {
+			case keep && err != nil:
+				t.Fatalf("live history %s of %s/%s after ExpireHistory: %v", id(i), sb.topic, sb.name, err)
+			case !keep && !errors.Is(err, store.ErrNotFound):
+				t.Fatalf("expired history %s of %s/%s survived ExpireHistory: %q, %v", id(i), sb.topic, sb.name, r.Payload, err)
+			}
+		}
 	}
 }

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadLetterReads", testDeadLetterReads},
 		{"UpdateHandsDeadLettersOver", testUpdateHandsDeadLettersOver},
 		{"History", testHistory},
+		{"ExpireManyHistories", testExpireManyHistories},
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
