@@ -144,7 +144,7 @@ func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nat
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is the server running? check --cluster)", jetstream.RedactURLs(strings.Join(s.URLs, ",")), jetstream.RedactError(err))
 	}
-	st, err := jetstream.Open(ctx, nc, jetstream.Options{Prefix: s.Options.Prefix, Replicas: s.Replicas})
+	st, err := jetstream.Open(ctx, nc, jetstream.Options{Prefix: s.Options.Prefix, Replicas: s.Replicas, Logger: log})
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, context.DeadlineExceeded) {

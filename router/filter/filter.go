@@ -70,11 +70,15 @@ func (f *Filter) Advanced() int {
 
 // Match reports whether ev passes every part of the filter: event type, subject prefix and
 // suffix, and every advanced filter (SPEC.md §3). It reads ev.Raw only if an advanced filter
-// on a raw key is reached, and scans it at most once. ev must not be nil; Match does not
-// modify it.
+// on a raw key is reached, and scans it at most once. A nil ev matches no filter (a store
+// returns none; this keeps a bug elsewhere from becoming a panic here). Match does not
+// modify ev.
 func (f *Filter) Match(ev *schemas.Event) bool {
 	if f == nil {
 		return true
+	}
+	if ev == nil {
+		return false
 	}
 	if f.typeSet != nil {
 		var buf [128]byte

@@ -428,3 +428,13 @@ func TestMatchConcurrent(t *testing.T) {
 		t.Errorf("concurrent Match gave the wrong answer for %s", e)
 	}
 }
+
+// TestNilEventMatchesNothing: a nil event (which no store should hand out) is refused by
+// every compiled filter rather than dereferenced.
+func TestNilEventMatchesNothing(t *testing.T) {
+	for _, spec := range []filter.Spec{{}, {IncludedEventTypes: []string{"Orders.Created"}}, {SubjectBeginsWith: "/a", IsSubjectCaseSensitive: true}} {
+		if mustCompile(t, spec, schemas.EventGrid).Match(nil) {
+			t.Errorf("filter %+v matched a nil event", spec)
+		}
+	}
+}

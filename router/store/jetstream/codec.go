@@ -202,7 +202,8 @@ func appendBytes(dst, b []byte) []byte {
 }
 
 // Event encoding: a presence byte (0 for a nil event, 1 otherwise), the eight string lengths
-// as uvarints, the eight strings back to back, and Raw as the rest of the value.
+// as uvarints, the eight strings back to back, and Raw as the rest of the value. The store
+// writes no value without an event, and its decoders take one for corrupt.
 const (
 	eventAbsent  = 0
 	eventPresent = 1
@@ -321,6 +322,12 @@ func (d *decoder) readTime() time.Time {
 func (d *decoder) readEvent() *schemas.Event {
 	switch d.readByte() {
 	case eventAbsent:
+		// The store never writes one (Append refuses a nil event, and a parked event is
+		// one of them): a foreign message, which a reader must not take for an event.
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: no event (the store writes every entry with one)", errCorrupt)
+		}
+		d.b = nil
 		return nil
 	case eventPresent:
 	default:

@@ -108,7 +108,9 @@
 // without a trace too (their subjects are purged from their bucket's stream), and an expiry
 // of histories also removes the markers earlier releases left. An expiry holds a batch and a
 // page of the history bucket at a time, whatever its size, and [Options.Timeout] bounds each
-// of its requests rather than the whole (see [Store.ExpireHistory]).
+// of its requests rather than the whole (see [Store.ExpireHistory]). A journal message that
+// does not decode (published to the journal's subject by something else: the store writes
+// none) is passed over by reads and logged ([Store.Read]).
 //
 // jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
 // the NATS client).

@@ -383,6 +383,9 @@ func (s *Store) Append(ctx context.Context, topic string, publishTime time.Time,
 	if err := checkName("topic", topic); err != nil {
 		return 0, err
 	}
+	if i := slices.Index(events, nil); i >= 0 {
+		return 0, fmt.Errorf("jetstream store: appending to topic %q: event %d is nil; every journal entry needs an event", topic, i)
+	}
 	r := &appendReq{ctx: ctx, msgs: make([][]byte, len(events)), done: make(chan appendResult, 1)}
 	for i, ev := range events {
 		r.msgs[i] = appendEntry(nil, publishTime, ev)
@@ -430,7 +433,9 @@ const smallRead = 4
 // include events of an Append still waiting for its acknowledgement (they are stored, and
 // delivery is at least once). With replicas it may also return fewer entries than the journal
 // holds, none even: a replica that answers may not have the newest yet. Callers read again
-// later; they never take a short read for the journal's end.
+// later; they never take a short read for the journal's end. A message on the journal's
+// subject that does not decode is not an event the store wrote: the run goes past it, logged
+// as an ERROR to [Options.Logger] (see decodeJournal).
 func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -467,11 +472,13 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			if err != nil {
 				return nil, fmt.Errorf("jetstream store: reading topic %q at %d: %w", topic, seq, err)
 			}
-			e, err := decodeEntry(seq, m.Data)
+			e, ok, err := s.decodeJournal(topic, seq, m.Data)
 			if err != nil {
-				return nil, fmt.Errorf("jetstream store: topic %q entry %d: %w", topic, seq, err)
+				return nil, err
 			}
-			entries = append(entries, e)
+			if ok {
+				entries = append(entries, e)
+			}
 		}
 		return entries, nil
 	}
@@ -494,9 +501,9 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 	// The consumer counted what it has to deliver when it was made; fetch that many, waiting
 	// only if entries vanish meanwhile (a Trim), which ends the read early.
 	n = min(n, int(cons.CachedInfo().NumPending))
-	r := run{str: str, topic: topic, next: from, entries: entries}
-	for len(r.entries) < n {
-		batch, err := cons.Fetch(n-len(r.entries), jetstream.FetchMaxWait(readWait))
+	r := run{s: s, str: str, topic: topic, next: from, entries: entries}
+	for r.taken() < n {
+		batch, err := cons.Fetch(n-r.taken(), jetstream.FetchMaxWait(readWait))
 		if err != nil {
 			return nil, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 		}
@@ -512,7 +519,7 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			} else if err != nil {
 				return nil, err
 			}
-			if len(r.entries) >= n {
+			if r.taken() >= n {
 				// All counted: the fetch, short of the messages lost on the way, would
 				// wait for them until it gives up (seconds); its goroutine ends by itself.
 				return r.entries, nil
@@ -539,11 +546,17 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 // server that answered may not have it yet (the stream's leader changed while a NATS server
 // was lost), and the caller reads from there again later.
 type run struct {
+	s       *Store
 	str     jetstream.Stream
 	topic   string
 	next    uint64 // the sequence number the run needs next
 	entries []store.Entry
+	passed  int // messages passed over as not the store's (see decodeJournal)
 }
+
+// taken is how many of the stream's messages the run has taken: its entries and the ones
+// it passed over.
+func (r *run) taken() int { return len(r.entries) + r.passed }
 
 // add takes the message the consumer delivered as sequence number seq.
 func (r *run) add(ctx context.Context, seq uint64, data []byte) error {
@@ -592,12 +605,37 @@ func gone(ctx context.Context, str jetstream.Stream, seq uint64) (bool, error) {
 }
 
 func (r *run) take(seq uint64, data []byte) error {
-	e, err := decodeEntry(seq, data)
-	if err != nil {
-		return fmt.Errorf("jetstream store: topic %q entry %d: %w", r.topic, seq, err)
+	e, ok, err := r.s.decodeJournal(r.topic, seq, data)
+	switch {
+	case ok:
+		r.entries = append(r.entries, e)
+	case err == nil:
+		r.passed++
 	}
-	r.entries = append(r.entries, e)
-	return nil
+	return err
+}
+
+// decodeJournal decodes the journal message seq of topic. A message of this store's format
+// that does not decode (one without an event, cut short, bad lengths) is no event Append
+// wrote — it writes only what decodes — but a message someone else published to the
+// journal's subject, or damage: it is passed over (ok false), logged as an ERROR, so that
+// every subscription delivers the entries around it. Failing the read instead would restart
+// each subscription reaching it for good (a subscription actor's failed read is retried by
+// a restart), and an entry without an event taken in would fail its filter or delivery the
+// same way. A message of a format this release does not know is an error: it may be an event
+// a newer release wrote, which must not be passed over; upgrade this node.
+func (s *Store) decodeJournal(topic string, seq uint64, data []byte) (e store.Entry, ok bool, err error) {
+	e, err = decodeEntry(seq, data)
+	switch {
+	case err == nil:
+		return e, true, nil
+	case (len(data) == 0 || data[0] == formatV1) && errors.Is(err, errCorrupt):
+		s.opts.Logger.Error("jetstream store: a journal message does not decode and is passed over: it is not an event egrid stored (a message published to the journal's subject by something else, or damage); the subscriptions deliver the entries around it",
+			"topic", topic, "seq", seq, "err", err)
+		return store.Entry{}, false, nil
+	default:
+		return store.Entry{}, false, fmt.Errorf("jetstream store: topic %q entry %d (a newer release's format? upgrade this node): %w", topic, seq, err)
+	}
 }
 
 func maxU(a, b, c uint64) uint64 { return max(a, b, c) }

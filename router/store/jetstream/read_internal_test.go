@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestReadRunFillsHoles(t *testing.T) {
 	if err := str.DeleteMsg(ctx, 8); err != nil { // no longer in the stream
 		t.Fatal(err)
 	}
-	r := run{str: str, topic: "orders", next: 1}
+	r := run{s: s, str: str, topic: "orders", next: 1}
 	// The consumer's delivery: 2-4 lost on the way, 8 not in the stream, 6 delivered twice.
 	for _, seq := range []uint64{1, 5, 6, 6, 7, 9, 10} {
 		m, err := str.GetMsg(ctx, seq)
@@ -66,7 +67,7 @@ func TestReadRunFillsHoles(t *testing.T) {
 	if err := s.Trim(ctx, "orders", 3); err != nil {
 		t.Fatal(err)
 	}
-	trimmed := run{str: str, topic: "orders", next: 2}
+	trimmed := run{s: s, str: str, topic: "orders", next: 2}
 	m, err := str.GetMsg(ctx, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -165,5 +166,72 @@ func TestAppendErrNamesAPublishNoServerTook(t *testing.T) {
 	}
 	if err := s.appendErr("orders", jetstream.ErrStreamNotFound); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("appendErr(ErrStreamNotFound) = %v, want store.ErrNotFound", err)
+	}
+}
+
+// A message on a journal's subject that the store did not write must not reach a
+// subscription as an entry: one without an event (format 1, event absent) became an Entry
+// whose Event was nil, and a subscription's filter or delivery dereferenced it (a panic, the
+// subscription restarted for good). Such a message is passed over with an ERROR, by both
+// kinds of read, and the entries around it are returned; one of a format this release does
+// not know (maybe a newer release's event) fails the read instead of being passed over.
+func TestReadPassesOverAForeignJournalMessage(t *testing.T) {
+	ctx := t.Context()
+	var logs strings.Builder
+	s, _ := holesStore(t, 0)
+	s.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	ev := func(id string) *schemas.Event {
+		return &schemas.Event{ID: id, Type: "T", Subject: "/s", Time: "2024-01-01T00:00:00Z", DataVersion: "1"}
+	}
+	if _, err := s.Append(ctx, "orders", time.Unix(1, 0), []*schemas.Event{ev("a")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]byte{{1, 0, 0, 0}, {}, {1, 0, 0, 1, 200}} { // no event; empty; cut short
+		if _, err := s.js.Publish(ctx, s.subject("orders"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Append(ctx, "orders", time.Unix(2, 0), []*schemas.Event{ev("b"), ev("c"), ev("d"), ev("e")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{smallRead, 100} { // single-message gets; a consumer
+		got, err := s.Read(ctx, "orders", 1, max)
+		if err != nil {
+			t.Fatalf("Read(max %d): %v", max, err)
+		}
+		var ids []string
+		for _, e := range got {
+			if e.Event == nil {
+				t.Fatalf("Read(max %d) returned entry %d without an event", max, e.Seq)
+			}
+			ids = append(ids, fmt.Sprint(e.Seq, e.Event.ID))
+		}
+		want := []string{"1a", "5b", "6c", "7d", "8e"}
+		if max == smallRead {
+			want = want[:1] // 1-4: the three foreign messages passed over
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("Read(max %d) = %v, want %v", max, ids, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 6 {
+		t.Errorf("%d ERRORs logged, want one per foreign message and read (6):\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "seq=2") || !strings.Contains(logs.String(), "no event") {
+		t.Errorf("the ERROR does not name the message and what is wrong:\n%s", logs.String())
+	}
+
+	if _, err := s.js.Publish(ctx, s.subject("orders"), []byte{9, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, "orders", 9, 10); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("Read of a message of an unknown format: %v, want errCorrupt saying to upgrade", err)
+	}
+}
+
+// A parked event's copy without an event does not decode either.
+func TestDecodeBodyWithoutEventIsCorrupt(t *testing.T) {
+	if ev, err := decodeBody([]byte{1, 0}); !errors.Is(err, errCorrupt) || ev != nil {
+		t.Errorf("decodeBody of a copy without an event = %v, %v; want errCorrupt", ev, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -51,6 +52,9 @@ type Options struct {
 	// Timeout bounds every call whose context has no deadline (ExpireHistory: each of its
 	// requests, see there). Default 10 seconds.
 	Timeout time.Duration
+	// Logger receives the damage a read passes over (a journal message that does not
+	// decode, see [Store.Read]), as ERROR. Default: discarded.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +66,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
