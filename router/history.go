@@ -55,6 +55,12 @@ type historyWriter struct {
 	wake chan struct{} // capacity 1
 	done chan struct{}
 
+	// expiring ends with close: an expiry still running then (a cluster store with many
+	// expired histories takes seconds) is cut, and the next start's first hour runs it again,
+	// instead of holding the router's close past its grace.
+	expiring     context.Context
+	stopExpiring context.CancelFunc
+
 	// What write reuses from batch to batch; only the writer's goroutine touches it.
 	pending []pendingHistory
 	index   map[historyKey]int // into pending
@@ -89,6 +95,7 @@ func newHistoryWriter(st store.Store, cfg HistoryConfig, log *slog.Logger) *hist
 		store: st, cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		index: make(map[historyKey]int),
 	}
+	w.expiring, w.stopExpiring = context.WithCancel(context.Background())
 	w.cond = sync.NewCond(&w.mu)
 	go w.run()
 	return w
@@ -152,6 +159,7 @@ func (w *historyWriter) close() {
 		close(w.wake)
 	}
 	w.mu.Unlock()
+	w.stopExpiring()
 	<-w.done
 }
 
@@ -170,7 +178,7 @@ func (w *historyWriter) run() {
 				return
 			}
 		case now := <-expire.C:
-			if err := w.store.ExpireHistory(context.Background(), now); err != nil && !errors.Is(err, store.ErrClosed) {
+			if err := w.store.ExpireHistory(w.expiring, now); err != nil && !errors.Is(err, store.ErrClosed) && w.expiring.Err() == nil {
 				w.log.Warn("expiring delivery histories", "err", err)
 			}
 		}
