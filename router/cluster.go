@@ -605,6 +605,10 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 		}
 		if err != nil {
 			c.r.log.Error("stopping a subscription actor", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription, "err", err)
+		} else if _, _, _, lerr := c.r.lookup(k.Topic, k.Subscription); lerr != nil {
+			// Deleted, not moved: its counters go with it, unless it runs here again already
+			// (created again under its name), which the Set's guard sees.
+			c.r.metrics.ForgetSubscription(k.Topic, k.Subscription)
 		}
 	}
 	c.mu.Lock()
@@ -1201,6 +1205,7 @@ func (r *Router) dropTopicLocally(life context.Context, t *topicRuntime) {
 		r.stopActor(t.pid, "topic actor "+t.name)           // its children's stop work has begun then
 		_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
 		_ = t.writer.Close()                                // after the actors: they flush on stop
+		r.metrics.ForgetTopic(t.name)                       // not while a topic of the name runs actors again
 	})
 	ctx, cancel := context.WithTimeout(life, dropTopicWait)
 	defer cancel()

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -102,4 +104,58 @@ func (g *SubscriptionGauges) ProbationAt(now time.Time) uint32 {
 		return ProbationAwaitingProbe
 	}
 	return st
+}
+
+// ForgetSubscription drops every counter and histogram of the subscription topic/sub (its
+// scope, [SubscriptionScope], matched without regard to case as names are), so that a
+// deleted subscription leaves nothing behind in [Set.Snapshot], [Set.EachHistogram] or the
+// metrics read from them. Call it once the subscription's actor has stopped. It is guarded as
+// [Set.RetireGauges] is: while an actor of topic/sub has gauges published — a newer
+// incarnation, created again under the name since — it drops nothing and returns false, so
+// the counters of the new subscription are never reset. A counter added after it ran (a late
+// count of the deleted subscription) appears again; the next deletion of the name drops it.
+func (s *Set) ForgetSubscription(topic, sub string) bool {
+	s.gaugesMu.Lock() // held across the drop: an incarnation starting now publishes after it
+	defer s.gaugesMu.Unlock()
+	for k := range s.gauges {
+		if strings.EqualFold(k.topic, topic) && strings.EqualFold(k.sub, sub) {
+			return false
+		}
+	}
+	s.forget(func(scope string) bool {
+		t, sb := SplitScope(scope)
+		return sb != "" && strings.EqualFold(t, topic) && strings.EqualFold(sb, sub)
+	})
+	return true
+}
+
+// ForgetTopic drops every counter and histogram of topic: its own and those of every one of
+// its subscriptions. Call it once the topic's actors have stopped. Guarded as
+// [Set.ForgetSubscription]: while any actor of a subscription of topic has gauges published
+// (the topic created again since), it drops nothing and returns false.
+func (s *Set) ForgetTopic(topic string) bool {
+	s.gaugesMu.Lock()
+	defer s.gaugesMu.Unlock()
+	for k := range s.gauges {
+		if strings.EqualFold(k.topic, topic) {
+			return false
+		}
+	}
+	s.forget(func(scope string) bool {
+		t, _ := SplitScope(scope)
+		return strings.EqualFold(t, topic)
+	})
+	return true
+}
+
+// forget deletes the counters and histograms whose scope match reports.
+func (s *Set) forget(match func(scope string) bool) {
+	for _, m := range []*sync.Map{&s.m, &s.hist} {
+		m.Range(func(k, _ any) bool {
+			if match(k.(Key).Scope) {
+				m.Delete(k)
+			}
+			return true
+		})
+	}
 }
