@@ -1,11 +1,16 @@
 package router_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,13 +139,42 @@ type healthStore struct {
 
 func (s *healthStore) Health() store.Health { return s.health }
 
-// pingStore is a dead-letter store that answers Ping with err.
+// pingStore is a dead-letter store that answers Ping with err, counting the pings. While
+// hold is not nil, a ping waits for it to close.
 type pingStore struct {
 	*testkit.ObjectStore
-	err error
+	mu    sync.Mutex
+	err   error
+	pings int
+	hold  chan struct{}
 }
 
-func (s *pingStore) Ping(context.Context) error { return s.err }
+func (s *pingStore) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	s.pings++
+	err, hold := s.err, s.hold
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+func (s *pingStore) set(err error, hold chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err, s.hold = err, hold
+}
+
+func (s *pingStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pings
+}
 
 func failedChecks(rep probes.Report) string {
 	var failed []string
@@ -154,36 +188,109 @@ func failedChecks(rep probes.Report) string {
 
 // TestReadinessChecks: ready with a healthy store and a reachable dead-letter store; not
 // ready, naming the check, when the store has failed, when MinIO does not answer, and once
-// the router is closed.
+// the router is closed. A failed check says what is wrong and where to look, and never the
+// reason itself, which can name the server's files or MinIO's address: /readyz needs no
+// credentials.
 func TestReadinessChecks(t *testing.T) {
-	st := &healthStore{Store: store.NewMemory()}
-	dl := &pingStore{ObjectStore: testkit.NewObjectStore()}
-	r, err := router.New(router.Config{}, router.Deps{Store: st, DeadLetterStore: dl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	run := func() probes.Report { return probes.Run(context.Background(), time.Minute, r.ReadinessChecks()) }
-	if rep := run(); !rep.Ready || len(rep.Checks) != 3 {
-		t.Fatalf("healthy router: %+v, want ready with the store, actors and deadLetterStore checks", rep)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := &healthStore{Store: store.NewMemory()}
+		dl := &pingStore{ObjectStore: testkit.NewObjectStore()}
+		var logMu sync.Mutex
+		var logs bytes.Buffer
+		r, err := router.New(router.Config{}, router.Deps{Store: st, DeadLetterStore: dl, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		run := func() probes.Report { return probes.Run(context.Background(), time.Minute, r.ReadinessChecks()) }
+		if rep := run(); !rep.Ready || len(rep.Checks) != 3 {
+			t.Fatalf("healthy router: %+v, want ready with the store, actors and deadLetterStore checks", rep)
+		}
 
-	st.health = store.Health{State: store.Failed, Reason: "writing the journal: no space left on device"}
-	if rep := run(); rep.Ready || failedChecks(rep) != "store: the store is failed: writing the journal: no space left on device" {
-		t.Errorf("failed store: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
-	}
-	st.health = store.Health{}
+		st.health = store.Health{State: store.Failed, Reason: "reopening the store in /var/lib/egrid/data: pebble: 000123.sst: corrupt"}
+		if rep := run(); rep.Ready || failedChecks(rep) != "store: the store is failed: see the log or GET /admin/health with the admin token" {
+			t.Errorf("failed store: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
+		}
+		if h := r.Health(); h.Reason != st.health.Reason {
+			t.Errorf("Health().Reason = %q, want the store's reason %q", h.Reason, st.health.Reason)
+		}
+		st.health = store.Health{}
 
-	dl.err = errors.New("reaching minio at 127.0.0.1:9: connection refused")
-	if rep := run(); rep.Ready || !strings.HasPrefix(failedChecks(rep), router.CheckDeadLetters+": the dead-letter store does not answer: reaching minio") {
-		t.Errorf("MinIO down: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
-	}
-	dl.err = nil
+		dl.set(errors.New("reaching minio at 10.1.2.3:9000: connection refused"), nil)
+		testkit.Advance(router.PingInterval) // past the healthy ping's result
+		if rep := run(); rep.Ready || failedChecks(rep) != router.CheckDeadLetters+": the dead-letter store does not answer: see the log" {
+			t.Errorf("MinIO down: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
+		}
+		logMu.Lock()
+		logged := logs.String()
+		logMu.Unlock()
+		if !strings.Contains(logged, "10.1.2.3:9000: connection refused") {
+			t.Errorf("MinIO down: the log does not say why:\n%s", logged)
+		}
+		dl.set(nil, nil)
+		testkit.Advance(router.PingInterval)
 
-	if err := r.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if rep := run(); rep.Ready || failedChecks(rep) != "actors: the router is shutting down" {
-		t.Errorf("closed router: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
-	}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if rep := run(); rep.Ready || failedChecks(rep) != "actors: the router is shutting down" {
+			t.Errorf("closed router: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
+		}
+	})
+}
+
+// Readiness probes ping the dead-letter store at most once a PingInterval and one at a time:
+// each GET /readyz, which needs no credentials, called MinIO's ListBuckets, so a flood of
+// probes was a flood of MinIO.
+func TestReadinessPingsTheDeadLetterStoreAtMostOnceAnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		defer st.Close()
+		dl := &pingStore{ObjectStore: testkit.NewObjectStore()}
+		r, err := router.New(router.Config{}, router.Deps{Store: st, DeadLetterStore: dl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
+		h := probes.Readiness(r.ReadinessChecks, probes.DefaultTimeout)
+		probe := func() int {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, probes.ReadinessPath, nil))
+			return w.Code
+		}
+
+		// Probes that overlap a ping wait for it and take its result.
+		hold := make(chan struct{})
+		dl.set(nil, hold)
+		codes := make(chan int, 20)
+		for range 20 {
+			go func() { codes <- probe() }()
+		}
+		synctest.Wait()
+		if n := dl.count(); n != 1 {
+			t.Errorf("20 overlapping probes pinged %d times, want 1", n)
+		}
+		close(hold)
+		dl.set(nil, nil)
+		for range 20 {
+			if c := <-codes; c != http.StatusOK {
+				t.Errorf("overlapping probe: %d, want 200", c)
+			}
+		}
+
+		// Probes within the interval take the last result.
+		for range 50 {
+			probe()
+		}
+		if n := dl.count(); n != 1 {
+			t.Errorf("50 more probes within %v pinged %d times in all, want 1", router.PingInterval, n)
+		}
+		testkit.Advance(router.PingInterval)
+		for range 50 {
+			probe()
+		}
+		if n := dl.count(); n != 2 {
+			t.Errorf("50 probes in the next interval: %d pings in all, want 2", n)
+		}
+	})
 }

@@ -255,6 +255,7 @@ type Router struct {
 	ownsStore bool
 	dead      *deadLetterRuntime // nil without a dead-letter store
 	metrics   *metrics.Set
+	dlPing    sharedPing                  // the readiness check's pings of the dead-letter store (observe.go)
 	onAttempt func(*actors.AttemptRecord) // Deps.OnAttempt and the debug log
 	history   *historyWriter              // delivery histories for Explain (explain.go)
 	system    *actor.ActorSystem

@@ -18,6 +18,9 @@ const DefaultTimeout = 2 * time.Second
 
 // Check is one readiness check. Run returns nil when the part it checks is ready, else an
 // error that says what is wrong; it must be safe for concurrent use and return once ctx ends.
+// The error's text is served as it is to anyone who asks (GET /readyz needs no credentials),
+// so it must name no file, path, address or secret of the server: say what failed and where
+// the details are, and log the details.
 type Check struct {
 	Name string
 	Run  func(ctx context.Context) error
