@@ -608,7 +608,7 @@ func (c *clusterRuntime) stop(k cluster.Key) {
 		} else if _, _, _, lerr := c.r.lookup(k.Topic, k.Subscription); lerr != nil {
 			// Deleted, not moved: its counters go with it, unless it runs here again already
 			// (created again under its name), which the Set's guard sees.
-			c.r.metrics.ForgetSubscription(k.Topic, k.Subscription)
+			c.r.subscriptionGone(k.Topic, k.Subscription)
 		}
 	}
 	c.mu.Lock()
@@ -1205,7 +1205,7 @@ func (r *Router) dropTopicLocally(life context.Context, t *topicRuntime) {
 		r.stopActor(t.pid, "topic actor "+t.name)           // its children's stop work has begun then
 		_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
 		_ = t.writer.Close()                                // after the actors: they flush on stop
-		r.metrics.ForgetTopic(t.name)                       // not while a topic of the name runs actors again
+		r.topicGone(t.name, names)                          // not while a topic of the name runs actors again
 	})
 	ctx, cancel := context.WithTimeout(life, dropTopicWait)
 	defer cancel()

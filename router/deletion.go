@@ -67,3 +67,23 @@ func (r *Router) notifyDeletion(t *topicRuntime, name string, spec *Subscription
 		}
 	})
 }
+
+// subscriptionGone drops what the router keeps in memory of a deleted subscription once its
+// actor here has stopped: its counters and histograms ([metrics.Set.ForgetSubscription]), and
+// what Deps.OnSubscriptionDeleted's owner kept of its attempts. Neither happens while an actor
+// of the name runs here again (created anew since), which the metrics set's guard sees.
+func (r *Router) subscriptionGone(topic, sub string) {
+	if r.metrics.ForgetSubscription(topic, sub) && r.deps.OnSubscriptionDeleted != nil {
+		r.deps.OnSubscriptionDeleted(topic, sub)
+	}
+}
+
+// topicGone is [Router.subscriptionGone] of a deleted topic, once its actors have stopped:
+// its own counters and those of its subscriptions subs.
+func (r *Router) topicGone(topic string, subs []string) {
+	if r.metrics.ForgetTopic(topic) && r.deps.OnSubscriptionDeleted != nil {
+		for _, sub := range subs {
+			r.deps.OnSubscriptionDeleted(topic, sub)
+		}
+	}
+}

@@ -225,6 +225,14 @@ type Deps struct {
 	// slices are shared with the delivery history kept for explain: read them, never modify
 	// them (copy what you keep).
 	OnAttempt func(*AttemptRecord)
+	// OnSubscriptionDeleted is called with a deleted subscription's topic and name once its
+	// actor on this node has stopped — after [Router.DeleteSubscription], for each
+	// subscription of a topic [Router.DeleteTopic] deleted, and in cluster mode on the node
+	// that ran it — so that what was kept from its OnAttempt records goes with it: no record
+	// of that subscription is reported after it, and one created again under the name reports
+	// afresh. It is not called while a subscription of the name runs here again (created
+	// anew before the node learnt of the delete). It must not block.
+	OnSubscriptionDeleted func(topic, subscription string)
 	// Publishers are the watermill publishers of subscriptions with a broker endpointType
 	// (NatsJetStream, RabbitMQ, RedisStream, PostgreSQL, GoChannel), by broker; broker.Open
 	// makes them from the server config. Any other watermill publisher is a destination

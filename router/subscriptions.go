@@ -214,7 +214,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 		// Its actor has stopped (runSubscription waited), and a subscription created again
 		// under the name waits for this turn: its counters go with it. In cluster mode the
 		// node that runs it drops them as its actor stops there (clusterRuntime.stop).
-		r.metrics.ForgetSubscription(topic, name)
+		r.subscriptionGone(topic, name)
 	}
 	if err := r.store.DeleteSubscription(ctx, topic, name); err != nil {
 		return fmt.Errorf("deleting event subscription %q: %w: %w", name, ErrUnavailable, err)

@@ -259,7 +259,7 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 	r.stopActor(t.pid, "topic actor "+name) // its children's stop work has begun then
 	_ = r.stops.WaitTopic(ctx, name)        // their sink calls and last writes, off their mailboxes
 	_ = t.writer.Close()                    // after the actors: they flush on stop
-	r.metrics.ForgetTopic(name)             // its actors stopped; a topic of the name waits for the turn
+	r.topicGone(name, subNames)             // its actors stopped; a topic of the name waits for the turn
 	if err := r.store.DeleteTopic(ctx, name); err != nil {
 		return fmt.Errorf("deleting topic %q: %w: %w", name, ErrUnavailable, err)
 	}

@@ -144,7 +144,7 @@ func serve(c *cli.Context, e env) error {
 	r, err := router.New(s.routerConfig(), router.Deps{
 		Store: st, Logger: log, DeadLetterStore: dls, Metrics: counters, Egress: s.egress,
 		Publishers: brokers.Publishers(), Subscribers: brokers.Subscribers(),
-		OnAttempt: attempts.Record, NATS: nc,
+		OnAttempt: attempts.Record, OnSubscriptionDeleted: attempts.Forget, NATS: nc,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

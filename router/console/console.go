@@ -40,15 +40,16 @@ const EventsPerAttempt = 20
 const DefaultMaxBytes = 16 << 20
 
 // Attempts keeps the most recent delivery attempts of every subscription, newest last, for
-// the console's attempts view. Feed it from [router.Deps.OnAttempt] with [Attempts.Record].
+// the console's attempts view. Feed it from [router.Deps.OnAttempt] with [Attempts.Record],
+// and give [router.Deps.OnSubscriptionDeleted] its [Attempts.Forget].
 // It is safe for concurrent use; Record only copies the record under a short lock, so the
 // delivery that reports it never waits on a reader.
 //
 // It holds at most [EventsPerAttempt] events of an attempt and [DefaultMaxBytes] in all. A
-// subscription created again under a deleted one's name starts afresh at its first attempt
-// (the record's epoch differs), and the console forgets the attempts of a subscription it
-// finds deleted when they are asked for; those of one deleted and never asked for again go
-// as the bound needs room.
+// deleted subscription's attempts are forgotten once its actor stops (Forget, from
+// router.Deps.OnSubscriptionDeleted), so one created again under its name starts with none;
+// a record of another epoch than the kept ones also starts afresh, and the console forgets
+// the attempts of a subscription it finds deleted when they are asked for.
 type Attempts struct {
 	n        int
 	maxBytes int

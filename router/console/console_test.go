@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/egridio/egrid/router"
@@ -241,4 +242,60 @@ func TestAttemptsOfABatchAndOfAReusedName(t *testing.T) {
 	if got := attempts.Recent("orders", "billing"); len(got) != 0 {
 		t.Errorf("attempts kept of a subscription found deleted: %+v", got)
 	}
+}
+
+// A subscription deleted and created again under its name shows none of its predecessor's
+// attempts, also before its own first attempt: the console showed them until the new one
+// recorded an attempt, although a subscription created again starts afresh.
+func TestAttemptsOfADeletedSubscriptionGoWithIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		attempts := console.NewAttempts(0)
+		r, err := router.New(router.Config{AdminToken: token}, router.Deps{
+			Sinks:     map[string]sinks.Sink{"ok": sinks.Func(func(context.Context, *sinks.Batch) error { return nil })},
+			OnAttempt: attempts.Record, OnSubscriptionDeleted: attempts.Forget, // as egrid serve wires them
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
+		c := console.New(r, attempts)
+		recent := func() []console.Attempt {
+			req := httptest.NewRequest(http.MethodGet, "/console/api/attempts/orders/billing", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			c.ServeHTTP(w, req)
+			var got struct{ Value []console.Attempt }
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+				t.Fatalf("attempts: %d %v %s", w.Code, err, w.Body.String())
+			}
+			return got.Value
+		}
+		ctx := t.Context()
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		var spec router.SubscriptionSpec
+		spec.Destination.EndpointType = "Sink"
+		spec.Destination.Properties.SinkName = "ok"
+		if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", map[string]any{"id": "old-ev", "subject": "/o/1", "eventType": "Order.Created", "eventTime": "2026-01-01T00:00:00Z", "data": map[string]any{}, "dataVersion": "1"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := recent(); len(got) != 1 || got[0].Events[0].ID != "old-ev" {
+			t.Fatalf("attempts before the delete: %+v, want old-ev's", got)
+		}
+		if err := r.DeleteSubscription(ctx, "orders", "billing"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := recent(); len(got) != 0 {
+			t.Errorf("attempts of billing created again, before its first attempt: %+v, want none", got)
+		}
+	})
 }
