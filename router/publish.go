@@ -40,7 +40,7 @@ func (r *Router) Publish(ctx context.Context, topic string, events ...any) error
 // returns can be given to [Router.PublishEvents].
 func (r *Router) DecodeEvents(topic string, spec TopicSpec, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
 	t := &topicRuntime{name: topic, id: r.TopicID(topic)}
-	return r.decodeWithin(t, newTopicState(spec), body, lim)
+	return r.decodeWithin(t, newTopicState(spec), body, lim, false)
 }
 
 // PublishEvents makes events decoded for a topic durable, like [Router.Publish]: it returns
@@ -72,19 +72,35 @@ func (r *Router) topic(name string) (*topicRuntime, error) {
 // decode decodes a JSON array body in the input schema of st, the topic's definition loaded
 // once for the whole request.
 func (r *Router) decode(t *topicRuntime, st *topicState, body []byte) ([]*schemas.Event, error) {
-	lim := schemas.ClassicLimits
-	if st.spec.Kind == KindNamespace {
-		lim = schemas.NamespaceLimits
-	}
-	return r.decodeWithin(t, st, body, lim)
+	return r.decodeWithin(t, st, body, topicLimits(st), false)
 }
 
-func (r *Router) decodeWithin(t *topicRuntime, st *topicState, body []byte, lim schemas.Limits) ([]*schemas.Event, error) {
-	switch st.schema {
-	case schemas.CloudEvents:
+// decodeMessage decodes a source's message in the input schema of st: a JSON array of events
+// or, whatever the schema, one event object, measured as itself.
+func (r *Router) decodeMessage(t *topicRuntime, st *topicState, body []byte) ([]*schemas.Event, error) {
+	return r.decodeWithin(t, st, body, topicLimits(st), true)
+}
+
+// topicLimits are the limits of a publish to a topic of definition st.
+func topicLimits(st *topicState) schemas.Limits {
+	if st.spec.Kind == KindNamespace {
+		return schemas.NamespaceLimits
+	}
+	return schemas.ClassicLimits
+}
+
+// decodeWithin decodes body in the input schema of st within lim. With single, a body holding
+// one event object is taken in every schema, not only in CloudEvents.
+func (r *Router) decodeWithin(t *topicRuntime, st *topicState, body []byte, lim schemas.Limits, single bool) ([]*schemas.Event, error) {
+	switch {
+	case st.schema == schemas.CloudEvents:
 		return schemas.DecodeCloudEvents(body, lim)
-	case schemas.Custom:
+	case st.schema == schemas.Custom && single:
+		return schemas.DecodeCustomObjectOrArray(body, st.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
+	case st.schema == schemas.Custom:
 		return schemas.DecodeCustom(body, st.spec.InputSchemaMapping.Properties, t.id, lim, uuid.NewString, r.deps.Now().UTC())
+	case single:
+		return schemas.DecodeEventGridObjectOrArray(body, t.id, lim)
 	default:
 		return schemas.DecodeEventGrid(body, t.id, lim)
 	}

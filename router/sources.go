@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +28,8 @@ import (
 //	    poisonQueue: orders.poison
 //
 // A message's payload is decoded in the topic's input schema (and input mapping), exactly as
-// the body of a publish request: a JSON array of events, or one event object. The source
+// the body of a publish request: a JSON array of events, or, in every input schema, one event
+// object, measured against the limits as itself and with nothing after it. The source
 // acknowledges a message only after its events are in the topic's journal (what a publish's
 // 200 promises, SPEC §6); when the journal refuses them (the store is unavailable, the router
 // is closing), it negatively acknowledges the message so the broker delivers it again, after
@@ -260,7 +260,7 @@ func (s *source) handle(m *message.Message) {
 	r := s.r
 	t, err := r.topic(s.spec.Topic)
 	if err == nil {
-		evs, decodeErr := r.decode(t, t.load(), asJSONArray(m.Payload))
+		evs, decodeErr := r.decodeMessage(t, t.load(), m.Payload)
 		if decodeErr != nil {
 			s.poisoned(m, decodeErr)
 			return
@@ -306,14 +306,4 @@ func (s *source) poisoned(m *message.Message, reason error) {
 	}
 	r.log.Warn("source poisoned a malformed message", "source", s.spec.Name, "poisonQueue", s.spec.PoisonQueue, "message", m.UUID, "err", reason)
 	m.Ack()
-}
-
-// asJSONArray returns a payload holding one JSON object as a one-element array, so a message
-// may carry a single event or a batch.
-func asJSONArray(p []byte) []byte {
-	if t := bytes.TrimLeft(p, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-		out := make([]byte, 0, len(p)+2)
-		return append(append(append(out, '['), p...), ']')
-	}
-	return p
 }

@@ -359,3 +359,58 @@ func testSourceOutage(t *testing.T, kind broker.Kind) {
 	send("after")
 	await("after")
 }
+
+// A message is decoded as the publish request it stands for, one event object being taken as
+// itself: two objects separated by a comma are malformed JSON, which the publish API would
+// answer 400, and go to the poison queue; one object as large as a publish may be is fed to
+// the topic, not refused for the two bytes an array around it would add.
+func TestNATSSourceDecodesAMessageAsOnePublish(t *testing.T) {
+	rig := newSourceRig(t, nil)
+	nc, err := nats.Connect(rig.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if max := nc.MaxPayload(); max < 1<<20 {
+		t.Fatalf("the test server's max_payload is %d bytes; want at least 1 MiB", max)
+	}
+	if err := rig.r.AddSource(router.SourceSpec{
+		Name: "orders-in", Broker: "natsjetstream", From: rig.in, Topic: "orders", PoisonQueue: rig.poison,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rig.send(t, rig.in, ev("pair-a")+","+ev("pair-b"))
+	big := strings.Replace(ev("big"), `"data":{}`, `"data":{"pad":""}`, 1)
+	big = strings.Replace(big, `"pad":""`, `"pad":"`+strings.Repeat("x", 1<<20-len(big))+`"`, 1) // exactly 1 MiB, the request limit
+	rig.send(t, rig.in, big)
+	rig.send(t, rig.in, ev("after"))
+	got := map[string]bool{}
+	for !got["big"] || !got["after"] {
+		select {
+		case id := <-rig.delivered:
+			got[id] = true
+		case <-time.After(brokerGuard):
+			t.Fatalf("delivered %v within %s; want big and after", got, brokerGuard)
+		}
+	}
+	if got["pair-a"] || got["pair-b"] {
+		t.Errorf("delivered %v; want big and after, and neither event of the malformed pair", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
+	defer cancel()
+	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
+	if err != nil {
+		t.Fatalf("reading the poison queue: %v", err)
+	}
+	if !strings.Contains(string(m.Data()), `"id":"pair-a"`) {
+		t.Errorf("poison queue holds %.200s; want the malformed pair", m.Data())
+	}
+	if reason := m.Headers().Get(router.PoisonReasonKey); !strings.Contains(reason, "not valid JSON") {
+		t.Errorf("poisoned message's %s = %q; want it to say the message is not valid JSON", router.PoisonReasonKey, reason)
+	}
+}

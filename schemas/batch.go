@@ -33,6 +33,23 @@ func openArray(s *scanner, what, want string) error {
 	return requestError("body is a JSON " + k.String() + ", but " + what + " must be " + want)
 }
 
+// scanOne decodes the single event object s is positioned at, as event 0: fn is called with
+// index 0 and must consume the object and return only scanner errors. Nothing but white space
+// may follow the object, and the object is checked against lim.MaxEventBytes as published, so
+// a body holding one event is measured as that event and not as a batch around it. The result
+// is a *TooLargeError, a request-level *ValidationError for malformed JSON, or nil (p may
+// still hold problems).
+func scanOne(s *scanner, lim Limits, fn func(i int) error) error {
+	start := s.pos
+	if err := fn(0); err != nil {
+		return asSyntaxProblem(err)
+	}
+	if err := s.end(); err != nil {
+		return syntaxProblem(err)
+	}
+	return checkEventSize(0, s.pos-start, lim)
+}
+
 // scanEvents walks the array s is positioned at. For each element that is an object it calls
 // fn with the element's index, with s at its '{'; fn must consume the object and return only
 // scanner errors. Elements of other kinds are reported to p. Each element is checked against

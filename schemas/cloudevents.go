@@ -102,15 +102,13 @@ func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
 	s.skipWS()
 	var p problems
 	if s.peek() == '{' {
-		start := s.pos
-		ev, err := decodeCloudEventObject(s, 0, &p, false)
+		var ev *Event
+		err := scanOne(s, lim, func(i int) error {
+			var err error
+			ev, err = decodeCloudEventObject(s, i, &p, false)
+			return err
+		})
 		if err != nil {
-			return nil, syntaxProblem(err)
-		}
-		if err := s.end(); err != nil {
-			return nil, syntaxProblem(err)
-		}
-		if err := checkEventSize(0, s.pos-start, lim); err != nil {
 			return nil, err
 		}
 		if err := p.err(); err != nil {

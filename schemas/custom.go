@@ -117,6 +117,19 @@ type sourcePath struct {
 // (a configuration bug, not bad input). Other errors are those of [DecodeEventGrid]; a
 // *ValidationError about a mapped field names the source field.
 func DecodeCustom(body []byte, m *InputMapping, topicID string, lim Limits, newID func() string, now time.Time) ([]*Event, error) {
+	return decodeCustom(body, m, topicID, lim, newID, now, false)
+}
+
+// DecodeCustomObjectOrArray decodes what [DecodeCustom] does, and also a body holding a single
+// event object, as event 0: a message a broker source feeds to a topic may carry one event or
+// a batch. A single object is measured against lim as itself, and nothing but white space may
+// follow it. Errors are those of [DecodeCustom].
+func DecodeCustomObjectOrArray(body []byte, m *InputMapping, topicID string, lim Limits, newID func() string, now time.Time) ([]*Event, error) {
+	return decodeCustom(body, m, topicID, lim, newID, now, true)
+}
+
+// decodeCustom is [DecodeCustom], and with single [DecodeCustomObjectOrArray].
+func decodeCustom(body []byte, m *InputMapping, topicID string, lim Limits, newID func() string, now time.Time, single bool) ([]*Event, error) {
 	if m == nil {
 		m = &InputMapping{}
 	}
@@ -146,18 +159,31 @@ func DecodeCustom(body []byte, m *InputMapping, topicID string, lim Limits, newI
 		now:     now.UTC().Format(time.RFC3339Nano),
 	}
 	s := &scanner{buf: body}
-	if err := openArray(s, "a custom schema publish", "a JSON array of event objects"); err != nil {
-		return nil, err
-	}
+	s.skipWS()
 	var p problems
 	var events []*Event
-	err := scanEvents(s, lim, &p, func(i int) error {
+	decode := func(i int) error {
 		ev, err := c.decodeObject(s, i, &p)
 		if ev != nil && len(p.errs) == 0 {
 			events = append(events, ev)
 		}
 		return err
-	})
+	}
+	var err error
+	switch {
+	case single && s.peek() == '{':
+		err = scanOne(s, lim, decode)
+	case single:
+		if err := openArray(s, "a custom schema message", "an event object or a JSON array of event objects"); err != nil {
+			return nil, err
+		}
+		err = scanEvents(s, lim, &p, decode)
+	default:
+		if err := openArray(s, "a custom schema publish", "a JSON array of event objects"); err != nil {
+			return nil, err
+		}
+		err = scanEvents(s, lim, &p, decode)
+	}
 	if err != nil {
 		return nil, err
 	}

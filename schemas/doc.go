@@ -12,6 +12,8 @@
 //
 // One decoder per input schema: [DecodeEventGrid], [DecodeCloudEvents] (structured single or
 // batch), [DecodeCloudEventBinary] (binary mode) and [DecodeCustom] (with an [InputMapping]).
+// [DecodeEventGridObjectOrArray] and [DecodeCustomObjectOrArray] also take one event object,
+// for messages a broker source reads; the publish API of those schemas takes arrays only.
 // Each validates the whole request against [Limits] in one pass over the bytes, with a small
 // strict JSON scanner rather than encoding/json: no maps, no reflection, and every value's
 // published bytes are kept, so an event's data is delivered exactly as it was sent. A publish

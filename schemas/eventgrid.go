@@ -104,23 +104,51 @@ const metadataVersionEG = "1"
 // empty array or a body that is not an array; otherwise up to 20 per-event *ValidationError
 // joined with errors.Join. No events are returned with an error: a publish is all or nothing.
 func DecodeEventGrid(body []byte, topicID string, lim Limits) ([]*Event, error) {
+	return decodeEventGrid(body, topicID, lim, false)
+}
+
+// DecodeEventGridObjectOrArray decodes what [DecodeEventGrid] does, and also a body holding a
+// single event object, as event 0: a message a broker source feeds to a topic may carry one
+// event or a batch (an HTTP publish in the Event Grid schema must be an array, as Azure
+// requires). A single object is measured against lim as itself, and nothing but white space
+// may follow it: two objects separated by a comma are malformed JSON. Errors are those of
+// [DecodeEventGrid].
+func DecodeEventGridObjectOrArray(body []byte, topicID string, lim Limits) ([]*Event, error) {
+	return decodeEventGrid(body, topicID, lim, true)
+}
+
+// decodeEventGrid is [DecodeEventGrid], and with single [DecodeEventGridObjectOrArray].
+func decodeEventGrid(body []byte, topicID string, lim Limits, single bool) ([]*Event, error) {
 	if err := checkRequestSize(len(body), lim); err != nil {
 		return nil, err
 	}
 	s := &scanner{buf: body}
-	if err := openArray(s, "an Event Grid schema publish", "a JSON array of events"); err != nil {
-		return nil, err
-	}
+	s.skipWS()
 	topicTok := appendString(nil, topicID)
 	var p problems
 	var events []*Event
-	err := scanEvents(s, lim, &p, func(i int) error {
+	decode := func(i int) error {
 		ev, err := decodeEventGridObject(s, i, topicID, topicTok, &p)
 		if ev != nil && len(p.errs) == 0 {
 			events = append(events, ev)
 		}
 		return err
-	})
+	}
+	var err error
+	switch {
+	case single && s.peek() == '{':
+		err = scanOne(s, lim, decode)
+	case single:
+		if err := openArray(s, "an Event Grid schema message", "an event object or a JSON array of events"); err != nil {
+			return nil, err
+		}
+		err = scanEvents(s, lim, &p, decode)
+	default:
+		if err := openArray(s, "an Event Grid schema publish", "a JSON array of events"); err != nil {
+			return nil, err
+		}
+		err = scanEvents(s, lim, &p, decode)
+	}
 	if err != nil {
 		return nil, err
 	}
