@@ -12,7 +12,9 @@ import (
 
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/schemas/clip"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/sinks/broker"
 )
 
@@ -36,7 +38,10 @@ import (
 // a pause that grows while the failures last. A malformed message — one the publish API would
 // answer 400 — can never succeed: it is published to the poison queue on the same broker, with
 // the validation error in its metadata, and then acknowledged. Without a poison queue it is
-// logged, counted (PublishFailCount, Error BadRequest) and acknowledged.
+// logged, counted (PublishFailCount, Error BadRequest) and acknowledged. A malformed message
+// near the broker's size limit may fit without its metadata but not with it: it goes to the
+// poison queue with a shortened reason (its first problem and how many others there are), and
+// when even that does not fit it is dropped as without a poison queue, logged at ERROR.
 //
 // A source consumes one message at a time and is not built for the publish path's throughput:
 // each message costs one journal append.
@@ -277,33 +282,77 @@ func (s *source) handle(m *message.Message) {
 	m.Nack()
 }
 
-// poisoned sends a malformed message to the poison queue with the reason, then acks it; a
-// message that cannot be poisoned is nacked to try again.
+// poisoned sends a malformed message to the poison queue with the reason, then acks it. A
+// message the poison queue refuses for a while (the broker is down) is nacked to try again. A
+// message it can never take (*[sinks.UnsendableError]: the original fitted the broker, but not
+// with the reason beside it) is sent again once with a shortened reason; refused again, it is
+// dropped, as without a poison queue, and acked: redelivering it would only fail again.
 func (s *source) poisoned(m *message.Message, reason error) {
 	r := s.r
+	log := r.log.With("source", s.spec.Name, logattr.Topic, s.spec.Topic, "message", m.UUID)
 	r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: s.spec.Topic, Dim: "BadRequest"}, 1)
 	if s.poison == nil {
-		r.log.Error("source dropped a malformed message (no poisonQueue)", "source", s.spec.Name, logattr.Topic, s.spec.Topic, "message", m.UUID, "err", reason)
+		log.Error("source dropped a malformed message (no poisonQueue)", "err", reason)
 		m.Ack()
 		return
 	}
-	pm := message.NewMessage(m.UUID, m.Payload)
-	for k, v := range m.Metadata {
-		pm.Metadata[k] = v
-	}
-	pm.Metadata[PoisonReasonKey] = reason.Error()
-	pm.Metadata[PoisonedFromKey] = s.spec.From
-	pm.Metadata[PoisonSourceKey] = s.spec.Name
-	pm.Metadata[PoisonTopicKey] = s.spec.Topic
 	ctx, cancel := context.WithTimeout(context.Background(), poisonTimeout)
 	defer cancel()
-	pm.SetContext(ctx)
-	if err := s.poison.Publish(s.spec.PoisonQueue, pm); err != nil {
-		r.log.Warn("source could not publish a malformed message to its poison queue; the broker will redeliver", "source", s.spec.Name, "poisonQueue", s.spec.PoisonQueue, "message", m.UUID, "err", err, "in", s.pause)
+	err := s.poison.Publish(s.spec.PoisonQueue, s.poisonMessage(ctx, m, reason.Error()))
+	var unsendable *sinks.UnsendableError
+	shortened := false
+	if errors.As(err, &unsendable) {
+		shortened = true
+		err = s.poison.Publish(s.spec.PoisonQueue, s.poisonMessage(ctx, m, shortReason(reason)))
+		if errors.As(err, &unsendable) {
+			log.Error("source dropped a malformed message: its poison queue can never take it, even with a shortened reason; the message is acknowledged and lost. Raise the broker's message size limit, or have the publisher keep its messages further below it",
+				"poisonQueue", s.spec.PoisonQueue, "bytes", len(m.Payload), "poisonErr", err, "err", reason)
+			m.Ack()
+			return
+		}
+	}
+	if err != nil {
+		log.Warn("source could not publish a malformed message to its poison queue; the broker will redeliver", "poisonQueue", s.spec.PoisonQueue, "err", err, "in", s.pause)
 		s.wait()
 		m.Nack()
 		return
 	}
-	r.log.Warn("source poisoned a malformed message", "source", s.spec.Name, "poisonQueue", s.spec.PoisonQueue, "message", m.UUID, "err", reason)
+	if shortened {
+		log.Warn("source poisoned a malformed message with a shortened reason: the whole reason did not fit the broker beside it", "poisonQueue", s.spec.PoisonQueue, "err", reason)
+	} else {
+		log.Warn("source poisoned a malformed message", "poisonQueue", s.spec.PoisonQueue, "err", reason)
+	}
 	m.Ack()
+}
+
+// poisonMessage is m as it goes to the poison queue: its payload and metadata, with the reason
+// and where it came from.
+func (s *source) poisonMessage(ctx context.Context, m *message.Message, reason string) *message.Message {
+	pm := message.NewMessage(m.UUID, m.Payload)
+	for k, v := range m.Metadata {
+		pm.Metadata[k] = v
+	}
+	pm.Metadata[PoisonReasonKey] = reason
+	pm.Metadata[PoisonedFromKey] = s.spec.From
+	pm.Metadata[PoisonSourceKey] = s.spec.Name
+	pm.Metadata[PoisonTopicKey] = s.spec.Topic
+	pm.SetContext(ctx)
+	return pm
+}
+
+// shortReasonBytes bounds the problem a shortened reason quotes.
+const shortReasonBytes = 200
+
+// shortReason is the reason a poisoned message carries when the whole one does not fit: its
+// first problem, clipped, and how many others were left out.
+func shortReason(reason error) string {
+	first, more := reason.Error(), 0
+	if ves := schemas.ValidationErrors(reason); len(ves) > 0 {
+		first, more = ves[0].Error(), len(ves)-1
+	}
+	short := clip.N(first, shortReasonBytes)
+	if more > 0 {
+		short += fmt.Sprintf(" (and %d more problems, left out so that the message fits the broker; egrid's log lists them)", more)
+	}
+	return short
 }

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -358,6 +359,84 @@ func testSourceOutage(t *testing.T, kind broker.Kind) {
 	await("during")
 	send("after")
 	await("after")
+}
+
+// A malformed message close to the broker's size limit fits on the way in, but not with its
+// reason beside it on the way to the poison queue. The source sends it again with a shortened
+// reason; when even that does not fit, it drops the message, saying so at ERROR, and acks it:
+// either way the message is not redelivered, and the messages behind it are not held up.
+func TestNATSSourcePoisonsOrDropsAMessageTooLargeForItsReason(t *testing.T) {
+	dropped := make(chan string, 16)
+	rig := newSourceRig(t, slog.New(signalHandler{msg: "source dropped a malformed message: its poison queue can never take it", ch: dropped}))
+	nc, err := nats.Connect(rig.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	limit := int(nc.MaxPayload())
+	if err := rig.r.AddSource(router.SourceSpec{
+		Name: "orders-in", Broker: "natsjetstream", From: rig.in, Topic: "orders", PoisonQueue: rig.poison,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// padded returns body, a JSON array or object ending in "}" or "}]", with a data member
+	// added to its first event so that it is size bytes long.
+	padded := func(body string, size int) string {
+		t.Helper()
+		i := strings.Index(body, `"data":{}`)
+		fill := size - len(body) - len(`"pad":""`)
+		if i < 0 || fill < 0 {
+			t.Fatalf("cannot pad %d bytes to %d", len(body), size)
+		}
+		i += len(`"data":{`)
+		return body[:i] + `"pad":"` + strings.Repeat("x", fill) + `"` + body[i:]
+	}
+	// Twenty events, each with a member the Event Grid schema does not have: twenty problems,
+	// whose reason (about 6 KB) does not fit beside the message, but whose first does.
+	var batch []string
+	for i := range 20 {
+		batch = append(batch, strings.Replace(ev(fmt.Sprintf("batch-%d", i)), `"data":{}`, `"data":{},"extra":1`, 1))
+	}
+	rig.send(t, rig.in, padded("["+strings.Join(batch, ",")+"]", limit-2000))
+	// One event without eventType, 60 bytes below the limit: not even a shortened reason fits.
+	rig.send(t, rig.in, padded(`{"id":"huge","subject":"/orders/1","eventTime":"2026-01-02T03:04:05Z","data":{}}`, limit-60))
+	rig.send(t, rig.in, ev("after"))
+	rig.expect(t, "after")
+	select {
+	case <-dropped:
+	case <-time.After(brokerGuard):
+		t.Fatal("the source never reported dropping the message its poison queue cannot take")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
+	defer cancel()
+	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
+	if err != nil {
+		t.Fatalf("reading the poison queue: %v", err)
+	}
+	if !strings.Contains(string(m.Data()), `"id":"batch-0"`) {
+		t.Errorf("poison queue holds %.200s; want the batch", m.Data())
+	}
+	reason := m.Headers().Get(router.PoisonReasonKey)
+	if !strings.Contains(reason, `field "extra"`) || !strings.Contains(reason, "19 more problems") {
+		t.Errorf("poisoned message's %s = %q; want the first problem and the count of the others", router.PoisonReasonKey, reason)
+	}
+
+	if err := rig.r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.brokers.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info := consumerInfo(t, rig)
+	if info.NumAckPending != 0 || info.NumPending != 0 || info.NumRedelivered != 0 || info.Delivered.Consumer != 3 {
+		t.Errorf("source consumer after close: %d delivered, %d redelivered, %d awaiting ack, %d pending; want all 3 delivered once and acked",
+			info.Delivered.Consumer, info.NumRedelivered, info.NumAckPending, info.NumPending)
+	}
 }
 
 // A message is decoded as the publish request it stands for, one event object being taken as
