@@ -8,6 +8,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/testkit"
 )
 
 // slowExpiry is a store whose ExpireHistory takes until its context ends or release is
@@ -40,7 +41,7 @@ func TestCloseCutsAnExpiryOfHistories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Hour + time.Second)
+		testkit.Advance(time.Hour + time.Second)
 		<-st.entered
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
