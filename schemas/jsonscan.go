@@ -21,7 +21,7 @@ const MaxJSONDepth = maxDepth
 
 // JSONScanner walks one JSON text token by token with the grammar the decoders use: egrid's
 // one JSON scanner. router/filter reads the values at a filter's paths with it in one pass
-// that stops early, where encoding/json would decode the whole event.
+// that decodes only those values, where encoding/json would decode the whole event.
 //
 // Every method but Peek, Pos and SkipSpace expects the position at the first byte of what it
 // reads (whitespace skipped) and leaves it just after, followed whitespace skipped where the

@@ -1,9 +1,11 @@
 package filter_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/egridio/egrid/router/filter"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -47,6 +49,59 @@ func BenchmarkMatch(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if !f.Match(ev) {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+// largeEvent is an Event Grid event of about 1 MB whose data is the given member, repeated
+// item filling the JSON value val as in fmt's %s: val is "[%s]" for an array, `"%s"` for a
+// string.
+func largeEvent(member, val, item, sep string) *schemas.Event {
+	n := (1 << 20) / (len(item) + len(sep))
+	items := strings.TrimSuffix(strings.Repeat(item+sep, n), sep)
+	return egEvent(`{"` + member + `":` + strings.Replace(val, "%s", items, 1) + `}`)
+}
+
+// notContainsSpec is n StringNotContains filters on key, each with one 256-character value
+// the tests' values do not contain: within Azure's limits, and each one needs the value
+// case-folded.
+func notContainsSpec(n int, key string, arrays bool) filter.Spec {
+	var s filter.Spec
+	s.EnableAdvancedFilteringOnArrays = arrays
+	for i := range n {
+		s.AdvancedFilters = append(s.AdvancedFilters, filter.AdvancedFilter{
+			OperatorType: "StringNotContains", Key: key,
+			Values: []any{fmt.Sprintf("%0256d", i)},
+		})
+	}
+	return s
+}
+
+// BenchmarkMatchLarge measures Match on events of about 1 MB that cost most: (a) 25
+// StringNotContains filters on one string of 512k "é" (each filter needs the value folded),
+// and (b) NumberIn on an array of 512k zeros with array filtering on (every element is
+// read).
+func BenchmarkMatchLarge(b *testing.B) {
+	benchmarks := []struct {
+		name string
+		ev   *schemas.Event
+		f    *filter.Filter
+	}{
+		{name: "25-not-contains", ev: largeEvent("s", `"%s"`, "é", ""), f: mustCompile(b, notContainsSpec(25, "data.s", false), schemas.EventGrid)},
+		{name: "array-number-in", ev: largeEvent("a", "[%s]", "0", ","), f: mustCompile(b, spec(b, `{"enableAdvancedFilteringOnArrays":true,
+			"advancedFilters":[{"operatorType":"NumberNotIn","key":"data.a","values":[1]}]}`), schemas.EventGrid)},
+	}
+	for _, bm := range benchmarks {
+		if !bm.f.Match(bm.ev) {
+			b.Fatalf("%s: the benchmark filter does not match the event", bm.name)
+		}
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !bm.f.Match(bm.ev) {
 					b.Fatal("no match")
 				}
 			}

@@ -40,10 +40,14 @@
 // A dot always means nesting (Event Grid has no escape for field names containing a dot), and a
 // path never walks into an array. Key names ignore case: envelope names outright; in a JSON
 // object a field whose name matches the segment exactly is preferred, and otherwise one that
-// matches ignoring case is taken (the documentation writes both Data.Key1 and data.key1). When
-// an object repeats a name, the first occurrence wins (this lets the scan stop early, see
-// Cost; RFC 8259 leaves duplicates to the implementation). A CloudEvents subject
-// or time that is empty counts as absent (CloudEvents forbids empty values for them).
+// matches ignoring case is taken, the last of them when there are several (the documentation
+// writes both Data.Key1 and data.key1). When an object repeats a name, only its last
+// occurrence counts, and an earlier one and everything below it is ignored: RFC 8259 leaves
+// duplicates to the implementation, and the decoders receivers use (Go's encoding/json,
+// JavaScript's JSON.parse, Python's json, .NET's System.Text.Json) keep the last, so a filter
+// that read the first would pass {"amount":1,"amount":1000000} on NumberLessThan 100 to a
+// receiver that sees 1000000. A CloudEvents subject or time that is empty counts as absent
+// (CloudEvents forbids empty values for them).
 //
 // # Operators, missing keys and arrays
 //
@@ -81,13 +85,22 @@
 //
 // Envelope keys are read from the decoded [schemas.Event] and cost nothing. Data paths need the
 // event's raw JSON: Match reads it only when a filter that needs it is reached (after the type,
-// subject and envelope conditions have passed), and then scans it at most once, decoding only
-// the values at the filter's paths, skipping everything else without building maps, and
-// stopping as soon as every path has an exactly named value. Match expects the valid JSON
-// object ingress stores; given malformed JSON it does not panic, and keys after the fault (or,
-// if the scan reaches it, all keys) are missing. The grammar is egrid's one JSON scanner,
-// [schemas.JSONScanner] (lenient about bytes that are not UTF-8, as encoding/json is); this
-// package only walks it, deciding which values to read and which to skip.
+// subject and envelope conditions have passed), and then scans it once to its end (a later
+// member may replace a value, see Keys), decoding only the values at the filter's paths and
+// skipping everything else without building maps. Only an event that repeats a member name on
+// a path costs more: the scan starts again and reads each object on a path twice, first to find
+// the last occurrence of each name. Match expects the valid JSON object ingress stores;
+// given malformed JSON it does not panic, and every data key is missing. The grammar is egrid's
+// one JSON scanner, [schemas.JSONScanner] (lenient about bytes that are not UTF-8, as
+// encoding/json is); this package only walks it, deciding which values to read and which to
+// skip.
+//
+// With enableAdvancedFilteringOnArrays, an array at a path is tested element by element as it
+// is read, each element against every condition on that key that is still undecided, and once
+// all are decided the rest of it is only skipped: an array costs no memory however long it is.
+// A string value read by StringContains or StringNotContains is case-folded at most once per
+// Match (an array element once), however many filters read it; folding ASCII and the runes
+// below U+0800 (Latin, Greek, Cyrillic and others) is a table look-up.
 //
 // filter is pure: it imports only schemas, does no I/O and never reads the clock. A compiled
 // [Filter] is immutable and safe for concurrent use.

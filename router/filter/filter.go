@@ -97,9 +97,12 @@ func (f *Filter) Match(ev *schemas.Event) bool {
 	}
 	var buf [4]value // raw values of a filter with few paths stay off the heap
 	var raw []value
+	// Envelope values are kept, like raw ones, so that each is case-folded at most once.
+	var env [fieldTimeOptional + 1]value
+	var envRead uint16
 	for i := range f.conds {
 		c := &f.conds[i]
-		var v value
+		var v *value
 		if c.field == fieldRaw {
 			if raw == nil {
 				if f.nslots <= len(buf) {
@@ -107,13 +110,17 @@ func (f *Filter) Match(ev *schemas.Event) bool {
 				} else {
 					raw = make([]value, f.nslots)
 				}
-				extract(ev.Raw, f.root, raw, f.arrays)
+				extract(ev.Raw, f.root, raw, f.arrays, f.conds)
 			}
-			v = raw[c.slot]
+			v = &raw[c.slot]
 		} else {
-			v = envelopeValue(ev, c.field)
+			v = &env[c.field]
+			if envRead&(1<<c.field) == 0 {
+				*v = envelopeValue(ev, c.field)
+				envRead |= 1 << c.field
+			}
 		}
-		if !c.eval(&v, f.arrays) {
+		if !c.eval(v, f.arrays, 1<<i) {
 			return false
 		}
 	}
@@ -149,9 +156,10 @@ func envelopeValue(ev *schemas.Event, f field) value {
 	return value{kind: kindString, s: s}
 }
 
-// eval applies the condition to a key's value (eventgrid-behaviour.md §4.5; the package
-// documentation lists the decisions for missing keys, null, types and arrays).
-func (c *cond) eval(v *value, arrays bool) bool {
+// eval applies the condition, whose bit in [value.hits] is bit, to a key's value
+// (eventgrid-behaviour.md §4.5; the package documentation lists the decisions for missing
+// keys, null, types and arrays).
+func (c *cond) eval(v *value, arrays bool, bit uint32) bool {
 	info := c.op.info()
 	switch c.op {
 	case IsNullOrUndefined:
@@ -167,12 +175,7 @@ func (c *cond) eval(v *value, arrays bool) bool {
 		if !arrays {
 			return false
 		}
-		for i := range v.elems {
-			if c.holds(&v.elems[i]) {
-				hit = true
-				break
-			}
-		}
+		hit = v.hits&bit != 0
 	default:
 		hit = c.holds(v)
 	}
@@ -180,7 +183,7 @@ func (c *cond) eval(v *value, arrays bool) bool {
 }
 
 // holds reports whether the positive form of the operator holds for a scalar; a value of
-// another JSON type never does.
+// another JSON type never does. It may case-fold v, once ([value.fold]).
 func (c *cond) holds(v *value) bool {
 	switch c.op {
 	case NumberIn, NumberNotIn:
@@ -217,7 +220,7 @@ func (c *cond) holds(v *value) bool {
 			}
 		}
 	case StringContains, StringNotContains:
-		folded := foldString(v.s)
+		folded := v.fold()
 		for _, s := range c.folded {
 			if strings.Contains(folded, s) {
 				return true

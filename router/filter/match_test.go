@@ -215,7 +215,8 @@ func TestInvalidRaw(t *testing.T) {
 }
 
 // TestDataPaths checks how data paths find values in JSON: exact names win over
-// case-insensitive ones, the first duplicate wins, escapes are decoded, and one event can feed
+// case-insensitive ones, the last of a repeated name wins as in receivers' decoders, escapes
+// are decoded, and one event can feed
 // several filters on related paths.
 func TestDataPaths(t *testing.T) {
 	tests := []struct {
@@ -229,9 +230,17 @@ func TestDataPaths(t *testing.T) {
 		{name: "exact upper case preferred", data: `{"Key":1,"key":2}`, filter: `{"operatorType":"NumberIn","key":"data.Key","values":[1]}`, want: true},
 		{name: "later exact name beats earlier case-insensitive one", data: `{"KEY":1,"key":2}`, filter: `{"operatorType":"NumberIn","key":"data.key","values":[2]}`, want: true},
 		{name: "case-insensitive fallback", data: `{"KEY":1}`, filter: `{"operatorType":"NumberIn","key":"data.key","values":[1]}`, want: true},
-		{name: "first case-insensitive match wins", data: `{"KEY":1,"Key":2}`, filter: `{"operatorType":"NumberIn","key":"data.key","values":[1]}`, want: true},
-		{name: "first duplicate wins", data: `{"k":1,"k":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[1]}`, want: true},
-		{name: "later duplicate loses", data: `{"k":1,"k":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[2]}`},
+		{name: "last case-insensitive match wins", data: `{"KEY":1,"Key":2}`, filter: `{"operatorType":"NumberIn","key":"data.key","values":[2]}`, want: true},
+		{name: "earlier case-insensitive match loses", data: `{"KEY":1,"Key":2}`, filter: `{"operatorType":"NumberIn","key":"data.key","values":[1]}`},
+		{name: "last duplicate wins", data: `{"k":1,"k":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[2]}`, want: true},
+		{name: "earlier duplicate loses", data: `{"k":1,"k":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[1]}`},
+		{name: "receiver's amount is compared", data: `{"amount":1,"amount":1000000}`, filter: `{"operatorType":"NumberLessThan","key":"data.amount","value":100}`},
+		{name: "escaped duplicate wins", data: `{"k":1,"\u006b":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[2]}`, want: true},
+		{name: "exact name beats a later duplicate case-insensitive one", data: `{"k":1,"K":2,"K":3}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[1]}`, want: true},
+		{name: "earlier duplicate object's members are gone", data: `{"o":{"k":1},"o":{"j":2}}`, filter: `{"operatorType":"IsNullOrUndefined","key":"data.o.k"}`, want: true},
+		{name: "earlier duplicate object's members do not match", data: `{"o":{"k":1},"o":{"j":2}}`, filter: `{"operatorType":"NumberLessThan","key":"data.o.k","value":100}`},
+		{name: "later duplicate object's members are read", data: `{"o":{"j":2},"o":{"k":1}}`, filter: `{"operatorType":"NumberIn","key":"data.o.k","values":[1]}`, want: true},
+		{name: "duplicate data", data: `{"k":1},"data":{"k":2}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[2]}`, want: true},
 		{name: "escaped key", data: `{"\u006b":5}`, filter: `{"operatorType":"NumberIn","key":"data.k","values":[5]}`, want: true},
 		{name: "escaped string", data: `{"k":"\u0041b\"c\\"}`, filter: `{"operatorType":"StringIn","key":"data.k","values":["ab\"c\\"]}`, want: true},
 		{name: "non-ASCII key ignoring case", data: `{"ÉTÉ":1}`, filter: `{"operatorType":"NumberIn","key":"data.été","values":[1]}`, want: true},

@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"hash/maphash"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -22,23 +24,41 @@ const (
 )
 
 // value is the value of one key in one event. Objects carry no content (no operator looks
-// inside them); arrays carry their scalar elements (nested arrays and objects are dropped,
-// since their type never equals a filter's).
+// inside them), and neither do arrays: the scan tests their elements as it reads them and
+// keeps only which conditions held for some element ([scanner.array]), so an array costs no
+// memory however long it is.
 type value struct {
-	kind  kind
-	b     bool
-	n     float64
-	s     string
-	elems []value
+	n      float64
+	s      string
+	folded string // s case-folded ([foldString]), once isFolded; see [value.fold]
 	// folds counts the path segments that matched only ignoring case, so an exact match
 	// wins over a case-insensitive one (see the package documentation).
 	folds int
+	// hits has bit i set, for an array, when the positive form of the filter's conds[i]
+	// holds for some element.
+	hits     uint32
+	kind     kind
+	b        bool
+	isFolded bool
 }
+
+// fold returns the string case-folded, folding it on the first call only: however many
+// StringContains conditions read a value, it is folded once per Match.
+func (v *value) fold() string {
+	if !v.isFolded {
+		v.folded, v.isFolded = foldString(v.s), true
+	}
+	return v.folded
+}
+
+// A condition's bit in [value.hits], and a slot's in the scanner's masks, is a uint32 bit.
+const _ = uint32(1) << (MaxAdvancedFilters - 1)
 
 // pathNode is a node of the trie of raw paths a filter reads: the root's children are top-level
 // field names, and a node with slot >= 0 ends a path whose value goes to that slot.
 type pathNode struct {
 	seg      string
+	ascii    bool // seg is ASCII, so only a name of its length can match it
 	slot     int
 	children []*pathNode
 }
@@ -55,7 +75,7 @@ func (p *pathNode) add(segs []string, n *int) int {
 			}
 		}
 		if next == nil {
-			next = &pathNode{seg: seg, slot: -1}
+			next = &pathNode{seg: seg, ascii: isASCII(seg), slot: -1}
 			node.children = append(node.children, next)
 		}
 		node = next
@@ -68,27 +88,34 @@ func (p *pathNode) add(segs []string, n *int) int {
 }
 
 // extract scans raw, a JSON object, and stores in vals (one per slot of the trie, all
-// missing on entry) the values at the trie's paths. It stops as soon as every path has an
-// exactly named value; until then it checks the JSON grammar, and when raw is not a valid JSON
-// object it leaves every value missing. Raw that ingress accepted is always valid; the checks
-// keep hand-built events from yielding garbage.
+// missing on entry) the values at the trie's paths; with arrays set, an array at a path is
+// tested against conds (the filter's conditions) as it is read. It reads the whole object,
+// since a later member of the same name replaces an earlier one, and checks the JSON grammar
+// on the way: when raw is not a valid JSON object it leaves every value missing. Raw that
+// ingress accepted is always valid; the checks keep hand-built events from yielding garbage.
 //
 // The grammar is schemas' ([schemas.JSONScanner], egrid's one JSON scanner), lenient about
 // bytes that are not UTF-8 as encoding/json is: the walk here only decides which values to
 // read and which to skip.
-func extract(raw []byte, root *pathNode, vals []value, arrays bool) {
-	s := scanner{js: schemas.NewJSONScanner(raw, true), vals: vals, need: len(vals), arrays: arrays}
+func extract(raw []byte, root *pathNode, vals []value, arrays bool, conds []cond) {
+	s := scanner{js: schemas.NewJSONScanner(raw, true), vals: vals, arrays: arrays, conds: conds}
+	if !s.run(root) && s.dup {
+		s = scanner{js: schemas.NewJSONScanner(raw, true), vals: vals, arrays: arrays, conds: conds, exact: true}
+		s.run(root)
+	}
+}
+
+// run walks raw from its start, leaving every value missing when it is not a valid object.
+func (s *scanner) run(root *pathNode) bool {
 	s.js.SkipSpace()
 	if s.js.Peek() != '{' {
-		return
+		return false
 	}
-	ok := s.value([]match{{node: root}})
-	if s.done {
-		return
+	if !s.value([]match{{node: root}}) || s.js.End() != nil {
+		clear(s.vals)
+		return false
 	}
-	if !ok || s.js.End() != nil {
-		clear(vals)
-	}
+	return true
 }
 
 // match is a trie node the scanner is positioned on, with the case-insensitive segment
@@ -103,67 +130,80 @@ type scanner struct {
 	depth  int // arrays and objects entered
 	vals   []value
 	arrays bool
-	// need counts the slots without an exactly named value; at zero the scan is done.
-	need int
-	done bool
+	conds  []cond
+	// exact makes every object on a path be read twice, first to find the last occurrence of
+	// each member name ([scanner.lastMembers]). A walk without it gives up, setting dup, at the
+	// first name an object repeats that leads into the trie, and extract walks again with it:
+	// so only an event with such a duplicate pays for the second reading.
+	exact bool
+	dup   bool
 }
 
 // value reads one JSON value at the scanner's position, recording it in the slots of the
-// matches that end a path and walking into it for the matches that have children.
+// matches that end a path and walking into it for the matches that have children. A match
+// takes the slot unless the slot holds a value reached with fewer case-insensitive segment
+// matches: among equals the later one wins.
 func (s *scanner) value(ms []match) bool {
-	slots, walk := false, false
+	var take uint32 // the slots the value goes to
+	walk := false
 	for _, m := range ms {
-		slots = slots || m.node.slot >= 0
+		if slot := m.node.slot; slot >= 0 {
+			if cur := &s.vals[slot]; cur.kind == kindMissing || m.folds <= cur.folds {
+				take |= 1 << slot
+			}
+		}
 		walk = walk || len(m.node.children) > 0
 	}
-	if !slots && !walk {
+	if take == 0 && !walk {
 		return s.skip()
 	}
 	var v value
+	var ok bool
 	switch c := s.js.Peek(); {
 	case c == '{':
 		v.kind = kindObject
-		var ok bool
 		if walk {
 			ok = s.object(ms)
 		} else {
 			ok = s.skip()
 		}
-		if !ok {
-			return false
-		}
 	case c == '[':
 		v.kind = kindArray
-		var ok bool
-		if slots && s.arrays {
-			v.elems, ok = s.array()
+		if need := s.elementConds(take); need != 0 {
+			v.hits, ok = s.array(need)
 		} else {
 			ok = s.skip()
 		}
-		if !ok {
-			return false
-		}
 	default:
-		var ok bool
-		if v, ok = s.scalar(); !ok {
-			return false
-		}
+		v, ok = s.scalar()
+	}
+	if !ok {
+		return false
 	}
 	for _, m := range ms {
-		if m.node.slot < 0 {
-			continue
-		}
-		cur := &s.vals[m.node.slot]
-		if cur.kind == kindMissing || m.folds < cur.folds {
-			*cur = v
-			cur.folds = m.folds
-			if m.folds == 0 {
-				s.need--
-				s.done = s.need == 0
-			}
+		if slot := m.node.slot; slot >= 0 && take&(1<<slot) != 0 {
+			s.vals[slot] = v
+			s.vals[slot].folds = m.folds
 		}
 	}
 	return true
+}
+
+// elementConds returns the conditions (bit i for conds[i]) that read the elements of an
+// array going to the given slots: none unless array filtering is on, and never
+// IsNullOrUndefined or IsNotNull, which test only that the key is there.
+func (s *scanner) elementConds(slots uint32) uint32 {
+	if !s.arrays {
+		return 0
+	}
+	var need uint32
+	for i := range s.conds {
+		c := &s.conds[i]
+		if c.field == fieldRaw && slots&(1<<c.slot) != 0 && c.op != IsNullOrUndefined && c.op != IsNotNull {
+			need |= 1 << i
+		}
+	}
+	return need
 }
 
 // enter counts an array or object entered and reports whether the nesting is still allowed.
@@ -172,7 +212,10 @@ func (s *scanner) enter() bool {
 	return s.depth <= schemas.MaxJSONDepth
 }
 
-// object walks an object for the children of ms.
+// object walks an object for the children of ms. When the object repeats a name that leads
+// into the trie, only its last occurrence counts, as in the decoders of the languages
+// receivers use (Go, JavaScript, Python, .NET): an earlier one and everything below it is
+// ignored.
 func (s *scanner) object(ms []match) bool {
 	if !s.enter() {
 		return false
@@ -181,27 +224,33 @@ func (s *scanner) object(ms []match) bool {
 		s.depth--
 		return true
 	}
+	var last map[string]int
+	if s.exact {
+		var ok bool
+		if last, ok = s.lastMembers(ms); !ok {
+			return false
+		}
+	}
+	var seen names
 	var buf [4]match
-	for {
+	for i := 0; ; i++ {
 		key, err := s.js.Key()
 		if err != nil {
 			return false
 		}
-		next := buf[:0]
-		for _, m := range ms {
-			for _, c := range m.node.children {
-				if string(key) == c.seg {
-					next = append(next, match{node: c, folds: m.folds})
-				} else if equalFoldBytes(key, c.seg) {
-					next = append(next, match{node: c, folds: m.folds + 1})
+		next := appendMatches(buf[:0], ms, key)
+		if len(next) > 0 {
+			if s.exact {
+				if last[string(key)] != i {
+					next = next[:0] // a later member of this name replaces this one
 				}
+			} else if !seen.add(key) {
+				s.dup = true
+				return false
 			}
 		}
 		if !s.value(next) {
 			return false
-		}
-		if s.done {
-			return true
 		}
 		more, err := s.js.ObjectNext()
 		if err != nil {
@@ -214,36 +263,134 @@ func (s *scanner) object(ms []match) bool {
 	}
 }
 
-// array reads an array's scalar elements.
-func (s *scanner) array() ([]value, bool) {
-	if !s.enter() {
-		return nil, false
-	}
-	if s.js.ArrayStart() {
-		s.depth--
-		return nil, true
-	}
-	var elems []value
-	for {
-		switch s.js.Peek() {
-		case '{', '[':
-			if !s.skip() {
-				return nil, false
+// appendMatches appends to dst the children of ms that a member named key leads to.
+func appendMatches(dst, ms []match, key []byte) []match {
+	ascii := -1 // whether key is ASCII, once known: 0 or 1
+	for _, m := range ms {
+		for _, c := range m.node.children {
+			if len(key) != len(c.seg) && c.ascii {
+				// Folding maps an ASCII name only to names of its length, or ones with
+				// multi-byte runes (the Kelvin sign for k).
+				if ascii < 0 {
+					ascii = 0
+					if isASCII(key) {
+						ascii = 1
+					}
+				}
+				if ascii == 1 {
+					continue
+				}
 			}
-		default:
-			v, ok := s.scalar()
-			if !ok {
-				return nil, false
+			if string(key) == c.seg {
+				dst = append(dst, match{node: c, folds: m.folds})
+			} else if equalFoldBytes(key, c.seg) {
+				dst = append(dst, match{node: c, folds: m.folds + 1})
 			}
-			elems = append(elems, v)
 		}
-		more, err := s.js.ArrayNext()
+	}
+	return dst
+}
+
+// lastMembers reads ahead to the end of the object the scanner is in (just after its '{')
+// and returns, for each member name that leads into the trie, the index of its last
+// occurrence. The scanner's position does not move.
+func (s *scanner) lastMembers(ms []match) (map[string]int, bool) {
+	js := s.js
+	last := make(map[string]int)
+	var buf [4]match
+	for i := 0; ; i++ {
+		key, err := js.Key()
+		if err != nil {
+			return nil, false
+		}
+		if len(appendMatches(buf[:0], ms, key)) > 0 {
+			last[string(key)] = i
+		}
+		if _, err := js.Skip(s.depth); err != nil {
+			return nil, false
+		}
+		more, err := js.ObjectNext()
 		if err != nil {
 			return nil, false
 		}
 		if !more {
+			return last, true
+		}
+	}
+}
+
+// names is a set of member names, kept as hashes (without allocating while it is small): a
+// collision only makes extract read the event again, exactly.
+type names struct {
+	few  [8]uint64
+	n    int
+	many map[uint64]struct{}
+}
+
+var nameSeed = maphash.MakeSeed()
+
+// add adds name to the set and reports whether it was new.
+func (ns *names) add(name []byte) bool {
+	h := maphash.Bytes(nameSeed, name)
+	if ns.many == nil {
+		for _, k := range ns.few[:ns.n] {
+			if k == h {
+				return false
+			}
+		}
+		if ns.n < len(ns.few) {
+			ns.few[ns.n] = h
+			ns.n++
+			return true
+		}
+		ns.many = make(map[uint64]struct{}, 2*len(ns.few))
+		for _, k := range ns.few {
+			ns.many[k] = struct{}{}
+		}
+	}
+	if _, ok := ns.many[h]; ok {
+		return false
+	}
+	ns.many[h] = struct{}{}
+	return true
+}
+
+// array tests an array's scalar elements, as it reads them, against the conditions in need
+// (bit i for conds[i]), and returns those whose positive form held for some element. Once
+// every one has, the rest of the array is only checked and skipped. Each element is
+// case-folded at most once, however many conditions read it.
+func (s *scanner) array(need uint32) (hits uint32, ok bool) {
+	if !s.enter() {
+		return 0, false
+	}
+	if s.js.ArrayStart() {
+		s.depth--
+		return 0, true
+	}
+	for {
+		if c := s.js.Peek(); hits == need || c == '{' || c == '[' {
+			if !s.skip() {
+				return 0, false
+			}
+		} else {
+			e, ok := s.scalar()
+			if !ok {
+				return 0, false
+			}
+			for m := need &^ hits; m != 0; m &= m - 1 {
+				i := bits.TrailingZeros32(m)
+				if s.conds[i].holds(&e) {
+					hits |= 1 << i
+				}
+			}
+		}
+		more, err := s.js.ArrayNext()
+		if err != nil {
+			return 0, false
+		}
+		if !more {
 			s.depth--
-			return elems, true
+			return hits, true
 		}
 	}
 }

@@ -3,6 +3,7 @@ package filter
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,50 +78,64 @@ func refValue(dec *json.Decoder) (*refNode, error) {
 	return &refNode{v: value{kind: kindNull}}, nil
 }
 
-// refLookup finds a path by the documented rule: the candidate with the fewest
-// case-insensitive segment matches wins, and among those the first in document order.
-func refLookup(n *refNode, segs []string, folds int, arrays bool, best *value, found *bool) {
+// refLookup finds a path by the documented rule: an object member repeated under one name
+// counts only at its last occurrence, and of the candidates left the one with the fewest
+// case-insensitive segment matches wins, among those the last in document order. An array
+// found carries, in hits, the conditions of conds (those on slot) that hold for one of its
+// scalar elements.
+func refLookup(n *refNode, segs []string, folds int, arrays bool, conds []cond, slot int, best *value, found *bool) {
 	if len(segs) == 0 {
 		v := n.v
 		if v.kind == kindArray && arrays {
-			for _, e := range n.elems {
-				if e.v.kind != kindObject && e.v.kind != kindArray {
-					v.elems = append(v.elems, e.v)
+			for i, c := range conds {
+				if c.slot != slot || c.op == IsNotNull || c.op == IsNullOrUndefined {
+					continue
+				}
+				for _, e := range n.elems {
+					if e.v.kind != kindObject && e.v.kind != kindArray && c.holds(&e.v) {
+						v.hits |= 1 << i
+					}
 				}
 			}
 		}
-		if !*found || folds < best.folds {
+		if !*found || folds <= best.folds {
 			*best, *found = v, true
 			best.folds = folds
 		}
 		return
 	}
 	for i, k := range n.keys {
+		if slices.Contains(n.keys[i+1:], k) {
+			continue // a later member of the same name replaces this one
+		}
 		switch {
 		case k == segs[0]:
-			refLookup(n.members[i], segs[1:], folds, arrays, best, found)
+			refLookup(n.members[i], segs[1:], folds, arrays, conds, slot, best, found)
 		case strings.EqualFold(k, segs[0]):
-			refLookup(n.members[i], segs[1:], folds+1, arrays, best, found)
+			refLookup(n.members[i], segs[1:], folds+1, arrays, conds, slot, best, found)
 		}
 	}
 }
 
-func sameValue(a, b value) bool {
-	if a.kind != b.kind || a.b != b.b || a.s != b.s || len(a.elems) != len(b.elems) || a.folds != b.folds {
-		return false
-	}
-	if a.n != b.n {
-		return false
-	}
-	for i := range a.elems {
-		if !sameValue(a.elems[i], b.elems[i]) {
-			return false
-		}
-	}
-	return true
+// sameValue compares two values, their hits only in mask.
+func sameValue(a, b value, mask uint32) bool {
+	return a.kind == b.kind && a.b == b.b && a.s == b.s && a.n == b.n && a.folds == b.folds && a.hits&mask == b.hits&mask
 }
 
 var scanPaths = [][]string{{"a"}, {"a", "b"}, {"A", "b"}, {"data"}, {"data", "k"}, {"data", "K", "x"}, {"k"}, {"é"}}
+
+// scanConds returns, for each of n slots, the conditions the scan tests array elements with:
+// one each for numbers, strings and booleans, and IsNotNull, which reads no element.
+func scanConds(n int) []cond {
+	var conds []cond
+	for slot := range n {
+		conds = append(conds,
+			cond{op: NumberGreaterThan, slot: slot, num: 0},
+			cond{op: StringContains, slot: slot, strs: []string{"é"}, folded: []string{foldString("é")}},
+			cond{op: BoolEquals, slot: slot, b: true})
+	}
+	return append(conds, cond{op: IsNotNull, slot: 0})
+}
 
 // checkExtract compares extract with the encoding/json reference for one input.
 func checkExtract(t *testing.T, data []byte, extra string) {
@@ -134,20 +149,30 @@ func checkExtract(t *testing.T, data []byte, extra string) {
 	for i, p := range paths {
 		slots[i] = root.add(p, &nslots)
 	}
+	conds := scanConds(nslots)
 	ref, ok := refDecode(data)
 	for _, arrays := range []bool{false, true} {
 		got := make([]value, nslots)
-		extract(data, root, got, arrays)
+		extract(data, root, got, arrays, conds)
 		if !ok {
-			// Invalid JSON: the scan stops wherever it finds the fault (or has every
-			// path), so there is no reference to compare with; it must not panic.
+			for i, v := range got {
+				if v.kind != kindMissing {
+					t.Fatalf("extract(%q) (arrays %v): slot %d is %+v, but the JSON is not a valid object, so every key is missing", data, arrays, i, v)
+				}
+			}
 			continue
 		}
 		for i, p := range paths {
 			var want value
 			var found bool
-			refLookup(ref, p, 0, arrays, &want, &found)
-			if !sameValue(got[slots[i]], want) {
+			refLookup(ref, p, 0, arrays, conds, slots[i], &want, &found)
+			var mask uint32
+			for j, c := range conds {
+				if c.slot == slots[i] {
+					mask |= 1 << j
+				}
+			}
+			if !sameValue(got[slots[i]], want, mask) {
 				t.Fatalf("extract(%q) path %q (arrays %v) = %+v, encoding/json gives %+v", data, p, arrays, got[slots[i]], want)
 			}
 		}
@@ -168,6 +193,11 @@ func TestExtract(t *testing.T) {
 	for _, data := range []string{
 		`{}`,
 		`{"a":1,"A":{"b":2},"a":{"b":3}}`,
+		`{"a":{"b":1},"a":{"c":2}}`,
+		`{"A":{"b":2},"a":{"b":1},"a":{}}`,
+		`{"a":{"b":1,"b":2,"B":3},"A":{"b":4}}`,
+		`{"data":{"k":[1,"é"],"k":[true]},"k":{},"k":[0,"x",{"k":1},[2],true,null,"É"]}`,
+		`{"k":1,"k":2,"K":3,"K":4}`,
 		`{"A":{"b":"x"},"a":{"B":"y"}}`,
 		`{"data":{"k":[1,"2",true,null,{"x":1},[2]],"K":{"x":null}}}`,
 		`{"data":{"K":{"x":1e400},"k":{"x":2}}}`,
@@ -201,6 +231,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add([]byte(`{"a":{"b":[1,"x",true]},"data":{"k":null}}`), "a.b")
 	f.Add([]byte(`{"A":{"b":2},"a":{"b":3},"k":"\u006b"}`), "a")
 	f.Add([]byte(`{"data":{"K":{"x":"y"}}}`), "data.k.x")
+	f.Add([]byte(`{"a":{"b":1},"a":{"c":[1,"é",true]},"A":{"b":2},"k":[0],"k":["É"]}`), "a.c")
 	f.Fuzz(func(t *testing.T, data []byte, key string) {
 		checkExtract(t, data, key)
 	})
@@ -265,10 +296,10 @@ func FuzzFold(f *testing.F) {
 	})
 }
 
-// TestExtractStopsEarly checks that the scan stops once every path has an exactly named value
-// (it never reads the rest, here not even JSON), and reads on while a path has only a
-// case-insensitive match or none.
-func TestExtractStopsEarly(t *testing.T) {
+// TestExtractReadsToTheEnd checks that the scan reads past a path's value to the end of the
+// event: a later member of the same name replaces it (as receivers' decoders do), and a
+// fault anywhere leaves every key missing.
+func TestExtractReadsToTheEnd(t *testing.T) {
 	root := &pathNode{slot: -1}
 	var nslots int
 	slot := root.add([]string{"data", "k"}, &nslots)
@@ -277,14 +308,16 @@ func TestExtractStopsEarly(t *testing.T) {
 		raw  string
 		want kind
 	}{
-		{name: "exact match, then garbage", raw: `{"data":{"k":5,` + "\x00garbage", want: kindNumber},
-		{name: "case-insensitive match, then garbage", raw: `{"data":{"K":5,` + "\x00garbage", want: kindMissing},
-		{name: "no match, then garbage", raw: `{"data":{"j":5,` + "\x00garbage", want: kindMissing},
+		{name: "exact match, then garbage", raw: `{"data":{"k":5,` + "\x00garbage", want: kindMissing},
+		{name: "exact match, then a fault at the end", raw: `{"data":{"k":5}`, want: kindMissing},
+		{name: "exact match, then the name again", raw: `{"data":{"k":5,"k":"x"}}`, want: kindString},
+		{name: "exact match, then data again without it", raw: `{"data":{"k":5},"data":{"j":true}}`, want: kindMissing},
+		{name: "data again without it, then it", raw: `{"data":{"k":5},"data":{"j":true},"data":{"k":null}}`, want: kindNull},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vals := make([]value, nslots)
-			extract([]byte(tt.raw), root, vals, false)
+			extract([]byte(tt.raw), root, vals, false, nil)
 			if got := vals[slot].kind; got != tt.want {
 				t.Errorf("extract(%q): kind %v, want %v", tt.raw, got, tt.want)
 			}
