@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -120,6 +121,26 @@ func serverError(resp *http.Response, raw []byte) error {
 	return cli.Exit(fmt.Sprintf("%d: %s", status, strings.TrimSpace(string(raw))), 1)
 }
 
+// pathSegment is s escaped as one segment of a URL path. Names come from flags as typed: a
+// '?', '#' or '/' in one (a typo, or a shell's doing) would otherwise end the path early or
+// add segments, and `topic delete --name 'orders?typo'` would delete orders. Escaped, the
+// server gets the whole name and refuses it. "." and ".." are escaped too, so the server's
+// path cleaning does not take them for directory steps.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+// topicPath is the admin API path of a topic.
+func topicPath(topic string) string { return "/admin/topics/" + pathSegment(topic) }
+
+// subscriptionPath is the admin API path of a topic's event subscription.
+func subscriptionPath(topic, sub string) string {
+	return topicPath(topic) + "/eventSubscriptions/" + pathSegment(sub)
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -157,7 +178,7 @@ Example:
 			if bytes.Contains(body, []byte(`"specversion"`)) {
 				ct = "application/cloudevents-batch+json; charset=utf-8"
 			}
-			req, err := http.NewRequest(http.MethodPost, cl.server+"/topics/"+c.String("topic")+"/api/events?api-version=2018-01-01", bytes.NewReader(body))
+			req, err := http.NewRequest(http.MethodPost, cl.server+"/topics/"+pathSegment(c.String("topic"))+"/api/events?api-version=2018-01-01", bytes.NewReader(body))
 			if err != nil {
 				return err
 			}
@@ -239,7 +260,7 @@ func topicCommand(e env) *cli.Command {
 					// schema for a custom topic, CloudEvents for a namespace topic (the only
 					// one it takes).
 					body := map[string]any{"properties": router.TopicSpec{InputSchema: c.String("input-schema"), Kind: c.String("kind")}}
-					if err := newClient(c, e).do(http.MethodPut, "/admin/topics/"+c.String("name"), body, &out); err != nil {
+					if err := newClient(c, e).do(http.MethodPut, topicPath(c.String("name")), body, &out); err != nil {
 						return err
 					}
 					return printTopics(e, c.String("output"), out)
@@ -249,7 +270,7 @@ func topicCommand(e env) *cli.Command {
 				Name: "show", Usage: "show a topic", Flags: append(serverFlags(), nameFlag, outputFlag()),
 				Action: func(c *cli.Context) error {
 					var out armTopic
-					if err := newClient(c, e).do(http.MethodGet, "/admin/topics/"+c.String("name"), nil, &out); err != nil {
+					if err := newClient(c, e).do(http.MethodGet, topicPath(c.String("name")), nil, &out); err != nil {
 						return err
 					}
 					return printTopics(e, c.String("output"), out)
@@ -268,7 +289,7 @@ func topicCommand(e env) *cli.Command {
 			{
 				Name: "delete", Usage: "delete a topic and its event subscriptions", Flags: append(serverFlags(), nameFlag),
 				Action: func(c *cli.Context) error {
-					if err := newClient(c, e).do(http.MethodDelete, "/admin/topics/"+c.String("name"), nil, nil); err != nil {
+					if err := newClient(c, e).do(http.MethodDelete, topicPath(c.String("name")), nil, nil); err != nil {
 						return err
 					}
 					fmt.Fprintln(e.Stdout, "deleted topic", c.String("name"))
@@ -281,7 +302,7 @@ func topicCommand(e env) *cli.Command {
 					Name: "list", Usage: "print the topic's key1 and key2", Flags: append(serverFlags(), nameFlag, outputFlag()),
 					Action: func(c *cli.Context) error {
 						var keys map[string]string
-						if err := newClient(c, e).do(http.MethodPost, "/admin/topics/"+c.String("name")+"/listKeys", nil, &keys); err != nil {
+						if err := newClient(c, e).do(http.MethodPost, topicPath(c.String("name"))+"/listKeys", nil, &keys); err != nil {
 							return err
 						}
 						if c.String("output") == "json" {

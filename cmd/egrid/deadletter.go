@@ -348,7 +348,7 @@ much, and events of older objects wait while newer ones keep failing. The summar
 
 // deadLetterPath is the admin path of the subscription's dead letters, plus tail.
 func deadLetterPath(c *cli.Context, tail string) string {
-	return "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" + url.PathEscape(c.String("subscription")) + "/deadLetters" + tail
+	return subscriptionPath(c.String("topic"), c.String("subscription")) + "/deadLetters" + tail
 }
 
 // deadLetterSelection is what the --since, --until, --reason, --key, (list's) --after and

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -30,8 +29,7 @@ Example:
 			&cli.StringFlag{Name: "subscription", Aliases: []string{"s"}, Usage: "event subscription name", Required: true},
 			&cli.StringFlag{Name: "event-id", Usage: "the event's id", Required: true}),
 		Action: func(c *cli.Context) error {
-			path := "/admin/topics/" + url.PathEscape(c.String("topic")) + "/eventSubscriptions/" +
-				url.PathEscape(c.String("subscription")) + "/events/" + url.PathEscape(c.String("event-id"))
+			path := subscriptionPath(c.String("topic"), c.String("subscription")) + "/events/" + pathSegment(c.String("event-id"))
 			var ex router.Explanation
 			if err := newClient(c, e).do(http.MethodGet, path, nil, &ex); err != nil {
 				return err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -173,7 +172,7 @@ func pullReceive(c *cli.Context, e env) error {
 	if key == "" {
 		key = e.Getenv("EGRID_TOPIC_KEY")
 	}
-	base := cl.server + "/topics/" + url.PathEscape(c.String("topic")) + "/eventsubscriptions/" + url.PathEscape(c.String("subscription"))
+	base := cl.server + "/topics/" + pathSegment(c.String("topic")) + "/eventsubscriptions/" + pathSegment(c.String("subscription"))
 	p := &puller{cl: cl, key: key, base: base}
 	fmt.Fprintf(e.Stderr, "pulling from %s (Ctrl-C stops)\n", base)
 	start, got := time.Now(), 0

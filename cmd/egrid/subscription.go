@@ -165,7 +165,7 @@ func subscriptionCommand(e env) *cli.Command {
 	topicFlag := &cli.StringFlag{Name: "topic", Usage: "Name of the topic.", Required: true}
 	nameFlag := &cli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "Name of the event subscription.", Required: true}
 	path := func(c *cli.Context) string {
-		return "/admin/topics/" + c.String("topic") + "/eventSubscriptions/" + c.String("name")
+		return subscriptionPath(c.String("topic"), c.String("name"))
 	}
 	put := func(c *cli.Context, spec router.SubscriptionSpec) error {
 		var out armSubscription
@@ -285,7 +285,7 @@ Examples:
 				Flags: append(serverFlags(), topicFlag, outputFlag()),
 				Action: func(c *cli.Context) error {
 					var out struct{ Value []armSubscription }
-					if err := newClient(c, e).do(http.MethodGet, "/admin/topics/"+c.String("topic")+"/eventSubscriptions", nil, &out); err != nil {
+					if err := newClient(c, e).do(http.MethodGet, topicPath(c.String("topic"))+"/eventSubscriptions", nil, &out); err != nil {
 						return err
 					}
 					return printSubscriptions(e, c.String("output"), out.Value...)

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/console"
+	"github.com/egridio/egrid/router/httpapi"
+)
+
+// startInProcess serves a real router (in memory, --insecure-dev) with serve's handler on
+// 127.0.0.1, for CLI tests that need a server but not the binary.
+func startInProcess(t *testing.T) string {
+	t.Helper()
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mainHandler(r, prometheus.NewRegistry(), nil, httpapi.New(r), console.NewAttempts(0), slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = r.Close(context.Background())
+	})
+	return srv.URL
+}
+
+// TestNamesAreOnePathSegment: a name holding '?', '#' or '/' (or one that is "..") reaches the
+// server whole, as one path segment, so the server refuses it; it is never cut short into
+// another topic's or subscription's path. `topic delete --name 'orders?typo'` once deleted
+// orders, exited 0 and said "deleted topic orders?typo".
+func TestNamesAreOnePathSegment(t *testing.T) {
+	server := "--server=" + startInProcess(t)
+	if code, out := cliRun(t, "topic", "create", server, "--name", "orders"); code != 0 {
+		t.Fatalf("topic create: %d %s", code, out)
+	}
+	if code, out := cliRun(t, "event-subscription", "create", server, "--topic", "orders", "--name", "billing",
+		"--endpoint", "http://127.0.0.1:9/hook", "--skip-validation"); code != 0 {
+		t.Fatalf("event-subscription create: %d %s", code, out)
+	}
+	for _, name := range []string{"orders?typo", "orders#typo", "orders/x/..", "orders/", ".."} {
+		code, out := cliRun(t, "topic", "delete", server, "--name", name)
+		if code == 0 || strings.Contains(out, "deleted") {
+			t.Errorf("topic delete --name %q: exit %d, %q; want the server's refusal", name, code, out)
+		}
+		if code, out := cliRun(t, "topic", "show", server, "--name", "orders"); code != 0 {
+			t.Fatalf("after topic delete --name %q, topic orders is gone: %d %s", name, code, out)
+		}
+		code, out = cliRun(t, "event-subscription", "delete", server, "--topic", "orders", "--name", strings.Replace(name, "orders", "billing", 1))
+		if code == 0 || strings.Contains(out, "deleted") {
+			t.Errorf("event-subscription delete --name %q: exit %d, %q; want the server's refusal", name, code, out)
+		}
+		if code, out := cliRun(t, "event-subscription", "show", server, "--topic", "orders", "--name", "billing"); code != 0 {
+			t.Fatalf("after event-subscription delete --name %q, billing is gone: %d %s", name, code, out)
+		}
+		code, out = cliRun(t, "publish", server, "--topic", name, "--data", `{"id":"1","subject":"/x","eventType":"T","eventTime":"2026-01-01T00:00:00Z","data":{}}`)
+		if code == 0 || strings.Contains(out, "published") {
+			t.Errorf("publish --topic %q: exit %d, %q; want the server's refusal", name, code, out)
+		}
+	}
+	// The refusal is the server's: it names the topic it did not find.
+	if _, out := cliRun(t, "topic", "delete", server, "--name", "orders?typo"); !strings.Contains(out, "404") {
+		t.Errorf("topic delete --name orders?typo: %q; want the server's 404", out)
+	}
+}
