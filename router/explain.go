@@ -283,9 +283,11 @@ const maxResponseExcerpt = 256
 var queryRE = regexp.MustCompile(`\?[^\s"']*`)
 
 // excerpt cuts what a sink said to maxResponseExcerpt bytes with [clip.N], with any
-// query string removed (a SAS token or code= key is a secret).
+// query string removed (a SAS token or code= key is a secret) and control characters escaped
+// with [clip.Escape]: the text is partly the destination's, and `egrid explain` prints it on
+// a terminal.
 func excerpt(s string) string {
-	return clip.N(queryRE.ReplaceAllString(s, "?…"), maxResponseExcerpt)
+	return clip.N(clip.Escape(clip.N(queryRE.ReplaceAllString(s, "?…"), maxResponseExcerpt), ""), maxResponseExcerpt)
 }
 
 // observeAttempts returns what a subscription actor calls with each attempt record: queue

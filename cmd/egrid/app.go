@@ -27,7 +27,7 @@ func osEnv() env { return env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.G
 func run(ctx context.Context, args []string, e env) int {
 	app := newApp(e)
 	if err := app.RunContext(ctx, joinFlagWords(args)); err != nil {
-		fmt.Fprintln(e.Stderr, "egrid:", err)
+		fmt.Fprintln(e.Stderr, "egrid:", termSafeText(err.Error()))
 		var exit cli.ExitCoder
 		if errors.As(err, &exit) {
 			return exit.ExitCode()

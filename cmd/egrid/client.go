@@ -89,7 +89,9 @@ func (cl *client) do(method, path string, body any, out any) error {
 
 // serverError is the error of an answer that is not a success: the server's own message when
 // it sent one, and for a redirect (which apiClient does not follow) where it pointed, without
-// the target's query string.
+// the target's query string. The message may hold an endpoint's text (a failed validation
+// handshake's status line) or whatever a non-egrid server sent: run prints every error
+// through termSafeText.
 func serverError(resp *http.Response, raw []byte) error {
 	status := resp.StatusCode
 	if status >= 300 && status < 400 {
@@ -292,7 +294,7 @@ func topicCommand(e env) *cli.Command {
 					if err := newClient(c, e).do(http.MethodDelete, topicPath(c.String("name")), nil, nil); err != nil {
 						return err
 					}
-					fmt.Fprintln(e.Stdout, "deleted topic", c.String("name"))
+					fmt.Fprintln(e.Stdout, "deleted topic", termSafe(c.String("name")))
 					return nil
 				},
 			},
@@ -308,7 +310,7 @@ func topicCommand(e env) *cli.Command {
 						if c.String("output") == "json" {
 							return printJSON(e.Stdout, keys)
 						}
-						fmt.Fprintf(e.Stdout, "key1  %s\nkey2  %s\n", keys["key1"], keys["key2"])
+						fmt.Fprintf(e.Stdout, "key1  %s\nkey2  %s\n", termSafe(keys["key1"]), termSafe(keys["key2"]))
 						return nil
 					},
 				}},

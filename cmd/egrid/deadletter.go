@@ -218,7 +218,7 @@ of MinIO's listing at a time, not the whole of it.`,
 					}
 					more := func(w io.Writer) {
 						if m := out.More; m != nil {
-							fmt.Fprintf(w, "%d more objects; --since %s --after %s lists them\n", m.Objects, m.Since.UTC().Format(time.RFC3339Nano), m.After)
+							fmt.Fprintf(w, "%d more objects; --since %s --after %s lists them\n", m.Objects, m.Since.UTC().Format(time.RFC3339Nano), termSafe(m.After))
 						}
 					}
 					if c.String("output") == "json" {
@@ -268,7 +268,7 @@ and reads no further object: it then says how many records and objects it left, 
 						return err
 					}
 					for _, pr := range out.Problems {
-						fmt.Fprintln(e.Stderr, "warning: not readable:", pr)
+						fmt.Fprintln(e.Stderr, "warning: not readable:", termSafe(pr))
 					}
 					if out.Unlisted > 0 {
 						fmt.Fprintf(e.Stderr, "warning: %d more objects or records not readable (not listed)\n", out.Unlisted)
@@ -333,7 +333,7 @@ much, and events of older objects wait while newer ones keep failing. The summar
 					}
 					if loading, _ := st["loading"].(bool); loading {
 						// The counts of records are not known before the outbox is read.
-						fmt.Fprintf(e.Stdout, "loading the outbox since %v\n", st["loadingSince"])
+						fmt.Fprintf(e.Stdout, "loading the outbox since %s\n", termSafe(fmt.Sprint(st["loadingSince"])))
 						return nil
 					}
 					n := func(k string) int { f, _ := st[k].(float64); return int(f) }
@@ -468,7 +468,7 @@ func replay(c *cli.Context, e env) error {
 		}
 		switch {
 		case line.Progress != nil:
-			bar.update(string(line.Progress.Stage), line.Progress.Done, line.Progress.Total)
+			bar.update(termSafe(string(line.Progress.Stage)), line.Progress.Done, line.Progress.Total)
 		case line.Error != nil:
 			bar.finish()
 			return cli.Exit("replay failed: "+line.Error.Message, 1)
@@ -491,7 +491,7 @@ func replay(c *cli.Context, e env) error {
 
 func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 	for _, pr := range sum.Problems {
-		fmt.Fprintln(e.Stderr, "warning: not readable:", pr)
+		fmt.Fprintln(e.Stderr, "warning: not readable:", termSafe(pr))
 	}
 	if sum.UnlistedProblems > 0 {
 		fmt.Fprintf(e.Stderr, "warning: %d more objects or records not readable (not listed)\n", sum.UnlistedProblems)

@@ -45,14 +45,16 @@ Example:
 
 func printExplanation(e env, ex *router.Explanation) {
 	w := e.Stdout
-	fmt.Fprintf(w, "event %s on %s/%s\n", ex.EventID, ex.Topic, ex.Subscription)
+	// The history is partly the destination's text (its answer) and the publisher's (the
+	// event's id): every string goes through termSafe.
+	fmt.Fprintf(w, "event %s on %s/%s\n", termSafe(ex.EventID), termSafe(ex.Topic), termSafe(ex.Subscription))
 	fmt.Fprintf(w, "published  %s\n", ex.PublishTime.UTC().Format(time.RFC3339Nano))
 	if ex.EarlierAttempts > 0 {
 		fmt.Fprintf(w, "(%d earlier attempts not kept)\n", ex.EarlierAttempts)
 	}
 	for _, a := range ex.Attempts {
 		if a.NoAttempt {
-			fmt.Fprintf(w, "%s  came due, no attempt: %s\n", a.Time.UTC().Format(time.TimeOnly), a.Explanation)
+			fmt.Fprintf(w, "%s  came due, no attempt: %s\n", a.Time.UTC().Format(time.TimeOnly), termSafe(a.Explanation))
 			continue
 		}
 		status := "-"
@@ -60,7 +62,7 @@ func printExplanation(e env, ex *router.Explanation) {
 			status = fmt.Sprint(a.StatusCode)
 		}
 		fmt.Fprintf(w, "#%-3d %s  %-8s %-18s %-4s → %s\n", a.Attempt, a.Time.UTC().Format(time.TimeOnly),
-			a.Duration.Round(time.Millisecond), a.Outcome, status, a.Explanation)
+			a.Duration.Round(time.Millisecond), termSafe(a.Outcome), status, termSafe(a.Explanation))
 		if a.HeldBack > 0 {
 			note := "held back %s past its due time (probation or the in-flight limit)\n"
 			if a.Probe {
@@ -69,7 +71,7 @@ func printExplanation(e env, ex *router.Explanation) {
 			fmt.Fprintf(w, "     "+note, a.HeldBack.Round(time.Millisecond))
 		}
 		if a.Response != "" {
-			fmt.Fprintf(w, "     response: %s\n", a.Response)
+			fmt.Fprintf(w, "     response: %s\n", termSafe(a.Response))
 		}
 	}
 	var end string
@@ -83,15 +85,15 @@ func printExplanation(e env, ex *router.Explanation) {
 		obj := "not written yet (waiting in the outbox)"
 		switch {
 		case ex.DeadLetterObject != "":
-			obj = ex.DeadLetterObject
+			obj = termSafe(ex.DeadLetterObject)
 		case ex.DeadLetterSearch != "":
-			obj = ex.DeadLetterSearch
+			obj = termSafe(ex.DeadLetterSearch)
 		}
-		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", ex.Reason, ex.AttemptsMade, obj)
+		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", termSafe(string(ex.Reason)), ex.AttemptsMade, obj)
 	case router.EventDropped:
-		end = fmt.Sprintf("dropped: %s after %d attempts (no dead-letter destination)", ex.Reason, ex.AttemptsMade)
+		end = fmt.Sprintf("dropped: %s after %d attempts (no dead-letter destination)", termSafe(string(ex.Reason)), ex.AttemptsMade)
 	default:
-		end = strings.ToLower(string(ex.State))
+		end = termSafe(strings.ToLower(string(ex.State)))
 	}
 	fmt.Fprintf(w, "state      %s\n", end)
 }

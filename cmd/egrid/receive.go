@@ -200,7 +200,7 @@ func pullReceive(c *cli.Context, e env) error {
 		tokens := make([]string, 0, len(res.Value))
 		for _, v := range res.Value {
 			got++
-			fmt.Fprintf(e.Stdout, "--- +%s event %d deliveryCount=%d lockToken=%s\n%s\n", time.Since(start).Round(time.Millisecond), got, v.BrokerProperties.DeliveryCount, v.BrokerProperties.LockToken, v.Event)
+			fmt.Fprintf(e.Stdout, "--- +%s event %d deliveryCount=%d lockToken=%s\n%s\n", time.Since(start).Round(time.Millisecond), got, v.BrokerProperties.DeliveryCount, termSafe(v.BrokerProperties.LockToken), termSafeText(string(v.Event)))
 			tokens = append(tokens, v.BrokerProperties.LockToken)
 		}
 		if len(tokens) == 0 {
@@ -221,7 +221,7 @@ func pullReceive(c *cli.Context, e env) error {
 			return err
 		}
 		for _, f := range ack.Failed {
-			fmt.Fprintf(e.Stderr, "not acknowledged: %s: %s %s (it will be delivered again)\n", f.LockToken, f.Error.Code, f.Error.Message)
+			fmt.Fprintf(e.Stderr, "not acknowledged: %s: %s %s (it will be delivered again)\n", termSafe(f.LockToken), termSafe(f.Error.Code), termSafe(f.Error.Message))
 		}
 		fmt.Fprintf(e.Stderr, "acknowledged %d of %d\n", len(ack.Succeeded), len(tokens))
 	}

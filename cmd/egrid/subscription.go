@@ -305,7 +305,7 @@ Examples:
 					if err := newClient(c, e).do(http.MethodDelete, path(c), nil, nil); err != nil {
 						return err
 					}
-					fmt.Fprintln(e.Stdout, "deleted event subscription", c.String("name"))
+					fmt.Fprintln(e.Stdout, "deleted event subscription", termSafe(c.String("name")))
 					return nil
 				},
 			},

@@ -17,11 +17,20 @@ type table struct {
 
 func newTable(header ...string) *table { return &table{rows: [][]string{header}} }
 
-// row adds a row of cells.
-func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
+// row adds a row of cells, each made safe for a terminal with [termSafe] (which also
+// escapes the tabs and newlines that would break the columns).
+func (t *table) row(cells ...string) {
+	safe := make([]string, len(cells))
+	for i, c := range cells {
+		safe[i] = termSafe(c)
+	}
+	t.rows = append(t.rows, safe)
+}
 
-// note prints line, indented, under the last row added, outside the columns.
+// note prints line, indented, under the last row added, outside the columns, made safe for
+// a terminal with [termSafe].
 func (t *table) note(line string) {
+	line = termSafe(line)
 	if t.after == nil {
 		t.after = map[int]string{}
 	}

@@ -90,3 +90,23 @@ func TestQuote(t *testing.T) {
 		t.Errorf("QuoteN(ab€, 4) = %s, want %s", got, want)
 	}
 }
+
+func TestEscape(t *testing.T) {
+	for _, tt := range []struct {
+		name, s, keep, want string
+	}{
+		{name: "plain text is kept", s: `503 Service Unavailable {"a":"é€"}`, want: `503 Service Unavailable {"a":"é€"}`},
+		{name: "OSC title and clear screen", s: "503 \x1b]0;PWNED\x07\x1b[2J", want: `503 \x1b]0;PWNED\a\x1b[2J`},
+		{name: "DEL and C1 (CSI as one character)", s: "a\x7fb\u009b2Jc\u0085", want: `a\x7fb\u009b2Jc\u0085`},
+		{name: "bytes that are not UTF-8", s: "a\xffb\xe2", want: `a\xffb\xe2`},
+		{name: "newline and tab escaped unless kept", s: "a\nb\tc\r", want: `a\nb\tc\r`},
+		{name: "kept newline and tab", s: "a\nb\tc\r", keep: "\n\t", want: "a\nb\tc\\r"},
+		{name: "a backslash is kept", s: `a\x1b`, want: `a\x1b`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := clip.Escape(tt.s, tt.keep); got != tt.want {
+				t.Errorf("Escape(%q, %q) = %q, want %q", tt.s, tt.keep, got, tt.want)
+			}
+		})
+	}
+}

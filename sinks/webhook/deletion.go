@@ -116,7 +116,7 @@ func NotifyDeletion(ctx context.Context, client *http.Client, dr DeletionRequest
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &HandshakeError{
 			Outcome: schemas.OutcomeForStatus(resp.StatusCode), StatusCode: resp.StatusCode,
-			Reason: fmt.Sprintf("%s answered %s to the SubscriptionDeletion event", display, resp.Status),
+			Reason: fmt.Sprintf("%s answered %s to the SubscriptionDeletion event", display, statusOf(resp)),
 		}
 	}
 	return nil

@@ -173,7 +173,7 @@ func ValidateSubscription(ctx context.Context, client *http.Client, vr Validatio
 	if resp.StatusCode != http.StatusOK {
 		return 0, &HandshakeError{
 			Outcome: schemas.OutcomeForStatus(resp.StatusCode), StatusCode: resp.StatusCode,
-			Reason: fmt.Sprintf("%s answered %s to the SubscriptionValidation event; the endpoint must answer 200 with {\"validationResponse\": \"<validationCode>\"}, or answer 200 and then GET the validationUrl", display, resp.Status),
+			Reason: fmt.Sprintf("%s answered %s to the SubscriptionValidation event; the endpoint must answer 200 with {\"validationResponse\": \"<validationCode>\"}, or answer 200 and then GET the validationUrl", display, statusOf(resp)),
 		}
 	}
 	// The name is matched exactly: Event Grid is reported to ignore "ValidationResponse"
@@ -236,7 +236,7 @@ func RequestDelivery(ctx context.Context, client *http.Client, ar AbuseProtectio
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return 0, &HandshakeError{
 			Outcome: schemas.OutcomeForStatus(resp.StatusCode), StatusCode: resp.StatusCode,
-			Reason: fmt.Sprintf("%s answered %s to the OPTIONS abuse-protection request; a CloudEvents endpoint must answer 200 with WebHook-Allowed-Origin: %s (or *)", display, resp.Status, origin),
+			Reason: fmt.Sprintf("%s answered %s to the OPTIONS abuse-protection request; a CloudEvents endpoint must answer 200 with WebHook-Allowed-Origin: %s (or *)", display, statusOf(resp), origin),
 		}
 	}
 	allowed := strings.TrimSpace(resp.Header.Get(hdrAllowedOrigin))
@@ -306,7 +306,7 @@ func roundTrip(ctx context.Context, client *http.Client, method, rawURL, display
 		err = failed(err)
 		return nil, nil, &HandshakeError{
 			Outcome: classify(err, ctx.Err()),
-			Reason:  fmt.Sprintf("%s answered %s with %s but its body did not arrive whole: %v", display, what, resp.Status, err),
+			Reason:  fmt.Sprintf("%s answered %s with %s but its body did not arrive whole: %v", display, what, statusOf(resp), err),
 		}
 	}
 	return resp, answer, nil

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 
@@ -368,12 +369,25 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	de := &sinks.DeliveryError{
 		Outcome:    outcome,
 		StatusCode: code,
-		Err:        fmt.Errorf("%s answered %s", s.display, resp.Status),
+		Err:        fmt.Errorf("%s answered %s", s.display, statusOf(resp)),
 	}
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		de.RetryAfter = resp.Header.Get(hdrRetryAfter)
 	}
 	return de
+}
+
+// statusOf is resp's status line as a message repeats it. The reason phrase is the endpoint's
+// own text, and the message reaches logs, the admin API, `egrid explain` and terminals: a
+// phrase that is not short printable UTF-8 (one holding escape sequences that would retitle a
+// terminal, clear it or set its clipboard) is shortened and quoted with [clip.Quote] after the
+// code. A plain status ("503 Service Unavailable") is returned as it is, without allocating.
+func statusOf(resp *http.Response) string {
+	if len(resp.Status) <= len("000 ")+clip.Default && utf8.ValidString(resp.Status) && !strings.ContainsFunc(resp.Status, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return resp.Status
+	}
+	code := strconv.Itoa(resp.StatusCode)
+	return code + " " + clip.Quote(strings.TrimSpace(strings.TrimPrefix(resp.Status, code)))
 }
 
 // custom returns the configured custom headers resolved for b: dynamic values come from the
