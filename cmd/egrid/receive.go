@@ -136,11 +136,14 @@ func (h *receiver) print(r *http.Request, body []byte, status int, note string) 
 		}
 	}
 	sort.Strings(names)
-	fmt.Fprintf(h.out, "--- +%s %s %s → %d %s\n", time.Since(h.start).Round(time.Millisecond), r.Method, r.URL.Path, status, note)
+	// Anyone who reaches --listen chooses the path, the headers and the body: the path
+	// (decoded, so %1b is ESC) is quoted, the rest goes through termSafe, so none of it
+	// drives the terminal. The body's newlines and tabs are kept: pretty JSON stays readable.
+	fmt.Fprintf(h.out, "--- +%s %s %q → %d %s\n", time.Since(h.start).Round(time.Millisecond), termSafe(r.Method), r.URL.Path, status, note)
 	for _, k := range names {
-		fmt.Fprintf(h.out, "%s: %s\n", strings.ToLower(k), r.Header.Get(k))
+		fmt.Fprintf(h.out, "%s: %s\n", termSafe(strings.ToLower(k)), termSafe(r.Header.Get(k)))
 	}
-	fmt.Fprintf(h.out, "%s\n", body)
+	fmt.Fprintf(h.out, "%s\n", termSafeText(string(body)))
 }
 
 // pullReceive consumes a queue subscription from the terminal: receive, print, acknowledge.

@@ -85,3 +85,26 @@ func TestReceiverDropsStalledClients(t *testing.T) {
 		}
 	})
 }
+
+// TestReceiverPrintsRequestsEscaped: egrid receive prints what anyone who reaches --listen
+// sent; the decoded path is quoted and the headers and body escaped, so none of it drives the
+// terminal, while a JSON body stays as it was sent.
+func TestReceiverPrintsRequestsEscaped(t *testing.T) {
+	var out bytes.Buffer
+	srv := httptest.NewServer(&receiver{out: &out, failStatus: 503, start: time.Now()})
+	defer srv.Close()
+	body := "[{\"id\":\"1\",\n\t\"data\":\"\x1b]0;PWNED\x07\u009b2J\"}]"
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hook%1b%5d0;PWNED%07", strings.NewReader(body))
+	req.Header.Set("aeg-event-type", "Notification\u009b2J")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	requireNoControls(t, "egrid receive", out.String())
+	for _, want := range []string{`"/hook\x1b]0;PWNED\a"`, `aeg-event-type: Notification\u009b2J`, "[{\"id\":\"1\",\n\t\"data\":\"\\x1b]0;PWNED\\a\\u009b2J\"}]"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
