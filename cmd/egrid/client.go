@@ -197,7 +197,10 @@ Example:
 				return cli.Exit(fmt.Sprintf("publishing to %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
 			}
 			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
+			// The answer is empty, or an error of a few kilobytes: read at most maxPublishAnswer,
+			// so a server (or whatever --server reaches) that sends without end cannot hold
+			// the CLI's memory.
+			raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxPublishAnswer))
 			if resp.StatusCode != http.StatusOK {
 				return serverError(resp, raw)
 			}
@@ -206,6 +209,9 @@ Example:
 		},
 	}
 }
+
+// maxPublishAnswer bounds how much of a publish's answer the CLI reads.
+const maxPublishAnswer = 1 << 20
 
 func publishBody(c *cli.Context) ([]byte, error) {
 	var raw []byte

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -66,5 +68,20 @@ func TestNamesAreOnePathSegment(t *testing.T) {
 	// The refusal is the server's: it names the topic it did not find.
 	if _, out := cliRun(t, "topic", "delete", server, "--name", "orders?typo"); !strings.Contains(out, "404") {
 		t.Errorf("topic delete --name orders?typo: %q; want the server's 404", out)
+	}
+}
+
+// TestPublishReadsABoundedAnswer: publish reads at most 1 MiB of the server's answer, as the
+// other commands bound theirs, however much --server sends.
+func TestPublishReadsABoundedAnswer(t *testing.T) {
+	big := strings.Repeat("x", 4<<20)
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, big)
+	}))
+	defer fake.Close()
+	code, out := cliRun(t, "publish", "--server", fake.URL, "--topic", "orders", "--data", `{"id":"1"}`)
+	if code != 1 || len(out) > maxPublishAnswer+100 {
+		t.Errorf("publish against a server answering 4 MiB: exit %d, %d bytes printed; want exit 1 and at most %d", code, len(out), maxPublishAnswer+100)
 	}
 }
