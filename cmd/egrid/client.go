@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // client talks to a running egrid server.
@@ -82,7 +83,12 @@ func (cl *client) do(method, path string, body any, out any) error {
 		return serverError(resp, raw)
 	}
 	if out != nil && len(raw) > 0 {
-		return json.Unmarshal(raw, out)
+		if err := json.Unmarshal(raw, out); err != nil {
+			// A server that is not egrid's (a web server, a proxy's login page) answers
+			// 200 with HTML: say so, not only what the JSON decoder stumbled on.
+			p, _, _ := strings.Cut(path, "?")
+			return cli.Exit(fmt.Sprintf("the answer of %s %s from --server %s is not egrid's JSON (%v): check --server (EGRID_SERVER)", method, p, cl.server, err), 1)
+		}
 	}
 	return nil
 }
@@ -150,7 +156,16 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func outputFlag() cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table"}
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table",
+		// Checked before the command runs: a misspelt format (-o jsn) printed a table and
+		// exited 0, which a script reading JSON only finds out later; a create or update
+		// given one changes nothing.
+		Action: func(_ *cli.Context, v string) error {
+			if v != "table" && v != "json" {
+				return cli.Exit(fmt.Sprintf("--output %q: use table or json", clip.String(v)), 2)
+			}
+			return nil
+		}}
 }
 
 func publishCommand(e env) *cli.Command {

@@ -85,3 +85,39 @@ func TestPublishReadsABoundedAnswer(t *testing.T) {
 		t.Errorf("publish against a server answering 4 MiB: exit %d, %d bytes printed; want exit 1 and at most %d", code, len(out), maxPublishAnswer+100)
 	}
 }
+
+// TestNotEgridsAnswer: a --server that is not egrid's, answering 200 with HTML, gets an error
+// that says so and what to check, not only the JSON decoder's complaint.
+func TestNotEgridsAnswer(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><body>Welcome to nginx!</body></html>")
+	}))
+	defer fake.Close()
+	code, out := cliRun(t, "topic", "list", "--server", fake.URL)
+	if code != 1 || !strings.Contains(out, "the answer of GET /admin/topics from --server "+fake.URL+" is not egrid's JSON") || !strings.Contains(out, "check --server") {
+		t.Errorf("topic list against a web server: exit %d, %q; want exit 1 naming the call, the server and what to check", code, out)
+	}
+}
+
+// TestOutputFormatIsChecked: -o takes table or json; anything else is a usage error (exit 2)
+// before the command does anything, where -o jsn printed a table and exited 0.
+func TestOutputFormatIsChecked(t *testing.T) {
+	server := "--server=" + startInProcess(t)
+	for _, args := range [][]string{
+		{"topic", "create", server, "--name", "orders", "-o", "jsn"},
+		{"topic", "list", server, "--output", "yaml"},
+		{"explain", server, "--topic", "orders", "--subscription", "s", "--event-id", "1", "-o", "JSON "},
+	} {
+		code, out := cliRun(t, args...)
+		if code != 2 || !strings.Contains(out, "use table or json") {
+			t.Errorf("%s: exit %d, %q; want exit 2 saying to use table or json", strings.Join(args, " "), code, out)
+		}
+	}
+	if code, out := cliRun(t, "topic", "list", server, "-o", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("topic list -o json: exit %d, %q; want [] (and no topic created by the refused create)", code, out)
+	}
+	if code, out := cliRun(t, "topic", "list", server, "-o", "table"); code != 0 || !strings.HasPrefix(out, "NAME") {
+		t.Errorf("topic list -o table: exit %d, %q", code, out)
+	}
+}
