@@ -447,8 +447,7 @@ func replay(c *cli.Context, e env) error {
 	if cl.token != "" {
 		req.Header.Set("Authorization", "Bearer "+cl.token)
 	}
-	// No overall timeout: waiting for a replay can take as long as the retry schedule.
-	resp, err := apiClient(0).Do(req)
+	resp, err := replayClient(cl, body.DryRun, body.Wait).Do(req)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
 	}
@@ -487,6 +486,20 @@ func replay(c *cli.Context, e env) error {
 		return cli.Exit("the server ended the replay report without a summary; see its log", 1)
 	}
 	return printReplaySummary(e, c.String("output"), sum)
+}
+
+// replayClient is the HTTP client of a replay call. A --dry-run or --no-wait replay answers
+// once the objects are read, within newClient's 2 minutes like every other call. A replay
+// that waits for its events to be delivered or dead-lettered again can take as long as their
+// retry schedule, and its report streams progress only as events settle, so it has no
+// overall timeout: a server that stops answering is noticed only by Ctrl-C. (Bounding it
+// would take heartbeat lines from the server while it waits, and a read deadline between
+// lines.)
+func replayClient(cl *client, dryRun, wait bool) *http.Client {
+	if dryRun || !wait {
+		return cl.http
+	}
+	return apiClient(0)
 }
 
 func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {

@@ -192,3 +192,24 @@ func TestDeadLetterShowLimit(t *testing.T) {
 		t.Errorf("show --limit 0: %d %s, want exit 2 saying what to use", code, out)
 	}
 }
+
+// TestReplayTimeouts: a --dry-run or --no-wait replay, which answers once the objects are
+// read, has the CLI's usual 2-minute bound; only a replay that waits for its events to settle
+// has none (it had none in every mode).
+func TestReplayTimeouts(t *testing.T) {
+	cl := &client{http: apiClient(2 * time.Minute)}
+	for _, tt := range []struct {
+		name         string
+		dryRun, wait bool
+		want         time.Duration
+	}{
+		{name: "dry run", dryRun: true, wait: true, want: 2 * time.Minute},
+		{name: "dry run, no wait", dryRun: true, want: 2 * time.Minute},
+		{name: "no wait", want: 2 * time.Minute},
+		{name: "waits for the events", wait: true, want: 0},
+	} {
+		if got := replayClient(cl, tt.dryRun, tt.wait); got.Timeout != tt.want || got.CheckRedirect == nil {
+			t.Errorf("%s: timeout %v (redirects checked: %t); want %v and no redirect followed", tt.name, got.Timeout, got.CheckRedirect != nil, tt.want)
+		}
+	}
+}
