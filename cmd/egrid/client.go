@@ -306,7 +306,7 @@ func topicCommand(e env) *cli.Command {
 					if err := newClient(c, e).do(http.MethodGet, "/admin/topics", nil, &out); err != nil {
 						return err
 					}
-					return printTopics(e, c.String("output"), out.Value...)
+					return printTopicList(e, c.String("output"), out.Value)
 				},
 			},
 			{
@@ -340,6 +340,19 @@ func topicCommand(e env) *cli.Command {
 	}
 }
 
+// printTopicList prints a listing of topics: in JSON always an array, [] when there is none
+// and an array of one when there is one, so a script reads every listing alike.
+func printTopicList(e env, format string, ts []armTopic) error {
+	if format == "json" {
+		if ts == nil {
+			ts = []armTopic{}
+		}
+		return printJSON(e.Stdout, ts)
+	}
+	return printTopics(e, format, ts...)
+}
+
+// printTopics prints one topic (in JSON an object) or several (an array).
 func printTopics(e env, format string, ts ...armTopic) error {
 	if format == "json" {
 		if len(ts) == 1 {
