@@ -548,12 +548,13 @@ func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
 			first = b.Events[0]
 		}
 		nb := *b
-		nb.Headers = withDefaults(hm.Resolve(first), b.Headers)
+		in := b.Encoding().In
+		nb.Headers = withDefaults(hm.Resolve(first, in), b.Headers)
 		if perEvent && len(b.Events) > 1 {
 			nb.EventHeaders = make([]map[string]string, len(b.Events))
 			nb.EventHeaders[0] = nb.Headers
 			for i, ev := range b.Events[1:] {
-				nb.EventHeaders[i+1] = withDefaults(hm.Resolve(ev), b.Headers)
+				nb.EventHeaders[i+1] = withDefaults(hm.Resolve(ev, in), b.Headers)
 			}
 		}
 		return s.Deliver(ctx, &nb)

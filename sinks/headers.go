@@ -169,7 +169,14 @@ func (ms HeaderMappings) Static() map[string]string {
 // A batch carries several events but one set of headers: delivery sinks resolve dynamic
 // headers from the batch's first event (egrid's decision; Event Grid documents dynamic
 // values for single events only).
-func (ms HeaderMappings) Resolve(ev *schemas.Event) map[string]string {
+//
+// in is the schema ev was published in. Event Grid and CloudEvents events are read as
+// published. A custom-schema event is read as Event Grid sees it, as filter keys read it
+// (package filter): data is the published object, so data.key1 is its member key1, and an
+// envelope name alone (id, topic, subject, eventType, eventTime, dataVersion, in any case)
+// is the mapped value; any other path is read from the published object (egrid's extension,
+// as for filter keys).
+func (ms HeaderMappings) Resolve(ev *schemas.Event, in schemas.Schema) map[string]string {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -182,7 +189,7 @@ func (ms HeaderMappings) Resolve(ev *schemas.Event) map[string]string {
 		if ev == nil {
 			continue
 		}
-		if v, ok := lookupScalar(ev.Raw, m.SourceField); ok && len(v) <= MaxHeaderValueBytes && validValue(v) {
+		if v, ok := sourceValue(ev, in, m.SourceField); ok && len(v) <= MaxHeaderValueBytes && validValue(v) {
 			out[m.Name] = v
 		}
 	}
@@ -202,10 +209,35 @@ func checkSourceField(path string) string {
 	return ""
 }
 
+// sourceValue is the header text of the field at path in ev, published in schema in (see
+// [HeaderMappings.Resolve]).
+func sourceValue(ev *schemas.Event, in schemas.Schema, path string) (string, bool) {
+	if in != schemas.Custom {
+		return lookupScalar(ev.Raw, path)
+	}
+	first, rest, nested := strings.Cut(path, ".")
+	if strings.EqualFold(first, "data") {
+		if !nested {
+			return "", false // the whole object: no header can carry it
+		}
+		return lookupScalar(ev.Raw, rest)
+	}
+	if !nested {
+		for _, f := range [...]struct {
+			name, value string
+		}{{"id", ev.ID}, {"topic", ev.Source}, {"subject", ev.Subject}, {"eventType", ev.Type}, {"eventTime", ev.Time}, {"dataVersion", ev.DataVersion}} {
+			if strings.EqualFold(first, f.name) {
+				return f.value, true
+			}
+		}
+	}
+	return lookupScalar(ev.Raw, path)
+}
+
 // lookupScalar finds the value at a dotted path in a JSON object and returns it as header
-// text when it is a string, number or boolean. In each object a member named exactly like
-// the segment is preferred; otherwise the first that matches ignoring case is taken (as
-// filter keys do).
+// text when it is a string, number or boolean. In each object the last member named exactly
+// like the segment is taken, or else the last that matches ignoring case (as filter keys do,
+// and as receivers' JSON readers keep the last of a repeated name).
 func lookupScalar(raw []byte, path string) (string, bool) {
 	val := json.RawMessage(raw)
 	for seg := range strings.SplitSeq(path, ".") {
@@ -241,7 +273,7 @@ func member(obj json.RawMessage, seg string) (json.RawMessage, bool) {
 	if err != nil || tok != json.Delim('{') {
 		return nil, false
 	}
-	var folded json.RawMessage
+	var exact, folded json.RawMessage
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -253,14 +285,16 @@ func member(obj json.RawMessage, seg string) (json.RawMessage, bool) {
 			return nil, false
 		}
 		if key == seg {
-			return v, true
-		}
-		if folded == nil && strings.EqualFold(key, seg) {
+			exact = v
+		} else if strings.EqualFold(key, seg) {
 			folded = v
 		}
 	}
 	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
 		return nil, false
+	}
+	if exact != nil {
+		return exact, true
 	}
 	return folded, folded != nil
 }

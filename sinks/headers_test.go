@@ -78,7 +78,7 @@ func TestHeaderMappingsResolve(t *testing.T) {
 		found bool
 	}{
 		{name: "string", path: "data.tenant", want: "exact", found: true},
-		{name: "case folded when no exact name", path: "DATA.n", want: "42.50", found: true},
+		{name: "case folded when no exact name: the last such", path: "DATA.tenant", want: "exact", found: true},
 		{name: "number as written", path: "Data.n", want: "42.50", found: true},
 		{name: "true", path: "Data.ok", want: "true", found: true},
 		{name: "false", path: "Data.off", want: "false", found: true},
@@ -95,7 +95,7 @@ func TestHeaderMappingsResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hm := sinks.HeaderMappings{{Name: "X-Static", Value: secret}, {Name: "X-Dyn", SourceField: tt.path}}
-			got := hm.Resolve(ev)
+			got := hm.Resolve(ev, schemas.EventGrid)
 			want := map[string]string{"X-Static": secret}
 			if tt.found {
 				want["X-Dyn"] = tt.want
@@ -105,10 +105,10 @@ func TestHeaderMappingsResolve(t *testing.T) {
 			}
 		})
 	}
-	if got := (sinks.HeaderMappings{{Name: "X-Dyn", SourceField: "id"}, {Name: "X-S", Value: "v"}}).Resolve(nil); !maps.Equal(got, map[string]string{"X-S": "v"}) {
+	if got := (sinks.HeaderMappings{{Name: "X-Dyn", SourceField: "id"}, {Name: "X-S", Value: "v"}}).Resolve(nil, schemas.EventGrid); !maps.Equal(got, map[string]string{"X-S": "v"}) {
 		t.Errorf("Resolve(nil) = %v; want the static header only", got)
 	}
-	if got := (sinks.HeaderMappings{{Name: "X-Dyn", SourceField: "id"}}).Resolve(&schemas.Event{Raw: []byte(`{"id":`)}); len(got) != 0 {
+	if got := (sinks.HeaderMappings{{Name: "X-Dyn", SourceField: "id"}}).Resolve(&schemas.Event{Raw: []byte(`{"id":`)}, schemas.EventGrid); len(got) != 0 {
 		t.Errorf("Resolve(malformed) = %v; want nothing", got)
 	}
 }
@@ -129,7 +129,51 @@ func TestHeaderMappingStringHidesStaticValue(t *testing.T) {
 func TestHeaderMappingsResolveLeavesOutControlCharacters(t *testing.T) {
 	hm := sinks.HeaderMappings{{Name: "X-Note", SourceField: "data.note"}, {Name: "X-Tier", SourceField: "data.tier"}}
 	ev := &schemas.Event{Raw: []byte(`{"data":{"note":"line\r\nX-Injected: 1","tier":"gold\tplus"}}`)}
-	if got := hm.Resolve(ev); !maps.Equal(got, map[string]string{"X-Tier": "gold\tplus"}) {
+	if got := hm.Resolve(ev, schemas.EventGrid); !maps.Equal(got, map[string]string{"X-Tier": "gold\tplus"}) {
 		t.Errorf("Resolve() = %q; want X-Tier only", got)
+	}
+}
+
+// On a custom-schema topic a dynamic header reads the event as Event Grid sees it, as filter
+// keys do: data is the published object and an envelope name is its mapped value, so a
+// mapping copied from Azure (sourceField data.key1) finds the object's key1; other paths
+// read the object as published.
+func TestHeaderMappingsResolveCustomSchema(t *testing.T) {
+	ev := &schemas.Event{ID: "m-1", Subject: "/users/1", Type: "Created", Time: "2026-01-01T00:00:00Z", DataVersion: "2", Source: "/topics/t",
+		Raw: []byte(`{"resource":"/users/1","siteName":"north","subject":"raw subject","data":{"siteName":"inner"},"n":7}`)}
+	for _, tt := range []struct {
+		path, want string
+		found      bool
+	}{
+		{path: "data.siteName", want: "north", found: true},
+		{path: "Data.n", want: "7", found: true},
+		{path: "data.data.siteName", want: "inner", found: true},
+		{path: "subject", want: "/users/1", found: true},
+		{path: "EventType", want: "Created", found: true},
+		{path: "id", want: "m-1", found: true},
+		{path: "topic", want: "/topics/t", found: true},
+		{path: "dataVersion", want: "2", found: true},
+		{path: "siteName", want: "north", found: true},
+		{path: "data"},
+	} {
+		hm := sinks.HeaderMappings{{Name: "X-Dyn", SourceField: tt.path}}
+		got := hm.Resolve(ev, schemas.Custom)
+		want := map[string]string{}
+		if tt.found {
+			want["X-Dyn"] = tt.want
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("custom schema, sourceField %q: Resolve() = %q; want %q", tt.path, got, want)
+		}
+	}
+}
+
+// A member name repeated in the event resolves to its last value, as filters and receivers'
+// JSON readers take it.
+func TestHeaderMappingsResolveTakesTheLastOfARepeatedName(t *testing.T) {
+	ev := &schemas.Event{Raw: []byte(`{"data":{"tier":"free","Tier":"x","tier":"gold","TIER":"y"}}`)}
+	hm := sinks.HeaderMappings{{Name: "X-Tier", SourceField: "data.tier"}, {Name: "X-Folded", SourceField: "data.tIer"}}
+	if got := hm.Resolve(ev, schemas.EventGrid); !maps.Equal(got, map[string]string{"X-Tier": "gold", "X-Folded": "y"}) {
+		t.Errorf("Resolve() = %q; want the last exact value and the last case-folded one", got)
 	}
 }

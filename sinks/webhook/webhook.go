@@ -400,7 +400,7 @@ func (s *Sink) custom(b *sinks.Batch) map[string]string {
 	if len(b.Events) > 0 {
 		first = b.Events[0]
 	}
-	return s.headers.Resolve(first)
+	return s.headers.Resolve(first, b.Encoding().In)
 }
 
 // unsendable returns an *[sinks.UnsendableError] listing the events of b whose header-bound
