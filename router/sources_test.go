@@ -31,6 +31,23 @@ type sourceRig struct {
 	natsURL, consumer string
 }
 
+// firstPoisoned returns the first message of the rig's poison queue, waiting for it at most
+// brokerGuard.
+func (rig *sourceRig) firstPoisoned(t *testing.T) jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
+	defer cancel()
+	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
+	if err != nil {
+		t.Fatalf("reading the poison queue: %v", err)
+	}
+	return m
+}
+
 func newSourceRig(t *testing.T, log *slog.Logger) *sourceRig {
 	t.Helper()
 	n := brokertest.NATS(t)
@@ -125,16 +142,7 @@ func TestNATSSourceFeedsTopic(t *testing.T) {
 	rig.expect(t, "one", "two", "three", "four")
 
 	// The poisoned message, with the reason.
-	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
-	defer cancel()
-	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
-	if err != nil {
-		t.Fatalf("reading the poison queue: %v", err)
-	}
+	m := rig.firstPoisoned(t)
 	if !strings.Contains(string(m.Data()), `"id":"bad"`) {
 		t.Errorf("poison queue holds %s; want the malformed message", m.Data())
 	}
@@ -408,16 +416,7 @@ func TestNATSSourcePoisonsOrDropsAMessageTooLargeForItsReason(t *testing.T) {
 		t.Fatal("the source never reported dropping the message its poison queue cannot take")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
-	defer cancel()
-	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
-	if err != nil {
-		t.Fatalf("reading the poison queue: %v", err)
-	}
+	m := rig.firstPoisoned(t)
 	if !strings.Contains(string(m.Data()), `"id":"batch-0"`) {
 		t.Errorf("poison queue holds %.200s; want the batch", m.Data())
 	}
@@ -476,16 +475,7 @@ func TestNATSSourceDecodesAMessageAsOnePublish(t *testing.T) {
 		t.Errorf("delivered %v; want big and after, and neither event of the malformed pair", got)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
-	defer cancel()
-	cons, err := rig.js.CreateOrUpdateConsumer(ctx, rig.stream, jetstream.ConsumerConfig{FilterSubject: rig.poison, AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cons.Next(jetstream.FetchMaxWait(brokerGuard))
-	if err != nil {
-		t.Fatalf("reading the poison queue: %v", err)
-	}
+	m := rig.firstPoisoned(t)
 	if !strings.Contains(string(m.Data()), `"id":"pair-a"`) {
 		t.Errorf("poison queue holds %.200s; want the malformed pair", m.Data())
 	}

@@ -33,6 +33,23 @@ func openArray(s *scanner, what, want string) error {
 	return requestError("body is a JSON " + k.String() + ", but " + what + " must be " + want)
 }
 
+// scanPublish walks the publish body s is positioned at: a JSON array of events or, with
+// single, also one event object ([scanOne]). schema names the body in errors ("an Event Grid
+// schema") and events what its array holds ("events").
+func scanPublish(s *scanner, lim Limits, p *problems, single bool, schema, events string, fn func(i int) error) error {
+	if single && s.peek() == '{' {
+		return scanOne(s, lim, fn)
+	}
+	what, want := schema+" publish", "a JSON array of "+events
+	if single {
+		what, want = schema+" message", "an event object or a JSON array of "+events
+	}
+	if err := openArray(s, what, want); err != nil {
+		return err
+	}
+	return scanEvents(s, lim, p, fn)
+}
+
 // scanOne decodes the single event object s is positioned at, as event 0: fn is called with
 // index 0 and must consume the object and return only scanner errors. Nothing but white space
 // may follow the object, and the object is checked against lim.MaxEventBytes as published, so

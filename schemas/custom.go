@@ -169,21 +169,7 @@ func decodeCustom(body []byte, m *InputMapping, topicID string, lim Limits, newI
 		}
 		return err
 	}
-	var err error
-	switch {
-	case single && s.peek() == '{':
-		err = scanOne(s, lim, decode)
-	case single:
-		if err := openArray(s, "a custom schema message", "an event object or a JSON array of event objects"); err != nil {
-			return nil, err
-		}
-		err = scanEvents(s, lim, &p, decode)
-	default:
-		if err := openArray(s, "a custom schema publish", "a JSON array of event objects"); err != nil {
-			return nil, err
-		}
-		err = scanEvents(s, lim, &p, decode)
-	}
+	err := scanPublish(s, lim, &p, single, "a custom schema", "event objects", decode)
 	if err != nil {
 		return nil, err
 	}

@@ -134,21 +134,7 @@ func decodeEventGrid(body []byte, topicID string, lim Limits, single bool) ([]*E
 		}
 		return err
 	}
-	var err error
-	switch {
-	case single && s.peek() == '{':
-		err = scanOne(s, lim, decode)
-	case single:
-		if err := openArray(s, "an Event Grid schema message", "an event object or a JSON array of events"); err != nil {
-			return nil, err
-		}
-		err = scanEvents(s, lim, &p, decode)
-	default:
-		if err := openArray(s, "an Event Grid schema publish", "a JSON array of events"); err != nil {
-			return nil, err
-		}
-		err = scanEvents(s, lim, &p, decode)
-	}
+	err := scanPublish(s, lim, &p, single, "an Event Grid schema", "events", decode)
 	if err != nil {
 		return nil, err
 	}
