@@ -306,7 +306,7 @@ func topicCommand(e env) *cli.Command {
 					if err := newClient(c, e).do(http.MethodGet, "/admin/topics", nil, &out); err != nil {
 						return err
 					}
-					return printTopicList(e, c.String("output"), out.Value)
+					return printList(e, c.String("output"), out.Value, printTopics)
 				},
 			},
 			{
@@ -340,16 +340,16 @@ func topicCommand(e env) *cli.Command {
 	}
 }
 
-// printTopicList prints a listing of topics: in JSON always an array, [] when there is none
-// and an array of one when there is one, so a script reads every listing alike.
-func printTopicList(e env, format string, ts []armTopic) error {
+// printList prints a listing: in JSON always an array, [] when there is none and an array of
+// one when there is one, so a script reads every listing alike; otherwise as print does.
+func printList[T any](e env, format string, items []T, print func(env, string, ...T) error) error {
 	if format == "json" {
-		if ts == nil {
-			ts = []armTopic{}
+		if items == nil {
+			items = []T{}
 		}
-		return printJSON(e.Stdout, ts)
+		return printJSON(e.Stdout, items)
 	}
-	return printTopics(e, format, ts...)
+	return print(e, format, items...)
 }
 
 // printTopics prints one topic (in JSON an object) or several (an array).

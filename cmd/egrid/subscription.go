@@ -288,7 +288,7 @@ Examples:
 					if err := newClient(c, e).do(http.MethodGet, topicPath(c.String("topic"))+"/eventSubscriptions", nil, &out); err != nil {
 						return err
 					}
-					return printSubscriptionList(e, c.String("output"), out.Value)
+					return printList(e, c.String("output"), out.Value, printSubscriptions)
 				},
 			},
 			{
@@ -572,18 +572,6 @@ func parseExpiration(v string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("--expiration-date %q: use a date or datetime such as 2030-01-31 or 2030-01-31T18:00:00Z", clip.String(v))
-}
-
-// printSubscriptionList prints a listing of subscriptions: in JSON always an array, [] when
-// there is none and an array of one when there is one, so a script reads every listing alike.
-func printSubscriptionList(e env, format string, subs []armSubscription) error {
-	if format == "json" {
-		if subs == nil {
-			subs = []armSubscription{}
-		}
-		return printJSON(e.Stdout, subs)
-	}
-	return printSubscriptions(e, format, subs...)
 }
 
 // printSubscriptions prints one subscription (in JSON an object) or several (an array).
