@@ -471,7 +471,9 @@ func (q *queue) applyRead(r *journalRead) {
 		if e.Seq < q.next {
 			continue
 		}
-		if q.cfg.Filter == nil || q.cfg.Filter.Match(e.Event) {
+		// An entry without an event is a journal position the store passed over (see
+		// store.Entry): the cursor moves past it.
+		if e.Event != nil && (q.cfg.Filter == nil || q.cfg.Filter.Match(e.Event)) {
 			q.add(e, now)
 		}
 		q.next = e.Seq + 1

@@ -972,7 +972,9 @@ func (s *subscription) applyRead(r *journalRead) {
 		if e.Seq < s.next {
 			continue
 		}
-		if s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event) {
+		// An entry without an event is a journal position the store passed over (see
+		// store.Entry): the cursor moves past it.
+		if e.Event != nil && (s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event)) {
 			s.add(e)
 		}
 		s.next = e.Seq + 1

@@ -39,11 +39,14 @@ var (
 	ErrDamaged = errors.New("store: the stored definition is damaged")
 )
 
-// Entry is one journal entry.
+// Entry is one journal entry. A Read may return an entry without an Event: a position of the
+// journal that holds no event the store wrote (the JetStream store's journal subject carries
+// a message something else published there), which the store passed over. Readers move their
+// cursor past it and take nothing from it.
 type Entry struct {
 	Seq         uint64
 	PublishTime time.Time
-	Event       *schemas.Event
+	Event       *schemas.Event // nil for a position passed over
 }
 
 // Parked is an event a subscription will attempt again later.
@@ -154,7 +157,8 @@ type Store interface {
 	// Append adds events to a topic's journal and returns the sequence number of the last one
 	// (the first is last-len(events)+1). The topic must exist (PutTopic).
 	Append(ctx context.Context, topic string, publishTime time.Time, events []*schemas.Event) (last uint64, err error)
-	// Read returns up to max journal entries with Seq >= from, in order.
+	// Read returns up to max journal entries with Seq >= from, in order (some possibly
+	// without an Event: see [Entry]).
 	Read(ctx context.Context, topic string, from uint64, max int) ([]Entry, error)
 	// LastSeq returns the sequence number of the newest entry (0 when the journal is empty).
 	LastSeq(ctx context.Context, topic string) (uint64, error)

@@ -472,13 +472,11 @@ func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([
 			if err != nil {
 				return nil, fmt.Errorf("jetstream store: reading topic %q at %d: %w", topic, seq, err)
 			}
-			e, ok, err := s.decodeJournal(topic, seq, m.Data)
+			e, err := s.decodeJournal(topic, seq, m.Data)
 			if err != nil {
 				return nil, err
 			}
-			if ok {
-				entries = append(entries, e)
-			}
+			entries = append(entries, e)
 		}
 		return entries, nil
 	}
@@ -551,12 +549,11 @@ type run struct {
 	topic   string
 	next    uint64 // the sequence number the run needs next
 	entries []store.Entry
-	passed  int // messages passed over as not the store's (see decodeJournal)
 }
 
-// taken is how many of the stream's messages the run has taken: its entries and the ones
-// it passed over.
-func (r *run) taken() int { return len(r.entries) + r.passed }
+// taken is how many of the stream's messages the run has taken: its entries, those passed
+// over included.
+func (r *run) taken() int { return len(r.entries) }
 
 // add takes the message the consumer delivered as sequence number seq.
 func (r *run) add(ctx context.Context, seq uint64, data []byte) error {
@@ -605,12 +602,9 @@ func gone(ctx context.Context, str jetstream.Stream, seq uint64) (bool, error) {
 }
 
 func (r *run) take(seq uint64, data []byte) error {
-	e, ok, err := r.s.decodeJournal(r.topic, seq, data)
-	switch {
-	case ok:
+	e, err := r.s.decodeJournal(r.topic, seq, data)
+	if err == nil {
 		r.entries = append(r.entries, e)
-	case err == nil:
-		r.passed++
 	}
 	return err
 }
@@ -618,24 +612,44 @@ func (r *run) take(seq uint64, data []byte) error {
 // decodeJournal decodes the journal message seq of topic. A message of this store's format
 // that does not decode (one without an event, cut short, bad lengths) is no event Append
 // wrote — it writes only what decodes — but a message someone else published to the
-// journal's subject, or damage: it is passed over (ok false), logged as an ERROR, so that
-// every subscription delivers the entries around it. Failing the read instead would restart
-// each subscription reaching it for good (a subscription actor's failed read is retried by
-// a restart), and an entry without an event taken in would fail its filter or delivery the
-// same way. A message of a format this release does not know is an error: it may be an event
-// a newer release wrote, which must not be passed over; upgrade this node.
-func (s *Store) decodeJournal(topic string, seq uint64, data []byte) (e store.Entry, ok bool, err error) {
-	e, err = decodeEntry(seq, data)
+// journal's subject, or damage: it is passed over, as an entry without an event (see
+// [store.Entry]) so that every reader's cursor moves past it and the subscriptions deliver
+// the entries around it, and logged as an ERROR once (the first read that reaches it).
+// Failing the read instead would restart each subscription reaching it for good (a
+// subscription actor's failed read is retried by a restart); leaving it out of the read
+// would leave a subscription whose whole read was such messages where it was, reading them
+// again for good. A message of a format this release does not know is an error: it may be an
+// event a newer release wrote, which must not be passed over; upgrade this node.
+func (s *Store) decodeJournal(topic string, seq uint64, data []byte) (store.Entry, error) {
+	e, err := decodeEntry(seq, data)
 	switch {
 	case err == nil:
-		return e, true, nil
+		return e, nil
 	case (len(data) == 0 || data[0] == formatV1) && errors.Is(err, errCorrupt):
-		s.opts.Logger.Error("jetstream store: a journal message does not decode and is passed over: it is not an event egrid stored (a message published to the journal's subject by something else, or damage); the subscriptions deliver the entries around it",
-			"topic", topic, "seq", seq, "err", err)
-		return store.Entry{}, false, nil
+		if s.passedOver(topic, seq) {
+			s.opts.Logger.Error("jetstream store: a journal message does not decode and is passed over: it is not an event egrid stored (a message published to the journal's subject by something else, or damage); the subscriptions deliver the entries around it. Give publish rights on the journal's subjects to egrid's NATS user only",
+				"topic", topic, "seq", seq, "err", err)
+		}
+		return store.Entry{Seq: seq}, nil
 	default:
-		return store.Entry{}, false, fmt.Errorf("jetstream store: topic %q entry %d (a newer release's format? upgrade this node): %w", topic, seq, err)
+		return store.Entry{}, fmt.Errorf("jetstream store: topic %q entry %d (a newer release's format? upgrade this node): %w", topic, seq, err)
 	}
+}
+
+// passedOver records that the journal message seq of topic was passed over and reports
+// whether no read had passed over it (or one after it) before: each is logged once, not at
+// every subscription's read. It keeps one number per topic.
+func (s *Store) passedOver(topic string, seq uint64) bool {
+	s.passedMu.Lock()
+	defer s.passedMu.Unlock()
+	if seq <= s.passed[topic] {
+		return false
+	}
+	if s.passed == nil {
+		s.passed = make(map[string]uint64)
+	}
+	s.passed[topic] = seq
+	return true
 }
 
 func maxU(a, b, c uint64) uint64 { return max(a, b, c) }

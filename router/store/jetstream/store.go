@@ -116,6 +116,9 @@ type Store struct {
 	purging map[string]chan struct{}
 	stopped bool // set by Close: no new writers
 
+	passedMu sync.Mutex
+	passed   map[string]uint64 // by topic: the last journal message passed over (decodeJournal)
+
 	readParkedHook func() // set by a test of this package only: called by readParked first
 	dropBodiesHook func() // set by a test of this package only: called by dropBodies first
 	purgeWaitHook  func() // set by a test of this package only: called before waiting for a purge
