@@ -1205,7 +1205,17 @@ func (r *Router) dropTopicLocally(life context.Context, t *topicRuntime) {
 		r.stopActor(t.pid, "topic actor "+t.name)           // its children's stop work has begun then
 		_ = r.stops.WaitTopic(context.Background(), t.name) // bounded by the actors' stop grace
 		_ = t.writer.Close()                                // after the actors: they flush on stop
-		r.topicGone(t.name, names)                          // not while a topic of the name runs actors again
+		// Not once a topic of the name is back (created again while this stop outlasted
+		// dropTopicWait): a new topic without subscriptions has no actor the metrics set's
+		// guard would see, and it holds its own publish histogram already. Checked under
+		// r.mu, which a create takes to add the topic. (A create that has built its runtime
+		// and not yet added it, a few instructions, is not seen: its publish histogram would
+		// then be dropped from /metrics until a restart.)
+		r.mu.Lock()
+		if _, again := r.topics[fold(t.name)]; !again {
+			r.topicGone(t.name, names)
+		}
+		r.mu.Unlock()
 	})
 	ctx, cancel := context.WithTimeout(life, dropTopicWait)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit/brokertest"
@@ -170,6 +171,51 @@ func TestClusterDropOfADeletedTopicStopsWaitingAtClose(t *testing.T) {
 		requireClosed(t, top.writer, "the dropped topic's writer")
 		r.cl = nil
 		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A topic created again here while the stop of its deleted namesake outlasted the drop keeps
+// its counters and its publish histogram when that stop ends: the namesake's metrics were
+// forgotten by name, and a new topic without subscriptions has no actor the metrics set's
+// guard sees.
+func TestClusterDropLeavesTheMetricsOfATopicCreatedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		hs := newHeldStateWrites()
+		r, c, _, k := unplacedFixture(t, hs)
+		r.cl = c
+		if err := c.start(k); err != nil {
+			t.Fatal(err)
+		}
+		top, err := r.topic("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.holding.Store(true)
+		if err := top.writer.Enqueue("billing", store.Update{Cursor: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-hs.entered // the stop will hang on this write
+		hs.holding.Store(false)
+		life, end := context.WithCancel(ctx)
+		end() // the drop stops waiting at once
+		r.dropTopicLocally(life, top)
+		r.cl = nil // the topic comes back through the plain path: no placement needed here
+		if err := r.startTopic(r.newTopicRuntime("orders", TopicSpec{}), nil); err != nil {
+			t.Fatal(err)
+		}
+		ev := map[string]any{"id": "e1", "subject": "/s", "eventType": "T", "eventTime": "2026-01-01T00:00:00Z", "data": map[string]any{}}
+		if err := r.Publish(ctx, "orders", ev); err != nil {
+			t.Fatal(err)
+		}
+		close(hs.release) // the namesake's stop ends
+		c.closing.Wait()
+		if got := r.metrics.Snapshot().Sum(metrics.PublishSuccessCount, "orders"); got != 1 {
+			t.Errorf("PublishSuccessCount of the topic created again = %d after its namesake's stop ended, want 1", got)
+		}
+		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
