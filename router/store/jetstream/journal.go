@@ -434,8 +434,9 @@ const smallRead = 4
 // delivery is at least once). With replicas it may also return fewer entries than the journal
 // holds, none even: a replica that answers may not have the newest yet. Callers read again
 // later; they never take a short read for the journal's end. A message on the journal's
-// subject that does not decode is not an event the store wrote: the run goes past it, logged
-// as an ERROR to [Options.Logger] (see decodeJournal).
+// subject that does not decode is not an event the store wrote: the run returns its position
+// as an entry without an event ([store.Entry]), logged once as an ERROR to [Options.Logger]
+// (see decodeJournal).
 func (s *Store) Read(ctx context.Context, topic string, from uint64, max int) ([]store.Entry, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
