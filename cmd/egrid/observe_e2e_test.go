@@ -47,6 +47,20 @@ func scrape(t *testing.T, url, token string) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// scrapeUntil scrapes url until settled holds of its families, for 10 s at most, and returns
+// the last families it read.
+func scrapeUntil(t *testing.T, url string, settled func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fams := scrape(t, url, "")
+		if settled(fams) || time.Now().After(deadline) {
+			return fams
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+}
+
 // sample finds the sample of family name whose labels are exactly labels (name=value pairs),
 // or nil.
 func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) *dto.Metric {
@@ -245,6 +259,18 @@ topics:
 		len(h.GetBucket()) == 0 || h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount() > h.GetSampleCount() {
 		t.Errorf("egrid_store_log_sync_seconds: %d syncs taking %v s in buckets %v, want the synced writes of the config and the publish", h.GetSampleCount(), h.GetSampleSum(), h.GetBucket())
 	}
+	// A subscription publishes its gauges at the end of the actor turn that logged its last
+	// attempt, so the scrape above may have come a moment before: scrape until they settle.
+	fams = scrapeUntil(t, metricsURL, func(fams map[string]*dto.MetricFamily) bool {
+		for _, sub := range []string{"delivers", "fails", "filtered"} {
+			for _, g := range []string{"egrid_backlog_events", "egrid_in_flight_attempts", "egrid_oldest_undelivered_age_seconds"} {
+				if m := sample(fams, g, "topic", "orders", "subscription", sub); m == nil || m.GetGauge().GetValue() != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	for _, sub := range []string{"delivers", "fails", "filtered"} {
 		for _, g := range []string{"egrid_backlog_events", "egrid_in_flight_attempts", "egrid_oldest_undelivered_age_seconds", "egrid_probation_state"} {
 			m := sample(fams, g, "topic", "orders", "subscription", sub)

@@ -188,7 +188,11 @@ func (c *testCluster) open(name string) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
-	st, err := jetstream.Open(t.Context(), nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second, Replicas: c.replicas})
+	// Opening creates the store's streams: with three replicas each is a new raft group,
+	// which a loaded machine can take longer to form than the 3 s every later call gets.
+	openCtx, cancelOpen := context.WithTimeout(t.Context(), 30*time.Second)
+	st, err := jetstream.Open(openCtx, nc, jetstream.Options{Prefix: c.prefix, Memory: !c.files, Timeout: 3 * time.Second, Replicas: c.replicas})
+	cancelOpen()
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("opening the store: %w", err)
