@@ -1682,6 +1682,7 @@ func (h *dueHeap) Push(x any) {
 func (h *dueHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
+	old[len(old)-1] = nil // the slot past the end must not keep the event alive
 	*h = old[:len(old)-1]
 	it.heapIndex = -1
 	return it

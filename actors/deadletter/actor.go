@@ -1513,6 +1513,7 @@ func (h *recordHeap) Push(x any)   { *h = append(*h, x.(*Record)) }
 func (h *recordHeap) Pop() any {
 	old := *h
 	r := old[len(old)-1]
+	old[len(old)-1] = nil // the slot past the end must not keep the record (and its event) alive
 	*h = old[:len(old)-1]
 	return r
 }
