@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/store/jetstream"
 	"github.com/egridio/egrid/schemas/clip"
 )
@@ -131,8 +132,9 @@ func splitURLs(v string) []string {
 
 // openCluster connects to the cluster's NATS servers (reconnecting forever) and opens the
 // JetStream store on them. Close the store, then the connection. Its errors name the servers
-// without the credentials their URLs may carry ([jetstream.RedactURLs]).
-func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nats.Conn, *jetstream.Store, error) {
+// without the credentials their URLs may carry ([jetstream.RedactURLs]). The damage the store
+// finds is counted in m (metrics.StoreCorruptionCount), as the embedded store's is.
+func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger, m *metrics.Set) (*nats.Conn, *jetstream.Store, error) {
 	nc, err := nats.Connect(strings.Join(s.URLs, ","),
 		nats.Name("egrid "+s.Options.NodeName), nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond),
 		// No buffering while disconnected: a publish answered 503 must not be stored later.
@@ -144,7 +146,10 @@ func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger) (*nat
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is the server running? check --cluster)", jetstream.RedactURLs(strings.Join(s.URLs, ",")), jetstream.RedactError(err))
 	}
-	st, err := jetstream.Open(ctx, nc, jetstream.Options{Prefix: s.Options.Prefix, Replicas: s.Replicas, Logger: log})
+	st, err := jetstream.Open(ctx, nc, jetstream.Options{
+		Prefix: s.Options.Prefix, Replicas: s.Replicas, Logger: log,
+		OnCorruption: func(kind string) { m.Add(metrics.Key{Name: metrics.StoreCorruptionCount, Dim: kind}, 1) },
+	})
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -97,7 +97,7 @@ func serve(c *cli.Context, e env) error {
 	)
 	if s.Cluster.enabled() {
 		var js *jetstream.Store
-		if nc, js, err = openCluster(c.Context, s.Cluster, log); err != nil {
+		if nc, js, err = openCluster(c.Context, s.Cluster, log, counters); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 		defer nc.Close() // after the store

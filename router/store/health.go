@@ -84,8 +84,8 @@ type Health struct {
 	Corruptions int `json:"corruptions,omitempty"`
 }
 
-// HealthReporter is implemented by stores that can report their health (the disk store). A
-// store without it is taken to be always Healthy.
+// HealthReporter is implemented by stores that can report their health (the disk and
+// JetStream stores). A store without it is taken to be always Healthy.
 type HealthReporter interface {
 	// Health returns the store's current health. It does no I/O beyond a file-system
 	// statistics call and is safe for concurrent use.

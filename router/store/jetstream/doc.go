@@ -110,7 +110,13 @@
 // page of the history bucket at a time, whatever its size, and [Options.Timeout] bounds each
 // of its requests rather than the whole (see [Store.ExpireHistory]). A journal message that
 // does not decode (published to the journal's subject by something else: the store writes
-// none) is passed over by reads and logged ([Store.Read]).
+// none) is passed over by reads and logged ([Store.Read]). A parked event's copy that does
+// not decode, or that is gone although the subscription's record names the event, is left
+// out of LoadSubscription and ParkedEvents: the event is lost to the subscription (neither
+// retried nor dead-lettered, its event being unreadable), which goes on with its other
+// events, as with the disk store's parked record that does not decode. Each such piece of
+// damage is logged once as an ERROR saying what to do and counted by kind
+// ([Options.OnCorruption], [DamageEntry]; [Store.Health]), as the disk store counts its own.
 //
 // jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
 // the NATS client).

@@ -615,7 +615,8 @@ func (r *run) take(seq uint64, data []byte) error {
 // wrote — it writes only what decodes — but a message someone else published to the
 // journal's subject, or damage: it is passed over, as an entry without an event (see
 // [store.Entry]) so that every reader's cursor moves past it and the subscriptions deliver
-// the entries around it, and logged as an ERROR once (the first read that reaches it).
+// the entries around it, and logged as an ERROR and counted ([DamageEntry], [Store.Health])
+// once (the first read that reaches it).
 // Failing the read instead would restart each subscription reaching it for good (a
 // subscription actor's failed read is retried by a restart); leaving it out of the read
 // would leave a subscription whose whole read was such messages where it was, reading them
@@ -630,6 +631,7 @@ func (s *Store) decodeJournal(topic string, seq uint64, data []byte) (store.Entr
 		if s.passedOver(topic, seq) {
 			s.opts.Logger.Error("jetstream store: a journal message does not decode and is passed over: it is not an event egrid stored (a message published to the journal's subject by something else, or damage); the subscriptions deliver the entries around it. Give publish rights on the journal's subjects to egrid's NATS user only",
 				"topic", topic, "seq", seq, "err", err)
+			s.damaged(DamageEntry)
 		}
 		return store.Entry{Seq: seq}, nil
 	default:

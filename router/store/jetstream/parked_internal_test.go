@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +44,15 @@ func parkedSub(t *testing.T, s *Store) {
 	if err := s.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 3, Put: ps}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// damageLog has s log to the returned builder and count its damage by kind in the returned map.
+func damageLog(s *Store) (*strings.Builder, map[string]int) {
+	var logs strings.Builder
+	counts := map[string]int{}
+	s.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s.opts.OnCorruption = func(kind string) { counts[kind]++ }
+	return &logs, counts
 }
 
 // bounded gives an update a deadline, so that one kept waiting for the subscription (as it
@@ -124,15 +135,18 @@ func TestParkedBodyGoneDuringARead(t *testing.T) {
 			t.Errorf("loaded parked events = %v, want [e1 e3]: event 2 was settled", got)
 		}
 	})
-	t.Run("lost", func(t *testing.T) {
+	t.Run("lost", func(t *testing.T) { // more in TestDamagedParkedCopiesAreLostAlone
 		s, _ := holesStore(t, 3)
 		parkedSub(t, s)
 		if err := s.parked.Purge(t.Context(), jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 2))); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.ParkedEvents(t.Context(), "orders", "sub", []uint64{1, 2})
-		if err == nil || errors.Is(err, store.ErrNotFound) {
-			t.Errorf("ParkedEvents of an event whose body is lost = %v, want an error other than not found", err)
+		ps, err := s.ParkedEvents(t.Context(), "orders", "sub", []uint64{1, 2})
+		if got := parkedIDs(ps); err != nil || len(got) != 1 || got[0] != "e1" {
+			t.Errorf("ParkedEvents of an event whose body is lost = %v, %v; want [e1], the lost one left out", got, err)
+		}
+		if n := s.Health().Corruptions; n != 1 {
+			t.Errorf("Health().Corruptions = %d, want 1", n)
 		}
 	})
 	t.Run("deleted", func(t *testing.T) {
@@ -277,5 +291,82 @@ func TestOpenLetsParkedStreamKeepEveryCopy(t *testing.T) {
 	}
 	if got := info.Config.MaxMsgsPerSubject; got != -1 {
 		t.Errorf("parked stream's MaxMsgsPerSubject after Open = %d, want -1 (every copy)", got)
+	}
+}
+
+// A parked event whose copy does not decode (a message someone else published to its
+// subject, or damage), or whose copy is gone although the record names it, is lost alone: the
+// subscription loads, and ParkedEvents returns, its other parked events; the loss is logged
+// once as an ERROR naming the topic, the subscription, the event and what to do, and counted
+// (kind entry, Health). The subscription then forgets the event (as the subscription actor
+// does), which leaves nothing to report again. Before, the load failed, and with it the
+// subscription at every start. A copy of a format this release does not know still fails the
+// read: it may be a newer release's.
+func TestDamagedParkedCopiesAreLostAlone(t *testing.T) {
+	ctx := t.Context()
+	s, _ := holesStore(t, 4)
+	logs, counts := damageLog(s)
+	if err := s.PutSubscription(ctx, "orders", "sub", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	var ps []store.Parked
+	for seq := uint64(1); seq <= 4; seq++ {
+		ps = append(ps, store.Parked{Seq: seq, Attempts: 1, Event: &schemas.Event{ID: fmt.Sprintf("e%d", seq)}})
+	}
+	if err := s.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 4, Put: ps}); err != nil {
+		t.Fatal(err)
+	}
+	// Event 2's copy without an event after its good one (the last copy is read), event 3's
+	// cut short in place of its good one, event 4's gone.
+	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 2), []byte{formatV1, eventAbsent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 3))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 3), []byte{formatV1, eventPresent, 200}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 4))); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 { // reported once, however often read
+		st, err := s.LoadSubscription(ctx, "orders", "sub")
+		if got := parkedIDs(st.Parked); err != nil || len(got) != 1 || got[0] != "e1" {
+			t.Fatalf("LoadSubscription = %v, %v; want [e1], the events whose copies are damaged left out", got, err)
+		}
+		got, err := s.ParkedEvents(ctx, "orders", "sub", []uint64{1, 2, 3, 4})
+		if ids := parkedIDs(got); err != nil || len(ids) != 1 || ids[0] != "e1" {
+			t.Fatalf("ParkedEvents = %v, %v; want [e1]", ids, err)
+		}
+	}
+	if counts[DamageEntry] != 3 || len(counts) != 1 || s.Health().Corruptions != 3 {
+		t.Errorf("damage counted %v, Health().Corruptions = %d; want 3 of kind %q", counts, s.Health().Corruptions, DamageEntry)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=ERROR"); n != 3 {
+		t.Errorf("%d ERRORs logged, want one per damaged copy (3):\n%s", n, out)
+	}
+	for _, want := range []string{"topic=orders", "subscription=sub", "seq=2", "seq=3", "seq=4", "does not decode", "is missing", "lost to the subscription", "publish rights on HOLES.parked.>", "delete and purge rights"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the ERRORs do not say %q:\n%s", want, out)
+		}
+	}
+
+	// The subscription forgets them; its next update purges their copies.
+	if err := s.UpdateSubscription(ctx, "orders", "sub", store.Update{Cursor: 4, Delete: []uint64{2, 3, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.LoadSubscription(ctx, "orders", "sub")
+	if got := parkedIDs(st.Parked); err != nil || len(got) != 1 || got[0] != "e1" || s.Health().Corruptions != 3 {
+		t.Errorf("after the forgetting: LoadSubscription = %v, %v, %d corruptions; want [e1] and 3", got, err, s.Health().Corruptions)
+	}
+
+	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 1), []byte{9, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadSubscription(ctx, "orders", "sub"); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("LoadSubscription with a copy of an unknown format = %v, want errCorrupt saying to upgrade", err)
 	}
 }

@@ -218,6 +218,9 @@ func TestReadPassesOverAForeignJournalMessage(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 3 {
 		t.Errorf("%d ERRORs logged, want one per foreign message (3), however often it is read:\n%s", n, logs.String())
 	}
+	if n := s.Health().Corruptions; n != 3 {
+		t.Errorf("Health().Corruptions = %d, want one per foreign message (3)", n)
+	}
 	if !strings.Contains(logs.String(), "seq=2") || !strings.Contains(logs.String(), "no event") {
 		t.Errorf("the ERROR does not name the message and what is wrong:\n%s", logs.String())
 	}

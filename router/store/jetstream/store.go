@@ -21,6 +21,7 @@ import (
 
 	"github.com/egridio/egrid/router/internal/bucketkeys"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
 )
 
 // ErrNotConnected is returned (wrapped) by every call made while the connection to NATS is
@@ -53,9 +54,20 @@ type Options struct {
 	// requests, see there). Default 10 seconds.
 	Timeout time.Duration
 	// Logger receives the damage a read passes over (a journal message that does not
-	// decode, see [Store.Read]), as ERROR. Default: discarded.
+	// decode, see [Store.Read]; a parked event's copy that does not decode or is missing, see
+	// [Store.ParkedEvents]), as ERROR. Default: discarded.
 	Logger *slog.Logger
+	// OnCorruption, when set, is called once for each piece of damage the store finds, with
+	// its kind ([DamageEntry]), as the disk store's Options.OnCorruption is: egrid counts it
+	// in the metric StoreCorruptionCount. [Store.Health] counts it too.
+	OnCorruption func(kind string)
 }
+
+// DamageEntry is the kind of damage ([Options.OnCorruption], the metric
+// egrid_store_corruption_count) of a stored message that does not decode — a journal message
+// passed over, a parked event's copy — or of a parked event's copy missing although the
+// subscription's record names the event. It is the disk store's kind of the same damage.
+const DamageEntry = "entry"
 
 func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
@@ -118,6 +130,10 @@ type Store struct {
 
 	passedMu sync.Mutex
 	passed   map[string]uint64 // by topic: the last journal message passed over (decodeJournal)
+
+	corruptions atomic.Int64 // the damage found, for Health (damaged)
+	lostMu      sync.Mutex
+	lost        map[string]bool // the parked events' copies reported damaged, once each (copyDamage)
 
 	readParkedHook func() // set by a test of this package only: called by readParked first
 	dropBodiesHook func() // set by a test of this package only: called by dropBodies first
@@ -1139,7 +1155,9 @@ func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, e
 
 // LoadSubscription implements [store.Store]. It always reads the bucket and takes the
 // revision it read as the base of this store's next write of the subscription: a node taking
-// a subscription over loads it first.
+// a subscription over loads it first. A parked event whose copy cannot be read is left out of the
+// state, as [Store.ParkedEvents] leaves it out: one damaged copy does not stop the
+// subscription from loading.
 func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
 	return s.loadSubscription(ctx, topic, sub, true)
 }
@@ -1196,6 +1214,9 @@ func (s *Store) loadState(ctx context.Context, topic, sub string) (store.Subscri
 // ParkedEvents implements [store.Store]. It reads the subscription's record when this store
 // holds none (as UpdateSubscription does), then one message per parked event asked for,
 // after letting the record go: an update of the subscription meanwhile is not held up.
+// A parked event whose copy does not decode, or is missing, although the record names it is
+// left out, lost, logged and counted (see readParked): the subscription forgets it and goes
+// on with its other events.
 func (s *Store) ParkedEvents(ctx context.Context, topic, sub string, seqs []uint64) ([]store.Parked, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1292,9 +1313,19 @@ func each(ctx context.Context, n int, fn func(ctx context.Context, i int) error)
 // meanwhile: such an event is left out, as settled events are, per [store.Store.ParkedEvents]
 // ("a seq that is not parked any more is left out"); a loaded state is then the record as
 // read but for the events settled since, which the caller must not attempt again anyway. A
-// missing message is taken for settled only when a fresh read of the record shows it: one
-// the record still names is damage and an error, as is a subscription deleted meanwhile
-// (store.ErrNotFound).
+// subscription deleted meanwhile is store.ErrNotFound.
+//
+// A copy that is missing, or that does not decode, is taken for settled only when a fresh
+// read of the record shows it. One the record still names (read again after that read, as an
+// update stores a copy before the record naming it) is damage: the event is left out too, as
+// the disk store leaves out a parked event whose record does not decode, and is lost to the
+// subscription — neither retried nor dead-lettered, its event being unreadable — which goes
+// on with its other events (a subscription actor forgets a parked event ParkedEvents leaves
+// out, and its next update purges the copy). It is logged once as an ERROR naming the topic,
+// the subscription, the event and what to do, and counted ([DamageEntry], [Store.Health]).
+// Failing the read instead would fail the subscription at every start, for good. A copy of
+// a format this release does not know is an error: it may be a newer release's; upgrade the
+// node.
 func (s *Store) readParked(ctx context.Context, topic, sub string, epoch uint64, parked []store.Parked) ([]store.Parked, error) {
 	if len(parked) == 0 {
 		return parked, nil
@@ -1302,30 +1333,24 @@ func (s *Store) readParked(ctx context.Context, topic, sub string, epoch uint64,
 	if s.readParkedHook != nil {
 		s.readParkedHook()
 	}
-	missing := make([]bool, len(parked))
+	bad := make([]bool, len(parked)) // missing, or not decoding
 	err := each(ctx, len(parked), func(ctx context.Context, i int) error {
 		p := &parked[i]
-		m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, p.Seq))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			missing[i] = true
-			return nil
-		}
+		ev, _, err := s.readCopy(ctx, topic, sub, p.Seq)
 		if err != nil {
-			return fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
+			return err
 		}
-		if p.Event, err = decodeBody(m.Data); err != nil {
-			return fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, err)
-		}
+		p.Event, bad[i] = ev, ev == nil
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(missing, true) {
+	if !slices.Contains(bad, true) {
 		return parked, nil
 	}
-	// Some messages are gone: read the record afresh (not this store's view, which only the
-	// semaphore's holder may touch) to tell settled events from lost messages.
+	// Some copies are gone or damaged: read the record afresh (not this store's view, which
+	// only the semaphore's holder may touch) to tell settled events from lost ones.
 	kv, err := s.meta.Get(ctx, subKey(topic, sub))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, subNotFound(topic, sub)
@@ -1346,16 +1371,103 @@ func (s *Store) readParked(ctx context.Context, topic, sub string, epoch uint64,
 	}
 	out := parked[:0]
 	for i, p := range parked {
-		if !missing[i] {
+		if !bad[i] {
 			out = append(out, p)
 			continue
 		}
-		if named[p.Seq] {
-			return nil, fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", p.Seq, sub, topic, jetstream.ErrMsgNotFound)
+		if !named[p.Seq] {
+			continue // settled meanwhile
 		}
+		// Parked again meanwhile, its copy stored before the record read above: read it again.
+		ev, damage, err := s.readCopy(ctx, topic, sub, p.Seq)
+		if err != nil {
+			return nil, err
+		}
+		if ev != nil {
+			p.Event = ev
+			out = append(out, p)
+			continue
+		}
+		s.copyDamage(topic, sub, epoch, p.Seq, damage)
 	}
 	return out, nil
 }
+
+// copyLoss is what [Store.readParked] found wrong with the copy of a parked event the
+// subscription's record names: err is the decoding error of a copy that does not decode
+// (streamSeq its message), nil for a missing copy.
+type copyLoss struct {
+	streamSeq uint64
+	err       error
+}
+
+// readCopy reads the copy of parked event seq of the subscription: its event, or nil and what
+// is wrong with it when it is missing or does not decode. Its error is a failed read, or a copy
+// of a format this release does not know.
+func (s *Store) readCopy(ctx context.Context, topic, sub string, seq uint64) (*schemas.Event, copyLoss, error) {
+	m, err := s.parked.GetLastMsgForSubject(ctx, s.parkedSubject(topic, sub, seq))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, copyLoss{}, nil
+	}
+	if err != nil {
+		return nil, copyLoss{}, fmt.Errorf("jetstream store: reading parked event %d of subscription %q of topic %q: %w", seq, sub, topic, err)
+	}
+	ev, err := decodeBody(m.Data)
+	switch {
+	case err == nil:
+		return ev, copyLoss{}, nil
+	case (len(m.Data) == 0 || m.Data[0] == formatV1) && errors.Is(err, errCorrupt):
+		return nil, copyLoss{streamSeq: m.Sequence, err: err}, nil
+	default:
+		return nil, copyLoss{}, fmt.Errorf("jetstream store: parked event %d of subscription %q of topic %q (a newer release's format? upgrade this node): %w", seq, sub, topic, err)
+	}
+}
+
+// copyDamage reports, once, the copy of parked event seq of the subscription (of life epoch)
+// that is missing or does not decode although the record names the event: an ERROR naming
+// the topic, the subscription, the event and what to do, and a count ([DamageEntry]).
+func (s *Store) copyDamage(topic, sub string, epoch, seq uint64, d copyLoss) {
+	key := fmt.Sprintf("%s %d %d", s.parkedSubject(topic, sub, seq), epoch, d.streamSeq)
+	s.lostMu.Lock()
+	seen := s.lost[key]
+	if !seen {
+		if s.lost == nil {
+			s.lost = make(map[string]bool)
+		}
+		s.lost[key] = true
+	}
+	s.lostMu.Unlock()
+	if seen {
+		return
+	}
+	p := s.opts.Prefix
+	if d.err != nil {
+		s.opts.Logger.Error("jetstream store: a parked event's copy does not decode; the event is lost to the subscription (neither retried nor dead-lettered: its event cannot be read), which goes on with its other events. It is not a copy egrid stored (a message published to the parked events' subjects by something else, or damage): give publish rights on "+p+".parked.> to egrid's NATS user only, and recover the event from a backup of stream "+p+"_parked if one holds it",
+			"topic", topic, "subscription", sub, "seq", seq, "stream", p+"_parked", "streamSeq", d.streamSeq, "err", d.err)
+	} else {
+		s.opts.Logger.Error("jetstream store: a parked event's copy is missing although the subscription's record names the event; the event is lost to the subscription (neither retried nor dead-lettered: its event cannot be read), which goes on with its other events. Something other than egrid deleted it: give delete and purge rights on stream "+p+"_parked to egrid's NATS user only, and recover the event from a backup of the stream if one holds it",
+			"topic", topic, "subscription", sub, "seq", seq, "stream", p+"_parked")
+	}
+	s.damaged(DamageEntry)
+}
+
+// damaged counts one piece of damage of kind.
+func (s *Store) damaged(kind string) {
+	s.corruptions.Add(1)
+	if s.opts.OnCorruption != nil {
+		s.opts.OnCorruption(kind)
+	}
+}
+
+// Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own, so
+// it is always Healthy (a call made while NATS is unreachable fails with [ErrNotConnected]);
+// Corruptions counts the damage it found, each logged as an ERROR: journal messages passed
+// over ([Store.Read]) and parked events' copies lost ([Store.ParkedEvents]).
+func (s *Store) Health() store.Health {
+	return store.Health{State: store.Healthy, Corruptions: int(s.corruptions.Load())}
+}
+
+var _ store.HealthReporter = (*Store)(nil)
 
 // UpdateSubscription implements [store.Store]: one compare-and-set of the subscription's
 // record on the revision this store last read or wrote. A record another store wrote since
