@@ -14,6 +14,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/httpapi"
+	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
@@ -87,7 +88,11 @@ func TestUnroutedRequestsAnswerJSON(t *testing.T) {
 }
 
 // TestUnknownTopicAnswersLikeAWrongKey: without valid credentials an unknown topic cannot be
-// told from a known one; --insecure-dev keeps the 404.
+// told from a known one; --insecure-dev keeps the 404. The same request to a server that has
+// the topic and to one that has not gets the same answer, byte for byte, on every data-plane
+// route and for every form of credentials: names match ignoring case, and a message that
+// repeated the topic's name as it was created ("orders" for /topics/ORDERS) told that it
+// exists.
 func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 	ctx := context.Background()
 	r, err := router.New(router.Config{}, router.Deps{})
@@ -95,30 +100,65 @@ func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	if _, err := r.CreateTopic(ctx, "known", router.TopicSpec{}); err != nil {
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	h := httpapi.New(r)
-	body := `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`
-	for _, creds := range []http.Header{
-		nil,
-		{"Aeg-Sas-Key": {"d3Jvbmc="}},
-		{"Authorization": {"SharedAccessKey d3Jvbmc="}},
-		{"Authorization": {"Bearer x"}},
-	} {
-		header := http.Header{"Content-Type": {"application/json"}}
-		for k, v := range creds {
-			header[k] = v
-		}
-		known := serve(h, "POST", "/topics/known/api/events", body, header)
-		unknown := serve(h, "POST", "/topics/unknwn/api/events", body, header)
-		if known.Code != 401 || unknown.Code != 401 {
-			t.Fatalf("credentials %v: known topic %d, unknown topic %d; want 401 for both", creds, known.Code, unknown.Code)
-		}
-		_, km := eventGridError(t, known)
-		_, um := eventGridError(t, unknown)
-		if strings.ReplaceAll(km, "known", "X") != strings.ReplaceAll(um, "unknwn", "X") {
-			t.Errorf("credentials %v: the answers tell the topics apart:\n known:   %s\n unknown: %s", creds, km, um)
+	if _, err := r.CreateTopic(ctx, "ns-orders", router.TopicSpec{Kind: router.KindNamespace}); err != nil {
+		t.Fatal(err)
+	}
+	empty, err := router.New(router.Config{}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close(ctx)
+	known, unknown := httpapi.New(r), httpapi.New(empty)
+
+	wrongKey := "d3Jvbmc="
+	token, err := sas.Sign("https://example.invalid/topics/ORDERS", time.Now().Add(time.Hour), wrongKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`
+	routes := []struct{ name, path, body string }{
+		{"ORDERS", "/topics/ORDERS/api/events?api-version=2018-01-01", event},
+		{"Ns-Orders", "/topics/Ns-Orders:publish?api-version=2023-11-01", `{"specversion":"1.0","id":"1","source":"/s","type":"t"}`},
+		{"NS-ORDERS", "/topics/NS-ORDERS/eventsubscriptions/workers:receive?api-version=2023-11-01", ""},
+		{"nS-oRdErS", "/topics/nS-oRdErS/eventsubscriptions/workers:acknowledge?api-version=2023-11-01", `{"lockTokens":["x"]}`},
+	}
+	for _, rt := range routes {
+		for _, c := range []struct {
+			creds  string
+			query  string
+			header http.Header
+		}{
+			{creds: "none"},
+			{creds: "aeg-sas-key header", header: http.Header{"Aeg-Sas-Key": {wrongKey}}},
+			{creds: "aeg-sas-key query", query: "&aeg-sas-key=d3Jvbmc%3D"},
+			{creds: "aeg-sas-key query twice", query: "&aeg-sas-key=a&aeg-sas-key=b"},
+			{creds: "aeg-sas-token", header: http.Header{"Aeg-Sas-Token": {token}}},
+			{creds: "SharedAccessSignature", header: http.Header{"Authorization": {"SharedAccessSignature " + token}}},
+			{creds: "SharedAccessKey", header: http.Header{"Authorization": {"SharedAccessKey " + wrongKey}}},
+			{creds: "Bearer", header: http.Header{"Authorization": {"Bearer x"}}},
+		} {
+			header := http.Header{"Content-Type": {"application/json"}}
+			for k, v := range c.header {
+				header[k] = v
+			}
+			k := serve(known, "POST", rt.path+c.query, rt.body, header)
+			u := serve(unknown, "POST", rt.path+c.query, rt.body, header)
+			if k.Code != 401 || u.Code != 401 {
+				t.Errorf("%s, credentials %s: known topic %d, unknown topic %d; want 401 for both", rt.path, c.creds, k.Code, u.Code)
+				continue
+			}
+			_, msg := eventGridError(t, k)
+			if k.Body.String() != u.Body.String() || k.Header().Get("Content-Type") != u.Header().Get("Content-Type") {
+				t.Errorf("%s, credentials %s: the answers tell the topics apart:\n known:   %s\n unknown: %s", rt.path, c.creds, k.Body, u.Body)
+			}
+			if _, after, ok := strings.Cut(msg, "of topic "); ok {
+				if named := strings.TrimRight(strings.Fields(after)[0], ":"); named != rt.name {
+					t.Errorf("%s, credentials %s: %q names the topic %s; want it as the request wrote it, %s", rt.path, c.creds, msg, named, rt.name)
+				}
+			}
 		}
 	}
 
@@ -127,7 +167,7 @@ func TestUnknownTopicAnswersLikeAWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close(ctx)
-	rec := serve(httpapi.New(dev), "POST", "/topics/unknwn/api/events", body, http.Header{"Content-Type": {"application/json"}})
+	rec := serve(httpapi.New(dev), "POST", "/topics/unknwn/api/events", event, http.Header{"Content-Type": {"application/json"}})
 	if rec.Code != 404 {
 		t.Errorf("--insecure-dev, unknown topic: %d, want 404", rec.Code)
 	}

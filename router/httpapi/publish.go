@@ -38,6 +38,9 @@ type topic struct {
 	schema schemas.Schema
 }
 
+// keys returns the topic's keys, which a publish or a pull must present one of.
+func (t *topic) keys() []string { return []string{t.spec.Key1, t.spec.Key2} }
+
 // topic finds the topic a data-plane request names ([router.Router.FindTopicName]: in
 // cluster mode one created on another node a moment ago too) and reads its definition.
 func (a *API) topic(ctx context.Context, name string) (*topic, error) {
@@ -63,8 +66,9 @@ func (a *API) writeTopicError(w http.ResponseWriter, req *http.Request, name str
 		// passes without credentials (--insecure-dev) learns that the topic does not exist.
 		// (In cluster mode the answer may come after a shared read of the store, up to about a
 		// second: its timing tells whether this node knew the name; see topiclookup.go.)
-		// The name is only quoted in the answer (a topic without keys matches no credential).
-		if status, msg := a.authorize(req, &topic{name: clip.String(name)}); status != 0 {
+		// No key matches a topic without keys; the answer repeats the name as the request
+		// wrote it, as authorize does for a known topic.
+		if status, msg := a.authorize(req, name, nil); status != 0 {
 			writeAuthError(w, status, msg)
 			return
 		}
@@ -91,7 +95,7 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		a.writeTopicError(w, req, name, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s)", clip.String(name), clip.String(name)))
 		return
 	}
-	if status, msg := a.authorize(req, t); status != 0 {
+	if status, msg := a.authorize(req, name, t.keys()); status != 0 {
 		a.r.CountPublishFailure(t.name, authCode(status))
 		writeAuthError(w, status, msg)
 		return
@@ -278,13 +282,16 @@ func writeDecodeError(w http.ResponseWriter, err error) string {
 	return "BadRequest"
 }
 
-// authorize checks a publish's credentials (SPEC §1.1). It returns 0 when the request may go
-// on, or a status (401, also for an aeg-sas-key query parameter given twice; 400 for a SAS
-// token or a query string that does not parse; 403 for a request without
-// credentials under InsecureDev that does not come from this machine's own programs:
-// [devguard.Check]) and a message that says what to do.
-func (a *API) authorize(req *http.Request, t *topic) (int, string) {
-	keys := []string{t.spec.Key1, t.spec.Key2}
+// authorize checks a publish's credentials (SPEC §1.1) against keys, the keys of the topic the
+// request names as name (none for a topic that does not exist). It returns 0 when the request
+// may go on, or a status (401, also for an aeg-sas-key query parameter given twice; 400 for a
+// SAS token or a query string that does not parse; 403 for a request without credentials
+// under InsecureDev that does not come from this machine's own programs: [devguard.Check])
+// and a message that says what to do. The message repeats the topic's name as the request
+// wrote it, never as the topic was created: names match ignoring case, and the stored
+// spelling would tell a client without a key that the topic exists (writeTopicError).
+func (a *API) authorize(req *http.Request, name string, keys []string) (int, string) {
+	name = clip.String(name)
 	authz := req.Header.Get("Authorization")
 	q, err := strictQuery(req)
 	if err != nil {
@@ -298,17 +305,17 @@ func (a *API) authorize(req *http.Request, t *topic) (int, string) {
 		if sas.KeyMatches(req.Header.Get("aeg-sas-key"), keys) {
 			return 0, ""
 		}
-		return http.StatusUnauthorized, "the aeg-sas-key header does not match key1 or key2 of topic " + t.name + ": get the keys with egrid topic key list or POST /admin/topics/" + t.name + "/listKeys"
+		return http.StatusUnauthorized, "the aeg-sas-key header does not match key1 or key2 of topic " + name + ": get the keys with egrid topic key list or POST /admin/topics/" + name + "/listKeys"
 	case queryKeyErr != nil:
 		// Two keys are not tried in turn (the first would win and the other go unseen): the
 		// request is refused as a key that does not match is, 401 with the same body, which
 		// Event Grid clients treat as a credentials problem and do not retry.
-		return http.StatusUnauthorized, queryKeyErr.Error() + ": send the key of topic " + t.name + " once, in the aeg-sas-key header or query parameter"
+		return http.StatusUnauthorized, queryKeyErr.Error() + ": send the key of topic " + name + " once, in the aeg-sas-key header or query parameter"
 	case queryKey != "":
 		if sas.KeyMatches(queryKey, keys) {
 			return 0, ""
 		}
-		return http.StatusUnauthorized, "the aeg-sas-key query parameter does not match key1 or key2 of topic " + t.name
+		return http.StatusUnauthorized, "the aeg-sas-key query parameter does not match key1 or key2 of topic " + name
 	case req.Header.Get("aeg-sas-token") != "" || hasScheme(authz, "SharedAccessSignature"):
 		token := req.Header.Get("aeg-sas-token")
 		if token == "" {
@@ -322,14 +329,14 @@ func (a *API) authorize(req *http.Request, t *topic) (int, string) {
 				// (learn.microsoft.com/azure/event-grid/authenticate-with-access-keys-shared-access-signatures).
 				return http.StatusBadRequest, "Invalid key in aeg-sas-token. Valid format: r=UrlEncodedResource&e=UrlEncodedUtcExpiration&s=UrlEncodedSignature (" + err.Error() + "; a topic key goes in aeg-sas-key)"
 			}
-			return http.StatusUnauthorized, "the SAS token is not valid for topic " + t.name + ": " + err.Error()
+			return http.StatusUnauthorized, "the SAS token is not valid for topic " + name + ": " + err.Error()
 		}
 		return 0, ""
 	case hasScheme(authz, "SharedAccessKey"):
 		if sas.KeyMatches(strings.TrimSpace(authz[len("SharedAccessKey"):]), keys) {
 			return 0, ""
 		}
-		return http.StatusUnauthorized, "the SharedAccessKey does not match key1 or key2 of topic " + t.name
+		return http.StatusUnauthorized, "the SharedAccessKey does not match key1 or key2 of topic " + name
 	case hasScheme(authz, "Bearer"):
 		return http.StatusUnauthorized, "Microsoft Entra ID tokens are not supported: authenticate with aeg-sas-key, a SAS token or Authorization: SharedAccessKey"
 	}

@@ -113,7 +113,7 @@ func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 		a.writeTopicError(w, req, topicName, err, fmt.Sprintf("topic %q does not exist: create it first (egrid topic create --name %s --kind namespace)", clip.String(topicName), clip.String(topicName)))
 		return
 	}
-	if status, msg := a.authorize(req, t); status != 0 {
+	if status, msg := a.authorize(req, topicName, t.keys()); status != 0 {
 		writeAuthError(w, status, msg)
 		return
 	}
