@@ -50,8 +50,8 @@ func storeCheck(c *cli.Context, e env) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("checking the store in %s: %v", dir, err), 2)
 	}
-	fmt.Fprintf(e.Stdout, "%s: %d topics, %d subscriptions, %d journal entries, %d parked events, %d dead letters\n",
-		dir, r.Topics, r.Subscriptions, r.JournalEntries, r.ParkedEvents, r.DeadLetters)
+	fmt.Fprintf(e.Stdout, "%s: %d topics, %d subscriptions, %d journal entries, %d parked events, %d delivery histories, %d dead letters\n",
+		dir, r.Topics, r.Subscriptions, r.JournalEntries, r.ParkedEvents, r.Histories, r.DeadLetters)
 	if len(r.Problems) == 0 {
 		fmt.Fprintln(e.Stdout, "no damage found")
 		return nil

@@ -11,7 +11,7 @@ import (
 
 // Report is what [Check] found in a store.
 type Report struct {
-	Topics, Subscriptions, JournalEntries, ParkedEvents, DeadLetters int
+	Topics, Subscriptions, JournalEntries, ParkedEvents, DeadLetters, Histories int
 	// Problems lists the damage found, each saying what is lost and how to recover. A store
 	// with none is sound.
 	Problems []error
@@ -19,8 +19,8 @@ type Report struct {
 
 // Check verifies the store in dir offline, without writing to it (egrid store check): the
 // marker files and write-ahead logs (CheckDir), the table files' sizes (as pebble opens the
-// store), then every topic's journal, every
-// subscription's state and the dead-letter outbox, read through and decoded, which checks
+// store), then every topic's journal, every subscription's state, the delivery histories and
+// the dead-letter outbox, read through (and, but for the histories, decoded), which checks
 // every block's checksum on the way. key is the secret key the definitions were written
 // with, nil when none. Damage found while reading is logged to log as the running store
 // would log it. The error is for a store Check could not read at all.
@@ -95,6 +95,15 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 			}
 			r.ParkedEvents += len(st.Parked)
 		}
+	}
+	// The delivery histories: read through, which checks their blocks' checksums.
+	s.mu.RLock()
+	g := s.gen
+	s.mu.RUnlock()
+	problems, err = s.scanHistories(g.db, func(_, _ []byte) error { r.Histories++; return nil })
+	r.Problems = append(r.Problems, problems...)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Errorf("%w: delivery histories: %w", ErrCorrupt, err))
 	}
 	// Counted a record at a time: the outbox may hold many large events.
 	err = s.ScanDeadLetters(ctx, func(store.DeadLetterRecord) error { r.DeadLetters++; return nil })

@@ -1,20 +1,25 @@
 package disk
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // Corruption detection.
@@ -376,12 +381,15 @@ func firstKeyReads(db *pebble.DB, lower, upper []byte) bool {
 func firstReadable(db *pebble.DB, key func(at uint64) []byte, upper []byte, seq, last uint64) uint64 {
 	readable := func(at uint64) bool { return firstKeyReads(db, key(at), upper) }
 	bad, good := seq, last+1
-	for step := uint64(1); seq+step <= last; step *= 2 {
+	for step := uint64(1); seq < last && step <= last-seq; step *= 2 {
 		if readable(seq + step) {
 			good = seq + step
 			break
 		}
 		bad = seq + step
+		if step > math.MaxUint64/2 {
+			break // the next step would wrap: bisect what is left
+		}
 	}
 	for good-bad > 1 {
 		mid := bad + (good-bad)/2
@@ -392,6 +400,165 @@ func firstReadable(db *pebble.DB, key func(at uint64) []byte, upper []byte, seq,
 		}
 	}
 	return good
+}
+
+// scanPastDamage is scan over [lo, hi) going on past damaged table blocks, for the ranges
+// whose keys are a prefix, an 8-byte id and maybe more (keys.go). Where pebble reports damage,
+// nextReadable finds the first key after it that reads, and damaged is called with bad, the
+// first key the scan could not read past (lo, the key it went on from, or the key just after
+// the last one read), next, that key (hi: none before hi), and pebble's error; it returns the key to go on
+// from (next, or one after it; hi ends the scan), or an error that ends the scan. The keys in
+// between are passed over: the damaged block's, and any that pebble's seek passes over with
+// them. An error of fn, or one that is not corruption, ends the scan.
+func scanPastDamage(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) error, damaged func(bad, next []byte, err error) ([]byte, error)) error {
+	for from := lo; bytes.Compare(from, hi) < 0; {
+		var after []byte
+		err := scan(db, from, hi, func(k, v []byte) error {
+			after = append(after[:0], k...)
+			return fn(k, v)
+		})
+		if err == nil || !pebble.IsCorruptionError(err) {
+			return err
+		}
+		bad := from
+		if after != nil {
+			bad = append(after, 0) // the first key after it
+		}
+		next := nextReadable(db, bad, hi)
+		if from, err = damaged(bad, next, err); err != nil {
+			return err
+		}
+		if bytes.Compare(from, next) < 0 {
+			from = next
+		}
+	}
+	return nil
+}
+
+// nextReadable returns the first key after bad, below hi, from which a scan reads on without
+// meeting the damaged table block that fails the read at bad; hi when there is none. Keys are
+// taken as prefix, id and 8-byte words (a seq, or the bytes of an event id): firstReadable
+// steps out and bisects among the words after bad's id, or else among the ids after it, to
+// the first position that reads; then among the words one deeper under the position below
+// it, for as long as that finds a key lower than the one found.
+func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
+	const none uint64 = math.MaxUint64 // firstReadable's last+1 with last none-1: nothing reads
+	var id uint64
+	if len(bad) >= 9 {
+		id = idOf(bad)
+	}
+	// under returns the positions of the word after prefix.
+	under := func(prefix []byte) func(at uint64) []byte {
+		return func(at uint64) []byte { return binary.BigEndian.AppendUint64(slices.Clip(prefix), at) }
+	}
+	// firstKey returns the first key at or after pos, which reads: hi when none.
+	firstKey := func(pos []byte) []byte {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: pos, UpperBound: hi})
+		if err != nil {
+			return hi
+		}
+		defer it.Close()
+		if it.First() {
+			return slices.Clone(it.Key())
+		}
+		return hi
+	}
+	var below []byte // the position below the first that reads
+	if len(bad) > 9 {
+		var w [8]byte
+		copy(w[:], bad[9:])
+		if at := firstReadable(db, under(bad[:9]), hi, binary.BigEndian.Uint64(w[:]), none-1); at != none {
+			below = under(bad[:9])(at - 1)
+		}
+	}
+	if below == nil {
+		at := firstReadable(db, under(bad[:1]), hi, id, none-1)
+		if at == none {
+			return hi
+		}
+		below = idKey(bad[0], at-1)
+	}
+	next := firstKey(under(below[:len(below)-8])(binary.BigEndian.Uint64(below[len(below)-8:]) + 1))
+	for {
+		at := firstReadable(db, under(below), hi, 0, none-1)
+		if at == none {
+			return next
+		}
+		k := firstKey(under(below)(at))
+		if bytes.Compare(k, next) >= 0 {
+			return next
+		}
+		next, below = k, under(below)(at-1)
+	}
+}
+
+// damageSpans remembers the damage that scanPastDamage's callers report once per start, each
+// by pebble's error, which names the table file and the block.
+type damageSpans struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// first reports whether the damage err is new, and remembers it.
+func (d *damageSpans) first(err error) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen[err.Error()] {
+		return false
+	}
+	if d.seen == nil {
+		d.seen = make(map[string]bool)
+	}
+	d.seen[err.Error()] = true
+	return true
+}
+
+// idNames returns, for egrid's logs and messages, the topics and subscriptions whose ids lie
+// from lo through hi, as "topic" or "topic/subscription", sorted.
+func (s *Store) idNames(lo, hi uint64) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for tname, t := range s.topics {
+		if t.id >= lo && t.id <= hi {
+			out = append(out, clip.String(tname))
+		}
+		for name, sb := range t.subs {
+			if sb.id >= lo && sb.id <= hi {
+				out = append(out, clip.String(tname)+"/"+clip.String(name))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// spanIDs returns the ids whose keys a damaged span from bad up to next (scanPastDamage)
+// may hold.
+func spanIDs(bad, next []byte) (lo, hi uint64) {
+	if len(bad) >= 9 {
+		lo = idOf(bad)
+	}
+	hi = math.MaxUint64 - 1
+	if len(next) >= 9 {
+		hi = idOf(next)
+		if len(next) == 9 && hi > lo {
+			hi-- // next is the first key of its id
+		}
+	}
+	return lo, hi
+}
+
+// seqAt returns the seq a key bad of the form prefix + id + seq, or the key just after one
+// (scanPastDamage), stands at: 0 for the id's first key.
+func seqAt(bad []byte) uint64 {
+	switch {
+	case len(bad) < 17:
+		return 0
+	case len(bad) == 17:
+		return seqOf(bad)
+	}
+	return seqOf(bad[:17]) + 1
 }
 
 // undecodableBlock is a journal block (keyed by its last seq) whose value pebble returned

@@ -100,3 +100,12 @@ func (s *Store) PendingWrites() int {
 	defer s.mu.RUnlock()
 	return len(s.pending)
 }
+
+// WriteStateStore is writeStateStore and DamageAt damageAt, for tests of damage.
+var (
+	WriteStateStore = writeStateStore
+	DamageAt        = damageAt
+)
+
+// NoCompactions keeps the table files of the stores opened with opts as flushed.
+func NoCompactions(opts *Options) { opts.tune = noCompactions }

@@ -109,7 +109,8 @@ func (s *Store) History(ctx context.Context, topicName, name, eventID string, no
 }
 
 // ExpireHistory implements [store.Store]: one scan of the history range, the expired records
-// deleted in one batch committed without a sync.
+// deleted in one batch committed without a sync. A damaged table block met on the way is gone
+// past (scanHistories): the histories in it stay, and the others expire.
 func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -123,7 +124,7 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("expiring delivery histories: %w", err)
 	}
 	b := c.g.db.NewBatch()
-	err = scan(c.g.db, []byte{prefixHistory}, []byte{prefixHistory + 1}, func(k, v []byte) error {
+	_, err = s.scanHistories(c.g.db, func(k, v []byte) error {
 		if len(v) < 9 || int64(binary.BigEndian.Uint64(v[1:9])) <= now.UnixNano() {
 			return b.Delete(k, nil) // expired, or unreadable and so of no use to anyone
 		}
@@ -141,4 +142,24 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("expiring delivery histories: %w", err)
 	}
 	return nil
+}
+
+// scanHistories calls fn for every delivery history record in db, going on past damaged table
+// blocks (scanPastDamage). Failing instead would stop history expiry for good, each run meeting
+// the block again, the range growing. Each block is reported once per start (an ERROR naming
+// the subscriptions whose histories it may hold, and a count) and returned as a problem for
+// egrid store check: histories are diagnostic, so what is lost is the delivery histories of
+// some events (egrid explain finds none for them); no event, and nothing of delivery.
+func (s *Store) scanHistories(db *pebble.DB, fn func(k, v []byte) error) (problems []error, err error) {
+	err = scanPastDamage(db, []byte{prefixHistory}, []byte{prefixHistory + 1}, fn, func(bad, next []byte, err error) ([]byte, error) {
+		names := s.idNames(spanIDs(bad, next))
+		problems = append(problems, fmt.Errorf("%w: delivery histories of subscriptions %v are in a damaged table block: the delivery histories of some of their events are lost (egrid explain finds none for them); no event is lost and delivery is not affected (a running egrid goes past the block, and never expires what it holds). Restore the directory from a backup to recover them, or leave it", ErrCorrupt, names))
+		if s.spans.first(err) {
+			s.log.Error("disk store: delivery histories are in a damaged table block and cannot be read; the delivery histories of some events are lost (egrid explain finds none for them), and the block is gone past: the others expire as due. No event is lost and delivery is not affected. Restore the data directory from a backup to recover them, or leave it; egrid store check --data-dir DIR lists the damage",
+				"dir", s.dir, "subscriptions", names)
+			s.damaged(DamageTable)
+		}
+		return next, nil
+	})
+	return problems, err
 }

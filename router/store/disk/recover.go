@@ -211,16 +211,18 @@ func (s *Store) dropGeneration(g *generation) {
 // copyState writes the subscription state old holds (cursors, parked events, probation,
 // trim floors: everything written without a sync, which its memtable has and its log may
 // not) to g, replacing g's, in one synced batch; but none under skip's ids (of topics and
-// subscriptions whose delete is on disk, settleDeletes).
+// subscriptions whose delete is on disk, settleDeletes). A damaged table block met on the way
+// is gone past (scanPastDamage), as a start goes past it, and reported once (copyDamage);
+// failing the copy instead kept the store failed for good, trying again every 30 s. What the
+// block holds cannot be read in old any more than in g: g's copy is replaced, as the rest,
+// by what memory holds of it (the cursors and trim floors of the topics and subscriptions
+// whose keys it may hold), or by nothing (parked retries and probation states: lost).
 func (s *Store) copyState(old, g *generation, skip map[uint64]bool) error {
 	b := g.db.NewBatch()
 	var errs []error
 	for _, p := range []byte{prefixCursor, prefixParked, prefixProbation, prefixFloor} {
 		errs = append(errs, b.DeleteRange([]byte{p}, []byte{p + 1}, nil))
-		err := scan(old.db, []byte{p}, []byte{p + 1}, func(k, v []byte) error {
-			if len(k) >= 9 && skip[idOf(k)] {
-				return nil
-			}
+		set := func(k, v []byte) error {
 			if p == prefixFloor {
 				// The journal up to the floor was trimmed in old; the log may have lost that.
 				if floor, ok := decodeUint64(v); ok && len(k) == 9 {
@@ -228,6 +230,21 @@ func (s *Store) copyState(old, g *generation, skip map[uint64]bool) error {
 				}
 			}
 			return b.Set(k, v, nil)
+		}
+		err := scanPastDamage(old.db, []byte{p}, []byte{p + 1}, func(k, v []byte) error {
+			if len(k) >= 9 && skip[idOf(k)] {
+				return nil
+			}
+			return set(k, v)
+		}, func(bad, next []byte, err error) ([]byte, error) {
+			lo, hi := spanIDs(bad, next)
+			for id, v := range s.heldState(p, lo, hi) {
+				if !skip[id] {
+					errs = append(errs, set(idKey(p, id), v))
+				}
+			}
+			s.copyDamage(p, lo, hi, err)
+			return next, nil
 		})
 		errs = append(errs, err)
 	}
@@ -236,6 +253,51 @@ func (s *Store) copyState(old, g *generation, skip map[uint64]bool) error {
 		return fmt.Errorf("copying subscription state: %w", err)
 	}
 	return g.commit(b, pebble.Sync, s.onFail)
+}
+
+// heldState returns, by id, the values that memory holds of the keys under prefix of the
+// topics and subscriptions whose ids lie from lo through hi: their trim floors (prefixFloor)
+// or cursors (prefixCursor); nothing for other prefixes.
+func (s *Store) heldState(prefix byte, lo, hi uint64) map[uint64][]byte {
+	out := map[uint64][]byte{}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.topics {
+		if prefix == prefixFloor && t.id >= lo && t.id <= hi {
+			t.mu.Lock()
+			out[t.id] = encodeUint64(t.floor)
+			t.mu.Unlock()
+		}
+		for _, sb := range t.subs {
+			if prefix == prefixCursor && sb.id >= lo && sb.id <= hi {
+				out[sb.id] = encodeUint64(sb.getCursor())
+			}
+		}
+	}
+	return out
+}
+
+// copyDamage reports, once per start, a damaged table block that copyState went past in the
+// keys under prefix of the ids from lo through hi (pebble failing with err): an ERROR
+// naming the topics and subscriptions whose state it may hold and what is lost, and a count.
+func (s *Store) copyDamage(prefix byte, lo, hi uint64, err error) {
+	if !s.spans.first(err) {
+		return
+	}
+	var what string
+	switch prefix {
+	case prefixCursor:
+		what = "their cursors are written again from memory, and nothing is lost"
+	case prefixFloor:
+		what = "their trim floors are written again from memory, and nothing is lost"
+	case prefixParked:
+		what = "parked retries among them are lost to their subscriptions (neither retried nor dead-lettered), which go on with their other events; restore the data directory from a backup to recover them"
+	default:
+		what = "probation states among them are lost: their endpoints are taken as healthy, and no event is lost"
+	}
+	s.log.Error("disk store: reopening after a failed write met a damaged table block holding the state of topics or subscriptions, and goes on past it: "+what+"; egrid store check --data-dir DIR lists other damage",
+		"dir", s.dir, "of", s.idNames(lo, hi))
+	s.damaged(DamageTable)
 }
 
 // settled is what a recovery found of the deletes whose outcome was not known

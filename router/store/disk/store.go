@@ -145,6 +145,9 @@ type Store struct {
 	// loadProblems holds the damage Open found as it loaded the catalogue (definitions, the
 	// next id) and the topics' trim floors, for egrid store check.
 	loadProblems []error
+	// spans holds the damage found by scans that go past it, each reported once
+	// (scanPastDamage's callers).
+	spans damageSpans
 	// keyChecked is set by checkKey when the key is proven right (the key check, or, that
 	// being damaged, a definition opened with it) or the store has no key check (no
 	// definition was ever sealed): a sealed definition that does not open is then damaged,
@@ -1093,50 +1096,48 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 	s.mu.RUnlock()
 	st := store.SubscriptionState{Epoch: sb.id, Cursor: sb.getCursor()}
 	parked := map[uint64]store.Parked{}
-	_, hi := idRange(prefixParked, sb.id)
 	decode := decodeParked
 	if !bodies {
 		decode = decodeParkedIndex
 	}
 	last := c.t.lastSeq() // no event is parked past the journal's end
-	for from := uint64(0); ; {
-		err = scan(c.g.db, seqKey(prefixParked, sb.id, from), hi, func(k, v []byte) error {
-			from = seqOf(k) + 1
-			p, err := decode(seqOf(k), v)
-			if err != nil {
-				if s.opts.ReadOnly || !errors.Is(err, errCorrupt) { // store check reports it
-					return fmt.Errorf("parked event %d: %w", seqOf(k), err)
-				}
-				// One event's record, not the subscription's: failing the load would stop
-				// the subscription for good.
-				s.parkedDamage(topicName, name, sb, seqOf(k), err)
-				if bodies {
-					return nil // a queue subscription goes on without it
-				}
-				// Due at once with no head: a push subscription reads it then, finds it lost
-				// (ParkedEvents leaves it out) and forgets it, deleting the record.
-				p = store.Parked{Seq: seqOf(k)}
+	lo, hi := idRange(prefixParked, sb.id)
+	err = scanPastDamage(c.g.db, lo, hi, func(k, v []byte) error {
+		p, err := decode(seqOf(k), v)
+		if err != nil {
+			if s.opts.ReadOnly || !errors.Is(err, errCorrupt) { // store check reports it
+				return fmt.Errorf("parked event %d: %w", seqOf(k), err)
 			}
-			if pending == nil {
-				st.Parked = append(st.Parked, p)
-			} else {
-				parked[p.Seq] = p
+			// One event's record, not the subscription's: failing the load would stop
+			// the subscription for good.
+			s.parkedDamage(topicName, name, sb, seqOf(k), err)
+			if bodies {
+				return nil // a queue subscription goes on without it
 			}
-			return nil
-		})
-		if err == nil || !pebble.IsCorruptionError(err) {
-			break
+			// Due at once with no head: a push subscription reads it then, finds it lost
+			// (ParkedEvents leaves it out) and forgets it, deleting the record.
+			p = store.Parked{Seq: seqOf(k)}
 		}
-		if from > last {
-			err = nil // the damage lies past every seq the subscription can have parked
-			break
+		if pending == nil {
+			st.Parked = append(st.Parked, p)
+		} else {
+			parked[p.Seq] = p
 		}
+		return nil
+	}, func(bad, next []byte, _ error) ([]byte, error) {
 		// A damaged table block: the parked retries in it are lost, reported once; the
 		// load goes on after it.
-		good := firstReadable(c.g.db, func(at uint64) []byte { return seqKey(prefixParked, sb.id, at) }, hi, from, last)
+		from := seqAt(bad)
+		if from > last {
+			return hi, nil // the damage lies past every seq the subscription can have parked
+		}
+		good := last + 1
+		if len(next) == len(lo)+8 {
+			good = min(good, seqOf(next))
+		}
 		l := s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: from, hi: good - 1})
-		from = max(good, l.hi+1)
-	}
+		return seqKey(prefixParked, sb.id, max(good, l.hi+1)), nil
+	})
 	if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	}
