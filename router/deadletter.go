@@ -135,6 +135,8 @@ type deadLetterRuntime struct {
 
 	mu      sync.Mutex
 	replays map[string]*actor.PID // by topic/subscription
+	// runs are the replays' progress, by the same keys ([DeadLetterStatus.Replays]).
+	runs map[string]*runningReplay
 	// closed is set by closeDeadLetters as it takes the replays to stop: a replay registers
 	// (startReplay) only before that, so every replay spawned is one Close stops.
 	closed bool
@@ -165,6 +167,7 @@ func (r *Router) startDeadLetters() error {
 	}
 	d := &deadLetterRuntime{
 		cfg: r.cfg.DeadLetters, store: r.deps.DeadLetterStore, replays: make(map[string]*actor.PID),
+		runs:    make(map[string]*runningReplay),
 		durable: !r.ownsStore, replayWindow: deadletter.DefaultReplayWindow,
 	}
 	var base uint64
@@ -346,7 +349,7 @@ func (r *Router) deadLetterHandoff(t *topicRuntime, name string, spec *Subscript
 }
 
 // DeadLetterStatus returns the dead-letter actor's state: records waiting, being written or
-// retrying, and what it has written and dropped.
+// retrying, and what it has written and dropped; and the replays running in this router.
 func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error) {
 	if r.dead == nil {
 		return nil, ErrDeadLettersUnavailable
@@ -359,5 +362,7 @@ func (r *Router) DeadLetterStatus(ctx context.Context) (*DeadLetterStatus, error
 	if err != nil {
 		return nil, fmt.Errorf("asking the dead-letter actor: %w", err)
 	}
-	return deadLetterStatusOf(res.(*deadletter.Status)), nil
+	st := deadLetterStatusOf(res.(*deadletter.Status))
+	st.Replays = r.runningReplays()
+	return st, nil
 }

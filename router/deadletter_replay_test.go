@@ -271,3 +271,32 @@ func TestReplayIntoAQueueIsRefusedBeforeReading(t *testing.T) {
 		}
 	})
 }
+
+// The dead-letter status lists the replays running, with their events and how many have
+// settled, and a replay leaves it when it ends: a client that stopped waiting for a replay's
+// answer can look the replay up.
+func TestDeadLetterStatusListsRunningReplays(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		_, release, done := replayHeldOneObjectAtATime(t, h)
+		h.Settle()
+		st, err := h.Router().DeadLetterStatus(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Replays) != 1 {
+			t.Fatalf("replays %+v while one runs, want it", st.Replays)
+		}
+		if rp := st.Replays[0]; rp.Topic != "orders" || rp.Subscription != "billing" || rp.Events != 3 || rp.Settled != 0 || rp.Started.IsZero() {
+			t.Errorf("replay %+v, want orders/billing, 3 events, none settled, and when it started", rp)
+		}
+		close(release)
+		h.Advance(time.Minute)
+		if sum := <-done; sum == nil || !sum.Completed {
+			t.Fatalf("summary %+v, want the replay completed", sum)
+		}
+		h.Settle()
+		if st, err := h.Router().DeadLetterStatus(context.Background()); err != nil || len(st.Replays) != 0 {
+			t.Errorf("replays %+v (%v) once the replay ended, want none", st.Replays, err)
+		}
+	})
+}

@@ -1,12 +1,14 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -579,6 +581,21 @@ func idDigest(id string) [16]byte {
 	return [16]byte(sum[:16])
 }
 
+// runningReplays returns the replays running, by topic and subscription.
+func (r *Router) runningReplays() []ReplayStatus {
+	d := r.dead
+	d.mu.Lock()
+	out := make([]ReplayStatus, 0, len(d.runs))
+	for _, run := range d.runs {
+		out = append(out, ReplayStatus{Topic: run.topic, Subscription: run.name, Started: run.started, Events: run.events, Settled: int(run.settled.Load())})
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b ReplayStatus) int {
+		return cmp.Or(strings.Compare(fold(a.Topic), fold(b.Topic)), strings.Compare(fold(a.Subscription), fold(b.Subscription)))
+	})
+	return out
+}
+
 func (r *Router) replayRunning(key string) bool {
 	r.dead.mu.Lock()
 	defer r.dead.mu.Unlock()
@@ -637,11 +654,15 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, src *replayS
 	}
 }
 
-// runningReplay is what runReplay watches of a replay it started.
+// runningReplay is what runReplay watches of a replay it started, and what
+// [Router.DeadLetterStatus] shows of it.
 type runningReplay struct {
-	settled atomic.Int64  // events settled so far
-	notify  chan struct{} // a token when settled changed
-	done    chan deadletter.ReplayResult
+	topic, name string
+	started     time.Time
+	events      int
+	settled     atomic.Int64  // events settled so far
+	notify      chan struct{} // a token when settled changed
+	done        chan deadletter.ReplayResult
 }
 
 // startReplay looks up the subscription, spawns its replay actor and registers it under key.
@@ -666,7 +687,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 		return nil, err
 	}
 	var (
-		run      = &runningReplay{notify: make(chan struct{}, 1), done: make(chan deadletter.ReplayResult, 1)}
+		run      = &runningReplay{topic: t.name, name: name, started: r.deps.Now(), events: events, notify: make(chan struct{}, 1), done: make(chan deadletter.ReplayResult, 1)}
 		d        = r.dead
 		started  = make(chan struct{})
 		spawnErr error
@@ -691,6 +712,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 				src.end()
 				d.mu.Lock()
 				delete(d.replays, key)
+				delete(d.runs, key)
 				d.mu.Unlock()
 				run.done <- res
 			}()
@@ -705,6 +727,7 @@ func (r *Router) startReplay(key, topic, name string, src *replaySource, events 
 		spawnErr = fmt.Errorf("event subscription %q of topic %q: %w; wait for it to finish", name, topic, ErrReplayRunning)
 	default:
 		d.replays[key] = r.system.Root.Spawn(props)
+		d.runs[key] = run
 	}
 	d.mu.Unlock()
 	close(started)

@@ -84,6 +84,19 @@ type DeadLetterStatus struct {
 	Loading bool
 	// LoadingSince is when it started reading its outbox (zero unless Loading).
 	LoadingSince time.Time
+	// Replays are the dead-letter replays running in this router (in cluster mode, on this
+	// node: the one that got the replay call), by topic and subscription; known while Loading
+	// too.
+	Replays []ReplayStatus
+}
+
+// ReplayStatus is a dead-letter replay running ([DeadLetterStatus.Replays]).
+type ReplayStatus struct {
+	Topic, Subscription string
+	// Started is when its events were handed to its replay actor.
+	Started time.Time
+	// Events counts the events it replays; Settled those delivered or ended again so far.
+	Events, Settled int
 }
 
 // Pending counts the records not yet written.

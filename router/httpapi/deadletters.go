@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,10 +18,10 @@ import (
 
 // deadLetterRoutes registers the dead-letter admin routes:
 //
-//	GET  /admin/deadLetters                                                 the dead-letter actor's state
+//	GET  /admin/deadLetters                                                 the dead-letter actor's state and the replays running
 //	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&after=&until=&limit=)
 //	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=&limit=)
-//	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress, then the summary
+//	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress and heartbeats, then the summary
 func (a *API) deadLetterRoutes(mux *http.ServeMux) {
 	const base = "/admin/topics/{topic}/eventSubscriptions/{name}/deadLetters"
 	mux.HandleFunc("GET /admin/deadLetters", a.admin(a.getDeadLetterStatus))
@@ -152,6 +153,17 @@ type deadLetterStatusView struct {
 	RecordsDropped int       `json:"recordsDropped"`
 	Loading        bool      `json:"loading,omitempty"`
 	LoadingSince   time.Time `json:"loadingSince,omitzero"`
+	// Replays are the replays running on this server.
+	Replays []ReplayStatusView `json:"replays"`
+}
+
+// ReplayStatusView is a replay running, in GET /admin/deadLetters.
+type ReplayStatusView struct {
+	Topic        string    `json:"topic"`
+	Subscription string    `json:"subscription"`
+	Started      time.Time `json:"started"`
+	Events       int       `json:"events"`
+	Settled      int       `json:"settled"`
 }
 
 func (a *API) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
@@ -160,11 +172,15 @@ func (a *API) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
 		a.writeDeadLetterError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, deadLetterStatusView{
+	view := deadLetterStatusView{
 		Waiting: st.Waiting, Writing: st.Writing, Retrying: st.Retrying,
 		ObjectsWritten: st.ObjectsWritten, RecordsWritten: st.RecordsWritten, RecordsDropped: st.RecordsDropped,
-		Loading: st.Loading, LoadingSince: st.LoadingSince,
-	})
+		Loading: st.Loading, LoadingSince: st.LoadingSince, Replays: make([]ReplayStatusView, 0, len(st.Replays)),
+	}
+	for _, rp := range st.Replays {
+		view.Replays = append(view.Replays, ReplayStatusView{Topic: rp.Topic, Subscription: rp.Subscription, Started: rp.Started, Events: rp.Events, Settled: rp.Settled})
+	}
+	writeJSON(w, http.StatusOK, view)
 }
 
 func (a *API) listDeadLetterObjects(w http.ResponseWriter, req *http.Request) {
@@ -237,12 +253,29 @@ type ReplayRequest struct {
 }
 
 // ReplayStreamLine is one line of the replay route's answer (application/x-ndjson): progress
-// reports, then the summary or an error.
+// reports and heartbeats, then the summary or an error. A client skips a line of a kind it
+// does not know.
 type ReplayStreamLine struct {
 	Progress *router.ReplayProgress `json:"progress,omitempty"`
-	Summary  *router.ReplaySummary  `json:"summary,omitempty"`
-	Error    *apiErrorBody          `json:"error,omitempty"`
+	// Heartbeat is set on a line written because no other was for [ReplayHeartbeatHeader]'s
+	// interval: the replay still runs, and the connection carries its answer.
+	Heartbeat bool                  `json:"heartbeat,omitempty"`
+	Summary   *router.ReplaySummary `json:"summary,omitempty"`
+	Error     *apiErrorBody         `json:"error,omitempty"`
 }
+
+// ReplayHeartbeatHeader is the header of a replay's answer that gives the heartbeat interval
+// (a Go duration, "15s"): while the replay runs, the answer has a line at least that often, a
+// {"heartbeat":true} when nothing else came, so a client can give up on a connection or
+// server that went quiet without bounding the replay's whole length. Servers that send no
+// heartbeats send no header.
+const ReplayHeartbeatHeader = "Egrid-Replay-Heartbeat"
+
+// ReplayHeartbeat is the interval of a replay answer's heartbeats.
+const ReplayHeartbeat = 15 * time.Second
+
+// replayHeartbeat is ReplayHeartbeat; tests set it lower.
+var replayHeartbeat = ReplayHeartbeat
 
 func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 	if enc := contentEncoding(req); enc != "" {
@@ -278,18 +311,66 @@ func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set(ReplayHeartbeatHeader, replayHeartbeat.String())
 	w.WriteHeader(http.StatusOK)
+	streamReplay(req.Context(), w, replayHeartbeat, func(ctx context.Context, progress func(router.ReplayProgress)) (*router.ReplaySummary, error) {
+		opts.Progress = progress
+		return a.r.ReplayDeadLetters(ctx, topic, name, opts)
+	})
+}
+
+// streamReplay writes a replay's answer: its progress reports as they come, a heartbeat line
+// whenever none was written for interval, then its summary or error. The replay runs on its
+// own goroutine, its progress handed over (and waited for) one report at a time, so this one
+// is the answer's only writer; it returns once the replay has, and panics if it did.
+func streamReplay(ctx context.Context, w http.ResponseWriter, interval time.Duration,
+	replay func(ctx context.Context, progress func(router.ReplayProgress)) (*router.ReplaySummary, error)) {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	send := func(l ReplayStreamLine) {
 		_ = enc.Encode(l)
 		_ = rc.Flush()
 	}
-	opts.Progress = func(p router.ReplayProgress) { send(ReplayStreamLine{Progress: &p}) }
-	sum, err := a.r.ReplayDeadLetters(req.Context(), topic, name, opts)
-	if err != nil {
-		send(ReplayStreamLine{Error: &apiErrorBody{Code: "ReplayFailed", Message: err.Error()}})
-		return
+	type result struct {
+		sum      *router.ReplaySummary
+		err      error
+		panicked any
 	}
-	send(ReplayStreamLine{Summary: sum})
+	reports := make(chan router.ReplayProgress)
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{panicked: p} // panicked again below, for Guard to answer
+			}
+		}()
+		sum, err := replay(ctx, func(p router.ReplayProgress) {
+			select {
+			case reports <- p:
+			case <-ctx.Done(): // the client is gone: nobody reads the answer
+			}
+		})
+		done <- result{sum: sum, err: err}
+	}()
+	beat := time.NewTicker(interval)
+	defer beat.Stop()
+	for {
+		select {
+		case p := <-reports:
+			send(ReplayStreamLine{Progress: &p})
+			beat.Reset(interval)
+		case <-beat.C:
+			send(ReplayStreamLine{Heartbeat: true})
+		case res := <-done: // after every report: each is taken before the replay goes on
+			if res.panicked != nil {
+				panic(res.panicked)
+			}
+			if res.err != nil {
+				send(ReplayStreamLine{Error: &apiErrorBody{Code: "ReplayFailed", Message: res.err.Error()}})
+				return
+			}
+			send(ReplayStreamLine{Summary: res.sum})
+			return
+		}
+	}
 }
