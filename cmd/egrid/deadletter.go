@@ -313,15 +313,22 @@ The server reads the objects one at a time, newest first, and keeps only what it
 each; it reads an object's events again when the replay comes to it, once the events of newer
 objects it holds take less than 64 MiB. A replay of any number of objects holds about that
 much, and events of older objects wait while newer ones keep failing. The summary (and
---dry-run's list) names the first 10 000 events and counts the others.`,
+--dry-run's list) names the first 10 000 events and counts the others.
+
+While a replay runs the server sends a heartbeat every 15 s when it has nothing else to say,
+so however long the replay takes, the command gives up once nothing came for --idle-timeout
+(default 1m): a stalled server or connection. The replay may then still be running in the
+server: ` + "`egrid deadletter status`" + ` lists the replays running there. --dry-run and
+--no-wait also give up after 2 minutes in all, as every other command does.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would be replayed; re-deliver nothing"},
-					&cli.BoolFlag{Name: "no-wait", Usage: "return once the replay has started"}), rangeFlags...),
+					&cli.BoolFlag{Name: "no-wait", Usage: "return once the replay has started"},
+					&cli.DurationFlag{Name: "idle-timeout", Value: defaultReplayIdleTimeout, Usage: "give up waiting once nothing came from the server for this long (it sends a heartbeat every " + httpapi.ReplayHeartbeat.String() + " while a replay runs)"}), rangeFlags...),
 				Action: func(c *cli.Context) error { return replay(c, e) },
 			},
 			{
 				Name:  "status",
-				Usage: "show the dead-letter outbox: records waiting, being written, retrying; written and dropped",
+				Usage: "show the dead-letter outbox (records waiting, being written, retrying; written and dropped) and the replays running",
 				Flags: append(serverFlags(), outputFlag()),
 				Action: func(c *cli.Context) error {
 					var st map[string]any
@@ -334,16 +341,36 @@ much, and events of older objects wait while newer ones keep failing. The summar
 					if loading, _ := st["loading"].(bool); loading {
 						// The counts of records are not known before the outbox is read.
 						fmt.Fprintf(e.Stdout, "loading the outbox since %s\n", termSafe(fmt.Sprint(st["loadingSince"])))
-						return nil
+					} else {
+						n := func(k string) int { f, _ := st[k].(float64); return int(f) }
+						fmt.Fprintf(e.Stdout, "waiting %d  writing %d  retrying %d  objects written %d  records written %d  dropped %d\n",
+							n("waiting"), n("writing"), n("retrying"), n("objectsWritten"), n("recordsWritten"), n("recordsDropped"))
 					}
-					n := func(k string) int { f, _ := st[k].(float64); return int(f) }
-					fmt.Fprintf(e.Stdout, "waiting %d  writing %d  retrying %d  objects written %d  records written %d  dropped %d\n",
-						n("waiting"), n("writing"), n("retrying"), n("objectsWritten"), n("recordsWritten"), n("recordsDropped"))
-					return nil
+					return printRunningReplays(e, st["replays"])
 				},
 			},
 		},
 	}
+}
+
+// printRunningReplays prints the replays of a dead-letter status answer (none from an older
+// server, which does not list them).
+func printRunningReplays(e env, replays any) error {
+	list, _ := replays.([]any)
+	if len(list) == 0 {
+		if replays != nil {
+			fmt.Fprintln(e.Stdout, "no replay running")
+		}
+		return nil
+	}
+	tab := newTable("TOPIC", "SUBSCRIPTION", "STARTED", "SETTLED")
+	for _, v := range list {
+		rp, _ := v.(map[string]any)
+		n := func(k string) int { f, _ := rp[k].(float64); return int(f) }
+		tab.row(fmt.Sprint(rp["topic"]), fmt.Sprint(rp["subscription"]), fmt.Sprint(rp["started"]), fmt.Sprintf("%d of %d events", n("settled"), n("events")))
+	}
+	fmt.Fprintf(e.Stdout, "%d replays running:\n", len(list))
+	return tab.write(e.Stdout)
 }
 
 // deadLetterPath is the admin path of the subscription's dead letters, plus tail.
@@ -427,11 +454,16 @@ func parseWhen(now time.Time, v string) (time.Time, error) {
 }
 
 // replay runs `egrid deadletter replay`: it streams the server's progress into a progress bar
-// and prints the summary.
+// and prints the summary. It gives up once nothing came from the server for --idle-timeout
+// (see [replayWatch]).
 func replay(c *cli.Context, e env) error {
 	sel, err := selection(c)
 	if err != nil {
 		return err
+	}
+	idle := c.Duration("idle-timeout")
+	if idle <= 0 {
+		return cli.Exit(fmt.Sprintf("--idle-timeout %v: use a positive duration such as %v", idle, defaultReplayIdleTimeout), 2)
 	}
 	body := httpapi.ReplayRequest{Since: sel.since, Until: sel.until, Reason: sel.reason, DryRun: c.Bool("dry-run"), Wait: !c.Bool("no-wait")}
 	cl := newClient(c, e)
@@ -439,7 +471,11 @@ func replay(c *cli.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(c.Context, http.MethodPost, cl.server+deadLetterPath(c, "/replay"), bytes.NewReader(raw))
+	ctx, cancel := context.WithCancelCause(c.Context)
+	defer cancel(nil)
+	watch := newReplayWatch(idle, cancel)
+	defer watch.stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.server+deadLetterPath(c, "/replay"), bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
@@ -447,8 +483,16 @@ func replay(c *cli.Context, e env) error {
 	if cl.token != "" {
 		req.Header.Set("Authorization", "Bearer "+cl.token)
 	}
+	quiet := func(what string) error {
+		return cli.Exit(fmt.Sprintf("stopped waiting: %s for %v (--idle-timeout)%s: the server or the connection to it stalled (a half-open connection, or a proxy holding the answer back). "+
+			"The replay may still be running in the server: `egrid deadletter status --server %s` lists the replays running there and how many of their events have settled, "+
+			"and events that fail again show in `egrid deadletter list`; raise --idle-timeout for a slow network", what, idle, watch.beats(), cl.server), 1)
+	}
 	resp, err := replayClient(cl, body.DryRun, body.Wait).Do(req)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errReplayQuiet) {
+			return quiet("no answer from " + cl.server)
+		}
 		return cli.Exit(fmt.Sprintf("calling %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
 	}
 	defer resp.Body.Close()
@@ -456,8 +500,11 @@ func replay(c *cli.Context, e env) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return serverError(resp, msg)
 	}
+	if !watch.answered(resp.Header.Get(httpapi.ReplayHeartbeatHeader)) && body.Wait && !body.DryRun {
+		fmt.Fprintf(e.Stderr, "note: %s sends no heartbeats (an older egrid): waiting with no --idle-timeout; Ctrl-C stops waiting\n", cl.server)
+	}
 	bar := newProgressBar(e.Stderr)
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(watch.reader(resp.Body))
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	var sum *router.ReplaySummary
 	for sc.Scan() {
@@ -477,8 +524,11 @@ func replay(c *cli.Context, e env) error {
 	}
 	bar.finish()
 	if err := sc.Err(); err != nil {
+		if errors.Is(context.Cause(ctx), errReplayQuiet) {
+			return quiet("nothing came from " + cl.server)
+		}
 		if errors.Is(c.Context.Err(), context.Canceled) {
-			return cli.Exit("stopped waiting; the replay goes on in the server", 1)
+			return cli.Exit("stopped waiting; the replay goes on in the server (`egrid deadletter status` lists the replays running)", 1)
 		}
 		return cli.Exit(fmt.Sprintf("reading the replay report: %v", err), 1)
 	}
@@ -488,13 +538,74 @@ func replay(c *cli.Context, e env) error {
 	return printReplaySummary(e, c.String("output"), sum)
 }
 
+// defaultReplayIdleTimeout is --idle-timeout's default: four of the server's heartbeat
+// intervals ([httpapi.ReplayHeartbeat]).
+const defaultReplayIdleTimeout = time.Minute
+
+// errReplayQuiet is the cause a replay call is cancelled with when nothing came for its idle
+// timeout.
+var errReplayQuiet = errors.New("nothing came from the server for the idle timeout")
+
+// replayWatch cancels a replay call (with errReplayQuiet) once nothing came from the server
+// for the idle timeout: no answer to the request, or, from a server that sends heartbeats
+// ([httpapi.ReplayHeartbeatHeader]), no bytes of the answer. A replay of many events can run
+// for hours, so the bound is on silence, not on the whole. An answer without the header (an
+// older egrid, whose answer has lines only as objects are read and events settle) is waited
+// for with no idle bound once it came, as before.
+type replayWatch struct {
+	idle     time.Duration
+	timer    *time.Timer
+	interval string // the server's heartbeat interval, "" when it sends none
+}
+
+func newReplayWatch(idle time.Duration, cancel context.CancelCauseFunc) *replayWatch {
+	return &replayWatch{idle: idle, timer: time.AfterFunc(idle, func() { cancel(errReplayQuiet) })}
+}
+
+// answered notes the answer's heartbeat header and says whether the server sends heartbeats;
+// if not, the watch ends.
+func (w *replayWatch) answered(heartbeat string) bool {
+	if _, err := time.ParseDuration(heartbeat); err != nil {
+		w.timer.Stop()
+		return false
+	}
+	w.interval = heartbeat
+	w.timer.Reset(w.idle)
+	return true
+}
+
+// reader returns body, each read of which that brings bytes starts the idle timeout again.
+func (w *replayWatch) reader(body io.Reader) io.Reader {
+	if w.interval == "" {
+		return body
+	}
+	return readerFunc(func(p []byte) (int, error) {
+		n, err := body.Read(p)
+		if n > 0 {
+			w.timer.Reset(w.idle)
+		}
+		return n, err
+	})
+}
+
+// beats says, for an error, how often the server sends heartbeats ("" when not known).
+func (w *replayWatch) beats() string {
+	if w.interval == "" {
+		return ""
+	}
+	return ", though it sends a heartbeat every " + w.interval + " while a replay runs"
+}
+
+func (w *replayWatch) stop() { w.timer.Stop() }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
 // replayClient is the HTTP client of a replay call. A --dry-run or --no-wait replay answers
 // once the objects are read, within newClient's 2 minutes like every other call. A replay
 // that waits for its events to be delivered or dead-lettered again can take as long as their
-// retry schedule, and its report streams progress only as events settle, so it has no
-// overall timeout: a server that stops answering is noticed only by Ctrl-C. (Bounding it
-// would take heartbeat lines from the server while it waits, and a read deadline between
-// lines.)
+// retry schedule, so it has no overall timeout: [replayWatch] bounds the silences instead.
 func replayClient(cl *client, dryRun, wait bool) *http.Client {
 	if dryRun || !wait {
 		return cl.http

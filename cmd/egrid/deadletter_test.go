@@ -195,7 +195,8 @@ func TestDeadLetterShowLimit(t *testing.T) {
 
 // TestReplayTimeouts: a --dry-run or --no-wait replay, which answers once the objects are
 // read, has the CLI's usual 2-minute bound; only a replay that waits for its events to settle
-// has none (it had none in every mode).
+// has none (it had none in every mode): --idle-timeout bounds its silences instead
+// (TestReplayGivesUpOnAQuietServer).
 func TestReplayTimeouts(t *testing.T) {
 	cl := &client{http: apiClient(2 * time.Minute)}
 	for _, tt := range []struct {
