@@ -726,3 +726,162 @@ func (s *Store) stateLosses(topicName, name string) []stateLoss {
 	defer sb.mu.Unlock()
 	return slices.Clone(sb.lost)
 }
+
+// outboxLoss is a part of the dead-letter outbox that a damaged table block keeps from being
+// read: the records with IDs after after and before before; from the first when first is set,
+// to the last when last is.
+type outboxLoss struct {
+	after, before string
+	first, last   bool
+}
+
+func (l outboxLoss) String() string {
+	from, to := fmt.Sprintf("after dead letter %q", clip.String(l.after)), fmt.Sprintf("before dead letter %q", clip.String(l.before))
+	if l.first {
+		from = "from the first"
+	}
+	if l.last {
+		to = "to the last"
+	}
+	return from + " " + to
+}
+
+// scanOutbox calls fn with each record of the dead-letter outbox that can be read, in key
+// order, until fn returns an error, which it returns as it is. A damaged table block does not
+// end the scan: the records in it are lost, reported once (outboxDamage), and the scan goes on
+// after it, as a subscription's load goes on after a block of its parked retries. Failing
+// instead would keep the dead-letter actor, and with it the router, from starting at all. It
+// returns the losses met, described for egrid store check.
+func (s *Store) scanOutbox(db *pebble.DB, fn func(k, v []byte) error) (problems []error, err error) {
+	lo, hi := []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}
+	var fnErr error
+	var prev []byte      // the last key read, nil before the first
+	var lost *outboxLoss // a loss whose end is not read yet
+	for {
+		var last []byte // the last key read in this pass
+		err := scan(db, lo, hi, func(k, v []byte) error {
+			if lost != nil {
+				lost.before = string(k[1:])
+				problems = append(problems, s.outboxDamage(*lost))
+				lost = nil
+			}
+			last = append(last[:0], k...)
+			if err := fn(k, v); err != nil {
+				fnErr = err
+				return err
+			}
+			return nil
+		})
+		if last != nil {
+			prev = append(prev[:0], last...)
+		}
+		if fnErr != nil {
+			return problems, fnErr
+		}
+		if err == nil {
+			break
+		}
+		if !pebble.IsCorruptionError(err) {
+			return problems, err
+		}
+		if lost == nil {
+			lost = &outboxLoss{first: prev == nil}
+			if prev != nil {
+				lost.after = string(prev[1:])
+			}
+		}
+		from, at := last, false // the damage lies after the last key read, or at lo
+		if last == nil {
+			from, at = lo, true
+		}
+		next, ok := resumeAfter(db, from, at, hi)
+		if !ok || bytes.Compare(next, lo) <= 0 {
+			break // nothing past the damage reads
+		}
+		lo = next
+	}
+	if lost != nil {
+		lost.last = true
+		problems = append(problems, s.outboxDamage(*lost))
+	}
+	return problems, nil
+}
+
+// resumeAfter returns a lower bound from which the keys below hi read again past a damaged
+// table block that a read met after from (at from, with at: nothing was read before it); ok is
+// false when no key past the damage reads. The keys read going back from hi, up to the damage,
+// end at top, the lowest: keys are strings, so firstReadable looks between from and top with
+// numbers standing for the 8 bytes after the longest prefix the two share, and the read goes
+// on at top when no number between them reads.
+func resumeAfter(db *pebble.DB, from []byte, at bool, hi []byte) (next []byte, ok bool) {
+	lower := from
+	if !at {
+		lower = append(slices.Clip(from), 0) // the first key after from
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: hi})
+	if err != nil {
+		return nil, false
+	}
+	var top []byte
+	for valid := it.Last(); valid; valid = it.Prev() {
+		if _, err := it.ValueAndErr(); err != nil {
+			break
+		}
+		top = append(top[:0], it.Key()...)
+	}
+	_ = it.Close() // the damage it met is what is being stepped over
+	if top == nil || bytes.Compare(top, from) <= 0 {
+		return nil, false
+	}
+	n := 0
+	for n < len(from) && from[n] == top[n] {
+		n++
+	}
+	prefix := slices.Clip(top[:n])
+	pos := func(k []byte) uint64 {
+		var b [8]byte
+		copy(b[:], k[n:])
+		return binary.BigEndian.Uint64(b[:])
+	}
+	key := func(at uint64) []byte { return binary.BigEndian.AppendUint64(prefix, at) }
+	seq, last := pos(from), pos(top)
+	if good := firstReadable(db, key, hi, seq, last); good <= last {
+		return key(good), true
+	}
+	return top, true
+}
+
+// outboxDamage reports, once, dead letters of the outbox that a damaged table block keeps
+// from being read: an ERROR saying what they are and what to do, and a count (DamageTable).
+// It returns the loss, described for egrid store check.
+func (s *Store) outboxDamage(l outboxLoss) error {
+	s.mu.Lock()
+	seen := s.outboxLost[l]
+	if !seen {
+		if s.outboxLost == nil {
+			s.outboxLost = make(map[outboxLoss]bool)
+		}
+		s.outboxLost[l] = true
+	}
+	s.mu.Unlock()
+	if !seen {
+		attrs := []any{"dir", s.dir}
+		if !l.first {
+			attrs = append(attrs, "afterID", clip.String(l.after))
+		}
+		if !l.last {
+			attrs = append(attrs, "beforeID", clip.String(l.before))
+		}
+		s.log.Error("disk store: dead letters of the outbox are in a damaged table block and cannot be read; they are lost: these events were dead-lettered but not yet written to the dead-letter destination, and will not be. The other dead letters are written as usual. Restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage", attrs...)
+		s.damaged(DamageTable)
+	}
+	return fmt.Errorf("the dead letters %s are in a damaged table block and cannot be read: they were not yet written to the dead-letter destination, and a running egrid goes on without them; restore the directory from a backup to recover them", l)
+}
+
+// outboxDamageError is what a read-only store's scan of the outbox returns for the damage it
+// met (outboxProblems): the problems, as egrid store check lists them, wrapping [ErrCorrupt].
+type outboxDamageError struct{ problems []error }
+
+func (e *outboxDamageError) Error() string { return errors.Join(e.problems...).Error() }
+
+func (e *outboxDamageError) Unwrap() []error { return append([]error{ErrCorrupt}, e.problems...) }

@@ -142,6 +142,9 @@ type Store struct {
 	// damagedTopics holds the topics whose definitions Open found damaged, by stored
 	// name: they are not served, and their names stay taken until deleted (defdamage.go).
 	damagedTopics map[string]*damagedDef
+	// outboxLost holds the parts of the dead-letter outbox found in damaged table blocks,
+	// reported once each (outboxDamage).
+	outboxLost map[outboxLoss]bool
 	// loadProblems holds the damage Open found as it loaded the catalogue (definitions, the
 	// next id) and the topics' trim floors, for egrid store check.
 	loadProblems []error
@@ -2029,6 +2032,12 @@ func (s *Store) heldDeadLetters() map[string][]byte {
 
 // ScanDeadLetters implements [store.Store]: one iterator over the outbox's keys, a record
 // decoded (copied) at a time, then the records held in memory while the store is failed.
+//
+// Records in a damaged table block are lost: the scan goes on after the block, which is
+// reported once (an ERROR saying what is lost and what to do, and a count of kind
+// DamageTable), and gives every record it can read; a router whose outbox holds such a block
+// starts. A read-only store (egrid store check) gives what it can read as well, then returns
+// the damage, wrapping [ErrCorrupt].
 func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRecord) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -2040,7 +2049,7 @@ func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRec
 	defer c.done()
 	held := s.heldDeadLetters()
 	var fnErr error
-	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+	problems, err := s.scanOutbox(c.g.db, func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -2068,7 +2077,17 @@ func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRec
 			return err
 		}
 	}
-	return nil
+	return s.outboxProblems(problems)
+}
+
+// outboxProblems is what a scan of the outbox that met problems (scanOutbox) returns: nothing
+// for a running store, which has reported them and goes on without what they hold; the
+// problems for egrid store check (a read-only store), which lists them.
+func (s *Store) outboxProblems(problems []error) error {
+	if !s.opts.ReadOnly || len(problems) == 0 {
+		return nil
+	}
+	return &outboxDamageError{problems}
 }
 
 // DeadLettersByID implements [store.Store]: a point read of each id.
@@ -2105,7 +2124,8 @@ func (s *Store) DeadLettersByID(ctx context.Context, ids []string) ([]store.Dead
 	return recs, nil
 }
 
-// DeadLetters implements [store.Store].
+// DeadLetters implements [store.Store]. Records in a damaged table block are lost, as
+// ScanDeadLetters says.
 func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -2117,7 +2137,7 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	defer c.done()
 	held := s.heldDeadLetters()
 	recs := []store.DeadLetterRecord{}
-	err = scan(c.g.db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+	problems, err := s.scanOutbox(c.g.db, func(k, v []byte) error {
 		if _, ok := held[string(k[1:])]; ok {
 			return nil // the held one is newer
 		}
@@ -2130,6 +2150,9 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing dead letters: %w", err)
+	}
+	if err := s.outboxProblems(problems); err != nil {
+		return nil, err
 	}
 	if len(held) == 0 {
 		return recs, nil
