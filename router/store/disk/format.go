@@ -49,9 +49,13 @@ func readFormat(db *pebble.DB) (version uint64, recorded bool, err error) {
 }
 
 // checkFormat refuses a store in a newer format than [FormatVersion] and records the current
-// version in an older store (unless read-only): every older format is read as it is.
+// version in an older store (unless read-only): every older format is read as it is. A format
+// version in a damaged table block refuses the start as damage (formatCorrupt).
 func (s *Store) checkFormat(g *generation) error {
 	version, recorded, err := readFormat(g.db)
+	if pebble.IsCorruptionError(err) {
+		return s.formatCorrupt(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -73,4 +77,15 @@ func (s *Store) checkFormat(g *generation) error {
 		return err
 	}
 	return g.commit(b, pebble.Sync, s.onFail)
+}
+
+// formatCorrupt is checkFormat's error when pebble reports damage as it reads the format
+// version: the store cannot tell how to read its data, so Open refuses to start, as load does
+// for a damaged block among the definitions (catalogCorrupt; V sorts right after them, so the
+// two often share a block), saying what to do, counted, and listed by egrid store check.
+func (s *Store) formatCorrupt(err error) error {
+	p := fmt.Errorf("%w: the store's format version (key V) is in a damaged table block and cannot be read (%v), with whatever the block holds beside it (the topic definitions last by name, when there are any): egrid cannot tell how to read the store. Restore the directory from a backup; egrid store check --data-dir %s lists the damage", ErrCorrupt, err, s.dir)
+	s.log.Error("disk store: damage found; refusing to start", "dir", s.dir, "err", p)
+	s.damaged(DamageTable)
+	return &damageError{[]error{p}}
 }
