@@ -100,7 +100,7 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []
 		}
 		if !markers["format-version"] {
 			problems = append(problems, fmt.Errorf("%w: %s has data files but no format-version marker (marker.format-version.*): pebble would not know the format of its files; recreate it: touch %s, then run egrid store check --data-dir %s; or restore the directory from a backup",
-				ErrCorrupt, dir, fs.PathJoin(dir, fmt.Sprintf("marker.format-version.000001.%03d", uint64(pebble.FormatNewest))), dir))
+				ErrCorrupt, dir, fs.PathJoin(dir, fmt.Sprintf("marker.format-version.000001.%03d", uint64(pebbleFormat))), dir))
 			kinds = append(kinds, DamageMarker)
 		}
 	}

@@ -69,7 +69,8 @@
 // per block; a format-1 entry reads as a block of one, so a format-1 store opens as it is. Times are varint Unix seconds and uvarint
 // nanoseconds (decoded in UTC: compare with Equal). An event is a presence byte, its eight
 // string lengths as uvarints, the strings back to back and Raw as the rest of the value; an
-// empty Raw decodes as nil.
+// empty Raw decodes as nil. Pebble's own files are kept in a pinned pebble format
+// (pebbleFormat, format.go), raised only together with the store's format.
 //
 // # Failures
 //

@@ -3,8 +3,10 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // FormatVersion is the on-disk format this code writes, recorded under the key V (keys.go)
@@ -25,12 +27,45 @@ import (
 // journal is trimmed past them. A later format that changes the layout in a way the reader
 // cannot take as it is rewrites the older data at Open, in one synced batch with the new
 // number, so a crash leaves either the old layout with the old number or the new one with
-// the new number.
+// the new number. A new format is also the only occasion to raise the format of pebble's own
+// files (pebbleFormat).
 const FormatVersion = 2
 
+// pebbleFormat is the format of pebble's own files (pebble's format major version) the store
+// keeps: Open raises an older store's to it, saying so in an INFO line, and never further,
+// whatever the linked pebble calls newest (pebble.FormatNewest), so that upgrading pebble
+// changes nothing on disk by itself. It is raised only together with [FormatVersion]: an egrid
+// whose pebble knows the files then refuses the store with [ErrNewerFormat] and its remedy,
+// and one whose pebble does not is told the same by Open (newerPebbleFormat), rather than
+// failing with pebble's error. README's "On-disk format" gives its number
+// (TestPebbleFormatIsTheOneTheREADMEGives). It is pebble.FormatNewest of pebble v2.1.7.
+const pebbleFormat = pebble.FormatValueSeparation
+
 // ErrNewerFormat is returned (wrapped) by [Open] on a store written in a format newer than
-// [FormatVersion]: a newer egrid wrote it, and this one would misread it.
+// [FormatVersion], or whose pebble files are in a format the linked pebble does not know: a
+// newer egrid wrote it, and this one would misread it.
 var ErrNewerFormat = errors.New("disk store: written in a newer format")
+
+// unknownPebbleFormatRE matches pebble's refusal of a directory whose format-version marker
+// names a format it does not know.
+var unknownPebbleFormatRE = regexp.MustCompile(`written in unknown format major version (\d+)`)
+
+// peekPebbleFormat returns the format of pebble's files in dir on fs, 0 for a directory with
+// none (a new store) or one pebble.Open is left to report on. A format this egrid's pebble does
+// not know is refused with [ErrNewerFormat], saying what to do.
+func peekPebbleFormat(fs vfs.FS, dir string) (pebble.FormatMajorVersion, error) {
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil {
+		if m := unknownPebbleFormatRE.FindStringSubmatch(err.Error()); m != nil {
+			return 0, fmt.Errorf("%w: pebble's files are in format %s and this egrid knows formats up to %d: run the egrid release that wrote it (or a newer one), or restore a backup made for this release", ErrNewerFormat, m[1], uint64(pebbleFormat))
+		}
+		return 0, nil
+	}
+	if !desc.Exists {
+		return 0, nil
+	}
+	return desc.FormatMajorVersion, nil
+}
 
 var formatKey = []byte{prefixFormat}
 

@@ -276,7 +276,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		popts: pebble.Options{
 			Cache:              cache,
 			MemTableSize:       opts.MemTableSize,
-			FormatMajorVersion: pebble.FormatNewest,
+			FormatMajorVersion: pebbleFormat, // raised only with FormatVersion (format.go)
 			// Pebble's default answer to a damaged block is Logger.Fatalf: the store
 			// reports the damage itself, saying what it means (corruption.go). Pebble
 			// reports a damaged block, and the compaction that failed on it, again at
@@ -331,6 +331,10 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems})
 	}
 	s.popts.ReadOnly = opts.ReadOnly
+	prior, err := peekPebbleFormat(opts.fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+	}
 	defer func() {
 		if err != nil {
 			_ = s.lock.release() // the generation, failed to open or closed, leaves it held
@@ -353,6 +357,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
 	s.gen = g
+	if prior != 0 && prior < s.popts.FormatMajorVersion && !opts.ReadOnly {
+		s.log.Info("disk store: raised the format of pebble's files; egrid releases whose pebble does not know it cannot open the store", "dir", dir, "from", uint64(prior), "to", uint64(s.popts.FormatMajorVersion))
+	}
 	if err := s.checkFormat(g); err != nil {
 		s.closeGeneration(g)
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
