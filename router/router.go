@@ -111,6 +111,14 @@ type Config struct {
 	// events are dead-lettered or dropped; this egrid extension makes them acceptable to it.
 	// Off by default.
 	OmitConvertedDataSchema bool `json:"omitConvertedDataSchema,omitempty" yaml:"omitConvertedDataSchema,omitempty"`
+	// AnyAPIVersion lets the HTTP data plane (router/httpapi) take any api-version on every
+	// route, and a namespace topic's events on the classic route (/api/events) too. By
+	// default, as Azure, classic publish takes api-version 2018-01-01, :publish and the pull
+	// routes 2023-11-01 and 2024-06-01 (a request without api-version is taken), and a
+	// namespace topic takes :publish only; other requests are refused with 400 ("Unknown api
+	// version"). An egrid extension, off by default, for clients written against egrid's
+	// earlier leniency.
+	AnyAPIVersion bool `json:"anyApiVersion,omitempty" yaml:"anyApiVersion,omitempty"`
 	// History configures the per-event delivery histories [Router.Explain] reads: how many
 	// attempts each keeps and how long (see [HistoryConfig]).
 	History HistoryConfig `json:"history,omitzero" yaml:"history,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/schemas/clip"
 )
 
@@ -174,7 +175,8 @@ func publishCommand(e env) *cli.Command {
 		Usage: "publish events to a topic",
 		Description: `Posts events to /topics/<topic>/api/events with the topic key. --data or --file holds a
 JSON array of events (a single JSON object is wrapped in an array). CloudEvents (objects with
-"specversion") are sent as application/cloudevents-batch+json.
+"specversion") are sent as application/cloudevents-batch+json, and to a namespace topic, which
+takes /topics/<topic>:publish only, there.
 
 Example:
    egrid publish --topic orders --key "$KEY" --data '[{"id":"1","subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{}}]'`,
@@ -192,30 +194,26 @@ Example:
 			}
 			cl := newClient(c, e)
 			ct := "application/json"
-			if bytes.Contains(body, []byte(`"specversion"`)) {
+			ce := bytes.Contains(body, []byte(`"specversion"`))
+			if ce {
 				ct = "application/cloudevents-batch+json; charset=utf-8"
 			}
-			req, err := http.NewRequest(http.MethodPost, cl.server+"/topics/"+pathSegment(c.String("topic"))+"/api/events?api-version=2018-01-01", bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", ct)
 			key := c.String("key")
 			if key == "" {
 				key = e.Getenv("EGRID_TOPIC_KEY")
 			}
-			if key != "" {
-				req.Header.Set("aeg-sas-key", key)
-			}
-			resp, err := cl.http.Do(req)
+			topic := "/topics/" + pathSegment(c.String("topic"))
+			resp, raw, err := postEvents(cl, topic+"/api/events?api-version=2018-01-01", ct, key, body)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("publishing to %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
+				return err
 			}
-			defer resp.Body.Close()
-			// The answer is empty, or an error of a few kilobytes: read at most maxPublishAnswer,
-			// so a server (or whatever --server reaches) that sends without end cannot hold
-			// the CLI's memory.
-			raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxPublishAnswer))
+			if ce && resp.StatusCode == http.StatusBadRequest && hasDetail(raw, httpapi.CodeNamespaceTopic) {
+				// A namespace topic takes :publish only, with its own api-version.
+				resp, raw, err = postEvents(cl, topic+":publish?api-version=2024-06-01", ct, key, body)
+				if err != nil {
+					return err
+				}
+			}
 			if resp.StatusCode != http.StatusOK {
 				return serverError(resp, raw)
 			}
@@ -223,6 +221,49 @@ Example:
 			return nil
 		},
 	}
+}
+
+// postEvents posts body to the server's path with the topic key (if any) and returns the
+// answer with its body, read whole up to maxPublishAnswer.
+func postEvents(cl *client, path, contentType, key string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, cl.server+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if key != "" {
+		req.Header.Set("aeg-sas-key", key)
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("publishing to %s: %v (is `egrid serve` running? use --server)", cl.server, err), 1)
+	}
+	defer resp.Body.Close()
+	// The answer is empty, or an error of a few kilobytes: read at most maxPublishAnswer, so
+	// a server (or whatever --server reaches) that sends without end cannot hold the CLI's
+	// memory.
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxPublishAnswer))
+	return resp, raw, nil
+}
+
+// hasDetail reports whether raw, an error answer in Event Grid's shape, has a detail of code.
+func hasDetail(raw []byte, code string) bool {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Code string `json:"code"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return false
+	}
+	for _, d := range e.Error.Details {
+		if d.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // maxPublishAnswer bounds how much of a publish's answer the CLI reads.

@@ -35,6 +35,7 @@ import (
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
 //	  allowHttpEndpoints: false  # http:// webhooks need it, or --insecure-dev (Azure: https only)
+//	  anyApiVersion: false       # any data-plane api-version (--any-api-version; Azure: refused)
 //	  egress: {allow: [10.20.0.0/16], deny: []}  # where webhooks may point (egress.go)
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
@@ -104,6 +105,8 @@ type serverConfig struct {
 	ResourceGroup       string `yaml:"resourceGroup"`
 	// OmitConvertedDataSchema is router.Config.OmitConvertedDataSchema (an extension).
 	OmitConvertedDataSchema bool `yaml:"omitConvertedDataSchema"`
+	// AnyAPIVersion is --any-api-version: router.Config.AnyAPIVersion (an extension).
+	AnyAPIVersion bool `yaml:"anyApiVersion"`
 	// MinFreeDisk is the store's free-space floor (--min-free-disk; storeflags.go).
 	MinFreeDisk string `yaml:"minFreeDisk"`
 	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
@@ -243,6 +246,8 @@ type serveSettings struct {
 	HonorRetryAfter, OmitConvertedDataSchema bool
 	AzureSubscriptionID, ResourceGroup       string
 	Store                                    storeSettings
+	// AnyAPIVersion is router.Config.AnyAPIVersion (--any-api-version).
+	AnyAPIVersion bool
 	// Egress is where webhooks may point; egress is the policy serve builds from it, to which
 	// the listener adds its address (egress.go).
 	Egress egressSettings
@@ -339,6 +344,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.secretFiles = append(s.secretFiles, dl.secretKeyFile)
 	httpCfg, fold, limitErrs := resolveServerLimits(c, getenv, fs)
 	s.HTTP, s.LogFoldWindow, errs = httpCfg, fold, append(errs, limitErrs...)
+	anyVersion, err := resolveAnyAPIVersion(c, getenv, fs)
+	s.AnyAPIVersion, errs = anyVersion, append(errs, err)
 	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)
 	s.InsecureDevAnyAddress = anyAddr
 	errs = append(errs, err, checkInsecureDev(s))
@@ -365,6 +372,7 @@ func (s serveSettings) routerConfig() router.Config {
 		HonorRetryAfter:     s.HonorRetryAfter,
 		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
 		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
+		AnyAPIVersion:           s.AnyAPIVersion,
 		RequireHTTPS:            !s.InsecureDev && !s.Egress.AllowHTTPEndpoints,
 		History:                 s.History,
 		Cluster:                 s.Cluster.Options,

@@ -16,7 +16,7 @@ import (
 // [http.Handler] safe for concurrent use.
 type API struct {
 	r   *router.Router
-	cfg router.Config // InsecureDev, AdminToken, PublicURL
+	cfg router.Config // InsecureDev, AdminToken, PublicURL, AnyAPIVersion
 	log *slog.Logger
 	mux http.Handler
 	// polls is done once EndPolls was called: :receive long polls end with it.
@@ -28,10 +28,12 @@ type API struct {
 
 // New returns the HTTP data plane and admin plane of r:
 //
-//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1)
-//	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents
+//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1), api-version 2018-01-01; not to a namespace topic
+//	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents,
+//	                                         api-version 2023-11-01 or 2024-06-01
 //	POST /topics/{topic}/eventsubscriptions/{sub}:receive|:acknowledge|:release|:reject|:renewLock
-//	                                         pull delivery of a queue event subscription (pull.go)
+//	                                         pull delivery of a queue event subscription (pull.go),
+//	                                         api-version 2023-11-01 or 2024-06-01
 //	PUT|GET|DELETE /admin/topics/{topic}     topics, ARM-shaped bodies (SPEC §1.2)
 //	GET /admin/topics
 //	POST /admin/topics/{topic}/listKeys
@@ -45,7 +47,9 @@ type API struct {
 //	GET  /admin/deadLetters, GET|POST …/eventSubscriptions/{name}/deadLetters[/records|/replay]
 //	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)
 //
-// It takes its settings from the router's config: InsecureDev, AdminToken and PublicURL.
+// A data-plane request without api-version is taken; one with a version its route does not
+// take is a 400 (apiversion.go). It takes its settings from the router's config: InsecureDev,
+// AdminToken, PublicURL and AnyAPIVersion.
 // Mount it at the root of a server or under a prefix with http.StripPrefix. Every error it
 // answers has Event Grid's JSON shape, the 404 and 405 of unknown routes and methods included.
 // (A request whose header is over the server's MaxHeaderBytes is answered 431 in plain text

@@ -18,6 +18,9 @@ import (
 )
 
 func (a *API) handleClassicPublish(w http.ResponseWriter, req *http.Request) {
+	if !a.checkAPIVersion(w, req, "POST /topics/{topic}/api/events", classicAPIVersions) {
+		return
+	}
 	a.publishHTTP(w, req, req.PathValue("topic"), false)
 }
 
@@ -25,6 +28,9 @@ func (a *API) handleNamespacePublish(w http.ResponseWriter, req *http.Request) {
 	name, action, ok := strings.Cut(req.PathValue("topicAction"), ":")
 	if !ok || action != "publish" {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: publish to /topics/{topic}/api/events or /topics/{topic}:publish", clip.String(req.URL.Path)))
+		return
+	}
+	if !a.checkAPIVersion(w, req, "POST /topics/{topic}:publish", namespaceAPIVersions) {
 		return
 	}
 	a.publishHTTP(w, req, name, true)
@@ -98,6 +104,11 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 	if status, msg := a.authorize(req, name, t.keys()); status != 0 {
 		a.r.CountPublishFailure(t.name, authCode(status))
 		writeAuthError(w, status, msg)
+		return
+	}
+	if !namespace && a.namespaceOnClassicRoute(t.spec) {
+		a.r.CountPublishFailure(t.name, "BadRequest")
+		writeNamespaceOnClassicRoute(w, t.name)
 		return
 	}
 	if enc := contentEncoding(req); enc != "" {

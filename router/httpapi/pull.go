@@ -27,10 +27,9 @@ import (
 //	POST /topics/{topic}/eventsubscriptions/{sub}:reject
 //	POST /topics/{topic}/eventsubscriptions/{sub}:renewLock
 //
-// They take the topic's keys and SAS tokens exactly as publish does, and like publish they
-// do not check api-version: the Azure SDKs send 2023-11-01 or 2024-06-01, and both versions
-// have these bodies (releaseDelayInSeconds came with 2024-06-01; egrid takes it whatever the
-// version).
+// They take the topic's keys and SAS tokens exactly as publish does, and, as :publish does,
+// api-version 2023-11-01 or 2024-06-01, or none (apiversion.go); both versions have these
+// bodies (releaseDelayInSeconds came with 2024-06-01; egrid takes it with either).
 const pullPath = "POST /topics/{topic}/eventsubscriptions/{subAction}"
 
 // maxLockTokenBytes bounds one lock token of a settle request. A lock token is 39 characters
@@ -104,6 +103,9 @@ func (a *API) handlePull(w http.ResponseWriter, req *http.Request) {
 	}
 	if !ok || op == "" {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no route for POST %s: the operations of an event subscription are :%s", clip.String(req.URL.Path), strings.Join(pullOps, ", :")))
+		return
+	}
+	if !a.checkAPIVersion(w, req, "POST /topics/{topic}/eventsubscriptions/{sub}:"+op, namespaceAPIVersions) {
 		return
 	}
 	t, err := a.topic(req.Context(), topicName)

@@ -44,8 +44,8 @@ func strictQuery(req *http.Request) (url.Values, error) {
 // when it is given more than once. url.Values.Get would take the first and drop the others
 // without a word, so "maxEvents=1&maxEvents=100" received one event where the client may have
 // meant a hundred; a repeat is refused whatever its values, as a member sent twice in a JSON
-// body is (checkStrictJSON). Parameters a route does not read (api-version on the pull
-// routes) are not checked.
+// body is (checkStrictJSON). api-version is not read with it: it may repeat, each value one
+// its route takes (checkAPIVersion).
 func onceQuery(q url.Values, name string) (string, error) {
 	vs := q[name]
 	switch len(vs) {
