@@ -29,8 +29,10 @@ import (
 // event's last attempt, and writes the records that are due together as one object per
 // subscription per flush. Writes run off the mailbox, at most [MaxConcurrentWrites] at once
 // (the others queue in the actor and start as earlier ones end); a failed write is retried
-// with back-off, and records still unwritten four hours after their first write attempt are
-// dropped, counted and logged.
+// with back-off, and records whose write still fails four hours after their first write
+// attempt are dropped, counted and logged. Records are dropped only when a write this actor
+// tried has failed: after a restart every object read back from the outbox is tried again
+// (and looked for under its key) first, however long ago its first attempt was.
 //
 // The outbox is written off the mailbox too (a durable outbox syncs every change): one change
 // at a time, in the order the actor made them, the changes made meanwhile merged into the next
@@ -44,7 +46,7 @@ const (
 	// it is written: Event Grid batches blob writes this way.
 	DefaultDelay = 5 * time.Minute
 	// DefaultGiveUp is how long a record may stay unwritten after its first write
-	// attempt before it is dropped.
+	// attempt before it is dropped (see [Config.GiveUpAfter]).
 	DefaultGiveUp = 4 * time.Hour
 	// DefaultMaxRecordsPerObject bounds the records of one object; a larger flush of one
 	// subscription is split.
@@ -154,7 +156,7 @@ type Record struct {
 	// Due is when the record may be written: its event's last attempt plus the delay.
 	Due time.Time
 	// FirstWriteAttempt is when a write of the record was first tried (zero before); the
-	// four-hour limit counts from it.
+	// four-hour limit ([Config.GiveUpAfter]) counts from it, across restarts.
 	FirstWriteAttempt time.Time
 	// WriteAttempts counts the writes tried.
 	WriteAttempts int
@@ -282,7 +284,16 @@ type Config struct {
 	// DefaultBackoff).
 	Backoff []time.Duration
 	// GiveUpAfter is how long after its first write attempt an unwritten record is dropped
-	// (default DefaultGiveUp).
+	// (default DefaultGiveUp). A record is dropped only once a write of it fails that was tried
+	// at or after that limit, by this actor: the last retry is made at the limit, and an object
+	// read back from the outbox (a restart, a hand-over) is tried again as it is read, so a
+	// router that was down past the limit still writes the records it holds when the
+	// destination is up (or finds the object a write before the restart landed), and drops
+	// them only when that write fails too. The limit counts from the first attempt ever made
+	// ([Record.FirstWriteAttempt]), not from the restart: a router that restarts again and
+	// again while the destination is down gives up at the limit all the same, after one try
+	// per restart: it neither keeps the records for ever nor writes objects ever longer after
+	// the time their keys name ([Config.WriteLag]).
 	GiveUpAfter time.Duration
 	// TimeScale divides the durations above (0 means 1).
 	TimeScale float64
@@ -390,9 +401,11 @@ func (c *Config) ReadLimit() int64 {
 }
 
 // WriteLag bounds how long after the time its key names ([Key]) an object is written, by the
-// writer's clock: the key is named at the object's first write attempt, and the writes are
-// retried for GiveUpAfter, each taking at most WriteTimeout. Readers that look for objects
-// written from some time on list the keys from that long before it.
+// writer's clock, while the router runs: the key is named at the object's first write attempt,
+// and the writes are retried for GiveUpAfter, each taking at most WriteTimeout. Readers that
+// look for objects written from some time on list the keys from that long before it. An
+// object still unwritten when the router stopped is tried once more when it starts again
+// ([Config.GiveUpAfter]): it may land later than that, by as long as the router was down.
 func (c *Config) WriteLag() time.Duration {
 	d := c.withDefaults()
 	return d.GiveUpAfter + d.WriteTimeout
@@ -457,10 +470,15 @@ type pendingObject struct {
 	topic, sub string
 	target     Target
 	recs       []*Record
-	first      time.Time
-	attempts   int
-	next       time.Time
-	writing    bool
+	first      time.Time // the first write attempt, by this actor or (read back from the outbox) an earlier one
+	attempts   int       // the write attempts since first
+	// tried is when this actor (this incarnation) first tried the write, and triedHere counts
+	// its tries: attempts > triedHere when earlier ones were made before a restart or by
+	// another node.
+	tried     time.Time
+	triedHere int
+	next      time.Time
+	writing   bool
 	// reread: the key was read back from the outbox (a restart, an adoption), whose records
 	// may have left it only in part after the object was written whole; an object under the key
 	// is then kept, not replaced by the records that are left of it.
@@ -1077,7 +1095,8 @@ func (d *deadLetters) handed(m *deadLettersHanded) {
 // by their first write attempt) and retried at once: that write may have landed, so the object
 // is looked for under its key and kept when found, instead of putting the records in a second
 // object or replacing it with those of its records still in the outbox. The others wait out
-// their delay.
+// their delay. A record is tried at once however long ago its first attempt was: the limit
+// ([Config.GiveUpAfter]) drops it only if this try fails too.
 func (d *deadLetters) takeIn(recs []*Record, now time.Time) {
 	type group struct {
 		target     Target
@@ -1136,11 +1155,7 @@ func (d *deadLetters) run(now time.Time, flush bool) {
 		if o.writing || (!flush && o.next.After(now)) {
 			continue
 		}
-		if !flush && now.Sub(o.first) >= d.cfg.scale(d.cfg.GiveUpAfter) {
-			d.dropObject(o, d.unavailableFor(o, now))
-			continue
-		}
-		d.write(o, now)
+		d.write(o, now) // past the limit too: records are dropped only after a try fails (written)
 	}
 	type group struct {
 		target     Target
@@ -1227,8 +1242,12 @@ func recordOf(l *actors.DeadLetter) schemas.DeadLetterRecord {
 func (d *deadLetters) write(o *pendingObject, now time.Time) {
 	o.writing = true
 	o.attempts++
+	o.triedHere++
 	if o.first.IsZero() {
 		o.first = now
+	}
+	if o.tried.IsZero() {
+		o.tried = now
 	}
 	changed := make([]Record, len(o.recs))
 	for i, r := range o.recs {
@@ -1403,14 +1422,36 @@ func (d *deadLetters) written(m *dlWritten) {
 	delay := d.cfg.Backoff[min(o.attempts, len(d.cfg.Backoff))-1]
 	o.next = now.Add(d.cfg.scale(delay))
 	if o.next.After(giveUp) {
-		o.next = giveUp // the records are dropped exactly at the limit
+		o.next = giveUp // a last try at the limit: the records are dropped if it fails
 	}
 	d.log.Warn("writing dead letters failed; will retry", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
 		"key", o.key, "records", len(o.recs), "attempts", o.attempts, "retryIn", o.next.Sub(now), "err", m.err)
 }
 
+// unavailableFor says why an object whose write failed at now, past the limit, is dropped:
+// how long the destination was seen unavailable. When earlier attempts were made before a
+// restart (or by another node), only the tries since are this actor's to vouch for: the
+// destination may have been up while the router was down, so the reason says what was
+// seen since the records were taken up again, and how long ago the first attempt was.
 func (d *deadLetters) unavailableFor(o *pendingObject, now time.Time) string {
-	return fmt.Sprintf("the dead-letter destination was unavailable for %s after the first write attempt", now.Sub(o.first).Round(time.Second))
+	sinceFirst := now.Sub(o.first).Round(time.Second)
+	if o.attempts <= o.triedHere {
+		return fmt.Sprintf("the dead-letter destination was unavailable for %s after the first write attempt (%s)",
+			sinceFirst, plural(o.attempts, "attempt"))
+	}
+	return fmt.Sprintf("the dead-letter destination still failed the write after the records were read back from the outbox "+
+		"(a restart or a hand-over): %s failed in the %s since; the first write attempt, before that, was %s ago "+
+		"(%s in all), past the limit of %s",
+		plural(o.triedHere, "attempt"), now.Sub(o.tried).Round(time.Second), sinceFirst, plural(o.attempts, "attempt"),
+		d.cfg.scale(d.cfg.GiveUpAfter))
+}
+
+// plural says n things, as "1 attempt" or "3 attempts".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // dropObject drops every record of an object that cannot be written, saying why.

@@ -6,14 +6,16 @@
 // same store update that settles the event ([StoreOutbox.Handoff]), so a crash loses none. The
 // dead-letter actor ([Props]), one per router, waits the delay after each event's last
 // attempt and writes the records due together as one object per subscription per flush under
-// [Key], retrying while the object store is down and dropping (counted, logged) what is still
-// unwritten four hours later. It saves an object's key and records in the outbox before the
-// first write, so a retry writes that object again instead of adding a second one, and after a
-// crash an object found under the key is kept: each ending is in exactly one object. Outbox
-// writes and object writes both run off the mailbox, object writes at most
-// [MaxConcurrentWrites] at once; results come back as messages. A stopping or restarting
-// actor terminates at once and waits for those writes, and saves its last outbox changes,
-// off its mailbox ([Stops]); the next incarnation reads the outbox after that.
+// [Key], retrying while the object store is down and dropping (counted, logged) what a try
+// at or past four hours after the first attempt still fails to write — a try made by the
+// running actor: after a restart, records are tried again before any is dropped. It saves an
+// object's key and records in the outbox before the first write, so a retry writes that object
+// again instead of adding a second one, and after a crash an object found under the key is
+// kept: each ending is in exactly one object. Outbox writes and object writes both run off the
+// mailbox, object writes at most [MaxConcurrentWrites] at once; results come back as messages.
+// A stopping or restarting actor terminates at once and waits for those writes, and saves its
+// last outbox changes, off its mailbox ([Stops]); the next incarnation reads the outbox after
+// that.
 //
 // With a [StoreOutbox] (an [EventOutbox]) the actor keeps each pending record's metadata, not
 // its event: an object write reads its records' events back from the store, so the actor's
