@@ -19,9 +19,10 @@
 //     MaxAge LeaseTTL. A node takes a free lease with Create (only one can), renews it with
 //     Update on the revision it holds, and releases it with Delete on that revision after
 //     its actor stopped and flushed its state. A node that cannot renew stops the actor
-//     once half the TTL passed since its last renewal, before anyone else can take the
-//     lease; the JetStream store's compare-and-set writes fence out any write that still
-//     comes late.
+//     once 3/5 of the TTL passed since its last renewal, on time however long NATS takes
+//     to answer (a round's calls to NATS end when a stop falls due), so 2/5 of the TTL are
+//     left before anyone else can take the lease; the JetStream store's compare-and-set
+//     writes fence out any write that still comes late.
 //   - Duty: the work that belongs to no subscription (writing the dead letters of deleted
 //     subscriptions, closing manual validation windows) is done by the node holding the lease under key "duty" of P_leases,
 //     placed, renewed and handed over like a subscription's ([Node.Duty]).

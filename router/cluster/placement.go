@@ -32,13 +32,42 @@ func (n *Node) loop() {
 			return
 		default:
 		}
+		// A round also runs when an actor's stop falls due (nextStop): while NATS is away
+		// rounds end at once, and one that waited for the next tick would stop it up to a
+		// round late.
+		var due <-chan time.Time
+		at, ok := n.nextStop()
+		var timer *time.Timer
+		if ok {
+			timer = time.NewTimer(time.Until(at))
+			due = timer.C
+		}
 		select {
 		case <-n.quit:
 			return
 		case <-t.C:
 		case <-n.poke:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
+}
+
+// nextStop is when the first actor running here is to stop, or the duty to be given up,
+// unless its lease is renewed first: stopAfter past the lease's last renewal. ok is false
+// when no actor runs here and the node has no duty.
+func (n *Node) nextStop() (at time.Time, ok bool) {
+	for _, l := range n.held {
+		if l.running && (!ok || l.renewed.Before(at)) {
+			at, ok = l.renewed, true
+		}
+	}
+	if l := n.dutyLease; l != nil && n.duty.Load() && (!ok || l.renewed.Before(at)) {
+		at, ok = l.renewed, true
+	}
+	return at.Add(n.stopAfter()), ok
 }
 
 // watchMembers keeps n.view, the live members, listed every round within the round's bound
@@ -75,13 +104,28 @@ func (n *Node) watchMembers() {
 
 // place runs one placement round.
 func (n *Node) place() {
-	// One bound for the whole round, longer than the round itself (a loaded NATS server must
-	// not make a healthy node think it is cut off) and short enough that a round stuck on NATS
-	// still leaves the next one time to stop the actors (3/5 TTL after the last renewal)
-	// before the leases lapse (TTL). Close may end it sooner (n.life).
-	ctx, cancel := context.WithTimeout(n.life, n.opts.LeaseTTL*3/10)
-	defer cancel()
+	// Actors whose leases went unrenewed for stopAfter stop first, before any call to NATS:
+	// the round's calls may wait until its deadline.
 	now := time.Now()
+	for k, l := range n.held {
+		n.lapse(k, l, now)
+	}
+	if l := n.dutyLease; l != nil {
+		n.lapseDuty(l, now)
+	}
+	// One bound for the whole round, longer than the round itself (a loaded NATS server must
+	// not make a healthy node think it is cut off), and cut short to when the first actor
+	// still running must stop (nextStop): a round stuck on NATS then ends right when it falls
+	// due, and the actors whose renewals it could not make stop on time (3/5 TTL after the
+	// last renewal), however long NATS takes to answer, well before the leases lapse (TTL).
+	// A node that renews every round is never cut short. Close may end the round sooner
+	// (n.life).
+	deadline := now.Add(n.opts.LeaseTTL * 3 / 10)
+	if at, ok := n.nextStop(); ok && at.Before(deadline) {
+		deadline = at
+	}
+	ctx, cancel := context.WithDeadline(n.life, deadline)
+	defer cancel()
 	connected := n.nc.IsConnected()
 	if connected {
 		if _, err := n.members.Put(ctx, n.opts.NodeName, []byte(n.incarnation())); err != nil {
@@ -230,8 +274,9 @@ func (n *Node) renew(ctx context.Context, keys []Key) map[Key]renewal {
 	return out
 }
 
-// lapse handles a renewal that failed for want of NATS: the actor stops once stopAfter
-// passed since the last renewal, and the lease is forgotten once it lapsed.
+// lapse handles a lease not renewed for want of NATS: the actor stops once stopAfter passed
+// since the last renewal, and the lease is forgotten once it lapsed. Every round calls it
+// for every lease held before its calls to NATS, and for those it could not renew after.
 func (n *Node) lapse(k Key, l *lease, now time.Time) {
 	since := now.Sub(l.renewed)
 	if l.running && since >= n.stopAfter() {
