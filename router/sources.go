@@ -43,6 +43,12 @@ import (
 // poison queue with a shortened reason (its first problem and how many others there are), and
 // when even that does not fit it is dropped as without a poison queue, logged at ERROR.
 //
+// Every message a broker holds reaches the source this way, whatever else is wrong with it:
+// an entry of a Redis stream not written by watermill (no UUID field) is named by its entry
+// ID and read from its payload field, or from its only field; one with neither is malformed,
+// with a reason saying so. A RabbitMQ header that is not a string is taken in its
+// printed form.
+//
 // A source consumes one message at a time and is not built for the publish path's throughput:
 // each message costs one journal append.
 type SourceSpec struct {
@@ -265,6 +271,10 @@ func (s *source) handle(m *message.Message) {
 	r := s.r
 	t, err := r.topic(s.spec.Topic)
 	if err == nil {
+		if unreadable := m.Metadata.Get(broker.UnreadableKey); unreadable != "" {
+			s.poisoned(m, errors.New(unreadable))
+			return
+		}
 		evs, decodeErr := r.decodeMessage(t, t.load(), m.Payload)
 		if decodeErr != nil {
 			s.poisoned(m, decodeErr)
@@ -332,6 +342,7 @@ func (s *source) poisonMessage(ctx context.Context, m *message.Message, reason s
 	for k, v := range m.Metadata {
 		pm.Metadata[k] = v
 	}
+	delete(pm.Metadata, broker.UnreadableKey) // the reason says it
 	pm.Metadata[PoisonReasonKey] = reason
 	pm.Metadata[PoisonedFromKey] = s.spec.From
 	pm.Metadata[PoisonSourceKey] = s.spec.Name
