@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/egridio/egrid/router"
@@ -180,6 +181,45 @@ func TestRedisSourceDropsAnUnreadableEntryWithoutPoisonQueue(t *testing.T) {
 	case <-dropped:
 	default:
 		t.Error("the source did not log dropping the unreadable entry")
+	}
+	if got := rig.r.Metrics().Get(metrics.Key{Name: metrics.PublishFailCount, Scope: "orders", Dim: "BadRequest"}); got != 1 {
+		t.Errorf("PublishFailCount BadRequest = %d; want 1", got)
+	}
+}
+
+// A NATS message with a header sent more than once reaches the source with the values joined:
+// a source reads only the payload, so it is fed to the topic, or poisoned keeping every
+// value, as its payload decides; nothing is dropped unanswered.
+func TestNATSSourceTakesARepeatedHeader(t *testing.T) {
+	rig := newSourceRig(t, nil)
+	if err := rig.r.AddSource(router.SourceSpec{
+		Name: "orders-in", Broker: "NatsJetStream", From: rig.in, Topic: "orders", PoisonQueue: rig.poison,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), brokerGuard)
+	defer cancel()
+	sendTagged := func(body string) {
+		t.Helper()
+		m := nats.NewMsg(rig.in)
+		m.Header.Add("x-tag", "a")
+		m.Header.Add("x-tag", "b")
+		m.Data = []byte(body)
+		if _, err := rig.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendTagged(ev("tagged"))
+	sendTagged(`{"id":"bad-tagged"}`)
+	rig.send(t, rig.in, ev("good"))
+	rig.expect(t, "tagged", "good")
+
+	m := rig.firstPoisoned(t)
+	if !strings.Contains(string(m.Data()), "bad-tagged") {
+		t.Errorf("poison queue holds %s; want the malformed tagged message", m.Data())
+	}
+	if got := m.Headers().Get("x-tag"); got != "a, b" {
+		t.Errorf("poisoned message's x-tag = %q; want both values, %q", got, "a, b")
 	}
 	if got := rig.r.Metrics().Get(metrics.Key{Name: metrics.PublishFailCount, Scope: "orders", Dim: "BadRequest"}); got != 1 {
 		t.Errorf("PublishFailCount BadRequest = %d; want 1", got)

@@ -46,7 +46,9 @@ import (
 // Every message a broker holds reaches the source this way, whatever else is wrong with it:
 // an entry of a Redis stream not written by watermill (no UUID field) is named by its entry
 // ID and read from its payload field, or from its only field; one with neither is malformed,
-// with a reason saying so. A RabbitMQ header that is not a string is taken in its
+// with a reason saying so. A NATS message with a header sent more than once has the values
+// joined by ", " in its metadata (a source reads nothing from a message's metadata, and a
+// poisoned message keeps them all). A RabbitMQ header that is not a string is taken in its
 // printed form.
 //
 // A source consumes one message at a time and is not built for the publish path's throughput:

@@ -240,7 +240,7 @@ func (p *natsPublisher) Close() error {
 // rather than watermill-nats' Subscriber, whose output channel is closed by one goroutine while
 // its message callback may still send on it (a data race, and a possible panic, at every
 // unsubscribe); here one goroutine per subscription both sends and closes. Messages use
-// watermill-nats' wire format (its DefaultUnmarshaler).
+// watermill-nats' wire format (see natsMessage).
 type natsSubscriber struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -325,11 +325,7 @@ func (s *natsSubscriber) Subscribe(ctx context.Context, subject string) (<-chan 
 // publish of a destination is ([natsDialer.cutStuckWrite]). An answer lost with its
 // connection is no loss: JetStream hands the message out again after the consumer's AckWait.
 func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out chan<- *message.Message) bool {
-	m, err := wmjs.DefaultUnmarshaler{}.Unmarshal(msg)
-	if err != nil {
-		_ = msg.Term() // it can never be read
-		return true
-	}
+	m := natsMessage(msg)
 	switch handOut(ctx, s.closing, m, out, natsAckWait) {
 	case acked:
 		_ = msg.Ack()
@@ -341,6 +337,29 @@ func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out cha
 		return false
 	}
 	return true
+}
+
+// natsMessage reads a JetStream message in watermill-nats' wire format (its DefaultUnmarshaler:
+// the UUID and the metadata as headers, the payload as data). A header sent more than once,
+// which that format refuses (watermill metadata holds one value a key), is taken with its
+// values joined by ", ", as HTTP combines a repeated field (RFC 9110, 5.3): a source reads
+// nothing of a message but its payload, so the message still reaches the source, whose checks
+// of the payload decide, and a poisoned one keeps every value, rather than being dropped
+// unanswered.
+func natsMessage(msg jetstream.Msg) *message.Message {
+	if m, err := (wmjs.DefaultUnmarshaler{}).Unmarshal(msg); err == nil {
+		return m
+	}
+	hdr := msg.Headers()
+	m := message.NewMessage(hdr.Get(wmnats.WatermillUUIDHdr), msg.Data())
+	for k, v := range hdr {
+		switch k {
+		case wmnats.WatermillUUIDHdr, nats.MsgIdHdr, nats.ExpectedLastMsgIdHdr, nats.ExpectedStreamHdr, nats.ExpectedLastSubjSeqHdr, nats.ExpectedLastSeqHdr:
+			continue // as DefaultUnmarshaler: not the message's metadata
+		}
+		m.Metadata.Set(k, strings.Join(v, ", "))
+	}
+	return m
 }
 
 // answer is what became of a message handed out (see handOut).
