@@ -1042,7 +1042,10 @@ func (r *Router) syncTopic(ctx context.Context, name string) error {
 }
 
 // syncTopicDef makes the local runtime of a topic match its stored definition d (nil: the
-// topic is gone), without writing to the store: another node wrote it. It runs in the
+// topic is gone), without writing to the store: another node wrote it. A subscription whose
+// stored life is another than its runtime's here is started again (syncSubscriptionDef), so
+// a topic deleted and created again unseen, with the same definitions, runs its
+// subscriptions from their new state. It runs in the
 // topic's turn, as the admin calls that change a topic do. It returns why it could not: the
 // turn not had within ctx, or a store read that failed (nothing changed then).
 func (r *Router) syncTopicDef(ctx context.Context, name string, d *store.Definition) error {
@@ -1126,7 +1129,14 @@ func localSpec(t *topicRuntime) []byte {
 }
 
 // syncSubscriptionDef applies a subscription definition read from the store when it differs
-// from the one in force here.
+// from the one in force here, or when it is of another life of the subscription than the one
+// in force here (sd.Life: deleted and created again, perhaps with the same definition, while
+// this node missed the notices): the subscription is then started again from its stored
+// state, as after a change of its definition. Without that, the actor here would keep its
+// cursor of the old life, wait for journal numbers the new life reaches only later (a topic
+// created again numbers its journal from 1 again), and deliver nothing of what comes before
+// them; its stale state write would fail only after a delivery. A runtime built without a
+// known life (created on this node) takes the stored one.
 func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
 	var rec record
 	if err := json.Unmarshal(sd.Spec, &rec); err != nil {
@@ -1135,13 +1145,24 @@ func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
 	}
 	r.mu.RLock()
 	cur, _, exists := t.sub(sd.Name)
+	life := t.lives[fold(sd.Name)]
 	r.mu.RUnlock()
 	prov := r.life.get(subKey{t.name, sd.Name})
 	if exists {
 		a, _ := json.Marshal(record{SubscriptionSpec: *cur, Egrid: nonEmpty(prov)})
 		b, _ := json.Marshal(record{SubscriptionSpec: rec.SubscriptionSpec, Egrid: nonEmpty(rec.Egrid)})
-		if string(a) == string(b) {
+		same := string(a) == string(b)
+		switch {
+		case same && (sd.Life == 0 || life == sd.Life):
 			return
+		case same && life == 0:
+			r.mu.Lock()
+			t.setLife(sd.Name, sd.Life)
+			r.mu.Unlock()
+			return
+		case same:
+			r.log.Info("subscription deleted and created again on another node: starting it again from its new state",
+				logattr.Topic, t.name, logattr.Subscription, sd.Name)
 		}
 		r.mu.Lock()
 		t.delSub(sd.Name)

@@ -32,6 +32,20 @@ func (t *topicRuntime) putSub(name string, spec *SubscriptionSpec) {
 func (t *topicRuntime) delSub(name string) {
 	delete(t.subs, fold(name))
 	delete(t.subNames, fold(name))
+	delete(t.lives, fold(name))
+}
+
+// setLife records the stored life a subscription's runtime here is built from (0: not
+// known). Called with Router.mu held.
+func (t *topicRuntime) setLife(name string, life uint64) {
+	if life == 0 {
+		delete(t.lives, fold(name))
+		return
+	}
+	if t.lives == nil {
+		t.lives = make(map[string]uint64)
+	}
+	t.lives[fold(name)] = life
 }
 
 // sub returns a subscription's spec and its name as created. Called with Router.mu held.

@@ -320,8 +320,22 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		r.life.set(k, prev)
 		return err
 	}
+	r.mu.RLock()
+	life, known := t.lives[fold(k.name)]
+	r.mu.RUnlock()
+	if r.cl != nil && (!existed || !known) {
+		// The life the actor about to start loads: a later sync that lists another one
+		// (deleted and created again elsewhere, the notices missed) starts it again. A
+		// replaced definition keeps its life. Not known when the read fails: the first sync
+		// then takes the stored one.
+		life = 0
+		if st, err := r.store.LoadSubscriptionIndex(ctx, k.topic, k.name); err == nil {
+			life = st.Epoch
+		}
+	}
 	r.mu.Lock()
 	t.putSub(k.name, spec)
+	t.setLife(k.name, life)
 	r.mu.Unlock()
 	r.life.set(k, prov)
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
@@ -432,6 +446,7 @@ func (r *Router) restoreSubscription(t *topicRuntime, d store.Definition) (*acto
 	spec := rec.SubscriptionSpec
 	r.mu.Lock() // in cluster mode the topic is served while another node's change is applied
 	t.putSub(d.Name, &spec)
+	t.setLife(d.Name, d.Life)
 	r.mu.Unlock()
 	r.life.set(k, rec.Egrid)
 	now := r.deps.Now()

@@ -317,7 +317,7 @@ func (m *Memory) Subscriptions(_ context.Context, topic string) ([]Definition, e
 	}
 	defs := make([]Definition, 0, len(t.subs))
 	for name, s := range t.subs {
-		defs = append(defs, Definition{Name: name, Spec: slices.Clone(s.spec)})
+		defs = append(defs, Definition{Name: name, Spec: slices.Clone(s.spec), Life: s.epoch})
 	}
 	slices.SortFunc(defs, func(a, b Definition) int { return strings.Compare(a.Name, b.Name) })
 	return defs, nil

@@ -137,6 +137,14 @@ type HistoryRecord struct {
 type Definition struct {
 	Name string
 	Spec []byte
+	// Life tells the lives of a subscription's name apart: a subscription definition listed
+	// by [Store.Subscriptions] carries its [SubscriptionState.Epoch]. It is zero where the
+	// store does not tell (a topic definition; a store one node alone opens, as the disk
+	// store, need not tell), and a reader then compares nothing. A cluster
+	// node compares it with the life its subscription actor was built from, so that a
+	// subscription deleted and created again with the same definition while the node missed
+	// the changes is started again from its new state, not left running on the old one.
+	Life uint64
 }
 
 // Store is the durable state of a router.

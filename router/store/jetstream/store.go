@@ -1086,7 +1086,8 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*")
 }
 
-// Subscriptions implements [store.Store].
+// Subscriptions implements [store.Store]. Each definition carries its record's epoch as its
+// [store.Definition.Life].
 func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1102,7 +1103,7 @@ func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Defini
 		if err != nil {
 			return err
 		}
-		defs = append(defs, store.Definition{Name: name, Spec: rec.spec})
+		defs = append(defs, store.Definition{Name: name, Spec: rec.spec, Life: rec.epoch})
 		return nil
 	})
 	if err != nil {

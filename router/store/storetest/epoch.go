@@ -12,7 +12,8 @@ import (
 // under a topic deleted and created again). An update of an earlier epoch fails with
 // store.ErrStaleEpoch, which matches store.ErrNotFound, and applies nothing: no cursor, no
 // parked event, no probation state, no dead letter. An update of the current epoch, or of
-// epoch zero, applies.
+// epoch zero, applies. A subscription listed by Subscriptions carries its epoch as its Life,
+// or no Life (zero) on a store that does not tell.
 func testSubscriptionEpochs(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	putTopic(t, s, "t")
@@ -21,6 +22,7 @@ func testSubscriptionEpochs(t *testing.T, s store.Store) {
 	if first == 0 {
 		t.Fatal("a new subscription's epoch is 0")
 	}
+	checkLife(t, s, "a new subscription", first)
 	if err := s.PutSubscription(ctx, "t", "sub", []byte("new spec")); err != nil {
 		t.Fatalf("PutSubscription on an existing subscription: %v", err)
 	}
@@ -43,6 +45,7 @@ func testSubscriptionEpochs(t *testing.T, s store.Store) {
 	if second == 0 || second == first {
 		t.Fatalf("epoch of the subscription created again = %d, want a new non-zero one (the deleted one's was %d)", second, first)
 	}
+	checkLife(t, s, "the subscription created again", second)
 	stale := store.Update{
 		Epoch: first, Cursor: 9, Put: []store.Parked{parked(2, 3)}, Probation: []byte("busy"),
 		DeadLetters: []store.DeadLetterRecord{{ID: "stale", Payload: []byte("e2")}}, Sync: true,
@@ -72,9 +75,29 @@ func testSubscriptionEpochs(t *testing.T, s store.Store) {
 	if third == 0 || third == first || third == second {
 		t.Fatalf("epoch of the subscription created again under a topic created again = %d, want a new non-zero one (earlier: %d, %d)", third, first, second)
 	}
+	checkLife(t, s, "the subscription created again under a topic created again", third)
 	err = s.UpdateSubscription(ctx, "t", "sub", store.Update{Epoch: second, Put: []store.Parked{parked(1, 1)}})
 	if !errors.Is(err, store.ErrStaleEpoch) {
 		t.Errorf("update of the epoch before the topic was deleted: %v, want ErrStaleEpoch", err)
 	}
 	checkState(t, "the subscription of the topic created again after a stale update", load(t, s, "t", "sub"), store.SubscriptionState{})
+}
+
+// checkLife checks that Subscriptions lists subscription "sub" of topic "t" with Life epoch,
+// or with none (0).
+func checkLife(t *testing.T, s store.Store, what string, epoch uint64) {
+	t.Helper()
+	defs, err := s.Subscriptions(t.Context(), "t")
+	if err != nil {
+		t.Fatalf("Subscriptions: %v", err)
+	}
+	for _, d := range defs {
+		if d.Name == "sub" {
+			if d.Life != 0 && d.Life != epoch {
+				t.Errorf("%s: listed with Life %d, want its epoch %d (or 0)", what, d.Life, epoch)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: not listed by Subscriptions", what)
 }
