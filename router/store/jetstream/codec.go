@@ -106,6 +106,22 @@ func decodeEpoch(b []byte) (uint64, error) {
 	return e, d.err
 }
 
+// decodeSubHead decodes the head of a subscription record: its cursor, its epoch (legacyEpoch
+// for a record of the first format) and the definition's spec. A record whose head decodes but whose rest does not has
+// lost its state, not its definition (see Store.load).
+func decodeSubHead(b []byte) (cursor, epoch uint64, spec []byte, err error) {
+	d := decoder{b: b}
+	v := d.readSubVersion()
+	cursor, epoch = d.readUvarint(), legacyEpoch
+	if v == subRecordV2 {
+		if epoch = d.readUvarint(); d.err == nil && epoch <= legacyEpoch {
+			d.fail("epoch")
+		}
+	}
+	spec = d.readBytes()
+	return cursor, epoch, spec, d.err
+}
+
 func decodeSubRecord(b []byte) (subRecord, error) {
 	d := decoder{b: b}
 	r := subRecord{epoch: legacyEpoch}

@@ -117,6 +117,12 @@
 // events, as with the disk store's parked record that does not decode. Each such piece of
 // damage is logged once as an ERROR saying what to do and counted by kind
 // ([Options.OnCorruption], [DamageEntry]; [Store.Health]), as the disk store counts its own.
+// A topic's definition, or a subscription's record whose definition does not decode, is left
+// out of the listings, which list the others, and keeps its name until deleted
+// ([store.ErrDamaged]; kind [DamageDefinition]); a subscription's record whose definition
+// decodes but whose state does not loads as a fresh state, from the oldest event its topic's
+// journal holds and with a new epoch, as the disk store restarts a subscription whose cursor
+// does not decode (kind [DamageEntry]; see [Store.LoadSubscription]).
 //
 // jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
 // the NATS client).

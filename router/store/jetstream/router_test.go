@@ -3,10 +3,13 @@ package jetstream_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
 	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store/jetstream"
@@ -113,6 +116,77 @@ func TestRouterWithJetStreamStore(t *testing.T) {
 	stop(r, st)
 	if n := len(got); n > 0 {
 		t.Errorf("%d more deliveries after every event was delivered once (the cursor was not kept)", n)
+	}
+}
+
+// A router starts on a JetStream store whose meta bucket holds a topic definition and a
+// subscription record that do not decode (written by something else) and serves the rest:
+// the listings leave them out, where they failed the router's start.
+func TestRouterStartsPastDamagedDefinitions(t *testing.T) {
+	ctx := t.Context()
+	nc, prefix := connect(t), newPrefix(t)
+	got := make(chan string, 100)
+	sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			got <- ev.ID
+		}
+		return nil
+	})
+	start := func() (*router.Router, *jetstream.Store) {
+		t.Helper()
+		st := open(t, nc, prefix)
+		r, err := router.New(router.Config{}, router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": sink},
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatalf("router.New: %v", err)
+		}
+		return r, st
+	}
+	r, st := start()
+	for _, topic := range []string{"orders", "broken"} {
+		if _, err := r.CreateTopic(ctx, topic, router.TopicSpec{}); err != nil {
+			t.Fatalf("CreateTopic: %v", err)
+		}
+	}
+	for _, sub := range []string{"billing", "lost"} {
+		if err := r.CreateSubscription(ctx, "orders", sub, router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+			t.Fatalf("CreateSubscription: %v", err)
+		}
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, prefix+"_meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"topic.broken", "sub.orders.lost"} {
+		if _, err := kv.Put(ctx, key, []byte("not egrid's")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r, st = start()
+	defer func() { _ = r.Close(ctx); _ = st.Close() }()
+	if err := r.Publish(ctx, "orders", json.RawMessage(
+		`{"id":"e1","subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-01-01T00:00:00Z","data":{"n":1},"dataVersion":"1.0"}`)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	select {
+	case id := <-got:
+		if id != "e1" {
+			t.Errorf("delivered %s, want e1", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing delivered within 30 s to the subscription whose record is intact")
+	}
+	if _, err := r.CreateTopic(ctx, "broken", router.TopicSpec{}); !errors.Is(err, router.ErrDefinitionDamaged) {
+		t.Errorf("CreateTopic over the damaged definition = %v, want ErrDefinitionDamaged", err)
 	}
 }
 

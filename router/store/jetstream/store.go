@@ -55,18 +55,21 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the damage a read passes over (a journal message that does not
 	// decode, see [Store.Read]; a parked event's copy that does not decode or is missing, see
-	// [Store.ParkedEvents]), as ERROR. Default: discarded.
+	// [Store.ParkedEvents]; a definition or a subscription's state in the meta bucket that
+	// does not decode, see [Store.Topics] and [Store.LoadSubscription]), as ERROR. Default:
+	// discarded.
 	Logger *slog.Logger
 	// OnCorruption, when set, is called once for each piece of damage the store finds, with
-	// its kind ([DamageEntry]), as the disk store's Options.OnCorruption is: egrid counts it
+	// its kind ([DamageEntry], [DamageDefinition]), as the disk store's Options.OnCorruption is: egrid counts it
 	// in the metric StoreCorruptionCount. [Store.Health] counts it too.
 	OnCorruption func(kind string)
 }
 
 // DamageEntry is the kind of damage ([Options.OnCorruption], the metric
 // egrid_store_corruption_count) of a stored message that does not decode — a journal message
-// passed over, a parked event's copy — or of a parked event's copy missing although the
-// subscription's record names the event. It is the disk store's kind of the same damage.
+// passed over, a parked event's copy, a subscription's state (its record's definition
+// decoding) — or of a parked event's copy missing although the subscription's record names
+// the event. It is the disk store's kind of the same damage.
 const DamageEntry = "entry"
 
 func (o Options) withDefaults() Options {
@@ -642,7 +645,8 @@ func (s *Store) topicExists(ctx context.Context, topic string) error {
 
 // PutTopic implements [store.Store]: the definition is a key of the meta bucket; a new topic
 // also gets its journal stream, created before the definition so a topic that is listed
-// always has one.
+// always has one. A name whose stored definition does not decode is refused
+// ([store.ErrDamaged]) until DeleteTopic removes it.
 func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -656,6 +660,9 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	e, err := s.meta.Get(ctx, topicKey(name))
 	switch {
 	case err == nil:
+		if _, derr := decodeOpaque(e.Value()); derr != nil {
+			return topicDamaged(name, e.Revision(), derr)
+		}
 		if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
 			if isWrongLastSeq(err) {
 				return fenced("topic "+name, err)
@@ -753,7 +760,8 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	return s.dropTopicData(ctx, name)
 }
 
-// Topics implements [store.Store].
+// Topics implements [store.Store]. A definition that does not decode is left out, logged
+// once and counted ([DamageDefinition]): the others are listed.
 func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -768,7 +776,8 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 		}
 		spec, err := decodeOpaque(val)
 		if err != nil {
-			return fmt.Errorf("topic %q: %w", name, err)
+			s.defDamage(key, val, name, "", err) // left out: see metadamage.go
+			return nil
 		}
 		defs = append(defs, store.Definition{Name: name, Spec: spec})
 		return nil
@@ -800,7 +809,9 @@ func (s *Store) entry(ctx context.Context, key string) (*subEntry, error) {
 
 func (e *subEntry) release() { <-e.sem }
 
-// load reads a subscription record into e (not found: store.ErrNotFound).
+// load reads a subscription record into e (not found: store.ErrNotFound). A record that does
+// not decode is a damaged definition (an error wrapping store.ErrDamaged) or a lost state,
+// written again afresh (see damagedRecord).
 func (s *Store) load(ctx context.Context, e *subEntry, topic, sub string) error {
 	kv, err := s.meta.Get(ctx, subKey(topic, sub))
 	switch {
@@ -812,7 +823,7 @@ func (s *Store) load(ctx context.Context, e *subEntry, topic, sub string) error 
 	}
 	rec, err := decodeSubRecord(kv.Value())
 	if err != nil {
-		return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", sub, topic, err)
+		return s.damagedRecord(ctx, e, topic, sub, kv, err)
 	}
 	e.setRev(kv.Revision())
 	e.rec = &rec
@@ -1046,7 +1057,8 @@ func (s *Store) SwapSubscription(ctx context.Context, topic, name string, old, s
 	}
 }
 
-// DeleteSubscription implements [store.Store].
+// DeleteSubscription implements [store.Store]. It deletes a subscription whose definition
+// does not decode too, freeing the name.
 func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1063,7 +1075,11 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	}
 	defer e.release()
 	if err := s.load(ctx, e, topic, name); err != nil {
-		return err
+		d, ok := asDamagedDef(err)
+		if !ok {
+			return err
+		}
+		e.setRev(d.rev) // a damaged definition is deleted all the same
 	}
 	if err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev)); err != nil {
 		e.rec = nil
@@ -1086,8 +1102,10 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*")
 }
 
-// Subscriptions implements [store.Store]. Each definition carries its record's epoch as its
-// [store.Definition.Life].
+// Subscriptions implements [store.Store]. A record whose definition does not decode is left
+// out, logged once and counted ([DamageDefinition]); one whose definition decodes is listed,
+// its state being another matter (see LoadSubscription). Each definition carries its record's
+// epoch as its [store.Definition.Life].
 func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1099,11 +1117,12 @@ func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Defini
 	}
 	defs := []store.Definition{}
 	err = s.scanSubs(ctx, topic, func(name string, val []byte) error {
-		rec, err := decodeSubRecord(val)
+		_, epoch, spec, err := decodeSubHead(val)
 		if err != nil {
-			return err
+			s.defDamage(subKey(topic, name), val, topic, name, err) // left out: see metadamage.go
+			return nil
 		}
-		defs = append(defs, store.Definition{Name: name, Spec: rec.spec, Life: rec.epoch})
+		defs = append(defs, store.Definition{Name: name, Spec: spec, Life: epoch})
 		return nil
 	})
 	if err != nil {
@@ -1132,7 +1151,8 @@ func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string,
 }
 
 // Cursors implements [store.Store]. Unlike the memory and disk stores it reads the bucket
-// (one watch of the topic's subscription keys), so every node sees every cursor.
+// (one watch of the topic's subscription keys), so every node sees every cursor. A
+// subscription whose definition does not decode is left out, as Subscriptions leaves it out.
 func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -1144,9 +1164,13 @@ func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, e
 	}
 	cursors := make(map[string]uint64)
 	err = s.scanSubs(ctx, topic, func(name string, val []byte) error {
-		c, err := decodeCursor(val)
+		c, _, _, err := decodeSubHead(val)
+		if err != nil {
+			s.defDamage(subKey(topic, name), val, topic, name, err) // not served: see metadamage.go
+			return nil
+		}
 		cursors[name] = c
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -1158,7 +1182,11 @@ func (s *Store) Cursors(ctx context.Context, topic string) (map[string]uint64, e
 // revision it read as the base of this store's next write of the subscription: a node taking
 // a subscription over loads it first. A parked event whose copy cannot be read is left out of the
 // state, as [Store.ParkedEvents] leaves it out: one damaged copy does not stop the
-// subscription from loading.
+// subscription from loading. A record whose state does not decode (its definition does)
+// loads as a fresh state written back — its cursor just before the oldest event the topic's
+// journal holds, nothing parked, no probation, a new epoch — logged once and counted
+// ([DamageEntry]); one whose definition does not decode fails with [store.ErrDamaged] (see
+// metadamage.go).
 func (s *Store) LoadSubscription(ctx context.Context, topic, sub string) (store.SubscriptionState, error) {
 	return s.loadSubscription(ctx, topic, sub, true)
 }
@@ -1463,7 +1491,9 @@ func (s *Store) damaged(kind string) {
 // Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own, so
 // it is always Healthy (a call made while NATS is unreachable fails with [ErrNotConnected]);
 // Corruptions counts the damage it found, each logged as an ERROR: journal messages passed
-// over ([Store.Read]) and parked events' copies lost ([Store.ParkedEvents]).
+// over ([Store.Read]), parked events' copies lost ([Store.ParkedEvents]), definitions left out
+// of the listings ([Store.Topics], [Store.Subscriptions]) and subscriptions' states lost
+// ([Store.LoadSubscription]).
 func (s *Store) Health() store.Health {
 	return store.Health{State: store.Healthy, Corruptions: int(s.corruptions.Load())}
 }

@@ -1,0 +1,147 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// Damaged records of the meta bucket.
+//
+// A topic's definition, or a subscription's record whose head (cursor, epoch, definition)
+// does not decode, is the loss of one definition, not of the store: the listings (Topics,
+// Subscriptions, Cursors) go on without it, and it is logged once as an ERROR saying what is
+// not served and what to do, and counted ([DamageDefinition]), as the disk store reports a
+// damaged definition. Its name stays taken: PutTopic and PutSubscription refuse it with
+// [store.ErrDamaged] rather than write a fresh definition over the remains, and DeleteTopic and
+// DeleteSubscription remove it, so that the name can be created again.
+//
+// A subscription record whose head decodes but whose state (probation, parked events) does
+// not has lost its state only: the load that finds it writes the record again, with its
+// definition, a new epoch (so a late write of the old state is refused, [store.ErrStaleEpoch],
+// or fenced by the record's revision) and its cursor just before the oldest event the topic's
+// journal holds, nothing parked and no probation. So every event still in the journal is
+// delivered again (at least once) and none past the old cursor is skipped, as the disk store
+// restarts a subscription whose cursor does not decode. Logged once and counted
+// ([DamageEntry]). Only a record of a format this release knows is written again: its head
+// names the format.
+
+// DamageDefinition is the kind of damage ([Options.OnCorruption], the metric
+// egrid_store_corruption_count) of a topic or subscription definition in the meta bucket
+// that does not decode. It is the disk store's kind of the same damage.
+const DamageDefinition = "definition"
+
+// damagedDefError is the error of a call on a name whose stored definition does not decode.
+// It wraps [store.ErrDamaged] and errCorrupt.
+type damagedDefError struct {
+	what string // `topic "orders"`, `subscription "billing" of topic "orders"`
+	fix  string // the delete command
+	rev  uint64 // the damaged value's revision
+	err  error  // the decoding error
+}
+
+func (e *damagedDefError) Error() string {
+	return "jetstream store: " + e.what + ": its stored definition is damaged (" + e.err.Error() +
+		"), and the name stays taken by what is left of it: " + e.fix +
+		" (which removes what is stored under it) and create it again, or restore the meta bucket from a backup"
+}
+
+func (e *damagedDefError) Is(target error) bool {
+	return target == store.ErrDamaged || target == errCorrupt
+}
+
+func topicDamaged(topic string, rev uint64, err error) *damagedDefError {
+	return &damagedDefError{what: fmt.Sprintf("topic %q", topic), fix: "delete the topic (egrid topic delete --name " + topic + ")", rev: rev, err: err}
+}
+
+func subDamaged(topic, sub string, rev uint64, err error) *damagedDefError {
+	return &damagedDefError{what: fmt.Sprintf("subscription %q of topic %q", sub, topic),
+		fix: "delete the subscription (egrid event-subscription delete --topic " + topic + " --name " + sub + ")", rev: rev, err: err}
+}
+
+// firstReport reports whether the damage of key's value val is new to this store, and
+// remembers it: each is logged and counted once.
+func (s *Store) firstReport(key string, val []byte) bool {
+	k := fmt.Sprintf("meta %s %08x %d", key, crc32.ChecksumIEEE(val), len(val))
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if s.lost[k] {
+		return false
+	}
+	if s.lost == nil {
+		s.lost = make(map[string]bool)
+	}
+	s.lost[k] = true
+	return true
+}
+
+// defDamage reports, once, a definition of the meta bucket that does not decode: a topic's
+// (sub "") or a subscription's.
+func (s *Store) defDamage(key string, val []byte, topic, sub string, err error) {
+	if !s.firstReport(key, val) {
+		return
+	}
+	p := s.opts.Prefix
+	why := " It is not a value egrid of this release wrote: one written by a newer release (upgrade this node), by something else (give put rights on $KV." + p + "_meta.> to egrid's NATS user only), or damage."
+	if sub == "" {
+		s.opts.Logger.Error("jetstream store: a topic's stored definition does not decode; the store goes on without it: the topic, its subscriptions and its journal are not served (publishes to it are refused as to an unknown topic), and the name stays taken. Delete the topic (egrid topic delete --name "+topic+"), which removes its journal and subscriptions, and create it again, or restore bucket "+p+"_meta from a backup."+why,
+			"topic", topic, "bucket", p+"_meta", "key", key, "err", err)
+	} else {
+		s.opts.Logger.Error("jetstream store: a subscription's stored definition does not decode; the store goes on without it: the subscription is not served (its events are not delivered to it), its topic and the topic's other subscriptions go on, and the name stays taken. Delete the subscription (egrid event-subscription delete --topic "+topic+" --name "+sub+") and create it again, or restore bucket "+p+"_meta from a backup."+why,
+			"topic", topic, "subscription", sub, "bucket", p+"_meta", "key", key, "err", err)
+	}
+	s.damaged(DamageDefinition)
+}
+
+// damagedRecord handles a subscription record kv that does not decode (err), found by load
+// while holding e: a head that does not decode is a damaged definition (its error, wrapping
+// store.ErrDamaged); a head that does is a lost state, which is written again afresh (see
+// above) and taken into e.
+func (s *Store) damagedRecord(ctx context.Context, e *subEntry, topic, sub string, kv jetstream.KeyValueEntry, err error) error {
+	key, val := kv.Key(), kv.Value()
+	_, _, spec, herr := decodeSubHead(val)
+	if herr != nil {
+		e.rec = nil
+		s.defDamage(key, val, topic, sub, herr)
+		return subDamaged(topic, sub, kv.Revision(), herr)
+	}
+	_, info, serr := s.streamInfo(ctx, topic)
+	if serr != nil {
+		e.rec = nil
+		return serr
+	}
+	var floor uint64 // just before the oldest event the journal holds
+	if info.State.FirstSeq > 0 {
+		floor = info.State.FirstSeq - 1
+	}
+	rec := &subRecord{epoch: newEpoch(), spec: spec, cursor: floor}
+	rev, werr := s.meta.Update(ctx, key, appendSubRecord(nil, rec), kv.Revision())
+	if werr != nil {
+		e.rec = nil
+		if isWrongLastSeq(werr) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", sub, topic), werr)
+		}
+		return fmt.Errorf("jetstream store: writing the fresh state of subscription %q of topic %q, whose state does not decode: %w", sub, topic, werr)
+	}
+	e.setRev(rev)
+	e.rec = rec
+	if s.firstReport(key, val) {
+		p := s.opts.Prefix
+		s.opts.Logger.Error("jetstream store: a subscription's state does not decode (its definition does); the subscription starts again at the oldest event its topic's journal holds, with a new epoch, nothing parked and its endpoint taken as healthy: events it had delivered are delivered again (at least once), none is skipped, and its parked retries are lost where the journal no longer holds their events. A fresh state is written. Restore bucket "+p+"_meta from a backup to avoid the duplicates; give put rights on $KV."+p+"_meta.> to egrid's NATS user only",
+			"topic", topic, "subscription", sub, "fromSeq", floor+1, "bucket", p+"_meta", "err", err)
+		s.damaged(DamageEntry)
+	}
+	return nil
+}
+
+// asDamagedDef returns the damaged definition err reports, if it does.
+func asDamagedDef(err error) (*damagedDefError, bool) {
+	var d *damagedDefError
+	ok := errors.As(err, &d)
+	return d, ok
+}
