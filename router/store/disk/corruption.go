@@ -440,7 +440,8 @@ func scanPastDamage(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) error, da
 // taken as prefix, id and 8-byte words (a seq, or the bytes of an event id): firstReadable
 // steps out and bisects among the words after bad's id, or else among the ids after it, to
 // the first position that reads; then among the words one deeper under the position below
-// it, for as long as that finds a key lower than the one found.
+// it (past bad's word, when bad lies under it), and so on down, keeping the lowest key found.
+// The key it returns is always past bad.
 func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
 	const none uint64 = math.MaxUint64 // firstReadable's last+1 with last none-1: nothing reads
 	var id uint64
@@ -479,18 +480,33 @@ func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
 		below = idKey(bad[0], at-1)
 	}
 	next := firstKey(under(below[:len(below)-8])(binary.BigEndian.Uint64(below[len(below)-8:]) + 1))
-	for {
-		at := firstReadable(db, under(below), hi, 0, none-1)
+	// Keys past the damage may lie under below, the position that does not read: go down a
+	// word at a time, each time to the position below the first that reads, keeping the
+	// lowest key found. Under a position that bad lies under, the words up to bad's are keys
+	// read before the damage, or the damaged ones: the search starts past bad's word there,
+	// so the key returned is always past bad. Keys are not longer than maxKeyDepth words.
+	for depth := 0; depth < maxKeyDepth; depth++ {
+		var from uint64
+		if len(bad) > len(below) && bytes.HasPrefix(bad, below) {
+			var w [8]byte
+			copy(w[:], bad[len(below):])
+			from = binary.BigEndian.Uint64(w[:])
+		}
+		at := firstReadable(db, under(below), hi, from, none-1)
 		if at == none {
 			return next
 		}
-		k := firstKey(under(below)(at))
-		if bytes.Compare(k, next) >= 0 {
-			return next
+		if k := firstKey(under(below)(at)); bytes.Compare(k, next) < 0 {
+			next = k
 		}
-		next, below = k, under(below)(at-1)
+		below = under(below)(at - 1)
 	}
+	return next
 }
+
+// maxKeyDepth bounds how many 8-byte words deep nextReadable looks for keys past damage: keys
+// of up to 4 KiB, far more than a prefix, two ids and an event id take.
+const maxKeyDepth = 512
 
 // damageSpans remembers the damage that scanPastDamage's callers report once per start, each
 // by pebble's error, which names the table file and the block.
