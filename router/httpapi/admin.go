@@ -186,7 +186,7 @@ func (a *API) topicResource(req *http.Request, name string, spec router.TopicSpe
 	spec.Key1, spec.Key2 = "", ""
 	return armResource[topicView]{
 		ID: a.r.TopicID(name), Name: name, Type: "Microsoft.EventGrid/topics",
-		Properties: topicView{TopicSpec: spec, Endpoint: a.topicEndpoint(req, name), ProvisioningState: "Succeeded"},
+		Properties: topicView{TopicSpec: spec, Endpoint: a.topicEndpoint(req, name, spec), ProvisioningState: "Succeeded"},
 	}
 }
 
@@ -194,9 +194,13 @@ func (a *API) topicResource(req *http.Request, name string, spec router.TopicSpe
 // set; else under the request's scheme and Host when that host is trusted — a loopback name
 // or address, by which only this machine reaches the server —; else the path alone, relative
 // to the server's address. A Host header is whatever the client sent, so a read must not
-// hand an arbitrary one back as the topic's endpoint.
-func (a *API) topicEndpoint(req *http.Request, name string) string {
+// hand an arbitrary one back as the topic's endpoint. A namespace topic's is its :publish
+// route, the classic one refusing it (namespaceOnClassicRoute).
+func (a *API) topicEndpoint(req *http.Request, name string, spec router.TopicSpec) string {
 	path := "/topics/" + name + "/api/events"
+	if a.namespaceOnClassicRoute(spec) {
+		path = "/topics/" + name + ":publish"
+	}
 	if a.cfg.PublicURL != "" {
 		return strings.TrimRight(a.cfg.PublicURL, "/") + path
 	}

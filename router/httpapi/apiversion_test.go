@@ -134,3 +134,29 @@ func TestAnyAPIVersionKeepsTheOldLeniency(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceTopicShowsItsPublishRoute: a namespace topic's read shows the route that takes
+// its events, :publish, not the classic one it is refused on; a publish to the endpoint shown
+// is accepted. With --any-api-version, which lets it take the classic route, it shows that.
+func TestNamespaceTopicShowsItsPublishRoute(t *testing.T) {
+	for _, tc := range []struct {
+		any  bool
+		want string
+	}{{false, "/topics/ns-orders:publish"}, {true, "/topics/ns-orders/api/events"}} {
+		s := newServer(t, router.Config{InsecureDev: true, AnyAPIVersion: tc.any})
+		_, out := adminDo(t, s.srv, "", "GET", "/admin/topics/ns-orders", "")
+		ep, _ := out["properties"].(map[string]any)["endpoint"].(string)
+		if !strings.HasSuffix(ep, tc.want) {
+			t.Fatalf("any api-version %v: endpoint %q, want it to end in %s", tc.any, ep, tc.want)
+		}
+		path := ep[strings.Index(ep, "/topics/"):] + "?api-version=2024-06-01"
+		if tc.any {
+			path = ep[strings.Index(ep, "/topics/"):] + "?api-version=2018-01-01"
+		}
+		status, body := s.post(path, "application/cloudevents+json",
+			[]byte(`{"specversion":"1.0","id":"1","source":"/s","type":"t"}`), http.Header{"Aeg-Sas-Key": {s.key1}})
+		if status != http.StatusOK {
+			t.Errorf("any api-version %v: publish to the endpoint shown (%s): %d %s, want 200", tc.any, path, status, body)
+		}
+	}
+}
