@@ -2,11 +2,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A node that cannot renew its leases stops their actors, and gives the duty up, 3/5 of the
@@ -82,4 +86,79 @@ func TestActorsStopOnTimeWhileNATSStalls(t *testing.T) {
 			})
 		})
 	}
+}
+
+// slowKV answers every call after delay (a loaded but working NATS server), or with the
+// context's error if that ends first; failOnce makes the first Update of that key fail at once.
+type slowKV struct {
+	jetstream.KeyValue
+	delay    time.Duration
+	mu       sync.Mutex
+	failOnce map[string]bool
+}
+
+func (s *slowKV) wait(ctx context.Context) error {
+	select {
+	case <-time.After(s.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (s *slowKV) Put(ctx context.Context, key string, _ []byte) (uint64, error) {
+	return 1, s.wait(ctx)
+}
+func (s *slowKV) Update(ctx context.Context, key string, _ []byte, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	f := s.failOnce[key]
+	delete(s.failOnce, key)
+	s.mu.Unlock()
+	if f {
+		return 0, errors.New("nats: timeout")
+	}
+	if err := s.wait(ctx); err != nil {
+		return 0, err
+	}
+	return rev + 1, nil
+}
+
+// TestOneMissedRenewalStopsThatActorAlone: on a NATS server slow to answer (every call 8 s,
+// a round 16 s of its 18 s bound), a lease whose renewal failed once has its actor stopped
+// when due (3/5 TTL after its last renewal), and no other: cutting the whole round short to
+// that stop once cut the other leases' renewals short too, which then missed theirs, until
+// every actor of the node stopped.
+func TestOneMissedRenewalStopsThatActorAlone(t *testing.T) {
+	nc := testNATS(t)
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		stops := map[Key]time.Duration{}
+		start := time.Now()
+		a := Key{Topic: "orders", Subscription: "a"}
+		b := Key{Topic: "orders", Subscription: "b"}
+		n := stalledNode(nc, &slowKV{delay: 8 * time.Second}, &slowKV{delay: 8 * time.Second, failOnce: map[string]bool{a.leaseKey(): true}}, Hooks{
+			Start: func(Key) error { return nil },
+			Stop: func(k Key) {
+				mu.Lock()
+				stops[k] = time.Since(start)
+				mu.Unlock()
+			},
+		})
+		close(n.viewDone)
+		for _, k := range []Key{a, b} {
+			n.want[k] = 1
+			n.held[k] = &lease{rev: 1, renewed: start.Add(-12 * time.Second), running: true, gen: 1}
+		}
+		go n.loop()
+		<-time.After(2 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		got := stops
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n.Close(ctx)
+		if want := map[Key]time.Duration{a: 24 * time.Second}; !maps.Equal(got, want) {
+			t.Errorf("actors stopped (time since the start): %v; want %v: a's at its due time, b's never", got, want)
+		}
+	})
 }

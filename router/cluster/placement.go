@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,21 +113,32 @@ func (n *Node) place() {
 		n.lapseDuty(l, now)
 	}
 	// One bound for the whole round, longer than the round itself (a loaded NATS server must
-	// not make a healthy node think it is cut off), and cut short to when the first actor
-	// still running must stop (nextStop): a round stuck on NATS then ends right when it falls
-	// due, and the actors whose renewals it could not make stop on time (3/5 TTL after the
-	// last renewal), however long NATS takes to answer, well before the leases lapse (TTL).
-	// A node that renews every round is never cut short. Close may end the round sooner
-	// (n.life).
+	// not make a healthy node think it is cut off); Close may end the round sooner (n.life).
+	// Each call whose failure would stop an actor (or give the duty up) is cut short, besides,
+	// to when that falls due (cut): a round stuck on NATS then ends each actor's wait right
+	// when its stop falls due, and it stops on time (3/5 TTL after its last renewal), however
+	// long NATS takes to answer, well before its lease lapses (TTL). Only those calls are cut:
+	// one lease's missed renewal must not shorten the other leases' renewals, which would then
+	// miss theirs on a slow NATS, and so on until every actor of the node stopped.
 	deadline := now.Add(n.opts.LeaseTTL * 3 / 10)
-	if at, ok := n.nextStop(); ok && at.Before(deadline) {
-		deadline = at
-	}
 	ctx, cancel := context.WithDeadline(n.life, deadline)
 	defer cancel()
+	cut := func(at time.Time) (context.Context, context.CancelFunc) {
+		if at.Before(deadline) {
+			return context.WithDeadline(ctx, at)
+		}
+		return ctx, func() {}
+	}
 	connected := n.nc.IsConnected()
 	if connected {
-		if _, err := n.members.Put(ctx, n.opts.NodeName, []byte(n.incarnation())); err != nil {
+		// Every renewal waits for this put: it ends when the first stop falls due.
+		putCtx, cancelPut := ctx, context.CancelFunc(func() {})
+		if at, ok := n.nextStop(); ok {
+			putCtx, cancelPut = cut(at)
+		}
+		_, err := n.members.Put(putCtx, n.opts.NodeName, []byte(n.incarnation()))
+		cancelPut()
+		if err != nil {
 			connected = false
 		}
 	}
@@ -188,10 +198,13 @@ func (n *Node) place() {
 	}
 	var renewed map[Key]renewal
 	if connected {
-		renewed = n.renew(ctx, keep)
+		renewed = n.renew(ctx, cut, keep, func(k Key) { n.lapse(k, n.held[k], time.Now()) })
 	}
 	for _, k := range keep {
 		l := n.held[k]
+		if l == nil {
+			continue // lapsed while the renewals ran (renew's failed)
+		}
 		res, tried := renewed[k]
 		switch {
 		case !tried || (res.err != nil && !isConflict(res.err)):
@@ -221,7 +234,12 @@ func (n *Node) place() {
 		}
 		n.start(k, l, want[k])
 	}
-	n.placeDuty(ctx, now, connected, viewOK, live, seen)
+	dutyCtx, cancelDuty := ctx, context.CancelFunc(func() {})
+	if l := n.dutyLease; l != nil && n.duty.Load() {
+		dutyCtx, cancelDuty = cut(l.renewed.Add(n.stopAfter()))
+	}
+	n.placeDuty(dutyCtx, now, connected, viewOK, live, seen)
+	cancelDuty()
 	if !viewOK {
 		n.publishRunning()
 		return
@@ -253,24 +271,52 @@ func (r renewal) ok() bool { return r.err == nil && r.rev != 0 }
 // maxRenewing bounds the lease renewals in flight at once.
 const maxRenewing = 64
 
-// renew renews the leases of keys concurrently (each an Update on the revision held).
-func (n *Node) renew(ctx context.Context, keys []Key) map[Key]renewal {
-	out := make(map[Key]renewal, len(keys))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxRenewing)
-	for _, k := range keys {
-		rev := n.held[k].rev
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			newRev, err := n.leases.Update(ctx, k.leaseKey(), []byte(n.opts.NodeName), rev)
-			mu.Lock()
-			out[k] = renewal{rev: newRev, err: err}
-			mu.Unlock()
-		})
+// renew renews the leases of keys concurrently (each an Update on the revision held, its
+// context cut short to when its actor must stop: cut), and calls failed, on the caller's
+// goroutine, for each renewal that failed for want of NATS as soon as it failed, so that an
+// actor whose renewal ended at its stop's due time stops then, not once every other renewal
+// of the round ended.
+func (n *Node) renew(ctx context.Context, cut func(time.Time) (context.Context, context.CancelFunc), keys []Key, failed func(Key)) map[Key]renewal {
+	type call struct {
+		k      Key
+		rev    uint64
+		ctx    context.Context
+		cancel context.CancelFunc
 	}
-	wg.Wait()
+	calls := make([]call, 0, len(keys))
+	for _, k := range keys {
+		l := n.held[k]
+		c := call{k: k, rev: l.rev, ctx: ctx, cancel: func() {}}
+		if l.running {
+			c.ctx, c.cancel = cut(l.renewed.Add(n.stopAfter())) // its actor stops then
+		}
+		calls = append(calls, c)
+	}
+	type result struct {
+		k Key
+		r renewal
+	}
+	done := make(chan result, len(calls))
+	go func() {
+		sem := make(chan struct{}, maxRenewing)
+		for _, c := range calls {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				defer c.cancel()
+				rev, err := n.leases.Update(c.ctx, c.k.leaseKey(), []byte(n.opts.NodeName), c.rev)
+				done <- result{c.k, renewal{rev: rev, err: err}}
+			}()
+		}
+	}()
+	out := make(map[Key]renewal, len(calls))
+	for range calls {
+		res := <-done
+		out[res.k] = res.r
+		if res.r.err != nil && !isConflict(res.r.err) {
+			failed(res.k)
+		}
+	}
 	return out
 }
 
