@@ -193,7 +193,7 @@ func (r *Router) DeleteSubscription(ctx context.Context, topic, name string) err
 	}
 	defer release()
 	t, _, display, err := r.lookup(topic, name)
-	if errors.Is(err, ErrSubscriptionNotFound) && r.cl == nil {
+	if errors.Is(err, ErrSubscriptionNotFound) {
 		return r.deleteDamagedSubscription(ctx, topic, name, err)
 	}
 	if err != nil {
@@ -288,21 +288,27 @@ func (r *Router) askLocal(ctx context.Context, topic, name string, msg func(name
 	return nil, fmt.Errorf("asking event subscription %q: unexpected answer %T", name, res)
 }
 
-// deleteDamagedSubscription is DeleteSubscription of a subscription the router does not run,
-// on a single node: the store may still hold it, with a definition it found damaged and left
-// out at start ([store.ErrDamaged]); deleting it there is the operator's way to free the name.
-// notFound is the lookup's error, returned when the store holds nothing either. Called in
-// the topic's turn.
+// deleteDamagedSubscription is DeleteSubscription of a subscription the router does not run:
+// the store may still hold it, with a definition it found damaged and left out at start
+// ([store.ErrDamaged]); deleting it there is the operator's way to free the name (in cluster
+// mode only when the store finds it damaged: see deleteDamagedTopic). notFound is the
+// lookup's error, returned when the store holds nothing either. Called in the topic's turn.
 func (r *Router) deleteDamagedSubscription(ctx context.Context, topic, name string, notFound error) error {
 	t, _, _, err := r.lookup(topic, "")
 	if err != nil {
 		return notFound
+	}
+	if r.cl != nil && !r.storedDamaged(ctx, t.name, name) {
+		return notFound // maybe one another node created a moment ago: see deleteDamagedTopic
 	}
 	switch err := r.store.DeleteSubscription(ctx, t.name, name); {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound
 	case err != nil:
 		return fmt.Errorf("deleting event subscription %q: %w: %w", clip.String(name), ErrUnavailable, err)
+	}
+	if r.cl != nil {
+		r.cl.node.Changed(t.name, name)
 	}
 	r.log.Info("event subscription deleted (its stored definition was damaged)", logattr.Topic, t.name, logattr.Subscription, clip.String(name))
 	return nil

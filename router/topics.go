@@ -279,10 +279,11 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 // store may still hold it, with a definition it found damaged and left out at start
 // ([store.ErrDamaged]); deleting it there is the operator's way to free the name. In cluster
 // mode a topic the router does not know may be one another node created a moment ago, so
-// nothing is deleted. Called in the topic's turn.
+// it is deleted only when the store finds its definition damaged (store.DamageProber), and
+// the other nodes are told. Called in the topic's turn.
 func (r *Router) deleteDamagedTopic(ctx context.Context, name string) error {
 	notFound := fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
-	if r.cl != nil {
+	if r.cl != nil && !r.storedDamaged(ctx, name, "") {
 		return notFound
 	}
 	switch err := r.store.DeleteTopic(ctx, name); {
@@ -291,6 +292,20 @@ func (r *Router) deleteDamagedTopic(ctx context.Context, name string) error {
 	case err != nil:
 		return fmt.Errorf("deleting topic %q: %w: %w", clip.String(name), ErrUnavailable, err)
 	}
+	if r.cl != nil {
+		r.cl.node.Changed(name, "")
+	}
 	r.log.Info("topic deleted (its stored definition was damaged)", logattr.Topic, clip.String(name))
 	return nil
+}
+
+// storedDamaged reports whether the store holds a definition of the topic (sub "") or the
+// subscription that does not decode (store.DamageProber); false when it cannot tell.
+func (r *Router) storedDamaged(ctx context.Context, topic, sub string) bool {
+	p, ok := r.store.(store.DamageProber)
+	if !ok {
+		return false
+	}
+	damaged, err := p.DefinitionDamaged(ctx, topic, sub)
+	return err == nil && damaged
 }

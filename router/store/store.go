@@ -39,6 +39,15 @@ var (
 	ErrDamaged = errors.New("store: the stored definition is damaged")
 )
 
+// DamageProber is implemented by stores shared by several nodes, where a name one node does
+// not run may be one another node created a moment ago: DefinitionDamaged reports whether the
+// definition stored under the topic (sub "") or the subscription is there but does not
+// decode, the one case where deleting a name the node does not know is the operator's way to
+// free it ([ErrDamaged]).
+type DamageProber interface {
+	DefinitionDamaged(ctx context.Context, topic, sub string) (bool, error)
+}
+
 // Entry is one journal entry. A Read may return an entry without an Event: a position of the
 // journal that holds no event the store wrote (the JetStream store's journal subject carries
 // a message something else published there), which the store passed over. Readers move their

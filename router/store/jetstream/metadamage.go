@@ -145,3 +145,32 @@ func asDamagedDef(err error) (*damagedDefError, bool) {
 	ok := errors.As(err, &d)
 	return d, ok
 }
+
+// DefinitionDamaged implements [store.DamageProber]: whether the definition stored under the
+// topic (sub "") or the subscription does not decode. A cluster node uses it to delete a
+// damaged name it does not run, which it cannot tell from one another node created a moment
+// ago by its absence alone.
+func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	key := topicKey(topic)
+	if sub != "" {
+		key = subKey(topic, sub)
+	}
+	e, err := s.meta.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("jetstream store: reading %s: %w", key, err)
+	}
+	if sub == "" {
+		_, derr := decodeOpaque(e.Value())
+		return derr != nil, nil
+	}
+	_, _, _, derr := decodeSubHead(e.Value())
+	return derr != nil, nil
+}
