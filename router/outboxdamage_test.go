@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -43,36 +41,9 @@ func TestRouterStartsPastADamagedOutboxBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	levels, err := db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table string
-	for _, level := range levels {
-		for _, f := range level {
-			if f.Smallest.UserKey[0] <= 'D' && f.Largest.UserKey[0] >= 'D' {
-				table = filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum))
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if table == "" {
-		t.Fatalf("no table file holds the outbox: %v", levels)
-	}
-	fi, err := os.Stat(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(table, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 64), fi.Size()/4); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	damageTable(t, db, dir, "the outbox", func(smallest, largest []byte) bool {
+		return smallest[0] <= 'D' && largest[0] >= 'D'
+	})
 
 	var logs bytes.Buffer
 	var mu sync.Mutex

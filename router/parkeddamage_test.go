@@ -202,36 +202,9 @@ func TestRestartPastADamagedParkedRetriesBlock(t *testing.T) {
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	levels, err := db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table string
-	for _, level := range levels {
-		for _, f := range level {
-			if f.Smallest.UserKey[0] == 'P' && f.Largest.UserKey[0] == 'P' {
-				table = filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum))
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if table == "" {
-		t.Fatalf("no table file holds the parked records alone: %v", levels)
-	}
-	fi, err := os.Stat(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(table, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 64), fi.Size()/4); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	damageTable(t, db, dir, "the parked records alone", func(smallest, largest []byte) bool {
+		return smallest[0] == 'P' && largest[0] == 'P'
+	})
 
 	// egrid store check lists the damage and counts the retries it can read.
 	report, err := disk.Check(ctx, dir, nil, slog.New(slog.DiscardHandler))
@@ -330,4 +303,41 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// damageTable closes db, the pebble database of a disk store in dir, and damages its table
+// file whose key range holds (64 bytes of 0xff a quarter of the way in, where a data block
+// is); what names the keys it holds, for the failure message.
+func damageTable(t *testing.T, db *pebble.DB, dir, what string, holds func(smallest, largest []byte) bool) {
+	t.Helper()
+	levels, err := db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table string
+	for _, level := range levels {
+		for _, f := range level {
+			if holds(f.Smallest.UserKey, f.Largest.UserKey) {
+				table = filepath.Join(dir, fmt.Sprintf("%06d.sst", f.FileNum))
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if table == "" {
+		t.Fatalf("no table file holds %s: %v", what, levels)
+	}
+	fi, err := os.Stat(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(table, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 64), fi.Size()/4); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
 }
