@@ -35,7 +35,7 @@ import (
 // nor do delete-only compactions, which read nothing.
 //
 // Held compactions let level 0 grow. Writes go on until pebble stops them at its level-0
-// limit (Options.L0StopWritesThreshold, 12 sublevels: the tables flushed since whose keys
+// limit (Options.L0StopWritesThreshold, l0StopWritesThreshold sublevels: the tables flushed since whose keys
 // overlap the damaged one's), which only a compaction through the damaged table could lift:
 // the store then fails, naming the tables and the remedy (checkStall).
 type compactionGate struct {

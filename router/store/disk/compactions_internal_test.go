@@ -107,6 +107,9 @@ type compactionLog struct {
 }
 
 func (c *compactionLog) tune(o *pebble.Options) {
+	// The tests write a few tables to level 0 (writeLevel0) and want pebble to compact
+	// them at once: at pebble's own threshold, not the store's (l0CompactionThreshold).
+	o.L0CompactionThreshold = 4
 	el := *o.EventListener
 	el.CompactionBegin = func(pebble.CompactionInfo) {
 		c.mu.Lock()
