@@ -259,6 +259,13 @@ topics:
 		len(h.GetBucket()) == 0 || h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount() > h.GetSampleCount() {
 		t.Errorf("egrid_store_log_sync_seconds: %d syncs taking %v s in buckets %v, want the synced writes of the config and the publish", h.GetSampleCount(), h.GetSampleSum(), h.GetBucket())
 	}
+	// The table writes are exported by kind; nothing in this test fills a memtable, so their
+	// counts are not checked here (disk's TestLevel0IsCompactedAtItsThreshold does).
+	for _, by := range []string{"flush", "compaction"} {
+		if m := sample(fams, "egrid_store_table_written_bytes_total", "by", by); m == nil || m.GetCounter() == nil {
+			t.Errorf("egrid_store_table_written_bytes_total{by=%q}: missing", by)
+		}
+	}
 	// A subscription publishes its gauges at the end of the actor turn that logged its last
 	// attempt, so the scrape above may have come a moment before: scrape until they settle.
 	fams = scrapeUntil(t, metricsURL, func(fams map[string]*dto.MetricFamily) bool {

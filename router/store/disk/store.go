@@ -115,21 +115,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Level 0's thresholds, in sublevels (tables flushed from the memtable whose keys overlap).
-// Pebble's defaults, 4 and 12, suit a store whose data lives on; most of this store's bytes
-// are journal entries trimmed soon after they are flushed, or before. A compaction out of
-// level 0 rewrites every table of the base level that its tables overlap, and delivery
-// histories, keyed by event ID, spread every flush over the whole of their key range, so
-// with 4 sublevels each compaction rewrote the base level's histories again for a quarter
-// of the flushes, and the journal entries still untrimmed with them. Waiting for 16 lets the
-// trims delete more of the journal before it is rewritten and rewrites the rest once for
-// four times as many flushes: on a backlog of 1.5 to 6 million events delivered 100 per
-// request, pebble compacted 181 MB instead of 406 and the process spent 6 % less CPU per
-// delivered event, and a store reopened after parking a million events was ready in 0.1 s
-// instead of 1 s (README, Benchmarks). Reads pay little for it: a journal read covers a
-// range of sequence numbers that only the tables flushed since hold, and a first attempt's
-// delivery history is written without a read. Writes stop at three times as many sublevels,
-// as with pebble's defaults (compactions.go says what happens then).
+// Level 0's thresholds, in sublevels (tables flushed from memtables whose keys overlap).
+// Pebble compacts level 0 once it holds half its compaction threshold in sublevels, and
+// stops writes at its stop threshold. Its defaults (4 and 12) suit a store whose data lives
+// on: most of this store's bytes are journal entries trimmed soon after they are flushed, or
+// before. A compaction out of level 0 rewrites every table of the base level its tables
+// overlap, and the subscriptions' state and delivery histories (keyed by event ID) spread
+// each flush across the key space, so at 2 sublevels each compaction rewrote much of the
+// base level again for every second flush, with the journal entries still untrimmed.
+// Compacting at 8 lets the trims delete more of the journal first and rewrites the rest
+// once for four times as many flushes (README, Benchmarks: table writes per event). Reads
+// pay little for it: a journal read covers a range of sequence numbers that only the tables
+// flushed since hold, and a first attempt's delivery history is written without a read.
+// Writes stop at three times the compaction threshold, as with pebble's defaults
+// (compactions.go says when that happens).
 const (
 	l0CompactionThreshold = 16
 	l0StopWritesThreshold = 3 * l0CompactionThreshold

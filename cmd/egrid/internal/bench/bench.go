@@ -72,7 +72,7 @@ type Result struct {
 	Metric string `json:"metric"`
 	// Value is the measurement, in Unit.
 	Value float64 `json:"value"`
-	// Unit is Value's unit: events/s, requests/s, ms, µs/event (CPU time per event) or bytes.
+	// Unit is Value's unit: events/s, requests/s, ms, µs/event (CPU time per event), bytes or bytes/event.
 	Unit string `json:"unit"`
 	// Baseline is the same measurement of the baseline in the same run (0: none).
 	Baseline float64 `json:"baseline,omitempty"`

@@ -56,6 +56,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 			return nil, err
 		}
 		body := eventBody(100, "e", "/bench")
+		tables := eg.st.TableWrites()
 		cpu := b.startCPU()
 		start := time.Now()
 		l, err := b.load(ctx, "egrid publish (100/request)", eg.publishURL(), body, b.opt.Duration)
@@ -71,6 +72,7 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		use := cpu.stop()
 		delivered := sink.events.Load()
 		rate := float64(delivered) / last.Sub(start).Seconds()
+		tables = eg.st.TableWrites().Sub(tables)
 		eg.close()
 		if err := baseline(2); err != nil {
 			return nil, err
@@ -85,7 +87,8 @@ func endToEnd(batch int) func(context.Context, *Runner, Scenario) ([]Result, err
 		if delivered < published {
 			res.Note = fmt.Sprintf("only %d of %d delivered within the bound", delivered, published)
 		}
-		return append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents, endToEndCPU)...), nil
+		rows := append([]Result{res}, cpuRows(s.Name, use, delivered, baseUse, baseEvents, endToEndCPU)...)
+		return append(rows, tableRow(s.Name, "delivered", tables, delivered)), nil
 	}
 }
 

@@ -65,6 +65,7 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 		if err != nil {
 			return nil, err
 		}
+		tables := eg.st.TableWrites()
 		for r := range publishRounds {
 			if err := round(r, "baseline (read+fsync)", base.url+"/", &baseRounds, &baseUse); err != nil {
 				return nil, err
@@ -76,6 +77,7 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 				return nil, err
 			}
 		}
+		tables = eg.st.TableWrites().Sub(tables)
 		unit, value, baseline := "events/s", egRounds.mean(), baseRounds.mean()
 		if perRequest == 1 {
 			unit = "requests/s"
@@ -95,7 +97,8 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 		}
 		rows := append([]Result{r}, cpuRows(s.Name, use, egRounds.events, baseUse, baseRounds.events, publishCPU)...)
 		rows = append(rows, v)
-		return append(rows, cpuRows(s.Name, use, egRounds.events, valUse, valRounds.events, publishValidatingCPU)...), nil
+		rows = append(rows, cpuRows(s.Name, use, egRounds.events, valUse, valRounds.events, publishValidatingCPU)...)
+		return append(rows, tableRow(s.Name, "published", tables, egRounds.events)), nil
 	}
 }
 

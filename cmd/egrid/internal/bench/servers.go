@@ -338,6 +338,19 @@ type egridServer struct {
 	close func()
 }
 
+// tableRow reports what the router's store wrote to table files per event while it took
+// (or delivered) events, w being the difference of two readings: the store's write
+// amplification besides its log, which takes each event's bytes once (disk.Store.TableWrites,
+// exported as egrid_store_table_written_bytes_total).
+func tableRow(scenario, per string, w disk.TableWrites, events int64) Result {
+	r := Result{Scenario: scenario, Metric: "table bytes written per " + per + " event", Unit: "bytes/event",
+		Note: fmt.Sprintf("flushes %.1f MB, compactions %.1f MB (compressed, as stored), for %d events of about 1 KB", float64(w.Flushed)/1e6, float64(w.Compacted)/1e6, events)}
+	if events > 0 {
+		r.Value = float64(w.Flushed+w.Compacted) / float64(events)
+	}
+	return r
+}
+
 func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
 	b.runs++
 	dir := filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs))
