@@ -298,6 +298,9 @@ func (q *queue) applyLoad(m *stateLoaded) bool {
 	q.boot = nil
 	st := m.state
 	q.epoch = st.Epoch
+	if q.cfg.OnLoaded != nil {
+		q.cfg.OnLoaded(st.Epoch)
+	}
 	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, max(m.head, q.head)
 	q.behind = q.next <= q.head
 	now := time.Now()

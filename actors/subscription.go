@@ -80,6 +80,12 @@ type SubscriptionConfig struct {
 	// state since this actor loaded it. The actor then stops for good instead of restarting
 	// and overwriting it; its owner decides whether to start it again. It must not block.
 	OnFenced func()
+	// OnLoaded, when set, is called (from the actor, push or queue) once the actor loaded its
+	// stored state, with the epoch it loaded ([store.SubscriptionState.Epoch]): the life of
+	// the subscription it runs, which is not the one its owner last listed when the store
+	// gave the state a new epoch as it loaded it (a state that does not decode, started
+	// afresh). It must not block.
+	OnLoaded func(epoch uint64)
 	// OnAttempt, when set, receives a record of every finished attempt, and of every event
 	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
 	// from the actor and must not block.
@@ -550,6 +556,9 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	s.boot = nil
 	st := m.state
 	s.epoch = st.Epoch
+	if s.cfg.OnLoaded != nil {
+		s.cfg.OnLoaded(st.Epoch)
+	}
 	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, max(m.head, s.head)
 	s.behind = s.next <= s.head
 	if len(st.Parked) > 0 {

@@ -98,6 +98,9 @@ type clusterSub struct {
 	gen      uint64
 	writer   *actors.StateWriter
 	starting bool // a start is under way: the writer it makes is set when it returns
+	// loaded is the life (store epoch) the actor running with writer loaded, set by the actor
+	// once it has (0 until then): see actorLife.
+	loaded *atomic.Uint64
 }
 
 // joinCluster starts cluster mode: the node's membership and placement, and the definitions
@@ -441,6 +444,8 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	cfg.Headers = headers
 	cfg.Headers[NodeHeader] = c.node.Name()
 	cfg.OnFenced = func() { c.writeFailed(k, w, store.ErrFenced) }
+	loaded := new(atomic.Uint64) // the actor's to write, the sync's to read: no lock in the actor
+	cfg.OnLoaded = loaded.Store
 	if _, err := c.waitFor(c.r.system.Root.RequestFuture(t.pid, &actors.AddSubscription{Config: &cfg}, 10*time.Second)); err != nil {
 		// Not answered in time, the request may still be in the topic actor's mailbox: the
 		// actor it starts would run and deliver here while the placement counts it as not
@@ -469,7 +474,7 @@ func (c *clusterRuntime) start(k cluster.Key) error {
 	// s is still c.subs[k], even if the subscription was unwanted meanwhile: the placement's
 	// stop, which comes after this start, closes w.
 	old := s.writer
-	s.writer, s.starting = w, false
+	s.writer, s.starting, s.loaded = w, false, loaded
 	if c.adopt == nil {
 		c.adopt = make(map[cluster.Key]bool)
 	}
@@ -576,6 +581,22 @@ func (c *clusterRuntime) addOrphan(k cluster.Key) {
 		maps.Copy(m, *old)
 	}
 	c.orphans.Store(&m)
+}
+
+// actorLife reports whether this node runs (or is starting) the actor of subscription k, and
+// the life (store epoch) that actor loaded: 0 while it has not loaded yet, or when it runs
+// none.
+func (c *clusterRuntime) actorLife(k cluster.Key) (life uint64, runs bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.subs[k]
+	if s == nil || (s.writer == nil && !s.starting) {
+		return 0, false
+	}
+	if s.writer != nil && s.loaded != nil {
+		life = s.loaded.Load()
+	}
+	return life, true
 }
 
 // writesDeadLetters reports whether this node's dead-letter actor writes the records of
@@ -1136,7 +1157,11 @@ func localSpec(t *topicRuntime) []byte {
 // cursor of the old life, wait for journal numbers the new life reaches only later (a topic
 // created again numbers its journal from 1 again), and deliver nothing of what comes before
 // them; its stale state write would fail only after a delivery. A runtime built without a
-// known life (created on this node) takes the stored one.
+// known life (created on this node) takes the stored one, and so does one whose actor runs on
+// another node (nothing here to start again) or whose actor here loaded the stored life: the
+// store gives a subscription's state a new epoch when it starts a state that does not decode
+// afresh as the actor loads it, and that actor runs the new life already
+// ([actors.SubscriptionConfig.OnLoaded]).
 func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
 	var rec record
 	if err := json.Unmarshal(sd.Spec, &rec); err != nil {
@@ -1144,7 +1169,7 @@ func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
 		return
 	}
 	r.mu.RLock()
-	cur, _, exists := t.sub(sd.Name)
+	cur, display, exists := t.sub(sd.Name)
 	life := t.lives[fold(sd.Name)]
 	r.mu.RUnlock()
 	prov := r.life.get(subKey{t.name, sd.Name})
@@ -1152,10 +1177,15 @@ func (r *Router) syncSubscriptionDef(t *topicRuntime, sd store.Definition) {
 		a, _ := json.Marshal(record{SubscriptionSpec: *cur, Egrid: nonEmpty(prov)})
 		b, _ := json.Marshal(record{SubscriptionSpec: rec.SubscriptionSpec, Egrid: nonEmpty(rec.Egrid)})
 		same := string(a) == string(b)
+		loaded, runs := r.cl.actorLife(cluster.Key{Topic: t.name, Subscription: display})
 		switch {
 		case same && (sd.Life == 0 || life == sd.Life):
 			return
-		case same && life == 0:
+		case same && (sd.Life == loaded || !runs || life == 0 && loaded == 0):
+			// The actor here loaded the stored life (the store gave its state a new epoch as
+			// it loaded it: a state that did not decode, started afresh), or no actor runs
+			// here to start again (the next start loads the stored state), or the life is
+			// not known here yet: take the stored one.
 			r.mu.Lock()
 			t.setLife(sd.Name, sd.Life)
 			r.mu.Unlock()

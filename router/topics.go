@@ -35,8 +35,9 @@ type topicRuntime struct {
 	subNames map[string]string
 	// lives holds, by folded subscription name, the life ([store.Definition.Life]) of the
 	// stored subscription its runtime here was built from, when known (restored from the
-	// store): a cluster node's sync restarts a subscription whose stored life is another
-	// (deleted and created again unseen). Guarded by Router.mu; nil until the first one.
+	// store), or the life its actor here loaded, which the sync takes: a cluster node's sync
+	// restarts a subscription whose stored life is another (deleted and created again
+	// unseen). Guarded by Router.mu; nil until the first one.
 	lives map[string]uint64
 	// publishLatency is the topic's PublishSuccessLatencyInMs histogram, looked up once.
 	publishLatency *metrics.Histogram
