@@ -46,6 +46,12 @@ var (
 	// topic or subscription, which removes the damaged remains, then create it again. The
 	// admin API answers it 409. It is [store.ErrDamaged].
 	ErrDefinitionDamaged = store.ErrDamaged
+	// ErrDefinitionChanged wraps the refusal, in cluster mode, to delete a topic or
+	// subscription whose stored definition was found damaged when another node wrote a
+	// definition under the name (created it again) between that finding and the delete:
+	// nothing was deleted, and the name holds the other node's definition. Retry the delete
+	// if that one is to go too. The admin API answers it 409. It is [store.ErrChanged].
+	ErrDefinitionChanged = store.ErrChanged
 )
 
 // Config is the router's data. Zero values take the documented defaults.

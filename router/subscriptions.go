@@ -291,19 +291,31 @@ func (r *Router) askLocal(ctx context.Context, topic, name string, msg func(name
 // deleteDamagedSubscription is DeleteSubscription of a subscription the router does not run:
 // the store may still hold it, with a definition it found damaged and left out at start
 // ([store.ErrDamaged]); deleting it there is the operator's way to free the name (in cluster
-// mode only when the store finds it damaged: see deleteDamagedTopic). notFound is the
+// mode only when the store finds it damaged, and only the damaged value it found: see
+// deleteDamagedTopic). notFound is the
 // lookup's error, returned when the store holds nothing either. Called in the topic's turn.
 func (r *Router) deleteDamagedSubscription(ctx context.Context, topic, name string, notFound error) error {
 	t, _, _, err := r.lookup(topic, "")
 	if err != nil {
 		return notFound
 	}
-	if r.cl != nil && !r.storedDamaged(ctx, t.name, name) {
-		return notFound // maybe one another node created a moment ago: see deleteDamagedTopic
+	if r.cl != nil {
+		p, rev, damaged := r.storedDamaged(ctx, t.name, name)
+		if !damaged {
+			return notFound // maybe one another node created a moment ago: see deleteDamagedTopic
+		}
+		err = p.DeleteDamaged(ctx, t.name, name, rev)
+	} else {
+		err = r.store.DeleteSubscription(ctx, t.name, name)
 	}
-	switch err := r.store.DeleteSubscription(ctx, t.name, name); {
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound
+	case errors.Is(err, store.ErrChanged):
+		if r.cl != nil {
+			r.cl.requestSync(t.name) // the definition written meanwhile: read it now, for the retry
+		}
+		return fmt.Errorf("deleting event subscription %q: its stored definition, found damaged, was replaced by another node before the delete (%w): nothing was deleted, and the name holds that node's event subscription now; retry the delete in a moment if that one is to go too", clip.String(name), ErrDefinitionChanged)
 	case err != nil:
 		return fmt.Errorf("deleting event subscription %q: %w: %w", clip.String(name), ErrUnavailable, err)
 	}

@@ -281,15 +281,29 @@ func (r *Router) DeleteTopic(ctx context.Context, name string) error {
 // ([store.ErrDamaged]); deleting it there is the operator's way to free the name. In cluster
 // mode a topic the router does not know may be one another node created a moment ago, so
 // it is deleted only when the store finds its definition damaged (store.DamageProber), and
-// the other nodes are told. Called in the topic's turn.
+// only while it holds the damaged value it found: a definition another node wrote under the
+// name in between is not deleted, and the call fails wrapping [ErrDefinitionChanged]. The
+// other nodes are told. Called in the topic's turn.
 func (r *Router) deleteDamagedTopic(ctx context.Context, name string) error {
 	notFound := fmt.Errorf("topic %q: %w", clip.String(name), ErrTopicNotFound)
-	if r.cl != nil && !r.storedDamaged(ctx, name, "") {
-		return notFound
+	var err error
+	if r.cl != nil {
+		p, rev, damaged := r.storedDamaged(ctx, name, "")
+		if !damaged {
+			return notFound
+		}
+		err = p.DeleteDamaged(ctx, name, "", rev)
+	} else {
+		err = r.store.DeleteTopic(ctx, name)
 	}
-	switch err := r.store.DeleteTopic(ctx, name); {
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound
+	case errors.Is(err, store.ErrChanged):
+		if r.cl != nil {
+			r.cl.requestSync(name) // the definition written meanwhile: read it now, for the retry
+		}
+		return fmt.Errorf("deleting topic %q: its stored definition, found damaged, was replaced by another node before the delete (%w): nothing was deleted, and the name holds that node's topic now; retry the delete in a moment if that one is to go too", clip.String(name), ErrDefinitionChanged)
 	case err != nil:
 		return fmt.Errorf("deleting topic %q: %w: %w", clip.String(name), ErrUnavailable, err)
 	}
@@ -301,12 +315,13 @@ func (r *Router) deleteDamagedTopic(ctx context.Context, name string) error {
 }
 
 // storedDamaged reports whether the store holds a definition of the topic (sub "") or the
-// subscription that does not decode (store.DamageProber); false when it cannot tell.
-func (r *Router) storedDamaged(ctx context.Context, topic, sub string) bool {
+// subscription that does not decode (store.DamageProber), with the store to delete it through
+// and the revision of the damaged value; false when it cannot tell.
+func (r *Router) storedDamaged(ctx context.Context, topic, sub string) (store.DamageProber, uint64, bool) {
 	p, ok := r.store.(store.DamageProber)
 	if !ok {
-		return false
+		return nil, 0, false
 	}
-	damaged, err := p.DefinitionDamaged(ctx, topic, sub)
-	return err == nil && damaged
+	damaged, rev, err := p.DefinitionDamaged(ctx, topic, sub)
+	return p, rev, err == nil && damaged
 }

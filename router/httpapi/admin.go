@@ -489,6 +489,10 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// The name is taken by a damaged stored definition: the message names it and says
 		// to delete it first (it names no file).
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
+	case errors.Is(err, router.ErrDefinitionChanged):
+		// A delete of a damaged definition that another node replaced meanwhile: nothing was
+		// deleted; the message says so and to retry.
+		writeError(w, http.StatusConflict, "Conflict", err.Error())
 	case errors.Is(err, router.ErrHistoryDamaged):
 		// Not the request's fault: the stored record is damaged. The cause goes to the log.
 		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)

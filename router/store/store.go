@@ -43,9 +43,20 @@ var (
 // not run may be one another node created a moment ago: DefinitionDamaged reports whether the
 // definition stored under the topic (sub "") or the subscription is there but does not
 // decode, the one case where deleting a name the node does not know is the operator's way to
-// free it ([ErrDamaged]).
+// free it ([ErrDamaged]), and DeleteDamaged deletes it then. Between the two another node may
+// have written a definition that reads under the name: the delete is checked against the
+// damaged value the probe found, so it never deletes that one.
 type DamageProber interface {
-	DefinitionDamaged(ctx context.Context, topic, sub string) (bool, error)
+	// DefinitionDamaged reports whether the definition stored under the topic (sub "") or
+	// the subscription does not decode and, when it does not, the revision of that value,
+	// for DeleteDamaged.
+	DefinitionDamaged(ctx context.Context, topic, sub string) (damaged bool, rev uint64, err error)
+	// DeleteDamaged deletes the topic (sub "") or the subscription, as DeleteTopic or
+	// DeleteSubscription do, only while its stored definition is the damaged value of
+	// revision rev that DefinitionDamaged found. When another writer (another node) replaced
+	// or deleted that value since, it deletes nothing and returns an error wrapping
+	// [ErrChanged], or [ErrNotFound] when the name holds nothing any more.
+	DeleteDamaged(ctx context.Context, topic, sub string, rev uint64) error
 }
 
 // Entry is one journal entry. A Read may return an entry without an Event: a position of the

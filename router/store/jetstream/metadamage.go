@@ -147,13 +147,13 @@ func asDamagedDef(err error) (*damagedDefError, bool) {
 }
 
 // DefinitionDamaged implements [store.DamageProber]: whether the definition stored under the
-// topic (sub "") or the subscription does not decode. A cluster node uses it to delete a
-// damaged name it does not run, which it cannot tell from one another node created a moment
-// ago by its absence alone.
-func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool, error) {
+// topic (sub "") or the subscription does not decode, and the revision of that value. A
+// cluster node uses it to delete a damaged name it does not run, which it cannot tell from one
+// another node created a moment ago by its absence alone.
+func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool, uint64, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	defer cancel()
 	key := topicKey(topic)
@@ -163,14 +163,71 @@ func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool,
 	e, err := s.meta.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return false, nil
+		return false, 0, nil
 	case err != nil:
-		return false, fmt.Errorf("jetstream store: reading %s: %w", key, err)
+		return false, 0, fmt.Errorf("jetstream store: reading %s: %w", key, err)
+	}
+	var derr error
+	if sub == "" {
+		_, derr = decodeOpaque(e.Value())
+	} else {
+		_, _, _, derr = decodeSubHead(e.Value())
+	}
+	if derr != nil {
+		return true, e.Revision(), nil
+	}
+	return false, 0, nil
+}
+
+// DeleteDamaged implements [store.DamageProber]: the delete of the damaged value is the
+// commit point, made only on top of revision rev (compare-and-set), so a definition another
+// node wrote since is never deleted; what is stored under the name goes after it, as
+// DeleteTopic and DeleteSubscription remove it.
+func (s *Store) DeleteDamaged(ctx context.Context, topic, sub string, rev uint64) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("topic", topic); err != nil {
+		return err
 	}
 	if sub == "" {
-		_, derr := decodeOpaque(e.Value())
-		return derr != nil, nil
+		if err := s.purgeDamaged(ctx, topicKey(topic), fmt.Sprintf("topic %q", topic), rev); err != nil {
+			return err
+		}
+		s.dropMarker(ctx, topicKey(topic))
+		return s.dropTopicData(ctx, topic)
 	}
-	_, _, _, derr := decodeSubHead(e.Value())
-	return derr != nil, nil
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, sub)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	e.rec = nil // read again next time, whatever happens here
+	if err := s.purgeDamaged(ctx, key, fmt.Sprintf("subscription %q of topic %q", sub, topic), rev); err != nil {
+		return err
+	}
+	return s.dropSub(ctx, e, key, topic, sub)
+}
+
+// purgeDamaged deletes key, the damaged definition of what, on top of revision rev: an error
+// wrapping store.ErrChanged when another writer replaced the value since, store.ErrNotFound
+// when the key holds nothing any more.
+func (s *Store) purgeDamaged(ctx context.Context, key, what string, rev uint64) error {
+	err := s.meta.Purge(ctx, key, jetstream.LastRevision(rev))
+	switch {
+	case err == nil:
+		return nil
+	case !isWrongLastSeq(err):
+		return fmt.Errorf("jetstream store: deleting %s: %w", what, err)
+	}
+	if _, gerr := s.meta.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("jetstream store: deleting %s, whose stored definition was damaged: it was deleted meanwhile: %w", what, store.ErrNotFound)
+	}
+	return fmt.Errorf("jetstream store: deleting %s: its stored definition was damaged, and another writer (another node) replaced it since, so nothing was deleted: %w", what, store.ErrChanged)
 }

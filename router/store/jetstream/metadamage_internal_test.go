@@ -175,3 +175,68 @@ func TestDamagedSubscriptionStateStartsAtTheJournalsOldest(t *testing.T) {
 	}
 	checkDamageReported(t, s, logs, counts, DamageEntry, "topic=orders", "subscription=state", "state does not decode", "fromSeq=2", "at least once", "HOLES_meta")
 }
+
+// DeleteDamaged deletes a damaged definition only while the name holds the damaged value
+// DefinitionDamaged found: one another writer (another node) wrote over it in between is left
+// as it is, and the delete fails wrapping store.ErrChanged; the damaged value itself it
+// deletes, with what is stored under the name.
+func TestDeleteDamagedLeavesADefinitionWrittenSinceTheProbe(t *testing.T) {
+	ctx := t.Context()
+	s := metaDamageStore(t)
+	damageLog(s)
+	goodSub, err := s.meta.Get(ctx, subKey("orders", "gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodTopic, err := s.meta.Get(ctx, topicKey("bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what, key, topic, sub string
+		good                  []byte
+	}{
+		{what: "subscription", key: subKey("orders", "gone"), topic: "orders", sub: "gone", good: goodSub.Value()},
+		{what: "topic", key: topicKey("bad"), topic: "bad", good: goodTopic.Value()},
+	} {
+		damageMeta(t, s, c.key, []byte{subRecordV2, 4})
+		damaged, rev, err := s.DefinitionDamaged(ctx, c.topic, c.sub)
+		if err != nil || !damaged || rev == 0 {
+			t.Fatalf("%s: DefinitionDamaged = %v, %d, %v; want damaged with its revision", c.what, damaged, rev, err)
+		}
+		damageMeta(t, s, c.key, c.good) // another node created the name again
+		if err := s.DeleteDamaged(ctx, c.topic, c.sub, rev); !errors.Is(err, store.ErrChanged) || !strings.Contains(err.Error(), "nothing was deleted") {
+			t.Errorf("%s: DeleteDamaged after the value was replaced = %v; want ErrChanged saying nothing was deleted", c.what, err)
+		}
+		if e, err := s.meta.Get(ctx, c.key); err != nil || string(e.Value()) != string(c.good) {
+			t.Errorf("%s: the definition written after the probe is gone: %v", c.what, err)
+		}
+		if damaged, _, err := s.DefinitionDamaged(ctx, c.topic, c.sub); err != nil || damaged {
+			t.Errorf("%s: DefinitionDamaged of the good definition = %v, %v; want false", c.what, damaged, err)
+		}
+
+		damageMeta(t, s, c.key, []byte{subRecordV2, 4})
+		_, rev, err = s.DefinitionDamaged(ctx, c.topic, c.sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteDamaged(ctx, c.topic, c.sub, rev); err != nil {
+			t.Fatalf("%s: DeleteDamaged of the damaged value: %v", c.what, err)
+		}
+		if _, err := s.meta.Get(ctx, c.key); err == nil {
+			t.Errorf("%s: still stored after DeleteDamaged", c.what)
+		}
+		if err := s.DeleteDamaged(ctx, c.topic, c.sub, rev); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: DeleteDamaged again = %v, want ErrNotFound", c.what, err)
+		}
+	}
+	if _, err := s.Topics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTopic(ctx, "bad", []byte(`{}`)); err != nil {
+		t.Errorf("PutTopic of the freed name: %v", err)
+	}
+	if err := s.PutSubscription(ctx, "orders", "gone", []byte(`{}`)); err != nil {
+		t.Errorf("PutSubscription of the freed name: %v", err)
+	}
+}

@@ -1088,6 +1088,12 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 		}
 		return fmt.Errorf("jetstream store: deleting subscription %q of topic %q: %w", name, topic, err)
 	}
+	return s.dropSub(ctx, e, key, topic, name)
+}
+
+// dropSub removes what is stored for a subscription whose record (key, held as e) was just
+// deleted: this store's cache of it, its parked events and its delivery histories.
+func (s *Store) dropSub(ctx context.Context, e *subEntry, key, topic, name string) error {
 	e.rec = nil
 	s.mu.Lock()
 	if s.subs[key] == e {
