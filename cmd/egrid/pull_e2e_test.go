@@ -130,26 +130,6 @@ topics:
 	}
 }
 
-// TestReceiveTakesNoPublishSlot checks which requests the publish-body limit counts: a
-// :receive long poll would otherwise hold one of its slots for up to 120 s.
-func TestReceiveTakesNoPublishSlot(t *testing.T) {
-	for path, want := range map[string]bool{
-		"/topics/orders/api/events":                              true,
-		"/topics/orders:publish":                                 true,
-		"/topics/orders/eventsubscriptions/workers:acknowledge":  true,
-		"/topics/orders/eventsubscriptions/workers:receive":      false,
-		"/topics/orders/eventsubscriptions/workers:Receive":      false,
-		"/admin/topics/orders/eventSubscriptions/workers":        false,
-		"/topics/orders/eventsubscriptions/receive:renewLock":    true,
-		"/topics/orders/eventsubscriptions/workers:receive/more": true,
-	} {
-		req, _ := http.NewRequest(http.MethodPost, "http://egrid"+path, nil)
-		if got := isPublish(req); got != want {
-			t.Errorf("isPublish(%s) = %v, want %v", path, got, want)
-		}
-	}
-}
-
 // TestQueueFlagsBuildTheARMBody checks the body create and update send for the queue flags,
 // against a server that records it and answers GETs with a stored subscription.
 func TestQueueFlagsBuildTheARMBody(t *testing.T) {

@@ -193,34 +193,27 @@ func withConsole(api, con http.Handler) http.Handler {
 	})
 }
 
-// isPublish selects the data plane's requests with bodies — publishes, and the settle
-// operations of pull delivery — which httpserver.Config.MaxPublishBodies bounds. A :receive
-// is not one: it has no body, and it long-polls for up to 120 s, so counting it would let
-// waiting consumers take every slot from publishers. The admin plane is not limited: it is
-// authenticated, and an operator must reach it when publishers flood the server.
-func isPublish(r *http.Request) bool {
-	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/topics/") && !isReceive(r.URL.Path)
-}
-
-// mainServer is the server of --listen: h (which serves api) within limits, the publish-body
-// limit applied by isPublish, and api's :receive long polls admitted to limits.MaxReceivePolls
-// once they are authenticated and about to wait (httpapi.API.AdmitPolls), together with the
-// polls other cluster nodes route to r (router.Router.AdmitRoutedPolls). Its Shutdown
-// answers the polls in progress at once (with no events), so a consumer waiting up to 120 s
-// does not hold a shutdown.
+// mainServer is the server of --listen: h (which serves api) within limits; api's publishes
+// and settle operations, the data plane's requests with bodies, admitted to
+// limits.MaxPublishBodies once they are authenticated and about to read their bodies
+// (httpapi.API.AdmitBodies), so requests without the topic key never hold a slot, even while
+// their topic is looked up in the cluster's store; and api's :receive long polls admitted to
+// limits.MaxReceivePolls once they are authenticated and about to wait
+// (httpapi.API.AdmitPolls), together with the polls other cluster nodes route to r
+// (router.Router.AdmitRoutedPolls). A :receive takes no publish slot: it has no body, and
+// counting its wait of up to 120 s would let waiting consumers take every slot from
+// publishers. The admin plane is not limited: it is authenticated, and an operator must reach
+// it when publishers flood the server. Its Shutdown answers the polls in progress at once
+// (with no events), so a consumer waiting up to 120 s does not hold a shutdown.
 func mainServer(limits httpserver.Config, h http.Handler, api *httpapi.API, r *router.Router, log *slog.Logger) *http.Server {
-	polls := httpserver.NewPollLimit(limits.WithDefaults().MaxReceivePolls)
+	limits = limits.WithDefaults()
+	api.AdmitBodies(httpserver.NewBodyLimit(limits.MaxPublishBodies, limits.PublishWait).Admit)
+	polls := httpserver.NewPollLimit(limits.MaxReceivePolls)
 	api.AdmitPolls(polls.Admit)
 	r.AdmitRoutedPolls(polls.Take)
-	srv := httpserver.New(limits, h, httpserver.Requests{Publish: isPublish}, log)
+	srv := httpserver.New(limits, h, httpserver.Requests{}, log)
 	srv.RegisterOnShutdown(api.EndPolls)
 	return srv
-}
-
-// isReceive says path is a :receive (the operation matches ignoring case, as httpapi does).
-func isReceive(path string) bool {
-	const op = ":receive"
-	return len(path) > len(op) && strings.EqualFold(path[len(path)-len(op):], op)
 }
 
 // applyDeclared creates (or updates) the topics and subscriptions the config declares. A

@@ -10,8 +10,9 @@
 // to a status and Event Grid's JSON error body. Nothing here keeps state of its own beyond
 // the router's config (InsecureDev, AdminToken, PublicURL) read once in [New], the one
 // switch [API.EndPolls] turns to end long polls when the server shuts down, and the
-// admission of long polls to the server's bound ([API.AdmitPolls]), which a poll meets only
-// once it is authenticated and about to wait.
+// admission of long polls and of request bodies to the server's bounds ([API.AdmitPolls],
+// [API.AdmitBodies]), which a poll meets only once it is authenticated and about to wait, and
+// a publish or settle only once it is authenticated and about to read its body.
 //
 // httpapi imports router, router/sas, router/devguard and schemas only; it uses router's exported API and
 // nothing else, so an embedding program can serve the same planes, or its own, from it.

@@ -24,6 +24,9 @@ type API struct {
 	endPolls context.CancelFunc
 	// admitPoll, when set (AdmitPolls), takes a slot for a :receive about to wait.
 	admitPoll func(w http.ResponseWriter, queue string) (release func(), ok bool)
+	// admitBody, when set (AdmitBodies), takes a slot for a publish or settle about to read
+	// its body.
+	admitBody func(w http.ResponseWriter, req *http.Request) (release func(), ok bool)
 }
 
 // New returns the HTTP data plane and admin plane of r:

@@ -125,6 +125,11 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is %d bytes; the limit is %d bytes (1 MB): split the request", req.ContentLength, lim.MaxRequestBytes))
 		return
 	}
+	release, ok := a.admitBodyOf(w, req)
+	if !ok {
+		return
+	}
+	defer release()
 	body, buf, err := readBody(req, lim.MaxRequestBytes)
 	defer bufpool.Put(buf)
 	if err != nil {
@@ -165,6 +170,28 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// AdmitBodies bounds the publishes and the settle operations of pull delivery, the data
+// plane's requests with bodies, with admit, which takes a slot for a request about to read
+// its body or answers w itself (429) and returns ok false: the Admit of a BodyLimit of
+// package router/httpserver. A request is admitted only once it has passed every check that
+// needs no body: its credentials, and that its topic (and, for a settle, its event
+// subscription) exists — which in cluster mode may wait for a read of the cluster's store. So
+// requests with a wrong key (or none, without --insecure-dev) never hold a slot: they are
+// answered 401 even when the bound is full, and cannot take a slot from a publisher with the
+// key. Call it before the API serves; without it the bodies are not bounded here.
+func (a *API) AdmitBodies(admit func(w http.ResponseWriter, req *http.Request) (release func(), ok bool)) {
+	a.admitBody = admit
+}
+
+// admitBodyOf takes a slot for req, about to read its body (AdmitBodies); ok false means w
+// was answered (or the client went away) and req must not go on.
+func (a *API) admitBodyOf(w http.ResponseWriter, req *http.Request) (release func(), ok bool) {
+	if a.admitBody == nil {
+		return func() {}, true
+	}
+	return a.admitBody(w, req)
 }
 
 // contentEncoding returns the request's Content-Encoding when it names a coding other than

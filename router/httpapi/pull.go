@@ -348,6 +348,11 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 		writeEncodingError(w, enc)
 		return
 	}
+	release, ok := a.admitBodyOf(w, req)
+	if !ok {
+		return
+	}
+	defer release()
 	tokens, err := readLockTokens(req)
 	if errors.Is(err, errSettleTooLarge) {
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", err.Error())

@@ -15,9 +15,11 @@
 //     accepting at the limit (new connections wait in the kernel's listen backlog, and are
 //     refused by the kernel once it is full) so the server never runs out of file descriptors
 //     that the store and outgoing deliveries need;
-//   - publish bodies in memory: [Config.MaxPublishBodies] requests at once, enforced by
-//     [LimitBodies]; a request that finds no slot within [Config.PublishWait] is answered 429
-//     with Retry-After, as Event Grid does when it sheds load (SPEC §1.1);
+//   - publish bodies in memory: [Config.MaxPublishBodies] requests at once, enforced by a
+//     [BodyLimit] the handler admits its requests to once they are authenticated and about to
+//     read their bodies (or by [LimitBodies], on arrival, for a handler that does not); a
+//     request that finds no slot within [Config.PublishWait] is answered 429 with
+//     Retry-After, as Event Grid does when it sheds load (SPEC §1.1);
 //   - long polls (pull delivery's :receive, up to 120 s each): [Config.MaxReceivePolls] waiting
 //     at once in the server, at most half of them on one event subscription, enforced by a
 //     [PollLimit] the handler admits its polls to once they are authenticated and about to
@@ -27,6 +29,7 @@
 //     enforced by [BoundAnswers] (there is no overall write timeout: long polls and replay
 //     progress streams take as long as they take before and between their writes).
 //
-// [New] puts them all together but the long polls', which the handler applies. The package is
+// [New] puts them all together but the long polls' and the publish bodies' (unless
+// [Requests.Publish] selects them), which the handler applies. The package is
 // independent of the router: it imports no egrid package, and wraps any handler.
 package httpserver

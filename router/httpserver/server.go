@@ -8,9 +8,12 @@ import (
 
 // Requests says which requests the per-request limits of [New] apply to. A nil field selects
 // none. The long polls are not among them: their handler takes their slots ([PollLimit]) once
-// they are authenticated and about to wait.
+// they are authenticated and about to wait; nor are the publishes of a handler that takes
+// their slots itself ([BodyLimit]) once they are authenticated and about to read their
+// bodies, as egrid's does.
 type Requests struct {
-	// Publish selects the requests with bodies that [Config.MaxPublishBodies] bounds.
+	// Publish selects the requests with bodies that [Config.MaxPublishBodies] bounds, each
+	// taking its slot as it arrives ([LimitBodies]).
 	Publish func(*http.Request) bool
 }
 
@@ -35,8 +38,10 @@ const MaxConcurrentStreams = 100
 const MaxReceiveBuffer = 256 << 10
 
 // New returns an http.Server serving h with cfg's timeouts and header limit, and the requests
-// req.Publish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]). The long polls
-// are h's to bound, with a [PollLimit] of cfg.MaxReceivePolls. A request must be read whole
+// req.Publish selects limited to cfg.MaxPublishBodies at once ([LimitBodies]; a handler that
+// bounds its publishes itself does so with a [BodyLimit] of cfg.MaxPublishBodies and
+// cfg.PublishWait instead). The long polls are h's to bound, with a [PollLimit] of
+// cfg.MaxReceivePolls. A request must be read whole
 // within ReadHeaderTimeout + BodyTimeout of its first byte (http.Server.ReadTimeout); net/http
 // clears that deadline once the body has been read, so a handler that then waits (a publish
 // waiting for its fsync) keeps its context. There is no
