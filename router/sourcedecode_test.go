@@ -225,3 +225,63 @@ func TestNATSSourceTakesARepeatedHeader(t *testing.T) {
 		t.Errorf("PublishFailCount BadRequest = %d; want 1", got)
 	}
 }
+
+// A message that arrives with an egrid-unreadable header (metadata entry, field) of its own
+// is fed to its topic by its payload, on every broker whose messages carry headers: the key
+// is reserved to egrid's own subscribers, which set it on a message they could read no
+// payload from, and a source poisons a message carrying it without reading its payload. It
+// was taken as set by egrid, so anyone who could publish to the broker had a good message
+// dropped (or poisoned) unread.
+func TestSourcesDropAnOutsideUnreadableHeader(t *testing.T) {
+	for _, kind := range []broker.Kind{broker.NATSJetStream, broker.RabbitMQ, broker.RedisStream, broker.PostgreSQL} {
+		t.Run(kind.String(), func(t *testing.T) {
+			servers := brokertest.Servers(t, kind)
+			from := brokertest.Unique("egrid-src-")
+			if kind == broker.NATSJetStream {
+				from = strings.ReplaceAll(from, "-", ".")
+				brokertest.CreateStream(t, *servers.NATS, brokertest.Unique("EGRID_SRC_"), from)
+			}
+			brokers := openBrokers(t, servers)
+			pub, ok := brokers.Publisher(kind)
+			if !ok {
+				t.Fatalf("no %s publisher", kind)
+			}
+			delivered := make(chan string, 64)
+			collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+				for _, ev := range b.Events {
+					delivered <- ev.ID
+				}
+				return nil
+			})
+			r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
+				Subscribers: brokers.Subscribers(), Sinks: map[string]sinks.Sink{"collect": collect},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
+			(&sourceRig{r: r}).createTopic(t)
+			marked := message.NewMessage("marked", []byte(ev("marked")))
+			marked.Metadata.Set(broker.UnreadableKey, "set by a publisher")
+			// Both go out before the source starts, so the publisher makes the queue, stream
+			// or table alone.
+			for _, m := range []*message.Message{marked, message.NewMessage("after", []byte(ev("after")))} {
+				if err := pub.Publish(from, m); err != nil {
+					t.Fatalf("publishing %s to %s %s: %v", m.UUID, kind, from, err)
+				}
+			}
+			if err := r.AddSource(router.SourceSpec{Name: "orders-in", Broker: kind.String(), From: from, Topic: "orders"}); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for !got["after"] || !got["marked"] {
+				select {
+				case id := <-delivered:
+					got[id] = true
+				case <-time.After(brokerGuard):
+					t.Fatalf("delivered %v within %s; want marked, which has an %s header of its own, and after", got, brokerGuard, broker.UnreadableKey)
+				}
+			}
+		})
+	}
+}

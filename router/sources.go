@@ -49,7 +49,9 @@ import (
 // with a reason saying so. A NATS message with a header sent more than once has the values
 // joined by ", " in its metadata (a source reads nothing from a message's metadata, and a
 // poisoned message keeps them all). A RabbitMQ header that is not a string is taken in its
-// printed form.
+// printed form. A message whose metadata carries [broker.UnreadableKey] is poisoned with its
+// value as the reason, unread: only egrid's own subscribers set it, as they drop a header of
+// that name a message arrives with.
 //
 // A source consumes one message at a time and is not built for the publish path's throughput:
 // each message costs one journal append.

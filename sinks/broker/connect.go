@@ -346,8 +346,10 @@ func (s *natsSubscriber) deliver(ctx context.Context, msg jetstream.Msg, out cha
 // nothing of a message but its payload, so the message still reaches the source, whose checks
 // of the payload decide, and a poisoned one keeps every value, rather than being dropped
 // unanswered.
+// An UnreadableKey header is dropped (see dropReserved).
 func natsMessage(msg jetstream.Msg) *message.Message {
 	if m, err := (wmjs.DefaultUnmarshaler{}).Unmarshal(msg); err == nil {
+		dropReserved(m)
 		return m
 	}
 	hdr := msg.Headers()
@@ -356,6 +358,8 @@ func natsMessage(msg jetstream.Msg) *message.Message {
 		switch k {
 		case wmnats.WatermillUUIDHdr, nats.MsgIdHdr, nats.ExpectedLastMsgIdHdr, nats.ExpectedStreamHdr, nats.ExpectedLastSubjSeqHdr, nats.ExpectedLastSeqHdr:
 			continue // as DefaultUnmarshaler: not the message's metadata
+		case UnreadableKey:
+			continue // reserved: see dropReserved
 		}
 		m.Metadata.Set(k, strings.Join(v, ", "))
 	}
@@ -899,9 +903,11 @@ func shorten(v string) string {
 // amqpMessage reads a delivery in watermill-amqp's wire format (its DefaultMarshaler: the UUID
 // and the metadata as headers). A header that is not a string, which that format cannot
 // read, is taken in its printed form: the message still reaches the source, whose checks of
-// the payload decide, rather than stalling the queue unanswered.
+// the payload decide, rather than stalling the queue unanswered. An UnreadableKey header is
+// dropped (see dropReserved).
 func amqpMessage(d amqp.Delivery) *message.Message {
 	if m, err := (wmamqp.DefaultMarshaler{}).Unmarshal(d); err == nil {
+		dropReserved(m)
 		return m
 	}
 	m := message.NewMessage("", d.Body)
@@ -910,9 +916,12 @@ func amqpMessage(d amqp.Delivery) *message.Message {
 		if !ok {
 			text = fmt.Sprint(v)
 		}
-		if k == wmamqp.DefaultMessageUUIDHeaderKey {
+		switch k {
+		case wmamqp.DefaultMessageUUIDHeaderKey:
 			m.UUID = text
 			continue
+		case UnreadableKey:
+			continue // reserved: see dropReserved
 		}
 		m.Metadata[k] = text
 	}
@@ -978,8 +987,18 @@ func openRedisSubscriber(s RedisServer, group string, wlog watermill.LoggerAdapt
 // UnreadableKey is the metadata key of a message a subscriber could read no payload from,
 // holding what is wrong with it (an entry of a Redis stream with neither a payload field nor
 // a single field). A source poisons a message carrying it, with that reason, as it does a
-// malformed payload; the key is reserved.
+// malformed payload, without reading its payload. The key is reserved to egrid's own
+// subscribers: a header, field or metadata entry of that name a message arrives with is
+// dropped (dropReserved), so that no publisher can have its message poisoned unread.
 const UnreadableKey = "egrid-unreadable"
+
+// dropReserved deletes from m's metadata the keys only egrid's subscribers set
+// (UnreadableKey). A message's metadata is read from its headers (NATS, RabbitMQ), its
+// fields and metadata field (Redis) or its metadata column (PostgreSQL), which whoever
+// publishes to the broker writes.
+func dropReserved(m *message.Message) {
+	delete(m.Metadata, UnreadableKey)
+}
 
 // redisPayloadField is the field of a Redis stream entry that holds its payload in
 // watermill-redisstream's wire format; redisMetadataField holds its metadata (msgpack).
@@ -1001,8 +1020,9 @@ func (redisUnmarshaller) Unmarshal(values map[string]any) (*message.Message, err
 // what becomes of it: an entry without the UUID field has its entry ID as UUID (see
 // redisEntryIDs); an entry without a payload field whose only field is another takes that
 // field's value as payload; metadata that does not decode is kept as it came, under
-// "metadata"; the fields besides these become metadata. An entry with neither a payload field
-// nor a single field has no payload: the message carries UnreadableKey, saying so.
+// "metadata"; the fields besides these become metadata, but for an UnreadableKey, which is
+// dropped (see dropReserved). An entry with neither a payload field nor a single field has no
+// payload: the message carries UnreadableKey, saying so.
 func redisMessage(values map[string]any) *message.Message {
 	text := func(v any) string {
 		switch v := v.(type) {
@@ -1044,13 +1064,13 @@ func redisMessage(values map[string]any) *message.Message {
 			md.Metadata.Set(redisMetadataField, v)
 		}
 		for k, v := range md.Metadata {
-			if m.Metadata.Get(k) == "" {
+			if k != UnreadableKey && m.Metadata.Get(k) == "" {
 				m.Metadata.Set(k, v)
 			}
 		}
 	}
 	for _, k := range others {
-		if k != redisPayloadField && k != redisMetadataField && m.Metadata.Get(k) == "" {
+		if k != redisPayloadField && k != redisMetadataField && k != UnreadableKey && m.Metadata.Get(k) == "" {
 			m.Metadata.Set(k, text(values[k]))
 		}
 	}
@@ -1349,7 +1369,7 @@ func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.Logge
 	}
 	sub, err := wmsql.NewSubscriber(db, wmsql.SubscriberConfig{
 		ConsumerGroup:    group,
-		SchemaAdapter:    wmsql.DefaultPostgreSQLSchema{},
+		SchemaAdapter:    postgresSchema{},
 		OffsetsAdapter:   wmsql.DefaultPostgreSQLOffsetsAdapter{},
 		InitializeSchema: true,
 		PollInterval:     100 * time.Millisecond,
@@ -1360,6 +1380,18 @@ func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.Logge
 		return nil, err
 	}
 	return postgresSubscriber{Subscriber: sub, db: db, conns: conns}, nil
+}
+
+// postgresSchema is watermill-sql's PostgreSQL schema, but a message read with an
+// UnreadableKey in its metadata column has it dropped (see dropReserved).
+type postgresSchema struct{ wmsql.DefaultPostgreSQLSchema }
+
+func (s postgresSchema) UnmarshalMessage(row wmsql.Scanner) (wmsql.Row, error) {
+	r, err := s.DefaultPostgreSQLSchema.UnmarshalMessage(row)
+	if err == nil && r.Msg != nil {
+		dropReserved(r.Msg)
+	}
+	return r, err
 }
 
 // Close implements [message.Subscriber]. It cuts the connections first, as the publisher's

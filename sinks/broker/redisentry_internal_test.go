@@ -40,6 +40,7 @@ func TestRedisMessageReadsEveryEntry(t *testing.T) {
 		{"no fields", map[string]any{redisstream.UUIDHeaderKey: "1-2"}, "1-2", "", nil},
 		{"fields but no payload", map[string]any{redisstream.UUIDHeaderKey: "1-3", "a": "1", "b": "2"}, "1-3", "", nil},
 		{"no UUID", map[string]any{"payload": "p"}, "", "p", message.Metadata{}},
+		{"a field of the reserved key", map[string]any{redisstream.UUIDHeaderKey: "1-4", "payload": "p", UnreadableKey: "x", "k": "v"}, "1-4", "p", message.Metadata{"k": "v"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
