@@ -508,24 +508,34 @@ func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
 // of up to 4 KiB, far more than a prefix, two ids and an event id take.
 const maxKeyDepth = 512
 
-// damageSpans remembers the damage that scanPastDamage's callers report once per start, each
-// by pebble's error, which names the table file and the block.
+// damageSpans remembers the damaged table blocks the store has reported, so that each is
+// reported once per Store however many reads meet it (scans going past it, point reads of
+// keys in it), each by the table file and block that pebble's error names.
 type damageSpans struct {
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-// first reports whether the damage err is new, and remembers it.
+// blockRE finds the table file and block in pebble's error for a block that fails its
+// checksum: "pebble: file 000012: block 0/84: crc32c checksum mismatch …".
+var blockRE = regexp.MustCompile(`file (\d+): block (\d+/\d+)`)
+
+// first reports whether the damage err is new, and remembers it. A scan's error names its
+// block twice (the iterator's error and its Close's), a point read's once: both are the block.
 func (d *damageSpans) first(err error) bool {
+	key := err.Error()
+	if m := blockRE.FindStringSubmatch(key); m != nil {
+		key = m[1] + " " + m[2]
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.seen[err.Error()] {
+	if d.seen[key] {
 		return false
 	}
 	if d.seen == nil {
 		d.seen = make(map[string]bool)
 	}
-	d.seen[err.Error()] = true
+	d.seen[key] = true
 	return true
 }
 
@@ -892,6 +902,19 @@ func (s *Store) outboxDamage(l outboxLoss) error {
 		s.damaged(DamageTable)
 	}
 	return fmt.Errorf("the dead letters %s are in a damaged table block and cannot be read: they were not yet written to the dead-letter destination, and a running egrid goes on without them; restore the directory from a backup to recover them", l)
+}
+
+// deadLetterDamage is DeadLettersByID's error when pebble reports dead letter id in a damaged
+// table block (err): it wraps [ErrCorrupt] and says what is lost and what to do. The block is
+// reported once per Store (an ERROR, a count of kind table), however often it is read.
+func (s *Store) deadLetterDamage(id string, err error) error {
+	if s.spans.first(err) {
+		s.log.Error("disk store: dead letters of the outbox are in a damaged table block and cannot be read; they are lost: these events were dead-lettered but not yet written to the dead-letter destination, and will not be. Restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage",
+			"dir", s.dir, "id", clip.String(id), "err", err)
+		s.damaged(DamageTable)
+	}
+	return fmt.Errorf("%w: dead letter %q of the dead-letter outbox is in a damaged table block and cannot be read (%v): it is lost: its event was dead-lettered but not yet written to the dead-letter destination, and will not be. Restore the directory from a backup to recover it; egrid store check --data-dir %s lists the damage",
+		ErrCorrupt, clip.String(id), err, s.dir)
 }
 
 // outboxDamageError is what a read-only store's scan of the outbox returns for the damage it

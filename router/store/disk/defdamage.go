@@ -399,6 +399,22 @@ func (s *Store) damagedDefKey(k []byte) bool {
 	return false
 }
 
+// definitionDamage is the error of a read of definitions (a listing, a swap's read) that
+// pebble reports in a damaged table block (err) while the store runs: Open read them whole,
+// so the block was damaged since. It wraps [ErrCorrupt] and says what to do; the block is
+// reported once per Store (an ERROR, a count of kind table), however often it is read. The
+// definitions Open loaded are served as they were; the next start refuses, as catalogCorrupt
+// says.
+func (s *Store) definitionDamage(err error) error {
+	if s.spans.first(err) {
+		s.log.Error("disk store: topic and subscription definitions are in a damaged table block and cannot be read; listings and changes of the definitions in it fail, and the next start is refused. Restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
+			"dir", s.dir, "err", err)
+		s.damaged(DamageTable)
+	}
+	return fmt.Errorf("%w: the topic and subscription definitions are in a damaged table block and cannot be read (%v): listings and changes of the definitions in it fail, and the next start is refused. Restore the directory from a backup; egrid store check --data-dir %s lists the damage",
+		ErrCorrupt, err, s.dir)
+}
+
 // catalogCorrupt is load's error when pebble reports damage as it scans the definitions: a
 // damaged table block can hold any number of them, whose names cannot be read, so the store
 // refuses to start rather than start without topics it cannot name.

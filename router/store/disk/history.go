@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas/clip"
 )
 
 // The delivery histories of a subscription's events live under H subID eventID, each value
@@ -82,7 +83,8 @@ func (s *Store) PutHistory(ctx context.Context, topicName, name string, epoch ui
 	return nil
 }
 
-// History implements [store.Store].
+// History implements [store.Store]. A history in a damaged table block is an error wrapping
+// [ErrCorrupt] (historyDamage).
 func (s *Store) History(ctx context.Context, topicName, name, eventID string, now time.Time) (store.HistoryRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return store.HistoryRecord{}, err
@@ -93,6 +95,9 @@ func (s *Store) History(ctx context.Context, topicName, name, eventID string, no
 	}
 	defer c.done()
 	v, ok, err := get(c.g.db, historyKey(c.sb.id, eventID))
+	if pebble.IsCorruptionError(err) {
+		return store.HistoryRecord{}, s.historyDamage(topicName, name, eventID, err)
+	}
 	if err != nil {
 		return store.HistoryRecord{}, fmt.Errorf("reading delivery history of event %q: %w", eventID, err)
 	}
@@ -142,6 +147,20 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("expiring delivery histories: %w", err)
 	}
 	return nil
+}
+
+// historyDamage is History's error when pebble reports the history of event eventID (of
+// subscription name of topic topicName) in a damaged table block (err): it wraps [ErrCorrupt]
+// and says what is lost and what to do. The block is reported once per Store, as
+// scanHistories reports it (an ERROR, a count of kind table), however often it is read.
+func (s *Store) historyDamage(topicName, name, eventID string, err error) error {
+	if s.spans.first(err) {
+		s.log.Error("disk store: delivery histories are in a damaged table block and cannot be read; the delivery histories of some events are lost (egrid explain finds none for them). No event is lost and delivery is not affected. Restore the data directory from a backup to recover them, or leave it; egrid store check --data-dir DIR lists the damage",
+			"dir", s.dir, "topic", topicName, "subscription", name, "eventID", clip.String(eventID), "err", err)
+		s.damaged(DamageTable)
+	}
+	return fmt.Errorf("%w: the delivery history of event %q of subscription %q of topic %q is in a damaged table block and cannot be read (%v): it is lost (egrid explain finds none for it); no event is lost and delivery is not affected. Restore the directory from a backup to recover it, or leave it; egrid store check --data-dir %s lists the damage",
+		ErrCorrupt, clip.String(eventID), name, topicName, err, s.dir)
 }
 
 // scanHistories calls fn for every delivery history record in db, going on past damaged table

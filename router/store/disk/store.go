@@ -1706,6 +1706,7 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 }
 
 // definitions lists the definitions in [lo, hi); a name is what follows len(lo) in the key.
+// A damaged table block among them fails the listing (definitionDamage).
 func (s *Store) definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, error) {
 	defs := []store.Definition{}
 	err := scan(db, lo, hi, func(k, v []byte) error {
@@ -1719,6 +1720,9 @@ func (s *Store) definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, e
 		defs = append(defs, store.Definition{Name: string(k[len(lo):]), Spec: spec})
 		return nil
 	})
+	if pebble.IsCorruptionError(err) {
+		return nil, s.definitionDamage(err)
+	}
 	return defs, err
 }
 
@@ -1791,6 +1795,9 @@ func (s *Store) SwapSubscription(ctx context.Context, topicName, name string, ol
 		}
 		key := subDefKey(t.id, name)
 		v, found, err := get(g.db, key)
+		if pebble.IsCorruptionError(err) {
+			return fmt.Errorf("swapping subscription %q of topic %q: %w", name, topicName, s.definitionDamage(err))
+		}
 		if err != nil {
 			return fmt.Errorf("swapping subscription %q of topic %q: reading its definition: %w", name, topicName, err)
 		}
@@ -2118,7 +2125,8 @@ func (s *Store) outboxProblems(problems []error) error {
 	return &outboxDamageError{problems}
 }
 
-// DeadLettersByID implements [store.Store]: a point read of each id.
+// DeadLettersByID implements [store.Store]: a point read of each id. A dead letter in a
+// damaged table block fails the call with an error wrapping [ErrCorrupt] (deadLetterDamage).
 func (s *Store) DeadLettersByID(ctx context.Context, ids []string) ([]store.DeadLetterRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -2137,6 +2145,9 @@ func (s *Store) DeadLettersByID(ctx context.Context, ids []string) ([]store.Dead
 			continue
 		}
 		v, ok, err := get(c.g.db, nameKey(prefixDeadLetter, id))
+		if pebble.IsCorruptionError(err) {
+			return nil, s.deadLetterDamage(id, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading dead letter %q: %w", id, err)
 		}
