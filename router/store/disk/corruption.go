@@ -702,12 +702,14 @@ func (l stateLoss) problem(topicName, name string) error {
 }
 
 // stateDamage reports, once, a piece of subscription sb's state that a damaged table block
-// keeps from being read, or a cursor that does not decode: an ERROR naming the topic, the
-// subscription and what is lost, and a count (DamageTable; DamageEntry when undecodable). The
+// keeps from being read (pebble failing with err), or a cursor that does not decode (err nil):
+// an ERROR naming the topic, the subscription and what is lost, and a count (DamageEntry when
+// undecodable; DamageTable once per block and Store, however many pieces of state it holds
+// and whoever meets it: a start, a load, the copy of a reopening after a failed write). The
 // subscription loads what can be read and goes on: failing the load would stop it for good,
 // its actor failing at every restart. It returns the loss it is
 // covered by (l itself when new), so that a scan of parked retries goes on after it.
-func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss) stateLoss {
+func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss, err error) stateLoss {
 	sb.mu.Lock()
 	for _, old := range sb.lost {
 		if old.covers(l) {
@@ -734,7 +736,9 @@ func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss) stateL
 		s.log.Error("disk store: a subscription's probation state is in a damaged table block and cannot be read; the subscription starts with its endpoint taken as healthy, and no event is lost;"+check,
 			"dir", s.dir, "topic", topicName, "subscription", name)
 	}
-	s.damaged(kind)
+	if err == nil || s.spans.first(err) {
+		s.damaged(kind)
+	}
 	return l
 }
 
@@ -783,12 +787,13 @@ func (s *Store) scanOutbox(db *pebble.DB, fn func(k, v []byte) error) (problems 
 	var fnErr error
 	var prev []byte      // the last key read, nil before the first
 	var lost *outboxLoss // a loss whose end is not read yet
+	var lostErr error    // pebble's error for its first block
 	for {
 		var last []byte // the last key read in this pass
 		err := scan(db, lo, hi, func(k, v []byte) error {
 			if lost != nil {
 				lost.before = string(k[1:])
-				problems = append(problems, s.outboxDamage(*lost))
+				problems = append(problems, s.outboxDamage(*lost, lostErr))
 				lost = nil
 			}
 			last = append(last[:0], k...)
@@ -811,7 +816,7 @@ func (s *Store) scanOutbox(db *pebble.DB, fn func(k, v []byte) error) (problems 
 			return problems, err
 		}
 		if lost == nil {
-			lost = &outboxLoss{first: prev == nil}
+			lost, lostErr = &outboxLoss{first: prev == nil}, err
 			if prev != nil {
 				lost.after = string(prev[1:])
 			}
@@ -828,7 +833,7 @@ func (s *Store) scanOutbox(db *pebble.DB, fn func(k, v []byte) error) (problems 
 	}
 	if lost != nil {
 		lost.last = true
-		problems = append(problems, s.outboxDamage(*lost))
+		problems = append(problems, s.outboxDamage(*lost, lostErr))
 	}
 	return problems, nil
 }
@@ -878,9 +883,11 @@ func resumeAfter(db *pebble.DB, from []byte, at bool, hi []byte) (next []byte, o
 }
 
 // outboxDamage reports, once, dead letters of the outbox that a damaged table block keeps
-// from being read: an ERROR saying what they are and what to do, and a count (DamageTable).
+// from being read (pebble failing with err): an ERROR saying what they are and what to do, and
+// a count (DamageTable), unless the block was reported already (a point read of a dead letter
+// in it, deadLetterDamage).
 // It returns the loss, described for egrid store check.
-func (s *Store) outboxDamage(l outboxLoss) error {
+func (s *Store) outboxDamage(l outboxLoss, err error) error {
 	s.mu.Lock()
 	seen := s.outboxLost[l]
 	if !seen {
@@ -890,7 +897,7 @@ func (s *Store) outboxDamage(l outboxLoss) error {
 		s.outboxLost[l] = true
 	}
 	s.mu.Unlock()
-	if !seen {
+	if !seen && s.spans.first(err) {
 		attrs := []any{"dir", s.dir}
 		if !l.first {
 			attrs = append(attrs, "afterID", clip.String(l.after))

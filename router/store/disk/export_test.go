@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"errors"
+	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -106,6 +107,13 @@ var (
 	WriteStateStore = writeStateStore
 	DamageAt        = damageAt
 )
+
+// WriteFloorDamagedStore writes in dir writeValStore's store, trimmed through 5 (audit's
+// cursor at 5), with topic orders' trim floor alone in a damaged table block.
+func WriteFloorDamagedStore(t *testing.T, dir string) {
+	t.Helper()
+	writeValStore(t, dir, 5, 5, func(s *Store) { isolateAndDamage(t, s, dir, idKey(prefixFloor, s.topics["orders"].id)) })
+}
 
 // NoCompactions keeps the table files of the stores opened with opts as flushed.
 func NoCompactions(opts *Options) { opts.tune = noCompactions }

@@ -42,6 +42,13 @@ func TestDamagedPointReadsSayDamage(t *testing.T) {
 			t.Errorf("DeadLettersByID = %v; want ErrCorrupt saying what is lost and what to do", err)
 		}
 	}
+	// The scans that go past the blocks report them no more: one block, one count.
+	if err := v.ExpireHistory(ctx, time.Now()); err != nil {
+		t.Errorf("ExpireHistory: %v; want it past the damaged block", err)
+	}
+	if recs, err := v.DeadLetters(ctx); err != nil || len(recs) != 0 {
+		t.Errorf("DeadLetters = %v, %v; want none, the one dead letter lost", recs, err)
+	}
 	if c := v.damage(); c[DamageTable] != 2 || len(c) != 1 || v.Health().Corruptions != 2 {
 		t.Errorf("damage counted %v; want each of the 2 blocks once, kind table", c)
 	}

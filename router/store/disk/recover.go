@@ -277,9 +277,11 @@ func (s *Store) heldState(prefix byte, lo, hi uint64) map[uint64][]byte {
 	return out
 }
 
-// copyDamage reports, once per start, a damaged table block that copyState went past in the
+// copyDamage reports, once per Store, a damaged table block that copyState went past in the
 // keys under prefix of the ids from lo through hi (pebble failing with err): an ERROR
 // naming the topics and subscriptions whose state it may hold and what is lost, and a count.
+// A block reported already (by Open, a subscription's load, an earlier reopening) is not
+// reported again: each block is counted once.
 func (s *Store) copyDamage(prefix byte, lo, hi uint64, err error) {
 	if !s.spans.first(err) {
 		return

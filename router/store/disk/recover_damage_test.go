@@ -3,6 +3,7 @@ package disk_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,39 +35,7 @@ func TestRecoveryGoesPastADamagedStateBlock(t *testing.T) {
 	}
 	disk.DamageAt(t, table, fi.Size()/4)
 
-	var full atomic.Bool
-	fs := logFS{FS: vfs.Default, hook: func(string) error {
-		if full.Load() {
-			return syscall.ENOSPC
-		}
-		return nil
-	}}
-	var logs syncBuffer
-	var mu sync.Mutex
-	counts := map[string]int{}
-	opts := disk.Options{RecoverInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnCorruption: func(kind string) {
-		mu.Lock()
-		counts[kind]++
-		mu.Unlock()
-	}}
-	disk.NoCompactions(&opts)
-	disk.SetFreeBytes(&opts, func(string) (uint64, error) { return 1 << 30, nil })
-	s, err := disk.OpenFS(dir, opts, fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
-	full.Store(true)
-	if _, err := s.Append(ctx, "orders", publishTime, []*schemas.Event{testEvent("refused")}); err == nil {
-		t.Fatal("Append on a full disk succeeded; want it refused")
-	}
-	full.Store(false)
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.WaitFailed(wctx, false); err != nil {
-		t.Fatalf("the store did not reopen itself past the damaged block: %v\n%s", err, logs.String())
-	}
+	s, logs, mu, counts := openAndRecover(t, dir)
 	if h := s.Health(); h.State != store.Healthy || h.Recoveries != 1 {
 		t.Errorf("Health = %+v; want Healthy after 1 recovery", h)
 	}
@@ -90,4 +59,88 @@ func TestRecoveryGoesPastADamagedStateBlock(t *testing.T) {
 		t.Errorf("damage counted %v; want the block counted once", counts)
 	}
 	mu.Unlock()
+}
+
+// openAndRecover opens dir counting damage, fails a write (a full disk) and waits for the store
+// to reopen itself.
+func openAndRecover(t *testing.T, dir string) (s *disk.Store, logs *syncBuffer, mu *sync.Mutex, counts map[string]int) {
+	t.Helper()
+	ctx := t.Context()
+	var full atomic.Bool
+	fs := logFS{FS: vfs.Default, hook: func(string) error {
+		if full.Load() {
+			return syscall.ENOSPC
+		}
+		return nil
+	}}
+	logs, mu, counts = new(syncBuffer), new(sync.Mutex), map[string]int{}
+	opts := disk.Options{RecoverInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)), OnCorruption: func(kind string) {
+		mu.Lock()
+		counts[kind]++
+		mu.Unlock()
+	}}
+	disk.NoCompactions(&opts)
+	disk.SetFreeBytes(&opts, func(string) (uint64, error) { return 1 << 30, nil })
+	s, err := disk.OpenFS(dir, opts, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	full.Store(true)
+	if _, err := s.Append(ctx, "orders", publishTime, []*schemas.Event{testEvent("refused")}); err == nil {
+		t.Fatal("Append on a full disk succeeded; want it refused")
+	}
+	full.Store(false)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.WaitFailed(wctx, false); err != nil {
+		t.Fatalf("the store did not reopen itself past the damaged block: %v\n%s", err, logs.String())
+	}
+	return s, logs, mu, counts
+}
+
+// A damaged table block holding a subscription's cursor or a topic's trim floor, reported and
+// counted at Open, is not counted again when the store reopens itself after a failed write and
+// its copy of the state goes past the block: one block, one count (per Store), one ERROR.
+// Before, Open's report and the copy's were kept apart, and the block was counted twice.
+func TestRecoveryCountsADamagedBlockFoundAtOpenOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		write   func(t *testing.T, dir string)
+		report  string
+		cursors map[string]uint64
+	}{
+		{
+			name:    "cursor",
+			write:   func(t *testing.T, dir string) { disk.DamageAt(t, disk.WriteStateStore(t, dir)["cursor"], 8) },
+			report:  `level=ERROR msg="disk store: a subscription's cursor is in a damaged table block`,
+			cursors: map[string]uint64{"billing": 50, "audit": 60}, // billing at the floor
+		},
+		{
+			name:    "trim floor",
+			write:   disk.WriteFloorDamagedStore,
+			report:  `level=ERROR msg="disk store: a topic's trim floor (the newest event number trimmed from its journal) is in a damaged table block`,
+			cursors: map[string]uint64{"billing": 10, "audit": 5},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dir := filepath.Join(t.TempDir(), "db")
+			tc.write(t, dir)
+
+			s, logs, mu, counts := openAndRecover(t, dir)
+			if c, err := s.Cursors(ctx, "orders"); err != nil || !maps.Equal(c, tc.cursors) {
+				t.Errorf("Cursors after the recovery = %v, %v; want %v", c, err, tc.cursors)
+			}
+			if mu.Lock(); counts[disk.DamageTable] != 1 || len(counts) != 1 || s.Health().Corruptions != 1 {
+				t.Errorf("damage counted %v (health %d); want the block counted once", counts, s.Health().Corruptions)
+			}
+			mu.Unlock()
+			l := logs.String()
+			if n := strings.Count(l, `level=ERROR msg="disk store:`); n != 2 || !strings.Contains(l, tc.report) { // the failed write, and the block
+				t.Errorf("%d ERRORs; want 1 about the failed write and 1 about the block; logs:\n%s", n, l)
+			}
+		})
+	}
 }

@@ -248,6 +248,7 @@ type sub struct {
 	// decode (cursorUndecodable too); repairCursors starts the subscription again at its
 	// journal's oldest entry.
 	cursorUnread, cursorUndecodable bool
+	cursorErr                       error // pebble's error for a cursor in a damaged block
 }
 
 func (sb *sub) getCursor() uint64 {
@@ -461,7 +462,7 @@ func (s *Store) load(g *generation) error {
 		}
 		sb := &sub{id: id}
 		if c, ok, err := get(g.db, idKey(prefixCursor, id)); pebble.IsCorruptionError(err) {
-			sb.cursorUnread = true // one subscription's loss: the store opens
+			sb.cursorUnread, sb.cursorErr = true, err // one subscription's loss: the store opens
 		} else if err != nil {
 			return err
 		} else if ok {
@@ -493,7 +494,7 @@ func (s *Store) load(g *generation) error {
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
-		if lost != "" {
+		if lost != nil {
 			r, err := s.recomputeFloor(g, name, t, lost)
 			if err != nil {
 				return fmt.Errorf("topic %q: %w", name, err)
@@ -543,7 +544,8 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 			if sb.cursorUnread {
 				sb.cursorUnread = false
 				sb.cursor = t.floor
-				s.stateDamage(tname, name, sb, stateLoss{part: partCursor, lo: t.floor + 1, undecodable: sb.cursorUndecodable})
+				s.stateDamage(tname, name, sb, stateLoss{part: partCursor, lo: t.floor + 1, undecodable: sb.cursorUndecodable}, sb.cursorErr)
+				sb.cursorErr = nil
 				if !s.opts.ReadOnly {
 					if err := b.Set(idKey(prefixCursor, sb.id), encodeUint64(t.floor), nil); err != nil {
 						return err
@@ -575,24 +577,24 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 }
 
 // loadSeqs sets t's trim floor and newest seq from db. A floor that does not decode, or that
-// pebble reports damaged, is taken as 0 and its kind of damage returned as lost: the caller
-// recomputes it (recomputeFloor). The journal's end is read by readJournalEnd, which goes
+// pebble reports damaged, is taken as 0 and returned as lost (pebble's error, or errCorrupt
+// when it does not decode): the caller recomputes it (recomputeFloor). The journal's end is read by readJournalEnd, which goes
 // past a damaged table block holding its newest entries; end says whether it did, for the
 // caller to report (journalEndDamage).
-func loadSeqs(db *pebble.DB, t *topic) (lost string, end journalEnd, err error) {
+func loadSeqs(db *pebble.DB, t *topic) (lost error, end journalEnd, err error) {
 	t.floor = 0
 	if v, ok, err := get(db, idKey(prefixFloor, t.id)); pebble.IsCorruptionError(err) {
-		lost = DamageTable
+		lost = err
 	} else if err != nil {
-		return "", end, err
+		return nil, end, err
 	} else if ok {
 		if t.floor, ok = decodeUint64(v); !ok {
-			t.floor, lost = 0, DamageEntry
+			t.floor, lost = 0, errCorrupt
 		}
 	}
 	end, err = readJournalEnd(db, t.id)
 	if err != nil {
-		return "", end, fmt.Errorf("journal: %w", err)
+		return nil, end, fmt.Errorf("journal: %w", err)
 	}
 	// A journal trimmed to nothing has no key left to say where numbering was: the floor
 	// does, so numbers are never handed out twice.
@@ -1155,7 +1157,7 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 			parked[p.Seq] = p
 		}
 		return nil
-	}, func(bad, next []byte, _ error) ([]byte, error) {
+	}, func(bad, next []byte, blockErr error) ([]byte, error) {
 		// A damaged table block: the parked retries in it are lost, reported once; the
 		// load goes on after it.
 		from := seqAt(bad)
@@ -1166,14 +1168,14 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 		if len(next) == len(lo)+8 {
 			good = min(good, seqOf(next))
 		}
-		l := s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: from, hi: good - 1})
+		l := s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: from, hi: good - 1}, blockErr)
 		return seqKey(prefixParked, sb.id, max(good, l.hi+1)), nil
 	})
 	if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	}
 	if v, ok, err := get(c.g.db, idKey(prefixProbation, sb.id)); pebble.IsCorruptionError(err) {
-		s.stateDamage(topicName, name, sb, stateLoss{part: partProbation})
+		s.stateDamage(topicName, name, sb, stateLoss{part: partProbation}, err)
 	} else if err != nil {
 		return store.SubscriptionState{}, fmt.Errorf("loading subscription %q of topic %q: %w", name, topicName, err)
 	} else if ok {
@@ -1218,7 +1220,7 @@ func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs [
 		v, ok, err := get(c.g.db, seqKey(prefixParked, sb.id, seq))
 		if pebble.IsCorruptionError(err) {
 			// Left out, lost: the subscription forgets the event, as one missing.
-			s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: seq, hi: seq})
+			s.stateDamage(topicName, name, sb, stateLoss{part: partParked, lo: seq, hi: seq}, err)
 			ok, err = false, nil
 		}
 		if err != nil {

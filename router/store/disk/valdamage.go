@@ -81,8 +81,10 @@ func highestID(db *pebble.DB, prefix byte) (uint64, error) {
 	return id, errors.Join(it.Error(), it.Close())
 }
 
-// recomputeFloor sets the trim floor of topic t (name), whose stored value is lost (kind:
-// DamageEntry when it does not decode, DamageTable when pebble reports it damaged), to the
+// recomputeFloor sets the trim floor of topic t (name), whose stored value is lost (lost:
+// errCorrupt when it does not decode, kind DamageEntry; pebble's error when it reports it
+// damaged, kind DamageTable, counted once per block and Store, copyDamage not counting it
+// again), to the
 // lowest the journal allows: just below the first entry of its oldest block, so that every
 // entry still in the journal is read (entries a Trim cut through in that block may be
 // delivered again to a subscription whose cursor is below them; none is skipped). A journal
@@ -91,7 +93,11 @@ func highestID(db *pebble.DB, prefix byte) (uint64, error) {
 // subscription has seen and no new event is taken for delivered. A journal whose oldest block
 // cannot be read is not empty: the floor is 0, and reading the journal reports the block and
 // delivers what follows. loadSeqs has taken the floor as 0.
-func (s *Store) recomputeFloor(g *generation, name string, t *topic, kind string) (repair, error) {
+func (s *Store) recomputeFloor(g *generation, name string, t *topic, lost error) (repair, error) {
+	kind := DamageEntry
+	if pebble.IsCorruptionError(lost) {
+		kind = DamageTable
+	}
 	lo, hi := idRange(prefixJournal, t.id)
 	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -142,7 +148,9 @@ func (s *Store) recomputeFloor(g *generation, name string, t *topic, kind string
 	s.log.Error("disk store: a topic's trim floor (the newest event number trimmed from its journal) "+what+"; it is recomputed from the journal's oldest entry (or, the journal being empty, from the highest event number its subscriptions hold) and written again. Every event still in the journal is delivered to the subscriptions that have not had it, none skipped; some trimmed events left in the oldest journal block may be delivered again. Restore the data directory from a backup to avoid that; egrid store check --data-dir DIR lists the damage",
 		"dir", s.dir, "topic", topic, "floor", floor, "journalEmpty", empty)
 	s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: topic %q: its trim floor %s: a running egrid recomputes it as %d (from the journal's oldest entry, or the highest event number its subscriptions hold) and writes it; no event is skipped", ErrCorrupt, topic, what, floor))
-	s.damaged(kind)
+	if kind == DamageEntry || s.spans.first(lost) {
+		s.damaged(kind)
+	}
 	return repair{key: idKey(prefixFloor, t.id), value: encodeUint64(floor)}, nil
 }
 
