@@ -403,7 +403,8 @@ func firstReadable(db *pebble.DB, key func(at uint64) []byte, upper []byte, seq,
 }
 
 // scanPastDamage is scan over [lo, hi) going on past damaged table blocks, for the ranges
-// whose keys are a prefix, an 8-byte id and maybe more (keys.go). Where pebble reports damage,
+// whose keys are a prefix byte and 8-byte words (keys.go: an id and maybe more; the outbox's
+// string IDs, scanOutbox). Where pebble reports damage,
 // nextReadable finds the first key after it that reads, and damaged is called with bad, the
 // first key the scan could not read past (lo, the key it went on from, or the key just after
 // the last one read), next, that key (hi: none before hi), and pebble's error; it returns the key to go on
@@ -437,17 +438,17 @@ func scanPastDamage(db *pebble.DB, lo, hi []byte, fn func(k, v []byte) error, da
 
 // nextReadable returns the first key after bad, below hi, from which a scan reads on without
 // meeting the damaged table block that fails the read at bad; hi when there is none. Keys are
-// taken as prefix, id and 8-byte words (a seq, or the bytes of an event id): firstReadable
+// taken as a prefix byte, then 8-byte words (an id, a seq, or the bytes of an event id or a
+// dead letter's ID; a word cut short is padded with zero bytes): firstReadable
 // steps out and bisects among the words after bad's id, or else among the ids after it, to
 // the first position that reads; then among the words one deeper under the position below
 // it (past bad's word, when bad lies under it), and so on down, keeping the lowest key found.
 // The key it returns is always past bad.
 func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
 	const none uint64 = math.MaxUint64 // firstReadable's last+1 with last none-1: nothing reads
-	var id uint64
-	if len(bad) >= 9 {
-		id = idOf(bad)
-	}
+	var w0 [8]byte
+	copy(w0[:], bad[1:])
+	id := binary.BigEndian.Uint64(w0[:]) // the first word: an id, or a string's first 8 bytes
 	// under returns the positions of the word after prefix.
 	under := func(prefix []byte) func(at uint64) []byte {
 		return func(at uint64) []byte { return binary.BigEndian.AppendUint64(slices.Clip(prefix), at) }
@@ -779,107 +780,45 @@ func (l outboxLoss) String() string {
 // scanOutbox calls fn with each record of the dead-letter outbox that can be read, in key
 // order, until fn returns an error, which it returns as it is. A damaged table block does not
 // end the scan: the records in it are lost, reported once (outboxDamage), and the scan goes on
-// after it, as a subscription's load goes on after a block of its parked retries. Failing
-// instead would keep the dead-letter actor, and with it the router, from starting at all. It
-// returns the losses met, described for egrid store check.
+// after it (scanPastDamage: the IDs are strings, taken 8 bytes a word), as a subscription's
+// load goes on after a block of its parked retries. Failing instead would keep the dead-letter
+// actor, and with it the router, from starting at all. It returns the losses met, described
+// for egrid store check: each from the last record read before it to the next one read, the
+// blocks met with no record read between them one loss.
 func (s *Store) scanOutbox(db *pebble.DB, fn func(k, v []byte) error) (problems []error, err error) {
-	lo, hi := []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}
-	var fnErr error
 	var prev []byte      // the last key read, nil before the first
 	var lost *outboxLoss // a loss whose end is not read yet
 	var lostErr error    // pebble's error for its first block
-	for {
-		var last []byte // the last key read in this pass
-		err := scan(db, lo, hi, func(k, v []byte) error {
-			if lost != nil {
-				lost.before = string(k[1:])
-				problems = append(problems, s.outboxDamage(*lost, lostErr))
-				lost = nil
-			}
-			last = append(last[:0], k...)
-			if err := fn(k, v); err != nil {
-				fnErr = err
-				return err
-			}
-			return nil
-		})
-		if last != nil {
-			prev = append(prev[:0], last...)
+	var fnErr error
+	err = scanPastDamage(db, []byte{prefixDeadLetter}, []byte{prefixDeadLetter + 1}, func(k, v []byte) error {
+		if lost != nil {
+			lost.before = string(k[1:])
+			problems = append(problems, s.outboxDamage(*lost, lostErr))
+			lost = nil
 		}
-		if fnErr != nil {
-			return problems, fnErr
-		}
-		if err == nil {
-			break
-		}
-		if !pebble.IsCorruptionError(err) {
-			return problems, err
-		}
+		prev = append(prev[:0], k...)
+		fnErr = fn(k, v)
+		return fnErr
+	}, func(_, next []byte, err error) ([]byte, error) {
 		if lost == nil {
 			lost, lostErr = &outboxLoss{first: prev == nil}, err
 			if prev != nil {
 				lost.after = string(prev[1:])
 			}
 		}
-		from, at := last, false // the damage lies after the last key read, or at lo
-		if last == nil {
-			from, at = lo, true
-		}
-		next, ok := resumeAfter(db, from, at, hi)
-		if !ok || bytes.Compare(next, lo) <= 0 {
-			break // nothing past the damage reads
-		}
-		lo = next
+		return next, nil
+	})
+	if fnErr != nil {
+		return problems, fnErr
+	}
+	if err != nil {
+		return problems, err
 	}
 	if lost != nil {
 		lost.last = true
 		problems = append(problems, s.outboxDamage(*lost, lostErr))
 	}
 	return problems, nil
-}
-
-// resumeAfter returns a lower bound from which the keys below hi read again past a damaged
-// table block that a read met after from (at from, with at: nothing was read before it); ok is
-// false when no key past the damage reads. The keys read going back from hi, up to the damage,
-// end at top, the lowest: keys are strings, so firstReadable looks between from and top with
-// numbers standing for the 8 bytes after the longest prefix the two share, and the read goes
-// on at top when no number between them reads.
-func resumeAfter(db *pebble.DB, from []byte, at bool, hi []byte) (next []byte, ok bool) {
-	lower := from
-	if !at {
-		lower = append(slices.Clip(from), 0) // the first key after from
-	}
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: hi})
-	if err != nil {
-		return nil, false
-	}
-	var top []byte
-	for valid := it.Last(); valid; valid = it.Prev() {
-		if _, err := it.ValueAndErr(); err != nil {
-			break
-		}
-		top = append(top[:0], it.Key()...)
-	}
-	_ = it.Close() // the damage it met is what is being stepped over
-	if top == nil || bytes.Compare(top, from) <= 0 {
-		return nil, false
-	}
-	n := 0
-	for n < len(from) && from[n] == top[n] {
-		n++
-	}
-	prefix := slices.Clip(top[:n])
-	pos := func(k []byte) uint64 {
-		var b [8]byte
-		copy(b[:], k[n:])
-		return binary.BigEndian.Uint64(b[:])
-	}
-	key := func(at uint64) []byte { return binary.BigEndian.AppendUint64(prefix, at) }
-	seq, last := pos(from), pos(top)
-	if good := firstReadable(db, key, hi, seq, last); good <= last {
-		return key(good), true
-	}
-	return top, true
 }
 
 // outboxDamage reports, once, dead letters of the outbox that a damaged table block keeps
