@@ -10,8 +10,12 @@ import (
 )
 
 // publish measures durable publish with perRequest events per request against the
-// read+fsync baseline. With targetRate > 0 the row is met when egrid reaches targetRate
-// events/s and 0.8 × the baseline.
+// read+fsync and the read+validate+fsync baselines. With targetRate > 0 the row against the
+// read+validate+fsync server is met when egrid reaches targetRate events/s and 0.8 × that
+// server's rate: that server does the part of a publish no Event Grid service can skip
+// (every event validated, a refused body answered 400), where the read+fsync server accepts
+// any bytes: against it, validation, which takes about as much CPU per event as the whole of
+// that server, counted as egrid's overhead (README, Benchmarks).
 //
 // The two sides run in alternating rounds, as in ack, each for a fifth of the load phase: the
 // disk's background work comes and goes over seconds (the baseline's own append rate fell by
@@ -27,8 +31,8 @@ import (
 // A third side runs in the same rounds: the read+validate+fsync server, which decodes each
 // body with egrid's own decoder (every event validated and its Raw built, as egrid must)
 // before it appends it. The read+fsync server does none of that, so its ratio holds egrid's
-// validation against it too; the rows against the validating server say what egrid spends
-// beyond validating, its store and its plumbing.
+// validation against it too; the rows against the validating server, which carry the
+// target, say what egrid spends beyond validating, its store and its plumbing.
 func publish(perRequest int, targetRate float64) func(context.Context, *Runner, Scenario) ([]Result, error) {
 	return func(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 		body := eventBody(perRequest, "p", "/bench")
@@ -82,18 +86,18 @@ func publish(perRequest int, targetRate float64) func(context.Context, *Runner, 
 		if perRequest == 1 {
 			unit = "requests/s"
 		}
-		r := Result{Scenario: s.Name, Metric: "durable publish", Value: value, Unit: unit, Baseline: baseline, Ratio: value / baseline, Target: s.Target,
+		r := Result{Scenario: s.Name, Metric: "durable publish", Value: value, Unit: unit, Baseline: baseline, Ratio: value / baseline,
 			Note: fmt.Sprintf("baseline: the same requests into the read+fsync server, in %d alternating rounds; rounds: egrid %s, baseline %s %s; after a warm-up of %d requests per side, egrid's at %s %s",
 				publishRounds, egRounds.spread(), baseRounds.spread(), unit, warm.ok, formatValue(warm.rate()*float64(perRequest), unit), unit)}
-		if targetRate > 0 {
-			met := value >= targetRate && r.Ratio >= 0.8
-			r.Met = &met
-		}
 		v := Result{Scenario: s.Name, Metric: "durable publish, against read+validate+fsync", Value: value, Unit: unit, Baseline: valRounds.mean(),
 			Note: fmt.Sprintf("baseline: the same requests into a read+fsync server that first decodes each body with egrid's decoder, in the same rounds; rounds: %s %s",
 				valRounds.spread(), unit)}
 		if v.Baseline > 0 {
 			v.Ratio = value / v.Baseline
+		}
+		if targetRate > 0 {
+			met := value >= targetRate && v.Ratio >= 0.8
+			v.Target, v.Met = s.Target, &met
 		}
 		rows := append([]Result{r}, cpuRows(s.Name, use, egRounds.events, baseUse, baseRounds.events, publishCPU)...)
 		rows = append(rows, v)
