@@ -509,35 +509,50 @@ func nextReadable(db *pebble.DB, bad, hi []byte) []byte {
 // of up to 4 KiB, far more than a prefix, two ids and an event id take.
 const maxKeyDepth = 512
 
-// damageSpans remembers the damaged table blocks the store has reported, so that each is
-// reported once per Store however many reads meet it (scans going past it, point reads of
-// keys in it), each by the table file and block that pebble's error names.
+// damageSpans remembers the damaged table blocks the store has met, so that each is counted
+// once per Store however many reads meet it (scans going past it, point reads of keys in
+// it), each by the table file and block that pebble's error names, and reported once for each
+// kind of data that is lost with it: one block can hold keys of several kinds (a freshly
+// flushed table holds every prefix), and a dead letter lost with a block whose cursors were
+// reported already must still be told.
 type damageSpans struct {
-	mu   sync.Mutex
-	seen map[string]bool
+	mu      sync.Mutex
+	counted map[string]bool // by block
+	told    map[string]bool // by block and what was lost
 }
+
+// What a damaged block loses, for damageSpans.note: each is reported once per block.
+const (
+	lostOutbox      = "outbox"
+	lostHistory     = "history"
+	lostDefinitions = "definitions"
+)
+
+// lostState is what a damaged block loses of the state kept under prefix (prefixCursor,
+// prefixParked, prefixProbation, prefixFloor), for damageSpans.note.
+func lostState(prefix byte) string { return "state " + string(rune(prefix)) }
 
 // blockRE finds the table file and block in pebble's error for a block that fails its
 // checksum: "pebble: file 000012: block 0/84: crc32c checksum mismatch …".
 var blockRE = regexp.MustCompile(`file (\d+): block (\d+/\d+)`)
 
-// first reports whether the damage err is new, and remembers it. A scan's error names its
-// block twice (the iterator's error and its Close's), a point read's once: both are the block.
-func (d *damageSpans) first(err error) bool {
-	key := err.Error()
-	if m := blockRE.FindStringSubmatch(key); m != nil {
-		key = m[1] + " " + m[2]
+// note remembers the damage err, whose loss of what is being reported, and tells whether its
+// block is new to the store (count it) and whether its loss of what is (report it). A scan's
+// error names its block twice (the iterator's error and its Close's), a point read's once:
+// both are the block.
+func (d *damageSpans) note(err error, what string) (count, tell bool) {
+	block := err.Error()
+	if m := blockRE.FindStringSubmatch(block); m != nil {
+		block = m[1] + " " + m[2]
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.seen[key] {
-		return false
+	if d.counted == nil {
+		d.counted, d.told = make(map[string]bool), make(map[string]bool)
 	}
-	if d.seen == nil {
-		d.seen = make(map[string]bool)
-	}
-	d.seen[key] = true
-	return true
+	count, tell = !d.counted[block], !d.told[block+" "+what]
+	d.counted[block], d.told[block+" "+what] = true, true
+	return count, tell
 }
 
 // idNames returns, for egrid's logs and messages, the topics and subscriptions whose ids lie
@@ -676,6 +691,17 @@ func (p statePart) String() string {
 	return fmt.Sprintf("statePart(%d)", int(p))
 }
 
+// prefix returns the key prefix the part is kept under.
+func (p statePart) prefix() byte {
+	switch p {
+	case partCursor:
+		return prefixCursor
+	case partParked:
+		return prefixParked
+	}
+	return prefixProbation
+}
+
 // covers reports whether l already accounts for m.
 func (l stateLoss) covers(m stateLoss) bool {
 	if l.part != m.part {
@@ -737,7 +763,9 @@ func (s *Store) stateDamage(topicName, name string, sb *sub, l stateLoss, err er
 		s.log.Error("disk store: a subscription's probation state is in a damaged table block and cannot be read; the subscription starts with its endpoint taken as healthy, and no event is lost;"+check,
 			"dir", s.dir, "topic", topicName, "subscription", name)
 	}
-	if err == nil || s.spans.first(err) {
+	if err == nil {
+		s.damaged(kind)
+	} else if count, _ := s.spans.note(err, lostState(l.part.prefix())); count {
 		s.damaged(kind)
 	}
 	return l
@@ -836,7 +864,11 @@ func (s *Store) outboxDamage(l outboxLoss, err error) error {
 		s.outboxLost[l] = true
 	}
 	s.mu.Unlock()
-	if !seen && s.spans.first(err) {
+	count, tell := s.spans.note(err, lostOutbox)
+	if count {
+		s.damaged(DamageTable)
+	}
+	if !seen && tell {
 		attrs := []any{"dir", s.dir}
 		if !l.first {
 			attrs = append(attrs, "afterID", clip.String(l.after))
@@ -845,7 +877,6 @@ func (s *Store) outboxDamage(l outboxLoss, err error) error {
 			attrs = append(attrs, "beforeID", clip.String(l.before))
 		}
 		s.log.Error("disk store: dead letters of the outbox are in a damaged table block and cannot be read; they are lost: these events were dead-lettered but not yet written to the dead-letter destination, and will not be. The other dead letters are written as usual. Restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage", attrs...)
-		s.damaged(DamageTable)
 	}
 	return fmt.Errorf("the dead letters %s are in a damaged table block and cannot be read: they were not yet written to the dead-letter destination, and a running egrid goes on without them; restore the directory from a backup to recover them", l)
 }
@@ -854,10 +885,13 @@ func (s *Store) outboxDamage(l outboxLoss, err error) error {
 // table block (err): it wraps [ErrCorrupt] and says what is lost and what to do. The block is
 // reported once per Store (an ERROR, a count of kind table), however often it is read.
 func (s *Store) deadLetterDamage(id string, err error) error {
-	if s.spans.first(err) {
+	count, tell := s.spans.note(err, lostOutbox)
+	if count {
+		s.damaged(DamageTable)
+	}
+	if tell {
 		s.log.Error("disk store: dead letters of the outbox are in a damaged table block and cannot be read; they are lost: these events were dead-lettered but not yet written to the dead-letter destination, and will not be. Restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage",
 			"dir", s.dir, "id", clip.String(id), "err", err)
-		s.damaged(DamageTable)
 	}
 	return fmt.Errorf("%w: dead letter %q of the dead-letter outbox is in a damaged table block and cannot be read (%v): it is lost: its event was dead-lettered but not yet written to the dead-letter destination, and will not be. Restore the directory from a backup to recover it; egrid store check --data-dir %s lists the damage",
 		ErrCorrupt, clip.String(id), err, s.dir)

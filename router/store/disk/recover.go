@@ -280,10 +280,14 @@ func (s *Store) heldState(prefix byte, lo, hi uint64) map[uint64][]byte {
 // copyDamage reports, once per Store, a damaged table block that copyState went past in the
 // keys under prefix of the ids from lo through hi (pebble failing with err): an ERROR
 // naming the topics and subscriptions whose state it may hold and what is lost, and a count.
-// A block reported already (by Open, a subscription's load, an earlier reopening) is not
-// reported again: each block is counted once.
+// A block counted already (by Open, a subscription's load, an earlier reopening) is not
+// counted again, and its loss of this kind of state not reported again.
 func (s *Store) copyDamage(prefix byte, lo, hi uint64, err error) {
-	if !s.spans.first(err) {
+	count, tell := s.spans.note(err, lostState(prefix))
+	if count {
+		s.damaged(DamageTable)
+	}
+	if !tell {
 		return
 	}
 	var what string
@@ -299,7 +303,6 @@ func (s *Store) copyDamage(prefix byte, lo, hi uint64, err error) {
 	}
 	s.log.Error("disk store: reopening after a failed write met a damaged table block holding the state of topics or subscriptions, and goes on past it: "+what+"; egrid store check --data-dir DIR lists other damage",
 		"dir", s.dir, "of", s.idNames(lo, hi))
-	s.damaged(DamageTable)
 }
 
 // settled is what a recovery found of the deletes whose outcome was not known

@@ -148,7 +148,9 @@ func (s *Store) recomputeFloor(g *generation, name string, t *topic, lost error)
 	s.log.Error("disk store: a topic's trim floor (the newest event number trimmed from its journal) "+what+"; it is recomputed from the journal's oldest entry (or, the journal being empty, from the highest event number its subscriptions hold) and written again. Every event still in the journal is delivered to the subscriptions that have not had it, none skipped; some trimmed events left in the oldest journal block may be delivered again. Restore the data directory from a backup to avoid that; egrid store check --data-dir DIR lists the damage",
 		"dir", s.dir, "topic", topic, "floor", floor, "journalEmpty", empty)
 	s.loadProblems = append(s.loadProblems, fmt.Errorf("%w: topic %q: its trim floor %s: a running egrid recomputes it as %d (from the journal's oldest entry, or the highest event number its subscriptions hold) and writes it; no event is skipped", ErrCorrupt, topic, what, floor))
-	if kind == DamageEntry || s.spans.first(lost) {
+	if kind == DamageEntry {
+		s.damaged(kind)
+	} else if count, _ := s.spans.note(lost, lostState(prefixFloor)); count {
 		s.damaged(kind)
 	}
 	return repair{key: idKey(prefixFloor, t.id), value: encodeUint64(floor)}, nil
