@@ -124,7 +124,7 @@ func (o Options) withDefaults() Options {
 // each flush across the key space, so at 2 sublevels each compaction rewrote much of the
 // base level again for every second flush, with the journal entries still untrimmed.
 // Compacting at 8 lets the trims delete more of the journal first and rewrites the rest
-// once for four times as many flushes (README, Benchmarks: table writes per event). Reads
+// once for four times as many flushes (README, Benchmarks, note 4). Reads
 // pay little for it: a journal read covers a range of sequence numbers that only the tables
 // flushed since hold, and a first attempt's delivery history is written without a read.
 // Writes stop at three times the compaction threshold, as with pebble's defaults
