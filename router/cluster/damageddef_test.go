@@ -20,28 +20,7 @@ import (
 // another node created a moment ago).
 func TestClusterDeletesADamagedDefinition(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t)
-	a := c.start("a")
-	for _, topic := range []string{"orders", "broken"} {
-		if _, err := a.r.CreateTopic(ctx, topic, router.TopicSpec{}); err != nil {
-			t.Fatalf("CreateTopic: %v", err)
-		}
-	}
-	spec := router.SubscriptionSpec{Destination: router.SinkDestination("hook")}
-	if err := a.r.CreateSubscription(ctx, "orders", "lost", spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	js, err := njs.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, c.prefix+"_meta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, spec, kv := twoDefinitionsToDamage(t)
 	for _, key := range []string{"topic.broken", "sub.orders.lost"} {
 		if _, err := kv.Put(ctx, key, []byte("not egrid's")); err != nil {
 			t.Fatal(err)
@@ -84,28 +63,7 @@ func (p probeRace) DefinitionDamaged(ctx context.Context, topic, sub string) (bo
 // and it fails saying nothing was deleted and to retry (409 Conflict through the admin API).
 func TestClusterDeleteOfADamagedDefinitionLeavesOneWrittenSince(t *testing.T) {
 	ctx := t.Context()
-	c := newCluster(t)
-	a := c.start("a")
-	for _, topic := range []string{"orders", "broken"} {
-		if _, err := a.r.CreateTopic(ctx, topic, router.TopicSpec{}); err != nil {
-			t.Fatalf("CreateTopic: %v", err)
-		}
-	}
-	spec := router.SubscriptionSpec{Destination: router.SinkDestination("hook")}
-	if err := a.r.CreateSubscription(ctx, "orders", "lost", spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	js, err := njs.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, c.prefix+"_meta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, kv := twoDefinitionsToDamage(t)
 	good := map[string][]byte{}
 	for _, key := range []string{"topic.broken", "sub.orders.lost"} {
 		e, err := kv.Get(ctx, key)
@@ -131,7 +89,7 @@ func TestClusterDeleteOfADamagedDefinitionLeavesOneWrittenSince(t *testing.T) {
 	b := c.start("b")
 
 	replace = "sub.orders.lost"
-	err = b.r.DeleteSubscription(ctx, "orders", "lost")
+	err := b.r.DeleteSubscription(ctx, "orders", "lost")
 	if !errors.Is(err, router.ErrDefinitionChanged) || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "retry") {
 		t.Errorf("DeleteSubscription of the damaged orders/lost replaced meanwhile = %v; want ErrDefinitionChanged saying nothing was deleted and to retry", err)
 	}
@@ -158,4 +116,43 @@ func TestClusterDeleteOfADamagedDefinitionLeavesOneWrittenSince(t *testing.T) {
 	if err := b.r.DeleteTopic(ctx, "broken"); err != nil {
 		t.Errorf("DeleteTopic retried: %v", err)
 	}
+}
+
+// twoDefinitionsToDamage starts a cluster whose node a creates the topics orders and broken
+// and the subscription orders/lost (spec), then stops: the test damages the stored
+// definitions of broken and orders/lost in kv, the cluster's meta bucket, before it starts
+// another node.
+func twoDefinitionsToDamage(t *testing.T) (*testCluster, router.SubscriptionSpec, njs.KeyValue) {
+	t.Helper()
+	ctx := t.Context()
+	c := newCluster(t)
+	a := c.start("a")
+	for _, topic := range []string{"orders", "broken"} {
+		if _, err := a.r.CreateTopic(ctx, topic, router.TopicSpec{}); err != nil {
+			t.Fatalf("CreateTopic: %v", err)
+		}
+	}
+	spec := router.SubscriptionSpec{Destination: router.SinkDestination("hook")}
+	if err := a.r.CreateSubscription(ctx, "orders", "lost", spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, spec, metaBucket(t, c, a)
+}
+
+// metaBucket returns the cluster's meta bucket (definitions and subscription records), read
+// through n's connection.
+func metaBucket(t *testing.T, c *testCluster, n *node) njs.KeyValue {
+	t.Helper()
+	js, err := njs.New(n.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), c.prefix+"_meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }

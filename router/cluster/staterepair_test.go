@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/egridio/egrid/router"
 )
 
@@ -71,14 +69,7 @@ func TestStateRepairedOnLoadIsNotStartedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record's head (cursor, epoch, definition) intact, its parked count cut off.
-	js, err := njs.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, c.prefix+"_meta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := metaBucket(t, c, a)
 	e, err := kv.Get(ctx, "sub.orders.billing")
 	if err != nil {
 		t.Fatal(err)

@@ -555,6 +555,17 @@ func (d *damageSpans) note(err error, what string) (count, tell bool) {
 	return count, tell
 }
 
+// lostBlock notes the damaged table block of err, losing what (lostOutbox, lostHistory,
+// lostDefinitions, lostState): it counts the block once per Store (kind table) and reports
+// whether its loss of what is still to be told.
+func (s *Store) lostBlock(err error, what string) (tell bool) {
+	count, tell := s.spans.note(err, what)
+	if count {
+		s.damaged(DamageTable)
+	}
+	return tell
+}
+
 // idNames returns, for egrid's logs and messages, the topics and subscriptions whose ids lie
 // from lo through hi, as "topic" or "topic/subscription", sorted.
 func (s *Store) idNames(lo, hi uint64) []string {
@@ -864,10 +875,7 @@ func (s *Store) outboxDamage(l outboxLoss, err error) error {
 		s.outboxLost[l] = true
 	}
 	s.mu.Unlock()
-	count, tell := s.spans.note(err, lostOutbox)
-	if count {
-		s.damaged(DamageTable)
-	}
+	tell := s.lostBlock(err, lostOutbox)
 	if !seen && tell {
 		attrs := []any{"dir", s.dir}
 		if !l.first {
@@ -885,11 +893,7 @@ func (s *Store) outboxDamage(l outboxLoss, err error) error {
 // table block (err): it wraps [ErrCorrupt] and says what is lost and what to do. The block is
 // reported once per Store (an ERROR, a count of kind table), however often it is read.
 func (s *Store) deadLetterDamage(id string, err error) error {
-	count, tell := s.spans.note(err, lostOutbox)
-	if count {
-		s.damaged(DamageTable)
-	}
-	if tell {
+	if s.lostBlock(err, lostOutbox) {
 		s.log.Error("disk store: dead letters of the outbox are in a damaged table block and cannot be read; they are lost: these events were dead-lettered but not yet written to the dead-letter destination, and will not be. Restore the data directory from a backup to recover them; egrid store check --data-dir DIR lists the damage",
 			"dir", s.dir, "id", clip.String(id), "err", err)
 	}

@@ -406,11 +406,7 @@ func (s *Store) damagedDefKey(k []byte) bool {
 // definitions Open loaded are served as they were; the next start refuses, as catalogCorrupt
 // says.
 func (s *Store) definitionDamage(err error) error {
-	count, tell := s.spans.note(err, lostDefinitions)
-	if count {
-		s.damaged(DamageTable)
-	}
-	if tell {
+	if s.lostBlock(err, lostDefinitions) {
 		s.log.Error("disk store: topic and subscription definitions are in a damaged table block and cannot be read; listings and changes of the definitions in it fail, and the next start is refused. Restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
 			"dir", s.dir, "err", err)
 	}

@@ -154,11 +154,7 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 // and says what is lost and what to do. The block is reported once per Store, as
 // scanHistories reports it (an ERROR, a count of kind table), however often it is read.
 func (s *Store) historyDamage(topicName, name, eventID string, err error) error {
-	count, tell := s.spans.note(err, lostHistory)
-	if count {
-		s.damaged(DamageTable)
-	}
-	if tell {
+	if s.lostBlock(err, lostHistory) {
 		s.log.Error("disk store: delivery histories are in a damaged table block and cannot be read; the delivery histories of some events are lost (egrid explain finds none for them). No event is lost and delivery is not affected. Restore the data directory from a backup to recover them, or leave it; egrid store check --data-dir DIR lists the damage",
 			"dir", s.dir, "topic", topicName, "subscription", name, "eventID", clip.String(eventID), "err", err)
 	}
@@ -176,11 +172,7 @@ func (s *Store) scanHistories(db *pebble.DB, fn func(k, v []byte) error) (proble
 	err = scanPastDamage(db, []byte{prefixHistory}, []byte{prefixHistory + 1}, fn, func(bad, next []byte, err error) ([]byte, error) {
 		names := s.idNames(spanIDs(bad, next))
 		problems = append(problems, fmt.Errorf("%w: delivery histories of subscriptions %v are in a damaged table block: the delivery histories of some of their events are lost (egrid explain finds none for them); no event is lost and delivery is not affected (a running egrid goes past the block, and never expires what it holds). Restore the directory from a backup to recover them, or leave it", ErrCorrupt, names))
-		count, tell := s.spans.note(err, lostHistory)
-		if count {
-			s.damaged(DamageTable)
-		}
-		if tell {
+		if s.lostBlock(err, lostHistory) {
 			s.log.Error("disk store: delivery histories are in a damaged table block and cannot be read; the delivery histories of some events are lost (egrid explain finds none for them), and the block is gone past: the others expire as due. No event is lost and delivery is not affected. Restore the data directory from a backup to recover them, or leave it; egrid store check --data-dir DIR lists the damage",
 				"dir", s.dir, "subscriptions", names)
 		}

@@ -283,11 +283,7 @@ func (s *Store) heldState(prefix byte, lo, hi uint64) map[uint64][]byte {
 // A block counted already (by Open, a subscription's load, an earlier reopening) is not
 // counted again, and its loss of this kind of state not reported again.
 func (s *Store) copyDamage(prefix byte, lo, hi uint64, err error) {
-	count, tell := s.spans.note(err, lostState(prefix))
-	if count {
-		s.damaged(DamageTable)
-	}
-	if !tell {
+	if !s.lostBlock(err, lostState(prefix)) {
 		return
 	}
 	var what string
