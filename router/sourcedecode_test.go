@@ -246,21 +246,7 @@ func TestSourcesDropAnOutsideUnreadableHeader(t *testing.T) {
 			if !ok {
 				t.Fatalf("no %s publisher", kind)
 			}
-			delivered := make(chan string, 64)
-			collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
-				for _, ev := range b.Events {
-					delivered <- ev.ID
-				}
-				return nil
-			})
-			r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
-				Subscribers: brokers.Subscribers(), Sinks: map[string]sinks.Sink{"collect": collect},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = r.Close(context.Background()) })
-			(&sourceRig{r: r}).createTopic(t)
+			r, delivered := collectingRouter(t, brokers)
 			marked := message.NewMessage("marked", []byte(ev("marked")))
 			marked.Metadata.Set(broker.UnreadableKey, "set by a publisher")
 			// Both go out before the source starts, so the publisher makes the queue, stream

@@ -83,6 +83,29 @@ func newSourceRig(t *testing.T, log *slog.Logger) *sourceRig {
 	return rig
 }
 
+// collectingRouter starts a router reading brokers' sources into a topic made with
+// sourceRig.createTopic, whose sink "collect" sends the ID of every event it gets to
+// delivered.
+func collectingRouter(t *testing.T, brokers *broker.Brokers) (r *router.Router, delivered chan string) {
+	t.Helper()
+	delivered = make(chan string, 64)
+	collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			delivered <- ev.ID
+		}
+		return nil
+	})
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
+		Subscribers: brokers.Subscribers(), Sinks: map[string]sinks.Sink{"collect": collect},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	(&sourceRig{r: r}).createTopic(t)
+	return r, delivered
+}
+
 func (rig *sourceRig) createTopic(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -309,21 +332,7 @@ func testSourceOutage(t *testing.T, kind broker.Kind) {
 	if !ok {
 		t.Fatalf("no %s publisher", kind)
 	}
-	delivered := make(chan string, 64)
-	collect := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
-		for _, ev := range b.Events {
-			delivered <- ev.ID
-		}
-		return nil
-	})
-	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{
-		Subscribers: brokers.Subscribers(), Sinks: map[string]sinks.Sink{"collect": collect},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	(&sourceRig{r: r}).createTopic(t)
+	r, delivered := collectingRouter(t, brokers)
 	send := func(id string) {
 		t.Helper()
 		if err := pub.Publish(from, message.NewMessage(id, []byte(ev(id)))); err != nil {
