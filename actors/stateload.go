@@ -76,3 +76,126 @@ func startLoad(cfg *SubscriptionConfig, stops *stopRegistry, withBodies bool, wg
 	b.timer = time.AfterFunc(statusWait, func() { root.Send(self, &slowLoad{id: id}) })
 	return b
 }
+
+// boot is a subscription actor's state load in flight.
+type boot struct {
+	id     uint64
+	cancel context.CancelFunc // of the load's context; the actor's stop calls it
+	since  time.Time          // when the load started
+	early  earlyMessages
+
+	// waiting are the requests kept for the load's end ([boot.hold]); slow is set once the
+	// load has run for statusWait (timer sends [slowLoad] then).
+	waiting []earlyRequest
+	slow    bool
+	timer   *time.Timer
+}
+
+// earlyRequest is a request kept while the state loads, with whom to answer.
+type earlyRequest struct {
+	msg    any
+	sender *actor.PID
+}
+
+// statusWait is how long a status request (or an EndProbation, or a queue's status request)
+// that reaches an actor still loading its state waits for the load. A load that ends within it
+// — a new subscription's, nearly every restart's — answers it with the loaded state, as if the
+// request had come after it, so a client that creates a subscription and reads it back sees its
+// delivery state; past it, a load that hangs (a store that stopped answering) answers it with
+// the loading status ([Status.Loading]), and an EndProbation with [ErrLoading].
+const statusWait = time.Second
+
+// maxEarlyRequests bounds the requests kept while the state loads; past it they are answered
+// at once, as after statusWait, so pollers of a hung load grow nothing.
+const maxEarlyRequests = 64
+
+// slowLoad tells an actor that its load id has run for statusWait.
+type slowLoad struct{ id uint64 }
+
+// hold keeps a request from sender for the load's end and reports whether it did: only within
+// the load's first statusWait, with fewer than maxEarlyRequests kept, and when there is
+// someone to answer.
+func (b *boot) hold(msg any, sender *actor.PID) bool {
+	if b.slow || sender == nil || len(b.waiting) >= maxEarlyRequests {
+		return false
+	}
+	b.waiting = append(b.waiting, earlyRequest{msg: msg, sender: sender})
+	return true
+}
+
+// overdue marks the load as past statusWait and hands back the requests kept, to be answered
+// now; later ones are answered at once.
+func (b *boot) overdue() []earlyRequest {
+	b.slow = true
+	w := b.waiting
+	b.waiting = nil
+	return w
+}
+
+// abandon answers the requests kept for the load ([boot.hold]) as the actor stops or restarts
+// before its state is in: with an error wrapping [ErrNotRunning] that names the subscription,
+// so their callers hear it now instead of waiting out their own timeouts.
+func (b *boot) abandon(c actor.Context, topic, name string) {
+	if len(b.waiting) == 0 {
+		return
+	}
+	err := fmt.Errorf("event subscription %q of topic %q stopped before it had loaded its state (it was deleted or changed, moved, is shutting down, or restarts after a failure): %w",
+		name, topic, ErrNotRunning)
+	for _, r := range b.waiting {
+		c.Send(r.sender, err)
+	}
+	b.waiting = nil
+}
+
+// end stops the load's context and its statusWait timer: the load is in, or the actor stops.
+func (b *boot) end() {
+	b.cancel()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+// status is the answer to a status request while the state loads: that it loads, and since
+// when; nothing of the state, which is not known yet ([Status.Loading]).
+func (b *boot) status(cfg *SubscriptionConfig) *Status {
+	return &Status{Topic: cfg.Topic, Subscription: cfg.Name, Loading: true, LoadingSince: b.since}
+}
+
+// refuseEndProbation is the answer to an EndProbation while the state loads ([ErrLoading]).
+func (b *boot) refuseEndProbation(cfg *SubscriptionConfig) error {
+	return fmt.Errorf("ending the probation of event subscription %q of topic %q: %w (since %s, %s ago); nothing was changed: try again once it is loaded (until then its status says it is loading)",
+		cfg.Name, cfg.Topic, ErrLoading, b.since.UTC().Format(time.RFC3339), time.Since(b.since).Round(time.Second))
+}
+
+// earlyMessages keeps the Delivers a subscription or queue actor receives while its state is
+// loading, bounded by maxEarlyEntries. Requests are kept apart, for at most statusWait and at
+// most maxEarlyRequests of them ([boot.hold]); a queue's settlement is answered at once (no
+// lock is held before the load), and a queue's receives wait, each with its own MaxWait,
+// bounded by the router's limit on long polls.
+type earlyMessages struct {
+	delivers []*Deliver
+	entries  int    // in delivers, a Deliver without entries counting one
+	through  uint64 // the highest seq announced by a Deliver not kept (0: all were kept)
+}
+
+// maxEarlyEntries bounds the journal entries kept from Delivers that arrive while a
+// subscription loads its state, and the Delivers kept: one without entries (an append the
+// subscription's filter does not match, a poll of the journal's end) counts as one entry.
+// Past it only the journal head is kept, and the entries are read back from the journal.
+const maxEarlyEntries = 4096
+
+// keep holds c's message for after the load and reports whether it did: Delivers (up to
+// maxEarlyEntries entries, then only the head they announce).
+func (e *earlyMessages) keep(c actor.Context) bool {
+	msg, ok := c.Message().(*Deliver)
+	if !ok {
+		return false
+	}
+	if n := max(len(msg.Entries), 1); e.through == 0 && e.entries+n <= maxEarlyEntries {
+		e.delivers = append(e.delivers, msg)
+		e.entries += n
+	} else {
+		e.through = max(e.through, msg.Through)
+	}
+	return true
+}
