@@ -1,0 +1,307 @@
+package broker
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/lib/pq"
+
+	"github.com/egridio/egrid/sinks"
+)
+
+// postgresPublisher publishes through watermill-sql, each publish on a connection of its own
+// bounded by the attempt (see withConn): watermill-sql's Publish takes no context and runs its
+// statements with none, so it is given, for each publish, a database handle that runs them
+// with the first message's context (a [Sink] sets its attempt's). Its connections are bounded
+// too (see pgConns).
+type postgresPublisher struct {
+	db    *sql.DB
+	conns *pgConns
+	wlog  watermill.LoggerAdapter
+	// initialized holds the topics whose tables this publisher created (or found).
+	initialized *sync.Map
+}
+
+func openPostgres(s PostgresServer) (*sql.DB, *pgConns, error) {
+	conns, err := newPGConns(s.DSN)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := sql.OpenDB(conns)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(time.Minute)
+	return db, conns, nil
+}
+
+func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (message.Publisher, error) {
+	db, conns, err := openPostgres(s)
+	if err != nil {
+		return nil, err
+	}
+	return postgresPublisher{db: db, conns: conns, wlog: wlog, initialized: new(sync.Map)}, nil
+}
+
+// ctxConn is the database handle watermill-sql publishes with: one connection, on which it
+// runs every statement with ctx in place of the background context it passes.
+type ctxConn struct {
+	c   *sql.Conn
+	ctx context.Context
+}
+
+func (c ctxConn) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
+	return c.c.ExecContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	return c.c.QueryContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	return c.c.QueryRowContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) Exec(q string, args ...any) (sql.Result, error) {
+	return c.c.ExecContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) Query(q string, args ...any) (*sql.Rows, error) {
+	return c.c.QueryContext(c.ctx, q, args...)
+}
+
+func (c ctxConn) QueryRow(q string, args ...any) *sql.Row {
+	return c.c.QueryRowContext(c.ctx, q, args...)
+}
+
+// pgAttemptEndedError says the attempt ended before PostgreSQL answered, so the connection was
+// closed: the attempt's context's cause (classified TimedOut or Canceled), and the driver's
+// error.
+type pgAttemptEndedError struct{ cause, err error }
+
+func (e *pgAttemptEndedError) Error() string {
+	return fmt.Sprintf("PostgreSQL had not answered when the attempt ended, so its connection was closed (the next attempt uses another): %v (%v)", e.cause, e.err)
+}
+
+func (e *pgAttemptEndedError) Unwrap() []error { return []error{e.cause, e.err} }
+
+// withConn runs f on a connection of the pool taken for it alone, within ctx: taking the
+// connection waits no longer than ctx, and when ctx ends before f returns the connection is
+// closed, so f returns then even when the server stopped answering: lib/pq, told of ctx, may
+// send PostgreSQL a cancel request, but it waits for the server's answer, which a hung server
+// never gives, until the connection's 5-minute read bound. The connection so closed leaves the
+// pool.
+func (p postgresPublisher) withConn(ctx context.Context, f func(*sql.Conn) error) error {
+	c, err := p.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var nc *pgConn
+	_ = c.Raw(func(dc any) error { nc = p.conns.of(dc); return nil })
+	cut := func() {}
+	if nc != nil {
+		cut = func() { _ = nc.Close() }
+	}
+	stop := context.AfterFunc(ctx, cut)
+	err = f(c)
+	if !stop() && ctx.Err() != nil {
+		// Cut (or being cut): the pool must not hand it out again.
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		if err != nil {
+			return &pgAttemptEndedError{cause: context.Cause(ctx), err: err}
+		}
+	}
+	return err
+}
+
+// publish runs watermill-sql's Publish of msgs to topic on c, with ctx: it creates the topic's
+// table first when this publisher has not yet.
+func (p postgresPublisher) publish(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) error {
+	_, done := p.initialized.Load(topic)
+	pub, err := wmsql.NewPublisher(ctxConn{c: c, ctx: ctx}, wmsql.PublisherConfig{
+		SchemaAdapter:        wmsql.DefaultPostgreSQLSchema{},
+		AutoInitializeSchema: !done,
+	}, p.wlog)
+	if err != nil {
+		return err
+	}
+	if err := pub.Publish(topic, msgs...); err != nil {
+		return err
+	}
+	p.initialized.Store(topic, struct{}{})
+	return nil
+}
+
+// pgUUIDLimit is the length, in characters, of watermill-sql's uuid column (VARCHAR(36) in
+// its DefaultPostgreSQLSchema), which holds the message UUID: the event id.
+const pgUUIDLimit = 36
+
+// Publish implements [message.Publisher]: the messages are inserted in one statement, so all
+// or none are stored.
+//
+// A message whose UUID (the event id) is longer than watermill-sql's uuid column takes can
+// never be stored: the server refuses the whole statement (22001, value too long). Publish
+// then inserts nothing and returns an *[sinks.UnsendableError] naming every such message by
+// its index in msgs, each with a *[TooLargeError]. A payload is far under PostgreSQL's own
+// limit on a value (1 GB): an event is at most 1 MiB.
+//
+// A statement PostgreSQL refuses for the data of a row (see pgRowRefusal) does not say which
+// row: Publish then inserts the messages again one by one in a transaction it rolls back, and
+// returns an *[sinks.UnsendableError] naming each message refused alone. Nothing is stored.
+func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error {
+	var faults []sinks.EventFault
+	for i, m := range msgs {
+		if n := utf8.RuneCountInString(m.UUID); n > pgUUIDLimit {
+			faults = append(faults, sinks.EventFault{Index: i, Err: &TooLargeError{
+				Broker: PostgreSQL, Part: "event id", Size: int64(n), Limit: pgUUIDLimit,
+				Setting: "watermill-sql's uuid column, VARCHAR(36)",
+			}})
+		}
+	}
+	if len(faults) > 0 {
+		return &sinks.UnsendableError{Faults: faults}
+	}
+	ctx := msgs[0].Context()
+	err := p.withConn(ctx, func(c *sql.Conn) error { return p.publish(ctx, c, topic, msgs) })
+	if err == nil || !pgRowRefusal(err) {
+		return err
+	}
+	if len(msgs) == 1 {
+		return &sinks.UnsendableError{Faults: []sinks.EventFault{{Index: 0, Err: pgRefused(err)}}}
+	}
+	if ue := p.refusedRows(topic, msgs); ue != nil {
+		return ue
+	}
+	return err
+}
+
+// pgRowRefusal reports whether err is PostgreSQL's refusal of the data of a row: a data
+// exception (class 22: a value too long, a byte sequence the database encoding does not take,
+// JSON it does not parse) or a constraint (class 23, such as a CHECK the operator added to the
+// table). The statement inserts nothing else than the events' ids, payloads and metadata, so
+// such a refusal is an event's fault; but it does not say which row of the batch.
+func pgRowRefusal(err error) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	class := pqErr.Code.Class()
+	return class == "22" || class == "23"
+}
+
+func pgRefused(err error) error {
+	return fmt.Errorf("PostgreSQL refuses the event's row, whatever is sent again: %w", err)
+}
+
+// refusedRows finds the rows of a batch PostgreSQL refused whole for the data of a row (see
+// pgRowRefusal), by inserting them again one by one, each under a savepoint, in a transaction
+// that is rolled back: nothing is stored. It returns an *[sinks.UnsendableError] naming every
+// refused row, or nil when it finds none, or cannot tell (a row refused for another reason,
+// the connection lost, the message's context done): the batch then fails with its own error.
+func (p postgresPublisher) refusedRows(topic string, msgs []*message.Message) *sinks.UnsendableError {
+	ctx := msgs[0].Context()
+	var ue *sinks.UnsendableError
+	_ = p.withConn(ctx, func(c *sql.Conn) error { ue = p.refusedRowsOn(ctx, c, topic, msgs); return nil })
+	return ue
+}
+
+func (p postgresPublisher) refusedRowsOn(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) *sinks.UnsendableError {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = tx.Rollback() }()
+	var faults []sinks.EventFault
+	for i, m := range msgs {
+		q, err := wmsql.DefaultPostgreSQLSchema{}.InsertQuery(topic, message.Messages{m})
+		if err != nil {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT egrid_row"); err != nil {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, q.Query, q.Args...); err != nil {
+			if !pgRowRefusal(err) {
+				return nil
+			}
+			faults = append(faults, sinks.EventFault{Index: i, Err: pgRefused(err)})
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT egrid_row"); err != nil {
+				return nil
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT egrid_row"); err != nil {
+			return nil
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return &sinks.UnsendableError{Faults: faults}
+}
+
+// Close implements [message.Publisher]. It cuts the connections first, so the inserts in
+// flight end at once, even on a server that stopped answering.
+func (p postgresPublisher) Close() error {
+	p.conns.close()
+	return p.db.Close()
+}
+
+type postgresSubscriber struct {
+	*wmsql.Subscriber
+	db    *sql.DB
+	conns *pgConns
+}
+
+func openPostgresSubscriber(s PostgresServer, group string, wlog watermill.LoggerAdapter) (message.Subscriber, error) {
+	db, conns, err := openPostgres(s)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := wmsql.NewSubscriber(db, wmsql.SubscriberConfig{
+		ConsumerGroup:    group,
+		SchemaAdapter:    postgresSchema{},
+		OffsetsAdapter:   wmsql.DefaultPostgreSQLOffsetsAdapter{},
+		InitializeSchema: true,
+		PollInterval:     100 * time.Millisecond,
+		ResendInterval:   time.Second,
+	}, wlog)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return postgresSubscriber{Subscriber: sub, db: db, conns: conns}, nil
+}
+
+// postgresSchema is watermill-sql's PostgreSQL schema, but a message read with an
+// UnreadableKey in its metadata column has it dropped (see dropReserved).
+type postgresSchema struct{ wmsql.DefaultPostgreSQLSchema }
+
+func (s postgresSchema) UnmarshalMessage(row wmsql.Scanner) (wmsql.Row, error) {
+	r, err := s.DefaultPostgreSQLSchema.UnmarshalMessage(row)
+	if err == nil && r.Msg != nil {
+		dropReserved(r.Msg)
+	}
+	return r, err
+}
+
+// Close implements [message.Subscriber]. It cuts the connections first, as the publisher's
+// Close does: watermill-sql's Close waits for its subscriptions' queries. A message in hand
+// whose acknowledgement is cut is read again (sources are at least once).
+func (s postgresSubscriber) Close() error {
+	s.conns.close()
+	err := s.Subscriber.Close()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
