@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +20,94 @@ import (
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
+
+// Outbox keeps the records the dead-letter actor has not written yet. The actor
+// calls Load when it starts and, one call at a time and in order, Put when a record arrives
+// or its write state changes and Delete once its object is written or it is dropped. Put and
+// Delete are done when they return (durable for a durable outbox). A Put may run while that
+// Load does (a record that arrives meanwhile is put at once), and Load may be called a second
+// time, while Puts run, when the actor let go of records that arrived during the first
+// ([MaxEarlyRecords]). NewID is safe for concurrent use. Returned records are owned by the
+// caller.
+//
+// [MemoryOutbox] is the default; it survives actor restarts but not the process.
+// [StoreOutbox] keeps the records in the router's store, so they survive the process too.
+type Outbox interface {
+	Load(ctx context.Context) ([]Record, error)
+	Put(ctx context.Context, recs []Record) error
+	Delete(ctx context.Context, ids []uint64) error
+	// NewID returns an id for a new record: greater than every id the outbox held when it was
+	// made and than every id it returned before.
+	NewID() uint64
+}
+
+// EventOutbox is an [Outbox] that keeps its records' events itself, out of the dead-letter
+// actor's memory ([StoreOutbox]): Load gives records without their events (Letter.Event nil,
+// EventID and Size set), a Put of a record without its event changes the record's other
+// fields and keeps its stored event, and Events reads the events back. The actor keeps only
+// each pending record's metadata, dropping a record's event once the outbox holds it, and
+// reads the events of an object's records when it writes the object: its memory grows with
+// the pending records' count, by a few hundred bytes each, and with the object writes under
+// way ([MaxConcurrentWrites], each at most [Config.MaxObjectBytes]), not with the events the
+// outbox holds.
+type EventOutbox interface {
+	Outbox
+	// Events returns the events of the records among ids, by id; a record no longer in the
+	// outbox is left out. It is safe for concurrent use with the other methods.
+	Events(ctx context.Context, ids []uint64) (map[uint64]*schemas.Event, error)
+}
+
+// MemoryOutbox is an [Outbox] in memory. Its records are lost when the process ends:
+// the dead-letter actor counts those still unwritten when it stops as dropped. It holds every
+// pending record's event (it is no [EventOutbox]): its memory grows with them, which is why a
+// router with a dead-letter destination keeps its outbox in its store ([StoreOutbox]), in
+// memory too when the store is.
+type MemoryOutbox struct {
+	mu   sync.Mutex
+	recs map[uint64]Record
+	last uint64
+}
+
+// NewMemoryOutbox returns an empty in-memory outbox.
+func NewMemoryOutbox() *MemoryOutbox { return &MemoryOutbox{recs: make(map[uint64]Record)} }
+
+// Load implements [Outbox].
+func (m *MemoryOutbox) Load(context.Context) ([]Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Collect(maps.Values(m.recs))
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Put implements [Outbox].
+func (m *MemoryOutbox) Put(_ context.Context, recs []Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range recs {
+		m.recs[r.ID] = r
+		m.last = max(m.last, r.ID)
+	}
+	return nil
+}
+
+// NewID implements [Outbox].
+func (m *MemoryOutbox) NewID() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last++
+	return m.last
+}
+
+// Delete implements [Outbox].
+func (m *MemoryOutbox) Delete(_ context.Context, ids []uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.recs, id)
+	}
+	return nil
+}
 
 // StoreOutbox is an [Outbox] kept in the router's [store.Store]: its records
 // survive a restart of the process, so the next dead-letter actor writes them at their
