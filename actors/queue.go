@@ -135,14 +135,11 @@ type queue struct {
 	tag         [tagLen]byte
 	lock, renew time.Duration // scaled by the policy's TimeScale
 
-	cursor, next, head uint64
-	behind             bool
-	// stalled is set when a journal read from next came back empty although the journal
-	// reaches head (a lagging replica answered); fill waits for the next Deliver to read
-	// again (see subscription.stalled).
-	stalled bool
-	reading uint64
-	epoch   uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
+	cursor uint64
+	// journalFeed is where the queue stands in its topic's journal (next, head, behind,
+	// stalled, the read in flight).
+	journalFeed
+	epoch uint64 // the loaded subscription's epoch, set in each update (see subscription.epoch)
 
 	items  map[uint64]*qitem
 	order  []uint64 // taken-in sequence numbers, oldest first (settled ones dropped: compactOrder)
@@ -301,8 +298,8 @@ func (q *queue) applyLoad(m *stateLoaded) bool {
 	if q.cfg.OnLoaded != nil {
 		q.cfg.OnLoaded(st.Epoch)
 	}
-	q.cursor, q.next, q.head = st.Cursor, st.Cursor+1, max(m.head, q.head)
-	q.behind = q.next <= q.head
+	q.cursor = st.Cursor
+	q.loadedAt(st.Cursor, m.head)
 	now := time.Now()
 	for _, p := range st.Parked {
 		it := &qitem{
@@ -322,10 +319,7 @@ func (q *queue) applyLoad(m *stateLoaded) bool {
 	for _, d := range early.delivers {
 		q.takeIn(d)
 	}
-	if early.through > q.head { // announced by Delivers not kept: read from the journal
-		q.head = early.through
-		q.behind = q.next <= q.head
-	}
+	q.announce(early.through)
 	return true
 }
 
@@ -410,90 +404,28 @@ func (q *queue) room() int {
 	return min(q.window()-(len(q.items)-q.parked), maxParkedFactor*q.window()-len(q.items))
 }
 
+// takeIn accepts the entries of a Deliver that the queue has not seen yet, as far as its room
+// allows.
 func (q *queue) takeIn(d *Deliver) {
-	q.stalled = false
-	if d.Through > q.head {
-		q.head = d.Through
-	}
-	if q.behind || d.Through < q.next {
-		return
-	}
-	if d.From > q.next {
-		q.behind = true // entries before From were not handed over (another cluster node, the hand-off bound): read them
-		return
-	}
 	now := time.Now()
-	for _, e := range d.Entries {
-		if e.Seq < q.next {
-			continue
-		}
-		if q.room() <= 0 {
-			q.next, q.behind = e.Seq, true
-			return
-		}
-		q.add(e, now)
-	}
-	q.next = d.Through + 1
+	q.deliver(d, q.room, func(e store.Entry) { q.add(e, now) })
 }
 
 // fill starts a journal read off the mailbox while the queue is behind and has room; its
 // entries come back as a [journalRead]. After an empty read it waits for the next Deliver.
 func (q *queue) fill() {
-	if !q.behind || q.reading != 0 || q.stalled {
+	if !q.readable() {
 		return
 	}
-	room := q.room()
-	if room <= 0 {
-		return
+	if room := q.room(); room > 0 {
+		q.read(q.ctx, q.cfg.Store, q.cfg.Topic, min(room, maxReadEntries), &q.wg, q.system.Root, q.self)
 	}
-	id := readIDs.Add(1)
-	q.reading = id
-	st, topic, from, limit := q.cfg.Store, q.cfg.Topic, q.next, min(room, maxReadEntries)
-	root, self, ctx := q.system.Root, q.self, q.ctx
-	q.wg.Add(1)
-	go func() {
-		defer q.wg.Done()
-		entries, err := st.Read(ctx, topic, from, limit)
-		root.Send(self, &journalRead{id: id, from: from, entries: entries, err: err})
-	}()
 }
 
+// applyRead takes in the entries of the journal read in flight.
 func (q *queue) applyRead(r *journalRead) {
-	if r.id != q.reading {
-		return
-	}
-	q.reading = 0
-	if r.err != nil {
-		panic(fmt.Errorf("reading journal of topic %s from %d: %w", q.cfg.Topic, r.from, r.err))
-	}
-	if q.cfg.Filter.Advanced() > 0 && len(r.entries) > 0 {
-		q.cfg.Metrics.Add(metrics.Key{Name: metrics.AdvancedFilterEvaluationCount, Scope: q.scope}, int64(len(r.entries)))
-	}
 	now := time.Now()
-	for _, e := range r.entries {
-		if e.Seq < q.next {
-			continue
-		}
-		// An entry without an event is a journal position the store passed over (see
-		// store.Entry): the cursor moves past it.
-		if e.Event != nil && (q.cfg.Filter == nil || q.cfg.Filter.Match(e.Event)) {
-			q.add(e, now)
-		}
-		q.next = e.Seq + 1
-	}
-	if q.next > q.head {
-		q.behind = false
-		return
-	}
-	if len(r.entries) == 0 {
-		// The journal is known to reach head, but the read found nothing from next: in
-		// cluster mode the replica that answered may not have the newest entries yet. Never
-		// skip them (nobody would receive them): stay behind and read again at the next
-		// Deliver (an append here, another node's notice, the periodic poll of the journal's
-		// end). A read starts from the journal's first entry, so a trimmed journal does not
-		// end here.
-		q.stalled = true
-	}
+	q.readDone(r, q.cfg.Topic, feedFilter{q.cfg.Filter, q.cfg.Metrics, q.scope}, func(e store.Entry) { q.add(e, now) })
 }
 
 func (q *queue) add(e store.Entry, now time.Time) {
@@ -973,11 +905,7 @@ func (q *queue) armTimer(now time.Time) {
 }
 
 func (q *queue) backlog() int {
-	n := len(q.items)
-	if q.behind && q.head >= q.next {
-		n += int(q.head - q.next + 1)
-	}
-	return n
+	return len(q.items) + q.unread()
 }
 
 func (q *queue) oldest() time.Time {

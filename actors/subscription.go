@@ -263,18 +263,12 @@ type subscription struct {
 	life uint64 // this incarnation's load id ([boot.id]): its writes' failures name it ([writeFailed])
 
 	cursor uint64 // durable: every event up to it is settled
-	next   uint64 // next journal sequence number to take in
-	head   uint64 // highest journal sequence number known to exist
-	behind bool   // entries in (next, head] are in the journal, not in memory
-	// stalled is set when a journal read from next came back empty although the journal
-	// reaches head (a lagging replica answered); fill waits for the next Deliver to read again.
-	stalled bool
+	// journalFeed is where the subscription stands in its topic's journal (next, head,
+	// behind, stalled, the read in flight).
+	journalFeed
 	// turnOpen is set while Receive runs; still set when the next message comes, it says the
 	// last turn panicked half way, so its state must not be written.
 	turnOpen bool
-	// reading is the id of the journal read in flight (0 when none): at most one runs at a
-	// time, from next, so no range is read twice.
-	reading uint64
 	// heldFor is the journal read that ready events, fewer than a batch, wait for (0: none):
 	// they wait for one read at most ([subscription.dispatch]).
 	heldFor uint64
@@ -451,10 +445,7 @@ func (s *subscription) publishGauges() {
 	if g == nil {
 		return
 	}
-	backlog := len(s.items)
-	if s.behind && s.head >= s.next {
-		backlog += int(s.head - s.next + 1)
-	}
+	backlog := len(s.items) + s.unread()
 	g.Backlog.Store(int64(backlog))
 	g.InFlight.Store(int64(len(s.batches)))
 	var oldest *item
@@ -559,8 +550,8 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	if s.cfg.OnLoaded != nil {
 		s.cfg.OnLoaded(st.Epoch)
 	}
-	s.cursor, s.next, s.head = st.Cursor, st.Cursor+1, max(m.head, s.head)
-	s.behind = s.next <= s.head
+	s.cursor = st.Cursor
+	s.loadedAt(st.Cursor, m.head)
 	if len(st.Parked) > 0 {
 		s.items = make(map[uint64]*item, len(st.Parked))
 		s.waiting = make(dueHeap, 0, len(st.Parked))
@@ -591,10 +582,7 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 	for _, m := range early.delivers {
 		s.takeIn(m)
 	}
-	if early.through > s.head { // announced by Delivers not kept: read from the journal
-		s.head = early.through
-		s.behind = s.next <= s.head
-	}
+	s.announce(early.through)
 	for _, r := range waiting {
 		if _, ok := r.msg.(*EndProbation); ok {
 			s.endProbation()
@@ -764,29 +752,7 @@ func (s *subscription) window() int {
 // takeIn accepts the entries of a Deliver that the subscription has not seen yet, as far as the
 // window allows.
 func (s *subscription) takeIn(d *Deliver) {
-	s.stalled = false
-	if d.Through > s.head {
-		s.head = d.Through
-	}
-	if s.behind || d.Through < s.next {
-		return
-	}
-	if d.From > s.next {
-		s.behind = true // entries before From were appended elsewhere: read them
-		return
-	}
-	for _, e := range d.Entries {
-		if e.Seq < s.next {
-			continue
-		}
-		if s.room() <= 0 {
-			s.next = e.Seq
-			s.behind = true
-			return
-		}
-		s.add(e)
-	}
-	s.next = d.Through + 1
+	s.deliver(d, s.room, s.add)
 }
 
 // fill starts a journal read while the subscription is behind and the window has room. The
@@ -795,23 +761,14 @@ func (s *subscription) takeIn(d *Deliver) {
 // subscription is behind, so no entry is read twice.
 func (s *subscription) fill() {
 	s.fetchDue()
-	if !s.behind || s.reading != 0 || s.stalled {
+	if !s.readable() {
 		return
 	}
 	room := s.room()
 	if room <= 0 || room < s.minRead() && len(s.ready) > readReserve*s.maxInFlight()*s.maxEvents {
 		return
 	}
-	id := readIDs.Add(1)
-	s.reading = id
-	st, topic, from, limit := s.cfg.Store, s.cfg.Topic, s.next, min(room, maxReadEntries)
-	root, self, ctx := s.system.Root, s.self, s.context()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		entries, err := st.Read(ctx, topic, from, limit)
-		root.Send(self, &journalRead{id: id, from: from, entries: entries, err: err})
-	}()
+	s.read(s.context(), s.cfg.Store, s.cfg.Topic, min(room, maxReadEntries), &s.wg, s.system.Root, s.self)
 }
 
 // maxReadEntries bounds one catch-up read.
@@ -838,46 +795,9 @@ func (s *subscription) maxInFlight() int {
 	return DefaultMaxInFlight
 }
 
-// readIDs numbers journal reads across incarnations, so a restarted actor ignores the result
-// of a read its predecessor started.
-var readIDs atomic.Uint64
-
 // applyRead takes in the entries of the journal read in flight.
 func (s *subscription) applyRead(r *journalRead) {
-	if r.id != s.reading {
-		return // from before a restart
-	}
-	s.reading = 0
-	if r.err != nil {
-		panic(fmt.Errorf("reading journal of topic %s from %d: %w", s.cfg.Topic, r.from, r.err))
-	}
-	if s.cfg.Filter.Advanced() > 0 && len(r.entries) > 0 {
-		s.cfg.Metrics.Add(metrics.Key{Name: metrics.AdvancedFilterEvaluationCount, Scope: s.scope}, int64(len(r.entries)))
-	}
-	for _, e := range r.entries {
-		if e.Seq < s.next {
-			continue
-		}
-		// An entry without an event is a journal position the store passed over (see
-		// store.Entry): the cursor moves past it.
-		if e.Event != nil && (s.cfg.Filter == nil || s.cfg.Filter.Match(e.Event)) {
-			s.add(e)
-		}
-		s.next = e.Seq + 1
-	}
-	if s.next > s.head {
-		s.behind = false
-		return
-	}
-	if len(r.entries) == 0 {
-		// The journal is known to reach head, but the read found nothing from next: in
-		// cluster mode the replica that answered may not have the newest entries yet. Never
-		// skip them: stay behind and read again at the next message that announces the
-		// journal (a Deliver: an append here, another node's notice, the periodic poll of
-		// the journal's end). A read starts from the journal's first entry, so a trimmed
-		// journal does not end here.
-		s.stalled = true
-	}
+	s.readDone(r, s.cfg.Topic, feedFilter{s.cfg.Filter, s.cfg.Metrics, s.scope}, s.add)
 }
 
 func (s *subscription) add(e store.Entry) {
@@ -1398,11 +1318,8 @@ func (s *subscription) status() *Status {
 		return s.boot.status(s.cfg)
 	}
 	st := &Status{
-		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Backlog: len(s.items), InFlight: len(s.batches),
+		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Backlog: len(s.items) + s.unread(), InFlight: len(s.batches),
 		Cursor: s.cursor,
-	}
-	if s.behind && s.head >= s.next {
-		st.Backlog += int(s.head - s.next + 1)
 	}
 	for _, it := range s.items {
 		if st.OldestUndelivered.IsZero() || it.publish.Before(st.OldestUndelivered) {
