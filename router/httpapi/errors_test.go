@@ -53,7 +53,8 @@ func serve(h http.Handler, method, target, body string, header http.Header) *htt
 	return rec
 }
 
-// TestUnroutedRequestsAnswerJSON: the mux's own 404 and 405 come in Event Grid's error shape.
+// TestUnroutedRequestsAnswerJSON: the mux's own 404 and 405 come in Event Grid's error shape,
+// and a path with an empty or dot segment is a 404 too, never a redirect.
 func TestUnroutedRequestsAnswerJSON(t *testing.T) {
 	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{})
 	if err != nil {
@@ -70,6 +71,9 @@ func TestUnroutedRequestsAnswerJSON(t *testing.T) {
 		{"unknown admin path", "GET", "/admin/nope", 404, "NotFound", ""},
 		{"wrong method on publish", "GET", "/topics/orders/api/events", 405, "MethodNotAllowed", "POST"},
 		{"wrong method on a topic", "PATCH", "/admin/topics/orders", 405, "MethodNotAllowed", "PUT"},
+		// Not redirected to the plain path (307, plain text), as Go's ServeMux would.
+		{"empty path segment", "POST", "/topics//orders/api/events", 404, "NotFound", ""},
+		{"dot-dot path segment", "GET", "/admin/topics/x/../orders", 404, "NotFound", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := serve(h, tt.method, tt.path, "", nil)

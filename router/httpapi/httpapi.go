@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/schemas/clip"
 )
 
@@ -55,8 +56,12 @@ type API struct {
 // AdminToken, PublicURL and AnyAPIVersion.
 // Mount it at the root of a server or under a prefix with http.StripPrefix. Every error it
 // answers has Event Grid's JSON shape, the 404 and 405 of unknown routes and methods included.
-// (A request whose header is over the server's MaxHeaderBytes is answered 431 in plain text
-// by net/http itself, before any handler runs: that one cannot be JSON.)
+// It never redirects: a path with an empty, "." or ".." segment is answered 404 naming its
+// plain form ([httpserver.PlainPaths]), where Go's ServeMux would redirect to it. (net/http
+// itself answers, in plain text and before any handler runs, a request whose header is over
+// the server's MaxHeaderBytes (431) and one whose framing it cannot read: conflicting
+// Content-Length headers (400), a Transfer-Encoding other than chunked (501). Those cannot be
+// JSON.)
 func New(r *router.Router) *API {
 	a := &API{r: r, cfg: r.Config(), log: r.Logger()}
 	a.polls, a.endPolls = context.WithCancel(context.Background())
@@ -65,7 +70,7 @@ func New(r *router.Router) *API {
 	mux.HandleFunc("POST /topics/{topicAction}", a.handleNamespacePublish)
 	mux.HandleFunc(pullPath, a.handlePull)
 	a.adminRoutes(mux)
-	a.mux = recoverPanics(limitPath(jsonErrors(mux)), a.log)
+	a.mux = recoverPanics(limitPath(httpserver.PlainPaths(jsonErrors(mux))), a.log)
 	return a
 }
 
@@ -78,10 +83,10 @@ const MaxPathBytes = 2048
 
 // Guard gives another handler served beside the API (the web console) what every route of
 // the API has: a handler's panic answers 500 with Event Grid's error body and is logged with
-// its stack (recoverPanics), and a path over MaxPathBytes answers 414 before h sees it
-// (limitPath).
+// its stack (recoverPanics), a path over MaxPathBytes answers 414 before h sees it
+// (limitPath), and a path with an empty, "." or ".." segment 404 ([httpserver.PlainPaths]).
 func Guard(h http.Handler, log *slog.Logger) http.Handler {
-	return recoverPanics(limitPath(h), log)
+	return recoverPanics(limitPath(httpserver.PlainPaths(h)), log)
 }
 
 // limitPath answers a request whose path is over MaxPathBytes with 414 URI Too Long and Event

@@ -48,7 +48,8 @@ const MaxReceiveBuffer = 256 << 10
 // WriteTimeout, on purpose: a pull delivery :receive reads its (empty) body at once and then
 // long-polls for up to 120 s (maxWaitTime) before it answers; instead each write of an answer
 // has [AnswerStall] to be taken in ([BoundAnswers]), so a client that never reads its answer
-// does not hold its connection for ever. Over HTTP/2 a connection has at
+// does not hold its connection for ever. A path with an empty, "." or ".." segment is answered 404 naming
+// its plain form ([PlainPaths]), never redirected. Over HTTP/2 a connection has at
 // most [MaxConcurrentStreams] requests in progress and [MaxReceiveBuffer] of unread body.
 // net/http's own errors (failed accepts, TLS handshakes) are logged on log as structured
 // records whose message is constant, so a flood of them folds. Serve it on a listener from [Listen] (or wrap one with
@@ -59,7 +60,7 @@ func New(cfg Config, h http.Handler, req Requests, log *slog.Logger) *http.Serve
 		h = LimitBodies(h, cfg.MaxPublishBodies, cfg.PublishWait, req.Publish)
 	}
 	srv := &http.Server{
-		Handler:           BoundAnswers(h),
+		Handler:           BoundAnswers(PlainPaths(h)),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadHeaderTimeout + cfg.BodyTimeout,
 		IdleTimeout:       cfg.IdleTimeout,

@@ -1,0 +1,54 @@
+package httpserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"path"
+
+	"github.com/egridio/egrid/schemas/clip"
+)
+
+// PlainPaths answers a request whose path is not in its plain form — with an empty segment
+// ("//topics/t/api/events"), or a "." or ".." segment — 404 Not Found with Event Grid's
+// error body naming the plain form, instead of passing it to h. Go's ServeMux would answer it
+// 307 with a plain-text body and the plain form in Location: egrid's API never redirects
+// (README, Data plane), every error it answers has Event Grid's JSON shape, and a client that
+// follows redirects would send a publish's body again to a URL it did not ask for. CONNECT
+// requests, whose target is not a path, pass through.
+func PlainPaths(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if p := plainPath(r.URL.Path); p != r.URL.Path {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			type body struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			}
+			_ = json.NewEncoder(w).Encode(struct {
+				Error body `json:"error"`
+			}{body{Code: "NotFound", Message: "no route for " + clip.String(r.URL.Path) + ": the path has an empty, \".\" or \"..\" segment; send " + clip.String(p)}})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// plainPath is p as Go's ServeMux routes it: rooted, cleaned of empty, "." and ".."
+// segments, and keeping a trailing slash.
+func plainPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
