@@ -111,17 +111,19 @@ func TestDecodeRejectsCorruptValues(t *testing.T) {
 	tests := []struct {
 		name  string
 		value []byte
+		want  string
 	}{
-		{"empty", nil},
-		{"unknown version", append([]byte{2}, entry[1:]...)},
-		{"cut in the time", entry[:3]},
-		{"cut in the string lengths", entry[:14]},
-		{"bad event marker", append(append([]byte{}, entry[:len(appendTime(nil, goldenTime))+1]...), 9)},
+		{"empty", nil, "corrupt value: bad length"},
+		{"unknown version", append([]byte{2}, entry[1:]...), "corrupt value: unknown format version 2"},
+		{"cut in the time", entry[:3], "corrupt value: bad varint"},
+		{"bad nanoseconds", []byte{formatV1, 0, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1}, "corrupt value: bad nanoseconds"},
+		{"cut in the string lengths", entry[:14], "corrupt value: bad event string length"},
+		{"bad event marker", append(append([]byte{}, entry[:len(appendTime(nil, goldenTime))+1]...), 9), "corrupt value: bad event marker"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := decodeEntry(1, tc.value); err == nil {
-				t.Errorf("decodeEntry(%x) returned no error", tc.value)
+			if _, err := decodeEntry(1, tc.value); !errors.Is(err, errCorrupt) || err.Error() != tc.want {
+				t.Errorf("decodeEntry(%x) = %v, want errCorrupt %q", tc.value, err, tc.want)
 			}
 		})
 	}
