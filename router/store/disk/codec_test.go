@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/internal/wire"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -118,7 +119,7 @@ func TestDecodeRejectsCorruptValues(t *testing.T) {
 		{"cut in the time", entry[:3], "corrupt value: bad varint"},
 		{"bad nanoseconds", []byte{formatV1, 0, 0x80, 0x94, 0xeb, 0xdc, 0x03, 1}, "corrupt value: bad nanoseconds"},
 		{"cut in the string lengths", entry[:14], "corrupt value: bad event string length"},
-		{"bad event marker", append(append([]byte{}, entry[:len(appendTime(nil, goldenTime))+1]...), 9), "corrupt value: bad event marker"},
+		{"bad event marker", append(append([]byte{}, entry[:wire.TimeSize(goldenTime)+1]...), 9), "corrupt value: bad event marker"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

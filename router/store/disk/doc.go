@@ -162,5 +162,6 @@
 // The directory is created 0700 and every file 0600 (fs.go); Options.PrivateDir refuses a
 // directory open to group or others. Options.SecretKey seals definitions (secret.go).
 //
-// disk imports store, schemas and pebble.
+// disk imports store, store/internal/wire (the value encoding it shares with the JetStream
+// store), schemas and pebble.
 package disk

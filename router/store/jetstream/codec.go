@@ -2,11 +2,10 @@ package jetstream
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/internal/wire"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -26,8 +25,8 @@ const subRecordV2 = 2
 // never this one), so its epoch tells it apart from every later life of the name.
 const legacyEpoch = 1
 
-// errCorrupt marks a stored value that does not decode.
-var errCorrupt = errors.New("corrupt value")
+// errCorrupt marks a stored value that does not decode: every decoder's error wraps it.
+var errCorrupt = wire.ErrCorrupt
 
 // subRecord is everything stored for one subscription under one key, so that one
 // compare-and-set writes all of it: the definition's spec, the cursor, the parked events
@@ -45,16 +44,16 @@ type subRecord struct {
 // the message's stream sequence.
 func appendEntry(dst []byte, publishTime time.Time, ev *schemas.Event) []byte {
 	dst = append(dst, formatV1)
-	dst = appendTime(dst, publishTime)
-	return appendEvent(dst, ev)
+	dst = wire.AppendTime(dst, publishTime)
+	return wire.AppendEvent(dst, ev)
 }
 
 func decodeEntry(seq uint64, b []byte) (store.Entry, error) {
-	d := decoder{b: b}
-	d.readVersion()
-	e := store.Entry{Seq: seq, PublishTime: d.readTime()}
-	e.Event = d.readEvent()
-	return e, d.err
+	d := wire.NewDecoder(b)
+	d.Version(formatV1)
+	e := store.Entry{Seq: seq, PublishTime: d.Time()}
+	e.Event = readEvent(&d)
+	return e, d.Err()
 }
 
 // appendSubRecord encodes a subscription record: version, uvarint cursor (first, so Cursors
@@ -69,12 +68,12 @@ func appendSubRecord(dst []byte, r *subRecord) []byte {
 		dst = binary.AppendUvarint(dst, r.cursor)
 		dst = binary.AppendUvarint(dst, r.epoch)
 	}
-	dst = appendBytes(dst, r.spec)
+	dst = wire.AppendBytes(dst, r.spec)
 	if r.probation == nil {
 		dst = append(dst, 0)
 	} else {
 		dst = append(dst, 1)
-		dst = appendBytes(dst, r.probation)
+		dst = wire.AppendBytes(dst, r.probation)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.parked)))
 	for i := range r.parked {
@@ -85,295 +84,110 @@ func appendSubRecord(dst []byte, r *subRecord) []byte {
 
 // decodeCursor decodes only the cursor of a subscription record.
 func decodeCursor(b []byte) (uint64, error) {
-	d := decoder{b: b}
-	d.readSubVersion()
-	c := d.readUvarint()
-	return c, d.err
+	d := wire.NewDecoder(b)
+	d.Version(formatV1, subRecordV2)
+	c := d.Uvarint()
+	return c, d.Err()
 }
 
 // decodeEpoch decodes only the epoch of a subscription record (its head).
 func decodeEpoch(b []byte) (uint64, error) {
-	d := decoder{b: b}
-	v := d.readSubVersion()
-	d.readUvarint() // the cursor
+	d := wire.NewDecoder(b)
+	v := d.Version(formatV1, subRecordV2)
+	d.Uvarint() // the cursor
 	if v != subRecordV2 {
-		return legacyEpoch, d.err
+		return legacyEpoch, d.Err()
 	}
-	e := d.readUvarint()
-	if d.err == nil && e <= legacyEpoch {
-		d.fail("epoch")
+	e := d.Uvarint()
+	if d.Err() == nil && e <= legacyEpoch {
+		d.Fail("bad epoch")
 	}
-	return e, d.err
+	return e, d.Err()
 }
 
 // decodeSubHead decodes the head of a subscription record: its cursor, its epoch (legacyEpoch
 // for a record of the first format) and the definition's spec. A record whose head decodes but whose rest does not has
 // lost its state, not its definition (see Store.load).
 func decodeSubHead(b []byte) (cursor, epoch uint64, spec []byte, err error) {
-	d := decoder{b: b}
-	v := d.readSubVersion()
-	cursor, epoch = d.readUvarint(), legacyEpoch
+	d := wire.NewDecoder(b)
+	v := d.Version(formatV1, subRecordV2)
+	cursor, epoch = d.Uvarint(), legacyEpoch
 	if v == subRecordV2 {
-		if epoch = d.readUvarint(); d.err == nil && epoch <= legacyEpoch {
-			d.fail("epoch")
+		if epoch = d.Uvarint(); d.Err() == nil && epoch <= legacyEpoch {
+			d.Fail("bad epoch")
 		}
 	}
-	spec = d.readBytes()
-	return cursor, epoch, spec, d.err
+	spec = d.Bytes()
+	return cursor, epoch, spec, d.Err()
 }
 
 func decodeSubRecord(b []byte) (subRecord, error) {
-	d := decoder{b: b}
+	d := wire.NewDecoder(b)
 	r := subRecord{epoch: legacyEpoch}
-	v := d.readSubVersion()
-	r.cursor = d.readUvarint()
+	v := d.Version(formatV1, subRecordV2)
+	r.cursor = d.Uvarint()
 	if v == subRecordV2 {
-		if r.epoch = d.readUvarint(); d.err == nil && r.epoch <= legacyEpoch {
-			d.fail("epoch")
+		if r.epoch = d.Uvarint(); d.Err() == nil && r.epoch <= legacyEpoch {
+			d.Fail("bad epoch")
 		}
 	}
-	r.spec = d.readBytes()
-	if d.readByte() == 1 {
-		r.probation = d.readBytes()
+	r.spec = d.Bytes()
+	if d.Byte() == 1 {
+		r.probation = d.Bytes()
 		if r.probation == nil {
 			r.probation = []byte{}
 		}
 	}
-	n := d.readUvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("parked count")
+	n := d.Uvarint()
+	if d.Err() == nil && n > uint64(len(d.Rest())) {
+		d.Fail("bad parked count")
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.parked = append(r.parked, d.readParked())
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		r.parked = append(r.parked, readParked(&d))
 	}
-	return r, d.err
+	return r, d.Err()
 }
 
+// appendParked encodes a parked event in a subscription record (without its event, a message
+// of the parked stream): uvarint seq, delivery state (wire.AppendParkedState).
 func appendParked(dst []byte, p *store.Parked) []byte {
 	dst = binary.AppendUvarint(dst, p.Seq)
-	dst = binary.AppendVarint(dst, int64(p.Attempts))
-	dst = appendTime(dst, p.PublishTime)
-	dst = appendTime(dst, p.FirstAttempt)
-	dst = appendTime(dst, p.LastAttempt)
-	dst = appendTime(dst, p.NextDue)
-	dst = append(dst, byte(p.LastOutcome))
-	return binary.AppendVarint(dst, int64(p.LastStatus))
+	return wire.AppendParkedState(dst, p)
 }
 
-func (d *decoder) readParked() store.Parked {
-	p := store.Parked{Seq: d.readUvarint()}
-	p.Attempts = int(d.readVarint())
-	p.PublishTime = d.readTime()
-	p.FirstAttempt = d.readTime()
-	p.LastAttempt = d.readTime()
-	p.NextDue = d.readTime()
-	p.LastOutcome = schemas.Outcome(d.readByte())
-	p.LastStatus = int(d.readVarint())
+func readParked(d *wire.Decoder) store.Parked {
+	p := store.Parked{Seq: d.Uvarint()}
+	d.ParkedState(&p)
 	return p
 }
 
 // appendBody encodes a parked event's copy of its event: version, event.
 func appendBody(dst []byte, ev *schemas.Event) []byte {
 	dst = append(dst, formatV1)
-	return appendEvent(dst, ev)
+	return wire.AppendEvent(dst, ev)
 }
 
 func decodeBody(b []byte) (*schemas.Event, error) {
-	d := decoder{b: b}
-	d.readVersion()
-	ev := d.readEvent()
-	return ev, d.err
+	d := wire.NewDecoder(b)
+	d.Version(formatV1)
+	ev := readEvent(&d)
+	return ev, d.Err()
 }
 
 // appendOpaque encodes a value the store does not interpret (a topic definition's spec, a
 // dead-letter outbox record): version, then the caller's bytes.
-func appendOpaque(dst, b []byte) []byte {
-	dst = append(dst, formatV1)
-	return append(dst, b...)
-}
+func appendOpaque(dst, b []byte) []byte { return wire.AppendOpaque(dst, formatV1, b) }
 
 // decodeOpaque decodes what appendOpaque wrote; the result is a copy (nil when empty).
-func decodeOpaque(b []byte) ([]byte, error) {
-	d := decoder{b: b}
-	d.readVersion()
-	if d.err != nil {
-		return nil, d.err
-	}
-	if len(d.b) == 0 {
-		return nil, nil
-	}
-	return append([]byte(nil), d.b...), nil
-}
+func decodeOpaque(b []byte) ([]byte, error) { return wire.DecodeOpaque(b, formatV1) }
 
-// appendTime encodes an instant as varint Unix seconds and uvarint nanoseconds. The zone and
-// monotonic reading are not kept; the zero time round-trips to an instant IsZero reports.
-func appendTime(dst []byte, t time.Time) []byte {
-	dst = binary.AppendVarint(dst, t.Unix())
-	return binary.AppendUvarint(dst, uint64(t.Nanosecond()))
-}
-
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-// Event encoding: a presence byte (0 for a nil event, 1 otherwise), the eight string lengths
-// as uvarints, the eight strings back to back, and Raw as the rest of the value. The store
-// writes no value without an event, and its decoders take one for corrupt.
-const (
-	eventAbsent  = 0
-	eventPresent = 1
-)
-
-func eventStrings(ev *schemas.Event) [8]string {
-	return [8]string{ev.ID, ev.Type, ev.Subject, ev.Time, ev.DataVersion, ev.Source, ev.SpecVersion, ev.Traceparent}
-}
-
-func appendEvent(dst []byte, ev *schemas.Event) []byte {
-	if ev == nil {
-		return append(dst, eventAbsent)
+// readEvent reads an event (wire.Decoder.Event); a value without one is corrupt. The store
+// never writes one (Append refuses a nil event, and a parked event is one of them): it is a
+// foreign message, which a reader must not take for an event.
+func readEvent(d *wire.Decoder) *schemas.Event {
+	ev := d.Event()
+	if ev == nil && d.Err() == nil {
+		d.Fail("no event (the store writes every entry with one)")
 	}
-	dst = append(dst, eventPresent)
-	strs := eventStrings(ev)
-	for _, s := range strs {
-		dst = binary.AppendUvarint(dst, uint64(len(s)))
-	}
-	for _, s := range strs {
-		dst = append(dst, s...)
-	}
-	return append(dst, ev.Raw...)
-}
-
-// decoder reads a value; the first problem sticks in err and later reads return zero values.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: bad %s", errCorrupt, what)
-	}
-	d.b = nil
-}
-
-func (d *decoder) readVersion() {
-	if v := d.readByte(); d.err == nil && v != formatV1 {
-		d.err = fmt.Errorf("%w: unknown format version %d", errCorrupt, v)
-	}
-}
-
-// readSubVersion reads a subscription record's version: formatV1 or subRecordV2.
-func (d *decoder) readSubVersion() byte {
-	v := d.readByte()
-	if d.err == nil && v != formatV1 && v != subRecordV2 {
-		d.err = fmt.Errorf("%w: unknown format version %d", errCorrupt, v)
-	}
-	return v
-}
-
-func (d *decoder) readByte() byte {
-	if len(d.b) < 1 {
-		d.fail("length")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) readUvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) readVarint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// readBytes reads a length-prefixed byte string; the result is a copy, nil when empty.
-func (d *decoder) readBytes() []byte {
-	n := d.readUvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("byte string length")
-		return nil
-	}
-	var b []byte
-	if n > 0 {
-		b = append([]byte(nil), d.b[:n]...)
-	}
-	d.b = d.b[n:]
-	return b
-}
-
-func (d *decoder) readTime() time.Time {
-	sec := d.readVarint()
-	nsec := d.readUvarint()
-	if d.err != nil {
-		return time.Time{}
-	}
-	if nsec >= uint64(time.Second) {
-		d.fail("nanoseconds")
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(nsec)).UTC()
-}
-
-// readEvent decodes an event from the rest of d.b, copying out of it (the buffer belongs to
-// the NATS client).
-func (d *decoder) readEvent() *schemas.Event {
-	switch d.readByte() {
-	case eventAbsent:
-		// The store never writes one (Append refuses a nil event, and a parked event is
-		// one of them): a foreign message, which a reader must not take for an event.
-		if d.err == nil {
-			d.err = fmt.Errorf("%w: no event (the store writes every entry with one)", errCorrupt)
-		}
-		d.b = nil
-		return nil
-	case eventPresent:
-	default:
-		d.fail("event marker")
-		return nil
-	}
-	var lens [8]uint64
-	var total uint64
-	for i := range lens {
-		lens[i] = d.readUvarint()
-		total += lens[i]
-		if d.err != nil || lens[i] > uint64(len(d.b)) || total > uint64(len(d.b)) {
-			d.fail("event string length")
-			return nil
-		}
-	}
-	all := string(d.b[:total]) // one allocation for the eight strings
-	var strs [8]string
-	var off uint64
-	for i, n := range lens {
-		strs[i] = all[off : off+n]
-		off += n
-	}
-	ev := &schemas.Event{
-		ID: strs[0], Type: strs[1], Subject: strs[2], Time: strs[3],
-		DataVersion: strs[4], Source: strs[5], SpecVersion: strs[6], Traceparent: strs[7],
-	}
-	if rest := d.b[total:]; len(rest) > 0 {
-		ev.Raw = append([]byte(nil), rest...)
-	}
-	d.b = nil
 	return ev
 }

@@ -124,6 +124,7 @@
 // journal holds and with a new epoch, as the disk store restarts a subscription whose cursor
 // does not decode (kind [DamageEntry]; see [Store.LoadSubscription]).
 //
-// jetstream imports only router/store, schemas and router/internal/bucketkeys of egrid (and
-// the NATS client).
+// jetstream imports only router/store, router/store/internal/wire (the value encoding it
+// shares with the disk store), schemas and router/internal/bucketkeys of egrid (and the NATS
+// client).
 package jetstream

@@ -317,14 +317,15 @@ func TestDamagedParkedCopiesAreLostAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Event 2's copy without an event after its good one (the last copy is read), event 3's
-	// cut short in place of its good one, event 4's gone.
-	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 2), []byte{formatV1, eventAbsent}); err != nil {
+	// cut short (an event whose first string length runs past the end) in place of its good
+	// one, event 4's gone.
+	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 2), appendBody(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 3))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 3), []byte{formatV1, eventPresent, 200}); err != nil {
+	if _, err := s.js.Publish(ctx, s.parkedSubject("orders", "sub", 3), []byte{formatV1, 1, 200}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(s.parkedSubject("orders", "sub", 4))); err != nil {
