@@ -168,8 +168,11 @@ type ExplainedAttempt struct {
 var ErrEventNotFound = errors.New("event not found")
 
 // ErrHistoryDamaged is wrapped by Explain's error when the event's stored delivery history
-// does not decode: the store holds something egrid did not write there (damage, or a record of
-// another version). The event's delivery is not affected; only its explanation is lost.
+// does not decode, or the store finds it damaged ([store.ErrCorrupt]: in a disk block that
+// fails its checksum, say): the store holds something egrid did not write there (damage, or a
+// record of another version). Retrying does not help: the store has to be restored from a
+// backup (egrid store check lists the damage). The event's delivery is not affected; only its
+// explanation is lost.
 var ErrHistoryDamaged = errors.New("delivery history damaged")
 
 // Explain returns the delivery history of event eventID on a subscription (names in any
@@ -178,7 +181,8 @@ var ErrHistoryDamaged = errors.New("delivery history damaged")
 // answer. An unknown topic or
 // subscription is [ErrTopicNotFound] or [ErrSubscriptionNotFound]; an event the subscription
 // has no history of (never matched, never attempted yet, or its history has expired)
-// [ErrEventNotFound]; a store that cannot read the history wraps [ErrUnavailable] (retry).
+// [ErrEventNotFound]; a history stored damaged, or that the store finds damaged,
+// [ErrHistoryDamaged]; a store that cannot read the history wraps [ErrUnavailable] (retry).
 func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Explanation, error) {
 	t, spec, name, err := r.lookup(topic, sub)
 	if err != nil {
@@ -191,6 +195,9 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 	rec, err := r.store.History(ctx, t.name, name, eventID, now)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", clip.String(eventID), name, t.name, ErrEventNotFound)
+	}
+	if errors.Is(err, store.ErrCorrupt) {
+		return nil, fmt.Errorf("explaining event %q: %w: %w", clip.String(eventID), ErrHistoryDamaged, err)
 	}
 	if err != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("explaining event %q: reading its delivery history: %w: %w", clip.String(eventID), ErrUnavailable, err)

@@ -456,7 +456,8 @@ func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 
 // explainEvent answers an event's delivery history ([router.Router.Explain]): 404 with the
 // event id in the message for an event the subscription has no history of, 503 when the store
-// cannot read it, 500 when it is stored damaged.
+// cannot read it, 500 when it is stored damaged or the store finds it damaged (retrying does
+// not help: the message says to run egrid store check).
 func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), req.PathValue("id"))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/sas"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/router/store/disk"
 	"github.com/egridio/egrid/schemas"
 )
 
@@ -378,6 +379,49 @@ func TestExplainOnAFailingStoreIs503WithoutPaths(t *testing.T) {
 	}
 	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "retry later") {
 		t.Errorf("message %q; want it to say to retry later", msg)
+	}
+	if strings.Contains(rec.Body.String(), "/var/lib") {
+		t.Errorf("the answer shows a server path: %s", rec.Body)
+	}
+}
+
+// historyDamagedStore fails every read of a delivery history as the disk store does for one
+// in a damaged table block: an error wrapping disk.ErrCorrupt that names the data directory.
+type historyDamagedStore struct{ store.Store }
+
+func (historyDamagedStore) History(_ context.Context, topic, sub, id string, _ time.Time) (store.HistoryRecord, error) {
+	return store.HistoryRecord{}, fmt.Errorf("%w: the delivery history of event %q of subscription %q of topic %q is in a damaged table block and cannot be read (pebble: corruption); egrid store check --data-dir /var/lib/egrid/secret-dir lists the damage",
+		disk.ErrCorrupt, id, sub, topic)
+}
+
+// TestExplainOfAHistoryInADamagedBlockIs500: a delivery history the store finds in a damaged
+// block is damage, not a store to retry: 500 saying the history is damaged and to run egrid
+// store check, no Retry-After, the store's error (a server path) in the log only. Before, it
+// was 503 "retry later", which could never help.
+func TestExplainOfAHistoryInADamagedBlockIs500(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: historyDamagedStore{mem}, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrHistoryDamaged) || errors.Is(err, router.ErrUnavailable) {
+		t.Errorf("Explain of a history in a damaged block: %v, want ErrHistoryDamaged, not ErrUnavailable", err)
+	}
+	rec := serve(httpapi.New(r), "GET", "/admin/topics/orders/eventSubscriptions/sub-1/events/e1", "", http.Header{"Authorization": {"Bearer tok"}})
+	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Retry-After") != "" {
+		t.Errorf("explain of a history in a damaged block: %d, Retry-After %q (%s); want 500 without Retry-After", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "delivery history is damaged") || !strings.Contains(msg, "egrid store check") || strings.Contains(msg, "retry") {
+		t.Errorf("message %q; want it to say the history is damaged and to run egrid store check, not to retry", msg)
 	}
 	if strings.Contains(rec.Body.String(), "/var/lib") {
 		t.Errorf("the answer shows a server path: %s", rec.Body)

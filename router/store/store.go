@@ -37,7 +37,30 @@ var (
 	// (then the name can be created again) or the store is restored from a backup. The
 	// error says which. Nothing is written.
 	ErrDamaged = errors.New("store: the stored definition is damaged")
+	// ErrCorrupt is wrapped by the errors of calls that met damaged stored data: a disk
+	// block that fails its checksum, or a value that does not decode (the disk store's
+	// disk.ErrCorrupt, the JetStream store's undecodable values). Retrying does not help:
+	// the data stays damaged until the store is restored from a backup, and egrid store
+	// check lists the damage. The router answers it as damage, saying what is lost and what
+	// to do, never as a store to retry (router.ErrHistoryDamaged for a delivery history).
+	//
+	// It is not [ErrDamaged]: that one is the refusal of PutTopic and PutSubscription to
+	// create a name whose definition is damaged, which the router answers 409 with the
+	// remedy of deleting the name first; damage elsewhere (a journal block, a delivery
+	// history, a failed store's stuck compaction) is no such refusal, and deleting the name
+	// does not mend it. A damaged definition's refusal matches both.
+	ErrCorrupt = errors.New("store: stored data is damaged")
 )
+
+// CorruptSentinel returns a new sentinel error with message msg that matches [ErrCorrupt]
+// under errors.Is: a store's own sentinel for damage (the disk store's disk.ErrCorrupt),
+// whose message stays its own.
+func CorruptSentinel(msg string) error { return &corruptSentinel{msg} }
+
+type corruptSentinel struct{ msg string }
+
+func (e *corruptSentinel) Error() string        { return e.msg }
+func (e *corruptSentinel) Is(target error) bool { return target == ErrCorrupt }
 
 // DamageProber is implemented by stores shared by several nodes, where a name one node does
 // not run may be one another node created a moment ago: DefinitionDamaged reports whether the

@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas/clip"
 )
 
@@ -35,8 +36,9 @@ import (
 // events without saying so.
 
 // ErrCorrupt is wrapped by the errors of damage found in a store: Open refuses to start on it,
-// and CheckDir reports it.
-var ErrCorrupt = errors.New("disk store: corrupt")
+// and CheckDir reports it. It matches [store.ErrCorrupt], so the router tells damage from a
+// store that is down without knowing this package.
+var ErrCorrupt = store.CorruptSentinel("disk store: corrupt")
 
 // Kinds of damage, for Options.OnCorruption and metrics.
 const (

@@ -40,8 +40,8 @@ type damagedDef struct {
 }
 
 // damagedDefError is the error of PutTopic or PutSubscription for a name whose stored
-// definition is damaged. It wraps [ErrCorrupt] and [store.ErrDamaged]; its message, shown to
-// the admin API's caller, names no file.
+// definition is damaged. It wraps [ErrCorrupt] (and so [store.ErrCorrupt]) and
+// [store.ErrDamaged]; its message, shown to the admin API's caller, names no file.
 type damagedDefError struct {
 	what string // `topic "orders"`, `subscription "billing" of topic "orders"`
 	fix  string // the delete command
@@ -53,7 +53,7 @@ func (e *damagedDefError) Error() string {
 }
 
 func (e *damagedDefError) Is(target error) bool {
-	return target == ErrCorrupt || target == store.ErrDamaged
+	return target == ErrCorrupt || target == store.ErrDamaged || target == store.ErrCorrupt
 }
 
 // defID returns the id a definition's value gives (both formats put a version byte, then the

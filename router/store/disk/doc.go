@@ -121,7 +121,9 @@
 // is a second turn. A delete
 // whose synced write failed may still have its batch on disk (the log written, the sync
 // failed): it puts back what it took out of memory, and the recovery that reopens the store
-// reads whether the batch is on disk and, if it is, takes it out again (settleDeletes).
+// reads whether the batch is on disk and, if it is, takes it out again (settleDeletes); a
+// definition it finds in a damaged table block is taken as still there (the delete failed, as
+// it answered), the block reported once.
 //
 // # Damage
 //

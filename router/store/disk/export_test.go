@@ -117,3 +117,18 @@ func WriteFloorDamagedStore(t *testing.T, dir string) {
 
 // NoCompactions keeps the table files of the stores opened with opts as flushed.
 func NoCompactions(opts *Options) { opts.tune = noCompactions }
+
+// DamageDefinition writes the stored definition of topic (sub "") or of its subscription sub
+// again alone into a table file of its own and damages that file's block (isolateAndDamage):
+// reads of it fail with pebble's corruption error. dir is the store's directory on the OS's
+// file system.
+func (s *Store) DamageDefinition(t *testing.T, dir, topic, sub string) {
+	t.Helper()
+	s.mu.RLock()
+	key := nameKey(prefixTopic, topic)
+	if sub != "" {
+		key = subDefKey(s.topics[topic].id, sub)
+	}
+	s.mu.RUnlock()
+	isolateAndDamage(t, s, dir, key)
+}

@@ -3,7 +3,6 @@ package disk
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,7 +39,9 @@ func decodeHistory(eventID string, b []byte) (store.HistoryRecord, error) {
 	}, nil
 }
 
-var errCorruptHistory = errors.New("malformed history record")
+// errCorruptHistory marks a stored history that does not decode. It matches
+// [store.ErrCorrupt].
+var errCorruptHistory = store.CorruptSentinel("malformed history record")
 
 // PutHistory implements [store.Store]. The records are one batch committed without a sync.
 // While the store is failed it returns the failure: histories are advisory, and are not kept

@@ -11,10 +11,10 @@ import (
 )
 
 // A delivery history or a dead letter in a damaged table block fails its point read with an
-// error that wraps ErrCorrupt, saying what is lost and what to do, so that the router and the
-// CLI tell damage from a store that is down; each block is logged and counted once (kind
-// table), however often it is read. Before, History and DeadLettersByID returned pebble's bare
-// error, uncounted.
+// error that wraps ErrCorrupt (and so store.ErrCorrupt, which the router reads), saying what is
+// lost and what to do, so that the router and the CLI tell damage from a store that is down;
+// each block is logged and counted once (kind table), however often it is read. Before,
+// History and DeadLettersByID returned pebble's bare error, uncounted.
 func TestDamagedPointReadsSayDamage(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "db")
@@ -31,13 +31,13 @@ func TestDamagedPointReadsSayDamage(t *testing.T) {
 	v := openVal(t, dir)
 	for range 2 {
 		_, err := v.History(ctx, "orders", "billing", "e1", time.Now())
-		if !errors.Is(err, ErrCorrupt) || errors.Is(err, store.ErrNotFound) ||
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNotFound) ||
 			!strings.Contains(err.Error(), `the delivery history of event "e1" of subscription "billing" of topic "orders" is in a damaged table block`) ||
 			!strings.Contains(err.Error(), "egrid explain finds none") || !strings.Contains(err.Error(), "Restore the directory from a backup") {
-			t.Errorf("History = %v; want ErrCorrupt saying what is lost and what to do", err)
+			t.Errorf("History = %v; want ErrCorrupt (and store.ErrCorrupt, which the router reads) saying what is lost and what to do", err)
 		}
 		_, err = v.DeadLettersByID(ctx, []string{"d1"})
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `dead letter "d1" of the dead-letter outbox is in a damaged table block`) ||
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `dead letter "d1" of the dead-letter outbox is in a damaged table block`) ||
 			!strings.Contains(err.Error(), "not yet written to the dead-letter destination") || !strings.Contains(err.Error(), "Restore the directory from a backup") {
 			t.Errorf("DeadLettersByID = %v; want ErrCorrupt saying what is lost and what to do", err)
 		}

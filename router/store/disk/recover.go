@@ -316,6 +316,12 @@ type settled struct {
 // write-ahead log (the write went through, the sync did not) is replayed by g, though the
 // delete put back in memory what it had taken out. The old instance is fenced, so no batch
 // reaches the disk any more: what g holds is the outcome.
+//
+// A definition in a damaged table block cannot be read: its delete is taken as not on disk (a
+// batch replayed by g would hold the delete in g's memtable, which the read meets before any
+// table block), so the topic or subscription is kept, as the failed delete answered, and the
+// block is reported once (unsettledDamage); the recovery goes on. Failing it instead would
+// keep the store refusing writes for as long as the process ran, each try meeting the block.
 func (s *Store) settleDeletes(g *generation) (settled, error) {
 	out := settled{gone: map[deletion]*unsettled{}, kept: map[deletion]*unsettled{}, topics: map[*topic]bool{}, subs: map[*sub]bool{}, ids: map[uint64]bool{}}
 	s.mu.RLock()
@@ -327,6 +333,10 @@ func (s *Store) settleDeletes(g *generation) (settled, error) {
 			key = subDefKey(u.t.id, d.sub)
 		}
 		_, ok, err := get(g.db, key)
+		if pebble.IsCorruptionError(err) {
+			s.unsettledDamage(d, err)
+			ok, err = true, nil
+		}
 		if err != nil {
 			return settled{}, fmt.Errorf("reading whether a failed delete reached the disk: %w", err)
 		}
@@ -352,6 +362,21 @@ func (s *Store) settleDeletes(g *generation) (settled, error) {
 		s.mu.RUnlock()
 	}
 	return out, nil
+}
+
+// unsettledDamage reports that the definition of failed delete d is in a damaged table block
+// (err), which settleDeletes takes as still there: the block is counted once per Store, and
+// its loss of definitions told once (an ERROR saying what to do).
+func (s *Store) unsettledDamage(d deletion, err error) {
+	if !s.lostBlock(err, lostDefinitions) {
+		return
+	}
+	what := fmt.Sprintf("topic %q", clip.String(d.topic))
+	if d.sub != "" {
+		what = fmt.Sprintf("subscription %q of topic %q", clip.String(d.sub), clip.String(d.topic))
+	}
+	s.log.Error("disk store: reopening after a failed write could not read whether a failed delete reached the disk: the definition is in a damaged table block. It is taken as still there, as the delete answered (it failed): delete it again. Listings and changes of the definitions in the block fail, and the next start is refused: restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
+		"dir", s.dir, "of", what, "err", err)
 }
 
 // applySettled makes the in-memory catalogue follow what settleDeletes found on disk, as a

@@ -37,7 +37,7 @@ import (
 const DamageDefinition = "definition"
 
 // damagedDefError is the error of a call on a name whose stored definition does not decode.
-// It wraps [store.ErrDamaged] and errCorrupt.
+// It wraps [store.ErrDamaged] and errCorrupt (and so [store.ErrCorrupt]).
 type damagedDefError struct {
 	what string // `topic "orders"`, `subscription "billing" of topic "orders"`
 	fix  string // the delete command
@@ -52,7 +52,7 @@ func (e *damagedDefError) Error() string {
 }
 
 func (e *damagedDefError) Is(target error) bool {
-	return target == store.ErrDamaged || target == errCorrupt
+	return target == store.ErrDamaged || target == errCorrupt || target == store.ErrCorrupt
 }
 
 func topicDamaged(topic string, rev uint64, err error) *damagedDefError {

@@ -11,7 +11,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,7 +19,8 @@ import (
 )
 
 // ErrCorrupt is wrapped by every error of a [Decoder]: a stored value that does not decode.
-var ErrCorrupt = errors.New("corrupt value")
+// It matches [store.ErrCorrupt], so the router tells such damage from a store that is down.
+var ErrCorrupt = store.CorruptSentinel("corrupt value")
 
 // AppendTime encodes an instant as varint Unix seconds and uvarint nanoseconds. The zone and
 // monotonic reading are not kept; the zero time round-trips to an instant IsZero reports.
