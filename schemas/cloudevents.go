@@ -83,9 +83,10 @@ func extensionNameProblem(name string) string {
 // eventgrid-behaviour.md §1.3, §1.6, §2.2): a JSON array of events (a batch) or a single event
 // object, told apart by the first non-space byte. A single event is index 0 in errors.
 //
-// Each event must have the string attributes id, source and type (non-empty) and specversion
-// "1.0". Optional: time (an RFC 3339 date-time), subject, datacontenttype and dataschema
-// (non-empty strings when present, as CloudEvents requires), data (any JSON value) or
+// Each event must have the string attributes id, source (a URI-reference, RFC 3986 §4.1) and
+// type (non-empty) and specversion "1.0". Optional: time (an RFC 3339 date-time), subject,
+// datacontenttype and dataschema (non-empty strings when present, as CloudEvents requires;
+// dataschema a URI-reference too, as Azure's own "#"+dataVersion is), data (any JSON value) or
 // data_base64 (a base64 string), not both, and extension attributes whose names are 1 to 20
 // lower-case letters and digits and whose values are strings, numbers or booleans. Attributes
 // sent as JSON null count as absent; an attribute sent twice is an error, and so is a string
@@ -266,6 +267,11 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 		bad = true
 	}
 	ev.Source = str(ceSource, true)
+	if ev.Source != "" && !surrogate[ceSource] && !p.has(i, "source") {
+		if reason := uriRefProblem(ev.Source); reason != "" {
+			fail("source", "is "+clip.Quote(ev.Source)+", not a URI-reference (RFC 3986) as CloudEvents requires: it "+reason+headerNote(binary, "source", ev.Source))
+		}
+	}
 	ev.SpecVersion = str(ceSpecVersion, true)
 	if ev.SpecVersion != "" && !surrogate[ceSpecVersion] && ev.SpecVersion != specVersionCE {
 		fail("specversion", "is "+clip.Quote(ev.SpecVersion)+", but only CloudEvents \"1.0\" is supported")
@@ -279,7 +285,11 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	ev.Subject = str(ceSubject, false)
 	str(ceDataContentType, false)
-	str(ceDataSchema, false)
+	if v := str(ceDataSchema, false); v != "" && !surrogate[ceDataSchema] && !p.has(i, "dataschema") {
+		if reason := uriRefProblem(v); reason != "" {
+			fail("dataschema", "is "+clip.Quote(v)+", not a URI-reference (RFC 3986): it "+reason+headerNote(binary, "dataschema", v))
+		}
+	}
 	if m[ceData].present() && m[ceDataBase64].present() {
 		fail("data_base64", "cannot be sent together with data: send binary payloads as data_base64 and JSON or text as data")
 	}
@@ -308,6 +318,16 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 		ev.Raw = append(make([]byte, 0, len(raw)), raw...)
 	}
 	return ev, nil
+}
+
+// headerNote is what a problem with the URI attribute attr adds in binary mode when its value
+// v holds a '%' or a byte a URI cannot: the value checked is the ce-* header's once
+// percent-decoded, so a URI's "%20" is sent as "%2520".
+func headerNote(binary bool, attr, v string) string {
+	if !binary || strings.IndexFunc(v, func(r rune) bool { return r == '%' || r >= 0x80 || !uriChar(byte(r)) }) < 0 {
+		return ""
+	}
+	return " (the ce-" + attr + " header is percent-decoded before this check: send the URI's '%' as %25, so %20 as %2520)"
 }
 
 // DecodeCloudEventBinary builds one event from a binary-mode HTTP publish (SPEC §1.1,

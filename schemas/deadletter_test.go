@@ -403,12 +403,12 @@ func FuzzDecodeDeadLetters(f *testing.F) {
 func TestDeadLetterSizeBound(t *testing.T) {
 	egs, ces, customs := encodeInputs(t)
 	escapes := `\u0001\"\\\n\u2028`
-	quotes := `q\"b\\` // what the attributes copied into headers may escape
+	quotes := `q\"b\\` // what the attributes copied into headers may escape (a source cannot: it is a URI-reference)
 	nastyEG, err := schemas.DecodeEventGrid([]byte(array(egEvent(`id="`+quotes+`"`, `subject="`+strings.Repeat(escapes, 20)+`"`, `eventType="`+quotes+`"`, `dataVersion="`+quotes+`"`))), topicID, schemas.ClassicLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nastyCE, err := schemas.DecodeCloudEvents([]byte(array(ceEvent(`id="`+quotes+`"`, `subject="`+strings.Repeat(escapes, 20)+`"`, `source="`+quotes+`"`))), schemas.ClassicLimits)
+	nastyCE, err := schemas.DecodeCloudEvents([]byte(array(ceEvent(`id="`+quotes+`"`, `subject="`+strings.Repeat(escapes, 20)+`"`, `source="\/`+strings.Repeat("&", 40)+`"`))), schemas.ClassicLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

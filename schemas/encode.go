@@ -20,9 +20,10 @@ import (
 //     {"specversion":"1.0","type":eventType,"source":topic,"id","time":eventTime,"subject",
 //     "dataschema":"#"+dataVersion,"datacontenttype":"application/json","data":data}, where
 //     subject is left out when empty (CloudEvents forbids an empty subject) and dataschema is
-//     "#" when dataVersion is empty, as Azure sends it. CloudEvents SDKs that require dataschema
-//     to be an absolute URI (sdk-go) refuse such events from Azure and egrid alike. Custom
-//     input converts the same way from its Event Grid envelope.
+//     "#" when dataVersion is empty, as Azure sends it (with the bytes of dataVersion that a
+//     URI fragment cannot hold percent-encoded, so dataschema is a URI-reference). CloudEvents
+//     SDKs that require dataschema to be an absolute URI (sdk-go) refuse such events from Azure
+//     and egrid alike. Custom input converts the same way from its Event Grid envelope.
 //   - Custom out (only from custom input): a JSON array of the Raw objects, [ContentTypeJSON].
 //
 // topic is topicID, or the event's Source when topicID is empty. A pair that [CanDeliver]
@@ -132,6 +133,36 @@ func appendCloudEvent(dst []byte, in Schema, topicID string, e *Event, omitDataS
 // dataSchemaPrefix starts the dataschema of an Event Grid event converted to a CloudEvent.
 const dataSchemaPrefix = "#"
 
+// fragmentEscape returns v as a URI fragment: v itself when it is one (a dataVersion such as
+// "1.0"), else with each byte a fragment cannot hold percent-encoded, so the dataschema of a
+// converted event is a URI-reference, as [DecodeCloudEvents] requires of one published.
+func fragmentEscape(v string) string {
+	ok := func(i int) bool {
+		c := v[i]
+		if c == '%' {
+			return i+2 < len(v) && unhex(v[i+1]) >= 0 && unhex(v[i+2]) >= 0
+		}
+		return c < 0x80 && uriChar(c) && c != '#' && c != '[' && c != ']'
+	}
+	i := 0
+	for i < len(v) && ok(i) {
+		i++
+	}
+	if i == len(v) {
+		return v
+	}
+	b := make([]byte, 0, len(v)+8)
+	b = append(b, v[:i]...)
+	for ; i < len(v); i++ {
+		if ok(i) {
+			b = append(b, v[i])
+		} else {
+			b = append(b, pctEncode(v[i])...)
+		}
+	}
+	return string(b)
+}
+
 // appendConverted appends the CloudEvent form of an Event Grid event (SPEC §4).
 func appendConverted(dst []byte, topic string, e *Event, data []byte, omitDataSchema bool) []byte {
 	dst = append(dst, `{"specversion":"1.0","type":`...)
@@ -153,7 +184,7 @@ func appendConverted(dst []byte, topic string, e *Event, data []byte, omitDataSc
 	// "dataschema": "#", and cloudevents/sdk-go#615 quotes a delivery carrying it.
 	if !omitDataSchema {
 		dst = append(dst, `,"dataschema":`...)
-		dst = appendString(dst, dataSchemaPrefix+e.DataVersion)
+		dst = appendString(dst, dataSchemaPrefix+fragmentEscape(e.DataVersion))
 	}
 	dst = append(dst, `,"datacontenttype":"application/json","data":`...)
 	dst = append(dst, data...)

@@ -126,6 +126,17 @@ func (p *problems) add(index int, field, reason string) {
 	}
 }
 
+// has reports whether a problem of event index with field is held already (one that binary
+// mode found in a ce-* header, say), so a value is not refused twice.
+func (p *problems) has(index int, field string) bool {
+	for _, e := range p.errs {
+		if ve, ok := e.(*ValidationError); ok && ve.Index == index && ve.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
 // err returns nil, the single error, or every error joined.
 func (p *problems) err() error {
 	switch len(p.errs) {
