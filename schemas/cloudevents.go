@@ -84,7 +84,8 @@ func extensionNameProblem(name string) string {
 // object, told apart by the first non-space byte. A single event is index 0 in errors.
 //
 // Each event must have the string attributes id, source (a URI-reference, RFC 3986 §4.1) and
-// type (non-empty) and specversion "1.0". Optional: time (an RFC 3339 date-time), subject,
+// type (non-empty) and specversion "1.0". Optional: time (an RFC 3339 date-time, checked
+// against its grammar; a lower-case "t" or "z" is delivered upper-case), subject,
 // datacontenttype and dataschema (non-empty strings when present, as CloudEvents requires;
 // dataschema a URI-reference too, as Azure's own "#"+dataVersion is), data (any JSON value) or
 // data_base64 (a base64 string), not both, and extension attributes whose names are 1 to 20
@@ -93,7 +94,8 @@ func extensionNameProblem(name string) string {
 // attribute (extensions included) holding a lone UTF-16 surrogate escape, as in
 // [DecodeEventGrid].
 //
-// Event.Raw is the object as published, compacted. Event.Traceparent is the traceparent
+// Event.Raw is the object as published, compacted (and its time upper-cased, when it was
+// not). Event.Traceparent is the traceparent
 // extension when it is a string. Errors are those of [DecodeEventGrid].
 func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
 	if err := checkRequestSize(len(body), lim); err != nil {
@@ -278,9 +280,12 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	ev.Type = str(ceType, true)
 	ev.Time = str(ceTime, false)
+	timeChanged := false // ev.Time is delivered in another form than published
 	if ev.Time != "" && !surrogate[ceTime] {
-		if reason := checkTime(ev.Time); reason != "" {
+		if t, reason := parseTime(ev.Time); reason != "" {
 			fail("time", reason)
+		} else if t != ev.Time {
+			ev.Time, timeChanged = t, true
 		}
 	}
 	ev.Subject = str(ceSubject, false)
@@ -312,9 +317,24 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	if bad || len(p.errs) > 0 {
 		return nil, nil
 	}
-	if ws {
+	if timeChanged {
+		// The time's token lies in raw: its offset there is how much further it starts.
+		off := cap(raw) - cap(m[ceTime].tok)
+		fixed := make([]byte, 0, len(raw)+len(ev.Time))
+		fixed = append(fixed, raw[:off]...)
+		fixed = appendString(fixed, ev.Time)
+		raw = append(fixed, raw[off+len(m[ceTime].tok):]...)
+		if !ws {
+			ev.Raw = raw
+			return ev, nil
+		}
+	}
+	switch {
+	case ws:
 		ev.Raw = appendCompact(make([]byte, 0, len(raw)), raw)
-	} else {
+	case binary:
+		ev.Raw = raw // DecodeCloudEventBinary built it for this event
+	default:
 		ev.Raw = append(make([]byte, 0, len(raw)), raw...)
 	}
 	return ev, nil
@@ -442,7 +462,6 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	ev.Raw = raw
 	return ev, nil
 }
 

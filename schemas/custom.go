@@ -283,11 +283,21 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 	ev.Time = c.now
 	if t, ok := value(mapEventTime); ok {
 		ev.Time = t
-		if fixed, ok := offsetWithColon(t); ok && !surrogate[mapEventTime] && resolve(mapEventTime).kind == kindString {
-			ev.Time = fixed // "+0000": accepted and delivered as "+00:00", as in the Event Grid schema
-		} else if !surrogate[mapEventTime] && (resolve(mapEventTime).kind != kindString || checkTime(t) != "") {
-			p.add(i, c.paths[mapEventTime].full, "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got "+clip.Quote(t))
+		// As in the Event Grid schema: RFC 3339's grammar, "t" and "z" delivered upper-case,
+		// "+0000" accepted and delivered as "+00:00".
+		norm, reason := parseTime(t)
+		if fixed, ok := offsetWithColon(t); reason != "" && ok {
+			norm, reason = fixed, ""
+		}
+		if kind := resolve(mapEventTime).kind; !surrogate[mapEventTime] && (kind != kindString || reason != "") {
+			msg := "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got " + clip.Quote(t)
+			if kind == kindString {
+				msg += strings.TrimPrefix(reason, notTime(t)) // what is wrong, when it is known
+			}
+			p.add(i, c.paths[mapEventTime].full, msg)
 			bad = true
+		} else if reason == "" {
+			ev.Time = norm
 		}
 	}
 	ev.Type = orDefault(mapEventType)

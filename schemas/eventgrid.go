@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,8 +89,10 @@ const metadataVersionEG = "1"
 // stamped with topicID either way; metadataVersion, when present, must be "1" and is stamped
 // "1". Optional members sent as JSON null count as absent. Member names are case-sensitive;
 // a member the schema does not have is an error (Azure answers 400 InputJsonInvalid), and so
-// is a known member sent twice. eventTime may also carry an ISO 8601 offset without a colon
-// ("+0000"), which Azure accepts; it is normalised to RFC 3339 ("+00:00"). A string member
+// is a known member sent twice. eventTime is checked against RFC 3339's grammar ([parseTime]:
+// no ',' before a fraction of a second); a lower-case "t" or "z" is delivered upper-case. It
+// may also carry an ISO 8601 offset without a colon ("+0000"), which Azure accepts; it is
+// normalised to RFC 3339 ("+00:00"). A string member
 // other than data holding a \u escape of a lone UTF-16 surrogate ("\ud800") is an error, as it
 // is for Azure's .NET reader: decoded, it would be U+FFFD, and two ids would become one.
 //
@@ -240,12 +243,16 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	}
 	ev.Time = str(egEventTime, true)
 	if m[egEventTime].kind == kindString && !surrogate[egEventTime] {
-		if fixed, ok := offsetWithColon(ev.Time); ok {
-			ev.Time = fixed
-			m[egEventTime].tok = appendString(nil, fixed)
-		} else if reason := checkTime(ev.Time); reason != "" {
+		t, reason := parseTime(ev.Time)
+		if fixed, ok := offsetWithColon(ev.Time); reason != "" && ok {
+			t, reason = fixed, ""
+		}
+		if reason != "" {
 			p.add(i, "eventTime", reason)
 			bad = true
+		} else if t != ev.Time {
+			ev.Time = t
+			m[egEventTime].tok = appendString(nil, t)
 		}
 	}
 	if m[egData].kind == kindNone {
@@ -328,8 +335,8 @@ func egRequired(k int) bool {
 // offsetWithColon returns v with a colon put into its numeric UTC offset when v is an ISO 8601
 // date-time whose offset has none ("2024-05-01T12:00:00+0000", what `date +%Y-%m-%dT%H:%M:%S%z`
 // prints, as Microsoft's curl quickstart for custom topics does), and false for any other v.
-// Azure accepts such a time; egrid delivers it in RFC 3339 form ("+00:00") so CloudEvents
-// receivers, which require RFC 3339, accept it after a conversion too.
+// Azure accepts such a time; egrid delivers it in RFC 3339 form ("+00:00", as [parseTime]
+// writes it) so CloudEvents receivers, which require RFC 3339, accept it after a conversion too.
 func offsetWithColon(v string) (string, bool) {
 	n := len(v)
 	if n < len("2006-01-02T15:04:05+0000") || (v[n-5] != '+' && v[n-5] != '-') {
@@ -340,17 +347,87 @@ func offsetWithColon(v string) (string, bool) {
 			return "", false
 		}
 	}
-	fixed := v[:n-2] + ":" + v[n-2:]
-	if checkTime(fixed) != "" {
-		return "", false
-	}
-	return fixed, true
+	fixed, reason := parseTime(v[:n-2] + ":" + v[n-2:])
+	return fixed, reason == ""
 }
 
-// checkTime returns why v is not an RFC 3339 date-time, or "".
-func checkTime(v string) string {
-	if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
-		return "is " + clip.Quote(v) + ", not an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""
+// parseTime returns v as egrid delivers it when v is an RFC 3339 date-time (RFC 3339 §5.6:
+// "2024-05-01T12:00:00.5Z", "2024-05-01T14:00:00+02:00"), or why it is not one.
+//
+// The check is RFC 3339's grammar, which Go's time.Parse is not: it takes a ',' before the
+// fraction of a second, which ECMAScript's Date and Java's OffsetDateTime refuse, and offsets
+// such as "+24:00"; both are refused here. RFC 3339 allows a lower-case "t" and "z", which
+// time.Parse refuses, and so would the CloudEvents Go SDK of a receiver: they are taken and
+// delivered upper-case, so every receiver reads the time, as a "+0000" offset is delivered as
+// "+00:00" ([offsetWithColon]). The date and time must exist (no February 30th, no leap
+// second "60": time.Parse and the receivers built on it refuse one).
+func parseTime(v string) (string, string) {
+	const layout = "dddd-dd-ddTdd:dd:dd" // then an optional fraction and the offset
+	if len(v) < len(layout)+1 {
+		return "", notTime(v)
 	}
-	return ""
+	for i := 0; i < len(layout); i++ {
+		switch c := v[i]; layout[i] {
+		case 'd':
+			if c < '0' || c > '9' {
+				return "", notTime(v)
+			}
+		case 'T':
+			if c != 'T' && c != 't' {
+				return "", notTime(v)
+			}
+		default:
+			if c != layout[i] {
+				return "", notTime(v)
+			}
+		}
+	}
+	i := len(layout)
+	switch v[i] {
+	case ',':
+		return "", notTime(v) + ": write the fraction of a second after a '.', not a ','"
+	case '.':
+		i++
+		n := i
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return "", notTime(v)
+		}
+	}
+	switch off := v[i:]; {
+	case off == "Z" || off == "z":
+	case len(off) == len("+00:00") && (off[0] == '+' || off[0] == '-') && off[3] == ':' &&
+		isDigits(off[1:3]) && isDigits(off[4:]) && off[1:3] <= "23" && off[4:] <= "59":
+	default:
+		return "", notTime(v)
+	}
+	norm := v
+	if v[10] == 't' || v[len(v)-1] == 'z' {
+		b := []byte(v)
+		b[10] = 'T'
+		if b[len(b)-1] == 'z' {
+			b[len(b)-1] = 'Z'
+		}
+		norm = string(b)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, norm); err != nil {
+		return "", notTime(v) + ": " + clip.String(strings.TrimPrefix(err.Error(), "parsing time "+strconv.Quote(norm)+": "))
+	}
+	return norm, ""
+}
+
+// notTime says that v is not an RFC 3339 date-time.
+func notTime(v string) string {
+	return "is " + clip.Quote(v) + ", not an RFC 3339 date-time such as \"2024-05-01T12:00:00Z\""
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
