@@ -227,9 +227,6 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 		}
 		empty = !more
 	}
-	if p.full() {
-		return nil, nil
-	}
 	raw := s.buf[start:s.pos]
 	ws := s.ws
 

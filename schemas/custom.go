@@ -228,9 +228,6 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 		}
 		empty = !more
 	}
-	if p.full() {
-		return nil, nil
-	}
 
 	bad := false
 	// surrogate marks the fields refused for a lone surrogate, whose other checks are moot.

@@ -27,16 +27,16 @@ var ClassicLimits = Limits{MaxEventBytes: 1 << 20, MaxRequestBytes: 1 << 20, Max
 // events per request (SPEC §8).
 var NamespaceLimits = Limits{MaxEventBytes: 1 << 20, MaxRequestBytes: 1 << 20, MaxEvents: 1000}
 
-// maxReported bounds how many *ValidationError one decode reports, so a request of 5000 bad
-// events gets a readable answer.
+// maxReported bounds how many *ValidationError one decode lists, so a request of 5000 bad
+// events gets a readable answer; [ProblemsError] counts the rest.
 const maxReported = 20
 
 // ValidationError is a problem with one event (Index >= 0, counted from 0 in the request) or
 // with the whole request (Index == -1). Field names the offending JSON member or attribute,
 // or is empty when the problem is not about one field. An HTTP front end answers 400 with it.
 //
-// When a decode finds several problems it returns them joined with [errors.Join]; use
-// [ValidationErrors] to list them.
+// When a decode finds several problems it returns a *[ProblemsError] holding the first ones
+// and counting them all; use [ValidationErrors] to list them.
 type ValidationError struct {
 	Index  int    // the event's index in the request, or -1 for the whole request
 	Field  string // the member or attribute at fault, shortened by [clip.String] (its first 128 bytes and "..." when longer), or ""
@@ -85,6 +85,27 @@ func ValidationErrors(err error) []*ValidationError {
 	return out
 }
 
+// ProblemsError is the error of a decode that found more than one problem: the first
+// maxReported (20) of them, in order, and how many there are in all, so a request of 5000 bad
+// events is answered in kilobytes and still tells how many are bad.
+type ProblemsError struct {
+	Problems []error // the first problems, each a *ValidationError
+	Total    int     // every problem found, those in Problems included
+	Events   int     // how many events have a problem (problems of the whole request not counted)
+}
+
+// Error lists the problems one a line, as [errors.Join] does, and counts those not listed.
+func (e *ProblemsError) Error() string {
+	msg := errors.Join(e.Problems...).Error()
+	if more := e.Total - len(e.Problems); more > 0 {
+		msg += fmt.Sprintf("\nand %d more problems, not listed", more)
+	}
+	return msg
+}
+
+// Unwrap returns the problems listed, for [errors.As] and [ValidationErrors].
+func (e *ProblemsError) Unwrap() []error { return e.Problems }
+
 // TooLargeError reports a request (Index == -1) or one event (Index >= 0) over its byte
 // limit. An HTTP front end answers 413 Payload Too Large with it (SPEC §1.1).
 type TooLargeError struct {
@@ -113,14 +134,25 @@ func (e *TooManyEventsError) Error() string {
 	return fmt.Sprintf("request: %d events, over the limit of %d events per request: split the events into several requests", e.Count, e.Limit)
 }
 
-// problems collects the validation errors of one decode, up to maxReported.
+// problems collects the validation errors of one decode, up to maxReported, and counts them
+// all.
 type problems struct {
-	errs []error
+	errs   []error
+	total  int // problems added
+	events int // events with a problem
+	last   int // 1 + the index of the last event counted in events
 }
 
 func (p *problems) full() bool { return len(p.errs) >= maxReported }
 
+// add records a problem of event index (-1: the whole request). The events of a decode come
+// in order, so an event's problems follow each other.
 func (p *problems) add(index int, field, reason string) {
+	p.total++
+	if index >= 0 && index+1 != p.last {
+		p.events++
+		p.last = index + 1
+	}
 	if !p.full() {
 		p.errs = append(p.errs, &ValidationError{Index: index, Field: clip.String(field), Reason: reason}) // a member name is whatever the publisher sent
 	}
@@ -137,15 +169,15 @@ func (p *problems) has(index int, field string) bool {
 	return false
 }
 
-// err returns nil, the single error, or every error joined.
+// err returns nil, the single error, or a *ProblemsError.
 func (p *problems) err() error {
-	switch len(p.errs) {
+	switch p.total {
 	case 0:
 		return nil
 	case 1:
 		return p.errs[0]
 	}
-	return errors.Join(p.errs...)
+	return &ProblemsError{Problems: p.errs, Total: p.total, Events: p.events}
 }
 
 // requestError is a ValidationError about the whole request.

@@ -190,9 +190,6 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 		}
 		empty = !more
 	}
-	if p.full() {
-		return nil, nil
-	}
 
 	var vals memberStrings
 	vals.unquoteMembers(m[:], func(k int) bool { return k == egData })

@@ -300,8 +300,9 @@ func contentTypeError(got, want string) error {
 const codeInputJSONInvalid = "InputJsonInvalid"
 
 // writeDecodeError maps decoding errors to Event Grid's statuses: 413 for size, 400 otherwise
-// (it returns the error code it answered),
-// with one detail per problem.
+// (it returns the error code it answered), with one detail per problem listed. A decode lists
+// its first 20 problems (as the admin API does, see maxProblems) and counts them all
+// (*schemas.ProblemsError): the message gives the count and how many events have problems.
 func writeDecodeError(w http.ResponseWriter, err error) string {
 	var tooLarge *schemas.TooLargeError
 	if errors.As(err, &tooLarge) {
@@ -314,7 +315,19 @@ func writeDecodeError(w http.ResponseWriter, err error) string {
 	}
 	msg := err.Error()
 	if len(details) > 1 {
-		msg = fmt.Sprintf("%d problems in the request; nothing was accepted: %s", len(details), details[0].Message)
+		total, events := len(details), 0
+		var pe *schemas.ProblemsError
+		if errors.As(err, &pe) {
+			total, events = pe.Total, pe.Events
+		}
+		msg = fmt.Sprintf("%d problems in the request", total)
+		if events > 1 {
+			msg += fmt.Sprintf(", in %d events", events)
+		}
+		if total > len(details) {
+			msg += fmt.Sprintf("; the first %d are listed as details", len(details))
+		}
+		msg += "; nothing was accepted: " + details[0].Message
 	}
 	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)
 	return "BadRequest"
