@@ -359,15 +359,19 @@ func (s *source) poisonMessage(ctx context.Context, m *message.Message, reason s
 const shortReasonBytes = 200
 
 // shortReason is the reason a poisoned message carries when the whole one does not fit: its
-// first problem, clipped, and how many others were left out.
+// first problem, clipped, and how many others were left out — all of them, not only those a
+// decoder lists ([schemas.ProblemsError] lists the first 20 and counts every one).
 func shortReason(reason error) string {
 	first, more := reason.Error(), 0
 	if ves := schemas.ValidationErrors(reason); len(ves) > 0 {
 		first, more = ves[0].Error(), len(ves)-1
 	}
+	if pe := (*schemas.ProblemsError)(nil); errors.As(reason, &pe) && pe.Total > more+1 {
+		more = pe.Total - 1
+	}
 	short := clip.N(first, shortReasonBytes)
 	if more > 0 {
-		short += fmt.Sprintf(" (and %d more problems, left out so that the message fits the broker; egrid's log lists them)", more)
+		short += fmt.Sprintf(" (and %d more problems, left out so that the message fits the broker; egrid's log lists the first of them)", more)
 	}
 	return short
 }
