@@ -60,8 +60,12 @@ type TopicSpec struct {
 	Key2 string `json:"key2,omitempty" yaml:"key2,omitempty"`
 }
 
+// InputSchemaMappingJSON is the one inputSchemaMappingType ARM has.
+const InputSchemaMappingJSON = "Json"
+
 // InputSchemaMapping is ARM's inputSchemaMapping object.
 type InputSchemaMapping struct {
+	// InputSchemaMappingType is Json (matched ignoring case); empty means Json.
 	InputSchemaMappingType string                `json:"inputSchemaMappingType,omitempty" yaml:"inputSchemaMappingType,omitempty"`
 	Properties             *schemas.InputMapping `json:"properties,omitempty" yaml:"properties,omitempty"`
 }
@@ -96,6 +100,9 @@ func (s *TopicSpec) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("kind %q is invalid: use \"\" (custom topic) or \"namespace\"", clip.String(s.Kind)))
+	}
+	if m := s.InputSchemaMapping; m != nil && m.InputSchemaMappingType != "" && !strings.EqualFold(m.InputSchemaMappingType, InputSchemaMappingJSON) {
+		errs = append(errs, fmt.Errorf("inputSchemaMapping.inputSchemaMappingType %q is invalid: use Json (or leave it out)", clip.String(m.InputSchemaMappingType)))
 	}
 	if sc == schemas.Custom {
 		if s.InputSchemaMapping == nil || s.InputSchemaMapping.Properties == nil {

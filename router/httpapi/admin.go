@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,10 +83,145 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // maxARMBody bounds the body of an admin PUT: definitions are a few kilobytes.
 const maxARMBody = 1 << 20
 
-// readARM decodes an ARM body {"properties": {...}} strictly, so a misspelt property is an
-// error. A body over maxARMBody is refused whole, not cut at the limit and then reported as
-// malformed (or, when the cut happened to leave valid JSON, taken without its rest).
-func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
+// armKind is what an ARM body of one resource type takes at its top level besides
+// "properties": the members of Azure's REST resource (Microsoft.EventGrid topics and
+// eventSubscriptions PUT bodies), accepted so that a body written for Azure, or read back
+// from egrid, can be PUT unchanged, and ignored (egrid stores only the properties). Each is
+// checked for the JSON Azure gives it, so a value of the wrong shape or a misspelt member is
+// an error rather than a body taken without it.
+type armKind struct {
+	what    string // "a topic", named in messages
+	members []armMember
+}
+
+// armMember is one top-level member of an ARM body: check says what is wrong with its value
+// ("" when it is right; JSON null always is).
+type armMember struct {
+	name  string
+	check func(raw json.RawMessage) string
+}
+
+// The top-level members of a topic and of an event subscription. A topic's kind is the ARM
+// resource kind, Azure or AzureArc (egrid serves Azure topics; a namespace topic is
+// properties.kind), and extendedLocation belongs to AzureArc topics only.
+var (
+	topicARM = armKind{what: "a topic", members: []armMember{
+		{"id", jsonString}, {"name", jsonString}, {"type", oneOf("Microsoft.EventGrid/topics")},
+		{"location", jsonString}, {"tags", jsonTags}, {"identity", jsonObject}, {"sku", jsonObject},
+		{"kind", topicResourceKind}, {"systemData", jsonObject}, {"extendedLocation", arcOnly},
+	}}
+	subscriptionARM = armKind{what: "an event subscription", members: []armMember{
+		{"id", jsonString}, {"name", jsonString},
+		{"type", oneOf("Microsoft.EventGrid/eventSubscriptions", "Microsoft.EventGrid/topics/eventSubscriptions")},
+		{"systemData", jsonObject},
+	}}
+)
+
+// names lists the members k takes besides properties, for a message.
+func (k armKind) names() string {
+	names := make([]string, len(k.members))
+	for i, m := range k.members {
+		names[i] = m.name
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// jsonShape names the JSON kind of a value, by its first byte.
+func jsonShape(raw json.RawMessage) string {
+	switch t := strings.TrimSpace(string(raw)); {
+	case t == "":
+		return "nothing"
+	case t[0] == '{':
+		return "an object"
+	case t[0] == '[':
+		return "an array"
+	case t[0] == '"':
+		return "a string"
+	case t == "true" || t == "false":
+		return "a boolean"
+	case t == "null":
+		return "null"
+	}
+	return "a number"
+}
+
+func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
+
+func jsonString(raw json.RawMessage) string {
+	if s := jsonShape(raw); s != "a string" && s != "null" {
+		return "is " + s + "; send a string"
+	}
+	return ""
+}
+
+func jsonObject(raw json.RawMessage) string {
+	if s := jsonShape(raw); s != "an object" && s != "null" {
+		return "is " + s + "; send an object"
+	}
+	return ""
+}
+
+// jsonTags checks ARM tags: an object of string values.
+func jsonTags(raw json.RawMessage) string {
+	var tags map[string]json.RawMessage
+	if jsonShape(raw) != "an object" || json.Unmarshal(raw, &tags) != nil {
+		if isNull(raw) {
+			return ""
+		}
+		return "is " + jsonShape(raw) + `; send an object of string values, {"env": "prod"}`
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if s := jsonShape(tags[k]); s != "a string" {
+			return fmt.Sprintf("%s is %s; send a string", clip.Quote(k), s)
+		}
+	}
+	return ""
+}
+
+// oneOf checks a string member that takes one of values, matched ignoring case as ARM does.
+func oneOf(values ...string) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		if msg := jsonString(raw); msg != "" || isNull(raw) {
+			return msg
+		}
+		var v string
+		_ = json.Unmarshal(raw, &v)
+		for _, want := range values {
+			if strings.EqualFold(v, want) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%s is not this resource's type: send %s, or leave it out", clip.Quote(v), strings.Join(values, " or "))
+	}
+}
+
+// topicResourceKind checks a topic's ARM kind: Azure, the only kind egrid serves.
+func topicResourceKind(raw json.RawMessage) string {
+	if msg := oneOf("Azure")(raw); msg != "" {
+		if jsonShape(raw) != "a string" {
+			return msg
+		}
+		var v string
+		_ = json.Unmarshal(raw, &v)
+		return fmt.Sprintf(`%s is not a kind egrid serves: send Azure, or leave it out (a namespace topic is {"properties": {"kind": "namespace"}})`, clip.Quote(v))
+	}
+	return ""
+}
+
+// arcOnly refuses extendedLocation, which places an AzureArc topic on a Kubernetes cluster.
+func arcOnly(raw json.RawMessage) string {
+	if isNull(raw) {
+		return ""
+	}
+	return "places an Azure Arc topic, which egrid does not serve: leave it out"
+}
+
+// readARM decodes an ARM body {"properties": {...}} of kind k strictly, so a misspelt
+// property is an error, at the top level too: the body must be a JSON object (an empty body
+// is {}), and each member other than properties one of k's, of the JSON Azure gives it. A
+// body over maxARMBody is refused whole, not cut at the limit and then reported as malformed
+// (or, when the cut happened to leave valid JSON, taken without its rest).
+func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *P) bool {
 	if enc := contentEncoding(req); enc != "" {
 		writeEncodingError(w, enc)
 		return false
@@ -98,14 +235,6 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "the body is over the limit of 1 MB for a definition: send only the ARM resource {\"properties\": {...}}")
 		return false
 	}
-	var env struct {
-		ID         string          `json:"id"`
-		Name       string          `json:"name"`
-		Type       string          `json:"type"`
-		Location   string          `json:"location"`
-		Tags       map[string]any  `json:"tags"`
-		Properties json.RawMessage `json:"properties"`
-	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		body = []byte("{}")
 	}
@@ -113,14 +242,45 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, props *P) bool {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return false
 	}
-	if err := json.Unmarshal(body, &env); err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf(`the body is %s: send %s as a JSON object, {"properties": {...}}`, jsonShape(body), k.what))
+			return false
+		}
 		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not valid JSON: "+jsonProblem(err)+`; send {"properties": {...}}`)
 		return false
 	}
-	if len(env.Properties) == 0 {
+	if members == nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf(`the body is null: send %s as a JSON object, {"properties": {...}}`, k.what))
+		return false
+	}
+	var properties json.RawMessage
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		raw := members[name]
+		if strings.EqualFold(name, "properties") { // encoding/json matches names ignoring case
+			properties = raw
+			continue
+		}
+		i := slices.IndexFunc(k.members, func(m armMember) bool { return strings.EqualFold(m.name, name) })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf(`%s is not a member of %s's ARM body: send the definition in "properties" (%s are accepted too, and ignored)`, clip.Quote(name), k.what, k.names()))
+			continue
+		}
+		if msg := k.members[i].check(raw); msg != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", k.members[i].name, msg))
+		}
+	}
+	if len(errs) > 0 {
+		writeProblems(w, errors.Join(errs...))
+		return false
+	}
+	if len(properties) == 0 || isNull(properties) {
 		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(env.Properties)))
+	dec := json.NewDecoder(strings.NewReader(string(properties)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(props); err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err))
@@ -251,7 +411,7 @@ type topicBody struct {
 
 func (a *API) putTopic(w http.ResponseWriter, req *http.Request) {
 	var body topicBody
-	if !readARM(w, req, &body) {
+	if !readARM(w, req, topicARM, &body) {
 		return
 	}
 	name := req.PathValue("topic")
@@ -393,7 +553,7 @@ func (a *API) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 // points at Config.PublicURL, or else at the scheme and Host this request came to.
 func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 	var body subscriptionBody
-	if !readARM(w, req, &body) {
+	if !readARM(w, req, subscriptionARM, &body) {
 		return
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")

@@ -1,0 +1,121 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpapi"
+)
+
+// adminServer is a router with the admin token "tok", a Sink "null" and the topic "orders",
+// behind the HTTP API.
+func adminServer(t *testing.T) (*router.Router, *httptest.Server) {
+	t.Helper()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	if _, err := r.CreateTopic(context.Background(), "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	t.Cleanup(srv.Close)
+	return r, srv
+}
+
+// errorMessage is the message of an error answer.
+func errorMessage(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	return msg
+}
+
+// TestAdminTopLevelMembersAreChecked: a misspelt member at the top of an ARM body is an
+// error, as one inside properties is, and so are a body that is not an object and a member
+// of the wrong shape or value; each answer names the member and what to send, and nothing is
+// created. The members of Azure's resource are accepted and ignored, so a body written for
+// Azure, or read back from egrid, is taken.
+func TestAdminTopLevelMembersAreChecked(t *testing.T) {
+	_, srv := adminServer(t)
+	const mapping = `"inputSchema":"CustomEventSchema","inputSchemaMapping":{"inputSchemaMappingType":"%s","properties":{"eventType":{"defaultValue":"T"}}}`
+	for _, c := range []struct{ name, body, want string }{
+		{"a misspelt properties", `{"propertes":{"inputSchema":"CloudEventSchemaV1_0"}}`, `"propertes" is not a member of a topic's ARM body: send the definition in "properties" (id, name, type, location, tags, identity, sku, kind, systemData and extendedLocation are accepted too`},
+		{"null", `null`, `the body is null: send a topic as a JSON object`},
+		{"an array", `[]`, `the body is an array: send a topic as a JSON object`},
+		{"a number", `5`, `the body is a number: send a topic as a JSON object`},
+		{"a string", `"s"`, `the body is a string: send a topic as a JSON object`},
+		{"the resource kind Namespace", `{"kind":"Namespace","properties":{}}`, `kind: "Namespace" is not a kind egrid serves: send Azure, or leave it out (a namespace topic is {"properties": {"kind": "namespace"}})`},
+		{"another resource's type", `{"type":"Microsoft.EventGrid/domains","properties":{}}`, `type: "Microsoft.EventGrid/domains" is not this resource's type: send Microsoft.EventGrid/topics`},
+		{"tags of another shape", `{"tags":"x"}`, `tags: is a string; send an object of string values`},
+		{"a tag that is not a string", `{"tags":{"n":1}}`, `tags: "n" is a number; send a string`},
+		{"a location that is not a string", `{"location":{}}`, `location: is an object; send a string`},
+		{"an Arc topic", `{"extendedLocation":{"name":"x","type":"CustomLocation"}}`, `extendedLocation: places an Azure Arc topic`},
+		{"an unknown mapping type", `{"properties":{` + strings.Replace(mapping, "%s", "Xml", 1) + `}}`, `inputSchemaMapping.inputSchemaMappingType "Xml" is invalid: use Json`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/adm-t2", c.body)
+			if msg := errorMessage(body); status != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%d %q, want 400 saying %s", status, msg, c.want)
+			}
+			if status, body := adminDo(t, srv, "tok", "GET", "/admin/topics/adm-t2", ""); status != 404 {
+				t.Errorf("the refused topic reads %d %v, want 404", status, body)
+			}
+		})
+	}
+
+	azure := `{"id":"/subscriptions/x/resourceGroups/g/providers/Microsoft.EventGrid/topics/adm-t3","name":"adm-t3",
+		"type":"microsoft.eventgrid/topics","location":"westeurope","tags":{"env":"test"},"identity":{"type":"None"},
+		"sku":{"name":"Basic"},"kind":"azure","systemData":{"createdBy":"me"},"extendedLocation":null,
+		"properties":{` + strings.Replace(mapping, "%s", "json", 1) + `}}`
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/adm-t3", azure); status != 201 {
+		t.Fatalf("an Azure topic body: %d %v, want 201", status, body)
+	}
+	status, read := adminDo(t, srv, "tok", "GET", "/admin/topics/adm-t3", "")
+	back, _ := json.Marshal(read)
+	if status != 200 {
+		t.Fatalf("GET: %d %v", status, read)
+	}
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/adm-t3", string(back)); status != 200 {
+		t.Errorf("a topic read back, PUT again: %d %v, want 200", status, body)
+	}
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/adm-t4", ""); status != 201 {
+		t.Errorf("an empty body: %d %v, want 201 (a topic of the defaults)", status, body)
+	}
+
+	const dest = `"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}`
+	for _, c := range []struct{ name, body, want string }{
+		{"a misspelt properties", `{"propertes":{` + dest + `}}`, `"propertes" is not a member of an event subscription's ARM body: send the definition in "properties" (id, name, type and systemData are accepted too`},
+		{"a location, which a subscription has not", `{"location":"westeurope","properties":{` + dest + `}}`, `"location" is not a member of an event subscription's ARM body`},
+		{"null", `null`, `the body is null: send an event subscription as a JSON object`},
+		{"an array", `[]`, `the body is an array: send an event subscription as a JSON object`},
+		{"a topic's type", `{"type":"Microsoft.EventGrid/topics","properties":{` + dest + `}}`, `type: "Microsoft.EventGrid/topics" is not this resource's type`},
+		{"two problems", `{"nme":"x","id":5,"properties":{` + dest + `}}`, `2 problems: id: is a number; send a string; "nme" is not a member`},
+	} {
+		t.Run("subscription "+c.name, func(t *testing.T) {
+			status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders/eventSubscriptions/sub-1", c.body)
+			if msg := errorMessage(body); status != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%d %q, want 400 saying %s", status, msg, c.want)
+			}
+			if status, body := adminDo(t, srv, "tok", "GET", "/admin/topics/orders/eventSubscriptions/sub-1", ""); status != 404 {
+				t.Errorf("the refused subscription reads %d %v, want 404", status, body)
+			}
+		})
+	}
+	sub := `{"id":"x","name":"sub-2","type":"Microsoft.EventGrid/topics/eventSubscriptions","systemData":{},"properties":{` + dest + `}}`
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", sub); status != 201 {
+		t.Fatalf("an Azure subscription body: %d %v, want 201", status, body)
+	}
+	status, read = adminDo(t, srv, "tok", "GET", "/admin/topics/orders/eventSubscriptions/sub-2", "")
+	back, _ = json.Marshal(read)
+	if status != 200 {
+		t.Fatalf("GET: %d %v", status, read)
+	}
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", string(back)); status != 200 {
+		t.Errorf("a subscription read back, PUT again: %d %v, want 200", status, body)
+	}
+}
