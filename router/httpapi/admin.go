@@ -283,30 +283,106 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *
 	dec := json.NewDecoder(strings.NewReader(string(properties)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(props); err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err))
+		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err, properties, props))
 		return false
 	}
 	return true
 }
 
-// propertiesError says what is wrong with the properties of an ARM body in its own terms:
+// propertiesError says what is wrong with the properties of an ARM body, raw, decoded into
+// v (see jsonValueError).
+func propertiesError(err error, raw []byte, v any) string {
+	return jsonValueError(err, raw, v, "properties")
+}
+
+// jsonValueError says what is wrong with the JSON raw, decoded into v, in its own terms:
 // encoding/json names a value of the wrong type by egrid's Go types ("cannot unmarshal
-// number into Go struct field TopicSpec.inputSchema of type string"), which say nothing to
-// a client; this names the property by its JSON path and the JSON the client should send.
-func propertiesError(err error) string {
+// number into Go struct field TopicSpec.inputSchema of type string"), and a time that does
+// not parse by Go's layout ("parsing time "bad" as "2006-01-02T15:04:05Z07:00"") without
+// naming the member, which say nothing to a client; this names the member by its JSON path
+// under root ("" for the body itself) and the JSON the client should send.
+func jsonValueError(err error, raw []byte, v any, root string) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
-		return "properties: " + jsonProblem(err)
+		if path, val, ok := badTime(raw, reflect.TypeOf(v), root); ok {
+			if jsonShape(val) == "a string" {
+				return fmt.Sprintf("%s: %s is not a date and time: send one in RFC 3339 form, such as 2026-01-02T15:04:05Z", pathName(path), clip.String(string(val)))
+			}
+			return fmt.Sprintf(`%s: is %s; send a date and time as an RFC 3339 string, such as "2026-01-02T15:04:05Z"`, pathName(path), jsonShape(val))
+		}
+		if root == "" {
+			return jsonProblem(err)
+		}
+		return root + ": " + jsonProblem(err)
 	}
-	path := "properties"
+	path := root
 	for _, seg := range strings.Split(te.Field, ".") {
 		// An embedded Go struct shows as its type name (SubscriptionSpec); JSON names
 		// start in lower case.
 		if seg != "" && !(seg[0] >= 'A' && seg[0] <= 'Z') {
-			path += "." + seg
+			path = joinPath(path, seg)
 		}
 	}
-	return fmt.Sprintf("%s: is a JSON %s; send %s", path, clip.String(te.Value), jsonKind(te.Type))
+	return fmt.Sprintf("%s: is a JSON %s; send %s", pathName(path), clip.String(te.Value), jsonKind(te.Type))
+}
+
+func joinPath(path, seg string) string {
+	if path == "" {
+		return seg
+	}
+	return path + "." + seg
+}
+
+// pathName is a JSON path for a message: "the body" for the body itself.
+func pathName(path string) string {
+	if path == "" {
+		return "the body"
+	}
+	return clip.String(path)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// badTime finds the time.Time member of t (through structs, embedded ones and pointers) whose
+// value in raw does not decode, and returns its JSON path under path and its value. Members
+// are matched ignoring case, as encoding/json matches them.
+func badTime(raw []byte, t reflect.Type, path string) (string, json.RawMessage, bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == nil:
+		return "", nil, false
+	case t == timeType:
+		var tm time.Time
+		if tm.UnmarshalJSON(raw) != nil {
+			return path, raw, true
+		}
+		return "", nil, false
+	case t.Kind() != reflect.Struct:
+		return "", nil, false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return "", nil, false
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" || (f.Anonymous && name == "") {
+			continue // an embedded struct's fields are among the visible ones
+		}
+		if name == "" {
+			name = f.Name
+		}
+		for k, v := range members {
+			if strings.EqualFold(k, name) {
+				if p, val, ok := badTime(v, f.Type, joinPath(path, name)); ok {
+					return p, val, true
+				}
+			}
+		}
+	}
+	return "", nil, false
 }
 
 // jsonKind is the JSON a Go type takes, for a message.

@@ -119,3 +119,44 @@ func TestAdminTopLevelMembersAreChecked(t *testing.T) {
 		t.Errorf("a subscription read back, PUT again: %d %v, want 200", status, body)
 	}
 }
+
+// TestAdminErrorsNameTheMemberNotGoTypes: wherever the admin API decodes a body, a value of
+// the wrong JSON type and a time that does not parse are named by their JSON path, with what
+// to send — not by egrid's Go types or Go's time layout.
+func TestAdminErrorsNameTheMemberNotGoTypes(t *testing.T) {
+	r, srv := adminServer(t)
+	if err := r.CreateSubscription(context.Background(), "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	const dest = `"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}`
+	for _, c := range []struct{ name, method, path, body, want string }{
+		{"a topic array", "PUT", "/admin/topics/x-1", `[]`, `the body is an array: send a topic as a JSON object, {"properties": {...}}`},
+		{"a topic number", "PUT", "/admin/topics/x-1", `5`, `the body is a number: send a topic`},
+		{"a topic string", "PUT", "/admin/topics/x-1", `"s"`, `the body is a string: send a topic`},
+		{"topic tags of a string", "PUT", "/admin/topics/x-1", `{"tags":"x"}`, `tags: is a string; send an object of string values`},
+		{"topic properties of an array", "PUT", "/admin/topics/x-1", `{"properties":[]}`, `properties: is a JSON array; send an object`},
+		{"a subscription array", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", `[1]`, `the body is an array: send an event subscription`},
+		{"an expiration time that does not parse", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", `{"properties":{` + dest + `,"expirationTimeUtc":"bad"}}`,
+			`properties.expirationTimeUtc: "bad" is not a date and time: send one in RFC 3339 form, such as 2026-01-02T15:04:05Z`},
+		{"an expiration time out of range", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", `{"properties":{` + dest + `,"ExpirationTimeUTC":"2026-13-01T00:00:00Z"}}`,
+			`properties.expirationTimeUtc: "2026-13-01T00:00:00Z" is not a date and time`},
+		{"an expiration time of a number", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", `{"properties":{` + dest + `,"expirationTimeUtc":5}}`,
+			`properties.expirationTimeUtc: is a number; send a date and time as an RFC 3339 string`},
+		{"a replay array", "POST", "/admin/topics/orders/eventSubscriptions/sub-1/deadLetters/replay", `[]`, `the body is not a replay request: the body: is a JSON array; send an object`},
+		{"a replay time that does not parse", "POST", "/admin/topics/orders/eventSubscriptions/sub-1/deadLetters/replay", `{"since":"yesterday"}`, `the body is not a replay request: since: "yesterday" is not a date and time`},
+		{"a replay flag of a string", "POST", "/admin/topics/orders/eventSubscriptions/sub-1/deadLetters/replay", `{"dryRun":"yes"}`, `the body is not a replay request: dryRun: is a JSON string; send true or false`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := adminDo(t, srv, "tok", c.method, c.path, c.body)
+			msg := errorMessage(body)
+			if status != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%d %q, want 400 saying %s", status, msg, c.want)
+			}
+			for _, goism := range []string{"Go value", "Go struct", "struct {", "2006-01-02", "UnmarshalJSON", "httpapi.", "router."} {
+				if strings.Contains(msg, goism) {
+					t.Errorf("the message %q speaks of Go (%q)", msg, goism)
+				}
+			}
+		})
+	}
+}

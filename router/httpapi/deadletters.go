@@ -295,7 +295,7 @@ func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 		err = dec.Decode(&body)
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not a replay request: "+jsonProblem(err)+`; send {"since":"2026-01-02T15:04:05Z","until":...,"reason":...,"dryRun":false,"wait":true}`)
+		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not a replay request: "+jsonValueError(err, raw, &body, "")+`; send {"since":"2026-01-02T15:04:05Z","until":...,"reason":...,"dryRun":false,"wait":true}`)
 		return
 	}
 	opts := router.ReplayOptions{Since: body.Since, Until: body.Until, DryRun: body.DryRun, Wait: body.Wait}
