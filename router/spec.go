@@ -30,6 +30,24 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// reservedTopicPrefixes begin the topic names Azure keeps for itself: "the name shouldn't
+// start with the following reserved words: Microsoft-, EventGrid-, System-"
+// (learn.microsoft.com/azure/event-grid/troubleshoot-errors). Event subscription names have
+// no reserved words.
+var reservedTopicPrefixes = []string{"Microsoft-", "EventGrid-", "System-"}
+
+// checkTopicNameFree refuses a new topic's name that begins with one of Azure's reserved
+// words, in any case (names are case-insensitive). Only a create is refused: a topic stored
+// under such a name by an earlier egrid still loads, updates and deletes.
+func checkTopicNameFree(name string) error {
+	for _, p := range reservedTopicPrefixes {
+		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
+			return fmt.Errorf("topic name %q is reserved: names beginning with Microsoft-, EventGrid- or System- (in any case) are Azure's own, as in Event Grid; choose another name", clip.String(name))
+		}
+	}
+	return nil
+}
+
 // ValidateSubscriptionName checks an event subscription name: 3-64 characters of letters, digits
 // and '-' (SPEC §8).
 func ValidateSubscriptionName(name string) error {

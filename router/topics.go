@@ -127,7 +127,8 @@ func (r *Router) TopicID(name string) string {
 
 // CreateTopic creates a topic, or updates the keys of an existing one (its schema is fixed at
 // creation, as in Event Grid). Missing keys are generated. It returns the stored spec. Names
-// are case-insensitive: an existing topic keeps the case it was created with.
+// are case-insensitive: an existing topic keeps the case it was created with. A new topic's
+// name may not begin with Azure's reserved words Microsoft-, EventGrid- or System-.
 func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
 	var errs []error
 	if err := ValidateTopicName(name); err != nil {
@@ -162,6 +163,8 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 		if spec.Key2 == "" {
 			spec.Key2 = cur.spec.Key2
 		}
+	} else if err := checkTopicNameFree(name); err != nil {
+		return TopicSpec{}, err
 	}
 	for i, k := range []*string{&spec.Key1, &spec.Key2} {
 		if *k != "" {

@@ -160,3 +160,15 @@ func TestAdminErrorsNameTheMemberNotGoTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminRefusesReservedTopicNames: PUT of a new topic named with Azure's reserved words is
+// 400 saying why.
+func TestAdminRefusesReservedTopicNames(t *testing.T) {
+	_, srv := adminServer(t)
+	for _, name := range []string{"Microsoft-x", "EventGrid-abc", "System-abc"} {
+		status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/"+name, `{}`)
+		if msg := errorMessage(body); status != 400 || !strings.Contains(msg, "is reserved: names beginning with Microsoft-, EventGrid- or System-") {
+			t.Errorf("PUT %s: %d %q, want 400 saying the name is reserved", name, status, msg)
+		}
+	}
+}
