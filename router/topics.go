@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -128,7 +129,9 @@ func (r *Router) TopicID(name string) string {
 // CreateTopic creates a topic, or updates the keys of an existing one (its schema is fixed at
 // creation, as in Event Grid). Missing keys are generated. It returns the stored spec. Names
 // are case-insensitive: an existing topic keeps the case it was created with. A new topic's
-// name may not begin with Azure's reserved words Microsoft-, EventGrid- or System-.
+// name may not begin with Azure's reserved words Microsoft-, EventGrid- or System-. A key
+// given that the topic does not have already must be MinTopicKeyLength to
+// MaxTopicKeyLength printable ASCII characters without spaces.
 func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
 	var errs []error
 	if err := ValidateTopicName(name); err != nil {
@@ -151,6 +154,24 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	if closed {
 		return TopicSpec{}, ErrClosed
 	}
+	var have TopicSpec
+	if t != nil {
+		have = t.load().spec
+	} else if err := checkTopicNameFree(name); err != nil {
+		errs = append(errs, err)
+	}
+	for i, k := range []string{spec.Key1, spec.Key2} {
+		// A key the topic has already is not checked: one an earlier egrid stored, or a
+		// config file declares again at each start, keeps working.
+		if k != "" && k != have.Key1 && k != have.Key2 {
+			if err := checkTopicKey(k); err != nil {
+				errs = append(errs, fmt.Errorf("key%d %w", i+1, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return TopicSpec{}, err
+	}
 	if t != nil {
 		name = t.name
 		cur := t.load()
@@ -163,8 +184,6 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 		if spec.Key2 == "" {
 			spec.Key2 = cur.spec.Key2
 		}
-	} else if err := checkTopicNameFree(name); err != nil {
-		return TopicSpec{}, err
 	}
 	for i, k := range []*string{&spec.Key1, &spec.Key2} {
 		if *k != "" {
@@ -203,6 +222,38 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	}
 	r.log.Info("topic created", logattr.Topic, name, "inputSchema", spec.schema().String())
 	return spec, nil
+}
+
+// Bounds of a topic key a client chooses (an egrid extension: Azure generates its keys, 44
+// characters of base64). The floor keeps out keys a publisher could guess; the ceiling is far
+// above any real key and well under what an HTTP server takes in one header.
+const (
+	MinTopicKeyLength = 16
+	MaxTopicKeyLength = 1024
+)
+
+// checkTopicKey checks a topic key a client chose: publishers send it in a header
+// (aeg-sas-key) or a query parameter, so it is MinTopicKeyLength to MaxTopicKeyLength
+// printable ASCII characters without spaces. The error never shows the key.
+func checkTopicKey(key string) error {
+	const use = "use %d to %d printable ASCII characters without spaces, such as standard base64 (openssl rand -base64 32 prints one), or leave it out to have one generated"
+	if strings.TrimSpace(key) == "" {
+		return fmt.Errorf("is blank: a key is sent in the aeg-sas-key header; "+use, MinTopicKeyLength, MaxTopicKeyLength)
+	}
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c < 0x20 || c == 0x7f:
+			return fmt.Errorf("holds a control character (byte %d), which no HTTP header can carry; "+use, i, MinTopicKeyLength, MaxTopicKeyLength)
+		case c == ' ':
+			return fmt.Errorf("holds a space (byte %d), which a header trims or splits at; "+use, i, MinTopicKeyLength, MaxTopicKeyLength)
+		case c > 0x7e:
+			return fmt.Errorf("holds a character that is not ASCII (byte %d), which HTTP clients encode differently in a header; "+use, i, MinTopicKeyLength, MaxTopicKeyLength)
+		}
+	}
+	if len(key) < MinTopicKeyLength || len(key) > MaxTopicKeyLength {
+		return fmt.Errorf("has %d characters; "+use, len(key), MinTopicKeyLength, MaxTopicKeyLength)
+	}
+	return nil
 }
 
 // Topic returns a topic's spec.

@@ -172,3 +172,28 @@ func TestAdminRefusesReservedTopicNames(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminRefusesKeysThatCannotBeSent: a topic key of blanks, or holding a line end, is
+// refused naming the key, and a publish with a blank key is not let in.
+func TestAdminRefusesKeysThatCannotBeSent(t *testing.T) {
+	_, srv := adminServer(t)
+	for _, c := range []struct{ body, want string }{
+		{`{"properties":{"key1":" "}}`, "key1 is blank"},
+		{`{"properties":{"key1":"a\nb-and-more-to-be-long"}}`, "key1 holds a control character (byte 1)"},
+		{`{"properties":{"key2":"short"}}`, "key2 has 5 characters; use 16 to 1024 printable ASCII characters"},
+	} {
+		status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders", c.body)
+		if msg := errorMessage(body); status != 400 || !strings.Contains(msg, c.want) {
+			t.Errorf("PUT %s: %d %q, want 400 saying %s", c.body, status, msg, c.want)
+		}
+	}
+	resp, err := srv.Client().Post(srv.URL+"/topics/orders/api/events?api-version=2018-01-01&aeg-sas-key=%20", "application/json",
+		strings.NewReader(`[{"id":"1","eventType":"t","subject":"s","eventTime":"2026-01-01T00:00:00Z","data":{},"dataVersion":"1"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("publish with aeg-sas-key=%%20: %d, want 401", resp.StatusCode)
+	}
+}
