@@ -121,9 +121,10 @@ func (r *Router) ingest(ctx context.Context, t *topicRuntime, evs []*schemas.Eve
 
 // CountPublishFailure counts one publish request to topic that was refused before any of its
 // events was decoded or stored (PublishFailCount, with errorCode as its Error dimension, such
-// as Unauthorized, BadRequest or PayloadTooLarge). The HTTP data plane calls it for every
-// refusal of a known topic; refusals by the store are counted where the store fails. A refused
-// request counts once: its events were never known.
+// as Unauthorized, BadRequest, PayloadTooLarge or TooManyRequests). The HTTP data plane calls
+// it for every refusal of a known topic, and never for a topic that does not exist, so the
+// series stay bounded by the topics; refusals by the store are counted where the store fails.
+// A refused request counts once: its events were never known.
 func (r *Router) CountPublishFailure(topic, errorCode string) {
 	r.metrics.Add(metrics.Key{Name: metrics.PublishFailCount, Scope: topic, Dim: errorCode}, 1)
 }

@@ -125,8 +125,14 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("the request body is %d bytes; the limit is %d bytes (1 MB): split the request", req.ContentLength, lim.MaxRequestBytes))
 		return
 	}
-	release, ok := a.admitBodyOf(w, req)
+	release, answered, ok := a.admitBodyOf(w, req)
 	if !ok {
+		if answered {
+			// Every publish slot is taken (--max-publish-bodies): 429. Counted here, where
+			// the request has passed authentication and its topic exists, so the series stay
+			// bounded by the topics.
+			a.r.CountPublishFailure(t.name, "TooManyRequests")
+		}
 		return
 	}
 	defer release()
@@ -180,19 +186,42 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 // subscription) exists — which in cluster mode may wait for a read of the cluster's store. So
 // requests with a wrong key (or none, without --insecure-dev) never hold a slot: they are
 // answered 401 even when the bound is full, and cannot take a slot from a publisher with the
-// key. Call it before the API serves; without it the bodies are not bounded here.
+// key. A publish answered 429 counts in its topic's PublishFailCount as TooManyRequests.
+// Call it before the API serves; without it the bodies are not bounded here.
 func (a *API) AdmitBodies(admit func(w http.ResponseWriter, req *http.Request) (release func(), ok bool)) {
 	a.admitBody = admit
 }
 
-// admitBodyOf takes a slot for req, about to read its body (AdmitBodies); ok false means w
-// was answered (or the client went away) and req must not go on.
-func (a *API) admitBodyOf(w http.ResponseWriter, req *http.Request) (release func(), ok bool) {
+// admitBodyOf takes a slot for req, about to read its body (AdmitBodies); ok false means req
+// must not go on, and answered tells whether w was answered (429: no slot came free) or the
+// client went away without an answer.
+func (a *API) admitBodyOf(w http.ResponseWriter, req *http.Request) (release func(), answered, ok bool) {
 	if a.admitBody == nil {
-		return func() {}, true
+		return func() {}, false, true
 	}
-	return a.admitBody(w, req)
+	aw := &answerWatch{ResponseWriter: w}
+	release, ok = a.admitBody(aw, req)
+	return release, aw.answered, ok
 }
+
+// answerWatch is a ResponseWriter that notes whether anything was written to it.
+type answerWatch struct {
+	http.ResponseWriter
+	answered bool
+}
+
+func (w *answerWatch) WriteHeader(code int) {
+	w.answered = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWatch) Write(b []byte) (int, error) {
+	w.answered = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the ResponseWriter underneath.
+func (w *answerWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // contentEncoding returns the request's Content-Encoding when it names a coding other than
 // identity, or "". egrid reads request bodies (publish, definitions, settle, replay) as they

@@ -348,7 +348,7 @@ func (a *API) settle(w http.ResponseWriter, req *http.Request, topic, sub, op st
 		writeEncodingError(w, enc)
 		return
 	}
-	release, ok := a.admitBodyOf(w, req)
+	release, _, ok := a.admitBodyOf(w, req)
 	if !ok {
 		return
 	}
