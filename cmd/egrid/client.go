@@ -150,10 +150,48 @@ func subscriptionPath(topic, sub string) string {
 	return topicPath(topic) + "/eventSubscriptions/" + pathSegment(sub)
 }
 
+// printJSON writes v as indented JSON, what every -o json prints, its C1 control characters
+// escaped (escapeC1).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeC1(buf.Bytes()))
+	return err
+}
+
+// escapeC1 returns the JSON text js with its C1 control characters (U+0080–U+009F, such as
+// U+009B, CSI as one character) written as \u0080–\u009f. encoding/json escapes the C0 ones
+// but writes C1 as they are, and passes JSON it was given (json.RawMessage: an event's data)
+// on as it came; what -o json prints comes from the server, and much of that from others
+// (a publisher's event id or subject), so unescaped a terminal would obey it (see termSafe).
+// In JSON such a character can only be in a string, where the escape stands for the same
+// character: the text decodes to the same values.
+func escapeC1(js []byte) []byte {
+	isC1 := func(i int) bool { return js[i] == 0xc2 && i+1 < len(js) && js[i+1] >= 0x80 && js[i+1] <= 0x9f }
+	i := 0
+	for i < len(js) && !isC1(i) {
+		i++
+	}
+	if i == len(js) {
+		return js
+	}
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, len(js)+64)
+	out = append(out, js[:i]...)
+	for ; i < len(js); i++ {
+		if isC1(i) {
+			c := js[i+1]
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			i++
+			continue
+		}
+		out = append(out, js[i])
+	}
+	return out
 }
 
 func outputFlag() cli.Flag {
