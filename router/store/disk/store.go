@@ -1109,6 +1109,20 @@ func (s *Store) LoadSubscriptionIndex(ctx context.Context, topicName, name strin
 	return s.loadSubscription(ctx, topicName, name, false)
 }
 
+// pendingOf returns the updates of sb kept in memory while the store is failed, oldest first
+// (nil when there are none).
+func (s *Store) pendingOf(sb *sub) []store.Update {
+	var pending []store.Update
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, w := range s.pending {
+		if w.sb == sb {
+			pending = append(pending, w.update())
+		}
+	}
+	return pending
+}
+
 func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bodies bool) (store.SubscriptionState, error) {
 	if err := ctx.Err(); err != nil {
 		return store.SubscriptionState{}, err
@@ -1119,14 +1133,7 @@ func (s *Store) loadSubscription(ctx context.Context, topicName, name string, bo
 	}
 	defer c.done()
 	sb := c.sb
-	var pending []store.Update
-	s.mu.RLock()
-	for _, w := range s.pending {
-		if w.sb == sb {
-			pending = append(pending, w.update())
-		}
-	}
-	s.mu.RUnlock()
+	pending := s.pendingOf(sb)
 	st := store.SubscriptionState{Epoch: sb.id, Cursor: sb.getCursor()}
 	parked := map[uint64]store.Parked{}
 	decode := decodeParked
@@ -1206,14 +1213,7 @@ func (s *Store) ParkedEvents(ctx context.Context, topicName, name string, seqs [
 	}
 	defer c.done()
 	sb := c.sb
-	var pending []store.Update
-	s.mu.RLock()
-	for _, w := range s.pending {
-		if w.sb == sb {
-			pending = append(pending, w.update())
-		}
-	}
-	s.mu.RUnlock()
+	pending := s.pendingOf(sb)
 	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
 	out := make([]store.Parked, 0, len(sorted))
 	for _, seq := range sorted {
