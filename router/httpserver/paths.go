@@ -14,14 +14,19 @@ import (
 // 307 with a plain-text body and the plain form in Location: egrid's API never redirects
 // (README, Data plane), every error it answers has Event Grid's JSON shape, and a client that
 // follows redirects would send a publish's body again to a URL it did not ask for. CONNECT
-// requests, whose target is not a path, pass through.
+// requests, whose target is not a path, pass through. Segments are those of the path as sent:
+// a "/" sent percent-encoded (%2F, an event id "https://example.com/1" in an explain route)
+// separates none.
 func PlainPaths(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodConnect {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if p := plainPath(r.URL.Path); p != r.URL.Path {
+		// The path as sent, percent-encoding kept, as ServeMux cleans it: an event id in an
+		// explain route may hold "//" or "../" sent as %2F, which is no segment.
+		sent := r.URL.EscapedPath()
+		if p := plainPath(sent); p != sent {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusNotFound)
 			type body struct {
@@ -30,7 +35,7 @@ func PlainPaths(h http.Handler) http.Handler {
 			}
 			_ = json.NewEncoder(w).Encode(struct {
 				Error body `json:"error"`
-			}{body{Code: "NotFound", Message: "no route for " + clip.String(r.URL.Path) + ": the path has an empty, \".\" or \"..\" segment; send " + clip.String(p)}})
+			}{body{Code: "NotFound", Message: "no route for " + clip.String(sent) + ": the path has an empty, \".\" or \"..\" segment; send " + clip.String(p)}})
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -63,6 +63,18 @@ func TestPathsWithEmptyOrDotSegmentsAreNotRedirected(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || len(reached) != 1 {
 		t.Errorf("POST of a plain path: %d, reached the handler %d times; want 200, once", resp.StatusCode, len(reached))
 	}
+	<-reached
+	// A "/" sent percent-encoded separates no segment: an explain of the event id
+	// "https://example.com/orders/1" or "../etc/x" reaches its route.
+	for _, target := range []string{"/events/https:%2F%2Fexample.com%2Forders%2F1", "/events/..%2Fetc%2Fx"} {
+		resp := post(t, ln, target)
+		resp.Body.Close()
+		select {
+		case <-reached:
+		default:
+			t.Errorf("POST %s: %d without reaching the handler; want it passed on", target, resp.StatusCode)
+		}
+	}
 }
 
 // post sends POST target verbatim (as the client wrote it, no cleaning) and reads the answer.
