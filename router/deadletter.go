@@ -208,7 +208,7 @@ func (r *Router) ensureSystemTopic(ctx context.Context) error {
 		}
 		return nil
 	}
-	if _, err := r.CreateTopic(ctx, name, TopicSpec{}); err != nil {
+	if _, err := r.createTopic(ctx, name, TopicSpec{}, true); err != nil {
 		if r.cl != nil { // another node starting at the same moment created it first
 			_ = r.syncTopic(ctx, name) // a store that cannot answer leaves the topic unknown: err below
 			if _, terr := r.topic(name); terr == nil {

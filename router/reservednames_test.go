@@ -7,6 +7,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/testkit"
 )
 
 // TestReservedTopicNamesAreRefusedOnCreate: as in Event Grid, a new topic's name may not
@@ -58,5 +59,25 @@ func TestReservedTopicNamesAreRefusedOnCreate(t *testing.T) {
 	}
 	if _, err := r.CreateTopic(ctx, "Microsoft-old", router.TopicSpec{}); err == nil {
 		t.Errorf("creating Microsoft-old again after its delete was taken, want it refused")
+	}
+}
+
+// TestDeadLetterSystemTopicMayTakeAReservedName: the dead-letter notification topic is
+// egrid's own, and "System-" is what it is: deadLetters.systemTopic: System-deadletters, which
+// a configuration could name before names were checked, is created at start, where the
+// reserved-name check made router.New fail on a new store.
+func TestDeadLetterSystemTopicMayTakeAReservedName(t *testing.T) {
+	ctx := context.Background()
+	cfg := router.Config{InsecureDev: true, DeadLetters: router.DeadLetterConfig{SystemTopic: "System-deadletters"}}
+	r, err := router.New(cfg, router.Deps{DeadLetterStore: testkit.NewObjectStore()})
+	if err != nil {
+		t.Fatalf("router.New with deadLetters.systemTopic System-deadletters: %v", err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.Topic("System-deadletters"); err != nil {
+		t.Errorf("the dead-letter notification topic: %v, want it created", err)
+	}
+	if _, err := r.CreateTopic(ctx, "System-other", router.TopicSpec{}); err == nil {
+		t.Errorf("CreateTopic(System-other) was taken beside the system topic; want it refused")
 	}
 }

@@ -42,7 +42,7 @@ var reservedTopicPrefixes = []string{"Microsoft-", "EventGrid-", "System-"}
 func checkTopicNameFree(name string) error {
 	for _, p := range reservedTopicPrefixes {
 		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
-			return fmt.Errorf("topic name %q is reserved: names beginning with Microsoft-, EventGrid- or System- (in any case) are Azure's own, as in Event Grid; choose another name", clip.String(name))
+			return fmt.Errorf("topic name %q is reserved: names beginning with Microsoft-, EventGrid- or System- (in any case) are Azure's own, as in Event Grid; choose another name (a topic an earlier egrid stored under it is kept)", clip.String(name))
 		}
 	}
 	return nil

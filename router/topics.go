@@ -133,6 +133,13 @@ func (r *Router) TopicID(name string) string {
 // given that the topic does not have already must be MinTopicKeyLength to
 // MaxTopicKeyLength printable ASCII characters without spaces.
 func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (TopicSpec, error) {
+	return r.createTopic(ctx, name, spec, false)
+}
+
+// createTopic is CreateTopic; own says the topic is egrid's own (the dead-letter notification
+// topic, deadLetters.systemTopic), which may take a reserved name: "System-" is what such a
+// topic is, and a configuration that named it so before names were checked keeps starting.
+func (r *Router) createTopic(ctx context.Context, name string, spec TopicSpec, own bool) (TopicSpec, error) {
 	var errs []error
 	if err := ValidateTopicName(name); err != nil {
 		errs = append(errs, err)
@@ -157,7 +164,7 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 	var have TopicSpec
 	if t != nil {
 		have = t.load().spec
-	} else if err := checkTopicNameFree(name); err != nil {
+	} else if err := checkTopicNameFree(name); err != nil && !own {
 		errs = append(errs, err)
 	}
 	for i, k := range []string{spec.Key1, spec.Key2} {
@@ -165,7 +172,7 @@ func (r *Router) CreateTopic(ctx context.Context, name string, spec TopicSpec) (
 		// config file declares again at each start, keeps working.
 		if k != "" && k != have.Key1 && k != have.Key2 {
 			if err := checkTopicKey(k); err != nil {
-				errs = append(errs, fmt.Errorf("key%d %w", i+1, err))
+				errs = append(errs, fmt.Errorf("key%d %w (a key a topic has already, stored by an earlier egrid, is kept)", i+1, err))
 			}
 		}
 	}
