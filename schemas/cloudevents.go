@@ -98,6 +98,12 @@ func extensionNameProblem(name string) string {
 // not). Event.Traceparent is the traceparent
 // extension when it is a string. Errors are those of [DecodeEventGrid].
 func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
+	return decodeCloudEvents(body, lim, false)
+}
+
+// decodeCloudEvents is [DecodeCloudEvents]; stored relaxes its checks for events accepted
+// before, see [checkEventTime] and [checkURIRef].
+func decodeCloudEvents(body []byte, lim Limits, stored bool) ([]*Event, error) {
 	if err := checkRequestSize(len(body), lim); err != nil {
 		return nil, err
 	}
@@ -108,7 +114,7 @@ func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
 		var ev *Event
 		err := scanOne(s, lim, func(i int) error {
 			var err error
-			ev, err = decodeCloudEventObject(s, i, &p, false)
+			ev, err = decodeCloudEventObject(s, i, &p, false, stored)
 			return err
 		})
 		if err != nil {
@@ -124,7 +130,7 @@ func DecodeCloudEvents(body []byte, lim Limits) ([]*Event, error) {
 	}
 	var events []*Event
 	err := scanEvents(s, lim, &p, func(i int) error {
-		ev, err := decodeCloudEventObject(s, i, &p, false)
+		ev, err := decodeCloudEventObject(s, i, &p, false, stored)
 		if ev != nil && len(p.errs) == 0 {
 			events = append(events, ev)
 		}
@@ -176,8 +182,9 @@ func (s *nameSet) add(name []byte) (seen bool) {
 
 // decodeCloudEventObject scans one event object, reports its problems to p and returns the
 // event when it has none. binary words the messages for attributes that came from ce-*
-// headers. The error is a scanner error.
-func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event, error) {
+// headers; stored relaxes the checks for an event accepted before ([checkEventTime],
+// [checkURIRef]). The error is a scanner error.
+func decodeCloudEventObject(s *scanner, i int, p *problems, binary, stored bool) (*Event, error) {
 	start := s.pos
 	s.ws = false
 	var m [ceMembers]member
@@ -267,7 +274,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	}
 	ev.Source = str(ceSource, true)
 	if ev.Source != "" && !surrogate[ceSource] && !p.has(i, "source") {
-		if reason := uriRefProblem(ev.Source); reason != "" {
+		if reason := checkURIRef(ev.Source, stored); reason != "" {
 			fail("source", "is "+clip.Quote(ev.Source)+", not a URI-reference (RFC 3986) as CloudEvents requires: it "+reason+headerNote(binary, "source", ev.Source))
 		}
 	}
@@ -279,7 +286,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	ev.Time = str(ceTime, false)
 	timeChanged := false // ev.Time is delivered in another form than published
 	if ev.Time != "" && !surrogate[ceTime] {
-		if t, reason := parseTime(ev.Time); reason != "" {
+		if t, reason := checkEventTime(ev.Time, false, stored); reason != "" {
 			fail("time", reason)
 		} else if t != ev.Time {
 			ev.Time, timeChanged = t, true
@@ -288,7 +295,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary bool) (*Event
 	ev.Subject = str(ceSubject, false)
 	str(ceDataContentType, false)
 	if v := str(ceDataSchema, false); v != "" && !surrogate[ceDataSchema] && !p.has(i, "dataschema") {
-		if reason := uriRefProblem(v); reason != "" {
+		if reason := checkURIRef(v, stored); reason != "" {
 			fail("dataschema", "is "+clip.Quote(v)+", not a URI-reference (RFC 3986): it "+reason+headerNote(binary, "dataschema", v))
 		}
 	}
@@ -451,7 +458,7 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 	raw = append(raw, '}')
 
 	s := &scanner{buf: raw}
-	ev, err := decodeCloudEventObject(s, 0, &p, true)
+	ev, err := decodeCloudEventObject(s, 0, &p, true, false)
 	if err != nil {
 		// raw is built from valid parts; this is a bug, reported rather than hidden.
 		return nil, syntaxProblem(err)

@@ -282,10 +282,7 @@ func (c *customDecoder) decodeObject(s *scanner, i int, p *problems) (*Event, er
 		ev.Time = t
 		// As in the Event Grid schema: RFC 3339's grammar, "t" and "z" delivered upper-case,
 		// "+0000" accepted and delivered as "+00:00".
-		norm, reason := parseTime(t)
-		if fixed, ok := offsetWithColon(t); reason != "" && ok {
-			norm, reason = fixed, ""
-		}
+		norm, reason := checkEventTime(t, true, false)
 		if kind := resolve(mapEventTime).kind; !surrogate[mapEventTime] && (kind != kindString || reason != "") {
 			msg := "is mapped to eventTime and must be an RFC 3339 date-time string such as \"2024-05-01T12:00:00Z\", got " + clip.Quote(t)
 			if kind == kindString {

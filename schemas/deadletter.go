@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/egridio/egrid/schemas/clip"
 )
@@ -341,8 +342,12 @@ func (e *DeadLetterDecodeError) Error() string {
 //
 // Events come back with their original ids. Event Grid events are decoded (and validated) as
 // published to the topic topicID; a CloudEvent record of an Event Grid topic is converted back
-// (source is replaced by topicID, dataschema becomes dataVersion); a custom-schema event is the
-// envelope's data, with the envelope's id, eventType, subject, eventTime and dataVersion.
+// (source is replaced by topicID, dataschema "#"+dataVersion becomes dataVersion, its fragment
+// percent-decoded); a custom-schema event is the envelope's data, with the envelope's id,
+// eventType, subject, eventTime and dataVersion. Events are checked as an earlier release
+// checked them at publish, not as strictly as a publish is now (a CloudEvent's source and
+// dataschema need not be URI-references, a time that Go's time.Parse reads is taken), and
+// come back as they were stored: records written before a check was added still replay.
 // Outcome and reason values egrid does not know are kept as GenericError and as written. The
 // error is a *[DeadLetterDecodeError], several joined with errors.Join; no records are returned
 // with an error: one record that cannot be decoded fails the object ([DecodeDeadLetterRecords]
@@ -615,7 +620,9 @@ func timeValue(m *rawMember) (time.Time, error) {
 }
 
 // eventFromDelivered turns an event object as it was delivered back into an event of input
-// schema in.
+// schema in. It is decoded as an event egrid accepted before (stored), not as a publish: a
+// record written by an earlier release holds what that release's publish took, and replays
+// even where today's publish checks more ([checkEventTime], [checkURIRef]).
 func eventFromDelivered(obj []byte, in Schema, topicID string) (*Event, error) {
 	ms, err := objectMembers(obj)
 	if err != nil {
@@ -627,7 +634,7 @@ func eventFromDelivered(obj []byte, in Schema, topicID string) (*Event, error) {
 		if !isCE {
 			return nil, errors.New("event is not a CloudEvent, but the topic takes CloudEvents")
 		}
-		evs, err := DecodeCloudEvents(obj, Limits{})
+		evs, err := decodeCloudEvents(obj, Limits{}, true)
 		if err != nil {
 			return nil, fmt.Errorf("event: %w", err)
 		}
@@ -639,7 +646,7 @@ func eventFromDelivered(obj []byte, in Schema, topicID string) (*Event, error) {
 				return nil, err
 			}
 		}
-		evs, err := DecodeEventGrid(append(append([]byte{'['}, obj...), ']'), topicID, Limits{})
+		evs, err := decodeEventGrid(append(append([]byte{'['}, obj...), ']'), topicID, Limits{}, false, true)
 		if err != nil {
 			return nil, fmt.Errorf("event: %w", err)
 		}
@@ -673,7 +680,7 @@ func eventGridFromCloudEvent(ms []rawMember, topicID string) ([]byte, error) {
 	out = append(out, `,"data":`...)
 	out = append(out, data.value...)
 	out = append(out, `,"dataVersion":`...)
-	out = appendString(out, strings.TrimPrefix(get("dataschema"), dataSchemaPrefix))
+	out = appendString(out, dataVersionOf(get("dataschema")))
 	return append(out, `,"metadataVersion":"1"}`...), nil
 }
 
@@ -689,7 +696,7 @@ func customFromDelivered(ms []rawMember, isCE bool, topicID string) (*Event, err
 		vals[i], _ = find(ms, n).str()
 	}
 	if isCE {
-		vals[4] = strings.TrimPrefix(vals[4], dataSchemaPrefix)
+		vals[4] = dataVersionOf(vals[4])
 	}
 	data := find(ms, "data")
 	if data == nil || data.kind != kindObject {
@@ -702,4 +709,43 @@ func customFromDelivered(ms []rawMember, isCE bool, topicID string) (*Event, err
 		ID: vals[0], Type: vals[1], Subject: vals[2], Time: vals[3], DataVersion: vals[4],
 		Source: topicID, Raw: append([]byte(nil), data.value...),
 	}, nil
+}
+
+// dataVersionOf returns the dataVersion of a converted event's dataschema: "#"+dataVersion
+// with the fragment percent-decoded, as [fragmentEscape] encoded it. A fragment that does not
+// decode (a '%' without two hex digits after it, or bytes that are no UTF-8 text) is taken as
+// it is: a record written before the fragment was encoded holds dataVersion as published. A
+// dataschema without the '#' is not a converted one and is taken whole.
+func dataVersionOf(dataschema string) string {
+	v, ok := strings.CutPrefix(dataschema, dataSchemaPrefix)
+	if !ok {
+		return dataschema
+	}
+	return fragmentUnescape(v)
+}
+
+// fragmentUnescape reverses [fragmentEscape]: v percent-decoded, or v itself when it holds a
+// '%' not followed by two hex digits or decodes to bytes that are not UTF-8.
+func fragmentUnescape(v string) string {
+	i := strings.IndexByte(v, '%')
+	if i < 0 {
+		return v
+	}
+	b := make([]byte, 0, len(v))
+	b = append(b, v[:i]...)
+	for ; i < len(v); i++ {
+		if v[i] != '%' {
+			b = append(b, v[i])
+			continue
+		}
+		if i+2 >= len(v) || unhex(v[i+1]) < 0 || unhex(v[i+2]) < 0 {
+			return v
+		}
+		b = append(b, byte(unhex(v[i+1])<<4|unhex(v[i+2])))
+		i += 2
+	}
+	if !utf8.Valid(b) {
+		return v
+	}
+	return string(b)
 }

@@ -21,9 +21,10 @@ import (
 //     "dataschema":"#"+dataVersion,"datacontenttype":"application/json","data":data}, where
 //     subject is left out when empty (CloudEvents forbids an empty subject) and dataschema is
 //     "#" when dataVersion is empty, as Azure sends it (with the bytes of dataVersion that a
-//     URI fragment cannot hold percent-encoded, so dataschema is a URI-reference). CloudEvents
-//     SDKs that require dataschema to be an absolute URI (sdk-go) refuse such events from Azure
-//     and egrid alike. Custom input converts the same way from its Event Grid envelope.
+//     URI fragment cannot hold, and '%', percent-encoded, so dataschema is a URI-reference
+//     that [DecodeDeadLetters] turns back into dataVersion exactly). CloudEvents SDKs that
+//     require dataschema to be an absolute URI (sdk-go) refuse such events from Azure and
+//     egrid alike. Custom input converts the same way from its Event Grid envelope.
 //   - Custom out (only from custom input): a JSON array of the Raw objects, [ContentTypeJSON].
 //
 // topic is topicID, or the event's Source when topicID is empty. A pair that [CanDeliver]
@@ -135,14 +136,12 @@ const dataSchemaPrefix = "#"
 
 // fragmentEscape returns v as a URI fragment: v itself when it is one (a dataVersion such as
 // "1.0"), else with each byte a fragment cannot hold percent-encoded, so the dataschema of a
-// converted event is a URI-reference, as [DecodeCloudEvents] requires of one published.
+// converted event is a URI-reference, as [DecodeCloudEvents] requires of one published. A '%'
+// is always encoded (%25), even before two hex digits, so [fragmentUnescape] gives v back.
 func fragmentEscape(v string) string {
 	ok := func(i int) bool {
 		c := v[i]
-		if c == '%' {
-			return i+2 < len(v) && unhex(v[i+1]) >= 0 && unhex(v[i+2]) >= 0
-		}
-		return c < 0x80 && uriChar(c) && c != '#' && c != '[' && c != ']'
+		return c != '%' && c < 0x80 && uriChar(c) && c != '#' && c != '[' && c != ']'
 	}
 	i := 0
 	for i < len(v) && ok(i) {

@@ -99,7 +99,7 @@ type Event struct {
 	ID          string // id
 	Type        string // eventType (Event Grid) or type (CloudEvents)
 	Subject     string // subject
-	Time        string // eventTime or time, RFC 3339 as published but with "T" and "Z" upper-case and a "+0000" offset as "+00:00"
+	Time        string // eventTime or time, RFC 3339 as published but with "T" and "Z" upper-case and a "+0000" offset as "+00:00" (as stored, for an event decoded from a dead-letter record)
 	DataVersion string // dataVersion (Event Grid); empty for CloudEvents
 	Source      string // source (CloudEvents); the topic (Event Grid)
 	SpecVersion string // specversion (CloudEvents); empty for Event Grid

@@ -107,7 +107,7 @@ const metadataVersionEG = "1"
 // empty array or a body that is not an array; otherwise up to 20 per-event *ValidationError
 // joined with errors.Join. No events are returned with an error: a publish is all or nothing.
 func DecodeEventGrid(body []byte, topicID string, lim Limits) ([]*Event, error) {
-	return decodeEventGrid(body, topicID, lim, false)
+	return decodeEventGrid(body, topicID, lim, false, false)
 }
 
 // DecodeEventGridObjectOrArray decodes what [DecodeEventGrid] does, and also a body holding a
@@ -117,11 +117,12 @@ func DecodeEventGrid(body []byte, topicID string, lim Limits) ([]*Event, error) 
 // may follow it: two objects separated by a comma are malformed JSON. Errors are those of
 // [DecodeEventGrid].
 func DecodeEventGridObjectOrArray(body []byte, topicID string, lim Limits) ([]*Event, error) {
-	return decodeEventGrid(body, topicID, lim, true)
+	return decodeEventGrid(body, topicID, lim, true, false)
 }
 
-// decodeEventGrid is [DecodeEventGrid], and with single [DecodeEventGridObjectOrArray].
-func decodeEventGrid(body []byte, topicID string, lim Limits, single bool) ([]*Event, error) {
+// decodeEventGrid is [DecodeEventGrid], and with single [DecodeEventGridObjectOrArray];
+// stored relaxes its checks for events accepted before, see [checkEventTime].
+func decodeEventGrid(body []byte, topicID string, lim Limits, single, stored bool) ([]*Event, error) {
 	if err := checkRequestSize(len(body), lim); err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func decodeEventGrid(body []byte, topicID string, lim Limits, single bool) ([]*E
 	var p problems
 	var events []*Event
 	decode := func(i int) error {
-		ev, err := decodeEventGridObject(s, i, topicID, topicTok, &p)
+		ev, err := decodeEventGridObject(s, i, topicID, topicTok, &p, stored)
 		if ev != nil && len(p.errs) == 0 {
 			events = append(events, ev)
 		}
@@ -148,8 +149,9 @@ func decodeEventGrid(body []byte, topicID string, lim Limits, single bool) ([]*E
 }
 
 // decodeEventGridObject scans one event object, reports its problems to p and returns the
-// event when it has none. The error is a scanner error.
-func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p *problems) (*Event, error) {
+// event when it has none; stored relaxes the checks for an event accepted before. The error
+// is a scanner error.
+func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p *problems, stored bool) (*Event, error) {
 	var m [egMembers]member
 	var misnamed [egMembers][]byte
 	var unexpected []string // member names that are not in the schema
@@ -240,10 +242,7 @@ func decodeEventGridObject(s *scanner, i int, topicID string, topicTok []byte, p
 	}
 	ev.Time = str(egEventTime, true)
 	if m[egEventTime].kind == kindString && !surrogate[egEventTime] {
-		t, reason := parseTime(ev.Time)
-		if fixed, ok := offsetWithColon(ev.Time); reason != "" && ok {
-			t, reason = fixed, ""
-		}
+		t, reason := checkEventTime(ev.Time, true, stored)
 		if reason != "" {
 			p.add(i, "eventTime", reason)
 			bad = true
@@ -346,6 +345,33 @@ func offsetWithColon(v string) (string, bool) {
 	}
 	fixed, reason := parseTime(v[:n-2] + ":" + v[n-2:])
 	return fixed, reason == ""
+}
+
+// checkEventTime returns an event's time v as egrid delivers it, or why a decode refuses it.
+// A publish holds v to RFC 3339's grammar ([parseTime]); isoOffset takes an ISO 8601 offset
+// without a colon too ([offsetWithColon]), as the Event Grid schema does.
+//
+// stored is set for an event egrid accepted before (one in a dead-letter record, decoded for
+// replay), which an earlier release checked with Go's time.Parse alone: a time that time.Parse
+// reads as RFC 3339 (a ',' before the fraction, an offset such as "+24:00") or that RFC 3339's
+// grammar allows (a lower-case "t" or "z") is taken as it was stored, so a replay delivers the
+// event unchanged. Only a publish decides what is accepted from now on.
+func checkEventTime(v string, isoOffset, stored bool) (string, string) {
+	if stored {
+		if _, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return v, ""
+		}
+		if _, reason := parseTime(v); reason == "" {
+			return v, ""
+		}
+	}
+	t, reason := parseTime(v)
+	if reason != "" && isoOffset {
+		if fixed, ok := offsetWithColon(v); ok {
+			return fixed, ""
+		}
+	}
+	return t, reason
 }
 
 // parseTime returns v as egrid delivers it when v is an RFC 3339 date-time (RFC 3339 §5.6:

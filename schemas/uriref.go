@@ -21,6 +21,17 @@ import (
 // held to the same URI-reference grammar: an event egrid or Azure delivers can be published
 // to a CloudEvents topic again.
 
+// checkURIRef returns why a decode refuses v as a source or dataschema, or "": a publish
+// ([uriRefProblem]) when v is not a URI-reference. stored is set for an event egrid accepted
+// before (one in a dead-letter record, decoded for replay): an earlier release took any
+// non-empty string there, and so does its replay.
+func checkURIRef(v string, stored bool) string {
+	if stored {
+		return ""
+	}
+	return uriRefProblem(v)
+}
+
 // uriRefProblem returns why v is not an RFC 3986 URI-reference, or "".
 func uriRefProblem(v string) string {
 	for i := 0; i < len(v); i++ {
