@@ -172,6 +172,10 @@ type answer struct {
 
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
+	if d, ok := c.Message().(*Drain); ok {
+		d.done() // a queue makes no attempts: its consumers' receives end with the stop
+		return
+	}
 	if q.fenced {
 		switch c.Message().(type) {
 		case *actor.Restarting, *actor.Stopping:

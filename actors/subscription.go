@@ -34,7 +34,9 @@ const (
 	DefaultMaxEventsPerBatch   = 5000
 	DefaultPreferredBatchBytes = 64 * 1024
 	// DefaultStopGrace is how long a stopping subscription waits (off its mailbox) for its
-	// sink calls to return after cancelling them, and then for its last state write.
+	// sink calls to return after cancelling them, and then for its last state write. A
+	// router's close gives the attempts in flight as long to be answered before it stops the
+	// subscriptions ([Drain]).
 	DefaultStopGrace = 5 * time.Second
 )
 
@@ -300,6 +302,10 @@ type subscription struct {
 	pendingDel []uint64
 	pendingDL  []store.DeadLetterRecord // dead letters to hand off in the next update
 	fenced     bool                     // a state write was fenced: the actor is stopping
+	// draining is set by a [Drain]: its owner stops it next, so it starts no more attempts;
+	// drains wait for the attempts in flight to be answered.
+	draining bool
+	drains   []*Drain
 	// epoch is the epoch of the subscription whose state this actor loaded
 	// ([store.SubscriptionState.Epoch]), set in each update: a write that lands after the
 	// subscription was deleted and created again under its name changes nothing of it.
@@ -314,6 +320,10 @@ type subscription struct {
 
 // Receive implements actor.Actor.
 func (s *subscription) Receive(c actor.Context) {
+	if d, ok := c.Message().(*Drain); ok {
+		s.drain(d)
+		return
+	}
 	if s.fenced {
 		switch c.Message().(type) {
 		case *actor.Restarting, *actor.Stopping:
@@ -383,6 +393,7 @@ func (s *subscription) Receive(c actor.Context) {
 		s.finish(msg)
 		s.fill()
 		s.dispatch()
+		s.drained()
 		if msg.panicked != nil {
 			s.persist()
 			panic(fmt.Sprintf("sink of subscription %s panicked: %v", s.scope, msg.panicked))
@@ -413,7 +424,11 @@ func (s *subscription) Receive(c actor.Context) {
 	case *actor.Stopping:
 		// Completions whose update waited for one still on its way: this turn is the last.
 		// Not after a panic (see Restarting), nor before the actor's state is loaded.
-		if !broken && s.self != nil && s.boot == nil {
+		// The attempts still in flight are cut: their events are parked, due at once, so
+		// that the events settled after them stay settled (the cursor passes them) and the
+		// next start attempts only them again.
+		if !broken && s.self != nil && s.boot == nil && !s.fenced {
+			s.cutInFlight(time.Now())
 			s.persist()
 		}
 		if s.boot != nil {
@@ -704,6 +719,10 @@ func (s *subscription) endContext() {
 }
 
 func (s *subscription) stop() {
+	for _, d := range s.drains {
+		d.done()
+	}
+	s.drains = nil
 	if s.gauges != nil {
 		s.cfg.Metrics.RetireGauges(s.cfg.Topic, s.cfg.Name, s.gauges)
 	}
@@ -719,10 +738,11 @@ func (s *subscription) stop() {
 	// next incarnation, and whoever waits for this one's end, waits for them.
 	stopWork{
 		wg: &s.wg, grace: s.cfg.stopGrace(),
-		// The attempts still running are abandoned: their events are not settled, so the
-		// next incarnation (or the next process) attempts them again, and their late results
-		// are ignored (their batch ids are unknown to it). Their goroutines end when the sink
-		// returns.
+		// The attempts still running are abandoned: their events are not settled (parked by
+		// cutInFlight when the actor stops, left past the cursor when it restarts after a
+		// panic), so the next incarnation (or the next process) attempts them again, and
+		// their late results are ignored (their batch ids are unknown to it). Their
+		// goroutines end when the sink returns.
 		abandoned:    "sink calls did not return after their context was cancelled; abandoning them, their events will be attempted again",
 		abandonAttrs: []any{"inFlight", len(s.batches)},
 		writer:       s.writer, topic: s.cfg.Topic, sub: s.cfg.Name, epoch: s.epoch, owns: s.ownWriter, log: s.log,
@@ -866,8 +886,14 @@ func (s *subscription) holdFor(r uint64) bool {
 func (s *subscription) dispatch() {
 	now := time.Now()
 	maxInFlight := s.maxInFlight()
+	if s.draining {
+		maxInFlight = 0 // its owner stops it next: no new attempt (see [Drain])
+	}
 	switch s.probation.State(now) {
 	case retry.OnProbation:
+		if s.draining {
+			break
+		}
 		if s.probation.ClientError() && s.cfg.Policy.EndsOnClientErrorProbation() {
 			s.endReady(now)
 		}
@@ -1204,6 +1230,70 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 	}
 	s.cfg.Metrics.Add(metrics.Key{Name: metrics.DroppedEventCount, Scope: s.scope, Dim: string(reason)}, 1)
 	s.log.Info("event dropped", logattr.EventID, it.ev.ID, "reason", string(reason), "attempts", it.attempts)
+}
+
+// drain makes the actor start no more attempts (its owner stops it next) and answers d once
+// none is in flight: at once when none is, else when the last one is answered
+// ([subscription.drained]) or the actor stops.
+func (s *subscription) drain(d *Drain) {
+	s.draining = true
+	if len(s.batches) == 0 || s.fenced {
+		d.done()
+		return
+	}
+	s.drains = append(s.drains, d)
+}
+
+// drained answers the drains waiting once no attempt is in flight.
+func (s *subscription) drained() {
+	if len(s.drains) == 0 || len(s.batches) > 0 {
+		return
+	}
+	for _, d := range s.drains {
+		d.done()
+	}
+	s.drains = nil
+}
+
+// cutInFlight parks the events of the attempts still in flight as the actor stops, whose
+// results it will not see: due now, with the cut attempt counted (Canceled: its answer is
+// unknown, and the event may have been delivered). The last state update then holds them,
+// and moves the cursor past them to the oldest event neither settled nor parked, so the next
+// incarnation attempts them again and not the events settled after them. Each cut attempt
+// is reported ([AttemptRecord], outcome Canceled, rule [retry.RuleStopped]), so the event's
+// history says what became of it.
+func (s *subscription) cutInFlight(now time.Time) {
+	for _, b := range s.batches {
+		var rec *AttemptRecord
+		if s.cfg.OnAttempt != nil {
+			rec = newAttemptRecord(len(b.items))
+			rec.Topic, rec.Subscription, rec.Time, rec.Duration, rec.Probe = s.cfg.Topic, s.cfg.Name, b.started, now.Sub(b.started), b.probe
+			rec.Outcome, rec.Detail = schemas.Canceled, "the subscription stopped before the destination answered"
+		}
+		dec := retry.Decision{Action: retry.Retry, At: now, Why: retry.Explanation{Rule: retry.RuleStopped, Outcome: schemas.Canceled}}
+		for _, it := range b.items {
+			it.attempts++
+			if it.firstAttempt.IsZero() {
+				it.firstAttempt = b.started
+			}
+			it.lastAttempt = b.started
+			it.lastOutcome, it.lastStatus = schemas.Canceled, 0
+			it.state, it.due = stateWaiting, now
+			if !it.parked {
+				heap.Push(&s.parkedSeq, it)
+				it.parked = true
+			}
+			s.pendingPut = append(s.pendingPut, s.parkedRecord(it))
+			if rec != nil {
+				dec.Why.Attempts = it.attempts
+				rec.EventIDs = append(rec.EventIDs, it.ev.ID)
+				rec.Attempts = append(rec.Attempts, it.attempts)
+				rec.Decisions = append(rec.Decisions, dec)
+				rec.PublishTimes = append(rec.PublishTimes, it.publish)
+			}
+		}
+		s.record(rec)
+	}
 }
 
 // persistSoon writes the changes of a completion unless another completion is already on its

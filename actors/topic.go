@@ -194,6 +194,14 @@ func (t *topic) Receive(c actor.Context) {
 				t.set.ended[name] = true
 			}
 		}
+	case *Drain:
+		pids := make([]*actor.PID, 0, len(t.order))
+		for _, name := range t.order {
+			if ch := t.subs[name]; !t.ended[ch.pid.Id] {
+				pids = append(pids, ch.pid)
+			}
+		}
+		msg.forward(c, pids)
 	case *GetStatus:
 		t.forward(c, msg.Subscription)
 	case *EndProbation:

@@ -87,6 +87,8 @@ func TestCloseWaitsForTheLastStateWrite(t *testing.T) {
 // Close waits for a sink call that ignores its cancelled context, up to the subscription's
 // stop grace, before it goes on to close the sinks and the store: the actor terminates at
 // once and waits for the call off its mailbox, and Close waits for that wait ([actors.Stops]).
+// Before it cancels the call it gives it the stop grace to be answered ([actors.Drain]): two
+// graces in all.
 func TestCloseWaitsForSinkCallsUpToTheStopGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -115,8 +117,8 @@ func TestCloseWaitsForSinkCallsUpToTheStopGrace(t *testing.T) {
 		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if waited := time.Since(start); waited != actors.DefaultStopGrace {
-			t.Errorf("Close returned after %v with a sink call that ignores its context, want the stop grace (%v)", waited, actors.DefaultStopGrace)
+		if waited := time.Since(start); waited != 2*actors.DefaultStopGrace {
+			t.Errorf("Close returned after %v with a sink call that ignores its context, want twice the stop grace (%v)", waited, 2*actors.DefaultStopGrace)
 		}
 	})
 }

@@ -359,10 +359,15 @@ func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, 
 		a.Due = dec.At
 	}
 	// How long the attempt waited past its due time: the previous retry's due time, or the
-	// publish time for a first attempt.
+	// publish time for a first attempt. After an attempt cut by the subscription's stop it
+	// waited for the subscription to run again (the router stopped, say), which that
+	// attempt's explanation tells; no probation or in-flight limit held it.
 	due := e.PublishTime
 	if n := len(e.Attempts); n > 0 && !e.Attempts[n-1].Due.IsZero() {
 		due = e.Attempts[n-1].Due
+		if e.Attempts[n-1].Rule == retry.RuleStopped.String() {
+			due = time.Time{}
+		}
 	}
 	// Under minHeldBack it is the ordinary latency of dispatch, not worth telling, unless the
 	// attempt was a probation's probe.

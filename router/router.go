@@ -464,8 +464,24 @@ func (r *Router) Logger() *slog.Logger { return r.log }
 // Now reads the router's clock ([Deps.Now]).
 func (r *Router) Now() time.Time { return r.deps.Now() }
 
+// drain gives the push subscriptions' attempts in flight the stop grace
+// ([actors.DefaultStopGrace]) to be answered before the actors stop: they start no more
+// attempts, and the answers that come settle their events, so the next start delivers again
+// only the events whose attempts the stop then cuts ([actors.Drain]).
+func (r *Router) drain(topics []*topicRuntime) {
+	d := new(actors.Drain)
+	for _, t := range topics {
+		d.Send(r.system.Root, t.pid)
+	}
+	if !d.Wait(actors.DefaultStopGrace) {
+		r.log.Warn("attempts still in flight at the end of the stop grace are cut; their events are attempted again after the next start",
+			"grace", actors.DefaultStopGrace)
+	}
+}
+
 // Close shuts the router down in order: it refuses new publishes, lets appends in progress
-// finish, stops the actors (attempts in flight are cancelled; their events are attempted again
+// finish, gives the attempts in flight the stop grace to be answered (no new one starts), stops the
+// actors (attempts still in flight are cancelled; their events alone are attempted again
 // after a restart) and waits for their last state writes (each at most its stop grace), and
 // closes the store if the router opened it. Close is idempotent; ctx
 // bounds the wait, in cluster mode the wait for the placement's actor starts and stops under
@@ -501,6 +517,7 @@ func (r *Router) Close(ctx context.Context) error {
 			t.commit.close() // waits for the append under way: the store may hold it
 		}
 		r.trim.close() // waits for the trim under way, as long
+		r.drain(topics)
 		for _, t := range topics {
 			r.stopActor(t.pid, "topic actor "+t.name) // its children's stop work has begun then
 		}

@@ -34,6 +34,11 @@ const (
 	// RuleProbation: the event came due while a probation caused by a client error was in
 	// force (SPEC §2.2).
 	RuleProbation
+	// RuleStopped: the attempt was still in flight when the subscription stopped (a shutdown
+	// past its stop grace, an update, a move to another node); its answer is unknown, and the
+	// event is attempted again as soon as the subscription runs again. Not a rule of the
+	// policy: the subscription decides it as it stops.
+	RuleStopped
 )
 
 // String returns the rule's name.
@@ -55,6 +60,8 @@ func (r Rule) String() string {
 		return "TimeToLive"
 	case RuleProbation:
 		return "Probation"
+	case RuleStopped:
+		return "Stopped"
 	}
 	return fmt.Sprintf("Rule(%d)", uint8(r))
 }
@@ -140,6 +147,9 @@ func (d Decision) Explain() string {
 		fmt.Fprintf(&b, "time to live ended at %s", e.Deadline.UTC().Format(time.TimeOnly))
 	case RuleProbation:
 		b.WriteString("the endpoint is on probation for a client error")
+	case RuleStopped:
+		b.WriteString("cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; attempted again when it runs again")
+		return b.String() // due at once, whenever that is
 	}
 	switch d.Action {
 	case Retry:

@@ -1,0 +1,72 @@
+package actors
+
+import (
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Drain asks subscription actors, before their owner stops them, to start no more attempts
+// and to say when none of theirs is in flight: a stop cancels the attempts in flight, and a
+// shutdown that gives them their stop grace first settles the events their answers deliver,
+// so that only the ones still unanswered are attempted again after the next start. Sent to a
+// topic actor ([Drain.Send]) it reaches every subscription actor of the topic; a queue
+// subscription (pull) has no attempts and answers at once. A subscription actor that gets it
+// stays drained until it stops. It is safe for concurrent use.
+type Drain struct {
+	mu      sync.Mutex
+	pending pendingWork // topic and subscription actors that have not answered
+}
+
+// Send sends d to the topic actor pid.
+func (d *Drain) Send(root *actor.RootContext, pid *actor.PID) {
+	d.add(1)
+	root.Send(pid, d)
+}
+
+// Wait waits at most grace for every actor d reached to have no attempt in flight and
+// reports whether they all got there. An actor that never gets d (stopped, or waiting for
+// its restart) holds it for the whole grace.
+// Nothing waits for an answer that never comes once Wait has returned.
+func (d *Drain) Wait(grace time.Duration) bool {
+	d.mu.Lock()
+	idle := d.pending.idle
+	d.mu.Unlock()
+	if idle == nil {
+		return true
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// add counts n more actors to answer.
+func (d *Drain) add(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for range n {
+		d.pending.add()
+	}
+}
+
+// forward sends d on to each of pids, which answer it, and answers for the sender.
+func (d *Drain) forward(c actor.Context, pids []*actor.PID) {
+	d.add(len(pids))
+	for _, pid := range pids {
+		c.Send(pid, d)
+	}
+	d.done()
+}
+
+// done is an actor's answer: none of its attempts is in flight.
+func (d *Drain) done() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pending.done()
+}

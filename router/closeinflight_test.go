@@ -1,0 +1,202 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/store/disk"
+	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/sinks"
+)
+
+// holdingSink is a Go-function sink that holds the attempts of one event (held) until release
+// is closed or the attempt's context ends, as a webhook whose answer is slow; it answers
+// every other event at once. It notes every delivered event in delivered.
+type holdingSink struct {
+	held      string
+	entered   chan struct{} // a value each time held's attempt begins
+	release   chan struct{}
+	delivered chan string
+
+	mu  sync.Mutex
+	got []string
+}
+
+func newHoldingSink(held string) *holdingSink {
+	return &holdingSink{held: held, entered: make(chan struct{}, 4), release: make(chan struct{}), delivered: make(chan string, 64)}
+}
+
+func (s *holdingSink) sink() sinks.Sink {
+	return sinks.Func(func(ctx context.Context, b *sinks.Batch) error {
+		for _, ev := range b.Events {
+			if ev.ID == s.held {
+				s.entered <- struct{}{}
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		for _, ev := range b.Events {
+			s.mu.Lock()
+			s.got = append(s.got, ev.ID)
+			s.mu.Unlock()
+			s.delivered <- ev.ID
+		}
+		return nil
+	})
+}
+
+func (s *holdingSink) deliveries() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// closeWithHeldAttempt runs a router on a disk store in dir whose subscription's sink holds
+// s5 of s1..s20; once the 19 others are delivered it closes the router (and the store) while
+// s5's attempt is in flight, calling during while Close runs.
+func closeWithHeldAttempt(t *testing.T, dir string, during func(s *holdingSink)) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := disk.Open(dir, disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHoldingSink("s5")
+	r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true},
+		router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": s.sink()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []any
+	for i := 1; i <= 20; i++ {
+		evs = append(evs, json.RawMessage(egEvent(fmt.Sprintf("s%d", i))))
+	}
+	if err := r.Publish(ctx, "orders", evs...); err != nil {
+		t.Fatal(err)
+	}
+	<-s.entered
+	for range 19 {
+		<-s.delivered
+	}
+	synctest.Wait() // their state update is written
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close(ctx) }()
+	during(s)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopen starts a router again on the disk store in dir with a sink answering every event at
+// once, lets it deliver what it has, and returns what it delivered, closed again.
+func reopen(t *testing.T, dir string, check func(r *router.Router)) []string {
+	t.Helper()
+	st, err := disk.Open(dir, disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHoldingSink("")
+	r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true},
+		router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": s.sink()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // the subscription loaded its state and delivered what it holds
+	if check != nil {
+		check(r)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return s.deliveries()
+}
+
+// A shutdown gives the attempt in flight its stop grace: the router's Close waits for it (it
+// stops starting attempts and waits before it cancels them), so an answer within the grace
+// settles its event, and the events delivered after it stay delivered: the next start
+// delivers nothing again.
+func TestCloseLetsAnAttemptInFlightFinishWithinTheStopGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		closeWithHeldAttempt(t, dir, func(s *holdingSink) {
+			<-time.After(actors.DefaultStopGrace - time.Second) // the receiver answers 4 s later
+			close(s.release)
+			select {
+			case id := <-s.delivered:
+				if id != "s5" {
+					t.Errorf("delivered %s, want s5", id)
+				}
+			case <-time.After(time.Minute):
+				t.Error("s5's attempt, answered within the stop grace, was not delivered: the shutdown cut it")
+			}
+		})
+		if again := reopen(t, dir, nil); len(again) != 0 {
+			t.Errorf("after the restart %d events were delivered again (%v), want none: every one was delivered before the shutdown", len(again), again)
+		}
+	})
+}
+
+// An attempt still in flight when the stop grace is over is cut, and only its event is
+// delivered again after the restart, as the attempt after the one the shutdown cut; the
+// events delivered after it stay delivered. Its explanation says the shutdown cut the first
+// attempt, and does not count the time the router was stopped as held back.
+func TestCloseCutsOnlyTheAttemptPastTheStopGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		var cutAt time.Time
+		closeWithHeldAttempt(t, dir, func(*holdingSink) {
+			<-time.After(actors.DefaultStopGrace) // the receiver never answers
+			cutAt = time.Now()
+		})
+		<-time.After(time.Minute) // the server is stopped for a minute
+		restart := time.Now()
+		again := reopen(t, dir, func(r *router.Router) {
+			e, err := r.Explain(context.Background(), "orders", "sub", "s5")
+			if err != nil {
+				t.Errorf("Explain: %v", err)
+				return
+			}
+			if e.State != router.EventDelivered || len(e.Attempts) != 2 {
+				t.Errorf("explanation %+v: want s5 delivered after 2 attempts", e)
+				return
+			}
+			first, second := e.Attempts[0], e.Attempts[1]
+			if first.Attempt != 1 || first.Outcome != schemas.Canceled.String() || first.Rule != "Stopped" || first.Decision != "Retry" ||
+				first.Duration != cutAt.Sub(first.Time) {
+				t.Errorf("first attempt %+v: want attempt 1 Canceled by the stop, retried", first)
+			}
+			if first.Explanation != "Canceled: cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; attempted again when it runs again" {
+				t.Errorf("first attempt explained %q", first.Explanation)
+			}
+			if second.Attempt != 2 || second.Outcome != schemas.Delivered.String() || !second.Time.Equal(restart) || second.HeldBack != 0 {
+				t.Errorf("second attempt %+v: want attempt 2 delivered at the restart (%s), not held back", second, restart)
+			}
+		})
+		if !slices.Equal(again, []string{"s5"}) {
+			t.Errorf("after the restart %v were delivered, want s5 alone: the others were delivered before the shutdown", again)
+		}
+	})
+}
