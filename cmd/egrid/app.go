@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, e env) int {
 
 // newApp builds the CLI. Command names follow `az eventgrid` where it has them.
 func newApp(e env) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "egrid",
 		Usage:     "a self-hosted event router with Azure Event Grid's push-delivery semantics",
 		Version:   version(),
@@ -62,6 +62,8 @@ func newApp(e env) *cli.App {
 		// run reports errors and picks the exit code; cli must not call os.Exit itself.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	checkUsage(app)
+	return app
 }
 
 func version() string {
