@@ -48,6 +48,8 @@ const (
 	DefaultDeadLetterTopic = "egrid-deadletters"
 	// DefaultNamespace is the <namespace> segment of namespace topics' dead-letter keys.
 	DefaultNamespace = "egrid"
+	// DefaultDeadLetterDelay is the [DeadLetterConfig.Delay] of a zero (or negative) Delay.
+	DefaultDeadLetterDelay = deadletter.DefaultDelay
 )
 
 // DeadLetterConfig configures dead-lettering (SPEC §5). Zero values take the defaults.
@@ -74,7 +76,7 @@ type DeadLetterConfig struct {
 
 func (c DeadLetterConfig) withDefaults() DeadLetterConfig {
 	if c.Delay <= 0 {
-		c.Delay = deadletter.DefaultDelay
+		c.Delay = DefaultDeadLetterDelay
 	}
 	if c.SystemTopic == "" {
 		c.SystemTopic = DefaultDeadLetterTopic

@@ -59,7 +59,8 @@ func deadLetterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "minio-access-key", Usage: "MinIO access key (env EGRID_MINIO_ACCESS_KEY)"},
 		&cli.StringFlag{Name: "minio-secret-key", Usage: "MinIO secret key (env EGRID_MINIO_SECRET_KEY)"},
 		&cli.BoolFlag{Name: "minio-secure", Usage: "reach MinIO over HTTPS (env EGRID_MINIO_SECURE)"},
-		&cli.DurationFlag{Name: "dead-letter-delay", Usage: "how long a dead letter waits after its last attempt before it is written, divided by --time-scale (default 5m; env EGRID_DEAD_LETTER_DELAY)"},
+		// Unset, the environment or the file decides, and then the router's default.
+		&cli.DurationFlag{Name: "dead-letter-delay", Usage: "how long a dead letter waits after its last attempt before it is written, divided by --time-scale (env EGRID_DEAD_LETTER_DELAY)", DefaultText: router.DefaultDeadLetterDelay.String()},
 	}
 }
 

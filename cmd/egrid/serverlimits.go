@@ -14,18 +14,19 @@ import (
 
 // serverLimitFlags are serve's flags for the HTTP server's bounds (package httpserver) and
 // the log's folding of repeated lines (package logfold). Their defaults are applied after
-// resolution (flag > env > file > default), so they are stated in the usage text.
+// resolution (flag > env > file > default): a flag's Value stays zero, so that unset it leaves
+// the choice to the environment and the file, and its DefaultText is what help shows.
 func serverLimitFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "read-header-timeout", Usage: fmt.Sprintf("time a client has to send a request's headers (default %v; env EGRID_READ_HEADER_TIMEOUT)", httpserver.DefaultReadHeaderTimeout)},
-		&cli.DurationFlag{Name: "body-timeout", Usage: fmt.Sprintf("time a client has to send a request's body after its headers (default %v; env EGRID_BODY_TIMEOUT)", httpserver.DefaultBodyTimeout)},
-		&cli.DurationFlag{Name: "idle-timeout", Usage: fmt.Sprintf("time a kept-alive connection may wait for its next request (default %v; env EGRID_IDLE_TIMEOUT)", httpserver.DefaultIdleTimeout)},
-		&cli.IntFlag{Name: "max-header-bytes", Usage: fmt.Sprintf("largest request headers accepted, in bytes (default %d; env EGRID_MAX_HEADER_BYTES)", httpserver.DefaultMaxHeaderBytes)},
-		&cli.IntFlag{Name: "max-connections", Usage: fmt.Sprintf("connections open at once; at the limit new ones wait (default %d, or half the open-file limit when lower; env EGRID_MAX_CONNECTIONS)", httpserver.DefaultMaxConnections)},
-		&cli.IntFlag{Name: "max-publish-bodies", Usage: fmt.Sprintf("publish requests served at once, each body up to 1 MB in memory (default %d; env EGRID_MAX_PUBLISH_BODIES)", httpserver.DefaultMaxPublishBodies)},
-		&cli.DurationFlag{Name: "publish-wait", Usage: fmt.Sprintf("how long a publish waits for a free slot before it is answered 429 with Retry-After (default %v; env EGRID_PUBLISH_WAIT)", httpserver.DefaultPublishWait)},
-		&cli.IntFlag{Name: "max-receive-polls", Usage: fmt.Sprintf("pull delivery long polls (:receive) waiting at once, at most half of them on one event subscription; more are answered 429 at once (default %d, or a quarter of --max-connections when lower; env EGRID_MAX_RECEIVE_POLLS)", httpserver.DefaultMaxReceivePolls)},
-		&cli.DurationFlag{Name: "log-fold-window", Usage: fmt.Sprintf("a warning or error message repeated within this window is written once, then as one line \"moreLikeThis=N\"; 0 turns folding off (default %v; env EGRID_LOG_FOLD_WINDOW)", defaultLogFoldWindow)},
+		&cli.DurationFlag{Name: "read-header-timeout", Usage: "time a client has to send a request's headers (env EGRID_READ_HEADER_TIMEOUT)", DefaultText: httpserver.DefaultReadHeaderTimeout.String()},
+		&cli.DurationFlag{Name: "body-timeout", Usage: "time a client has to send a request's body after its headers (env EGRID_BODY_TIMEOUT)", DefaultText: httpserver.DefaultBodyTimeout.String()},
+		&cli.DurationFlag{Name: "idle-timeout", Usage: "time a kept-alive connection may wait for its next request (env EGRID_IDLE_TIMEOUT)", DefaultText: httpserver.DefaultIdleTimeout.String()},
+		&cli.IntFlag{Name: "max-header-bytes", Usage: "largest request headers accepted, in bytes (env EGRID_MAX_HEADER_BYTES)", DefaultText: strconv.Itoa(httpserver.DefaultMaxHeaderBytes)},
+		&cli.IntFlag{Name: "max-connections", Usage: "connections open at once; at the limit new ones wait (env EGRID_MAX_CONNECTIONS)", DefaultText: fmt.Sprintf("%d, or half the open-file limit when lower", httpserver.DefaultMaxConnections)},
+		&cli.IntFlag{Name: "max-publish-bodies", Usage: "publish requests served at once, each body up to 1 MB in memory (env EGRID_MAX_PUBLISH_BODIES)", DefaultText: strconv.Itoa(httpserver.DefaultMaxPublishBodies)},
+		&cli.DurationFlag{Name: "publish-wait", Usage: "how long a publish waits for a free slot before it is answered 429 with Retry-After (env EGRID_PUBLISH_WAIT)", DefaultText: httpserver.DefaultPublishWait.String()},
+		&cli.IntFlag{Name: "max-receive-polls", Usage: "pull delivery long polls (:receive) waiting at once, at most half of them on one event subscription; more are answered 429 at once (env EGRID_MAX_RECEIVE_POLLS)", DefaultText: fmt.Sprintf("%d, or a quarter of --max-connections when lower", httpserver.DefaultMaxReceivePolls)},
+		&cli.DurationFlag{Name: "log-fold-window", Usage: "a warning or error message repeated within this window is written once, then as one line \"moreLikeThis=N\"; 0 turns folding off (env EGRID_LOG_FOLD_WINDOW)", DefaultText: defaultLogFoldWindow.String()},
 	}
 }
 
