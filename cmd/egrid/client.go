@@ -339,9 +339,43 @@ func publishBody(c *cli.Context) ([]byte, error) {
 	return raw, nil
 }
 
+// armTopic is a topic as the admin API returns it: the fields the table shows, decoded, and
+// the whole object as the server sent it (id, type, properties.endpoint, provisioningState,
+// ...), which -o json prints.
 type armTopic struct {
 	Name       string           `json:"name"`
 	Properties router.TopicSpec `json:"properties"`
+	answered   json.RawMessage
+}
+
+func (t *armTopic) UnmarshalJSON(b []byte) error {
+	type fields armTopic // without the methods
+	return keepAnswer(b, (*fields)(t), &t.answered)
+}
+
+func (t armTopic) MarshalJSON() ([]byte, error) {
+	type fields armTopic
+	return answerJSON(t.answered, fields(t))
+}
+
+// keepAnswer decodes b, an object the server answered, into v and keeps a copy of it in
+// answered, for the UnmarshalJSON of a type whose -o json prints what the server answered,
+// fields the CLI does not know included.
+func keepAnswer(b []byte, v any, answered *json.RawMessage) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return err
+	}
+	*answered = bytes.Clone(b)
+	return nil
+}
+
+// answerJSON is the JSON of an object the server answered (kept by keepAnswer), or of its
+// fields v when it was not decoded from an answer.
+func answerJSON(answered json.RawMessage, v any) ([]byte, error) {
+	if answered != nil {
+		return answered, nil
+	}
+	return json.Marshal(v)
 }
 
 func topicCommand(e env) *cli.Command {

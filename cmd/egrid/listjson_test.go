@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,64 @@ func TestListingsAreJSONArrays(t *testing.T) {
 	var one map[string]any
 	if err := json.Unmarshal([]byte(out), &one); code != 0 || err != nil || one["name"] != "orders" {
 		t.Errorf("topic show -o json: exit %d %q (%v), want the topic's object", code, out, err)
+	}
+}
+
+// TestJSONIsWhatTheServerAnswered: -o json prints the object the admin API answered, every
+// field of it (id, type, properties.endpoint, provisioningState, ...), not only the fields
+// the CLI's table shows: `topic show -o json` printed only name and properties.inputSchema.
+func TestJSONIsWhatTheServerAnswered(t *testing.T) {
+	url := startInProcess(t)
+	server := "--server=" + url
+	get := func(path string) any {
+		t.Helper()
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		return v
+	}
+	cliJSON := func(args ...string) any {
+		t.Helper()
+		code, out := cliRun(t, append(args, server, "-o", "json")...)
+		var v any
+		if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+			t.Fatalf("%s: exit %d %q (%v)", strings.Join(args, " "), code, out, err)
+		}
+		return v
+	}
+	created := cliJSON("topic", "create", "--name", "orders")
+	topic := get("/admin/topics/orders")
+	props, _ := topic.(map[string]any)["properties"].(map[string]any)
+	for _, f := range []any{topic.(map[string]any)["id"], topic.(map[string]any)["type"], props["endpoint"], props["provisioningState"]} {
+		if f == nil || f == "" {
+			t.Fatalf("the server's topic %v lacks id, type, properties.endpoint or provisioningState: the test's premise", topic)
+		}
+	}
+	if !reflect.DeepEqual(created, topic) {
+		t.Errorf("topic create -o json printed %v; the server answers %v", created, topic)
+	}
+	if shown := cliJSON("topic", "show", "--name", "orders"); !reflect.DeepEqual(shown, topic) {
+		t.Errorf("topic show -o json printed %v; the server answered %v", shown, topic)
+	}
+	if listed, want := cliJSON("topic", "list"), get("/admin/topics").(map[string]any)["value"]; !reflect.DeepEqual(listed, want) {
+		t.Errorf("topic list -o json printed %v; the server answered %v", listed, want)
+	}
+
+	cliJSON("event-subscription", "create", "--topic", "orders", "--name", "billing", "--endpoint", "http://127.0.0.1:9/hook", "--skip-validation")
+	sub := get("/admin/topics/orders/eventSubscriptions/billing")
+	if sub.(map[string]any)["id"] == nil {
+		t.Fatalf("the server's event subscription %v has no id: the test's premise", sub)
+	}
+	if shown := cliJSON("event-subscription", "show", "--topic", "orders", "--name", "billing"); !reflect.DeepEqual(shown, sub) {
+		t.Errorf("event-subscription show -o json printed %v; the server answered %v", shown, sub)
+	}
+	if listed, want := cliJSON("event-subscription", "list", "--topic", "orders"), get("/admin/topics/orders/eventSubscriptions").(map[string]any)["value"]; !reflect.DeepEqual(listed, want) {
+		t.Errorf("event-subscription list -o json printed %v; the server answered %v", listed, want)
 	}
 }

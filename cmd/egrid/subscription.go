@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,7 +15,9 @@ import (
 	"github.com/egridio/egrid/schemas/clip"
 )
 
-// armSubscription is an event subscription as the admin API returns it.
+// armSubscription is an event subscription as the admin API returns it: the fields the table
+// and update use, decoded, and the whole object as the server sent it (id, type, ...), which
+// -o json prints.
 type armSubscription struct {
 	Name       string `json:"name"`
 	Properties struct {
@@ -34,6 +37,17 @@ type armSubscription struct {
 			LoadingSince                time.Time `json:"loadingSince,omitzero"`
 		} `json:"deliveryState,omitempty"`
 	} `json:"properties"`
+	answered json.RawMessage
+}
+
+func (s *armSubscription) UnmarshalJSON(b []byte) error {
+	type fields armSubscription // without the methods
+	return keepAnswer(b, (*fields)(s), &s.answered)
+}
+
+func (s armSubscription) MarshalJSON() ([]byte, error) {
+	type fields armSubscription
+	return answerJSON(s.answered, fields(s))
 }
 
 // Multi-word flags. `az eventgrid` takes several words after them (--advanced-filter data.n
