@@ -106,7 +106,7 @@ func serve(c *cli.Context, e env) error {
 	} else {
 		ds, err := openStore(s, log, counters)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("opening the store in %s: %v (is another egrid using it? use --data-dir)", s.DataDir, err), 1)
+			return cli.Exit(storeOpenError("opening", s.DataDir, err, false).Error(), 1)
 		}
 		st = ds
 	}

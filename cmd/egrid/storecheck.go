@@ -48,7 +48,7 @@ func storeCheck(c *cli.Context, e env) error {
 	log := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := disk.Check(c.Context, dir, key, log)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("checking the store in %s: %v", dir, err), 2)
+		return cli.Exit(storeOpenError("checking", dir, err, true).Error(), 2)
 	}
 	fmt.Fprintf(e.Stdout, "%s: %d topics, %d subscriptions, %d journal entries, %d parked events, %d delivery histories, %d dead letters\n",
 		dir, r.Topics, r.Subscriptions, r.JournalEntries, r.ParkedEvents, r.Histories, r.DeadLetters)

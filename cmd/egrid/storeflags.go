@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -167,4 +169,46 @@ func openStore(s serveSettings, log *slog.Logger, m *metrics.Set) (*disk.Store, 
 		Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key,
 		OnCorruption: func(kind string) { m.Add(metrics.Key{Name: metrics.StoreCorruptionCount, Dim: kind}, 1) },
 	})
+}
+
+// storeOpenError is the error of a store in dir that did not open (err), with what to do for
+// the causes known: another process holding it (for `egrid store check`, check says how to
+// check it anyway), a path through a file, permissions that keep egrid out. Other errors say
+// what to do themselves (a data directory open to others says to chmod it, damage to restore
+// a backup).
+func storeOpenError(doing, dir string, err error, check bool) error {
+	msg := fmt.Sprintf("%s the store in %s: %v", doing, dir, err)
+	switch file, isFile := fileOnPath(dir); {
+	case errors.Is(err, disk.ErrLocked) && check:
+		msg += fmt.Sprintf("; another process holds the store in %s, a running egrid serve most likely: stop the server first, or check a copy of the directory", dir)
+	case errors.Is(err, disk.ErrLocked):
+		msg += fmt.Sprintf("; another process holds the store in %s (an egrid serve or egrid store check): stop it, or give this server a different --data-dir", dir)
+	case errors.Is(err, syscall.ENOTDIR) && isFile:
+		msg += fmt.Sprintf("; %s is a file, not a directory: give --data-dir a directory, or a path egrid can create one at", file)
+	case errors.Is(err, fs.ErrPermission):
+		msg += fmt.Sprintf("; egrid needs to read, write and enter %s and the files in it (mode 700, owned by the user egrid runs as), and to enter its parent directories: chown or chmod it, or give --data-dir a directory it may use", dir)
+	}
+	return errors.New(msg)
+}
+
+// fileOnPath returns the first path of dir or its parents that exists and is not a
+// directory.
+func fileOnPath(dir string) (string, bool) {
+	var parents []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		parents = append(parents, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		info, err := os.Stat(parents[i])
+		if err != nil {
+			return "", false
+		}
+		if !info.IsDir() {
+			return parents[i], true
+		}
+	}
+	return "", false
 }

@@ -208,6 +208,9 @@ func (l *dirLock) acquire(fs vfs.FS, name string) error {
 		return nil
 	}
 	c, err := fs.Lock(name)
+	if lockHeld(err) {
+		return fmt.Errorf("%w (%s): %w", ErrLocked, name, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@ import (
 // ErrClosed is returned by every method of a closed [Store]; it is [store.ErrClosed].
 var ErrClosed = store.ErrClosed
 
+// ErrLocked is the error of [Open] and [Check] when another process holds the directory's
+// lock: a running egrid serve, or an egrid store check, has the store open. (Known on Unix;
+// elsewhere the error is the system's own.)
+var ErrLocked = errors.New("disk store: another process holds the directory's lock")
+
 // ErrFailed is returned, wrapped with the cause, by writes the store refuses after a write to
 // disk failed (a full disk, an I/O error): Appends (the router answers 503) and definition
 // and dead-letter writes. It wraps [store.ErrUnavailable]; when the write failed because the
