@@ -204,7 +204,7 @@ func (c *fileConfig) validate() error {
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
 	errs = append(errs, c.validateBrokers())
-	if err := c.Server.HTTP.Validate(); err != nil {
+	for _, err := range joined(c.Server.HTTP.Validate()) { // one line, one problem each
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
 	// Names ignore case, as in Event Grid: "orders" and "Orders" are one topic, and applying

@@ -123,7 +123,7 @@ func TestResolveServerLimits(t *testing.T) {
 		t.Errorf("defaults: %+v, fold %v, %v", got.HTTP, got.LogFoldWindow, err)
 	}
 	_, err = resolveServe(t, []string{"--max-publish-bodies", "-1"}, map[string]string{"EGRID_IDLE_TIMEOUT": "forever"}, serverConfig{})
-	if err == nil || !strings.Contains(err.Error(), "EGRID_IDLE_TIMEOUT") || !strings.Contains(err.Error(), "maxPublishBodies -1") {
+	if err == nil || !strings.Contains(err.Error(), "EGRID_IDLE_TIMEOUT") || !strings.Contains(err.Error(), "--max-publish-bodies -1") {
 		t.Errorf("bad values: %v, want both reported", err)
 	}
 }

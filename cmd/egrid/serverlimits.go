@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -34,57 +35,82 @@ func serverLimitFlags() []cli.Flag {
 const defaultLogFoldWindow = time.Second
 
 // resolveServerLimits merges the server-limit flags, environment and file settings (flag >
-// env > file > default), reporting every problem at once. Zero fields of the result take
-// httpserver's defaults.
+// env > file > default), reporting every problem at once, each named as where the value came
+// from: --publish-wait, EGRID_PUBLISH_WAIT, or server.publishWait as the config file's own
+// checks (fileConfig.validate) name it, so that egrid validate, which runs both, lists a bad
+// value of the file once. Zero fields of the result take httpserver's defaults.
 func resolveServerLimits(c *cli.Context, getenv func(string) string, fs serverConfig) (httpserver.Config, time.Duration, []error) {
 	var errs []error
-	dur := func(flag, envName string, fileVal time.Duration) time.Duration {
+	from := map[string]string{} // YAML key -> where its value came from
+	dur := func(key, flag, envName string, fileVal time.Duration) time.Duration {
 		switch {
 		case c.IsSet(flag):
+			from[key] = "--" + flag
 			return c.Duration(flag)
 		case getenv(envName) != "":
+			from[key] = envName
 			v, err := time.ParseDuration(getenv(envName))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: use a duration such as 30s", envName, clip.String(getenv(envName))))
 			}
 			return v
 		}
+		from[key] = "server." + key
 		return fileVal
 	}
-	num := func(flag, envName string, fileVal int) int {
+	num := func(key, flag, envName string, fileVal int) int {
 		switch {
 		case c.IsSet(flag):
+			from[key] = "--" + flag
 			return c.Int(flag)
 		case getenv(envName) != "":
+			from[key] = envName
 			v, err := strconv.Atoi(getenv(envName))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: use a whole number", envName, clip.String(getenv(envName))))
 			}
 			return v
 		}
+		from[key] = "server." + key
 		return fileVal
 	}
 	h := fs.HTTP
 	cfg := httpserver.Config{
-		ReadHeaderTimeout: dur("read-header-timeout", "EGRID_READ_HEADER_TIMEOUT", h.ReadHeaderTimeout),
-		BodyTimeout:       dur("body-timeout", "EGRID_BODY_TIMEOUT", h.BodyTimeout),
-		IdleTimeout:       dur("idle-timeout", "EGRID_IDLE_TIMEOUT", h.IdleTimeout),
-		MaxHeaderBytes:    num("max-header-bytes", "EGRID_MAX_HEADER_BYTES", h.MaxHeaderBytes),
-		MaxConnections:    num("max-connections", "EGRID_MAX_CONNECTIONS", h.MaxConnections),
-		MaxPublishBodies:  num("max-publish-bodies", "EGRID_MAX_PUBLISH_BODIES", h.MaxPublishBodies),
-		PublishWait:       dur("publish-wait", "EGRID_PUBLISH_WAIT", h.PublishWait),
-		MaxReceivePolls:   num("max-receive-polls", "EGRID_MAX_RECEIVE_POLLS", h.MaxReceivePolls),
+		ReadHeaderTimeout: dur("readHeaderTimeout", "read-header-timeout", "EGRID_READ_HEADER_TIMEOUT", h.ReadHeaderTimeout),
+		BodyTimeout:       dur("bodyTimeout", "body-timeout", "EGRID_BODY_TIMEOUT", h.BodyTimeout),
+		IdleTimeout:       dur("idleTimeout", "idle-timeout", "EGRID_IDLE_TIMEOUT", h.IdleTimeout),
+		MaxHeaderBytes:    num("maxHeaderBytes", "max-header-bytes", "EGRID_MAX_HEADER_BYTES", h.MaxHeaderBytes),
+		MaxConnections:    num("maxConnections", "max-connections", "EGRID_MAX_CONNECTIONS", h.MaxConnections),
+		MaxPublishBodies:  num("maxPublishBodies", "max-publish-bodies", "EGRID_MAX_PUBLISH_BODIES", h.MaxPublishBodies),
+		PublishWait:       dur("publishWait", "publish-wait", "EGRID_PUBLISH_WAIT", h.PublishWait),
+		MaxReceivePolls:   num("maxReceivePolls", "max-receive-polls", "EGRID_MAX_RECEIVE_POLLS", h.MaxReceivePolls),
 	}
 	fold := defaultLogFoldWindow
 	if fs.LogFoldWindow != nil {
 		fold = *fs.LogFoldWindow
 	}
-	fold = dur("log-fold-window", "EGRID_LOG_FOLD_WINDOW", fold)
-	if err := cfg.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("server limits: %w", err))
+	fold = dur("logFoldWindow", "log-fold-window", "EGRID_LOG_FOLD_WINDOW", fold)
+	// Validate names each problem by its YAML key, first: name it as it was given.
+	for _, err := range joined(cfg.Validate()) {
+		key, rest, _ := strings.Cut(err.Error(), " ")
+		if src, ok := from[key]; ok {
+			err = errors.New(src + " " + rest)
+		}
+		errs = append(errs, err)
 	}
 	if fold < 0 {
-		errs = append(errs, errors.New("log fold window: use a positive duration such as 1s, or 0 to turn folding off"))
+		errs = append(errs, fmt.Errorf("%s %v: use a positive duration such as 1s, or 0 to turn folding off", from["logFoldWindow"], fold))
 	}
 	return cfg, fold, errs
+}
+
+// joined returns the errors err joins (errors.Join), or err alone; none for nil.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }

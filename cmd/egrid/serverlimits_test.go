@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -275,5 +278,39 @@ func TestLogFoldsAFlood(t *testing.T) {
 	if len(plain) != 1 || len(folded) != 1 || !strings.Contains(folded[0], fmt.Sprintf("moreLikeThis=%d ", clients-1)) {
 		t.Fatalf("the log has %d handshake-error lines and %d folded ones, want 1 and 1 with moreLikeThis=%d:\n%s\n%s",
 			len(plain), len(folded), clients-1, strings.Join(plain, "\n"), strings.Join(folded, "\n"))
+	}
+}
+
+// TestServerLimitProblemsOnce: egrid validate lists each bad server limit once, named as the
+// file names it (server.publishWait), though both the file's checks and the settings' merge
+// judge it; a bad limit given as a flag or in the environment is named as given. validate
+// listed publishWait and maxConnections twice each, once without the "server." of its key.
+func TestServerLimitProblemsOnce(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "egrid.yaml")
+	if err := os.WriteFile(cfg, []byte("server:\n  publishWait: -1s\n  maxConnections: -5\n  readHeaderTimeout: -2s\n  maxHeaderBytes: 100\n  logFoldWindow: -1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := cliRun(t, "validate", "--config", cfg)
+	if code != 2 {
+		t.Fatalf("validate: exit %d, %q; want 2", code, out)
+	}
+	for _, key := range []string{"publishWait -1s", "maxConnections -5", "readHeaderTimeout -2s", "maxHeaderBytes 100", "logFoldWindow -1s"} {
+		if n := strings.Count(out, key); n != 1 {
+			t.Errorf("validate names %q %d times, want once:\n%s", key, n, out)
+		}
+		if !strings.Contains(out, "\nserver."+key+": ") {
+			t.Errorf("validate does not name %q as server.%s on a line of its own:\n%s", key, key, out)
+		}
+	}
+
+	var stderr bytes.Buffer
+	code = run(context.Background(), []string{"egrid", "serve", "--insecure-dev", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--publish-wait", "-1s", "--log-fold-window", "-1s"},
+		env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string {
+			return map[string]string{"EGRID_MAX_CONNECTIONS": "-5"}[k]
+		}})
+	for _, want := range []string{"--publish-wait -1s: use a positive duration", "EGRID_MAX_CONNECTIONS -5: use a positive number", "--log-fold-window -1s: use a positive duration"} {
+		if code != 2 || strings.Count(stderr.String(), want) != 1 {
+			t.Errorf("serve with bad limits: exit %d, %q; want exit 2 saying %q once", code, stderr.String(), want)
+		}
 	}
 }
