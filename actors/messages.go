@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -158,6 +159,10 @@ type DeadLetter struct {
 // when their next attempt came due (SPEC §2.1; Outcome is zero and the decision's reason is
 // TimeToLiveExceeded), or they came due while a probation caused by a client error was in
 // force (SPEC §2.2; Outcome is schemas.Probation).
+//
+// A queue (pull) subscription reports the steps of its events' pull delivery instead: Pull
+// says which step the record is, Attempts holds each event's delivery count, and Decisions
+// how a step ended an event (the zero Decision when it did not).
 type AttemptRecord struct {
 	Topic, Subscription string
 	// Epoch is the epoch of the subscription the actor loaded
@@ -190,6 +195,48 @@ type AttemptRecord struct {
 	// Detail is what the sink said about a failed attempt (its error text, which names the
 	// destination without secrets and the answer); empty for a delivered or NoAttempt record.
 	Detail string
+	// Pull is the step of a queue subscription's record; zero for a push subscription's.
+	Pull PullStep
+	// Until is, for a PullReceived or PullRenewed record, when the lock expires; for a
+	// PullReleased one with a delay, when the events are available again (each no later than
+	// its time to live); zero otherwise.
+	Until time.Time
+}
+
+// PullStep is a step of an event's delivery on a queue subscription ([AttemptRecord.Pull]).
+type PullStep uint8
+
+// Pull steps.
+const (
+	// PullReceived: a consumer received the events and holds their locks.
+	PullReceived PullStep = iota + 1
+	// PullAcknowledged: the consumer acknowledged the events: delivered.
+	PullAcknowledged
+	// PullReleased: the consumer released the events: available again, at once or after a
+	// delay, unless their delivery count reached maxDeliveryCount (they end).
+	PullReleased
+	// PullRejected: the consumer rejected the events: they end (RejectedBySubscriber).
+	PullRejected
+	// PullRenewed: the consumer renewed the events' locks.
+	PullRenewed
+	// PullLockExpired: the lock expired unsettled: the event is available again, unless its
+	// delivery count reached maxDeliveryCount (it ends).
+	PullLockExpired
+	// PullEnded: the event ended without a consumer's step: its time to live passed while it
+	// waited, it reached maxDeliveryCount as its release delay ended or as the queue started,
+	// or it cannot be encoded.
+	PullEnded
+)
+
+var pullSteps = [...]string{PullReceived: "Received", PullAcknowledged: "Acknowledged", PullReleased: "Released",
+	PullRejected: "Rejected", PullRenewed: "LockRenewed", PullLockExpired: "LockExpired", PullEnded: "Ended"}
+
+// String returns the step's name as delivery histories show it ("Received", "LockRenewed", ...).
+func (s PullStep) String() string {
+	if int(s) < len(pullSteps) && s > 0 {
+		return pullSteps[s]
+	}
+	return fmt.Sprintf("PullStep(%d)", s)
 }
 
 // attemptDone is the result of one sink call, sent by the goroutine that ran it.

@@ -68,6 +68,10 @@ const (
 // state write the store fences ([store.ErrFenced]: another node took the subscription over)
 // stops the actor for good, as it stops a push subscription's ([SubscriptionConfig.OnFenced]),
 // instead of restarting it over the new owner's state.
+//
+// Each step of an event's pull delivery — a receipt, a settlement, a lock renewed or expired,
+// an end — goes to [SubscriptionConfig.OnAttempt] as a record with [AttemptRecord.Pull] set,
+// reported in the turn that took the step, before its answer goes out.
 func QueueProps(cfg *SubscriptionConfig) *actor.Props {
 	return queueProps(cfg, new(stopRegistry))
 }
@@ -161,6 +165,8 @@ type queue struct {
 	pendingAfter []answer // sent once the turn's update is in the store
 	fenced       bool     // a state write was fenced: the actor is stopping
 
+	steps *AttemptRecord // the turn's pull steps not yet reported (see [queue.step])
+
 	gauges *metrics.SubscriptionGauges
 }
 
@@ -242,6 +248,7 @@ func (q *queue) Receive(c actor.Context) {
 	q.expire(now)
 	q.serve(now)
 	q.fill()
+	q.report() // before the answers, which go out once the write is in
 	q.persist()
 	q.armTimer(now)
 	q.publishGauges()
@@ -317,7 +324,10 @@ func (q *queue) applyLoad(m *stateLoaded) bool {
 			q.delay(it, p.NextDue)
 			continue
 		}
-		q.makeAvailable(it, now) // its lock, if it had one, died with the last process
+		// Its lock, if it had one, died with the last process.
+		if dec := q.makeAvailable(it, now); dec.Action != 0 {
+			q.step(PullEnded, it, dec, now, time.Time{}, 1)
+		}
 	}
 	q.front = len(q.order)
 	for _, d := range early.delivers {
@@ -439,25 +449,32 @@ func (q *queue) add(e store.Entry, now time.Time) {
 	it := &qitem{seq: e.Seq, publish: e.PublishTime, ev: e.Event, dueIdx: -1, seqIdx: -1}
 	q.items[e.Seq] = it
 	q.order = append(q.order, e.Seq)
-	q.makeAvailable(it, now)
+	if dec := q.makeAvailable(it, now); dec.Action != 0 {
+		q.step(PullEnded, it, dec, now, time.Time{}, 1)
+	}
 }
 
 // --- the life of an event ---
 
 // makeAvailable offers it to receivers, unless it has been received maxDeliveryCount times or
-// outlived its time to live: it then ends (eventgrid-behaviour.md §7.5).
-func (q *queue) makeAvailable(it *qitem, now time.Time) {
+// outlived its time to live: it then ends (eventgrid-behaviour.md §7.5), and makeAvailable
+// returns the decision that ended it, for the caller's step of its history. It returns the
+// zero Decision when the event is available.
+func (q *queue) makeAvailable(it *qitem, now time.Time) retry.Decision {
 	if it.count >= q.cfg.Policy.MaxAttempts() {
-		q.end(it, q.cfg.Policy.End(schemas.MaxDeliveryAttemptsExceeded))
-		return
+		dec := q.cfg.Policy.End(schemas.MaxDeliveryAttemptsExceeded)
+		dec.Why.Rule, dec.Why.Attempts = retry.RuleMaxAttempts, it.count
+		q.end(it, dec)
+		return dec
 	}
 	if dec, expired := q.cfg.Policy.AtDue(it.publish, now); expired {
 		q.end(it, dec)
-		return
+		return dec
 	}
 	it.state, it.due = qAvailable, q.cfg.Policy.Deadline(it.publish)
 	q.timed.push(it)
 	q.avail.push(it)
+	return retry.Decision{}
 }
 
 // delay keeps it invisible until at (a release's delay), or until its time to live ends.
@@ -539,9 +556,15 @@ func (q *queue) expire(now time.Time) {
 				dec = q.cfg.Policy.End(schemas.TimeToLiveExceeded)
 			}
 			q.end(it, dec)
-		default:
+			q.step(PullEnded, it, dec, now, time.Time{}, 1)
+		case qLocked:
 			q.detach(it)
-			q.makeAvailable(it, now)
+			q.step(PullLockExpired, it, q.makeAvailable(it, now), now, time.Time{}, 1)
+		default: // a release's delay is over
+			q.detach(it)
+			if dec := q.makeAvailable(it, now); dec.Action != 0 {
+				q.step(PullEnded, it, dec, now, time.Time{}, 1)
+			}
 		}
 	}
 }
@@ -583,7 +606,9 @@ func (q *queue) serve(now time.Time) {
 			if err != nil {
 				q.detach(it)
 				q.log.Warn("event cannot be encoded as a CloudEvent; ended", logattr.EventID, clip.String(it.ev.ID), "err", err)
-				q.end(it, q.cfg.Policy.End(schemas.UndeliverableDueToEventContent))
+				dec := q.cfg.Policy.End(schemas.UndeliverableDueToEventContent)
+				q.end(it, dec)
+				q.step(PullEnded, it, dec, now, time.Time{}, 1)
 				continue
 			}
 			if w.maxBytes > 0 {
@@ -614,6 +639,7 @@ func (q *queue) serve(now time.Time) {
 			}
 			// NextDue now: should the process die, the event is available again at once.
 			q.pendingPut = append(q.pendingPut, q.record(it, now))
+			q.step(PullReceived, it, retry.Decision{}, now, it.due, min(w.max, q.avail.Len()+1))
 			out = append(out, LockedEvent{LockToken: q.token(it), DeliveryCount: it.count, Event: body})
 		}
 		if tooLarge != nil {
@@ -639,6 +665,40 @@ func (q *queue) record(it *qitem, nextDue time.Time) store.Parked {
 	}
 }
 
+// --- delivery history ---
+
+// step adds event it to the turn's record of pull step k for its delivery history
+// ([SubscriptionConfig.OnAttempt]), with dec the decision that ended it (the zero Decision
+// when it goes on) and until the record's [AttemptRecord.Until]. Consecutive events of one
+// step share a record; n is the room a new record makes for events. Nothing is recorded when
+// nobody listens.
+func (q *queue) step(k PullStep, it *qitem, dec retry.Decision, now, until time.Time, n int) {
+	if q.cfg.OnAttempt == nil {
+		return
+	}
+	r := q.steps
+	if r == nil || r.Pull != k || !r.Until.Equal(until) || !r.Time.Equal(now) {
+		q.report()
+		r = newAttemptRecord(max(n, 1))
+		r.Pull, r.Until, r.Time = k, until, now
+		q.steps = r
+	}
+	r.EventIDs = append(r.EventIDs, it.ev.ID)
+	r.Attempts = append(r.Attempts, it.count)
+	r.Decisions = append(r.Decisions, dec)
+	r.PublishTimes = append(r.PublishTimes, it.publish)
+}
+
+// report hands the turn's pull steps to [SubscriptionConfig.OnAttempt], which queues them
+// for the history writer without blocking.
+func (q *queue) report() {
+	if r := q.steps; r != nil {
+		q.steps = nil
+		r.Topic, r.Subscription, r.Epoch = q.cfg.Topic, q.cfg.Name, q.epoch
+		q.cfg.OnAttempt(r)
+	}
+}
+
 // --- settling ---
 
 func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
@@ -650,20 +710,25 @@ func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
 			res.Failed = append(res.Failed, *failed)
 			continue
 		}
+		n := len(m.LockTokens)
 		switch m.Op {
 		case Acknowledge:
 			q.settle(it)
+			q.step(PullAcknowledged, it, retry.Decision{}, now, time.Time{}, n)
 		case Release:
 			q.detach(it)
 			if m.Delay <= 0 {
-				q.makeAvailable(it, now)
+				q.step(PullReleased, it, q.makeAvailable(it, now), now, time.Time{}, n)
 			} else {
 				at := now.Add(q.scale(m.Delay))
 				q.delay(it, at)
 				q.pendingPut = append(q.pendingPut, q.record(it, at))
+				q.step(PullReleased, it, retry.Decision{}, now, it.due, n)
 			}
 		case Reject:
-			q.end(it, q.cfg.Policy.End(schemas.RejectedBySubscriber))
+			dec := q.cfg.Policy.End(schemas.RejectedBySubscriber)
+			q.end(it, dec)
+			q.step(PullRejected, it, dec, now, time.Time{}, n)
 		case RenewLock:
 			if now.Sub(it.receipt) >= q.renew {
 				res.Failed = append(res.Failed, FailedToken{LockToken: tok, Code: TokenLost,
@@ -672,12 +737,14 @@ func (q *queue) settleEvents(sender *actor.PID, m *SettleEvents) {
 			}
 			it.due = now.Add(q.lock)
 			q.timed.fix(it.dueIdx)
+			q.step(PullRenewed, it, retry.Decision{}, now, it.due, n)
 		default:
 			panic(fmt.Sprintf("unknown settle operation %d", m.Op))
 		}
 		res.Succeeded = append(res.Succeeded, tok)
 	}
 	q.count(m.Op, res)
+	q.report() // before an answer sent at once
 	if sender == nil {
 		return // sent, not asked: settled, with nobody to tell
 	}

@@ -89,8 +89,9 @@ type SubscriptionConfig struct {
 	// afresh). It must not block.
 	OnLoaded func(epoch uint64)
 	// OnAttempt, when set, receives a record of every finished attempt, and of every event
-	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]). It is called
-	// from the actor and must not block.
+	// that ended when it came due without an attempt ([AttemptRecord.NoAttempt]); a queue
+	// subscription's actor a record of each step of its events' pull delivery
+	// ([AttemptRecord.Pull]). It is called from the actor and must not block.
 	OnAttempt func(*AttemptRecord)
 
 	// Queue, when set, makes the subscription a queue (pull) subscription: consumers receive

@@ -91,11 +91,24 @@ const (
 	// EventDropped: the delivery ended without a dead-letter destination; the event was counted
 	// in DroppedEventCount.
 	EventDropped EventState = "Dropped"
+	// EventLocked: a consumer received the event from a queue subscription and holds its
+	// lock: the latest step's lockedUntil says until when.
+	EventLocked EventState = "Locked"
+	// EventAvailable: the event waits on a queue subscription for its next receipt: released,
+	// or its lock expired. NextAttempt, when set, is when a release's delay ends.
+	EventAvailable EventState = "Available"
 )
 
 // Explanation is an event's delivery history on one subscription: when it was published, its
 // latest attempts with the rule that decided each next step, and where it stands or ended.
 // Durations are nanoseconds in JSON.
+//
+// On a queue (pull) subscription the attempts are the steps of the event's pull delivery
+// ([ExplainedAttempt.Step]): each receipt, settlement, lock renewed or expired, and its end.
+// An attempt's number is then the event's delivery count at that step; AttemptsMade the
+// receipts so far and MaxDeliveryAttempts the subscription's maxDeliveryCount; the state is
+// Locked or Available while the event waits for a settlement or a receipt, and Delivered
+// once it is acknowledged.
 type Explanation struct {
 	Topic        string    `json:"topic"`
 	Subscription string    `json:"subscription"`
@@ -108,14 +121,15 @@ type Explanation struct {
 	Attempts        []ExplainedAttempt `json:"attempts"`
 	EarlierAttempts int                `json:"earlierAttempts,omitempty"`
 	// AttemptsMade is the number of attempts so far; MaxDeliveryAttempts the subscription's
-	// limit, and AttemptsLeft what remains of it while the event is retrying.
+	// limit, and AttemptsLeft what remains of it while the event is retrying (or, on a queue
+	// subscription, Locked or Available).
 	AttemptsMade        int `json:"attemptsMade"`
 	MaxDeliveryAttempts int `json:"maxDeliveryAttempts"`
 	AttemptsLeft        int `json:"attemptsLeft,omitempty"`
 	// NextAttempt is when the next attempt is due, while the event is retrying.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
 	// Deadline is the end of the event's time to live; TimeToLiveLeft what remained of it at
-	// the time of the request, while the event is retrying.
+	// the time of the request, while the event is retrying (or Locked or Available).
 	Deadline       time.Time     `json:"deadline,omitzero"`
 	TimeToLiveLeft time.Duration `json:"timeToLiveLeft,omitempty"`
 	// Reason is why the delivery ended (DeadLettered or Dropped): the deadLetterReason or the
@@ -154,6 +168,15 @@ type ExplainedAttempt struct {
 	Probe    bool          `json:"probe,omitempty"`
 	// NoAttempt says the event came due and ended without an attempt.
 	NoAttempt bool `json:"noAttempt,omitempty"`
+	// Step, set on a queue subscription's history only, is the pull step: Received,
+	// Acknowledged, Released, Rejected, LockRenewed, LockExpired, or Ended (its time to live
+	// passed while it waited, or it reached maxDeliveryCount without a consumer's step). A
+	// step that ended the event has its Decision (DeadLetter or Drop), and Rule when one
+	// applies (MaxAttempts, TimeToLive); a release with a delay has Due, when the event is
+	// available again.
+	Step string `json:"step,omitempty"`
+	// LockedUntil is when the lock of a Received or LockRenewed step expires.
+	LockedUntil time.Time `json:"lockedUntil,omitzero"`
 	// Decision is what followed: "Retry", "DeadLetter", "Drop", or empty when delivered;
 	// Rule the policy rule that decided ([retry.Rule]); Explanation the decision in words
 	// ([retry.Decision.Explain]); Due the next attempt's due time for a retry.
@@ -210,7 +233,7 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 		return nil, fmt.Errorf("explaining event %q: %w: %w", clip.String(eventID), ErrHistoryDamaged, err)
 	}
 	e.Topic, e.Subscription = t.name, name
-	if e.State == EventRetrying {
+	if e.State == EventRetrying || e.State == EventLocked || e.State == EventAvailable {
 		e.AttemptsLeft = max(e.MaxDeliveryAttempts-e.AttemptsMade, 0)
 		e.TimeToLiveLeft = max(e.Deadline.Sub(now), 0)
 	}

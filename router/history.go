@@ -3,8 +3,10 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -271,7 +273,7 @@ func (w *historyWriter) write(recs []queuedRecord) {
 				w.pending = slices.Grow(w.pending, 1)[:k+1]
 				p := &w.pending[k]
 				*p = pendingHistory{key: key, e: Explanation{Attempts: p.e.Attempts[:0]}}
-				w.load(ctx, p, publish, rec.Attempts[i], rec.Time, rec.NoAttempt)
+				w.load(ctx, p, publish, rec, i)
 			}
 			p := &w.pending[k]
 			p.expires = w.apply(&p.e, rec, i, publish, detail, q.policy)
@@ -310,20 +312,26 @@ func (w *historyWriter) write(recs []queuedRecord) {
 	}
 }
 
-// load fills p, whose key and e.Attempts array are set, with the stored history a step adds
-// to, or starts it afresh. A first attempt starts afresh without a read, and so does an
-// event that ended when it came due without ever being attempted: no history of theirs can
-// exist, so an event delivered at once costs one write and no read.
-func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish time.Time, attempt int, at time.Time, noAttempt bool) {
+// load fills p, whose key and e.Attempts array are set, with the stored history that event
+// i of rec adds to, or starts it afresh. A first attempt (or a queue's first receipt) starts
+// afresh without a read, and so does an event that ended when it came due without ever being
+// attempted (or received): no history of theirs can exist, so an event delivered at once
+// costs one write and no read.
+func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish time.Time, rec *actors.AttemptRecord, i int) {
 	fresh := func() {
 		p.e = Explanation{EventID: p.key.id, PublishTime: publish, Attempts: p.e.Attempts[:0]}
 	}
-	if (attempt <= 1 && !noAttempt) || (noAttempt && attempt == 0) {
+	attempt, at := rec.Attempts[i], rec.Time
+	first := attempt <= 1 && !rec.NoAttempt || rec.NoAttempt && attempt == 0
+	if rec.Pull != 0 {
+		first = attempt <= 1 && rec.Pull == actors.PullReceived || attempt == 0 && rec.Pull == actors.PullEnded
+	}
+	if first {
 		fresh()
 		return
 	}
 	s := p.key
-	rec, err := w.store.History(ctx, s.topic, s.sub, s.id, at)
+	stored, err := w.store.History(ctx, s.topic, s.sub, s.id, at)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
 			w.log.Warn("reading a delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
@@ -331,7 +339,7 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 		fresh()
 		return
 	}
-	if err := decodeExplanation(rec.Payload, s.id, &p.e); err != nil {
+	if err := decodeExplanation(stored.Payload, s.id, &p.e); err != nil {
 		w.log.Warn("discarding an unreadable delivery history", logattr.Topic, s.topic, logattr.Subscription, s.sub, "err", err)
 		fresh()
 	}
@@ -340,6 +348,9 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 // apply adds the step of event i of rec (published at publish; detail is the excerpt of
 // rec.Detail) to history e and returns when e expires.
 func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, publish time.Time, detail string, policy *retry.Policy) time.Time {
+	if rec.Pull != 0 {
+		return w.applyPull(e, rec, i, publish, policy)
+	}
 	dec := &rec.Decisions[i]
 	a := ExplainedAttempt{
 		Attempt: rec.Attempts[i], Time: rec.Time, Duration: rec.Duration,
@@ -374,13 +385,7 @@ func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, 
 	if held := a.Time.Sub(due); !a.NoAttempt && !due.IsZero() && held > 0 && (held >= minHeldBack || a.Probe) {
 		a.HeldBack = held
 	}
-	e.Attempts = append(e.Attempts, a)
-	if over := len(e.Attempts) - w.cfg.Attempts; over > 0 {
-		n := copy(e.Attempts, e.Attempts[over:])
-		clear(e.Attempts[n:])
-		e.Attempts = e.Attempts[:n]
-		e.EarlierAttempts += over
-	}
+	w.keep(e, a)
 	if !a.NoAttempt {
 		e.AttemptsMade = a.Attempt
 	}
@@ -398,4 +403,75 @@ func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, 
 		e.State = EventDelivered
 	}
 	return a.Time.Add(a.Duration).Add(w.cfg.Retention)
+}
+
+// keep adds a to e's attempts, keeping the latest HistoryConfig.Attempts of them.
+func (w *historyWriter) keep(e *Explanation, a ExplainedAttempt) {
+	e.Attempts = append(e.Attempts, a)
+	if over := len(e.Attempts) - w.cfg.Attempts; over > 0 {
+		n := copy(e.Attempts, e.Attempts[over:])
+		clear(e.Attempts[n:])
+		e.Attempts = e.Attempts[:n]
+		e.EarlierAttempts += over
+	}
+}
+
+// applyPull adds the pull step of event i of rec (a queue subscription's record, published at
+// publish) to history e and returns when e expires: Retention after the step that ended the
+// event, or after the event's time to live while it waits for a settlement or a receipt (no
+// step of it can come later).
+func (w *historyWriter) applyPull(e *Explanation, rec *actors.AttemptRecord, i int, publish time.Time, policy *retry.Policy) time.Time {
+	dec := &rec.Decisions[i]
+	count := rec.Attempts[i]
+	a := ExplainedAttempt{Attempt: count, Time: rec.Time, Step: rec.Pull.String()}
+	e.AttemptsMade, e.MaxDeliveryAttempts, e.Deadline = count, policy.MaxAttempts(), policy.Deadline(publish)
+	e.NextAttempt, e.Reason = time.Time{}, ""
+	at := func(t time.Time) string { return t.UTC().Format(time.TimeOnly) }
+	switch rec.Pull {
+	case actors.PullReceived:
+		a.LockedUntil = rec.Until
+		a.Explanation = fmt.Sprintf("received (delivery %d of %d), locked until %s", count, e.MaxDeliveryAttempts, at(rec.Until))
+		e.State = EventLocked
+	case actors.PullRenewed:
+		a.LockedUntil = rec.Until
+		a.Explanation = "lock renewed until " + at(rec.Until)
+		e.State = EventLocked
+	case actors.PullAcknowledged:
+		a.Explanation = "acknowledged"
+		e.State = EventDelivered
+	case actors.PullReleased:
+		a.Explanation = "released"
+		if !rec.Until.IsZero() {
+			a.Due, e.NextAttempt = rec.Until, rec.Until
+			a.Explanation = fmt.Sprintf("released with a delay of %s, available again at %s", rec.Until.Sub(rec.Time), at(rec.Until))
+		}
+		e.State = EventAvailable
+	case actors.PullRejected:
+		a.Explanation = "rejected"
+	case actors.PullLockExpired:
+		a.Explanation = "lock expired unsettled"
+		e.State = EventAvailable
+	default: // PullEnded
+		a.Explanation = "ended"
+	}
+	if dec.Action != 0 {
+		a.Decision = dec.Action.String()
+		if dec.Why.Rule != 0 {
+			a.Rule = dec.Why.Rule.String()
+		}
+		if why := dec.Explain(); strings.HasPrefix(why, " ") {
+			a.Explanation += why
+		} else {
+			a.Explanation += ": " + why
+		}
+		e.State, e.Reason = EventDropped, dec.Reason
+		if dec.Action == retry.DeadLetter {
+			e.State = EventDeadLettered
+		}
+	}
+	w.keep(e, a)
+	if e.State == EventLocked || e.State == EventAvailable {
+		return e.Deadline.Add(w.cfg.Retention)
+	}
+	return a.Time.Add(w.cfg.Retention)
 }

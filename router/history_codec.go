@@ -20,8 +20,10 @@ import (
 // The binary form holds what the history writer sets, in this order: the state, the publish
 // time, earlierAttempts, attemptsMade, maxDeliveryAttempts, nextAttempt, deadline, reason,
 // the number of attempts, then each attempt: attempt, time, duration, outcome, statusCode,
-// response, heldBack, a flags byte (1 probe, 2 noAttempt), decision, rule, explanation and
-// due. Integers and durations are zigzag varints; strings a uvarint length and the bytes; a
+// response, heldBack, a flags byte (1 probe, 2 noAttempt, 4 pull step), decision, rule,
+// explanation and due, and, for a pull step only (a queue subscription's; flag 4), its step
+// and lockedUntil: a push attempt's bytes are the same as before queue subscriptions had
+// histories. Integers and durations are zigzag varints; strings a uvarint length and the bytes; a
 // time its seconds since the zero time (uvarint) and nanoseconds (uvarint), so the zero time
 // is two zero bytes. The state is one byte: its index in historyStates, or 0 followed by the
 // state as a string. The event id is the store's key, not repeated in the value. A first
@@ -31,7 +33,7 @@ import (
 const historyFormatBinary byte = 1
 
 // historyStates are the states with a one-byte code (their index); 0 is a state spelled out.
-var historyStates = [...]EventState{1: EventRetrying, 2: EventDelivered, 3: EventDeadLettered, 4: EventDropped}
+var historyStates = [...]EventState{1: EventRetrying, 2: EventDelivered, 3: EventDeadLettered, 4: EventDropped, 5: EventLocked, 6: EventAvailable}
 
 // zeroTimeUnix is the Unix time of the zero time.Time.
 var zeroTimeUnix = time.Time{}.Unix()
@@ -75,11 +77,18 @@ func appendExplanation(b []byte, e *Explanation) []byte {
 		if a.NoAttempt {
 			flags |= 2
 		}
+		if a.Step != "" {
+			flags |= 4
+		}
 		b = append(b, flags)
 		b = appendHistoryString(b, a.Decision)
 		b = appendHistoryString(b, a.Rule)
 		b = appendHistoryString(b, a.Explanation)
 		b = appendHistoryTime(b, a.Due)
+		if a.Step != "" {
+			b = appendHistoryString(b, a.Step)
+			b = appendHistoryTime(b, a.LockedUntil)
+		}
 	}
 	return b
 }
@@ -153,6 +162,10 @@ func decodeExplanation(b []byte, eventID string, e *Explanation) error {
 		a.Rule = d.string()
 		a.Explanation = d.string()
 		a.Due = d.time()
+		if flags&4 != 0 {
+			a.Step = d.string()
+			a.LockedUntil = d.time()
+		}
 		e.Attempts = append(e.Attempts, a)
 	}
 	if d.err == nil && len(d.b) > 0 {

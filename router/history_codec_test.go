@@ -46,11 +46,18 @@ func TestHistoryBinaryRoundTrip(t *testing.T) {
 		Deadline: time.Unix(1795516961, 0),
 		Attempts: []ExplainedAttempt{{Attempt: 1, Time: time.Unix(1795430561, 2e6), Duration: time.Millisecond, Outcome: "Delivered", Explanation: "delivered"}},
 	}}
-	for _, s := range []EventState{EventRetrying, EventDeadLettered, EventDropped} {
+	for _, s := range []EventState{EventRetrying, EventDeadLettered, EventDropped, EventLocked, EventAvailable} {
 		e := fullExplanation()
 		e.State = s
 		cases = append(cases, e)
 	}
+	// A queue subscription's pull steps, beside a push attempt.
+	pull := fullExplanation()
+	pull.State = EventLocked
+	pull.Attempts = append(pull.Attempts,
+		ExplainedAttempt{Attempt: 2, Time: time.Unix(1795430601, 7), Step: "Received", LockedUntil: time.Unix(1795430661, 7), Explanation: "received (delivery 2 of 2), locked until 12:04:21"},
+		ExplainedAttempt{Attempt: 2, Time: time.Unix(1795430602, 0), Step: "Released", Decision: "Drop", Rule: "MaxAttempts", Explanation: "released: attempt 2 of maxDeliveryAttempts 2 → Drop (MaxDeliveryAttemptsExceeded)"})
+	cases = append(cases, pull)
 	for _, want := range cases {
 		b := appendExplanation(nil, &want)
 		if b[0] != historyFormatBinary {

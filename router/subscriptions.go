@@ -111,6 +111,12 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 	if h := spec.RetryPolicy.HonorRetryAfter; h != nil {
 		res.policy.HonorRetryAfter = *h
 	}
+	// A queue subscription's pull steps go to its events' histories only: Deps.OnAttempt and
+	// the debug log tell delivery attempts.
+	onAttempt := r.onAttempt
+	if queue != nil {
+		onAttempt = nil
+	}
 	return &actors.SubscriptionConfig{
 		SubscriptionShared: r.sharedConfig(t, st),
 		Name:               name, DeliverySchema: res.deliverySchema,
@@ -118,7 +124,7 @@ func (r *Router) buildSubscriptionConfig(t *topicRuntime, st *topicState, name s
 		MaxEventsPerBatch:   spec.Destination.Properties.MaxEventsPerBatch,
 		PreferredBatchBytes: spec.Destination.Properties.PreferredBatchSizeInKilobytes * 1024,
 		Timeout:             attemptBudget(res.timeout, prov.deliveryRate(), r.cfg.MaxInFlight),
-		OnDeadLetter:        onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, r.onAttempt),
+		OnDeadLetter:        onDeadLetter, Handoff: handoff, OnAttempt: r.observeAttempts(res.policy, onAttempt),
 		Queue: queue,
 	}, nil
 }

@@ -20,6 +20,9 @@ func explainCommand(e env) *cli.Command {
 latest attempts (time, duration, outcome, status, an excerpt of the answer), the retry rule that
 decided each next step, time held back by a probation, attempts and time to live left, and where
 it ended: delivered, dead-lettered (with the object's key once written) or dropped, and why.
+On a queue subscription it shows the event's pull steps instead: each receipt (with its
+delivery count and lock expiry), acknowledgement, release, rejection, lock renewed or expired,
+and the end.
 Histories are kept for the event's life plus the server's history.retention (default 24h).
 
 Example:
@@ -53,6 +56,10 @@ func printExplanation(e env, ex *router.Explanation) {
 		fmt.Fprintf(w, "(%d earlier attempts not kept)\n", ex.EarlierAttempts)
 	}
 	for _, a := range ex.Attempts {
+		if a.Step != "" { // a queue subscription's pull step; Attempt is the delivery count
+			fmt.Fprintf(w, "#%-3d %s  %-12s → %s\n", a.Attempt, a.Time.UTC().Format(time.TimeOnly), termSafe(a.Step), termSafe(a.Explanation))
+			continue
+		}
 		if a.NoAttempt {
 			fmt.Fprintf(w, "%s  came due, no attempt: %s\n", a.Time.UTC().Format(time.TimeOnly), termSafe(a.Explanation))
 			continue
@@ -92,6 +99,16 @@ func printExplanation(e env, ex *router.Explanation) {
 		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", termSafe(string(ex.Reason)), ex.AttemptsMade, obj)
 	case router.EventDropped:
 		end = fmt.Sprintf("dropped: %s after %d attempts (no dead-letter destination)", termSafe(string(ex.Reason)), ex.AttemptsMade)
+	case router.EventLocked:
+		end = fmt.Sprintf("locked by a consumer: delivery %d of %d, time to live left %s",
+			ex.AttemptsMade, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))
+	case router.EventAvailable:
+		from := "now"
+		if !ex.NextAttempt.IsZero() {
+			from = "from " + ex.NextAttempt.UTC().Format(time.RFC3339)
+		}
+		end = fmt.Sprintf("available to receive %s: %d of %d deliveries left, time to live left %s",
+			from, ex.AttemptsLeft, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))
 	default:
 		end = termSafe(strings.ToLower(string(ex.State)))
 	}

@@ -71,3 +71,45 @@ func TestExplainEndpoint(t *testing.T) {
 		t.Fatalf("without a token: %d, want 401", status)
 	}
 }
+
+// A queue subscription's event is explained over HTTP by its pull steps.
+func TestExplainEndpointPull(t *testing.T) {
+	r, err := router.New(router.Config{AdminToken: "s3cret"}, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	ctx := context.Background()
+	if _, err := r.CreateTopic(ctx, "ns1", router.TopicSpec{Kind: router.KindNamespace}); err != nil {
+		t.Fatal(err)
+	}
+	spec := router.SubscriptionSpec{DeliveryConfiguration: &router.DeliveryConfiguration{DeliveryMode: router.DeliveryModeQueue}}
+	if err := r.CreateSubscription(ctx, "ns1", "que3", spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Publish(ctx, "ns1", map[string]any{"specversion": "1.0", "id": "e400", "source": "/orders", "type": "Order.Created"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.Receive(ctx, "ns1", "que3", router.ReceiveOptions{MaxEvents: 1, MaxWait: router.MinReceiveWait})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("receive: %d events, %v; want e400", len(evs), err)
+	}
+	if res, err := r.Acknowledge(ctx, "ns1", "que3", []string{evs[0].LockToken}); err != nil || len(res.Succeeded) != 1 {
+		t.Fatalf("acknowledge: %+v, %v", res, err)
+	}
+
+	status, body := adminDo(t, srv, "s3cret", "GET", "/admin/topics/ns1/eventSubscriptions/que3/events/e400", "")
+	if status != 200 || body["state"] != "Delivered" || body["eventId"] != "e400" || body["attemptsMade"] != 1.0 {
+		t.Fatalf("explain: %d %v, want 200 Delivered for e400 after 1 delivery", status, body)
+	}
+	attempts, _ := body["attempts"].([]any)
+	if len(attempts) != 2 {
+		t.Fatalf("attempts %v, want the receipt and the acknowledgement", attempts)
+	}
+	received, acked := attempts[0].(map[string]any), attempts[1].(map[string]any)
+	if received["step"] != "Received" || received["attempt"] != 1.0 || received["lockedUntil"] == nil || acked["step"] != "Acknowledged" {
+		t.Fatalf("attempts %v, want Received (delivery 1, with lockedUntil) then Acknowledged", attempts)
+	}
+}
