@@ -66,7 +66,18 @@ type historyWriter struct {
 	// What write reuses from batch to batch; only the writer's goroutine touches it.
 	pending []pendingHistory
 	index   map[historyKey]int // into pending
+
+	// waiting holds the payloads last written of queue subscriptions' events waiting for a
+	// settlement or a receipt (Locked or Available), at most maxWaitingHistories of them:
+	// the step that follows a receipt, an acknowledgement most often, reads its history
+	// from here, not from the store. Only the writer's goroutine touches it.
+	waiting map[historyKey][]byte
 }
+
+// maxWaitingHistories bounds historyWriter.waiting (a few hundred bytes each); when it is
+// full it is emptied, and the next steps of the events it held read their histories from the
+// store.
+const maxWaitingHistories = 1 << 12
 
 // queuedRecord is an attempt record waiting for the history writer: the steps of its events
 // from to to (exclusive). The actor never changes a record once it reported it, so the
@@ -95,7 +106,7 @@ type pendingHistory struct {
 func newHistoryWriter(st store.Store, cfg HistoryConfig, log *slog.Logger) *historyWriter {
 	w := &historyWriter{
 		store: st, cfg: cfg, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		index: make(map[historyKey]int),
+		index: make(map[historyKey]int), waiting: make(map[historyKey][]byte),
 	}
 	w.expiring, w.stopExpiring = context.WithCancel(context.Background())
 	w.cond = sync.NewCond(&w.mu)
@@ -302,6 +313,14 @@ func (w *historyWriter) write(recs []queuedRecord) {
 		}
 		start := len(buf)
 		buf = appendExplanation(buf, &p.e)
+		if p.e.State == EventLocked || p.e.State == EventAvailable {
+			if len(w.waiting) >= maxWaitingHistories {
+				clear(w.waiting)
+			}
+			w.waiting[p.key] = slices.Clone(buf[start:])
+		} else if len(w.waiting) > 0 {
+			delete(w.waiting, p.key)
+		}
 		groups[g].recs = append(groups[g].recs, store.HistoryRecord{EventID: p.key.id, Expires: p.expires, Payload: buf[start:len(buf):len(buf)]})
 	}
 	for _, g := range groups {
@@ -331,6 +350,11 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 		return
 	}
 	s := p.key
+	// A waiting history of the same delivery count is the event's latest: no other step of it
+	// came since, here or (in cluster mode) on a node that ran the subscription meanwhile.
+	if b, ok := w.waiting[s]; ok && decodeExplanation(b, s.id, &p.e) == nil && p.e.AttemptsMade == attempt {
+		return
+	}
 	stored, err := w.store.History(ctx, s.topic, s.sub, s.id, at)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
