@@ -514,19 +514,30 @@ func isUTF8Charset(charset string) bool {
 // percentDecode decodes %XX sequences of a ce-* header value (CloudEvents HTTP binding
 // §3.1.3.2); a '%' not followed by two hex digits stays as it is.
 func percentDecode(v string) string {
+	s, _ := decodePercent(v)
+	return s
+}
+
+// decodePercent decodes the %XX sequences of v; a '%' not followed by two hex digits stays as
+// it is, and all reports whether every '%' of v began one.
+func decodePercent(v string) (s string, all bool) {
 	i := strings.IndexByte(v, '%')
 	if i < 0 {
-		return v
+		return v, true
 	}
+	all = true
 	b := make([]byte, 0, len(v))
 	b = append(b, v[:i]...)
 	for ; i < len(v); i++ {
-		if v[i] == '%' && i+2 < len(v) && unhex(v[i+1]) >= 0 && unhex(v[i+2]) >= 0 {
-			b = append(b, byte(unhex(v[i+1])<<4|unhex(v[i+2])))
-			i += 2
-			continue
+		if v[i] == '%' {
+			if i+2 < len(v) && unhex(v[i+1]) >= 0 && unhex(v[i+2]) >= 0 {
+				b = append(b, byte(unhex(v[i+1])<<4|unhex(v[i+2])))
+				i += 2
+				continue
+			}
+			all = false
 		}
 		b = append(b, v[i])
 	}
-	return string(b)
+	return string(b), all
 }

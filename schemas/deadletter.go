@@ -727,25 +727,9 @@ func dataVersionOf(dataschema string) string {
 // fragmentUnescape reverses [fragmentEscape]: v percent-decoded, or v itself when it holds a
 // '%' not followed by two hex digits or decodes to bytes that are not UTF-8.
 func fragmentUnescape(v string) string {
-	i := strings.IndexByte(v, '%')
-	if i < 0 {
+	s, all := decodePercent(v)
+	if !all || !utf8.ValidString(s) {
 		return v
 	}
-	b := make([]byte, 0, len(v))
-	b = append(b, v[:i]...)
-	for ; i < len(v); i++ {
-		if v[i] != '%' {
-			b = append(b, v[i])
-			continue
-		}
-		if i+2 >= len(v) || unhex(v[i+1]) < 0 || unhex(v[i+2]) < 0 {
-			return v
-		}
-		b = append(b, byte(unhex(v[i+1])<<4|unhex(v[i+2])))
-		i += 2
-	}
-	if !utf8.Valid(b) {
-		return v
-	}
-	return string(b)
+	return s
 }

@@ -94,13 +94,18 @@ func tooManyRequests(w http.ResponseWriter, n int) {
 // write429 answers 429 with Retry-After: 1 and Event Grid's error body carrying msg.
 func write429(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, "TooManyRequests", msg)
+}
+
+// writeError answers status with Event Grid's error body: code and msg.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(http.StatusTooManyRequests)
+	w.WriteHeader(status)
 	type body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
 	_ = json.NewEncoder(w).Encode(struct {
 		Error body `json:"error"`
-	}{body{Code: "TooManyRequests", Message: msg}})
+	}{body{Code: code, Message: msg}})
 }

@@ -1,7 +1,6 @@
 package httpserver
 
 import (
-	"encoding/json"
 	"net/http"
 	"path"
 
@@ -27,15 +26,7 @@ func PlainPaths(h http.Handler) http.Handler {
 		// explain route may hold "//" or "../" sent as %2F, which is no segment.
 		sent := r.URL.EscapedPath()
 		if p := plainPath(sent); p != sent {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.WriteHeader(http.StatusNotFound)
-			type body struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			}
-			_ = json.NewEncoder(w).Encode(struct {
-				Error body `json:"error"`
-			}{body{Code: "NotFound", Message: "no route for " + clip.String(sent) + ": the path has an empty, \".\" or \"..\" segment; send " + clip.String(p)}})
+			writeError(w, http.StatusNotFound, "NotFound", "no route for "+clip.String(sent)+": the path has an empty, \".\" or \"..\" segment; send "+clip.String(p))
 			return
 		}
 		h.ServeHTTP(w, r)
