@@ -345,6 +345,31 @@ func TestTopicEndpointTrustsOnlyLoopbackHosts(t *testing.T) {
 	}
 }
 
+// explainRouter is a router on mem (wrapped by wrap, when not nil) with the topic orders and
+// its event subscription sub-1, for the explain tests; the router, then mem, close as the
+// test ends.
+func explainRouter(t *testing.T, mem *store.Memory, wrap func(store.Store) store.Store) *router.Router {
+	t.Helper()
+	ctx := context.Background()
+	t.Cleanup(func() { mem.Close() })
+	var st store.Store = mem
+	if wrap != nil {
+		st = wrap(mem)
+	}
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: st, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(ctx) })
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // historyFailingStore fails every read of a delivery history with an error naming a file.
 type historyFailingStore struct{ store.Store }
 
@@ -358,18 +383,7 @@ func (historyFailingStore) History(context.Context, string, string, string, time
 func TestExplainOnAFailingStoreIs503WithoutPaths(t *testing.T) {
 	ctx := context.Background()
 	mem := store.NewMemory()
-	defer mem.Close()
-	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: historyFailingStore{mem}, Sinks: nullSinks()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
-	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
-		t.Fatal(err)
-	}
+	r := explainRouter(t, mem, func(st store.Store) store.Store { return historyFailingStore{st} })
 	if _, err := r.Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrUnavailable) {
 		t.Errorf("Explain on a failing store: %v, want ErrUnavailable", err)
 	}
@@ -401,18 +415,7 @@ func (historyDamagedStore) History(_ context.Context, topic, sub, id string, _ t
 func TestExplainOfAHistoryInADamagedBlockIs500(t *testing.T) {
 	ctx := context.Background()
 	mem := store.NewMemory()
-	defer mem.Close()
-	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: historyDamagedStore{mem}, Sinks: nullSinks()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
-	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
-		t.Fatal(err)
-	}
+	r := explainRouter(t, mem, func(st store.Store) store.Store { return historyDamagedStore{st} })
 	if _, err := r.Explain(ctx, "orders", "sub-1", "e1"); !errors.Is(err, router.ErrHistoryDamaged) || errors.Is(err, router.ErrUnavailable) {
 		t.Errorf("Explain of a history in a damaged block: %v, want ErrHistoryDamaged, not ErrUnavailable", err)
 	}
@@ -434,18 +437,7 @@ func TestExplainOfAHistoryInADamagedBlockIs500(t *testing.T) {
 func TestExplainOfADamagedHistoryIs500(t *testing.T) {
 	ctx := context.Background()
 	mem := store.NewMemory()
-	defer mem.Close()
-	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Store: mem, Sinks: nullSinks()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
-	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.CreateSubscription(ctx, "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
-		t.Fatal(err)
-	}
+	r := explainRouter(t, mem, nil)
 	damaged := store.HistoryRecord{EventID: "e1", Expires: time.Now().Add(time.Hour), Payload: []byte("\x00not a history")}
 	if err := mem.PutHistory(ctx, "orders", "sub-1", 0, []store.HistoryRecord{damaged}); err != nil {
 		t.Fatal(err)
