@@ -70,3 +70,26 @@ func (d *Drain) done() {
 	defer d.mu.Unlock()
 	d.pending.done()
 }
+
+// drain makes the actor start no more attempts (its owner stops it next) and answers d once
+// none is in flight: at once when none is, else when the last one is answered
+// ([subscription.drained]) or the actor stops.
+func (s *subscription) drain(d *Drain) {
+	s.draining = true
+	if len(s.batches) == 0 || s.fenced {
+		d.done()
+		return
+	}
+	s.drains = append(s.drains, d)
+}
+
+// drained answers the drains waiting once no attempt is in flight.
+func (s *subscription) drained() {
+	if len(s.drains) == 0 || len(s.batches) > 0 {
+		return
+	}
+	for _, d := range s.drains {
+		d.done()
+	}
+	s.drains = nil
+}

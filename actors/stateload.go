@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -76,6 +77,10 @@ func startLoad(cfg *SubscriptionConfig, stops *stopRegistry, withBodies bool, wg
 	b.timer = time.AfterFunc(statusWait, func() { root.Send(self, &slowLoad{id: id}) })
 	return b
 }
+
+// loadIDs numbers state loads across incarnations, so a restarted actor ignores the state its
+// predecessor asked for.
+var loadIDs atomic.Uint64
 
 // boot is a subscription actor's state load in flight.
 type boot struct {
