@@ -249,8 +249,8 @@ func (w stopWork) run(ended func()) {
 }
 
 // WaitBounded waits for wg at most d and reports whether it finished. When it did not, the
-// goroutine waiting for wg stays until wg finishes. The stop work of stopping actors uses it
-// (stopwork.go), so that a sink or writer that ignores its context cannot hold a stop, and
+// goroutine waiting for wg stays until wg finishes. The stop work of stopping actors (above)
+// uses it, so that a sink or writer that ignores its context cannot hold a stop, and
 // the next incarnation's load, forever.
 func WaitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
