@@ -283,6 +283,18 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *
 	dec := json.NewDecoder(strings.NewReader(string(properties)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(props); err != nil {
+		if isUnknownField(err) {
+			// encoding/json names the first unknown member without saying where it is: each
+			// is named by its JSON path, as a top-level one is.
+			if found, total := unknownMembers(properties, reflect.TypeOf(props), "properties", maxProblems); total > 0 {
+				lines := make([]string, len(found))
+				for i, u := range found {
+					lines[i] = u.problem()
+				}
+				writeProblemLines(w, lines, total)
+				return false
+			}
+		}
 		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err, properties, props))
 		return false
 	}
@@ -302,6 +314,15 @@ func propertiesError(err error, raw []byte, v any) string {
 // naming the member, which say nothing to a client; this names the member by its JSON path
 // under root ("" for the body itself) and the JSON the client should send.
 func jsonValueError(err error, raw []byte, v any, root string) string {
+	if isUnknownField(err) {
+		if found, total := unknownMembers(raw, reflect.TypeOf(v), root, 1); total > 0 {
+			msg := found[0].problem()
+			if total > 1 {
+				msg += fmt.Sprintf("; and %d more members it does not take", total-1)
+			}
+			return msg
+		}
+	}
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		if path, val, ok := badTime(raw, reflect.TypeOf(v), root); ok {
@@ -763,16 +784,23 @@ func writeProblems(w http.ResponseWriter, err error) {
 	for _, e := range flatten(err) {
 		lines = append(lines, strings.Split(e.Error(), "\n")...)
 	}
+	writeProblemLines(w, lines, len(lines))
+}
+
+// writeProblemLines answers 400 with total problems, of which lines are the first (at least
+// maxProblems of them when there are as many): one detail each for the first maxProblems, and
+// a message listing those and counting the rest.
+func writeProblemLines(w http.ResponseWriter, lines []string, total int) {
 	shown := lines[:min(len(lines), maxProblems)]
 	details := make([]errorDetail, len(shown))
 	for i, line := range shown {
 		details[i] = errorDetail{Code: "InvalidProperty", Message: line}
 	}
 	msg := strings.Join(shown, "; ")
-	if len(lines) > 1 {
-		msg = fmt.Sprintf("%d problems: %s", len(lines), msg)
+	if total > 1 {
+		msg = fmt.Sprintf("%d problems: %s", total, msg)
 	}
-	if more := len(lines) - len(shown); more > 0 {
+	if more := total - len(shown); more > 0 {
 		msg += fmt.Sprintf("; and %d more not listed here: fix these and send the definition again to see the rest", more)
 	}
 	writeError(w, http.StatusBadRequest, "BadRequest", msg, details...)

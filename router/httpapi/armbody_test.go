@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -195,5 +196,64 @@ func TestAdminRefusesKeysThatCannotBeSent(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Errorf("publish with aeg-sas-key=%%20: %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestAdminUnknownMembersAreNamedByPath: a member egrid does not take is refused wherever it
+// is in a definition, named by its full JSON path with the members its object takes, as a
+// misspelt top-level member is; every one is listed, and nothing is stored. Before, one
+// inside properties was answered `properties: json: unknown field "bogus"`, which did not say
+// where it was. Members spelt in another case are the members they name.
+func TestAdminUnknownMembersAreNamedByPath(t *testing.T) {
+	r, srv := adminServer(t)
+	if err := r.CreateSubscription(context.Background(), "orders", "sub-1", router.SubscriptionSpec{Destination: router.SinkDestination("null")}); err != nil {
+		t.Fatal(err)
+	}
+	const sub = "/admin/topics/orders/eventSubscriptions/sub-2"
+	const dest = `"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}`
+	const mapping = `"inputSchema":"CustomEventSchema","inputSchemaMapping":{"inputSchemaMappingType":"Json","properties":{"eventType":{"defaultValue":"T"}%s}%s}`
+	for _, c := range []struct{ name, path, body, want string }{
+		{"in properties", sub, `{"properties":{` + dest + `,"bogus":1}}`,
+			`"properties.bogus" is not a member of properties: check its spelling (properties takes destination, filter, retryPolicy,`},
+		{"in the destination's properties", sub, `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null","bogus":1}}}}`,
+			`"properties.destination.properties.bogus" is not a member of properties.destination.properties: check its spelling (properties.destination.properties takes endpointUrl, endpointBaseUrl,`},
+		{"in an advanced filter", sub, `{"properties":{` + dest + `,"filter":{"advancedFilters":[{"operatorType":"StringIn","key":"subject","values":["a"]},{"operatorType":"StringIn","key":"subject","values":["b"],"bogus":1}]}}}`,
+			`"properties.filter.advancedFilters[1].bogus" is not a member of properties.filter.advancedFilters[1]: check its spelling (properties.filter.advancedFilters[1] takes operatorType, key, value and values)`},
+		{"in the retry policy", sub, `{"properties":{` + dest + `,"retryPolicy":{"maxDeliveryAttempts":3,"bogus":1}}}`,
+			`"properties.retryPolicy.bogus" is not a member of properties.retryPolicy: check its spelling (properties.retryPolicy takes maxDeliveryAttempts, eventTimeToLiveInMinutes, profile and honorRetryAfter)`},
+		{"in a delivery header", sub, `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null","deliveryAttributeMappings":[{"name":"X-A","type":"Static","properties":{"value":"v","bogus":1}}]}}}}`,
+			`"properties.destination.properties.deliveryAttributeMappings[0].properties.bogus" is not a member of`},
+		{"in the dead-letter destination", sub, `{"properties":{` + dest + `,"deadLetterDestination":{"endpointType":"StorageBlob","properties":{"blobContainerName":"dl","bogus":1}}}}`,
+			`"properties.deadLetterDestination.properties.bogus" is not a member of properties.deadLetterDestination.properties: check its spelling (properties.deadLetterDestination.properties takes blobContainerName and resourceId)`},
+		{"two of them", sub, `{"properties":{"bogus":1,` + dest + `,"retryPolicy":{"bogus2":1}}}`,
+			`2 problems: "properties.bogus" is not a member of properties: check its spelling (`},
+		{"in a topic's mapping properties", "/admin/topics/t-map", `{"properties":{` + fmt.Sprintf(mapping, `,"bogus":{}`, ``) + `}}`,
+			`"properties.inputSchemaMapping.properties.bogus" is not a member of properties.inputSchemaMapping.properties: check its spelling (properties.inputSchemaMapping.properties takes id, topic, eventTime, eventType, subject and dataVersion)`},
+		{"in a topic's field mapping", "/admin/topics/t-map", `{"properties":{` + fmt.Sprintf(mapping, `,"subject":{"sourceFeld":"s"}`, ``) + `}}`,
+			`"properties.inputSchemaMapping.properties.subject.sourceFeld" is not a member of properties.inputSchemaMapping.properties.subject: check its spelling (properties.inputSchemaMapping.properties.subject takes sourceField and defaultValue)`},
+		{"in a topic's mapping", "/admin/topics/t-map", `{"properties":{` + fmt.Sprintf(mapping, ``, `,"bogus":1`) + `}}`,
+			`"properties.inputSchemaMapping.bogus" is not a member of properties.inputSchemaMapping: check its spelling (properties.inputSchemaMapping takes inputSchemaMappingType and properties)`},
+		{"in a replay request", "/admin/topics/orders/eventSubscriptions/sub-1/deadLetters/replay", `{"dryRun":true,"bogus":1,"bogus2":2}`,
+			`the body is not a replay request: "bogus" is not a member of the body: check its spelling (the body takes since, until, reason, dryRun and wait); and 1 more members it does not take`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			method := "PUT"
+			if strings.HasSuffix(c.path, "/replay") {
+				method = "POST"
+			}
+			status, body := adminDo(t, srv, "tok", method, c.path, c.body)
+			if msg := errorMessage(body); status != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%d %q, want 400 saying %s", status, msg, c.want)
+			}
+			if method == "PUT" {
+				if status, body := adminDo(t, srv, "tok", "GET", c.path, ""); status != 404 {
+					t.Errorf("the refused definition reads %d %v, want 404", status, body)
+				}
+			}
+		})
+	}
+	// Names in another case are the members they name, as encoding/json matches them.
+	if status, body := adminDo(t, srv, "tok", "PUT", sub, `{"Properties":{"Destination":{"EndpointType":"Sink","Properties":{"SinkName":"null"}},"RetryPolicy":{"MaxDeliveryAttempts":3},"Filter":{"AdvancedFilters":[{"OperatorType":"StringIn","Key":"subject","Values":["a"]}]}}}`); status != 201 {
+		t.Errorf("a body in other cases: %d %v, want 201", status, body)
 	}
 }

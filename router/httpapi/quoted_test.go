@@ -58,7 +58,7 @@ func TestSubscriptionErrorsQuoteValuesShortened(t *testing.T) {
 		{"eventTimeToLive out of range", "/admin/topics/ns-orders/eventSubscriptions/sub-1", queue(`"Queue"`, `"P`+strings.Repeat("0", mb)+`8D"`),
 			[]string{"eventTimeToLive \"P000", "...\" is out of range: use PT1M to P7D"}},
 		{"an unknown member", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{` + huge("x") + `:1}}`,
-			[]string{"unknown field \"xaaa", "...\""}},
+			[]string{"\"properties.xaaa", "...\" is not a member of properties"}},
 		{"a number too large for its field", "/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":{"retryPolicy":{"maxDeliveryAttempts":1` + strings.Repeat("0", mb) + `}}}`,
 			[]string{"properties.retryPolicy.maxDeliveryAttempts: is a JSON number 1000", "...; send a whole number"}},
 		{"a header name", "/admin/topics/orders/eventSubscriptions/sub-1",
