@@ -390,8 +390,16 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 	// structured form are reported here and left out of it, the rest is reported when the
 	// structured form is validated.
 	var p problems
+	// In name order, so the problems listed when there are more than a decode lists are
+	// the first by name, not those map order happened to give.
 	names := make([]string, 0, len(attrs))
 	for name := range attrs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	all := names
+	names = names[:0] // the attributes written into the structured form, filtered in place
+	for _, name := range all {
 		switch name {
 		case "datacontenttype":
 			p.add(0, name, "must not be sent as a ce-datacontenttype header in binary mode: the Content-Type header carries the data's media type")
@@ -410,10 +418,6 @@ func DecodeCloudEventBinary(attrs map[string]string, contentType string, data []
 			}
 		}
 	}
-	slices.Sort(names)
-	slices.SortStableFunc(p.errs, func(a, b error) int { // map order must not decide the message
-		return strings.Compare(a.(*ValidationError).Field, b.(*ValidationError).Field)
-	})
 	var dataKey string
 	var dataTok []byte
 	if len(data) > 0 {

@@ -148,14 +148,34 @@ func (p *problems) full() bool { return len(p.errs) >= maxReported }
 // add records a problem of event index (-1: the whole request). The events of a decode come
 // in order, so an event's problems follow each other.
 func (p *problems) add(index int, field, reason string) {
+	if p.count(index) {
+		p.errs = append(p.errs, &ValidationError{Index: index, Field: clip.String(field), Reason: reason}) // a member name is whatever the publisher sent
+	}
+}
+
+// count counts a problem of event index and reports whether it is among those listed.
+func (p *problems) count(index int) (listed bool) {
 	p.total++
 	if index >= 0 && index+1 != p.last {
 		p.events++
 		p.last = index + 1
 	}
-	if !p.full() {
-		p.errs = append(p.errs, &ValidationError{Index: index, Field: clip.String(field), Reason: reason}) // a member name is whatever the publisher sent
+	return !p.full()
+}
+
+// Problems returns the problems found outside a decoder (a front end's own checks of a
+// request, such as a ce-* header sent twice) as a decode returns its own: nil for none, the
+// one problem, or a *[ProblemsError] holding the first 20, in the order given, and counting
+// them all, so an answer stays kilobytes however many there are. Their events must come in
+// order, as a decode's do. Each Field is taken as it is (shortened by [clip.String] already).
+func Problems(errs []*ValidationError) error {
+	var p problems
+	for _, e := range errs {
+		if p.count(e.Index) {
+			p.errs = append(p.errs, e)
+		}
 	}
+	return p.err()
 }
 
 // has reports whether a problem of event index with field is held already (one that binary

@@ -280,7 +280,7 @@ func (a *API) decodeHTTP(req *http.Request, t *topic, body []byte, namespace boo
 			// sent in two headers has no one value (the CloudEvents HTTP binding gives each
 			// attribute one header), so it is refused rather than one of them picked.
 			attrs := make(map[string]string)
-			var repeated []error
+			var repeated []*schemas.ValidationError
 			for k, v := range req.Header {
 				lk := strings.ToLower(k)
 				if !strings.HasPrefix(lk, "ce-") || len(v) == 0 {
@@ -293,8 +293,11 @@ func (a *API) decodeHTTP(req *http.Request, t *topic, body []byte, namespace boo
 				attrs[strings.TrimPrefix(lk, "ce-")] = v[0]
 			}
 			if len(repeated) > 0 {
-				slices.SortFunc(repeated, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-				return nil, errors.Join(repeated...)
+				// Listed as a decode lists its problems: the first 20 by name, and a count
+				// of them all, so a request of thousands of repeated headers is answered in
+				// kilobytes.
+				slices.SortFunc(repeated, func(a, b *schemas.ValidationError) int { return strings.Compare(a.Field, b.Field) })
+				return nil, schemas.Problems(repeated)
 			}
 			ev, err := schemas.DecodeCloudEventBinary(attrs, ct, body, lim)
 			if err != nil {

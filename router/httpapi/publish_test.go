@@ -349,3 +349,31 @@ func TestBinaryModeRefusesARepeatedAttribute(t *testing.T) {
 		t.Errorf("%d events accepted, want none", got)
 	}
 }
+
+// A binary-mode publish repeating thousands of ce- headers is answered as a body of thousands
+// of bad events is: the first 20 problems, by header name, and a count of them all, in
+// kilobytes. Before, every one was listed twice (message and detail).
+func TestBinaryModeRepeatedAttributesAreCapped(t *testing.T) {
+	s := newServer(t, router.Config{InsecureDev: true})
+	header := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"b1"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}}
+	for i := range 2000 {
+		header[fmt.Sprintf("Ce-X%04d", i)] = []string{"a", "b"}
+	}
+	status, body := s.post("/topics/ns-orders:publish?api-version=2023-11-01", "application/json", []byte(`{"n":1}`), header)
+	var e struct {
+		Error struct {
+			Message string
+			Details []struct{ Message string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("status %d body %.200q: %v", status, body, err)
+	}
+	const want = `2000 problems in the request; the first 20 are listed as details; nothing was accepted: event 0: field "ce-x0000": is sent in 2 headers`
+	if status != 400 || !strings.HasPrefix(e.Error.Message, want) || len(e.Error.Details) != 20 || len(body) > 8192 {
+		t.Fatalf("got %d, a %d-byte body, %d details, message %.200q; want 400, 20 details and a message starting %q", status, len(body), len(e.Error.Details), e.Error.Message, want)
+	}
+	if last := e.Error.Details[19].Message; !strings.Contains(last, `"ce-x0019"`) {
+		t.Errorf("the last detail is %q, want ce-x0019's", last)
+	}
+}
