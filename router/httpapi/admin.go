@@ -95,10 +95,12 @@ type armKind struct {
 }
 
 // armMember is one top-level member of an ARM body: check says what is wrong with its value
-// ("" when it is right; JSON null always is).
+// ("" when it is right; JSON null always is). A refused member is one whose every value but
+// null is wrong: it is named so that its message says why, and not listed among those taken.
 type armMember struct {
-	name  string
-	check func(raw json.RawMessage) string
+	name    string
+	check   func(raw json.RawMessage) string
+	refused bool
 }
 
 // The top-level members of a topic and of an event subscription. A topic's kind is the ARM
@@ -106,24 +108,40 @@ type armMember struct {
 // properties.kind), and extendedLocation belongs to AzureArc topics only.
 var (
 	topicARM = armKind{what: "a topic", members: []armMember{
-		{"id", jsonString}, {"name", jsonString}, {"type", oneOf("Microsoft.EventGrid/topics")},
-		{"location", jsonString}, {"tags", jsonTags}, {"identity", jsonObject}, {"sku", jsonObject},
-		{"kind", topicResourceKind}, {"systemData", jsonObject}, {"extendedLocation", arcOnly},
+		{name: "id", check: jsonString}, {name: "name", check: jsonString}, {name: "type", check: oneOf("Microsoft.EventGrid/topics")},
+		{name: "location", check: jsonString}, {name: "tags", check: jsonTags}, {name: "identity", check: jsonObject}, {name: "sku", check: jsonObject},
+		{name: "kind", check: topicResourceKind}, {name: "systemData", check: jsonObject}, {name: "extendedLocation", check: arcOnly},
 	}}
 	subscriptionARM = armKind{what: "an event subscription", members: []armMember{
-		{"id", jsonString}, {"name", jsonString},
-		{"type", oneOf("Microsoft.EventGrid/eventSubscriptions", "Microsoft.EventGrid/topics/eventSubscriptions")},
-		{"systemData", jsonObject},
+		{name: "id", check: jsonString}, {name: "name", check: jsonString},
+		{name: "type", check: oneOf("Microsoft.EventGrid/eventSubscriptions", "Microsoft.EventGrid/topics/eventSubscriptions")},
+		// Azure's resource has no location, but ARM templates have sent one (Microsoft's own
+		// event-grid quickstart template did, with api-version 2020-06-01) and Azure ignores
+		// it: an event subscription lives where its topic does.
+		{name: "location", check: jsonString},
+		{name: "systemData", check: jsonObject},
+		{name: "tags", check: noSubscriptionTags, refused: true},
 	}}
 )
 
+// noSubscriptionTags refuses tags on an event subscription: Azure's resource has none, and
+// egrid would drop them, so the labels a client meant to keep would be lost without a word.
+func noSubscriptionTags(raw json.RawMessage) string {
+	if isNull(raw) {
+		return ""
+	}
+	return "an event subscription has no tags (Azure's eventSubscriptions resource has none) and they would not be kept: leave them out, or put labels in properties.labels"
+}
+
 // names lists the members k takes besides properties, for a message.
 func (k armKind) names() string {
-	names := make([]string, len(k.members))
-	for i, m := range k.members {
-		names[i] = m.name
+	var names []string
+	for _, m := range k.members {
+		if !m.refused {
+			names = append(names, m.name)
+		}
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return listNames(names)
 }
 
 // jsonShape names the JSON kind of a value, by its first byte.

@@ -90,8 +90,9 @@ func TestAdminTopLevelMembersAreChecked(t *testing.T) {
 
 	const dest = `"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}`
 	for _, c := range []struct{ name, body, want string }{
-		{"a misspelt properties", `{"propertes":{` + dest + `}}`, `"propertes" is not a member of an event subscription's ARM body: send the definition in "properties" (id, name, type and systemData are accepted too`},
-		{"a location, which a subscription has not", `{"location":"westeurope","properties":{` + dest + `}}`, `"location" is not a member of an event subscription's ARM body`},
+		{"a misspelt properties", `{"propertes":{` + dest + `}}`, `"propertes" is not a member of an event subscription's ARM body: send the definition in "properties" (id, name, type, location and systemData are accepted too`},
+		{"tags, which a subscription has not", `{"tags":{"env":"prod"},"properties":{` + dest + `}}`, `tags: an event subscription has no tags (Azure's eventSubscriptions resource has none) and they would not be kept: leave them out, or put labels in properties.labels`},
+		{"a location of another shape", `{"location":["westeurope"],"properties":{` + dest + `}}`, `location: is an array; send a string`},
 		{"null", `null`, `the body is null: send an event subscription as a JSON object`},
 		{"an array", `[]`, `the body is an array: send an event subscription as a JSON object`},
 		{"a topic's type", `{"type":"Microsoft.EventGrid/topics","properties":{` + dest + `}}`, `type: "Microsoft.EventGrid/topics" is not this resource's type`},
@@ -107,7 +108,9 @@ func TestAdminTopLevelMembersAreChecked(t *testing.T) {
 			}
 		})
 	}
-	sub := `{"id":"x","name":"sub-2","type":"Microsoft.EventGrid/topics/eventSubscriptions","systemData":{},"properties":{` + dest + `}}`
+	// A location, which Azure's resource has not, is taken and ignored, as Azure does: ARM
+	// templates have sent one (Microsoft's event-grid quickstart did). Null tags are no tags.
+	sub := `{"id":"x","name":"sub-2","type":"Microsoft.EventGrid/topics/eventSubscriptions","location":"westeurope","tags":null,"systemData":{},"properties":{` + dest + `}}`
 	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", sub); status != 201 {
 		t.Fatalf("an Azure subscription body: %d %v, want 201", status, body)
 	}
@@ -255,5 +258,32 @@ func TestAdminUnknownMembersAreNamedByPath(t *testing.T) {
 	// Names in another case are the members they name, as encoding/json matches them.
 	if status, body := adminDo(t, srv, "tok", "PUT", sub, `{"Properties":{"Destination":{"EndpointType":"Sink","Properties":{"SinkName":"null"}},"RetryPolicy":{"MaxDeliveryAttempts":3},"Filter":{"AdvancedFilters":[{"OperatorType":"StringIn","Key":"subject","Values":["a"]}]}}}`); status != 201 {
 		t.Errorf("a body in other cases: %d %v, want 201", status, body)
+	}
+}
+
+// TestAdminPropertiesNullIsAbsent: "properties": null is taken as its absence, as Azure's
+// REST spec has properties optional for topics and event subscriptions: a topic of the
+// defaults, an event subscription refused for the destination it lacks. properties of another
+// JSON type is refused naming it. An inputSchemaMappingType left out, null or empty is Json.
+func TestAdminPropertiesNullIsAbsent(t *testing.T) {
+	_, srv := adminServer(t)
+	if status, body := adminDo(t, srv, "tok", "PUT", "/admin/topics/t-null", `{"properties":null}`); status != 201 {
+		t.Errorf("a topic of null properties: %d %v, want 201", status, body)
+	}
+	for _, c := range []struct{ path, body, want string }{
+		{"/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":null}`, `destination.endpointType: required`},
+		{"/admin/topics/orders/eventSubscriptions/sub-1", `{"properties":true}`, `properties: is a JSON bool; send an object`},
+		{"/admin/topics/t-bad", `{"properties":5}`, `properties: is a JSON number; send an object`},
+		{"/admin/topics/t-bad", `{"properties":"x"}`, `properties: is a JSON string; send an object`},
+	} {
+		if status, body := adminDo(t, srv, "tok", "PUT", c.path, c.body); status != 400 || !strings.Contains(errorMessage(body), c.want) {
+			t.Errorf("PUT %s %s: %d %q, want 400 saying %s", c.path, c.body, status, errorMessage(body), c.want)
+		}
+	}
+	for i, typ := range []string{``, `"inputSchemaMappingType":null,`, `"inputSchemaMappingType":"",`, `"inputSchemaMappingType":"JSON",`} {
+		body := `{"properties":{"inputSchema":"CustomEventSchema","inputSchemaMapping":{` + typ + `"properties":{"eventType":{"defaultValue":"T"}}}}}`
+		if status, resp := adminDo(t, srv, "tok", "PUT", fmt.Sprintf("/admin/topics/t-map-%d", i), body); status != 201 {
+			t.Errorf("a mapping with %s: %d %v, want 201", typ, status, resp)
+		}
 	}
 }
