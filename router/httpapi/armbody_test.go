@@ -255,6 +255,16 @@ func TestAdminUnknownMembersAreNamedByPath(t *testing.T) {
 			}
 		})
 	}
+	// A body of 60 000 unknown members is answered with the first 20 and a count, in
+	// kilobytes.
+	var many strings.Builder
+	for i := range 60000 {
+		fmt.Fprintf(&many, `"x%d":1,`, i)
+	}
+	status, body := adminDo(t, srv, "tok", "PUT", sub, `{"properties":{`+many.String()+dest+`}}`)
+	if msg := errorMessage(body); status != 400 || !strings.HasPrefix(msg, `60000 problems: "properties.x0" is not a member`) || !strings.HasSuffix(msg, "and 59980 more not listed here: fix these and send the definition again to see the rest") || len(msg) > 16<<10 {
+		t.Errorf("60 000 unknown members: %d, a %d-byte message %.200q", status, len(msg), msg)
+	}
 	// Names in another case are the members they name, as encoding/json matches them.
 	if status, body := adminDo(t, srv, "tok", "PUT", sub, `{"Properties":{"Destination":{"EndpointType":"Sink","Properties":{"SinkName":"null"}},"RetryPolicy":{"MaxDeliveryAttempts":3},"Filter":{"AdvancedFilters":[{"OperatorType":"StringIn","Key":"subject","Values":["a"]}]}}}`); status != 201 {
 		t.Errorf("a body in other cases: %d %v, want 201", status, body)
