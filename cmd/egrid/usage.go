@@ -70,7 +70,12 @@ func checkUsage(app *cli.App) {
 // next runs, when there is one.
 func checkWords(path string, required []string, leaf bool, next cli.BeforeFunc) cli.BeforeFunc {
 	return func(c *cli.Context) error {
-		if args := c.Args(); args.Present() && c.Command.Command(args.First()) == nil {
+		args := c.Args()
+		if sub := c.Command.Command(args.First()); args.Present() && sub != nil && sub.Name == helpCommandName {
+			// Help needs no required flag (`topic show help`, like `topic show --help`).
+			return checkHelpWords(path, c.Command, leaf, args.Tail())
+		}
+		if args.Present() && c.Command.Command(args.First()) == nil {
 			switch {
 			case !leaf:
 				return usageError(path, "unknown command %q", clip.String(args.First()))
@@ -98,6 +103,40 @@ func checkWords(path string, required []string, leaf bool, next cli.BeforeFunc) 
 		}
 		return nil
 	}
+}
+
+// helpCommandName is the name of the help subcommand cli gives every command (alias h).
+const helpCommandName = "help"
+
+// checkHelpWords checks the words after the help subcommand of cmd, the command at path: none
+// for a leaf; for a command grouping others, at most the name of one of them. cli's help would
+// exit 3 with "No help topic" for a name it does not know, print its usage and exit 1 for an
+// unknown flag, and ignore any further word.
+func checkHelpWords(path string, cmd *cli.Command, leaf bool, words []string) error {
+	var names []string
+	for _, w := range words {
+		switch {
+		case w == "-h" || w == "--help" || w == "-help":
+		case looksLikeFlag(w):
+			name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			return usageError(path+" "+helpCommandName, "unknown flag %s", flagName(clip.String(name)))
+		default:
+			names = append(names, w)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return nil
+	case leaf && len(names) == 1:
+		return usageError(path, "unexpected argument %q after help, which takes none", clip.String(names[0]))
+	case leaf:
+		return usageError(path, "unexpected arguments %q after help, which takes none", clip.String(strings.Join(names, " ")))
+	case len(names) > 1:
+		return usageError(path, "unexpected arguments %q after help, which takes one command's name", clip.String(strings.Join(names, " ")))
+	case cmd.Command(names[0]) == nil:
+		return usageError(path, "unknown command %q", clip.String(names[0]))
+	}
+	return nil
 }
 
 // onUsageError turns the flag package's parse errors for the command at path, whose flags are

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // TestUsageErrorsExit2: every usage error (an unknown command, an unknown flag, a flag value
@@ -34,6 +36,10 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"unexpected words", []string{"topic", "show", "--name", "x", "extra", "args", server},
 			[]string{`unexpected arguments "extra args --server=http://127.0.0.1:1"`, "egrid topic show --help"}},
 		{"unexpected word", []string{"validate", "--config", "egrid.yaml", "extra"}, []string{`unexpected argument "extra"`, "egrid validate --help"}},
+		{"help of an unknown command", []string{"topic", "help", "nosuch"}, []string{`unknown command "nosuch"`, "egrid topic --help"}},
+		{"help of two commands", []string{"topic", "help", "list", "show"}, []string{`unexpected arguments "list show"`, "egrid topic --help"}},
+		{"help with an unknown flag", []string{"topic", "help", "-x"}, []string{"unknown flag -x", "egrid topic help --help"}},
+		{"words after a command's help", []string{"topic", "show", "help", "nosuch"}, []string{`unexpected argument "nosuch" after help`, "egrid topic show --help"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -61,11 +67,33 @@ func TestUsageErrorsExit2(t *testing.T) {
 func TestHelpIsNoUsageError(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"topic"}, {"topic", "--help"}, {"topic", "help", "list"}, {"topic", "show", "--help"},
-		{"deadletter", "replay", "-h"}, {"version"},
+		{"deadletter", "replay", "-h"}, {"version"}, {"topic", "help"}, {"topic", "h", "show"}, {"topic", "list", "help"},
+		{"topic", "show", "help"}, // no --name: help needs no required flag
 	} {
 		code, out := cliRun(t, args...)
 		if code != 0 || out == "" {
 			t.Errorf("egrid %s: exit %d, %q; want help and exit 0", strings.Join(args, " "), code, out)
 		}
 	}
+}
+
+// TestHelpOfAnUnknownCommandExits2: at every level, `<command> help nosuch` is a usage error
+// like `<command> nosuch`, exit 2 with one line naming the command's --help; cli's own help
+// exited 3 with "No help topic for 'nosuch'".
+func TestHelpOfAnUnknownCommandExits2(t *testing.T) {
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			p := append(append([]string(nil), path...), cmd.Name)
+			args := append(append([]string(nil), p...), "help", "nosuch")
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"egrid"}, args...), env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }})
+			want := "see `egrid " + strings.Join(p, " ") + " --help`"
+			if code != usageExit || !strings.Contains(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1 || stdout.Len() != 0 {
+				t.Errorf("egrid %s: exit %d, stderr %q, stdout %q; want exit 2 and one line saying %q", strings.Join(args, " "), code, stderr.String(), stdout.String(), want)
+			}
+			walk(p, cmd.Subcommands)
+		}
+	}
+	walk(nil, newApp(env{}).Commands)
 }
