@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -150,8 +151,8 @@ func subscriptionPath(topic, sub string) string {
 	return topicPath(topic) + "/eventSubscriptions/" + pathSegment(sub)
 }
 
-// printJSON writes v as indented JSON, what every -o json prints, its C1 control characters
-// escaped (escapeC1).
+// printJSON writes v as indented JSON, what every -o json prints, as UTF-8 a terminal cannot
+// obey (termSafeJSON).
 func printJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -159,22 +160,35 @@ func printJSON(w io.Writer, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(escapeC1(buf.Bytes()))
+	_, err := w.Write(termSafeJSON(buf.Bytes()))
 	return err
 }
 
-// escapeC1 returns the JSON text js with its C1 control characters (U+0080–U+009F, such as
-// U+009B, CSI as one character) written as \u0080–\u009f. encoding/json escapes the C0 ones
-// but writes C1 as they are, and passes JSON it was given (json.RawMessage: an event's data)
-// on as it came; what -o json prints comes from the server, and much of that from others
-// (a publisher's event id or subject), so unescaped a terminal would obey it (see termSafe).
-// In JSON such a character can only be in a string, where the escape stands for the same
-// character: the text decodes to the same values.
-func escapeC1(js []byte) []byte {
-	isC1 := func(i int) bool { return js[i] == 0xc2 && i+1 < len(js) && js[i+1] >= 0x80 && js[i+1] <= 0x9f }
+// termSafeJSON returns the JSON text js with its C1 control characters (U+0080–U+009F, such
+// as U+009B, CSI as one character) written as \u0080–\u009f, DEL as \u007f, and each byte
+// that is not UTF-8 as \ufffd. encoding/json escapes the C0 controls but writes C1 and DEL as
+// they are, and passes JSON it was given (json.RawMessage: an event's data, an object as the
+// server answered it) on as it came, bytes that are not UTF-8 included (a lone 0x9b is CSI to
+// a terminal reading Latin-1); what -o json prints comes from the server, and much of that
+// from others (a publisher's event id or subject), so unescaped a terminal would obey it (see
+// termSafe). In JSON such a character or byte can only be in a string, where the escape
+// stands for the same character, or for the U+FFFD encoding/json decodes a byte that is not
+// UTF-8 to: the text decodes to the same values, and is UTF-8 as JSON must be.
+func termSafeJSON(js []byte) []byte {
+	unsafe := func(i int) (rune, int, bool) {
+		if js[i] < utf8.RuneSelf {
+			return rune(js[i]), 1, js[i] == 0x7f
+		}
+		r, size := utf8.DecodeRune(js[i:])
+		return r, size, r <= 0x9f || r == utf8.RuneError && size == 1
+	}
 	i := 0
-	for i < len(js) && !isC1(i) {
-		i++
+	for i < len(js) {
+		_, size, bad := unsafe(i)
+		if bad {
+			break
+		}
+		i += size
 	}
 	if i == len(js) {
 		return js
@@ -182,14 +196,17 @@ func escapeC1(js []byte) []byte {
 	const hex = "0123456789abcdef"
 	out := make([]byte, 0, len(js)+64)
 	out = append(out, js[:i]...)
-	for ; i < len(js); i++ {
-		if isC1(i) {
-			c := js[i+1]
-			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			i++
-			continue
+	for i < len(js) {
+		r, size, bad := unsafe(i)
+		switch {
+		case !bad:
+			out = append(out, js[i:i+size]...)
+		case r == utf8.RuneError:
+			out = append(out, `\ufffd`...)
+		default:
+			out = append(out, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
 		}
-		out = append(out, js[i])
+		i += size
 	}
 	return out
 }

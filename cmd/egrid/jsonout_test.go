@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -74,5 +75,48 @@ func TestJSONOutputEscapesC1(t *testing.T) {
 	var topic armTopic
 	if err := json.Unmarshal([]byte(stdout), &topic); code != 0 || err != nil || topic.Name != c1 {
 		t.Errorf("topic show -o json: exit %d, %q (%v); want the topic named %q", code, stdout, err, c1)
+	}
+}
+
+// TestJSONOutputIsUTF8: -o json is UTF-8 a terminal cannot obey. JSON the CLI passes on as it
+// came (an object as the server answered it, an event's data) went out with its bytes that are
+// not UTF-8 (a lone 0x9b is CSI to a terminal reading Latin-1) and DEL as they were: such
+// bytes are written as \ufffd, the U+FFFD encoding/json gives a string it decodes or encodes
+// with them, and DEL as \u007f; the JSON stays valid and decodes to the same values.
+func TestJSONOutputIsUTF8(t *testing.T) {
+	const bad = "a\x9b2Jb\xffc\x7fd\xc3" // a lone CSI byte, 0xff, DEL, a cut sequence
+	want := strings.ToValidUTF8("a\x9b2Jb\xffc", "\ufffd") + "\x7fd\ufffd"
+	requireTermSafe := func(what string, out []byte) {
+		t.Helper()
+		if !utf8.Valid(out) || !json.Valid(out) {
+			t.Errorf("%s: %q is not valid UTF-8 JSON", what, out)
+		}
+		if bytes.ContainsAny(out, "\x7f") {
+			t.Errorf("%s: %q holds DEL", what, out)
+		}
+		requireNoC1(t, what, out)
+	}
+
+	var buf bytes.Buffer
+	if err := printJSON(&buf, map[string]json.RawMessage{"data": json.RawMessage(`{"note":"` + bad + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	requireTermSafe("printJSON", buf.Bytes())
+	var out struct{ Data struct{ Note string } }
+	if err := json.Unmarshal(buf.Bytes(), &out); err != nil || out.Data.Note != want {
+		t.Errorf("printJSON: %q decodes to %q (%v), want %q", buf.Bytes(), out.Data.Note, err, want)
+	}
+
+	// A command's -o json prints the object the server answered: one not UTF-8.
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"` + bad + `","properties":{}}`))
+	}))
+	defer fake.Close()
+	code, stdout := cliRun(t, "topic", "show", "--server", fake.URL, "--name", "orders", "-o", "json")
+	requireTermSafe("topic show -o json", []byte(stdout))
+	var topic armTopic
+	if err := json.Unmarshal([]byte(stdout), &topic); code != 0 || err != nil || topic.Name != want {
+		t.Errorf("topic show -o json: exit %d, %q (%v); want the topic named %q", code, stdout, err, want)
 	}
 }
