@@ -70,13 +70,30 @@ func resolveLogging(c *cli.Context, getenv func(string) string, fs serverConfig)
 	return s, errs
 }
 
-// handler returns the slog handler of the settings, writing to w.
+// handler returns the slog handler of the settings, writing to w. Both write a record as one
+// line whatever its strings hold (a refused path, an endpoint's answer, an event id): the text
+// handler quotes a value with a control character, a space or a byte that is not UTF-8 (as %q
+// does), the JSON handler escapes C0, U+2028 and U+2029 and writes a byte that is not UTF-8 as
+// U+FFFD. The JSON handler writes C1 characters and DEL as they are, which a terminal showing
+// the log obeys and readers splitting on Unicode line breaks take NEL (U+0085) for one: its
+// writer escapes them as -o json does (termSafeJSON).
 func (s logSettings) handler(w io.Writer) slog.Handler {
 	opts := &slog.HandlerOptions{Level: s.Level}
 	if s.Format == "json" {
-		return slog.NewJSONHandler(w, opts)
+		return slog.NewJSONHandler(termSafeJSONWriter{w}, opts)
 	}
 	return slog.NewTextHandler(w, opts)
+}
+
+// termSafeJSONWriter writes each JSON text it is given through termSafeJSON: slog's JSON
+// handler writes each record whole, in one Write.
+type termSafeJSONWriter struct{ w io.Writer }
+
+func (t termSafeJSONWriter) Write(p []byte) (int, error) {
+	if _, err := t.w.Write(termSafeJSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // metricsRegistry is the registry of GET /metrics: the router's collector with Go's runtime

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestResolveLogging: --log-level and --log-format come from the flag, then EGRID_LOG_LEVEL /
@@ -101,6 +103,67 @@ func TestMetricsBearerSchemeIgnoresCase(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		if rec.Code != want {
 			t.Errorf("Authorization %q: %d; want %d", authz, rec.Code, want)
+		}
+	}
+}
+
+// hostileLogText are strings a client controls that reach the log (a refused path, an endpoint's
+// answer, an event id): a line break with a forged record after it, in both formats' shapes, a
+// C1 NEL (a line break to readers that split on Unicode line breaks) and CSI, the line and
+// paragraph separators, DEL, ESC and bytes that are not UTF-8.
+var hostileLogText = []string{
+	"a\nlevel=ERROR msg=forged",
+	"b\r\ntime=2026-01-01T00:00:00Z level=ERROR msg=forged",
+	`c"}` + "\n" + `{"level":"ERROR","msg":"forged"}`,
+	"d\u0085e\u009b2J\u2028f\u2029g\x7fh\x1b[2Ji",
+	"j\xc2\x85\xff\x9bk",
+}
+
+// TestLogLinesAreOneRecordEach: with --log-format json every record is one line holding one
+// JSON object, UTF-8, with no C1 character or DEL a terminal showing the log would obey; with
+// --log-format text one line of key=value pairs, the hostile values quoted. Strings a client
+// controls (in the message, an attribute's key or value, an error, a group) cannot add a line
+// or a record. slog's JSON handler escapes C0 and the line separators but wrote C1 and DEL as
+// they were: the log's writer escapes them as -o json does.
+func TestLogLinesAreOneRecordEach(t *testing.T) {
+	logAll := func(l *slog.Logger) int {
+		n := 0
+		for _, s := range hostileLogText {
+			l.Warn(s, s, s, "err", errors.New(s), slog.Group("g", s, s), "b", []byte(s))
+			n++
+		}
+		return n
+	}
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		n := logAll(slog.New(logSettings{Level: slog.LevelDebug, Format: format}.handler(&buf)))
+		out := buf.Bytes()
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		if len(lines) != n {
+			t.Errorf("%s: %d records wrote %d lines:\n%s", format, n, len(lines), out)
+		}
+		requireNoC1(t, format+" log", out)
+		if bytes.ContainsAny(out, "\x7f\x1b\r") || !utf8.Valid(out) {
+			t.Errorf("%s log holds DEL, ESC, CR or bytes that are not UTF-8:\n%q", format, out)
+		}
+		for i, line := range lines {
+			switch format {
+			case "json":
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] != "WARN" {
+					t.Errorf("json line %d is not one WARN record (%v): %q", i, err, line)
+					continue
+				}
+				want := string([]rune(hostileLogText[i])) // each byte that is not UTF-8 a U+FFFD
+				g, _ := rec["g"].(map[string]any)
+				if rec["msg"] != want || rec[want] != want || rec["err"] != want || g[want] != want {
+					t.Errorf("json line %d: %q; want msg, the attribute and err %q", i, line, want)
+				}
+			case "text":
+				if !strings.HasPrefix(line, "time=") || !strings.Contains(line, " level=WARN msg=\"") {
+					t.Errorf("text line %d is not one record: %q", i, line)
+				}
+			}
 		}
 	}
 }
