@@ -9,13 +9,14 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/internal/natstoken"
 )
 
 // Key names one subscription.
@@ -24,25 +25,11 @@ type Key struct{ Topic, Subscription string }
 // String is "topic/subscription".
 func (k Key) String() string { return k.Topic + "/" + k.Subscription }
 
-// leaseKey escapes k into a key-value key: letters, digits and '-' stay, every other byte
-// becomes '_' and two hex digits (as the JetStream store escapes names), and '.' joins the
-// two parts.
-func (k Key) leaseKey() string { return escape(k.Topic) + "." + escape(k.Subscription) }
-
-func escape(name string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('_')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
+// leaseKey escapes k into a key-value key: each part as the JetStream store escapes names
+// (natstoken.Escape: letters, digits and '-' stay, every other byte becomes '_' and two hex
+// digits), and '.' joins the two parts.
+func (k Key) leaseKey() string {
+	return natstoken.Escape(k.Topic) + "." + natstoken.Escape(k.Subscription)
 }
 
 // Hooks are what the router does when the node's placement decides. They are called from

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/egridio/egrid/router/internal/bucketkeys"
+	"github.com/egridio/egrid/router/internal/natstoken"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 )
@@ -333,49 +334,18 @@ func (s *Store) enter(ctx context.Context) (context.Context, context.CancelFunc,
 }
 
 // Names. Topic, subscription and dead-letter names are escaped into tokens valid in stream
-// names, subjects and keys: letters, digits and '-' stay, every other byte becomes '_' and
-// two hex digits.
-func escape(name string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('_')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
+// names, subjects and keys (natstoken.Escape): letters, digits and '-' stay, every other byte
+// becomes '_' and two hex digits. The cluster's leases spell names the same way.
+func escape(name string) string { return natstoken.Escape(name) }
 
+// unescape is the name of token tok, or an error wrapping errCorrupt (and so
+// store.ErrCorrupt) for a token egrid does not write (natstoken.Unescape), which quotes it.
 func unescape(tok string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(tok); i++ {
-		if tok[i] != '_' {
-			b.WriteByte(tok[i])
-			continue
-		}
-		if i+2 >= len(tok) {
-			return "", fmt.Errorf("%w: bad escape in %q", errCorrupt, tok)
-		}
-		var v byte
-		for _, h := range tok[i+1 : i+3] {
-			switch {
-			case '0' <= h && h <= '9':
-				v = v<<4 | byte(h-'0')
-			case 'A' <= h && h <= 'F':
-				v = v<<4 | byte(h-'A'+10)
-			default:
-				return "", fmt.Errorf("%w: bad escape in %q", errCorrupt, tok)
-			}
-		}
-		b.WriteByte(v)
-		i += 2
+	name, err := natstoken.Unescape(tok)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	return b.String(), nil
+	return name, nil
 }
 
 func (s *Store) streamName(topic string) string { return s.opts.Prefix + "_journal_" + escape(topic) }
