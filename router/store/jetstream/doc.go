@@ -122,9 +122,14 @@
 // ([store.ErrDamaged]; kind [DamageDefinition]); a subscription's record whose definition
 // decodes but whose state does not loads as a fresh state, from the oldest event its topic's
 // journal holds and with a new epoch, as the disk store restarts a subscription whose cursor
-// does not decode (kind [DamageEntry]; see [Store.LoadSubscription]).
+// does not decode (kind [DamageEntry]; see [Store.LoadSubscription]). A key that does not
+// decode into a name (one egrid does not write: an escape cut short, or one no name escapes
+// to, which would alias another name's key) is left out of the listings and logged once with
+// its raw key (kind [DamageDefinition] in the meta bucket, [DamageEntry] in the dead-letter
+// outbox).
 //
 // jetstream imports only router/store, router/store/internal/wire (the value encoding it
-// shares with the disk store), schemas and router/internal/bucketkeys of egrid (and the NATS
-// client).
+// shares with the disk store), schemas, router/internal/bucketkeys and
+// router/internal/natstoken (the escape of names into tokens it shares with the cluster's
+// leases) of egrid (and the NATS client).
 package jetstream

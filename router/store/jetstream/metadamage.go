@@ -31,6 +31,14 @@ import (
 // ([DamageEntry]). Only a record of a format this release knows is written again: its head
 // names the format.
 
+// A key that does not decode into a name (natstoken.Unescape refuses it: not a token egrid
+// writes, so something else wrote it, or it is damaged) names nothing egrid can serve, and
+// decoding it anyway could alias another name's key: the listings (Topics, Subscriptions,
+// Cursors, DeadLetters, ScanDeadLetters) go on without it, and it is logged once with its raw
+// key, saying what to do, and counted (kind [DamageDefinition] in the meta bucket,
+// [DamageEntry] in the dead-letter outbox). Before, one such key failed the whole listing,
+// every time: in cluster mode no node read any definition any more.
+
 // DamageDefinition is the kind of damage ([Options.OnCorruption], the metric
 // egrid_store_corruption_count) of a topic or subscription definition in the meta bucket
 // that does not decode. It is the disk store's kind of the same damage.
@@ -96,6 +104,22 @@ func (s *Store) defDamage(key string, val []byte, topic, sub string, err error) 
 			"topic", topic, "subscription", sub, "bucket", p+"_meta", "key", key, "err", err)
 	}
 	s.damaged(DamageDefinition)
+}
+
+// keyDamage reports, once, a key of bucket that does not decode into a name (err); what is
+// what it would name ("a topic", "a subscription of topic \"orders\"", "a dead-letter
+// record"). The listing that found it goes on without it.
+func (s *Store) keyDamage(bucket, key, what string, err error) {
+	if !s.firstReport(bucket+" key "+key, nil) {
+		return
+	}
+	kind := DamageDefinition
+	if bucket == s.dead.Bucket() {
+		kind = DamageEntry
+	}
+	s.opts.Logger.Error("jetstream store: a key does not decode into the name of "+what+"; the listing goes on without it, and nothing stored under it is served. It is not a key egrid writes: something other than egrid wrote it (give put rights on $KV."+bucket+".> to egrid's NATS user only), or it is damaged. See what it holds (nats kv get "+bucket+" KEY), then remove it (nats kv purge "+bucket+" KEY), or restore bucket "+bucket+" from a backup",
+		"bucket", bucket, "key", key, "err", err)
+	s.damaged(kind)
 }
 
 // damagedRecord handles a subscription record kv that does not decode (err), found by load

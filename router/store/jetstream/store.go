@@ -742,7 +742,8 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	err = s.scanMeta(ctx, "topic.*", func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, "topic."))
 		if err != nil {
-			return err
+			s.keyDamage(s.meta.Bucket(), key, "a topic", err) // left out: see metadamage.go
+			return nil
 		}
 		spec, err := decodeOpaque(val)
 		if err != nil {
@@ -1113,7 +1114,8 @@ func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string,
 	err := s.scanMeta(ctx, subPattern(topic), func(key string, val []byte) error {
 		name, err := unescape(strings.TrimPrefix(key, prefix))
 		if err != nil {
-			return err
+			s.keyDamage(s.meta.Bucket(), key, fmt.Sprintf("a subscription of topic %q", topic), err) // left out: see metadamage.go
+			return nil
 		}
 		if err := fn(name, val); err != nil {
 			return fmt.Errorf("subscription %q: %w", name, err)
@@ -1651,7 +1653,8 @@ func (s *Store) DeadLetters(ctx context.Context) ([]store.DeadLetterRecord, erro
 	err = scan(ctx, s.dead, s.deadStream, ">", func(key string, val []byte) error {
 		id, err := unescape(key)
 		if err != nil {
-			return err
+			s.keyDamage(s.dead.Bucket(), key, "a dead-letter record", err) // left out: see metadamage.go
+			return nil
 		}
 		p, err := decodeOpaque(val)
 		if err != nil {
@@ -1679,7 +1682,8 @@ func (s *Store) ScanDeadLetters(ctx context.Context, fn func(store.DeadLetterRec
 	err = stream(ctx, s.dead, s.deadStream, ">", func(key string, val []byte) error {
 		id, err := unescape(key)
 		if err != nil {
-			return err
+			s.keyDamage(s.dead.Bucket(), key, "a dead-letter record", err) // left out: see metadamage.go
+			return nil
 		}
 		p, err := decodeOpaque(val)
 		if err != nil {
