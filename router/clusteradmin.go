@@ -57,6 +57,7 @@ var errKinds = []struct {
 	{"closed", ErrClosed},
 	{"diskFull", store.ErrDiskFull}, // before storage and unavailable: it matches both
 	{"storage", ErrInsufficientStorage},
+	{"damaged", ErrStoreDamaged}, // before unavailable: an owner's store damage is no outage
 	{"unavailable", ErrUnavailable},
 	{"polls", ErrTooManyPolls},
 	{"canceled", context.Canceled},

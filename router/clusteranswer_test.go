@@ -35,6 +35,8 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 		{fmt.Errorf("saving topic %q: %w: %w", "orders", ErrUnavailable, fmt.Errorf("disk store: a write failed: %w: no space left on device", store.ErrDiskFull)),
 			[]error{store.ErrDiskFull, ErrInsufficientStorage, ErrUnavailable, store.ErrUnavailable}},
 		{fmt.Errorf("ending the probation of event subscription %q: %w", "billing", actors.ErrLoading), []error{ErrSubscriptionLoading}},
+		// Damage the owner's store found is damage on the asking node too, not an outage.
+		{storeFailure("receiving", fmt.Errorf("%w: bad record", store.ErrCorrupt)), []error{ErrStoreDamaged}},
 	} {
 		var a clusterAnswer
 		a.setErr(c.owner)
@@ -47,6 +49,9 @@ func TestClusterAnswerCarriesTheOwnersError(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = got.err("b")
+		if errors.Is(c.owner, ErrStoreDamaged) && errors.Is(err, ErrUnavailable) {
+			t.Errorf("owner's %q reached the asking node as %q, wrapping ErrUnavailable", c.owner, err)
+		}
 		for _, w := range c.want {
 			if !errors.Is(err, w) {
 				t.Errorf("owner's %q reached the asking node as %q, not wrapping %q", c.owner, err, w)

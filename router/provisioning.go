@@ -294,7 +294,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	// first (Revalidating).
 	fresh, stored, err := r.failedByValidation(ctx, k)
 	if err != nil {
-		return fmt.Errorf("saving event subscription %q: reading its stored state: %w: %w", k.name, ErrUnavailable, err)
+		return storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored state", k.name), err)
 	}
 	prev := r.life.get(k)
 	if fresh {
@@ -313,7 +313,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		}
 		if err := r.startFresh(ctx, k); err != nil {
 			r.life.set(k, prev)
-			return fmt.Errorf("saving event subscription %q: resetting the delivery state of its failed validation: %w: %w", k.name, ErrUnavailable, err)
+			return storeFailure(fmt.Sprintf("saving event subscription %q: resetting the delivery state of its failed validation", k.name), err)
 		}
 	}
 	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
@@ -387,12 +387,21 @@ func (r *Router) storedDefinition(ctx context.Context, k subKey) (raw []byte, na
 		if fold(d.Name) == fold(k.name) {
 			var rec record
 			if err := json.Unmarshal(d.Spec, &rec); err != nil {
-				return nil, "", nil, fmt.Errorf("reading the stored record of event subscription %q: %w", k.name, err)
+				return nil, "", nil, recordDamaged(k, err)
 			}
 			return d.Spec, d.Name, &rec, nil
 		}
 	}
 	return nil, "", nil, nil
+}
+
+// recordDamaged is the error of a subscription's stored record that the store reads back
+// but that does not decode (err): damage, or a record something other than this release of
+// egrid wrote. It wraps [store.ErrCorrupt], so [storeFailure] makes it [ErrStoreDamaged]:
+// retrying does not help. No node serves such a record (each logs it as it reads it).
+func recordDamaged(k subKey, err error) error {
+	return fmt.Errorf("event subscription %q of topic %q: its stored record does not decode (%v), so no node serves it: %w; restore the store from a backup, or remove the record from the store, then create the subscription again",
+		clip.String(k.name), k.topic, err, store.ErrCorrupt)
 }
 
 // encodeRecord is the record the store keeps for a subscription: spec with prov.
@@ -418,7 +427,7 @@ func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *Subscrip
 	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); errors.Is(err, store.ErrDamaged) {
 		return fmt.Errorf("saving event subscription %q: %w", clip.String(k.name), err)
 	} else if err != nil {
-		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
+		return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
 	}
 	return nil
 }

@@ -41,6 +41,17 @@ var (
 	// Retry-After, or 507 when the error also matches [ErrInsufficientStorage] (the store
 	// failed a write because its disk is full: [store.ErrDiskFull]).
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrStoreDamaged wraps the failure of a call that met damaged data in the store: a
+	// stored record the call needs that does not decode, or that the store finds damaged
+	// (the store's error, which it wraps too, matches [store.ErrCorrupt]). Retrying does not
+	// help: the data stays damaged until the store is restored from a backup, or the topic
+	// or subscription it names is deleted and created again. The error says what is
+	// damaged; the store logs what is lost and what to do (egrid store check lists the
+	// embedded store's damage). It is not [ErrUnavailable]: the admin API answers it 500,
+	// without Retry-After (409 when it also matches [ErrDefinitionDamaged]: a create or
+	// update of a subscription whose stored record is damaged, to delete first). Delivery
+	// histories have their own, [ErrHistoryDamaged].
+	ErrStoreDamaged = errors.New("stored data damaged")
 	// ErrDefinitionDamaged wraps the refusal to create a topic or subscription whose name is
 	// taken by a stored definition the store found damaged (it is not served): delete the
 	// topic or subscription, which removes the damaged remains, then create it again. The
@@ -53,6 +64,17 @@ var (
 	// if that one is to go too. The admin API answers it 409. It is [store.ErrChanged].
 	ErrDefinitionChanged = store.ErrChanged
 )
+
+// storeFailure is err, a store's failure in what the call was doing (what: "reading it from
+// the cluster's store"), as the router returns it: damage the store found or a stored record
+// that does not decode (err matches [store.ErrCorrupt]) wraps [ErrStoreDamaged], for which
+// retrying never helps; any other failure [ErrUnavailable], to retry. err is wrapped too.
+func storeFailure(what string, err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("%s: %w (retrying does not help: restore the store from a backup, or delete what is damaged and create it again; the server log says what): %w", what, ErrStoreDamaged, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
 
 // Config is the router's data. Zero values take the documented defaults.
 type Config struct {

@@ -34,8 +34,8 @@ import (
 // The read runs in a goroutine of its own (readCatalogue), never in an actor's Receive and
 // never in a topic's turn (it takes the turns of the topics it applies, so a caller holding
 // one must not wait for it); close cancels it and waits for it. A store that cannot answer
-// makes the misses waiting for that read [ErrUnavailable], to retry, and nothing is
-// remembered of them.
+// makes the misses waiting for that read [ErrUnavailable], to retry (or [ErrStoreDamaged],
+// when what it read is damaged: retrying does not help), and nothing is remembered of them.
 const (
 	// lookupInterval is the least time between two reads of the catalogue for misses, and
 	// how long a name a read did not find answers not found without another.
@@ -67,8 +67,9 @@ type catalogueRead struct {
 // topicFresh is topic, but in cluster mode a topic this node does not know is looked up in
 // the store first, so a topic created on another node a moment ago can be published to, read
 // or given subscriptions here at once (the reads are shared and bounded: see lookupInterval).
-// A store that cannot answer makes it [ErrUnavailable], to retry, not a topic not found; a
-// ctx that ends while it waits for the read makes it ctx's error.
+// A store that cannot answer makes it [ErrUnavailable], to retry, not a topic not found; one
+// that finds the data damaged [ErrStoreDamaged] (retrying does not help); a ctx that ends
+// while it waits for the read makes it ctx's error.
 func (r *Router) topicFresh(ctx context.Context, name string) (*topicRuntime, error) {
 	t, err := r.topic(name)
 	if err == nil || r.cl == nil || !errors.Is(err, ErrTopicNotFound) || ValidateTopicName(name) != nil {
@@ -83,7 +84,7 @@ func (r *Router) topicFresh(ctx context.Context, name string) (*topicRuntime, er
 	case errors.Is(rd.err, ErrClosed):
 		return nil, rd.err
 	case rd.err != nil:
-		return nil, fmt.Errorf("topic %q: reading it from the cluster's store: %w: %w", name, ErrUnavailable, rd.err)
+		return nil, storeFailure(fmt.Sprintf("topic %q: reading it from the cluster's store", name), rd.err)
 	}
 	t, err = r.topic(name)
 	if errors.Is(err, ErrTopicNotFound) {
@@ -97,9 +98,9 @@ func (r *Router) topicFresh(ctx context.Context, name string) (*topicRuntime, er
 // be pulled from, read, asked for its status or deleted through this node at once (the reads
 // are shared and bounded with topicFresh's: see lookupInterval); a topic this node does not
 // know is looked up as topicFresh does, with its subscriptions. A store that cannot answer
-// makes it [ErrUnavailable], to retry; a ctx that ends while it waits for the read makes it
-// ctx's error. The caller must not hold a topic's turn: the read takes the turn of the topic
-// it applies.
+// makes it [ErrUnavailable], to retry, and one that finds the data damaged [ErrStoreDamaged];
+// a ctx that ends while it waits for the read makes it ctx's error. The caller must not hold
+// a topic's turn: the read takes the turn of the topic it applies.
 func (r *Router) subscriptionFresh(ctx context.Context, topic, name string) (*topicRuntime, *SubscriptionSpec, string, error) {
 	t, spec, display, err := r.lookup(topic, name)
 	if err == nil || r.cl == nil || ValidateSubscriptionName(name) != nil {
@@ -124,9 +125,9 @@ func (r *Router) subscriptionFresh(ctx context.Context, topic, name string) (*to
 	case errors.Is(rd.err, ErrClosed):
 		return nil, nil, "", rd.err
 	case rd.err != nil:
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), t.name, ErrUnavailable, rd.err)
+		return nil, nil, "", storeFailure(fmt.Sprintf("event subscription %q of topic %q: reading it from the cluster's store", clip.String(name), t.name), rd.err)
 	case rd.subsErr[fold(t.name)] != nil:
-		return nil, nil, "", fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), t.name, ErrUnavailable, rd.subsErr[fold(t.name)])
+		return nil, nil, "", storeFailure(fmt.Sprintf("event subscription %q of topic %q: reading it from the cluster's store", clip.String(name), t.name), rd.subsErr[fold(t.name)])
 	}
 	t, spec, display, err = r.lookup(topic, name)
 	if errors.Is(err, ErrSubscriptionNotFound) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,12 +24,21 @@ type countedTopics struct {
 	away     atomic.Bool
 	// listingsAway fails the reads of a topic's subscriptions only.
 	listingsAway atomic.Bool
+	// damaged and listingsDamaged fail those reads as a store that finds the data damaged
+	// does (an error matching store.ErrCorrupt).
+	damaged, listingsDamaged atomic.Bool
 }
+
+// errDamagedRead is a read failed as the disk store fails one in a damaged table block.
+var errDamagedRead = fmt.Errorf("%w: the definitions are in a damaged table block and cannot be read; restore the directory from a backup", store.CorruptSentinel("disk store: corrupt"))
 
 func (s *countedTopics) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
 	s.listings.Add(1)
 	if s.away.Load() || s.listingsAway.Load() {
 		return nil, errors.New("no responders available for request")
+	}
+	if s.damaged.Load() || s.listingsDamaged.Load() {
+		return nil, errDamagedRead
 	}
 	return s.Store.Subscriptions(ctx, topic)
 }
@@ -37,6 +47,9 @@ func (s *countedTopics) Topics(ctx context.Context) ([]store.Definition, error) 
 	s.reads.Add(1)
 	if s.away.Load() {
 		return nil, errors.New("no responders available for request")
+	}
+	if s.damaged.Load() {
+		return nil, errDamagedRead
 	}
 	return s.Store.Topics(ctx)
 }
@@ -363,5 +376,43 @@ func TestClusterSubscriptionLookupWhileTheStoreIsAway(t *testing.T) {
 		if n := st.reads.Load(); n != 3 {
 			t.Errorf("%d reads; want 3 (the failures were not remembered as misses)", n)
 		}
+	})
+}
+
+// A lookup whose read of the cluster's store finds the data damaged (the catalogue, or the
+// topic's subscriptions) fails with ErrStoreDamaged, wrapping the store's error (which
+// matches store.ErrCorrupt and says what to do), not ErrUnavailable: retrying never helps.
+// A store that is away stays ErrUnavailable. Before, both were ErrUnavailable, which the
+// HTTP planes answer 503 "retry later".
+func TestClusterLookupOfDamagedDataSaysDamaged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, st, stop := lookupFixture(t)
+		defer stop()
+		knownTopics(t, r, st, "orders")
+		damaged := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrStoreDamaged) || !errors.Is(err, store.ErrCorrupt) || errors.Is(err, ErrUnavailable) ||
+				!strings.Contains(err.Error(), "restore the directory from a backup") || !strings.Contains(err.Error(), "retrying does not help") {
+				t.Errorf("%s: %v; want ErrStoreDamaged wrapping the store's damage, saying what to do, not ErrUnavailable", what, err)
+			}
+		}
+		st.damaged.Store(true)
+		damaged("publish to a topic this node does not know", r.Publish(context.Background(), "fresh"))
+		<-time.After(lookupInterval)
+		_, err := r.FindSubscription(context.Background(), "orders", "workers")
+		damaged("a subscription lookup, the catalogue damaged", err)
+		st.damaged.Store(false)
+		st.listingsDamaged.Store(true)
+		<-time.After(lookupInterval)
+		_, err = r.FindSubscription(context.Background(), "orders", "workers")
+		damaged("a subscription lookup, the topic's subscriptions damaged", err)
+		st.listingsDamaged.Store(false)
+
+		st.away.Store(true)
+		<-time.After(lookupInterval)
+		if err := r.Publish(context.Background(), "fresh"); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrStoreDamaged) {
+			t.Errorf("publish with the store away: %v; want ErrUnavailable", err)
+		}
+		st.away.Store(false)
 	})
 }

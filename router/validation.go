@@ -175,7 +175,8 @@ func tokenHash(token string) string {
 // handshake is still under way — before the record is stored — cannot be known there: it is
 // [ErrValidationURLUnknown], and the endpoint must fetch it again once the create or update
 // has answered (a limitation of cluster mode). A store that cannot be read makes it an
-// error wrapping [ErrUnavailable], to retry.
+// error wrapping [ErrUnavailable], to retry; a stored record that is damaged, one wrapping
+// [ErrStoreDamaged] (retrying does not help).
 func (r *Router) CompleteValidation(ctx context.Context, name, token string) error {
 	if token == "" {
 		return ErrValidationURLUnknown
@@ -278,9 +279,9 @@ func (r *Router) readSubscriptionFresh(ctx context.Context, topic, name string) 
 	case errors.Is(rd.err, ErrClosed):
 		return rd.err
 	case rd.err != nil:
-		return fmt.Errorf("event subscription %q: reading the cluster's store: %w: %w", clip.String(name), ErrUnavailable, rd.err)
+		return storeFailure(fmt.Sprintf("event subscription %q: reading the cluster's store", clip.String(name)), rd.err)
 	case rd.subsErr[fold(topic)] != nil:
-		return fmt.Errorf("event subscription %q of topic %q: reading it from the cluster's store: %w: %w", clip.String(name), topic, ErrUnavailable, rd.subsErr[fold(topic)])
+		return storeFailure(fmt.Sprintf("event subscription %q of topic %q: reading it from the cluster's store", clip.String(name), topic), rd.subsErr[fold(topic)])
 	}
 	if _, _, _, err := r.lookup(topic, name); errors.Is(err, ErrSubscriptionNotFound) {
 		r.cl.missed(key, rd.start)
@@ -350,7 +351,7 @@ func (r *Router) swapValidation(ctx context.Context, p *pendingValidation, spec 
 	}
 	raw, name, rec, err := r.storedDefinition(ctx, p.key)
 	if err != nil {
-		return false, fmt.Errorf("reading the stored record of event subscription %q: %w: %w", p.key.name, ErrUnavailable, err)
+		return false, storeFailure(fmt.Sprintf("reading the stored record of event subscription %q", p.key.name), err)
 	}
 	if rec == nil || rec.Egrid.state() != StateAwaitingManualAction || rec.Egrid.TokenHash != p.hash {
 		return true, nil
@@ -363,7 +364,7 @@ func (r *Router) swapValidation(ctx context.Context, p *pendingValidation, spec 
 	case errors.Is(err, store.ErrChanged), errors.Is(err, store.ErrNotFound):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("saving event subscription %q: %w: %w", p.key.name, ErrUnavailable, err)
+		return false, storeFailure(fmt.Sprintf("saving event subscription %q", p.key.name), err)
 	}
 	return false, nil
 }

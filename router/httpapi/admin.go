@@ -742,6 +742,9 @@ func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, e)
 }
 
+// storeDamaged is the message of a 500 answering [router.ErrStoreDamaged].
+const storeDamaged = "data in the store that the call needs is damaged and the call was not carried out; retrying does not help: the server log says what is damaged and what to do (restore the store from a backup, or delete the topic or event subscription it names and create it again); egrid store check reports damage in the embedded store"
+
 // The parts of a 507 answer: what is wrong, for both ways to it (the disk below the store's
 // free-space floor, or a write the store failed on a full disk), and what to do.
 const (
@@ -769,6 +772,12 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// A delete of a damaged definition that another node replaced meanwhile: nothing was
 		// deleted; the message says so and to retry.
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
+	case errors.Is(err, router.ErrStoreDamaged):
+		// Not the request's fault, and no outage: a stored record the call needs is damaged
+		// (in cluster mode, one the node read from the cluster's store). Retrying does not
+		// help. The store's error can name files: it goes to the log only.
+		a.log.Error("admin call failed: data it needs in the store is damaged", "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", storeDamaged)
 	case errors.Is(err, router.ErrHistoryDamaged):
 		// Not the request's fault: the stored record is damaged. The cause goes to the log.
 		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -451,5 +452,46 @@ func TestExplainOfADamagedHistoryIs500(t *testing.T) {
 	}
 	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "damaged") {
 		t.Errorf("message %q; want it to say the history is damaged", msg)
+	}
+}
+
+// subscriptionDamagedStore fails, while damaged is set, every write of a subscription's record
+// as a store that finds the data it needs damaged does: an error wrapping disk.ErrCorrupt
+// that names the data directory.
+type subscriptionDamagedStore struct {
+	store.Store
+	damaged *atomic.Bool
+}
+
+func (s subscriptionDamagedStore) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	if !s.damaged.Load() {
+		return s.Store.PutSubscription(ctx, topic, name, spec)
+	}
+	return fmt.Errorf("%w: subscription %q of topic %q: a damaged table block (pebble: corruption); egrid store check --data-dir /var/lib/egrid/secret-dir lists the damage", disk.ErrCorrupt, name, topic)
+}
+
+// TestAdminCallMeetingDamagedDataIs500: an admin call the store refuses because the data it
+// needs is damaged (router.ErrStoreDamaged) is answered 500 saying the data is damaged and
+// that retrying does not help, without Retry-After, the store's error (a server path) in the
+// log only. Before, it was ErrUnavailable: 503 "retry later", which never helps.
+func TestAdminCallMeetingDamagedDataIs500(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	var damaged atomic.Bool
+	r := explainRouter(t, mem, func(st store.Store) store.Store { return subscriptionDamagedStore{st, &damaged} })
+	damaged.Store(true)
+	err := r.CreateSubscription(ctx, "orders", "sub-2", router.SubscriptionSpec{Destination: router.SinkDestination("null")})
+	if !errors.Is(err, router.ErrStoreDamaged) || errors.Is(err, router.ErrUnavailable) {
+		t.Errorf("CreateSubscription on damaged data: %v, want ErrStoreDamaged, not ErrUnavailable", err)
+	}
+	rec := serve(httpapi.New(r), "PUT", "/admin/topics/orders/eventSubscriptions/sub-2", `{"properties":{"destination":{"endpointType":"Sink","properties":{"sinkName":"null"}}}}`, http.Header{"Authorization": {"Bearer tok"}})
+	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Retry-After") != "" {
+		t.Errorf("a create on damaged data: %d, Retry-After %q (%s); want 500 without Retry-After", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if _, msg := eventGridError(t, rec); !strings.Contains(msg, "damaged") || !strings.Contains(msg, "retrying does not help") || !strings.Contains(msg, "server log") {
+		t.Errorf("message %q; want it to say the data is damaged, that retrying does not help, and where the cause is", msg)
+	}
+	if strings.Contains(rec.Body.String(), "/var/lib") {
+		t.Errorf("the answer shows a server path: %s", rec.Body)
 	}
 }

@@ -84,6 +84,11 @@ func (a *API) writeTopicError(w http.ResponseWriter, req *http.Request, name str
 		// nobody to answer.
 	case errors.Is(err, router.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the server is shutting down; nothing was done: retry later")
+	case errors.Is(err, router.ErrStoreDamaged):
+		// The cluster's store was read, and what it holds for the topic is damaged: no
+		// outage, so no Retry-After (retrying does not help). The cause goes to the log.
+		a.log.Error("finding a topic this node does not know failed: the cluster's store holds damaged data", "topic", clip.String(name), "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("this node does not know topic %q and the cluster's store, which holds the topics created on other nodes, holds damaged data; nothing was done, and retrying does not help: the server log says what is damaged and what to do", clip.String(name)))
 	default:
 		// router.ErrUnavailable: the node does not know the topic, and the cluster's store,
 		// which holds it if another node created it a moment ago, could not be read. Not a

@@ -473,6 +473,10 @@ func (a *API) writePullError(w http.ResponseWriter, topic, sub string, err error
 		}
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", msg)
+	case errors.Is(err, router.ErrStoreDamaged):
+		// Data the operation needs is damaged in the store: retrying does not help.
+		a.log.Error("pull operation failed: data it needs in the store is damaged", "topic", topic, "subscription", sub, "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", storeDamaged)
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
 		a.log.Error("pull operation failed: the store is unavailable", "topic", topic, "subscription", sub, "err", err)

@@ -32,6 +32,12 @@ func (a *API) handleValidationURL(w http.ResponseWriter, req *http.Request) {
 	case errors.Is(err, router.ErrValidationURLUnknown):
 		writeError(w, http.StatusNotFound, "NotFound", "this validation URL is unknown, was used already or has expired: create or update the event subscription again to get a new one")
 		return
+	case errors.Is(err, router.ErrStoreDamaged):
+		// The subscription's stored record is damaged: fetching again does not help; the
+		// operator has to delete and create it again (the log says so).
+		a.log.Error("completing a manual validation failed: the event subscription's stored record is damaged", logattr.Subscription, req.PathValue("name"), "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "completing the validation failed: the event subscription's stored data is damaged, and fetching this URL again does not help; the operator of the event router has to create the event subscription again (the server log says what is damaged)")
+		return
 	case err != nil:
 		// The cause can name files on the server: it goes to the log only.
 		a.log.Error("completing a manual validation failed", logattr.Subscription, req.PathValue("name"), "err", err)
