@@ -278,6 +278,10 @@ func validHeader(h http.Header) error {
 
 // directBody is an answer's body: closing it after reading it to its end puts the connection
 // back in the pool, unless the context ended meanwhile or either side asked to close it.
+// Closing it before its end closes the connection and reads nothing more, as net/http's
+// Transport does: the bodies [http.ReadResponse] makes (chunked ones, and those with a
+// Content-Length it reads itself) read on to their end when closed, which for an endpoint
+// that streams without end lasted until the attempt timeout.
 type directBody struct {
 	r    io.ReadCloser
 	pc   *directConn
@@ -304,10 +308,14 @@ func (b *directBody) Close() error {
 		return nil
 	}
 	b.done = true
-	_ = b.r.Close()
+	if !b.eof {
+		b.stop()
+		return b.pc.c.Close()
+	}
+	_ = b.r.Close() // at its end: reads nothing more
 	// Bytes already waiting after the answer were not asked for (net/http's read goroutine
 	// drops such a connection too): the next request must not read them as its answer.
-	if b.stop() && b.eof && b.keep && b.pc.br.Buffered() == 0 {
+	if b.stop() && b.keep && b.pc.br.Buffered() == 0 {
 		b.p.put(b.pc)
 		return nil
 	}
