@@ -246,7 +246,7 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxARMBody+1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+shortBody(err, len(body), req.ContentLength).Error())
 		return false
 	}
 	if len(body) > maxARMBody {

@@ -26,7 +26,10 @@ func readBody(req *http.Request, limit int) (body []byte, buf *[]byte, err error
 	n := req.ContentLength
 	if n < 0 || n > int64(limit) {
 		body, err = io.ReadAll(io.LimitReader(req.Body, int64(limit)+1))
-		return body, nil, err
+		if err != nil {
+			return nil, nil, shortBody(err, len(body), n)
+		}
+		return body, nil, nil
 	}
 	buf = bufpool.Get(int(n) + 1)
 	body = (*buf)[:n]
@@ -39,8 +42,19 @@ func readBody(req *http.Request, limit int) (body []byte, buf *[]byte, err error
 }
 
 // shortBody says why a body announced as want bytes stopped after got: the client ended it
-// early, or it did not arrive within the server's read timeout. Other errors pass unchanged.
+// early, or it did not arrive within the server's read timeout. want is -1 for a body of
+// unannounced length (chunked), which ends early when the connection ends before its last,
+// zero-length chunk. Other errors pass unchanged.
 func shortBody(err error, got int, want int64) error {
+	if want < 0 {
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("the chunked body ended after %d bytes, before its last (zero-length) chunk: send the whole body, ended by its last chunk, or send it with a Content-Length", got)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%d bytes of the chunked body arrived before the server's time to read a request ran out: send the body faster, or ask the operator for a longer --body-timeout", got)
+		}
+		return err
+	}
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("the body ended after %d of the %d bytes its Content-Length announced: send the whole body with a Content-Length that matches it", got, want)

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
+	"time"
 
 	"github.com/egridio/egrid/schemas/bufpool"
 )
@@ -72,6 +76,47 @@ func TestShortBodiesSayWhatIsWrong(t *testing.T) {
 	r.ContentLength = 1000
 	if _, _, err := readBody(r, 1<<20); err == nil || !strings.Contains(err.Error(), "300 of the body's 1000 bytes arrived before the server's time to read a request ran out") {
 		t.Errorf("a body cut by the read timeout: %v", err)
+	}
+}
+
+// TestShortChunkedBodiesSayWhatIsWrong: a chunked body that the connection ends before its
+// last chunk, or that the server's read timeout cuts, is refused as clearly as one with a
+// Content-Length, not with "unexpected EOF" or "read tcp <addresses>: i/o timeout". The body
+// is read by net/http's own chunked reader, over a connection with a read deadline.
+func TestShortChunkedBodiesSayWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  bool // the client ends the connection after its first chunk
+		want string
+	}{
+		{name: "cut short", end: true, want: "the chunked body ended after 6 bytes, before its last (zero-length) chunk"},
+		{name: "too slow", want: "6 bytes of the chunked body arrived before the server's time to read a request ran out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				client, server := net.Pipe()
+				defer server.Close()
+				go func() {
+					_, _ = io.WriteString(client, "POST /topics/t/api/events HTTP/1.1\r\nHost: egrid\r\nTransfer-Encoding: chunked\r\n\r\n6\r\n[{}, {\r\n")
+					if tc.end {
+						_ = client.Close()
+						return
+					}
+					_, _ = io.Copy(io.Discard, client) // until the server closes its end
+				}()
+				_ = server.SetReadDeadline(time.Now().Add(10 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(server))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if req.ContentLength != -1 {
+					t.Fatalf("ContentLength %d; want -1 (chunked)", req.ContentLength)
+				}
+				if _, _, err := readBody(req, 1<<20); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("readBody = %v; want %q", err, tc.want)
+				}
+			})
+		})
 	}
 }
 

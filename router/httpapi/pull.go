@@ -400,7 +400,7 @@ func readLockTokens(req *http.Request) ([]string, error) {
 	const want = `send {"lockTokens": ["<lockToken of a received event>", ...]}`
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxSettleBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %v", err)
+		return nil, fmt.Errorf("reading the request body: %v", shortBody(err, len(body), req.ContentLength))
 	}
 	if len(body) > maxSettleBody {
 		return nil, errSettleTooLarge

@@ -16,10 +16,20 @@ import (
 // requests, whose target is not a path, pass through. Segments are those of the path as sent:
 // a "/" sent percent-encoded (%2F, an event id "https://example.com/1" in an explain route)
 // separates none.
+//
+// The request line "PRI * HTTP/2.0" is the start of an HTTP/2 connection without TLS (h2c,
+// "prior knowledge"), which egrid does not serve: it is answered 505 HTTP Version Not
+// Supported saying so, and the connection closed, where its "*" target would otherwise read
+// as a path to send as "/*" (Go's ServeMux answers any "*" target 400 without a reason).
 func PlainPaths(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodConnect {
 			h.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == "PRI" && r.RequestURI == "*" && r.ProtoMajor == 2 {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusHTTPVersionNotSupported, "HTTPVersionNotSupported", h2cRefused)
 			return
 		}
 		// The path as sent, percent-encoding kept, as ServeMux cleans it: an event id in an
@@ -48,3 +58,6 @@ func plainPath(p string) string {
 	}
 	return np
 }
+
+// h2cRefused is the answer to an HTTP/2 connection preface sent without TLS.
+const h2cRefused = "HTTP/2 without TLS (h2c, prior knowledge) is not served: send HTTP/1.1, or HTTP/2 over TLS (serve with --tls-cert and --tls-key, and connect with https://)"

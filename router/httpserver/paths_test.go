@@ -77,6 +77,50 @@ func TestPathsWithEmptyOrDotSegmentsAreNotRedirected(t *testing.T) {
 	}
 }
 
+// TestH2CPrefaceIsAnsweredAsSuch: the preface of HTTP/2 without TLS (h2c, prior knowledge),
+// which egrid does not serve, is answered 505 saying what to send instead, and the connection
+// closed; before, its "*" target read as a path and was answered 404 "send /*".
+func TestH2CPrefaceIsAnsweredAsSuch(t *testing.T) {
+	reached := make(chan string, 1)
+	srv := httpserver.New(httpserver.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- r.Method
+	}), httpserver.Requests{}, nil)
+	ln := testkit.NewPipeListener()
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	c := dial(t, ln)
+	defer c.Close()
+	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if resp.StatusCode != http.StatusHTTPVersionNotSupported || json.Unmarshal(body, &e) != nil || e.Error.Code != "HTTPVersionNotSupported" ||
+		!strings.Contains(e.Error.Message, "HTTP/2 without TLS (h2c") || !strings.Contains(e.Error.Message, "--tls-cert") {
+		t.Errorf("the h2c preface: %d %q; want 505 saying h2c is not served and what to send instead", resp.StatusCode, body)
+	}
+	if !resp.Close {
+		t.Error("the connection stays open after the h2c preface; want it closed")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("reading on after the answer: %v; want the end of the connection", err)
+	}
+	select {
+	case m := <-reached:
+		t.Errorf("the preface reached the handler as a %s request", m)
+	default:
+	}
+}
+
 // post sends POST target verbatim (as the client wrote it, no cleaning) and reads the answer.
 func post(t *testing.T, ln *testkit.PipeListener, target string) *http.Response {
 	t.Helper()
