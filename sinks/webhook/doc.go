@@ -31,7 +31,9 @@
 //   - Error messages name the endpoint without its query string and user info, because Event
 //     Grid users put secrets there (eventgrid-behaviour.md §5.1).
 //   - The response body is read up to 64 KB and discarded so the connection is reused; a
-//     longer body ends the connection instead. The answer's head (status line and headers,
+//     longer body ends the connection instead, without reading the rest of it, however it is
+//     delimited (chunked, Content-Length, the connection's end; over HTTP/2 the stream is
+//     reset): the attempt ends there, not at its timeout. The answer's head (status line and headers,
 //     informational answers included) is read up to 64 KiB: a longer one fails the attempt
 //     (GenericError) rather than being parsed into memory, where net/http's default would
 //     read 10 MiB.
