@@ -269,6 +269,12 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 				from, bound = next, end
 				continue
 			}
+			if more, resume, ok := s.readAround(c.g, topicName, c.t, next, visible, limit-len(out), err); ok {
+				// What pebble cannot read for the damaged block, other table files may hold.
+				out = append(out, more...)
+				from, bound = resume, visible+1
+				continue
+			}
 			// A damaged table block: say what is lost, once, and go on after it.
 			from, bound = s.skipDamage(c.g.db, topicName, c.t, next, visible), visible+1
 		default:

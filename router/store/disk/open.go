@@ -230,7 +230,7 @@ func (s *Store) load(g *generation) error {
 	}
 	repairs = append(repairs, s.reportDefDamage(cl)...)
 	for name, t := range s.topics {
-		lost, end, err := loadSeqs(g.db, t)
+		lost, end, err := loadSeqs(g, s.dir, t)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
@@ -321,7 +321,8 @@ func (s *Store) repairCursors(g *generation, repairs []repair) error {
 // when it does not decode): the caller recomputes it (recomputeFloor). The journal's end is read by readJournalEnd, which goes
 // past a damaged table block holding its newest entries; end says whether it did, for the
 // caller to report (journalEndDamage).
-func loadSeqs(db *pebble.DB, t *topic) (lost error, end journalEnd, err error) {
+func loadSeqs(g *generation, dir string, t *topic) (lost error, end journalEnd, err error) {
+	db := g.db
 	t.floor = 0
 	if v, ok, err := get(db, idKey(prefixFloor, t.id)); pebble.IsCorruptionError(err) {
 		lost = err
@@ -332,7 +333,7 @@ func loadSeqs(db *pebble.DB, t *topic) (lost error, end journalEnd, err error) {
 			t.floor, lost = 0, errCorrupt
 		}
 	}
-	end, err = readJournalEnd(db, t.id)
+	end, err = readJournalEnd(g, dir, t.id)
 	if err != nil {
 		return nil, end, fmt.Errorf("journal: %w", err)
 	}

@@ -117,7 +117,7 @@ func (s *Store) tryRecover() (done, attempted bool) {
 	s.mu.RUnlock()
 	lasts := make(map[*topic]journalEnd, len(topics))
 	for _, t := range topics {
-		end, err := readJournalEnd(g.db, t.id)
+		end, err := readJournalEnd(g, s.dir, t.id)
 		if err != nil {
 			s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 			s.dropGeneration(g)

@@ -219,21 +219,25 @@ var errJournalEndClosed = fmt.Errorf("%w: the topic's newest journal entries are
 // read back: last is that seq less one, or the newest seq read from it when higher. When no
 // seq reads clean to the end (the block holds keys past the journal too: pebble loads it for
 // any read of the journal's end), closed says so: no new event of the topic could be read
-// back, and last is the newest seq read before the damage.
-func readJournalEnd(db *pebble.DB, id uint64) (journalEnd, error) {
+// back, and last is the newest seq the other table files hold past the block (Read reads them
+// from those files, readAround), or the newest read before the damage.
+func readJournalEnd(g *generation, dir string, id uint64) (journalEnd, error) {
+	db := g.db
 	last, err := lastJournalSeq(db, id)
 	if !pebble.IsCorruptionError(err) {
 		return journalEnd{last: last}, err
 	}
 	_, hi := idRange(prefixJournal, id)
 	// tail reads the journal from seq to its end: clean when no damage is met, with the
-	// newest seq read.
+	// newest seq read; damage is pebble's error for the damage met.
+	var damage error
 	tail := func(seq uint64) (newest uint64, clean bool, err error) {
 		err = scan(db, seqKey(prefixJournal, id, seq), hi, func(k, _ []byte) error {
 			newest = seqOf(k)
 			return nil
 		})
 		if pebble.IsCorruptionError(err) {
+			damage = err
 			return newest, false, nil
 		}
 		return newest, err == nil, err
@@ -247,7 +251,17 @@ func readJournalEnd(db *pebble.DB, id uint64) (journalEnd, error) {
 		return journalEnd{}, err
 	}
 	if !clean {
-		return journalEnd{last: before, damaged: true, closed: true}, nil
+		// Entries past the block that other table files hold (newer events, flushed later)
+		// cannot be read through pebble, but they are there: the journal ends at the newest
+		// of them (journalAround). Before, the journal was taken to end before the block,
+		// and they were never read.
+		end := journalEnd{last: before, damaged: true, closed: true}
+		if file, ok := damagedFile(damage); ok {
+			if blocks, err := g.journalAround(dir, id, file, before+1); err == nil && len(blocks) > 0 {
+				end.last = max(before, seqOf(blocks[len(blocks)-1].key))
+			}
+		}
+		return end, nil
 	}
 	// tail(bad) meets the damage, tail(good) does not: step out from the newest seq read
 	// before the damage, then bisect back.
@@ -294,7 +308,7 @@ func (s *Store) journalEndDamage(name string, t *topic, end journalEnd) error {
 	topic := clip.String(name)
 	s.damaged(DamageTable)
 	if end.closed {
-		s.log.Error("disk store: a topic's newest journal entries are in a damaged table block that reaches past the journal's end; the topic takes no new event (a publish is refused: it could not be read back), its subscriptions deliver what the journal holds before the block. Delete the topic and create it again (egrid topic delete --name NAME; its subscriptions go with it), or restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
+		s.log.Error("disk store: a topic's newest journal entries are in a damaged table block that reaches past the journal's end; the topic takes no new event (a publish is refused: it could not be read back), its subscriptions deliver what the journal holds before the block, and the entries after it that other table files hold. Delete the topic and create it again (egrid topic delete --name NAME; its subscriptions go with it), or restore the data directory from a backup; egrid store check --data-dir DIR lists the damage",
 			"dir", s.dir, "topic", topic, "readThrough", end.last)
 		return fmt.Errorf("%w: topic %q: its newest journal entries are in a damaged table block that reaches past the journal's end: a running egrid refuses its publishes (they could not be read back); delete the topic and create it again, or restore the directory from a backup", ErrCorrupt, topic)
 	}
