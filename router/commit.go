@@ -128,7 +128,9 @@ func (c *committer) commit(batch []*appendReq, n int) {
 	now := c.r.deps.Now().UTC()
 	last, err := c.r.store.Append(context.Background(), c.t.name, now, events)
 	if err != nil {
-		err = fmt.Errorf("appending to the journal of topic %q: %w: %w", c.t.name, ErrUnavailable, err)
+		// A journal the store finds damaged (its end in a damaged table block) is
+		// ErrStoreDamaged, which retrying does not help; any other failure ErrUnavailable.
+		err = storeFailure(fmt.Sprintf("appending to the journal of topic %q", c.t.name), err)
 		c.r.log.Error("publish failed", logattr.Topic, c.t.name, "events", n, "err", err)
 		for _, req := range batch {
 			req.err <- err

@@ -495,3 +495,37 @@ func TestAdminCallMeetingDamagedDataIs500(t *testing.T) {
 		t.Errorf("the answer shows a server path: %s", rec.Body)
 	}
 }
+
+// journalClosedStore refuses appends as the disk store refuses them to a topic whose journal
+// ends in a damaged table block reaching past it.
+type journalClosedStore struct{ store.Store }
+
+func (journalClosedStore) Append(context.Context, string, time.Time, []*schemas.Event) (uint64, error) {
+	return 0, fmt.Errorf("appending to topic %q: %w", "orders", store.CorruptSentinel("disk store: corrupt: the topic's newest journal entries are in a damaged table block in /var/lib/egrid/secret-dir"))
+}
+
+// TestPublishToADamagedJournalSaysWhatToDo: a publish the store refuses because the topic's
+// journal is damaged (store.ErrCorrupt, router.ErrStoreDamaged) answers 500 saying to delete the topic and create it
+// again, or to restore a backup, without Retry-After or a server path. Before, it said "retry
+// later", which cannot succeed; only the server's log said what to do.
+func TestPublishToADamagedJournalSaysWhatToDo(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	defer mem.Close()
+	r, err := router.New(router.Config{}, router.Deps{Store: journalClosedStore{mem}, Sinks: nullSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := r.Topic("orders")
+	rec := serve(httpapi.New(r), "POST", "/topics/orders/api/events", `[{"id":"1","eventType":"t","subject":"s","eventTime":"2024-01-01T00:00:00Z","dataVersion":"1","data":{}}]`,
+		http.Header{"Content-Type": {"application/json"}, "Aeg-Sas-Key": {spec.Key1}})
+	body := rec.Body.String()
+	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Retry-After") != "" || !strings.Contains(body, "delete the topic and create it again") ||
+		!strings.Contains(body, "restore") || strings.Contains(body, "retry later") || strings.Contains(body, "/var/lib") {
+		t.Errorf("publish to a damaged journal: %d (Retry-After %q) %s; want 500 saying to delete the topic or restore, without Retry-After or a server path", rec.Code, rec.Header().Get("Retry-After"), body)
+	}
+}

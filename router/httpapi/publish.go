@@ -171,6 +171,13 @@ func (a *API) publishHTTP(w http.ResponseWriter, req *http.Request, name string,
 			writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and none of the events was accepted: retry later; "+freeSpace)
 			return
 		}
+		if errors.Is(err, router.ErrStoreDamaged) {
+			// Retrying does not help: the answer says what does, as the server's log does;
+			// 500 without Retry-After, as every answer to damage in the store.
+			w.Header().Del("Retry-After")
+			writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("none of the events was accepted: the stored journal of topic %q is damaged (its newest entries are in a damaged block of the store, and a new event could not be read back), so retrying does not help: delete the topic and create it again (its subscriptions with it), or restore the server's data directory from a backup; egrid store check lists the damage", clip.String(t.name)))
+			return
+		}
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the events could not be made durable and none was accepted: retry later")
 		return
 	}
