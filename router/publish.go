@@ -45,7 +45,8 @@ func (r *Router) DecodeEvents(topic string, spec TopicSpec, body []byte, lim sch
 
 // PublishEvents makes events decoded for a topic durable, like [Router.Publish]: it returns
 // once every event is durable, or an error and nothing accepted (wrapping [ErrUnavailable]
-// when the store failed, [ErrClosed] after Close, [ErrTopicNotFound]). The events must come
+// when the store failed, [ErrStoreDamaged] when it found the topic's journal damaged,
+// [ErrClosed] after Close, [ErrTopicNotFound]). The events must come
 // from a decoder of package schemas for the topic's input schema ([Router.DecodeEvents], or
 // schemas.DecodeCloudEventBinary): PublishEvents does not validate them again.
 func (r *Router) PublishEvents(ctx context.Context, topic string, events []*schemas.Event) error {
