@@ -173,9 +173,9 @@ func openStore(s serveSettings, log *slog.Logger, m *metrics.Set) (*disk.Store, 
 
 // storeOpenError is the error of a store in dir that did not open (err), with what to do for
 // the causes known: another process holding it (for `egrid store check`, check says how to
-// check it anyway), a path through a file, permissions that keep egrid out. Other errors say
-// what to do themselves (a data directory open to others says to chmod it, damage to restore
-// a backup).
+// check it anyway), a path through a file, a read-only file system, permissions that keep
+// egrid out. Other errors say what to do themselves (a data directory open to others says to
+// chmod it, damage to restore a backup).
 func storeOpenError(doing, dir string, err error, check bool) error {
 	msg := fmt.Sprintf("%s the store in %s: %v", doing, dir, err)
 	switch file, isFile := fileOnPath(dir); {
@@ -185,6 +185,8 @@ func storeOpenError(doing, dir string, err error, check bool) error {
 		msg += fmt.Sprintf("; another process holds the store in %s (an egrid serve or egrid store check): stop it, or give this server a different --data-dir", dir)
 	case errors.Is(err, syscall.ENOTDIR) && isFile:
 		msg += fmt.Sprintf("; %s is a file, not a directory: give --data-dir a directory, or a path egrid can create one at", file)
+	case errors.Is(err, syscall.EROFS) && !check:
+		msg += fmt.Sprintf("; the file system holding %s is mounted read-only, and egrid serve writes the store: mount it read-write, or give --data-dir a directory on a writable file system (egrid store check reads a store on a read-only mount)", dir)
 	case errors.Is(err, fs.ErrPermission):
 		msg += fmt.Sprintf("; egrid needs to read, write and enter %s and the files in it (mode 700, owned by the user egrid runs as), and to enter its parent directories: chown or chmod it, or give --data-dir a directory it may use", dir)
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -80,4 +82,19 @@ func TestStoreOpenErrorsSayWhy(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A data directory on a read-only file system: egrid serve says so and what to do, where it
+// gave the bare "read-only file system"; egrid store check, which writes nothing, is not told
+// to remount.
+func TestStoreOpenErrorOnAReadOnlyFileSystem(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cause := fmt.Errorf("opening disk store in %s: %w", dir, &os.PathError{Op: "open", Path: filepath.Join(dir, "LOCK"), Err: syscall.EROFS})
+	msg := storeOpenError("opening", dir, cause, false).Error()
+	if !strings.Contains(msg, "mounted read-only") || !strings.Contains(msg, "--data-dir") {
+		t.Errorf("serve: %q; want the read-only mount named, with what to do", msg)
+	}
+	if msg := storeOpenError("checking", dir, cause, true).Error(); strings.Contains(msg, "mounted read-only") {
+		t.Errorf("store check: %q; want no remount advice", msg)
+	}
 }

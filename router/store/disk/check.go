@@ -26,20 +26,18 @@ type Report struct {
 // would log it. The error is for a store Check could not read at all.
 func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Report, error) {
 	var r Report
-	problems, _, tails := CheckDir(nil, dir)
-	r.Problems = append(problems, tails...)
-	if len(problems) > 0 {
-		return r, nil // opening would take the damage in: stop here
-	}
+	// Open takes the directory's lock, then runs CheckDir: damage it finds there (or a table
+	// file cut short or missing, which pebble does not open the store with) stops the check.
 	s, err := Open(dir, Options{ReadOnly: true, SecretKey: key, Logger: log})
 	if d := (*damageError)(nil); errors.As(err, &d) {
-		r.Problems = append(r.Problems, d.problems...)
-		return r, nil // a table file cut short or missing: pebble does not open the store
+		r.Problems = append(append(r.Problems, d.problems...), d.tails...)
+		return r, nil
 	}
 	if err != nil {
 		return r, err
 	}
 	defer s.Close()
+	r.Problems = append(r.Problems, s.tails...)
 	s.mu.RLock()
 	r.Problems = append(r.Problems, s.loadProblems...) // damaged definitions, next id, trim floors (defdamage.go, valdamage.go)
 	s.mu.RUnlock()
@@ -100,7 +98,7 @@ func Check(ctx context.Context, dir string, key []byte, log *slog.Logger) (Repor
 	s.mu.RLock()
 	g := s.gen
 	s.mu.RUnlock()
-	problems, err = s.scanHistories(g.db, func(_, _ []byte) error { r.Histories++; return nil })
+	problems, err := s.scanHistories(g.db, func(_, _ []byte) error { r.Histories++; return nil })
 	r.Problems = append(r.Problems, problems...)
 	if err != nil {
 		r.Problems = append(r.Problems, fmt.Errorf("%w: delivery histories: %w", ErrCorrupt, err))

@@ -28,7 +28,8 @@ import (
 // Pebble takes some damage silently: without its manifest marker (a 0-byte file) it opens
 // the directory as a new, empty store and deletes the table files it no longer knows; a
 // write-ahead log damaged in the middle is replayed up to the damage and the rest dropped with
-// an INFO line; a damaged table block fails the reads that reach it. A table file cut short or
+// an INFO line, and one deleted or cut short at its end is not missed at all (walreplay.go); a
+// damaged table block fails the reads that reach it. A table file cut short or
 // missing pebble does report, as it opens the store, but not as corruption. The store looks
 // for each (CheckDir before pebble opens the directory; tableProblems when pebble refuses to
 // open it; Read when pebble reports corruption), says what is lost and how to recover in an
@@ -56,18 +57,22 @@ const (
 )
 
 // CheckDir looks for damage in the store directory dir (on fs; nil for the OS) that pebble
-// would not report: a missing marker file, a write-ahead log damaged before its end. It reads
+// would not report: a missing marker file or MANIFEST, a write-ahead log that pebble replays
+// damaged before its end or cut short, commits missing from the logs (walreplay.go). It reads
 // only; Open runs it first and `egrid store check` runs it offline. It returns every problem
 // found, each wrapping [ErrCorrupt] and naming what is lost and how to recover, and the kind
 // of each; and, apart, the torn log tails found (unsynced state a power loss left damaged:
-// the store starts, saying what is dropped).
-func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []error) {
+// the store starts, saying what is dropped). A file egrid may not read is err, not damage.
+func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []error, err error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
 	names, err := fs.List(dir)
 	if err != nil {
-		return nil, nil, nil // no directory yet: a new store
+		if unreadable(err) {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, nil // no directory yet: a new store
 	}
 	slices.Sort(names)
 	var manifests, logs []string
@@ -106,20 +111,53 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []
 			kinds = append(kinds, DamageMarker)
 		}
 	}
+	// Only the logs pebble replays: an older one's contents are in table files.
+	var m manifestState
+	if name := currentManifest(names); name != "" && markers["manifest"] {
+		if m, err = readManifest(fs, dir, name); unreadable(err) {
+			return nil, nil, nil, err
+		} else if err != nil {
+			problems = append(problems, fmt.Errorf("%w: the manifest marker names %s, which cannot be opened (%v): it lists the store's table files, and pebble cannot open the store without it. Recover: put back the complete file if a copy of it exists (a copy or restore that stopped early); otherwise restore the directory from a backup",
+				ErrCorrupt, fs.PathJoin(dir, name), err))
+			kinds = append(kinds, DamageMarker)
+			return problems, kinds, nil, nil
+		}
+	}
+	logs, nums := walFiles(logs)
+	for i := range logs {
+		if nums[i] >= m.minLog {
+			logs, nums = logs[i:], nums[i:]
+			break
+		}
+		if i == len(logs)-1 {
+			logs, nums = nil, nil
+		}
+	}
 	for _, n := range logs {
-		if err, torn := checkWAL(fs, dir, n); err != nil && !torn {
+		if err, torn := checkWAL(fs, dir, n); unreadable(err) {
+			return nil, nil, nil, err
+		} else if err != nil && !torn {
 			problems = append(problems, err)
 			kinds = append(kinds, DamageWAL)
 		} else if err != nil {
 			tails = append(tails, err)
 		}
 	}
-	return problems, kinds, tails
+	missing, err := replayProblems(fs, dir, m, names, logs, nums)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, p := range missing {
+		problems = append(problems, p)
+		kinds = append(kinds, DamageWAL)
+	}
+	return problems, kinds, tails, nil
 }
 
 // damageError is Open's refusal to start on damage: each problem wraps [ErrCorrupt] and says
-// what is lost and how to recover. Check reports the problems one by one.
-type damageError struct{ problems []error }
+// what is lost and how to recover. Check reports the problems one by one, and the torn log
+// tails found beside them (tails: not part of the refusal).
+type damageError struct{ problems, tails []error }
 
 func (e *damageError) Error() string { return errors.Join(e.problems...).Error() }
 
@@ -184,7 +222,9 @@ func checkWAL(fs vfs.FS, dir, name string) (err error, tornTail bool) {
 	}
 	path := fs.PathJoin(dir, name)
 	f, err := fs.Open(path)
-	if err != nil {
+	if unreadable(err) {
+		return fmt.Errorf("opening %s: %w", path, err), false
+	} else if err != nil {
 		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, path, err), false
 	}
 	defer f.Close()

@@ -161,7 +161,7 @@ func TestMidWALDamageRefusesToStart(t *testing.T) {
 	if counts()[disk.DamageWAL] != 1 {
 		t.Errorf("damage counted %v, want one wal", counts())
 	}
-	problems, _, _ := disk.CheckDir(nil, dir)
+	problems, _, _, _ := disk.CheckDir(nil, dir)
 	if len(problems) != 1 {
 		t.Errorf("CheckDir = %v, want the damaged log", problems)
 	}

@@ -421,5 +421,5 @@ func (s *Store) catalogCorrupt(err error) error {
 	p := fmt.Errorf("%w: the topic and subscription definitions are in a damaged table block and cannot be read (%v): the store cannot tell which topics it would start without. Restore the directory from a backup; egrid store check --data-dir %s lists the damage", ErrCorrupt, err, s.dir)
 	s.log.Error("disk store: damage found; refusing to start", "dir", s.dir, "err", p)
 	s.damaged(DamageTable)
-	return &damageError{[]error{p}}
+	return &damageError{problems: []error{p}}
 }

@@ -127,8 +127,10 @@
 //
 // # Damage
 //
-// Open looks for damage pebble would take in silently (CheckDir: a missing marker file, a
-// write-ahead log damaged before acknowledged appends) and refuses to start, with an error
+// Open takes the directory's lock, then looks for damage pebble would take in silently
+// (CheckDir: a missing marker file or MANIFEST, a write-ahead log that pebble replays damaged
+// before acknowledged appends, cut short, or missing commits that the sequence numbers show,
+// walreplay.go) and refuses to start, with an error
 // wrapping [ErrCorrupt] that says what would be lost and how to recover; so it does when
 // pebble refuses to open a store whose table file is cut short or missing (its own error
 // says neither what is lost nor what to do). Read skips a damaged

@@ -122,5 +122,5 @@ func (s *Store) formatCorrupt(err error) error {
 	p := fmt.Errorf("%w: the store's format version (key V) is in a damaged table block and cannot be read (%v), with whatever the block holds beside it (the topic definitions last by name, when there are any): egrid cannot tell how to read the store. Restore the directory from a backup; egrid store check --data-dir %s lists the damage", ErrCorrupt, err, s.dir)
 	s.log.Error("disk store: damage found; refusing to start", "dir", s.dir, "err", p)
 	s.damaged(DamageTable)
-	return &damageError{[]error{p}}
+	return &damageError{problems: []error{p}}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -195,7 +196,14 @@ type dirLock struct {
 	mu     sync.Mutex
 	name   string
 	closer io.Closer // nil while not held
+	// readOnly: the store writes nothing (egrid store check). On a read-only file system,
+	// where the lock file cannot be created or opened for writing, it goes without the
+	// lock: no process can write the store there either.
+	readOnly bool
 }
+
+// lockFile is the name of pebble's lock file in the store's directory.
+const lockFile = "LOCK"
 
 // acquire takes the lock file name in fs unless l holds it already.
 func (l *dirLock) acquire(fs vfs.FS, name string) error {
@@ -208,7 +216,12 @@ func (l *dirLock) acquire(fs vfs.FS, name string) error {
 		return nil
 	}
 	c, err := fs.Lock(name)
-	if lockHeld(err) {
+	if err != nil && l.readOnly && readOnlyFS(err) {
+		c, err = sharedLock{}, nil
+	}
+	// Pebble answers "lock held by current process" itself when another Store of this
+	// process holds the directory.
+	if lockHeld(err) || (err != nil && strings.Contains(err.Error(), "lock held by current process")) {
 		return fmt.Errorf("%w (%s): %w", ErrLocked, name, err)
 	}
 	if err != nil {
@@ -220,6 +233,9 @@ func (l *dirLock) acquire(fs vfs.FS, name string) error {
 	l.name, l.closer = name, c
 	return nil
 }
+
+// readOnlyFS reports whether err says the file system is mounted read-only.
+func readOnlyFS(err error) bool { return errors.Is(err, syscall.EROFS) }
 
 // release gives the lock up if l holds it. Later calls do nothing.
 func (l *dirLock) release() error {

@@ -80,7 +80,26 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			return nil, err
 		}
 	}
-	problems, kinds, tails := CheckDir(opts.fs, dir)
+	// The lock first: a store another process holds is refused as such, not for the
+	// half-made files of a store it is creating as this one looks (a missing marker).
+	if !opts.ReadOnly {
+		if err := opts.fs.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+		}
+	}
+	s.lock.readOnly = opts.ReadOnly
+	if err := s.lock.acquire(opts.fs, opts.fs.PathJoin(dir, lockFile)); err != nil {
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = s.lock.release() // the generation, failed to open or closed, leaves it held
+		}
+	}()
+	problems, kinds, tails, err := CheckDir(opts.fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
+	}
 	for _, tail := range tails {
 		s.log.Error("disk store: a write-ahead log ends damaged; starting without what follows the damage", "dir", dir, "err", tail)
 		s.damaged(DamageWAL)
@@ -90,18 +109,14 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
 			s.damaged(kinds[i])
 		}
-		return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems})
+		return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems: problems, tails: tails})
 	}
+	s.tails = tails
 	s.popts.ReadOnly = opts.ReadOnly
 	prior, err := peekPebbleFormat(opts.fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = s.lock.release() // the generation, failed to open or closed, leaves it held
-		}
-	}()
 	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail, opts.onParkedCreate)
 	if err != nil {
 		if problems := tableProblems(opts.fs, dir, err); len(problems) > 0 {
@@ -109,7 +124,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 				s.log.Error("disk store: damage found; refusing to start", "dir", dir, "err", p)
 				s.damaged(DamageTable)
 			}
-			return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems})
+			return nil, fmt.Errorf("opening disk store in %s: %w", dir, &damageError{problems: problems, tails: tails})
 		}
 		if pebble.IsCorruptionError(err) {
 			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)

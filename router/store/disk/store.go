@@ -162,6 +162,8 @@ type Store struct {
 	// outboxLost holds the parts of the dead-letter outbox found in damaged table blocks,
 	// reported once each (outboxDamage).
 	outboxLost map[outboxLoss]bool
+	// tails holds the torn log tails Open found (CheckDir), for egrid store check.
+	tails []error
 	// loadProblems holds the damage Open found as it loaded the catalogue (definitions, the
 	// next id) and the topics' trim floors, for egrid store check.
 	loadProblems []error

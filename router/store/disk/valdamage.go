@@ -45,7 +45,7 @@ func (s *Store) recomputeNextID(g *generation, kind string) (repair, error) {
 			pr := fmt.Errorf("%w: the next id (the highest id handed out to a topic or subscription) cannot be read, and recomputing it met a damaged table block (%v): the store cannot tell which ids are taken. Restore the directory from a backup; egrid store check --data-dir %s lists the damage", ErrCorrupt, err, s.dir)
 			s.log.Error("disk store: damage found; refusing to start", "dir", s.dir, "err", pr)
 			s.damaged(DamageTable)
-			return repair{}, &damageError{[]error{pr}}
+			return repair{}, &damageError{problems: []error{pr}}
 		}
 		if err != nil {
 			return repair{}, fmt.Errorf("recomputing the next id: %w", err)
