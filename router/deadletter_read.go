@@ -237,6 +237,9 @@ type deadLetterObject struct {
 	// which of its records could not be decoded (left out of recs), for
 	// [DeadLetterRead.Problems].
 	problems []string
+	// unavailable is the store's error when it failed the read (not an object gone or too
+	// large): a replay tries again, then reads no further objects.
+	unavailable error
 }
 
 // readDeadLetterObject reads the dead-letter object under key in bucket and decodes it as
@@ -254,7 +257,11 @@ func (r *Router) readDeadLetterObject(ctx context.Context, t *topicRuntime, buck
 			return deadLetterObject{problems: []string{fmt.Sprintf("%s: not read: the object is larger than the %d MiB egrid reads back, and egrid writes none that large; "+
 				"read it with an S3 client (e.g. mc cat <alias>/%s/%s), or split it into JSON arrays of fewer records (%v)", key, limit>>20, bucket, key, err)}}, nil
 		}
-		return deadLetterObject{problems: []string{fmt.Sprintf("%s: %v", key, err)}}, nil
+		obj := deadLetterObject{problems: []string{fmt.Sprintf("%s: %v", key, err)}}
+		if !errors.Is(err, sinks.ErrObjectNotFound) && !errors.Is(err, sinks.ErrBucketNotFound) {
+			obj.unavailable = err
+		}
+		return obj, nil
 	}
 	if !deadletter.BelongsTo(info, t.name) {
 		return deadLetterObject{info: info}, nil // another topic's, listed without its metadata

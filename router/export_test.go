@@ -57,3 +57,11 @@ func SetMaxReplayIDs(t interface{ Cleanup(func()) }, n int) {
 // OnReplayHeld makes r call fn as each replay's selection, and each of its walks of the
 // objects, ends, with the most event ids it remembered. Set it before the replays.
 func OnReplayHeld(r *Router, fn func(ids int)) { r.dead.replayHeld = fn }
+
+// SetReplayReadBackoff sets the waits before each new try of a replay's object read or
+// listing the store failed, for the test's duration.
+func SetReplayReadBackoff(t interface{ Cleanup(func()) }, waits ...time.Duration) {
+	old := replayReadBackoff
+	replayReadBackoff = waits
+	t.Cleanup(func() { replayReadBackoff = old })
+}

@@ -83,7 +83,17 @@ type ReplaySummary struct {
 	// failed a read through every retry, the replay reads no further objects and counts their
 	// events here too.
 	Unread int `json:"unread,omitempty"`
-	// Completed is set when every replayed event settled before the call returned.
+	// UnreadObjects counts the objects selected (listed) that the selection never read: the
+	// store failed a read or a listing through every retry, and the selection read no further
+	// objects. Their events are not counted anywhere else (they were never read).
+	UnreadObjects int `json:"unreadObjects,omitempty"`
+	// Incomplete is set when the replay did not take everything it selected: objects it never
+	// read (UnreadObjects) or events it did not find again (Unread). IncompleteReason says why
+	// and how to take the rest (also the last of Problems). Completed is then false.
+	Incomplete       bool   `json:"incomplete,omitempty"`
+	IncompleteReason string `json:"incompleteReason,omitempty"`
+	// Completed is set when every event selected was replayed and settled before the call
+	// returned: never when Incomplete.
 	Completed bool `json:"completed"`
 	// Events lists the replayed events, newest object first: at most the first 10 000
 	// ([MaxListedReplayEvents]), so a summary stays small however many events a replay takes.
@@ -147,7 +157,7 @@ func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts
 		return nil, err
 	}
 	if opts.DryRun || sum.Replayed == 0 {
-		sum.Completed = !opts.DryRun
+		sum.Completed = !opts.DryRun && !sum.Incomplete
 		return sum, nil
 	}
 	return r.runReplay(ctx, topic, name, src, opts, sum)
@@ -232,6 +242,14 @@ type replaySource struct {
 	// replayReadBackoff: the replay read no more objects.
 	failed string
 	dedup  bool // a pass remembered fewer ids than it took
+
+	// short is set when the selection stopped short of the objects it listed (the store
+	// failed): a pass takes no object after last (nil: none), the last the selection read.
+	// keptAll: the selection kept the events of every object it took records of, so the first
+	// pass hands them out and walks no further. Set before the replay starts.
+	short   bool
+	last    *sinks.ObjectInfo
+	keptAll bool
 }
 
 // replayPass is one pass of a replay over its source: what read carries from one part to
@@ -242,6 +260,8 @@ type replayPass struct {
 	next  func() (sinks.ObjectInfo, error, bool)
 	stop  func()
 	past  *sinks.ObjectInfo // the last object of the walk taken or looked at
+	// noWalk: the pass hands out its kept parts and ends (replaySource.keptAll).
+	noWalk bool
 }
 
 // replayPart is the events a replay's selection kept of one object.
@@ -275,7 +295,8 @@ func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error
 		p.past = &kept.info
 		return kept.events, nil
 	}
-	if p.next == nil {
+	if p.next == nil || p.noWalk {
+		s.closePass(p)
 		return nil, io.EOF
 	}
 	for try := 0; ; {
@@ -301,6 +322,10 @@ func (s *replaySource) read(ctx context.Context, i int) ([]*schemas.Event, error
 		}
 		if p.past != nil && !walkedPast(o, *p.past) {
 			continue
+		}
+		if s.short && (s.last == nil || walkedPast(o, *s.last)) { // the selection read no further
+			s.closePass(p)
+			return nil, io.EOF
 		}
 		events, unavailable, err := s.take(ctx, p, o)
 		if err != nil {
@@ -344,8 +369,10 @@ func (s *replaySource) checkout(ctx context.Context, i int) (*replayPass, uint64
 	if p != nil {
 		s.closePass(p)
 	}
-	p = &replayPass{ids: newReplayIDs(), parts: kept}
-	p.restart(ctx, s.walk)
+	p = &replayPass{ids: newReplayIDs(), parts: kept, noWalk: kept != nil && s.short && s.keptAll}
+	if !p.noWalk {
+		p.restart(ctx, s.walk)
+	}
 	return p, id
 }
 
@@ -485,12 +512,33 @@ func (s *replaySource) report(sum *ReplaySummary) {
 	sum.UnlistedProblems += s.unlisted
 	sum.DedupLimited = sum.DedupLimited || s.dedup
 	switch {
+	case sum.Incomplete: // the selection stopped short: its reason is listed already, and the pass read no further
 	case s.failed != "": // listed however many problems there are: it says how to take the rest
 		sum.Problems = append(sum.Problems, s.failed)
+		sum.Incomplete, sum.IncompleteReason = true, fmt.Sprintf("%d events selected were not replayed: %s", sum.Unread, s.failed)
 	case sum.Unread > 0:
-		sum.Problems = append(sum.Problems, fmt.Sprintf("%d events selected were not found when the replay read their objects again "+
-			"(objects changed or removed since the selection); replay again to take what is there now", sum.Unread))
+		why := fmt.Sprintf("%d events selected were not found when the replay read their objects again "+
+			"(objects changed or removed since the selection); replay again to take what is there now", sum.Unread)
+		sum.Problems = append(sum.Problems, why)
+		sum.Incomplete, sum.IncompleteReason = true, why
 	}
+}
+
+// stopShort records in sum that the selection read no further objects than those before
+// walked (the objects of the walk it did not read: total in all, walked so far): the store
+// failed as why says. The replay takes only what the selection read: its passes stop after
+// the last object read (last; nil: none).
+func (s *replaySource) stopShort(sum *ReplaySummary, why string, last *sinks.ObjectInfo, until time.Time, total, walked int) {
+	s.short, s.last = true, last
+	sum.UnreadObjects = max(total-walked, 1)
+	why = fmt.Sprintf("%s; the selection read no further objects: %d objects selected were not read, and their events not replayed; "+
+		"once the dead-letter store answers, replay again", why, sum.UnreadObjects)
+	if !until.IsZero() {
+		why += " with --until " + until.UTC().Format(time.RFC3339Nano)
+	}
+	why += " to take them"
+	sum.Problems = append(sum.Problems, why) // listed however many problems there are
+	sum.Incomplete, sum.IncompleteReason = true, why
 }
 
 // selectReplay reads the objects a replay selects, one at a time and newest first, and
@@ -521,18 +569,62 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 	ids := newReplayIDs()
 	kept, keeping := 0, !opts.DryRun
 	i := 0
-	for o, err := range walk.all(ctx) {
+	// A store that fails a listing or a read is tried again after each of replayReadBackoff,
+	// as a pass does; once it has failed through all of them, the selection reads no further
+	// objects and the replay takes only those read: its summary says so (stopShort).
+	next, stop := iter.Pull2(walk.all(ctx))
+	defer func() { stop() }()
+	var last *sinks.ObjectInfo // the last object read
+	listTry := 0
+	for {
+		o, err, ok := next()
+		if !ok {
+			break
+		}
 		if err != nil {
-			return nil, nil, deadLettersUnavailable(name, err)
+			if ctx.Err() != nil {
+				return nil, nil, deadLettersUnavailable(name, err)
+			}
+			if src.retry(ctx, &listTry) {
+				stop()
+				next, stop = iter.Pull2(walk.all(ctx)) // from the top, past the objects read
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, nil, deadLettersUnavailable(name, ctx.Err())
+			}
+			until := opts.Until
+			if last != nil {
+				until = last.LastModified.Add(time.Nanosecond)
+			}
+			src.stopShort(sum, fmt.Sprintf("listing the dead letters: %v", err), last, until, walk.total, i)
+			break
+		}
+		if last != nil && !walkedPast(o, *last) {
+			continue // read before the listing was tried again
 		}
 		if progress != nil {
 			progress(i, walk.total)
 		}
-		i++
 		obj, err := r.readDeadLetterObject(ctx, t, src.bucket, o.Key)
+		for try := 0; err == nil && obj.unavailable != nil; {
+			if !src.retry(ctx, &try) {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				break
+			}
+			obj, err = r.readDeadLetterObject(ctx, t, src.bucket, o.Key)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
 		}
+		if obj.unavailable != nil {
+			src.stopShort(sum, fmt.Sprintf("%s: not read: %v", o.Key, obj.unavailable), last, o.LastModified.Add(time.Nanosecond), walk.total, i)
+			break
+		}
+		i++
+		last = &o
 		if obj.ours {
 			sum.Objects++
 		}
@@ -565,9 +657,10 @@ func (r *Router) selectReplay(ctx context.Context, topic, name string, opts Repl
 			src.kept, kept = append(src.kept, replayPart{info: o, events: events}), kept+size
 		}
 	}
-	if progress != nil {
+	if progress != nil && !src.short {
 		progress(walk.total, walk.total)
 	}
+	src.keptAll = keeping
 	sum.DedupLimited = ids.full
 	if r.dead.replayHeld != nil {
 		r.dead.replayHeld(len(ids.m))
@@ -645,7 +738,7 @@ func (r *Router) runReplay(ctx context.Context, topic, name string, src *replayS
 		case res := <-run.done:
 			sum.Delivered, sum.DeadLettered, sum.Dropped, sum.Unread = res.Delivered, res.DeadLettered, res.Dropped, res.Unread
 			src.report(sum)
-			sum.Completed = !res.Stopped
+			sum.Completed = !res.Stopped && !sum.Incomplete
 			report()
 			return sum, nil
 		case <-ctx.Done():

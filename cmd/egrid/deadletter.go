@@ -627,7 +627,10 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 			router.MaxReplayIDs, router.MaxReplayIDs)
 	}
 	if format == "json" {
-		return printJSON(e.Stdout, sum)
+		if err := printJSON(e.Stdout, sum); err != nil {
+			return err
+		}
+		return replayIncomplete(sum)
 	}
 	if sum.DryRun {
 		fmt.Fprintf(e.Stdout, "dry run: would replay %d events (%d records in %d objects, %d skipped); nothing was re-delivered\n",
@@ -644,19 +647,44 @@ func printReplaySummary(e env, format string, sum *router.ReplaySummary) error {
 		if sum.Unlisted > 0 {
 			fmt.Fprintf(e.Stdout, "and %d more events, not listed; narrow the selection (--since, --until, --reason) to list them\n", sum.Unlisted)
 		}
-		return nil
+		printIncomplete(e, sum)
+		return replayIncomplete(sum)
 	}
 	fmt.Fprintf(e.Stdout, "replayed %d events (%d records in %d objects, %d skipped)\n", sum.Replayed, sum.Found, sum.Objects, sum.Skipped)
 	switch {
-	case sum.Completed:
+	case sum.Completed, sum.Incomplete && sum.Replayed > 0:
 		fmt.Fprintf(e.Stdout, "delivered %d, dead-lettered again %d, dropped %d\n", sum.Delivered, sum.DeadLettered, sum.Dropped)
-		if sum.Unread > 0 {
+		if sum.Unread > 0 && !sum.Incomplete { // an older server's summary
 			fmt.Fprintf(e.Stdout, "%d events not replayed: they were not found when their objects were read again (see the warnings); replay again to take them\n", sum.Unread)
 		}
 	case sum.Replayed > 0:
 		fmt.Fprintln(e.Stdout, "the replay goes on in the server; `egrid deadletter list` shows events that fail again")
 	}
-	return nil
+	printIncomplete(e, sum)
+	return replayIncomplete(sum)
+}
+
+// printIncomplete prints, under a summary table, what an incomplete replay left.
+func printIncomplete(e env, sum *router.ReplaySummary) {
+	if !sum.Incomplete {
+		return
+	}
+	fmt.Fprintf(e.Stdout, "INCOMPLETE: %d objects not read, %d events not replayed: %s\n", sum.UnreadObjects, sum.Unread, termSafe(sum.IncompleteReason))
+}
+
+// replayIncomplete is the error of a replay (or dry run) whose summary says it did not take
+// everything it selected: exit code 1, as for every call that did not do all it was asked
+// (store check's problems too), after the summary is printed.
+func replayIncomplete(sum *router.ReplaySummary) error {
+	if !sum.Incomplete {
+		return nil
+	}
+	what := "replay"
+	if sum.DryRun {
+		what = "dry run"
+	}
+	return cli.Exit(fmt.Sprintf("%s incomplete: %d objects selected were not read and %d events not replayed: %s",
+		what, sum.UnreadObjects, sum.Unread, sum.IncompleteReason), 1)
 }
 
 // progressBar draws a progress bar on a terminal, or prints a line per stage and tenth
