@@ -3,7 +3,9 @@ package router_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -121,5 +123,74 @@ func TestReplayThatCouldNotReadAgainIsIncomplete(t *testing.T) {
 	if sum.Completed || !sum.Incomplete || sum.Unread != 6 || !strings.Contains(sum.IncompleteReason, "6 events selected were not replayed") ||
 		!strings.Contains(sum.IncompleteReason, "replay again") {
 		t.Errorf("summary %+v, want incomplete with the 6 events unread and how to take them", sum)
+	}
+}
+
+// Records paged with a limit smaller than an object's records take up inside the object: each
+// answer's continuation (Next, After, Offset) gives the next records, so every record is read
+// once, in order, whatever the limit and however many objects were written at one instant.
+// Before, the continuation was the time of the first object not wholly answered: an object of
+// more records than the limit answered its first ones again and again.
+func TestDeadLetterRecordsTakeUpInsideAnObject(t *testing.T) {
+	env := startMinIOEnv(t, nil)
+	env.subscribe(t, "billing", failingHook(t, http.StatusBadRequest), router.RetryPolicy{}, 0)
+	objs := putRecordObjects(t, env, 3, 5)
+	var want []string
+	for _, o := range objs {
+		for _, rec := range env.records(t, o.Key) {
+			want = append(want, rec.Event.ID)
+		}
+	}
+	for _, limit := range []int{1, 3, 5, 7} {
+		var got []string
+		q := router.DeadLetterQuery{Limit: limit}
+		for page := 0; ; page++ {
+			if page > len(want) {
+				t.Fatalf("limit %d: %d pages and still more; records so far %v", limit, page, got)
+			}
+			read, err := env.r.DeadLetterRecords(context.Background(), "orders", "billing", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range read.Entries {
+				got = append(got, e.Event.ID)
+			}
+			if !read.More {
+				break
+			}
+			q = router.DeadLetterQuery{Limit: limit, Since: read.Next, After: read.After, Offset: read.Offset}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %d: paged records %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// A key that is no object key is refused, saying what is wrong with it, without asking the
+// store (which refuses it, which read as the store being unavailable); so is since after until.
+func TestDeadLetterQueryThatIsWrongIsRefused(t *testing.T) {
+	env := startMinIOEnv(t, nil)
+	env.subscribe(t, "billing", failingHook(t, http.StatusBadRequest), router.RetryPolicy{}, 0)
+	putRecordObjects(t, env, 1, 1)
+	now := time.Now()
+	for _, tt := range []struct {
+		q    router.DeadLetterQuery
+		want string
+	}{
+		{router.DeadLetterQuery{Key: "BILLING/../MAX500/2026/1/1/1/x.json"}, `".." path segment`},
+		{router.DeadLetterQuery{Key: "BILLING//2026/1/1/1/x.json"}, "empty path segment"},
+		{router.DeadLetterQuery{Key: "/BILLING/2026/1/1/1/x.json"}, "begins or ends with /"},
+		{router.DeadLetterQuery{Since: now, Until: now.Add(-time.Hour)}, "is after until"},
+	} {
+		_, err := env.r.DeadLetterRecords(context.Background(), "orders", "billing", tt.q)
+		if !errors.Is(err, router.ErrBadDeadLetterQuery) || errors.Is(err, router.ErrDeadLetterStoreUnavailable) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("records of %+v: %v, want ErrBadDeadLetterQuery saying %q", tt.q, err, tt.want)
+		}
+		if _, err := env.r.DeadLetterObjects(context.Background(), "orders", "billing", tt.q); !errors.Is(err, router.ErrBadDeadLetterQuery) {
+			t.Errorf("objects of %+v: %v, want ErrBadDeadLetterQuery", tt.q, err)
+		}
+	}
+	if _, err := env.r.ReplayDeadLetters(context.Background(), "orders", "billing", router.ReplayOptions{DryRun: true, Since: now, Until: now.Add(-time.Hour)}); !errors.Is(err, router.ErrBadDeadLetterQuery) {
+		t.Errorf("replay from since after until: %v, want ErrBadDeadLetterQuery", err)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/egridio/egrid/actors/deadletter"
 	"github.com/egridio/egrid/schemas"
+	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
 )
 
@@ -23,6 +25,11 @@ type DeadLetterQuery struct {
 	After string
 	// Reason, when set, selects records with that deadLetterReason.
 	Reason schemas.Reason
+	// Offset leaves out the first Offset records selected (of the objects from Since and
+	// After on) by [Router.DeadLetterRecords]: with Since and After, [DeadLetterRead.Next],
+	// [DeadLetterRead.After] and [DeadLetterRead.Offset] take up inside an object an answer
+	// did not wholly hold (one may hold 5,000 records, more than a limit).
+	Offset int
 	// Limit, when positive, bounds the records [Router.DeadLetterRecords] answers with: it
 	// stops at Limit records, or once the events of those it holds take
 	// [MaxDeadLetterReadBytes], and reads no object past that point. Zero reads every object
@@ -76,8 +83,14 @@ type DeadLetterRead struct {
 	// Unread counts the objects selected that were not read because the answer was full.
 	Unread int
 	// Next, when More is set, is when the first object not wholly in Entries was written: a
-	// query with Since set to it takes up from that object (its records in Entries again).
+	// query with Since set to it, After and Offset takes up with the first record not in
+	// Entries. Since alone takes up from that object (its records in Entries again).
 	Next time.Time
+	// After and Offset, when More is set, are the continuation's: After leaves out the objects
+	// written at Next up to its key, and Offset the records selected after those that the
+	// query and this answer went past (DeadLetterQuery.After and Offset).
+	After  string
+	Offset int
 }
 
 // deadLetterSource returns the store, bucket and prefix of a subscription's dead letters and
@@ -134,6 +147,9 @@ func (r *Router) DeadLetterObjects(ctx context.Context, topic, name string, q De
 	if err != nil {
 		return nil, err
 	}
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
 	w, err := r.walkDeadLetters(ctx, t.name, spec.DeadLetterDestination.Properties.BlobContainerName, prefix, q, false)
 	if err != nil {
 		return nil, deadLettersUnavailable(name, err)
@@ -172,6 +188,9 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 	if err != nil {
 		return nil, err
 	}
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
 	bucket := spec.DeadLetterDestination.Properties.BlobContainerName
 	w, err := r.walkDeadLetters(ctx, t.name, bucket, prefix, q, false)
 	if err != nil {
@@ -183,15 +202,29 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 		return q.Limit > 0 && (len(out.Entries) >= q.Limit || (len(out.Entries) > 0 && held+next > MaxDeadLetterReadBytes))
 	}
 	walked := 0
+	// The continuation: the objects written at since with keys up to after are gone past, and
+	// count records selected after them. since is the time of the object being read, so a
+	// query with Since alone takes up from it, as before After and Offset were answered.
+	skip, since, after, count := q.Offset, q.Since, q.After, 0
+	more := func(o sinks.ObjectInfo) {
+		if !o.LastModified.Equal(since) {
+			since, after, count = o.LastModified, "", 0
+		}
+		out.More, out.Next, out.After, out.Offset = true, since, after, count
+	}
 	for o, err := range w.all(ctx) {
 		if err != nil {
 			return nil, deadLettersUnavailable(name, err)
 		}
 		if q.Limit > 0 && len(out.Entries) >= q.Limit {
-			out.More, out.Unread, out.Next = true, max(w.total-walked, 1), o.LastModified
+			more(o)
+			out.Unread = max(w.total-walked, 1)
 			break
 		}
 		walked++
+		if !o.LastModified.Equal(since) {
+			since, after, count = o.LastModified, "", 0
+		}
 		obj, err := r.readDeadLetterObject(ctx, t, bucket, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("reading the dead letters of %q: %w", name, err)
@@ -206,15 +239,23 @@ func (r *Router) DeadLetterRecords(ctx context.Context, topic, name string, q De
 			if q.Reason != "" && rec.Reason != q.Reason {
 				continue
 			}
+			if skip > 0 {
+				skip--
+				count++
+				continue
+			}
 			size := 0
 			if rec.Event != nil {
 				size = rec.Event.Size()
 			}
 			if out.More || full(size) {
-				out.More, out.Next = true, o.LastModified
+				if !out.More {
+					more(o)
+				}
 				out.Left++
 				continue
 			}
+			count++
 			held += size
 			out.Entries = append(out.Entries, DeadLetterEntry{Object: o.Key, Written: o.LastModified, DeadLetterRecord: rec})
 		}
@@ -296,6 +337,56 @@ func listProblem(list *[]string, unlisted *int, problem string) {
 	} else {
 		*unlisted++
 	}
+}
+
+// ErrBadDeadLetterQuery is the error of a [DeadLetterQuery] that selects nothing a store
+// could answer: a key that is no object key, or Since after Until.
+var ErrBadDeadLetterQuery = errors.New("bad dead-letter query")
+
+// Check reports what is wrong with q, wrapping ErrBadDeadLetterQuery. A key that is no object
+// key ("BILLING/../X": an empty, "." or ".." segment, a / at either end, not UTF-8, over
+// 1,024 bytes) is refused here: the store refuses to list or read it, which read as the store
+// being unavailable.
+func (q DeadLetterQuery) Check() error {
+	var errs []error
+	if q.Key != "" {
+		if why := objectKeyProblem(q.Key); why != "" {
+			errs = append(errs, fmt.Errorf("key %q: %s; give a key as egrid deadletter list (or a BlobCreated notification) names it, "+
+				"such as BILLING/2026/1/2/15/<uuid>.json", clip.String(q.Key), why))
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Since.After(q.Until) {
+		errs = append(errs, fmt.Errorf("since %s is after until %s, which selects nothing: give the earlier time as since",
+			q.Since.UTC().Format(time.RFC3339Nano), q.Until.UTC().Format(time.RFC3339Nano)))
+	}
+	if q.Offset < 0 {
+		errs = append(errs, fmt.Errorf("offset %d: use 0 or more", q.Offset))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadDeadLetterQuery, err)
+	}
+	return nil
+}
+
+// objectKeyProblem says what makes key no object key a store lists or reads ("": none).
+func objectKeyProblem(key string) string {
+	switch {
+	case len(key) > 1024:
+		return fmt.Sprintf("it has %d bytes, more than the 1,024 of an object key", len(key))
+	case !utf8.ValidString(key):
+		return "it is not UTF-8"
+	case strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/"):
+		return "it begins or ends with /"
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch seg {
+		case "":
+			return "it has an empty path segment (//)"
+		case ".", "..":
+			return fmt.Sprintf("it has a %q path segment", seg)
+		}
+	}
+	return ""
 }
 
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.

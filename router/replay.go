@@ -142,6 +142,9 @@ func (r *Router) ReplayDeadLetters(ctx context.Context, topic, name string, opts
 	if _, _, _, err := r.deadLetterSource(topic, name); err != nil {
 		return nil, err
 	}
+	if err := (DeadLetterQuery{Since: opts.Since, Until: opts.Until}).Check(); err != nil {
+		return nil, err
+	}
 	if spec, err := r.Subscription(topic, name); err == nil && spec.IsQueue() && !opts.DryRun {
 		return nil, replayIntoQueue(topic, name) // before reading any object
 	}

@@ -189,8 +189,9 @@ Examples:
 				Name:  "list",
 				Usage: "list a subscription's dead-letter objects",
 				Description: `Lists the objects oldest first, at most --limit of them (default 1000): it then says
-how many more there are, and the --since and --after that list them. The server holds a page
-of MinIO's listing at a time, not the whole of it.`,
+how many more there are, and the --since and --after that list them (-o json prints the
+server's answer: the objects in value, the continuation in more). The server holds a page of
+MinIO's listing at a time, not the whole of it.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(),
 					&cli.IntFlag{Name: "limit", Value: router.DefaultDeadLetterLimit, Usage: "list at most this many objects"},
 					&cli.StringFlag{Name: "after", Usage: "with --since: leave out the objects written at --since whose keys are not after this one (a previous list's continuation)"}), rangeFlags...),
@@ -206,6 +207,14 @@ of MinIO's listing at a time, not the whole of it.`,
 					if sel.after = c.String("after"); sel.after != "" && sel.since.IsZero() {
 						return cli.Exit("--after: give it with --since, both as a previous list printed them", 2)
 					}
+					var raw json.RawMessage
+					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "")+sel.query(), nil, &raw); err != nil {
+						return err
+					}
+					if c.String("output") == "json" {
+						// The server's answer: value, and more (the continuation) when it was full.
+						return printJSON(e.Stdout, raw)
+					}
 					var out struct {
 						Value []struct {
 							Key          string    `json:"key"`
@@ -214,17 +223,13 @@ of MinIO's listing at a time, not the whole of it.`,
 						} `json:"value"`
 						More *httpapi.DeadLetterObjectsMoreView `json:"more"`
 					}
-					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "")+sel.query(), nil, &out); err != nil {
-						return err
+					if err := json.Unmarshal(raw, &out); err != nil {
+						return cli.Exit(fmt.Sprintf("the server's answer is not a list of dead-letter objects: %v", err), 1)
 					}
 					more := func(w io.Writer) {
 						if m := out.More; m != nil {
 							fmt.Fprintf(w, "%d more objects; --since %s --after %s lists them\n", m.Objects, m.Since.UTC().Format(time.RFC3339Nano), termSafe(m.After))
 						}
-					}
-					if c.String("output") == "json" {
-						more(e.Stderr)
-						return printJSON(e.Stdout, out.Value)
 					}
 					tab := newTable("WRITTEN", "SIZE", "KEY")
 					for _, o := range out.Value {
@@ -244,10 +249,13 @@ of MinIO's listing at a time, not the whole of it.`,
 				Description: `Reads the objects oldest first, one at a time, and shows their records (--reason
 selects some). It stops at --limit records (default 1000), or once their events take 64 MiB,
 and reads no further object: it then says how many records and objects it left, and the
---since that takes up from the first object not wholly shown. Narrow the range (--since,
---until, --key, --reason) or raise --limit to see the rest.`,
+--since, --after and --offset that take up with the next record (inside an object too). Narrow
+the range (--since, --until, --key, --reason) or raise --limit to see the rest. -o json prints
+the server's answer: the records in value, the continuation in more.`,
 				Flags: append(append(serverFlags(), topicFlag, subFlag, outputFlag(), reasonFlag,
 					&cli.StringFlag{Name: "key", Usage: "the object's key (from deadletter list)"},
+					&cli.StringFlag{Name: "after", Usage: "with --since: leave out the objects written at --since whose keys are not after this one (a previous show's continuation)"},
+					&cli.IntFlag{Name: "offset", Usage: "leave out the first this many records selected (from --since and --after on: a previous show's continuation)"},
 					&cli.IntFlag{Name: "limit", Value: router.DefaultDeadLetterLimit, Usage: "show at most this many records; the server reads no object past them"}), rangeFlags...),
 				Action: func(c *cli.Context) error {
 					sel, err := selection(c)
@@ -258,6 +266,16 @@ and reads no further object: it then says how many records and objects it left, 
 						return cli.Exit(fmt.Sprintf("--limit %d: use a positive number of records such as %d", c.Int("limit"), router.DefaultDeadLetterLimit), 2)
 					}
 					sel.limit = c.Int("limit")
+					if sel.after = c.String("after"); sel.after != "" && sel.since.IsZero() {
+						return cli.Exit("--after: give it with --since, both as a previous show printed them", 2)
+					}
+					if sel.offset = c.Int("offset"); sel.offset < 0 {
+						return cli.Exit(fmt.Sprintf("--offset %d: use 0 or more records, as a previous show printed it", sel.offset), 2)
+					}
+					var raw json.RawMessage
+					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &raw); err != nil {
+						return err
+					}
 					var out struct {
 						Objects  int                            `json:"objects"`
 						Value    []httpapi.DeadLetterRecordView `json:"value"`
@@ -265,8 +283,8 @@ and reads no further object: it then says how many records and objects it left, 
 						Unlisted int                            `json:"unlistedProblems"`
 						More     *httpapi.DeadLetterMoreView    `json:"more"`
 					}
-					if err := newClient(c, e).do(http.MethodGet, deadLetterPath(c, "/records")+sel.query(), nil, &out); err != nil {
-						return err
+					if err := json.Unmarshal(raw, &out); err != nil {
+						return cli.Exit(fmt.Sprintf("the server's answer is not a list of dead-letter records: %v", err), 1)
 					}
 					for _, pr := range out.Problems {
 						fmt.Fprintln(e.Stderr, "warning: not readable:", termSafe(pr))
@@ -274,15 +292,36 @@ and reads no further object: it then says how many records and objects it left, 
 					if out.Unlisted > 0 {
 						fmt.Fprintf(e.Stderr, "warning: %d more objects or records not readable (not listed)\n", out.Unlisted)
 					}
-					more := func(w io.Writer) {
-						if m := out.More; m != nil {
-							fmt.Fprintf(w, "%d more records of the last object and %d more objects not read; narrow the range (--since, --until, --key, --reason) or raise --limit; --since %s takes up from the first object not wholly shown\n",
-								m.Records, m.Objects, m.Since.UTC().Format(time.RFC3339Nano))
-						}
-					}
 					if c.String("output") == "json" {
-						more(e.Stderr)
-						return printJSON(e.Stdout, out.Value)
+						// The server's answer: objects, value, problems, and more (the
+						// continuation) when it was full.
+						return printJSON(e.Stdout, raw)
+					}
+					more := func(w io.Writer) {
+						m := out.More
+						if m == nil {
+							return
+						}
+						fmt.Fprintf(w, "%d more records of the last object and %d more objects not read; narrow the range (--since, --until, --key, --reason) or raise --limit; ",
+							m.Records, m.Objects)
+						next := "--since " + m.Since.UTC().Format(time.RFC3339Nano)
+						if m.After == "" && m.Offset == 0 { // also an older server's, which gives no more
+							fmt.Fprintf(w, "%s takes up from the first object not wholly shown\n", next)
+							return
+						}
+						if m.After != "" {
+							next += " --after " + termSafe(m.After)
+						}
+						if m.Offset > 0 {
+							next += " --offset " + strconv.Itoa(m.Offset)
+						}
+						if sel.key != "" {
+							next += " --key " + termSafe(sel.key)
+						}
+						if sel.reason != "" {
+							next += " --reason " + sel.reason
+						}
+						fmt.Fprintf(w, "%s takes up with the next record\n", next)
 					}
 					tab := newTable("ID", "REASON", "ATTEMPTS", "LAST OUTCOME", "STATUS", "OBJECT")
 					for _, r := range out.Value {
@@ -379,12 +418,13 @@ func deadLetterPath(c *cli.Context, tail string) string {
 	return subscriptionPath(c.String("topic"), c.String("subscription")) + "/deadLetters" + tail
 }
 
-// deadLetterSelection is what the --since, --until, --reason, --key, (list's) --after and
-// (list's and show's) --limit flags select.
+// deadLetterSelection is what the --since, --until, --reason, --key, (list's and show's)
+// --after, (show's) --offset and (list's and show's) --limit flags select.
 type deadLetterSelection struct {
 	since, until time.Time
 	reason, key  string
 	after        string
+	offset       int
 	limit        int
 }
 
@@ -410,6 +450,10 @@ func selection(c *cli.Context) (deadLetterSelection, error) {
 		sel.reason = string(r)
 	}
 	sel.key = c.String("key")
+	if !sel.since.IsZero() && !sel.until.IsZero() && sel.since.After(sel.until) {
+		errs = append(errs, fmt.Sprintf("--since %s is later than --until %s, which selects nothing: give the earlier time as --since",
+			sel.since.UTC().Format(time.RFC3339Nano), sel.until.UTC().Format(time.RFC3339Nano)))
+	}
 	if len(errs) > 0 {
 		return sel, cli.Exit(strings.Join(errs, "\n"), 2)
 	}
@@ -433,6 +477,9 @@ func (s deadLetterSelection) query() string {
 	}
 	if s.after != "" {
 		q.Set("after", s.after)
+	}
+	if s.offset > 0 {
+		q.Set("offset", strconv.Itoa(s.offset))
 	}
 	if s.limit > 0 {
 		q.Set("limit", strconv.Itoa(s.limit))

@@ -118,11 +118,11 @@ func TestDeadLetterReplayThroughTheBinary(t *testing.T) {
 	var subjects []string
 	count := func() int {
 		out := mustRun("deadletter", "show", server, "--topic", "orders", "--subscription", "billing", "-o", "json")
-		var recs []map[string]any
+		var recs struct{ Value []map[string]any }
 		if err := json.Unmarshal([]byte(out), &recs); err != nil {
 			t.Fatalf("deadletter show -o json: %v\n%s", err, out)
 		}
-		return len(recs)
+		return len(recs.Value)
 	}
 	for count() < 3 {
 		subjects = append(subjects, notify.await(t, 1)...)

@@ -184,7 +184,7 @@ func TestDeadLetterShowLimit(t *testing.T) {
 		t.Errorf("query %v, want limit=1 and the since asked for", got)
 	}
 	code, out = show("--limit", "1", "-o", "json")
-	if code != 0 || !strings.Contains(out, "4 more records") || !strings.Contains(out, `"id": "e1"`) {
+	if code != 0 || !strings.Contains(out, `"records": 4`) || !strings.Contains(out, `"id": "e1"`) {
 		t.Errorf("show -o json of a full answer: %d\n%s", code, out)
 	}
 

@@ -20,7 +20,7 @@ import (
 //
 //	GET  /admin/deadLetters                                                 the dead-letter actor's state and the replays running
 //	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters         objects (?since=&after=&until=&limit=)
-//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&until=&reason=&limit=)
+//	GET  /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/records records (?key=&since=&after=&offset=&until=&reason=&limit=)
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/deadLetters/replay  replay; NDJSON progress and heartbeats, then the summary
 func (a *API) deadLetterRoutes(mux *http.ServeMux) {
 	const base = "/admin/topics/{topic}/eventSubscriptions/{name}/deadLetters"
@@ -58,11 +58,15 @@ type DeadLetterRecordView struct {
 
 // DeadLetterMoreView says what a records answer left out once it was full (see
 // [router.DeadLetterRead.More]): records of the last object read, objects not read, and the
-// since= that takes up from the first object not wholly answered.
+// since=, after= and offset= that take up with the first record not answered (since= alone
+// takes up from the first object not wholly answered, its records answered again: an object
+// holding more records than the limit is never passed so).
 type DeadLetterMoreView struct {
 	Records int       `json:"records"`
 	Objects int       `json:"objects"`
 	Since   time.Time `json:"since"`
+	After   string    `json:"after,omitempty"`
+	Offset  int       `json:"offset,omitempty"`
 }
 
 // DeadLetterObjectsMoreView says what an objects answer left out once it held its limit:
@@ -74,7 +78,7 @@ type DeadLetterObjectsMoreView struct {
 	After   string    `json:"after"`
 }
 
-// deadLetterQuery parses ?key=&since=&after=&until=&reason=&limit= (limit: default
+// deadLetterQuery parses ?key=&since=&after=&offset=&until=&reason=&limit= (limit: default
 // [router.DefaultDeadLetterLimit]) from a query that parses (strictQuery), each parameter given
 // at most once (onceQuery), reporting every problem at once.
 func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
@@ -114,6 +118,13 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 	if q.After != "" && q.Since.IsZero() {
 		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", clip.String(q.After)))
 	}
+	if v := get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("offset=%q: use 0 or more records to leave out, as a previous answer's more says", clip.String(v)))
+		}
+		q.Offset = n
+	}
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
@@ -132,7 +143,8 @@ func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, router.ErrReplayRunning):
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
-	case errors.Is(err, router.ErrDeadLettersUnavailable), errors.Is(err, router.ErrNoDeadLetterDestination), errors.Is(err, router.ErrReplayIntoQueue):
+	case errors.Is(err, router.ErrDeadLettersUnavailable), errors.Is(err, router.ErrNoDeadLetterDestination), errors.Is(err, router.ErrReplayIntoQueue),
+		errors.Is(err, router.ErrBadDeadLetterQuery):
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 	case errors.Is(err, router.ErrDeadLetterStoreUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
@@ -185,6 +197,9 @@ func (a *API) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
 
 func (a *API) listDeadLetterObjects(w http.ResponseWriter, req *http.Request) {
 	q, err := deadLetterQuery(req)
+	if err == nil && q.Offset != 0 {
+		err = errors.New("offset= takes up inside an object of …/deadLetters/records; a listing of objects takes up with since= and after=")
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
@@ -227,7 +242,7 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 		More             *DeadLetterMoreView `json:"more,omitempty"`
 	}{Objects: read.Objects, Value: []DeadLetterRecordView{}, Problems: read.Problems, UnlistedProblems: read.UnlistedProblems}
 	if read.More {
-		out.More = &DeadLetterMoreView{Records: read.Left, Objects: read.Unread, Since: read.Next}
+		out.More = &DeadLetterMoreView{Records: read.Left, Objects: read.Unread, Since: read.Next, After: read.After, Offset: read.Offset}
 	}
 	for _, e := range read.Entries {
 		v := DeadLetterRecordView{
@@ -306,7 +321,11 @@ func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
-	if err := a.r.CanReplay(topic, name, opts.DryRun); err != nil {
+	err = a.r.CanReplay(topic, name, opts.DryRun)
+	if err == nil {
+		err = router.DeadLetterQuery{Since: opts.Since, Until: opts.Until}.Check()
+	}
+	if err != nil {
 		a.writeDeadLetterError(w, err)
 		return
 	}
