@@ -95,8 +95,8 @@ func TestReplayReadsObjectsAsEarlierEventsSettle(t *testing.T) {
 }
 
 // An object that changed between the replay's selection and the replay coming to it is not
-// taken: its events are counted as unread and the summary says so; the other objects' events
-// are replayed. (The replay keeps no list of the objects it selected, so it counts what it no
+// taken: its events are counted as unread and the summary says so (incomplete, not completed);
+// the other objects' events are replayed. (The replay keeps no list of the objects it selected, so it counts what it no
 // longer finds rather than naming each object.)
 func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
@@ -120,7 +120,7 @@ func TestReplaySkipsAnObjectChangedSinceItsSelection(t *testing.T) {
 		if got := replayedIDs(hook, 3); !slices.Equal(got, []string{"e3", "e1"}) {
 			t.Errorf("replayed %v, want e3 and e1: e2's object changed", got)
 		}
-		if sum.Replayed != 3 || sum.Delivered != 2 || sum.Unread != 1 || !sum.Completed || len(sum.Problems) != 1 ||
+		if sum.Replayed != 3 || sum.Delivered != 2 || sum.Unread != 1 || sum.Completed || !sum.Incomplete || len(sum.Problems) != 1 || sum.IncompleteReason != sum.Problems[0] ||
 			!strings.HasPrefix(sum.Problems[0], "1 events selected were not found when the replay read their objects again") {
 			t.Errorf("summary %+v, want 2 delivered, 1 unread and a problem saying the replay did not find it again", sum)
 		}

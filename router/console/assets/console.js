@@ -314,7 +314,8 @@ async function deadLettersView(topic, name) {
   const records = answer.value || [];
   const more = answer.more ? el("p", { class: "muted", id: "dead-letters-more" },
     `The oldest ${records.length} records are shown; ${answer.more.records} more records of the last object and ${answer.more.objects} objects were not read. ` +
-    `See them with egrid deadletter show --since ${answer.more.since}.`) : null;
+    `See them with egrid deadletter show --since ${answer.more.since}` +
+    `${answer.more.after ? " --after " + answer.more.after : ""}${answer.more.offset ? " --offset " + answer.more.offset : ""}.`) : null;
   const rows = records.map((r) => el("tr", { class: "dead-letter" },
     el("td", {}, r.id), el("td", {}, r.eventType || ""), el("td", {}, r.deadLetterReason), el("td", { class: "num" }, r.deliveryAttempts),
     el("td", {}, r.lastDeliveryOutcome || ""), el("td", { class: "num" }, r.lastHttpStatusCode || ""), el("td", {}, r.written)));
@@ -342,7 +343,7 @@ async function deadLettersView(topic, name) {
           if (line.summary) {
             const s = line.summary;
             progress.replaceChildren(el("span", { id: "replay-summary" },
-              `replay ${s.completed ? "completed" : "stopped"}: found ${s.found}, replayed ${s.replayed}, skipped ${s.skipped}, delivered ${s.delivered}, dead-lettered ${s.deadLettered}, dropped ${s.dropped}`),
+              `replay ${s.incomplete ? "incomplete" : s.completed ? "completed" : "stopped"}: ${s.unreadObjects ? `${s.unreadObjects} objects not read, ` : ""}found ${s.found}, replayed ${s.replayed}, skipped ${s.skipped}, delivered ${s.delivered}, dead-lettered ${s.deadLettered}, dropped ${s.dropped}`),
               ...(s.problems || []).map((p) => el("div", { class: "error" }, p)));
           }
         }
