@@ -90,3 +90,75 @@ func TestDeadLetterObjectsRouteIsPaged(t *testing.T) {
 		t.Errorf("GET ?limit=%d: %d, want 200", router.MaxDeadLetterLimit, status)
 	}
 }
+
+// GET …/deadLetters/records pages inside an object of more records than ?limit=: its more
+// gives since=, after= and offset= that answer the next records. A bad offset=, an offset= on
+// the objects route, a key that is no object key and a since= after until= are 400s saying
+// what is wrong (the key was a 503 telling to check MinIO).
+func TestDeadLetterRecordsRouteTakesUpInsideAnObject(t *testing.T) {
+	ctx := context.Background()
+	store := testkit.NewObjectStore()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks(), DeadLetterStore: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := router.SubscriptionSpec{Destination: router.SinkDestination("null"), DeadLetterDestination: &router.DeadLetterDestination{EndpointType: "StorageBlob"}}
+	spec.DeadLetterDestination.Properties.BlobContainerName = "dl-records"
+	if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
+		t.Fatal(err)
+	}
+	var recs []string
+	for i := range 5 {
+		recs = append(recs, fmt.Sprintf(`{"id":"e%d","subject":"/s","eventType":"T","eventTime":"2026-01-01T00:00:00Z","dataVersion":"1","data":{},`+
+			`"deadLetterReason":"MaxDeliveryAttemptsExceeded","deliveryAttempts":1,"publishTime":"2026-01-01T00:00:00Z"}`, i))
+	}
+	if _, err := store.Put(ctx, "dl-records", deadletter.Key("BILLING", time.Now(), "one"), []byte("["+strings.Join(recs, ",")+"]"), sinks.PutOptions{ContentType: "application/json"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	const base = "/admin/topics/orders/eventSubscriptions/billing/deadLetters"
+
+	var got []string
+	query := "?limit=2"
+	for page := 0; ; page++ {
+		if page > 5 {
+			t.Fatalf("more than 5 pages of 2 records for 5; got %v", got)
+		}
+		status, body := adminDo(t, srv, "tok", "GET", base+"/records"+query, "")
+		if status != http.StatusOK {
+			t.Fatalf("GET records%s: %d %v", query, status, body)
+		}
+		for _, v := range body["value"].([]any) {
+			got = append(got, v.(map[string]any)["id"].(string))
+		}
+		more, _ := body["more"].(map[string]any)
+		if more == nil {
+			break
+		}
+		after, _ := more["after"].(string)
+		offset, _ := more["offset"].(float64)
+		query = fmt.Sprintf("?limit=2&since=%s&after=%s&offset=%d", url.QueryEscape(more["since"].(string)), url.QueryEscape(after), int(offset))
+	}
+	if strings.Join(got, ",") != "e0,e1,e2,e3,e4" {
+		t.Errorf("pages of records: %v, want e0 to e4 once each", got)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/records?offset=-1", "offset="},
+		{"?offset=2", "offset= takes up inside an object"},
+		{"/records?key=" + url.QueryEscape("BILLING/../MAX500/2026/1/1/1/x.json"), `".." path segment`},
+		{"/records?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "is after until"},
+		{"?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "is after until"},
+	} {
+		if status, body := adminDo(t, srv, "tok", "GET", base+tt.path, ""); status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), tt.want) {
+			t.Errorf("GET %s: %d %v, want 400 saying %q", tt.path, status, body, tt.want)
+		}
+	}
+	if status, body := adminDo(t, srv, "tok", "POST", base+"/replay", `{"since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z","dryRun":true}`); status != http.StatusBadRequest {
+		t.Errorf("replay from since after until: %d %v, want 400", status, body)
+	}
+}
