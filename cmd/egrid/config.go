@@ -32,7 +32,7 @@ import (
 //	  publicUrl: https://egrid.example.com   # where endpoints GET their validationUrl
 //	  minio: {endpoint: 127.0.0.1:9000, accessKey: ..., secretKey: ..., secure: false, readTimeout: 1m}
 //	  deadLetterDelay: 5m
-//	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume)
+//	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume, at least 16MiB)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
 //	  allowHttpEndpoints: false  # http:// webhooks need it, or --insecure-dev (Azure: https only)
 //	  anyApiVersion: false       # any data-plane api-version (--any-api-version; Azure: refused)

@@ -20,8 +20,20 @@ import (
 )
 
 // defaultMinFreeDisk is the default free-space floor of the store: 256 MiB or 1 % of the
-// volume, whichever is smaller.
+// volume, whichever is smaller, but at least what the store needs to reopen itself
+// (defaultFloor).
 const defaultMinFreeDisk = "256MiB"
+
+// defaultFloor is the default floor on a volume of total bytes: 256 MiB or 1 % of it,
+// whichever is smaller, and at least disk.ReopenFreeBytes (16 MiB), the free space the store
+// waits for before it reopens itself after a failed write (a new write-ahead log and
+// MANIFEST, and the flush of the log it replays): with a floor under it, publishes went on
+// into space the store would need to come back after a full disk (on a 200 MB volume the
+// floor was 2 MB). On a volume under 64 MiB it is a quarter of the volume, so the floor stays
+// well below its size.
+func defaultFloor(total uint64) uint64 {
+	return max(min(256<<20, total/100), min(disk.ReopenFreeBytes, total/4))
+}
 
 // storeSettings are the resolved settings of the embedded store.
 type storeSettings struct {
@@ -36,7 +48,7 @@ type storeSettings struct {
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "secret-key-file", Usage: "file holding a 32-byte key (64 hex digits: openssl rand -hex 32) that encrypts topic and subscription definitions (topic keys, delivery secrets) in the store; mode 600 (env EGRID_SECRET_KEY_FILE)"},
-		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) below the volume's size or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller (env EGRID_MIN_FREE_DISK)"},
+		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) below the volume's size or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller, and at least 16MiB (env EGRID_MIN_FREE_DISK)"},
 	}
 }
 
@@ -91,7 +103,7 @@ func (s storeSettings) minFreeBytes(dir string) (uint64, error) {
 	case percent:
 		return total * n / 100, nil
 	case s.MinFreeDisk == "":
-		return min(n, total/100), nil // the default: 256 MiB or 1 %
+		return defaultFloor(total), nil
 	case n >= total:
 		instead := "5%"
 		if mib := total / 20 >> 20; mib > 0 {

@@ -86,3 +86,21 @@ func TestMinFreeBytesBelowTheVolume(t *testing.T) {
 		t.Errorf("minFreeBytes created %s (%v)", dir, err)
 	}
 }
+
+// The default floor is 256 MiB or 1 % of the volume, whichever is smaller, but at least the
+// 16 MiB the store needs to reopen itself after a full disk (a quarter of a volume under
+// 64 MiB): on a 200 MB volume it was 2 MB, so publishes went on into the space the store
+// would need to come back.
+func TestDefaultFloorLeavesRoomToReopen(t *testing.T) {
+	tests := []struct{ volume, want uint64 }{
+		{volume: 1 << 40, want: 256 << 20},
+		{volume: 10 << 30, want: 10 << 30 / 100},
+		{volume: 200 << 20, want: 16 << 20},
+		{volume: 40 << 20, want: 10 << 20},
+	}
+	for _, tc := range tests {
+		if got := defaultFloor(tc.volume); got != tc.want {
+			t.Errorf("default floor on a volume of %d bytes = %d, want %d", tc.volume, got, tc.want)
+		}
+	}
+}

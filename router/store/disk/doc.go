@@ -101,8 +101,10 @@
 // while the store is failed and a reopening fails and waits to be tried again.
 //
 // Options.MinFreeBytes refuses Appends with [store.ErrInsufficientStorage] (the router
-// answers 507) while the disk is below the floor, before pebble fails at all. [Store.Health]
-// reports the state for status APIs.
+// answers 507) while the disk is below the floor, before pebble fails at all; below it, once
+// the journal has been trimmed, the store flushes and compacts to get the space back, and on a
+// small volume pebble neither preallocates nor recycles its write-ahead logs (walspace.go).
+// [Store.Health] reports the state for status APIs.
 //
 // No lock is held across I/O: Store.mu guards the in-memory catalogue and is taken only to
 // read or change it; calls register in wait groups, so DeleteTopic, DeleteSubscription and

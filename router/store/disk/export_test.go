@@ -132,3 +132,14 @@ func (s *Store) DamageDefinition(t *testing.T, dir, topic, sub string) {
 	s.mu.RUnlock()
 	isolateAndDamage(t, s, dir, key)
 }
+
+// SetReclaimHook sets the hook called as a reclaim below the floor has ended.
+func SetReclaimHook(opts *Options, fn func()) { opts.onReclaimed = fn }
+
+// WaitForCleaning waits until pebble has deleted the files it found obsolete.
+func WaitForCleaning(s *Store) {
+	s.mu.RLock()
+	g := s.gen
+	s.mu.RUnlock()
+	g.db.TestOnlyWaitForCleaning()
+}

@@ -227,7 +227,7 @@ func (l *dirLock) acquire(fs vfs.FS, name string) error {
 	if err != nil {
 		return err
 	}
-	if fs == vfs.Default {
+	if w, ok := fs.(walSpaceFS); ok && w.FS == vfs.Default || fs == vfs.Default {
 		_ = os.Chmod(name, 0o600) // pebble's lock file is created 0644
 	}
 	l.name, l.closer = name, c

@@ -336,5 +336,6 @@ func (s *Store) Trim(ctx context.Context, topicName string, through uint64) erro
 	t.mu.Lock()
 	t.floor = max(t.floor, through)
 	t.mu.Unlock()
+	s.reclaim.trims.Add(1)
 	return nil
 }

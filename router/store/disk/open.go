@@ -66,6 +66,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		stop:          make(chan struct{}),
 		loopDone:      make(chan struct{}),
 	}
+	s.walPolicy = newWALPolicy(dir, opts.MemTableSize)
+	s.walPolicy.apply(&s.popts)
+	s.pebbleFS = s.newWALSpaceFS(opts.fs)
 	if opts.tune != nil {
 		opts.tune(&s.popts)
 	}
@@ -117,7 +120,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}
-	g, err := openGeneration(dir, opts.fs, s.lock, s.popts, opts.Logger, s.onFail, opts.onParkedCreate)
+	g, err := openGeneration(dir, s.pebbleFS, s.lock, s.popts, opts.Logger, s.onFail, opts.onParkedCreate)
 	if err != nil {
 		if problems := tableProblems(opts.fs, dir, err); len(problems) > 0 {
 			for _, p := range problems {
@@ -130,6 +133,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			s.log.Error("disk store: pebble found damage; refusing to start: restore the directory from a backup", "dir", dir, "err", err)
 			s.damaged(DamageWAL)
 			err = errors.Join(ErrCorrupt, err)
+		}
+		if diskFull(err) {
+			return nil, fmt.Errorf("opening disk store in %s: %w; %s", dir, err, fullDiskOpenNote(opts.fs, dir, opts.MinFreeBytes))
 		}
 		return nil, fmt.Errorf("opening disk store in %s: %w", dir, err)
 	}

@@ -85,7 +85,7 @@ func (s *Store) tryRecover() (done, attempted bool) {
 	// The old instance writes nothing any more; its reads go on until the switch. The new
 	// one shares the store's directory lock, held throughout.
 	old.fs.fence()
-	g, err := openGeneration(s.dir, s.opts.fs, s.lock, s.popts, s.log, s.onFail, s.opts.onParkedCreate)
+	g, err := openGeneration(s.dir, s.pebbleFS, s.lock, s.popts, s.log, s.onFail, s.opts.onParkedCreate)
 	if err != nil {
 		s.log.Warn("disk store: reopening failed; trying again", "dir", s.dir, "err", err)
 		return false, true
@@ -500,6 +500,7 @@ func (s *Store) spaceErr() error {
 		h.setFree(free)
 	}
 	if free := h.free.Load(); free < floor {
+		s.maybeReclaim()
 		return fmt.Errorf("%w: %s free on the file system of %s, below the floor of %s (--min-free-disk): free disk space (delete files, grow the volume), or let subscriptions catch up so the journal is trimmed; publishes are accepted again as soon as there is room",
 			store.ErrInsufficientStorage, formatBytes(free), s.dir, formatBytes(floor))
 	}

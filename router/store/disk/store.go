@@ -47,8 +47,10 @@ type Options struct {
 	CacheSize int64
 	// MinFreeBytes is the free-space floor: while the file system holding the store has less
 	// free space, Append is refused with [store.ErrInsufficientStorage], before the disk is
-	// full and pebble fails. 0 disables the check. It is also the free space the store waits
-	// for before it reopens itself after a failed write (at least 16 MiB).
+	// full and pebble fails. 0 disables the check. Below it, once the journal has been
+	// trimmed, the store flushes its memtable and compacts the trimmed journal to get the
+	// space back (walspace.go). It is also the free space the store waits for before it
+	// reopens itself after a failed write (at least 16 MiB, [ReopenFreeBytes]).
 	MinFreeBytes uint64
 	// SecretKey, when set (32 bytes), seals the topic and subscription definitions with
 	// AES-256-GCM (secret.go): they hold topic keys and delivery secrets. [ReadSecretKey]
@@ -89,6 +91,9 @@ type Options struct {
 	// tune changes pebble's options, for tests (keeping a table file apart from
 	// compactions).
 	tune func(*pebble.Options)
+	// onReclaimed, for tests, is called as a reclaim below the floor has ended
+	// (walspace.go).
+	onReclaimed func()
 }
 
 func (o Options) withDefaults() Options {
@@ -196,10 +201,15 @@ type Store struct {
 	// (settleDeletes).
 	unsettled map[deletion]*unsettled
 
-	health   healthState
-	kick     chan struct{} // wakes the recovery loop after a failure
-	stop     chan struct{} // closed by Close
-	loopDone chan struct{} // closed when the recovery loop has returned
+	health  healthState
+	reclaim reclaimer // flushes and compacts below the floor (walspace.go)
+	// walPolicy is how pebble keeps its write-ahead logs on the store's volume, and
+	// pebbleFS the file system each generation's fenceFS wraps (walspace.go).
+	walPolicy walPolicy
+	pebbleFS  vfs.FS
+	kick      chan struct{} // wakes the recovery loop after a failure
+	stop      chan struct{} // closed by Close
+	loopDone  chan struct{} // closed when the recovery loop has returned
 }
 
 // get reads one key; ok is false when it is absent. The value is a copy.
