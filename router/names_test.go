@@ -133,7 +133,9 @@ func TestRestoreFoldsNames(t *testing.T) {
 
 // TestConcurrentCreatesInAnotherCase: two creates of one subscription in different cases,
 // both checked before either is stored, make one subscription: the second, which waits for
-// the topic's turn, updates the first.
+// the topic's turn, finds the subscription the first created under the name and, having
+// started from none, changes nothing and fails wrapping ErrDefinitionChanged (it does not
+// replace a definition it never saw; see TestPutDuringASlowHandshakeDoesNotUndoALaterWrite).
 func TestConcurrentCreatesInAnotherCase(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Runs last, after the router's Close. The update's stop of the first actor can race
@@ -154,10 +156,14 @@ func TestConcurrentCreatesInAnotherCase(t *testing.T) {
 		go func() { errs <- r.CreateSubscription(context.Background(), "TOPIC-B", "SUB-X", sub) }()
 		synctest.Wait() // the second is checked and waits for the turn
 		open()
+		var failed []error
 		for range 2 {
 			if err := <-errs; err != nil {
-				t.Fatal(err)
+				failed = append(failed, err)
 			}
+		}
+		if len(failed) != 1 || !errors.Is(failed[0], router.ErrDefinitionChanged) {
+			t.Errorf("the creates failed with %v; want the second alone, with an error matching ErrDefinitionChanged", failed)
 		}
 		if got, _ := r.Subscriptions("topic-b"); !slices.Equal(got, []string{"sub-1", "sub-x"}) {
 			t.Errorf("subscriptions %v, want [sub-1 sub-x]", got)

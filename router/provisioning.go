@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,7 +134,10 @@ func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec S
 // lock, since a handshake takes up to a minute —, then stores the
 // subscription and starts its delivery, or leaves it AwaitingManualAction. baseURL is the
 // router's own address for the validationUrl ("" offers none). declared leaves a validated
-// subscription whose definition is spec as it is ([Router.EnsureSubscription]).
+// subscription whose definition is spec as it is ([Router.EnsureSubscription]). The
+// definition it starts from is recorded (putBase): should another write replace or delete it
+// while the handshake runs, nothing is stored and the call fails wrapping
+// [ErrDefinitionChanged].
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string, declared bool) (Provisioning, error) {
 	nameErr := ValidateSubscriptionName(name)
 	if r.cl != nil {
@@ -205,11 +209,27 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	}
 	pre := &builtConfig{st: st, name: name, sc: sc}
 	topicID := t.id
+	base := &putBase{spec: prev}
 	r.mu.RUnlock()
 	if err := r.checkEgress(ctx, name, &spec); err != nil { // before any connection (egress.go)
 		return Provisioning{}, err
 	}
 	k := subKey{topic, name}
+	if r.cl != nil {
+		// In cluster mode the definition this PUT replaces is the stored one: another node
+		// may have written it a moment ago, its notice not arrived yet.
+		defs, err := r.store.Subscriptions(ctx, topic)
+		if errors.Is(err, store.ErrNotFound) {
+			return Provisioning{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
+		} else if err != nil {
+			return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored definition", name), err)
+		}
+		_, _, rec, err := findDefinition(defs, k)
+		if err != nil {
+			return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q", name), err)
+		}
+		base.stored = storedSpec(rec)
+	}
 	// The checks above ran under the read lock only (no I/O); the store write and the actor
 	// calls below run in the topic's turn without it.
 
@@ -225,7 +245,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 			return Provisioning{}, err
 		}
 	}
-	if err := r.commitSubscription(ctx, t, k, &spec, prov, pre); err != nil {
+	if err := r.commitSubscription(ctx, t, k, &spec, prov, pre, base); err != nil {
 		if prov.TokenHash != "" {
 			r.life.drop(prov.TokenHash)
 		}
@@ -242,12 +262,58 @@ type builtConfig struct {
 	sc   *actors.SubscriptionConfig
 }
 
+// putBase is the definition a create or update started from, before its endpoint's
+// handshake: the handshake runs outside the topic's turn and the endpoint sets its length (up
+// to about a minute), so other writes of the subscription may be answered meanwhile.
+// commitSubscription stores the new definition only while the subscription's definition is
+// still this one (compare-and-swap); otherwise the PUT fails wrapping [ErrDefinitionChanged]
+// and changes nothing, so writes take effect in the order they were answered: a DELETE that
+// answered stays deleted, and a PUT that answered is not replaced by an older one.
+type putBase struct {
+	// spec is the definition in force on this router when the PUT was checked (nil: none).
+	// Outside cluster mode every write of a definition goes through this router in the
+	// topic's turn and puts a new value (putSub) or deletes it, so the identity of the value
+	// tells whether another write came in between.
+	spec *SubscriptionSpec
+	// stored is, in cluster mode, the stored definition (its spec, without the provisioning
+	// record: a validation ended or a window closed meanwhile is no conflicting write) read
+	// before the handshake; nil: none. Other nodes write the store too.
+	stored []byte
+}
+
+// storedSpec is the spec of a stored record as putBase compares it: nil for none.
+func storedSpec(rec *record) []byte {
+	if rec == nil {
+		return nil
+	}
+	b, _ := json.Marshal(&rec.SubscriptionSpec)
+	return b
+}
+
+// putConflict is the error of a PUT whose base (putBase) is no longer the subscription's
+// definition: existed tells whether the subscription existed when the PUT started, now
+// whether one exists now.
+func putConflict(name string, existed, now bool) error {
+	const lost = "while this request validated its endpoint (%w, as an overlapping operation on one resource is in Azure): this request changed nothing"
+	switch {
+	case existed && !now:
+		return fmt.Errorf("event subscription %q was deleted by another request "+lost+", and the subscription stays deleted; PUT it again to create it anew", clip.String(name), ErrDefinitionChanged)
+	case !existed && now:
+		return fmt.Errorf("event subscription %q was created by another request "+lost+", and that request's definition is in force; read it (GET) and PUT again if this definition is to replace it", clip.String(name), ErrDefinitionChanged)
+	default:
+		return fmt.Errorf("event subscription %q was updated by another request "+lost+", and that request's definition is in force; read it (GET) and PUT again if this definition is to replace it", clip.String(name), ErrDefinitionChanged)
+	}
+}
+
 // commitSubscription stores a checked (and validated) subscription and starts or stops its
 // delivery according to prov. It runs in the topic's turn, without holding r.mu across the
 // store write or the wait for the topic actor. pre (nil: none) is the config built while
 // checking, without a provisioning record; it is used when it still fits, so a create
-// validates and builds once.
-func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig) error {
+// validates and builds once. base is the definition the PUT started from (putBase): when
+// another write replaced or deleted it meanwhile, nothing is stored and the error wraps
+// [ErrDefinitionChanged]; in cluster mode the write is a swap from the stored record read in
+// the turn ([store.Store.SwapSubscription]), so another node's write in between fails it too.
+func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig, base *putBase) error {
 	release, err := r.turns.acquire(ctx, k.topic)
 	if err != nil {
 		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
@@ -256,7 +322,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	r.mu.RLock()
 	closed := r.closed
 	cur, ok := r.topics[fold(k.topic)]
-	_, display, existed := t.sub(k.name)
+	curSpec, display, existed := t.sub(k.name)
 	n := len(t.subs)
 	r.mu.RUnlock()
 	if existed {
@@ -267,6 +333,32 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	}
 	if !ok || cur != t {
 		return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
+	}
+	// The stored record the write replaces: in cluster mode read here, in the turn.
+	var (
+		stored     *record
+		storedRaw  []byte
+		storedName string
+	)
+	if r.cl == nil {
+		if curSpec != base.spec {
+			return putConflict(k.name, base.spec != nil, existed)
+		}
+	} else {
+		defs, err := r.store.Subscriptions(ctx, k.topic)
+		if errors.Is(err, store.ErrNotFound) {
+			r.cl.requestSync(k.topic) // deleted on another node: drop it here now
+			return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
+		} else if err != nil {
+			return storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored state", k.name), err)
+		}
+		if storedRaw, storedName, stored, err = findDefinition(defs, k); err != nil {
+			return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
+		}
+		if !bytes.Equal(storedSpec(stored), base.stored) {
+			r.cl.requestSync(k.topic) // another node's write, perhaps not heard of yet
+			return putConflict(k.name, base.stored != nil, stored != nil)
+		}
 	}
 	if !existed && n >= r.cfg.MaxSubscriptionsPerTopic {
 		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, n)
@@ -292,11 +384,12 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	// no event published once the update read the journal's end is trimmed past it; in
 	// cluster mode, where another node's trimmer reads the stored record, the record is marked
 	// first (Revalidating).
-	fresh, stored, err := r.failedByValidation(ctx, k)
-	if err != nil {
-		return storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored state", k.name), err)
-	}
 	prev := r.life.get(k)
+	fresh := prev.state() == StateFailed && !prev.keepsEvents
+	if r.cl != nil {
+		// The window may have closed on another node a moment ago: the stored record tells.
+		fresh = stored != nil && stored.Egrid.state() == StateFailed
+	}
 	if fresh {
 		if prev.state() == StateFailed {
 			held := *prev
@@ -306,17 +399,31 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		if stored != nil && !stored.Egrid.Revalidating {
 			marked := *stored.Egrid
 			marked.Revalidating = true
-			if err := r.storeSubscription(ctx, k, &stored.SubscriptionSpec, &marked); err != nil {
+			raw, err := encodeRecord(&stored.SubscriptionSpec, &marked)
+			if err == nil {
+				err = r.swapSubscription(ctx, k, storedName, storedRaw, raw)
+			}
+			if err != nil {
 				r.life.set(k, prev)
 				return err
 			}
+			storedRaw = raw
 		}
 		if err := r.startFresh(ctx, k); err != nil {
 			r.life.set(k, prev)
 			return storeFailure(fmt.Sprintf("saving event subscription %q: resetting the delivery state of its failed validation", k.name), err)
 		}
 	}
-	if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
+	if stored != nil {
+		raw, err := encodeRecord(spec, prov)
+		if err == nil {
+			err = r.swapSubscription(ctx, k, storedName, storedRaw, raw)
+		}
+		if err != nil {
+			r.life.set(k, prev)
+			return err
+		}
+	} else if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
 		r.life.set(k, prev)
 		return err
 	}
@@ -351,26 +458,22 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	return nil
 }
 
-// failedByValidation reports whether subscription k is Failed because its manual validation
-// window closed (it holds no events; startFresh): as this router records it, or in cluster
-// mode as stored, since the window may have closed on another node a moment ago; then it
-// returns the stored record too. Called in the topic's turn.
-func (r *Router) failedByValidation(ctx context.Context, k subKey) (bool, *record, error) {
-	if r.cl == nil {
-		p := r.life.get(k)
-		return p.state() == StateFailed && !p.keepsEvents, nil, nil
+// swapSubscription replaces, in cluster mode, subscription k's stored record old (stored
+// under name) with raw, only while it is still old: another node's write in between fails it
+// wrapping [ErrDefinitionChanged] (putConflict), and nothing is written. Called in the
+// topic's turn by commitSubscription, which read old there.
+func (r *Router) swapSubscription(ctx context.Context, k subKey, name string, old, raw []byte) error {
+	switch err := r.store.SwapSubscription(ctx, k.topic, name, old, raw); {
+	case errors.Is(err, store.ErrChanged):
+		r.cl.requestSync(k.topic)
+		return putConflict(k.name, true, true)
+	case errors.Is(err, store.ErrNotFound):
+		r.cl.requestSync(k.topic)
+		return putConflict(k.name, true, false)
+	case err != nil:
+		return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
 	}
-	rec, err := r.storedRecord(ctx, k)
-	if err != nil || rec == nil {
-		return false, nil, err
-	}
-	return rec.Egrid.state() == StateFailed, rec, nil
-}
-
-// storedRecord reads subscription k's record from the store: nil when it has none.
-func (r *Router) storedRecord(ctx context.Context, k subKey) (*record, error) {
-	_, _, rec, err := r.storedDefinition(ctx, k)
-	return rec, err
+	return nil
 }
 
 // storedDefinition reads subscription k's record from the store: the bytes stored, the name
@@ -383,6 +486,11 @@ func (r *Router) storedDefinition(ctx context.Context, k subKey) (raw []byte, na
 		}
 		return nil, "", nil, err
 	}
+	return findDefinition(defs, k)
+}
+
+// findDefinition is storedDefinition in defs, the stored definitions of k's topic.
+func findDefinition(defs []store.Definition, k subKey) (raw []byte, name string, rec *record, err error) {
 	for _, d := range defs {
 		if fold(d.Name) == fold(k.name) {
 			var rec record

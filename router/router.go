@@ -57,11 +57,16 @@ var (
 	// topic or subscription, which removes the damaged remains, then create it again. The
 	// admin API answers it 409. It is [store.ErrDamaged].
 	ErrDefinitionDamaged = store.ErrDamaged
-	// ErrDefinitionChanged wraps the refusal, in cluster mode, to delete a topic or
-	// subscription whose stored definition was found damaged when another node wrote a
-	// definition under the name (created it again) between that finding and the delete:
-	// nothing was deleted, and the name holds the other node's definition. Retry the delete
-	// if that one is to go too. The admin API answers it 409. It is [store.ErrChanged].
+	// ErrDefinitionChanged wraps the refusal of a write whose definition another write
+	// changed meanwhile, so that writes of one resource take effect in the order they were
+	// answered: a create or update of an event subscription when another request updated,
+	// deleted or created it while this one's endpoint handshake ran (this one changes
+	// nothing: read the definition and PUT again if it is still wanted); in cluster mode
+	// also the delete of a topic or subscription whose stored definition was found damaged
+	// when another node wrote a definition under the name (created it again) between that
+	// finding and the delete: nothing was deleted, and the name holds the other node's
+	// definition (retry the delete if that one is to go too). The admin API answers it 409.
+	// It is [store.ErrChanged].
 	ErrDefinitionChanged = store.ErrChanged
 )
 

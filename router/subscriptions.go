@@ -31,6 +31,13 @@ import (
 // [Config.PublicURL] (without it, this answer fails the call). Every update validates again,
 // as in Event Grid; an update the endpoint refuses leaves the previous definition in place.
 //
+// The handshake runs before anything is stored, for as long as the endpoint takes. Should
+// another call update, delete or create the subscription meanwhile (on any node of a
+// cluster), this one stores nothing and fails wrapping [ErrDefinitionChanged], saying which:
+// writes take effect in the order they return, so a delete that returned stays deleted and an
+// update that returned is not replaced by an older one. Should its topic be deleted meanwhile
+// (even if created again), it fails wrapping [ErrTopicNotFound].
+//
 // Values that admin reads hide are kept from the stored subscription when spec leaves them
 // empty: the endpoint URL, and the value of a secret static header of the same name.
 func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {

@@ -769,8 +769,9 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// to delete it first (it names no file).
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
 	case errors.Is(err, router.ErrDefinitionChanged):
-		// A delete of a damaged definition that another node replaced meanwhile: nothing was
-		// deleted; the message says so and to retry.
+		// A PUT of an event subscription that another request updated, deleted or created
+		// while its endpoint was validated, or a delete of a damaged definition that another
+		// node replaced meanwhile: nothing changed; the message says what did and what to do.
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
 	case errors.Is(err, router.ErrStoreDamaged):
 		// Not the request's fault, and no outage: a stored record the call needs is damaged

@@ -259,7 +259,9 @@ type Store interface {
 	// nothing and returns an error wrapping [ErrChanged]; when the topic or the subscription
 	// has none, one wrapping [ErrNotFound]. A change to the subscription's state meanwhile
 	// ([Store.UpdateSubscription]) does not fail it. The router changes a definition that
-	// several cluster nodes may change at once with it: the end of a manual validation.
+	// several cluster nodes may change at once with it: the end of a manual validation, and
+	// the update of a subscription once its endpoint's handshake passed (another node may
+	// have updated or deleted it meanwhile).
 	SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error
 	// DeleteSubscription removes a subscription with its state. It also removes one whose
 	// stored definition is damaged (PutSubscription refuses its name with [ErrDamaged]).
