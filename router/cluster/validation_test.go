@@ -367,17 +367,28 @@ func (s *markingStore) note(w string) {
 }
 
 func (s *markingStore) PutSubscription(ctx context.Context, topic, sub string, spec []byte) error {
-	if sub == "sub" {
-		var rec struct {
-			Egrid struct {
-				State        string `json:"provisioningState"`
-				Revalidating bool   `json:"revalidating"`
-			} `json:"egrid"`
-		}
-		_ = json.Unmarshal(spec, &rec)
-		s.note(fmt.Sprintf("record %s revalidating=%v", cmp.Or(rec.Egrid.State, router.StateSucceeded), rec.Egrid.Revalidating))
-	}
+	s.noteRecord(sub, spec)
 	return s.Store.PutSubscription(ctx, topic, sub, spec)
+}
+
+// SwapSubscription: an update writes the record it replaces with a swap from the stored one.
+func (s *markingStore) SwapSubscription(ctx context.Context, topic, sub string, old, spec []byte) error {
+	s.noteRecord(sub, spec)
+	return s.Store.SwapSubscription(ctx, topic, sub, old, spec)
+}
+
+func (s *markingStore) noteRecord(sub string, spec []byte) {
+	if sub != "sub" {
+		return
+	}
+	var rec struct {
+		Egrid struct {
+			State        string `json:"provisioningState"`
+			Revalidating bool   `json:"revalidating"`
+		} `json:"egrid"`
+	}
+	_ = json.Unmarshal(spec, &rec)
+	s.note(fmt.Sprintf("record %s revalidating=%v", cmp.Or(rec.Egrid.State, router.StateSucceeded), rec.Egrid.Revalidating))
 }
 
 func (s *markingStore) UpdateSubscription(ctx context.Context, topic, sub string, u store.Update) error {
