@@ -1,0 +1,368 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/store"
+)
+
+// The catalogue: the topics' definitions (keys of the meta bucket, each topic with its journal
+// stream) and the subscriptions' (in each subscription's record, with its state: substate.go),
+// written, deleted and listed.
+
+// topicExists reports whether the topic has a definition.
+func (s *Store) topicExists(ctx context.Context, topic string) error {
+	if err := checkName("topic", topic); err != nil {
+		return err
+	}
+	_, err := s.meta.Get(ctx, topicKey(topic))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return topicNotFound(topic)
+	case err != nil:
+		return fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+	}
+	return nil
+}
+
+// PutTopic implements [store.Store]: the definition is a key of the meta bucket; a new topic
+// also gets its journal stream, created before the definition so a topic that is listed
+// always has one. A name whose stored definition does not decode is refused
+// ([store.ErrDamaged]) until DeleteTopic removes it.
+func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("topic", name); err != nil {
+		return err
+	}
+	val := appendOpaque(nil, spec)
+	e, err := s.meta.Get(ctx, topicKey(name))
+	switch {
+	case err == nil:
+		if _, derr := decodeOpaque(e.Value()); derr != nil {
+			return topicDamaged(name, e.Revision(), derr)
+		}
+		if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
+			if isWrongLastSeq(err) {
+				return fenced("topic "+name, err)
+			}
+			return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+		}
+		return nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("jetstream store: reading topic %q: %w", name, err)
+	}
+	// A new topic: remove what a DeleteTopic cut short may have left, so it starts empty.
+	if err := s.dropTopicData(ctx, name); err != nil {
+		return err
+	}
+	_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        s.streamName(name),
+		Description: "egrid journal of topic " + name,
+		Subjects:    []string{s.subject(name)},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		// The writer gives every message an ID only to chain a pipeline's messages
+		// (Nats-Expected-Last-Msg-Id); a short window keeps the server's table of them small.
+		Duplicates:  time.Second,
+		Storage:     s.storage(),
+		Replicas:    s.opts.Replicas,
+		AllowDirect: s.directReads(),
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream store: creating the journal stream of topic %q: %w", name, err)
+	}
+	if _, err := s.meta.Create(ctx, topicKey(name), val); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fenced("topic "+name, err)
+		}
+		return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// dropTopicData deletes a topic's journal stream and subscription records and forgets this
+// store's writer and cached records of it.
+func (s *Store) dropTopicData(ctx context.Context, topic string) error {
+	s.mu.Lock()
+	w := s.writers[topic]
+	delete(s.writers, topic)
+	prefix := "sub." + escape(topic) + "."
+	for k := range s.subs {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.subs, k)
+		}
+	}
+	s.mu.Unlock()
+	if w != nil {
+		w.stop(topicNotFound(topic))
+	}
+	if err := s.js.DeleteStream(ctx, s.streamName(topic)); err != nil && !isStreamNotFound(err) {
+		return fmt.Errorf("jetstream store: deleting the journal stream of topic %q: %w", topic, err)
+	}
+	var keys []string
+	if err := s.scanMeta(ctx, subPattern(topic), func(key string, _ []byte) error {
+		keys = append(keys, key)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("jetstream store: listing subscriptions of topic %q: %w", topic, err)
+	}
+	for _, k := range keys {
+		if err := s.meta.Purge(ctx, k); err != nil {
+			return fmt.Errorf("jetstream store: deleting subscription record %s: %w", k, err)
+		}
+		s.dropMarker(ctx, k)
+	}
+	subj := s.opts.Prefix + ".parked." + escape(topic) + ".>"
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("jetstream store: deleting the parked events of topic %q: %w", topic, err)
+	}
+	return s.purgeHistory(ctx, "h."+escape(topic)+".>")
+}
+
+// DeleteTopic implements [store.Store]. Deleting the definition is the commit point; the
+// journal stream and the subscription records go next. When that is cut short (an outage),
+// the next PutTopic of the name removes the rest.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, name); err != nil {
+		return err
+	}
+	if err := s.meta.Purge(ctx, topicKey(name)); err != nil {
+		return fmt.Errorf("jetstream store: deleting topic %q: %w", name, err)
+	}
+	s.dropMarker(ctx, topicKey(name))
+	return s.dropTopicData(ctx, name)
+}
+
+// Topics implements [store.Store]. A definition that does not decode is left out, logged
+// once and counted ([DamageDefinition]): the others are listed.
+func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defs := []store.Definition{}
+	err = s.scanMeta(ctx, "topic.*", func(key string, val []byte) error {
+		name, err := unescape(strings.TrimPrefix(key, "topic."))
+		if err != nil {
+			s.keyDamage(s.meta.Bucket(), key, "a topic", err) // left out: see metadamage.go
+			return nil
+		}
+		spec, err := decodeOpaque(val)
+		if err != nil {
+			s.defDamage(key, val, name, "", err) // left out: see metadamage.go
+			return nil
+		}
+		defs = append(defs, store.Definition{Name: name, Spec: spec})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream store: listing topics: %w", err)
+	}
+	slices.SortFunc(defs, func(a, b store.Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+// PutSubscription implements [store.Store]. The definition and the state are one record, so
+// a new subscription is created with its cursor and epoch in one write.
+func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("subscription", name); err != nil {
+		return err
+	}
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	if e.rec == nil {
+		if err := s.load(ctx, e, topic, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	if e.rec != nil {
+		rec := *e.rec
+		rec.spec = slices.Clone(spec)
+		return s.write(ctx, e, topic, name, &rec)
+	}
+	last, err := s.lastSeq(ctx, topic)
+	if err != nil {
+		return err
+	}
+	rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: last}
+	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+	}
+	e.setRev(rev)
+	e.rec = rec
+	return nil
+}
+
+// swapTries bounds SwapSubscription's tries: each write that loses to a state write of
+// another node (its cursor moving: the definition still the one expected) reads the record
+// again and tries once more.
+const swapTries = 8
+
+// SwapSubscription implements [store.Store]. The definition and the state are one record: it
+// is read afresh (never from the cache) and written on the revision read, so a write of
+// another node in between fails the write; the record is then read again, and the swap
+// fails with [store.ErrChanged] only when its definition is another. Past swapTries writes
+// lost to state writes it fails with [store.ErrFenced].
+func (s *Store) SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	e, err := s.entry(ctx, subKey(topic, name))
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	for try := 1; ; try++ {
+		if err := s.load(ctx, e, topic, name); err != nil {
+			return err
+		}
+		if !bytes.Equal(e.rec.spec, old) {
+			return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", name, topic, store.ErrChanged)
+		}
+		rec := *e.rec
+		rec.spec = slices.Clone(spec)
+		err := s.write(ctx, e, topic, name, &rec)
+		if err == nil || !errors.Is(err, store.ErrFenced) || try == swapTries {
+			return err
+		}
+	}
+}
+
+// DeleteSubscription implements [store.Store]. It deletes a subscription whose definition
+// does not decode too, freeing the name.
+func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	if err := s.load(ctx, e, topic, name); err != nil {
+		d, ok := asDamagedDef(err)
+		if !ok {
+			return err
+		}
+		e.setRev(d.rev) // a damaged definition is deleted all the same
+	}
+	if err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev)); err != nil {
+		e.rec = nil
+		if isWrongLastSeq(err) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return fmt.Errorf("jetstream store: deleting subscription %q of topic %q: %w", name, topic, err)
+	}
+	return s.dropSub(ctx, e, key, topic, name)
+}
+
+// dropSub removes what is stored for a subscription whose record (key, held as e) was just
+// deleted: this store's cache of it, its parked events and its delivery histories.
+func (s *Store) dropSub(ctx context.Context, e *subEntry, key, topic, name string) error {
+	e.rec = nil
+	s.mu.Lock()
+	if s.subs[key] == e {
+		delete(s.subs, key)
+	}
+	s.mu.Unlock()
+	s.dropMarker(ctx, key)
+	subj := s.opts.Prefix + ".parked." + escape(topic) + "." + escape(name) + ".*"
+	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)
+	}
+	return s.purgeHistory(ctx, historyPrefix(topic, name)+"*")
+}
+
+// Subscriptions implements [store.Store]. A record whose definition does not decode is left
+// out, logged once and counted ([DamageDefinition]); one whose definition decodes is listed,
+// its state being another matter (see LoadSubscription). Each definition carries its record's
+// epoch as its [store.Definition.Life].
+func (s *Store) Subscriptions(ctx context.Context, topic string) ([]store.Definition, error) {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return nil, err
+	}
+	defs := []store.Definition{}
+	err = s.scanSubs(ctx, topic, func(name string, val []byte) error {
+		_, epoch, spec, err := decodeSubHead(val)
+		if err != nil {
+			s.defDamage(subKey(topic, name), val, topic, name, err) // left out: see metadamage.go
+			return nil
+		}
+		defs = append(defs, store.Definition{Name: name, Spec: spec, Life: epoch})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(defs, func(a, b store.Definition) int { return strings.Compare(a.Name, b.Name) })
+	return defs, nil
+}
+
+func (s *Store) scanSubs(ctx context.Context, topic string, fn func(name string, val []byte) error) error {
+	prefix := "sub." + escape(topic) + "."
+	err := s.scanMeta(ctx, subPattern(topic), func(key string, val []byte) error {
+		name, err := unescape(strings.TrimPrefix(key, prefix))
+		if err != nil {
+			s.keyDamage(s.meta.Bucket(), key, fmt.Sprintf("a subscription of topic %q", topic), err) // left out: see metadamage.go
+			return nil
+		}
+		if err := fn(name, val); err != nil {
+			return fmt.Errorf("subscription %q: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream store: listing subscriptions of topic %q: %w", topic, err)
+	}
+	return nil
+}
