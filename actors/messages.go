@@ -197,6 +197,11 @@ type AttemptRecord struct {
 	Detail string
 	// Pull is the step of a queue subscription's record; zero for a push subscription's.
 	Pull PullStep
+	// DeadLetterDropped is set on the record of dead letters the dead-letter actor dropped
+	// unwritten (the router makes it; no subscription actor reports one): the events, which
+	// had ended dead-lettered, end dropped. Attempts holds their delivery attempts, Time when
+	// they were dropped, and Detail why.
+	DeadLetterDropped bool
 	// Until is, for a PullReceived or PullRenewed record, when the lock expires; for a
 	// PullReleased one with a delay, when the events are available again (each no later than
 	// its time to live); zero otherwise.

@@ -115,6 +115,11 @@ var (
 	bucketRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
 )
 
+// reservedBuckets are the bucket names MinIO reserves for itself (its isMinioReservedBucket:
+// "minio"; its metadata bucket ".minio.sys" fails bucketRE already): it answers every request
+// on them with AllAccessDisabled, so a destination naming one could never be written.
+var reservedBuckets = map[string]bool{"minio": true}
+
 // deadLetterRuntime is the router's dead-lettering: the actor, the store and running replays.
 type deadLetterRuntime struct {
 	cfg   DeadLetterConfig
@@ -192,10 +197,22 @@ func (r *Router) startDeadLetters() error {
 	d.actorCfg = &deadletter.Config{
 		Store: d.store, Outbox: outbox, Volatile: !d.durable, Delay: d.cfg.Delay, TimeScale: r.cfg.TimeScale, MaxObjectBytes: d.cfg.MaxObjectBytes,
 		Metrics: r.metrics, Logger: r.log, OnWritten: r.notifyBlobCreated, Owns: owns, Stops: &d.stops,
+		OnDropped: r.recordDeadLettersDropped,
 	}
 	r.dead = d // before the actor runs: its notifications read it (notifyBlobCreated)
 	d.pid = r.system.Root.Spawn(deadletter.Props(d.actorCfg))
 	return nil
+}
+
+// recordDeadLettersDropped ends the delivery histories of dead letters the dead-letter actor
+// dropped unwritten ([deadletter.Config.OnDropped]): explain then tells the events Dropped,
+// with reason DeadLetterDestinationUnavailable and why, instead of waiting in the outbox. It
+// queues the step for the history writer and returns at once (it runs in the actor).
+func (r *Router) recordDeadLettersDropped(d *deadletter.Dropped) {
+	r.history.enqueue(&actors.AttemptRecord{
+		Topic: d.Topic, Subscription: d.Subscription, EventIDs: d.EventIDs, Attempts: d.Attempts,
+		PublishTimes: d.PublishTimes, Time: d.Time, Detail: d.Why, DeadLetterDropped: true,
+	}, nil)
 }
 
 // ensureSystemTopic creates the dead-letter notification topic if it is missing.
@@ -282,7 +299,7 @@ func (r *Router) stopDeadLetterActor(d *deadLetterRuntime) {
 
 // checkDeadLetterDestination refuses, at create time (and at restore: see restoreSubscription), what dead-lettering cannot serve: a
 // destination on a router without a dead-letter store (Event Grid refuses a destination it
-// cannot reach), and a container name MinIO cannot take.
+// cannot reach), and a container name MinIO cannot take (invalid, or reserved).
 func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec) error {
 	d := spec.DeadLetterDestination
 	if d == nil {
@@ -294,6 +311,8 @@ func (r *Router) checkDeadLetterDestination(name string, spec *SubscriptionSpec)
 	}
 	if b := d.Properties.BlobContainerName; b != "" && !bucketRE.MatchString(b) {
 		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination.properties.blobContainerName %q is invalid: use 3-63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit", clip.String(name), clip.String(b)))
+	} else if reservedBuckets[b] {
+		errs = append(errs, fmt.Errorf("event subscription %q: deadLetterDestination.properties.blobContainerName %q is reserved by MinIO, which refuses every write to it: pick another name", clip.String(name), b))
 	}
 	return errors.Join(errs...)
 }

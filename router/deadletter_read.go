@@ -391,3 +391,13 @@ func objectKeyProblem(key string) string {
 
 // ErrDeadLetterStoreUnavailable wraps a failure to read the dead-letter store.
 var ErrDeadLetterStoreUnavailable = errors.New("dead-letter store unavailable")
+
+// ErrDeadLetterCredentialsRefused is wrapped, with [ErrDeadLetterStoreUnavailable], when the
+// dead-letter store refused the router's credentials (it is sinks.ErrCredentialsRefused).
+var ErrDeadLetterCredentialsRefused = sinks.ErrCredentialsRefused
+
+// MinIOCredentialsHint says what to check when MinIO refuses the router's credentials
+// (sinks.ErrCredentialsRefused): the readiness check, the admin API and egrid serve's start
+// say it instead of calling MinIO unreachable.
+const MinIOCredentialsHint = "MinIO refused egrid's credentials: check --minio-access-key and --minio-secret-key " +
+	"(or --minio-secret-key-file; server.minio in a config file), then restart egrid serve"

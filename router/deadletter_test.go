@@ -562,6 +562,12 @@ func TestDeadLetterDestinationNeedsAStore(t *testing.T) {
 	if err := withStore.CreateSubscription(ctx, "orders", "sub-2", bad); err == nil || !strings.Contains(err.Error(), "blobContainerName") {
 		t.Errorf("an invalid container name: %v, want a refusal naming blobContainerName", err)
 	}
+	// MinIO reserves "minio": it refuses every request on it (AllAccessDisabled), so the
+	// destination could never be written.
+	bad.DeadLetterDestination.Properties.BlobContainerName = "minio"
+	if err := withStore.CreateSubscription(ctx, "orders", "sub-2", bad); err == nil || !strings.Contains(err.Error(), "reserved by MinIO") {
+		t.Errorf("the reserved container name minio: %v, want a refusal saying MinIO reserves it", err)
+	}
 }
 
 // A subscription stored with a deadLetterDestination and restored by a router started without

@@ -88,8 +88,9 @@ const (
 	EventDelivered EventState = "Delivered"
 	// EventDeadLettered: the delivery ended and the event went to the dead-letter destination.
 	EventDeadLettered EventState = "DeadLettered"
-	// EventDropped: the delivery ended without a dead-letter destination; the event was counted
-	// in DroppedEventCount.
+	// EventDropped: the delivery ended without a dead-letter destination, or the event was
+	// dead-lettered and its record dropped unwritten ([StepDeadLetterDropped]); the event was
+	// counted in DroppedEventCount.
 	EventDropped EventState = "Dropped"
 	// EventLocked: a consumer received the event from a queue subscription and holds its
 	// lock: the latest step's lockedUntil says until when.
@@ -137,12 +138,14 @@ type Explanation struct {
 	Reason schemas.Reason `json:"reason,omitempty"`
 	// DeadLetterObject is the key of the dead-letter object holding the event once it is
 	// written (its bucket is the subscription's blobContainerName); empty while the record
-	// waits in the outbox.
+	// waits in the outbox. A record dropped unwritten ends the history instead: the state is
+	// then Dropped, reason DeadLetterDestinationUnavailable ([StepDeadLetterDropped]).
 	DeadLetterObject string `json:"deadLetterObject,omitempty"`
-	// DeadLetterSearch, set when DeadLetterObject is empty because the search for it stopped,
-	// says where it stopped and how to look further: the search reads at most
-	// [ExplainDeadLetterObjects] objects (and [ExplainDeadLetterBytes] of them) written after
-	// the event ended, oldest first.
+	// DeadLetterSearch, set when DeadLetterObject is empty because the search for it stopped
+	// or could not run, says so: where it stopped and how to look further (the search reads at
+	// most [ExplainDeadLetterObjects] objects, and [ExplainDeadLetterBytes] of them, written
+	// after the event ended, oldest first), or that the dead-letter store could not be read
+	// and why (MinIO down, say): the object may then be written already.
 	DeadLetterSearch string `json:"deadLetterSearch,omitempty"`
 }
 
@@ -168,7 +171,10 @@ type ExplainedAttempt struct {
 	Probe    bool          `json:"probe,omitempty"`
 	// NoAttempt says the event came due and ended without an attempt.
 	NoAttempt bool `json:"noAttempt,omitempty"`
-	// Step, set on a queue subscription's history only, is the pull step: Received,
+	// Step DeadLetterDropped ([StepDeadLetterDropped]), on any subscription, ends the
+	// history of a dead-lettered event whose record was dropped unwritten: the dead-letter
+	// destination failed, or refused, its writes for four hours; Explanation says how.
+	// Otherwise Step, set on a queue subscription's history only, is the pull step: Received,
 	// Acknowledged, Released, Rejected, LockRenewed, LockExpired, or Ended (its time to live
 	// passed while it waited, or it reached maxDeliveryCount without a consumer's step). A
 	// step that ended the event has its Decision (DeadLetter or Drop), and Rule when one
@@ -257,7 +263,8 @@ const (
 // deadLetterObjectOf finds the dead-letter object holding event id, written after the event
 // ended at ended: its key, or "" when there is none yet (the record waits in the outbox) or the
 // store cannot be read. When the search stops at its bounds before it found the object, the
-// second result says so and how to look further.
+// second result says so and how to look further; when it cannot run (the store does not
+// answer), it says that, with the error.
 //
 // It lists only the keys of the hours from the event's end on (the object is named by the time
 // its records are first written, after they ended), one hour at a time, and stops listing with
@@ -272,8 +279,12 @@ func (r *Router) deadLetterObjectOf(ctx context.Context, topic, sub, id string, 
 		}
 	}
 	r.log.Warn("explain: reading dead letters", logattr.Topic, topic, logattr.Subscription, sub, "err", err)
-	return "", ""
+	return "", "the dead-letter objects could not be searched, so the record may be written already or still wait in the outbox: " +
+		clip.N(err.Error(), maxSearchError) + "; check that the dead-letter store (MinIO) answers and ask again"
 }
+
+// maxSearchError bounds the error text [Explanation.DeadLetterSearch] repeats.
+const maxSearchError = 512
 
 // findDeadLetter reads the objects of w (of subscription sub of topic t, in bucket) oldest
 // first, within Explain's bounds, for the record of event id.

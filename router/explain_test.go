@@ -315,3 +315,58 @@ func TestExplainDeadLetterSearchIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A dead-lettered event whose record the dead-letter store never took — down past the
+// four-hour limit — is explained as dropped, with reason DeadLetterDestinationUnavailable and
+// a last step saying why: not as waiting in the outbox.
+func TestExplainDeadLetterDroppedUnwritten(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.CreateSubscription("orders", "sub-1", h.Endpoint("hook", testkit.Always(400)), router.RetryPolicy{})
+		h.DeadLetterStore().Down()
+		h.Publish("orders", h.EventGridEvent(testkit.ID("m1")), h.EventGridEvent(testkit.ID("m2")))
+		h.Advance(5*time.Minute + 30*time.Second + 4*time.Hour)
+		st, err := h.Router().DeadLetterStatus(context.Background())
+		if err != nil || st.RecordsDropped != 2 {
+			t.Fatalf("status %+v, %v: want 2 dropped", st, err)
+		}
+		for _, id := range []string{"m1", "m2"} {
+			e, err := h.Router().Explain(context.Background(), "orders", "sub-1", id)
+			if err != nil {
+				t.Fatalf("Explain %s: %v", id, err)
+			}
+			if e.State != router.EventDropped || e.Reason != schemas.DeadLetterDestinationUnavailable || e.AttemptsMade != 1 {
+				t.Fatalf("%s: state %s, reason %s after %d attempts: want Dropped, DeadLetterDestinationUnavailable after 1", id, e.State, e.Reason, e.AttemptsMade)
+			}
+			if n := len(e.Attempts); n != 2 || e.Attempts[0].Decision != "DeadLetter" {
+				t.Fatalf("%s: attempts %+v, want the attempt that dead-lettered it, then the drop", id, e.Attempts)
+			}
+			last := e.Attempts[1]
+			if last.Step != router.StepDeadLetterDropped || last.Decision != "Drop" || !strings.Contains(last.Explanation, "unavailable for 4h") {
+				t.Errorf("%s: last step %+v, want DeadLetterDropped saying the destination was unavailable for 4h", id, last)
+			}
+		}
+	})
+}
+
+// When the dead-letter objects cannot be searched (the store is down after the record was
+// written), the explanation says so in deadLetterSearch, instead of calling the record not
+// written yet.
+func TestExplainDeadLetterSearchThatCannotRunSaysSo(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.CreateSubscription("orders", "sub-1", h.Endpoint("hook", testkit.Always(400)), router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("m1")))
+		h.Advance(10 * time.Minute)
+		e, err := h.Router().Explain(context.Background(), "orders", "sub-1", "m1")
+		if err != nil || e.DeadLetterObject == "" {
+			t.Fatalf("Explain once written: %+v, %v; want the object", e, err)
+		}
+		h.DeadLetterStore().Down()
+		e, err = h.Router().Explain(context.Background(), "orders", "sub-1", "m1")
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		if e.State != router.EventDeadLettered || e.DeadLetterObject != "" || !strings.Contains(e.DeadLetterSearch, "could not be searched") {
+			t.Errorf("with the store down: state %s, object %q, search %q: want a search that says it could not run", e.State, e.DeadLetterObject, e.DeadLetterSearch)
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/schemas"
 )
 
 // maxHistoryQueue bounds the steps (one event's share of an attempt record) waiting for the
@@ -342,6 +343,9 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 	}
 	attempt, at := rec.Attempts[i], rec.Time
 	first := attempt <= 1 && !rec.NoAttempt || rec.NoAttempt && attempt == 0
+	if rec.DeadLetterDropped {
+		first = false // it adds to the history that ended dead-lettered
+	}
 	if rec.Pull != 0 {
 		first = attempt <= 1 && rec.Pull == actors.PullReceived || attempt == 0 && rec.Pull == actors.PullEnded
 	}
@@ -374,6 +378,9 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, publish time.Time, detail string, policy *retry.Policy) time.Time {
 	if rec.Pull != 0 {
 		return w.applyPull(e, rec, i, publish, policy)
+	}
+	if rec.DeadLetterDropped {
+		return w.applyDeadLetterDropped(e, rec, i)
 	}
 	dec := &rec.Decisions[i]
 	a := ExplainedAttempt{
@@ -427,6 +434,26 @@ func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, 
 		e.State = EventDelivered
 	}
 	return a.Time.Add(a.Duration).Add(w.cfg.Retention)
+}
+
+// StepDeadLetterDropped is the step ([ExplainedAttempt.Step]) that ends the history of a
+// dead-lettered event whose record the dead-letter destination never took: it was dropped
+// after the destination failed (or refused) the writes for four hours.
+const StepDeadLetterDropped = "DeadLetterDropped"
+
+// applyDeadLetterDropped ends history e of event i of rec, a DeadLetterDropped record: the
+// event, dead-lettered, is Dropped with reason DeadLetterDestinationUnavailable, and a last
+// step says why. It returns when e expires.
+func (w *historyWriter) applyDeadLetterDropped(e *Explanation, rec *actors.AttemptRecord, i int) time.Time {
+	w.keep(e, ExplainedAttempt{
+		Attempt: rec.Attempts[i], Time: rec.Time, Step: StepDeadLetterDropped, Decision: retry.Drop.String(),
+		Explanation: "the dead-letter record was dropped unwritten: " + rec.Detail,
+	})
+	if e.AttemptsMade == 0 {
+		e.AttemptsMade = rec.Attempts[i]
+	}
+	e.State, e.Reason, e.NextAttempt = EventDropped, schemas.DeadLetterDestinationUnavailable, time.Time{}
+	return rec.Time.Add(w.cfg.Retention)
 }
 
 // keep adds a to e's attempts, keeping the latest HistoryConfig.Attempts of them.

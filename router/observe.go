@@ -11,6 +11,7 @@ import (
 
 	"github.com/egridio/egrid/router/metrics/promexport"
 	"github.com/egridio/egrid/router/probes"
+	"github.com/egridio/egrid/sinks"
 )
 
 // Collector returns a prometheus.Collector of the router's metrics (see
@@ -43,6 +44,10 @@ const storeNotReady = "the store is %s: see the log or GET /admin/health with th
 // answer; the error, which names its endpoint, goes to the log.
 const deadLettersNotReady = "the dead-letter store does not answer: see the log"
 
+// deadLettersRefused is the readiness check's answer for a dead-letter store that answers
+// but refuses the credentials.
+const deadLettersRefused = "the dead-letter store refused the credentials: " + MinIOCredentialsHint
+
 // ReadinessChecks returns the checks of a readiness probe (router/probes): the store takes
 // writes ([Router.Health] is Healthy: not below its free-space floor, not failed), the router's actors run
 // (it was built and is not closed), and, when the dead-letter store can be pinged (MinIO),
@@ -74,11 +79,17 @@ func (r *Router) ReadinessChecks() []probes.Check {
 		checks = append(checks, probes.Check{Name: CheckDeadLetters, Run: func(ctx context.Context) error {
 			if err := r.dlPing.run(ctx, func(ctx context.Context) error {
 				err := p.Ping(ctx)
-				if err != nil {
+				switch {
+				case errors.Is(err, sinks.ErrCredentialsRefused):
+					r.log.Warn("readiness: the dead-letter store refused the credentials; "+MinIOCredentialsHint, "err", err)
+				case err != nil:
 					r.log.Warn("readiness: the dead-letter store does not answer", "err", err)
 				}
 				return err
 			}); err != nil {
+				if errors.Is(err, sinks.ErrCredentialsRefused) {
+					return errors.New(deadLettersRefused)
+				}
 				return errors.New(deadLettersNotReady)
 			}
 			return nil

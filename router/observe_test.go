@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/probes"
 	"github.com/egridio/egrid/router/store"
+	"github.com/egridio/egrid/sinks"
 	"github.com/egridio/egrid/testkit"
 )
 
@@ -226,6 +228,18 @@ func TestReadinessChecks(t *testing.T) {
 		logMu.Unlock()
 		if !strings.Contains(logged, "10.1.2.3:9000: connection refused") {
 			t.Errorf("MinIO down: the log does not say why:\n%s", logged)
+		}
+
+		// Credentials MinIO refuses are said to be refused, with the flags to check: not that
+		// MinIO does not answer.
+		dl.set(fmt.Errorf("minio at 10.1.2.3:9000 answers but does not accept the credentials: %w",
+			&sinks.Refusal{Code: "SignatureDoesNotMatch", Credentials: true, Err: errors.New("The request signature we calculated does not match")}), nil)
+		testkit.Advance(router.PingInterval)
+		if rep := run(); rep.Ready || failedChecks(rep) != router.CheckDeadLetters+": the dead-letter store refused the credentials: "+router.MinIOCredentialsHint {
+			t.Errorf("wrong credentials: ready %v, failed checks %q", rep.Ready, failedChecks(rep))
+		}
+		if !strings.Contains(router.MinIOCredentialsHint, "--minio-access-key") || !strings.Contains(router.MinIOCredentialsHint, "--minio-secret-key-file") {
+			t.Errorf("the hint %q does not name the flags", router.MinIOCredentialsHint)
 		}
 		dl.set(nil, nil)
 		testkit.Advance(router.PingInterval)

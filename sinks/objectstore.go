@@ -15,7 +15,51 @@ var (
 	ErrObjectNotFound = errors.New("object not found")
 	// ErrObjectTooLarge: the object is larger than the limit its reader gave Get.
 	ErrObjectTooLarge = errors.New("object too large")
+	// ErrRefused: the store answered and refused the request for what it is, not for a
+	// passing fault: access to the bucket is denied or disabled (a policy, or a name the
+	// server reserves), the bucket name is one it does not take, or the credentials are not
+	// accepted ([ErrCredentialsRefused]). The same request fails the same way until an
+	// operator changes the store's policy or egrid's configuration. The error says the
+	// store's error code ([RefusalCode]).
+	ErrRefused = errors.New("the store refused the request")
+	// ErrCredentialsRefused: the store does not accept the credentials (an unknown access
+	// key, a wrong secret key). It comes wrapped with [ErrRefused].
+	ErrCredentialsRefused = errors.New("the store refused the credentials")
 )
+
+// Refusal is the error an [ObjectStore] wraps for a request the store refused ([ErrRefused]):
+// Code is the store's error code (S3's, such as AccessDenied), Err its error. It matches
+// ErrRefused with errors.Is, and ErrCredentialsRefused too when Credentials is set.
+type Refusal struct {
+	Code        string
+	Credentials bool
+	Err         error
+}
+
+func (e *Refusal) Error() string {
+	what := ErrRefused.Error()
+	if e.Credentials {
+		what = ErrCredentialsRefused.Error()
+	}
+	return what + " (" + e.Code + "): " + e.Err.Error()
+}
+
+func (e *Refusal) Unwrap() error { return e.Err }
+
+// Is makes a Refusal match ErrRefused, and ErrCredentialsRefused when Credentials is set.
+func (e *Refusal) Is(target error) bool {
+	return target == ErrRefused || e.Credentials && target == ErrCredentialsRefused
+}
+
+// RefusalCode returns the store's error code of a refused request ([ErrRefused]), or "" when
+// err is not one.
+func RefusalCode(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ""
+}
 
 // ObjectStore keeps dead-letter objects (SPEC §5): the dead-letter actor writes one object per
 // subscription per flush, and replay lists and reads them back. A listing answers a page at a
@@ -29,8 +73,10 @@ var (
 // not retain body. A nil error from Put means the object is stored and readable with Get and
 // List. A missing bucket is an error wrapping [ErrBucketNotFound] unless the store is
 // configured to create buckets, in which case Put creates it; Get of a missing key wraps
-// [ErrObjectNotFound], Get of an object larger than its limit wraps [ErrObjectTooLarge]. Any
-// other error means the store could not be reached or refused the call: callers retry later.
+// [ErrObjectNotFound], Get of an object larger than its limit wraps [ErrObjectTooLarge]. A
+// request the store refused for what it is (access denied, credentials not accepted) wraps
+// [ErrRefused]. Any other error means the store could not be reached or failed the call:
+// callers retry later.
 type ObjectStore interface {
 	// Put stores body under key in bucket, replacing any object there (content type and
 	// metadata included), and describes the stored object.

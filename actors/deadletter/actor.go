@@ -69,6 +69,9 @@ type pendingObject struct {
 	triedHere int
 	next      time.Time
 	writing   bool
+	// refused is the store's error code when the last write failed because the destination
+	// refused it (sinks.ErrRefused), "" when it failed otherwise.
+	refused string
 	// reread: the key was read back from the outbox (a restart, an adoption), whose records
 	// may have left it only in part after the object was written whole; an object under the key
 	// is then kept, not replaced by the records that are left of it.
@@ -477,10 +480,12 @@ func (d *deadLetters) stop(final bool) {
 		}
 		d.early = nil
 		ids := slices.Sorted(maps.Keys(d.recs))
-		for _, id := range ids {
-			d.drop(d.recs[id], "the router stopped before the record could be written")
+		recs := make([]*Record, len(ids))
+		for i, id := range ids {
+			recs[i] = d.recs[id]
 			delete(d.pendingPut, id)
 		}
+		d.drop(recs, "the router stopped before the records could be written", "")
 		d.pendingDel = append(d.pendingDel, ids...)
 	}
 	// What the actor decided is saved before the next incarnation loads, off the mailbox.
@@ -1002,10 +1007,20 @@ func (d *deadLetters) written(m *dlWritten) {
 		d.dropObject(o, "the records cannot be encoded: "+m.err.Error())
 		return
 	}
+	// A write the destination refused for what it is (access denied or disabled: a bucket
+	// policy, credentials it does not take) is retried like one it failed: Event Grid retries
+	// a dead-letter write for four hours whatever the failure, and a refusal is mostly fixed by
+	// an operator (the policy, the credentials) within them. It is logged at error level with
+	// the store's code, and the records, if dropped, say they were refused.
+	o.refused = sinks.RefusalCode(m.err)
+	level, failed, refused := slog.LevelWarn, "writing dead letters failed", slog.Attr{}
+	if o.refused != "" {
+		level, failed, refused = slog.LevelError, "the dead-letter destination refused the write", slog.String("refused", o.refused)
+	}
 	giveUp := o.first.Add(d.cfg.scale(d.cfg.GiveUpAfter))
 	if !now.Before(giveUp) {
-		d.log.Warn("writing dead letters failed", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
-			"key", o.key, "records", len(o.recs), "attempts", o.attempts, "err", m.err)
+		d.log.Log(context.Background(), level, failed, logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
+			"key", o.key, "records", len(o.recs), "attempts", o.attempts, refused, "err", m.err)
 		d.dropObject(o, d.unavailableFor(o, now))
 		return
 	}
@@ -1014,8 +1029,8 @@ func (d *deadLetters) written(m *dlWritten) {
 	if o.next.After(giveUp) {
 		o.next = giveUp // a last try at the limit: the records are dropped if it fails
 	}
-	d.log.Warn("writing dead letters failed; will retry", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
-		"key", o.key, "records", len(o.recs), "attempts", o.attempts, "retryIn", o.next.Sub(now), "err", m.err)
+	d.log.Log(context.Background(), level, failed+"; will retry", logattr.Topic, o.topic, logattr.Subscription, o.sub, "bucket", o.target.Bucket,
+		"key", o.key, "records", len(o.recs), "attempts", o.attempts, "retryIn", o.next.Sub(now), refused, "err", m.err)
 }
 
 // unavailableFor says why an object whose write failed at now, past the limit, is dropped:
@@ -1023,8 +1038,16 @@ func (d *deadLetters) written(m *dlWritten) {
 // restart (or by another node), only the tries since are this actor's to vouch for: the
 // destination may have been up while the router was down, so the reason says what was
 // seen since the records were taken up again, and how long ago the first attempt was.
+//
+// When the destination refused the last write for what it is (o.refused), the reason says
+// so, with the store's error code, instead of calling it unavailable.
 func (d *deadLetters) unavailableFor(o *pendingObject, now time.Time) string {
 	sinceFirst := now.Sub(o.first).Round(time.Second)
+	if o.refused != "" {
+		return fmt.Sprintf("the dead-letter destination refused the write (%s: access to bucket %s is denied or disabled, "+
+			"or the credentials are not accepted) for %s after the first write attempt (%s)",
+			o.refused, o.target.Bucket, sinceFirst, plural(o.attempts, "attempt"))
+	}
 	if o.attempts <= o.triedHere {
 		return fmt.Sprintf("the dead-letter destination was unavailable for %s after the first write attempt (%s)",
 			sinceFirst, plural(o.attempts, "attempt"))
@@ -1049,26 +1072,71 @@ func (d *deadLetters) dropObject(o *pendingObject, why string) {
 	ids := make([]uint64, len(o.recs))
 	for i, r := range o.recs {
 		ids[i] = r.ID
-		d.drop(r, why)
 	}
+	d.drop(o.recs, why, o.refused)
 	d.save(nil, ids)
 	delete(d.objects, o.id)
 }
 
-// drop forgets one record: counted as DroppedEventCount with reason
-// DeadLetterDestinationUnavailable (SPEC §5) and logged with its event id.
-func (d *deadLetters) drop(r *Record, why string) {
-	l := r.Letter
-	delete(d.recs, r.ID)
-	delete(d.loaded, r.ID)
-	d.stats.RecordsDropped++
-	d.cfg.Metrics.Add(metrics.Key{
-		Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),
-		Dim: string(schemas.DeadLetterDestinationUnavailable),
-	}, 1)
-	d.log.Warn("dead letter dropped", logattr.EventID, r.EventID, logattr.Topic, l.Topic, logattr.Subscription, l.Subscription,
-		"bucket", r.Target.Bucket, "reason", string(schemas.DeadLetterDestinationUnavailable),
-		"deadLetterReason", string(l.Reason), "why", why)
+// MaxDroppedIDsPerLine bounds the event ids one "dead letters dropped" log line lists: a
+// larger drop is logged in several lines, each with its part of the ids.
+const MaxDroppedIDsPerLine = 100
+
+// drop forgets records, saying why (refused is the store's error code when the destination
+// refused the writes): each is counted as DroppedEventCount with reason
+// DeadLetterDestinationUnavailable (SPEC §5), and every event id is logged, per subscription,
+// at most [MaxDroppedIDsPerLine] a line. The lines are never folded by the log's flood guard
+// (logattr.Unfolded): each names events no other line does, and their number is bounded by
+// the records dropped. [Config.OnDropped] then has the drop, per subscription, for the events'
+// delivery histories.
+func (d *deadLetters) drop(recs []*Record, why, refused string) {
+	now := time.Now()
+	type group struct{ topic, sub string }
+	var order []group
+	bySub := map[group]*Dropped{}
+	buckets := map[group]string{}
+	for _, r := range recs {
+		l := r.Letter
+		delete(d.recs, r.ID)
+		delete(d.loaded, r.ID)
+		d.stats.RecordsDropped++
+		d.cfg.Metrics.Add(metrics.Key{
+			Name: metrics.DroppedEventCount, Scope: metrics.SubscriptionScope(l.Topic, l.Subscription),
+			Dim: string(schemas.DeadLetterDestinationUnavailable),
+		}, 1)
+		g := group{l.Topic, l.Subscription}
+		dr, ok := bySub[g]
+		if !ok {
+			dr = &Dropped{Topic: l.Topic, Subscription: l.Subscription, Time: now, Why: why, Refused: refused}
+			bySub[g], buckets[g] = dr, r.Target.Bucket
+			order = append(order, g)
+		}
+		dr.EventIDs = append(dr.EventIDs, r.EventID)
+		dr.Attempts = append(dr.Attempts, l.DeliveryAttempts)
+		dr.PublishTimes = append(dr.PublishTimes, l.PublishTime)
+	}
+	ctx := logattr.Unfolded(context.Background())
+	for _, g := range order {
+		dr := bySub[g]
+		n := len(dr.EventIDs)
+		for from := 0; from < n; from += MaxDroppedIDsPerLine {
+			to := min(from+MaxDroppedIDsPerLine, n)
+			attrs := []any{logattr.Topic, dr.Topic, logattr.Subscription, dr.Subscription, "bucket", buckets[g],
+				"records", n, logattr.EventIDs, dr.EventIDs[from:to]}
+			if n > MaxDroppedIDsPerLine {
+				attrs = append(attrs, "idsFrom", from+1, "idsTo", to)
+			}
+			attrs = append(attrs, "reason", string(schemas.DeadLetterDestinationUnavailable))
+			if refused != "" {
+				attrs = append(attrs, "refused", refused)
+			}
+			attrs = append(attrs, "why", why)
+			d.log.WarnContext(ctx, "dead letters dropped", attrs...)
+		}
+		if d.cfg.OnDropped != nil {
+			d.cfg.OnDropped(dr)
+		}
+	}
 }
 
 func (d *deadLetters) answerFlushers(c actor.Context) {

@@ -70,6 +70,11 @@ func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 		if a.Key == logattr.EventID {
 			b.WriteString(" id=" + a.Value.String())
 		}
+		if ids, ok := a.Value.Any().([]string); ok && a.Key == "eventIds" {
+			for _, id := range ids {
+				b.WriteString(" id=" + id)
+			}
+		}
 		return true
 	})
 	w.mu.Lock()
@@ -320,14 +325,13 @@ func TestDeadLettersDroppedAfterFourHours(t *testing.T) {
 		warn := &warnings{}
 		m := new(metrics.Set)
 		pid := h.Spawn(deadletter.Props(&deadletter.Config{Store: store, Metrics: m, Logger: slog.New(warn)}))
-		var ids []string
+		ids := []string{"dead letters dropped id=e0 id=e1 id=e2 id=e3", "dead letters dropped id=e4 id=e5 id=e6"}
 		for i := range 7 {
 			sub := "sub-a"
 			if i >= 4 {
 				sub = "sub-b"
 			}
 			id := fmt.Sprintf("e%d", i)
-			ids = append(ids, "dead letter dropped id="+id)
 			h.System().Root.Send(pid, &deadletter.Enqueue{Letter: dlLetter(t, sub, id, time.Now()), Target: dlTarget(sub, false)})
 		}
 		dropped := func(sub string) int64 {
@@ -345,10 +349,10 @@ func TestDeadLettersDroppedAfterFourHours(t *testing.T) {
 		if dropped("sub-a") != 4 || dropped("sub-b") != 3 {
 			t.Errorf("dropped %d and %d, want 4 and 3", dropped("sub-a"), dropped("sub-b"))
 		}
-		got := warn.matching("dead letter dropped")
+		got := warn.matching("dead letters dropped")
 		slices.Sort(got)
 		if !slices.Equal(got, ids) {
-			t.Errorf("drop warnings %v, want one per event: %v", got, ids)
+			t.Errorf("drop warnings %v, want one per subscription, with its event ids: %v", got, ids)
 		}
 		if st := dlStatus(t, h, pid); st.Pending() != 0 || st.RecordsDropped != 7 {
 			t.Errorf("status %+v, want nothing pending and 7 dropped", st)

@@ -99,6 +99,10 @@ type Config struct {
 	// stops) and must be safe for concurrent use. The router publishes the BlobCreated
 	// notification from it.
 	OnWritten func(ctx context.Context, o *Object)
+	// OnDropped, when set, is called with each batch of records the actor drops, one call per
+	// subscription: the router records their end in the events' delivery histories, so
+	// explain tells the drop. It is called from the actor: it must not block.
+	OnDropped func(d *Dropped)
 	// Owns, when set, says whether this actor writes the records of a subscription: in
 	// cluster mode, the node running the subscription does, and the node holding the
 	// cluster's duty writes those of a subscription deleted before they were written. A

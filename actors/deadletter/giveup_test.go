@@ -21,7 +21,7 @@ type dropReasons struct {
 
 func (d *dropReasons) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 func (d *dropReasons) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "dead letter dropped" {
+	if r.Message != "dead letters dropped" {
 		return nil
 	}
 	r.Attrs(func(a slog.Attr) bool {

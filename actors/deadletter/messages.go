@@ -80,6 +80,24 @@ type Object struct {
 	Records             int
 }
 
+// Dropped describes dead letters of one subscription the actor dropped together, unwritten;
+// [Config.OnDropped] receives it.
+type Dropped struct {
+	Topic, Subscription string
+	// Time is when they were dropped; Why says why, in words (how long the destination
+	// failed the writes, or refused them, and how).
+	Time time.Time
+	Why  string
+	// Refused is the store's error code when the destination refused the last write for
+	// what it was (sinks.ErrRefused: AccessDenied, say), "" when it was unavailable.
+	Refused string
+	// EventIDs, Attempts and PublishTimes are, per record, its event's id, delivery attempts
+	// and publish time.
+	EventIDs     []string
+	Attempts     []int
+	PublishTimes []time.Time
+}
+
 // Record is one dead letter in the outbox. ID is stable for the record's life, so a
 // durable outbox can key it.
 type Record struct {

@@ -143,7 +143,11 @@ func deadLetterStore(ctx context.Context, s deadLetterSettings, log *slog.Logger
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pctx); err != nil {
-		log.Warn("MinIO is not reachable yet; dead letters wait and are retried", "endpoint", s.MinIO.Endpoint, "err", err)
+		msg := "MinIO is not reachable yet; dead letters wait and are retried"
+		if errors.Is(err, sinks.ErrCredentialsRefused) {
+			msg = router.MinIOCredentialsHint + "; dead letters wait and are retried"
+		}
+		log.Warn(msg, "endpoint", s.MinIO.Endpoint, "err", err)
 		return st, nil
 	}
 	log.Info("dead letters are written to MinIO", "endpoint", s.MinIO.Endpoint, "createBuckets", s.MinIO.CreateBuckets)

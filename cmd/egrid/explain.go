@@ -98,7 +98,11 @@ func printExplanation(e env, ex *router.Explanation) {
 		}
 		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", termSafe(string(ex.Reason)), ex.AttemptsMade, obj)
 	case router.EventDropped:
-		end = fmt.Sprintf("dropped: %s after %d attempts (no dead-letter destination)", termSafe(string(ex.Reason)), ex.AttemptsMade)
+		why := "no dead-letter destination"
+		if n := len(ex.Attempts); n > 0 && ex.Attempts[n-1].Step == router.StepDeadLetterDropped {
+			why = "dead-lettered, then its record was dropped unwritten: see the last step"
+		}
+		end = fmt.Sprintf("dropped: %s after %d attempts (%s)", termSafe(string(ex.Reason)), ex.AttemptsMade, why)
 	case router.EventLocked:
 		end = fmt.Sprintf("locked by a consumer: delivery %d of %d, time to live left %s",
 			ex.AttemptsMade, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))

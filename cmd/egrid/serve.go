@@ -22,6 +22,7 @@ import (
 	"github.com/egridio/egrid/router/console"
 	"github.com/egridio/egrid/router/httpapi"
 	"github.com/egridio/egrid/router/httpserver"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/router/metrics"
 	"github.com/egridio/egrid/router/secretfile"
@@ -74,7 +75,7 @@ func serve(c *cli.Context, e env) error {
 	}
 	handler := s.Log.handler(e.Stderr)
 	if s.LogFoldWindow > 0 {
-		fold := logfold.New(handler, logfold.Options{Window: s.LogFoldWindow})
+		fold := logfold.New(handler, logfold.Options{Window: s.LogFoldWindow, Unfolded: logattr.IsUnfolded})
 		defer fold.Flush()
 		handler = fold
 	}

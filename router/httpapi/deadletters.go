@@ -146,6 +146,8 @@ func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
 	case errors.Is(err, router.ErrDeadLettersUnavailable), errors.Is(err, router.ErrNoDeadLetterDestination), errors.Is(err, router.ErrReplayIntoQueue),
 		errors.Is(err, router.ErrBadDeadLetterQuery):
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+	case errors.Is(err, router.ErrDeadLetterStoreUnavailable) && errors.Is(err, router.ErrDeadLetterCredentialsRefused):
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; "+router.MinIOCredentialsHint)
 	case errors.Is(err, router.ErrDeadLetterStoreUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
 	default:

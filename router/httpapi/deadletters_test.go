@@ -162,3 +162,38 @@ func TestDeadLetterRecordsRouteTakesUpInsideAnObject(t *testing.T) {
 		t.Errorf("replay from since after until: %d %v, want 400", status, body)
 	}
 }
+
+// refusingCredentials is a dead-letter store whose server refuses the router's credentials.
+type refusingCredentials struct{ sinks.ObjectStore }
+
+func (refusingCredentials) List(context.Context, string, sinks.ListQuery) ([]sinks.ObjectInfo, error) {
+	return nil, fmt.Errorf("listing on minio at 127.0.0.1:9000: %w",
+		&sinks.Refusal{Code: "SignatureDoesNotMatch", Credentials: true, Err: fmt.Errorf("The request signature we calculated does not match the signature you provided.")})
+}
+
+// A dead-letter store that refuses the credentials is answered 503 saying so, and which flags
+// to check: not "check that MinIO is running".
+func TestDeadLetterRoutesSayTheCredentialsWereRefused(t *testing.T) {
+	ctx := context.Background()
+	r, err := router.New(router.Config{AdminToken: "tok"}, router.Deps{Sinks: nullSinks(), DeadLetterStore: refusingCredentials{testkit.NewObjectStore()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := router.SubscriptionSpec{Destination: router.SinkDestination("null"), DeadLetterDestination: &router.DeadLetterDestination{EndpointType: "StorageBlob"}}
+	spec.DeadLetterDestination.Properties.BlobContainerName = "dl-objects"
+	if err := r.CreateSubscription(ctx, "orders", "billing", spec); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(r))
+	defer srv.Close()
+	status, body := adminDo(t, srv, "tok", "GET", "/admin/topics/orders/eventSubscriptions/billing/deadLetters", "")
+	msg := fmt.Sprint(body["error"])
+	if status != http.StatusServiceUnavailable || !strings.Contains(msg, "refused egrid's credentials") ||
+		!strings.Contains(msg, "--minio-secret-key-file") || strings.Contains(msg, "check that MinIO is running") {
+		t.Errorf("GET deadLetters with refused credentials: %d %s; want 503 saying the credentials were refused and the flags to check", status, msg)
+	}
+}

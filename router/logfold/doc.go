@@ -11,8 +11,10 @@
 // window (so with its logger attributes); then the key is forgotten and the next record of it
 // opens a new window. Records below [Options.Level] (warning, by default) are never folded:
 // info lines are lifecycle events each worth a line, and who turns debug logging on wants
-// every line; floods come from failures. [Handler.Flush] writes the pending summaries at
-// once, for a clean shutdown.
+// every line; floods come from failures. Nor are records logged with a context that
+// [Options.Unfolded] picks: lines each of which says what no other does (the ids of the events
+// a drop lost), whose number their writer bounds. [Handler.Flush] writes the pending summaries
+// at once, for a clean shutdown.
 //
 // The state is one map behind one mutex shared by the handlers derived with WithAttrs and
 // WithGroup; the mutex is never held while the wrapped handler writes. logfold imports no

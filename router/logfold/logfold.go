@@ -20,6 +20,10 @@ type Options struct {
 	// MaxKeys bounds the keys folded at once; records of further keys pass unfolded (default
 	// 10 000), so the state stays bounded when messages are not constant.
 	MaxKeys int
+	// Unfolded, when set, picks the records never folded by the context they are logged
+	// with: lines each of which says what no other does, whose number their writer bounds
+	// (egrid serve passes logattr.IsUnfolded).
+	Unfolded func(ctx context.Context) bool
 }
 
 // Handler is a [slog.Handler] that folds repeated records (see the package doc). It is safe
@@ -70,8 +74,9 @@ func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 // Handle writes r, or counts it when it repeats a key whose window has written its burst.
+// A record whose context [Options.Unfolded] accepts is written as it comes.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < h.st.opts.Level.Level() {
+	if r.Level < h.st.opts.Level.Level() || h.st.opts.Unfolded != nil && h.st.opts.Unfolded(ctx) {
 		return h.inner.Handle(ctx, r)
 	}
 	k := key{r.Level, r.Message}

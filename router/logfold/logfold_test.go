@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/logfold"
 	"github.com/egridio/egrid/testkit"
 )
@@ -138,6 +139,30 @@ func TestMaxKeysBoundsTheState(t *testing.T) {
 		// The two summaries come from two timers firing at the same instant, in either order.
 		if !strings.HasPrefix(got, want+"\n") || !strings.Contains(got, "msg=a moreLikeThis=2") || !strings.Contains(got, "msg=b moreLikeThis=2") {
 			t.Fatalf("log holds\n%s", got)
+		}
+	})
+}
+
+func TestUnfoldedRecordsAreNeverFolded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out buffer
+		log, h := newLogger(&out, logfold.Options{Window: time.Second, Unfolded: logattr.IsUnfolded})
+		ctx := logattr.Unfolded(t.Context())
+		for i := range 5 {
+			log.WarnContext(ctx, "dead letters dropped", "eventIds", i)
+		}
+		log.Warn("dead letters dropped", "eventIds", "plain")
+		log.Warn("dead letters dropped", "eventIds", "folded") // the plain line's window folds this one
+		testkit.Advance(2 * time.Second)
+		h.Flush()
+		lines := out.lines()
+		for i := range 5 {
+			if !strings.Contains(strings.Join(lines, "\n"), "eventIds="+string(rune('0'+i))) {
+				t.Errorf("unfolded line %d missing; log:\n%s", i, strings.Join(lines, "\n"))
+			}
+		}
+		if got := strings.Join(lines, "\n"); !strings.Contains(got, "moreLikeThis=1") || strings.Contains(got, "eventIds=folded") {
+			t.Errorf("lines without the mark must fold as before; log:\n%s", got)
 		}
 	})
 }

@@ -22,12 +22,16 @@ import (
 
 // Metric names, as Event Grid spells them.
 const (
-	PublishSuccessCount           = "PublishSuccessCount"
-	PublishFailCount              = "PublishFailCount"
-	MatchedEventCount             = "MatchedEventCount"
-	UnmatchedEventCount           = "UnmatchedEventCount"
-	DeliverySuccessCount          = "DeliverySuccessCount"
-	DeliveryAttemptFailCount      = "DeliveryAttemptFailCount"
+	PublishSuccessCount      = "PublishSuccessCount"
+	PublishFailCount         = "PublishFailCount"
+	MatchedEventCount        = "MatchedEventCount"
+	UnmatchedEventCount      = "UnmatchedEventCount"
+	DeliverySuccessCount     = "DeliverySuccessCount"
+	DeliveryAttemptFailCount = "DeliveryAttemptFailCount"
+	// DroppedEventCount counts the events lost, by reason; DeadLetteredCount the events whose
+	// delivery ended dead-lettered, by deadLetterReason, as it ends. A dead letter dropped
+	// unwritten later (DeadLetterDestinationUnavailable) is counted in both, as Event Grid
+	// counts it: once as dead-lettered, then as dropped.
 	DroppedEventCount             = "DroppedEventCount"
 	DeadLetteredCount             = "DeadLetteredCount"
 	AdvancedFilterEvaluationCount = "AdvancedFilterEvaluationCount"

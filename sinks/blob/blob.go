@@ -117,7 +117,11 @@ func (s *Store) Endpoint() string { return s.cfg.Endpoint }
 // Ping checks that the server answers and the credentials are accepted.
 func (s *Store) Ping(ctx context.Context) error {
 	if _, err := s.client.ListBuckets(ctx); err != nil {
-		return fmt.Errorf("reaching minio at %s: %w", s.cfg.Endpoint, translate(err))
+		err = translate(err)
+		if errors.Is(err, sinks.ErrCredentialsRefused) {
+			return fmt.Errorf("minio at %s answers but does not accept the credentials: %w", s.cfg.Endpoint, err)
+		}
+		return fmt.Errorf("reaching minio at %s: %w", s.cfg.Endpoint, err)
 	}
 	return nil
 }
@@ -314,13 +318,19 @@ func userMetadata(m map[string]string, prefix string) map[string]string {
 	return out
 }
 
-// translate maps MinIO's error codes to the sentinels of sinks, keeping the original error.
+// translate maps MinIO's error codes to the sentinels of sinks, keeping the original error:
+// a refusal ([sinks.ErrRefused]) keeps the S3 code, which MinIO's error text leaves out.
 func translate(err error) error {
-	switch minio.ToErrorResponse(err).Code {
+	switch code := minio.ToErrorResponse(err).Code; code {
 	case "NoSuchBucket":
 		return fmt.Errorf("%w (%w)", sinks.ErrBucketNotFound, err)
 	case "NoSuchKey":
 		return fmt.Errorf("%w (%w)", sinks.ErrObjectNotFound, err)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return &sinks.Refusal{Code: code, Credentials: true, Err: err}
+	case "AccessDenied", "AllAccessDisabled", "InvalidBucketName", "AccountProblem":
+		// AllAccessDisabled is MinIO's answer for a bucket name it reserves ("minio").
+		return &sinks.Refusal{Code: code, Err: err}
 	}
 	return err
 }

@@ -102,3 +102,54 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A write MinIO refuses for what it is — the bucket name it reserves ("minio") — is
+// sinks.ErrRefused with the S3 code, not an unavailability; a server that is down is not.
+func TestStoreRefusalKeepsTheS3Code(t *testing.T) {
+	m := testkit.StartMinIO(t)
+	s := m.Store()
+	ctx := context.Background()
+	_, err := s.Put(ctx, "minio", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"})
+	if !errors.Is(err, sinks.ErrRefused) || errors.Is(err, sinks.ErrCredentialsRefused) || sinks.RefusalCode(err) == "" {
+		t.Fatalf("Put to the reserved bucket minio: %v, want ErrRefused with its S3 code", err)
+	}
+	if !strings.Contains(err.Error(), sinks.RefusalCode(err)) {
+		t.Errorf("the error %q does not name the S3 code %s", err, sinks.RefusalCode(err))
+	}
+	m.Stop()
+	_, err = s.Put(ctx, "refusal-test", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"})
+	if err == nil || errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("Put to a stopped server: %v, want an unavailability, not a refusal", err)
+	}
+}
+
+// Credentials MinIO does not accept are said to be refused, by Ping (the readiness check) and
+// by a write, with the S3 code.
+func TestStoreWrongCredentialsAreRefused(t *testing.T) {
+	m := testkit.StartMinIO(t)
+	for _, change := range []func(*blob.Config){
+		func(c *blob.Config) { c.SecretKey += "-wrong" },
+		func(c *blob.Config) { c.AccessKey = "nobody-" + c.AccessKey },
+	} {
+		cfg := m.Config()
+		change(&cfg)
+		s, err := blob.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Ping(context.Background())
+		if !errors.Is(err, sinks.ErrCredentialsRefused) || !errors.Is(err, sinks.ErrRefused) {
+			t.Fatalf("Ping with wrong credentials: %v, want ErrCredentialsRefused", err)
+		}
+		if code := sinks.RefusalCode(err); code != "SignatureDoesNotMatch" && code != "InvalidAccessKeyId" {
+			t.Errorf("code %q, want SignatureDoesNotMatch or InvalidAccessKeyId", code)
+		}
+		if !strings.Contains(err.Error(), "does not accept the credentials") {
+			t.Errorf("Ping's error %q does not say the credentials were refused", err)
+		}
+		_, err = s.Put(context.Background(), "creds-test", "k", []byte("x"), sinks.PutOptions{ContentType: "text/plain"})
+		if !errors.Is(err, sinks.ErrCredentialsRefused) {
+			t.Errorf("Put with wrong credentials: %v, want ErrCredentialsRefused", err)
+		}
+	}
+}
