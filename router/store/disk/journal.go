@@ -231,6 +231,7 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 	}
 	var out []store.Entry
 	bound := visible + 1 // the read stops before it: lower below a damaged table block
+	var damage error     // pebble's error for the damaged table block bound is below
 	for from <= visible && len(out) < limit {
 		next := from
 		var undecodable *undecodableBlock
@@ -253,7 +254,14 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 		})
 		switch {
 		case err == nil && bound <= visible && next == from:
-			// Nothing below the damaged block was left to read (the range held no entry).
+			// Nothing below the damaged block was left to read (the range held no entry):
+			// on to the block, as below. (Taken for lost at once, the entries after the
+			// block that other table files hold were reported lost with it.)
+			if more, resume, ok := s.readAround(c.g, topicName, c.t, next, visible, limit-len(out), damage); ok {
+				out = append(out, more...)
+				from, bound = resume, visible+1
+				continue
+			}
 			from, bound = s.skipDamage(c.g.db, topicName, c.t, next, visible), visible+1
 		case err == nil && bound <= visible:
 			from, bound = next, visible+1 // read below a damaged block: on to it
@@ -266,7 +274,7 @@ func (s *Store) Read(ctx context.Context, topicName string, from uint64, limit i
 		case pebble.IsCorruptionError(err):
 			if end := readableBefore(c.g.db, c.t, next, bound); end > next {
 				// The entries below the damaged block, in other table files, are read.
-				from, bound = next, end
+				from, bound, damage = next, end, err
 				continue
 			}
 			if more, resume, ok := s.readAround(c.g, topicName, c.t, next, visible, limit-len(out), err); ok {

@@ -95,6 +95,50 @@ func TestEntriesAfterABlockReachingPastTheJournalAreRead(t *testing.T) {
 	}
 }
 
+// A damaged table block starting past the seq a Read meets it at (its first key is the last
+// seq of a journal block that starts before it: 9-10 under 10) leaves a range below it that
+// reads, empty. The Read goes on to the entries after the block that other table files hold,
+// as from any seq at the block. Before, it took everything up to the journal's end for lost:
+// the Read of 7 from 8 gave 8 alone, and the ERROR named 9 to 13 as lost.
+func TestAReadMeetingABlockPastAnEmptyRangeReadsAroundIt(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	s, err := Open(dir, Options{tune: noCompactions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"orders", "later"} {
+		if err := s.PutTopic(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, s, "orders", 1, 8)
+	appendN(t, s, "later", 1, 3)
+	flush(t, s)
+	appendN(t, s, "orders", 9, 10)
+	appendN(t, s, "later", 4, 4)
+	flush(t, s)
+	damaged := tableHolding(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 4))
+	appendN(t, s, "orders", 11, 13)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageAt(t, damaged, 8)
+
+	v := openVal(t, dir)
+	got, err := v.Read(ctx, "orders", 8, 7)
+	var seqs []uint64
+	for _, e := range got {
+		seqs = append(seqs, e.Seq)
+	}
+	if err != nil || fmt.Sprint(seqs) != "[8 11 12 13]" {
+		t.Errorf("Read of 7 from 8 = %v, %v; want 8 and 11 to 13: only 9 and 10 are in the damaged block", seqs, err)
+	}
+	if l := v.logs.String(); strings.Count(l, "cannot be read; they are lost") != 1 || !strings.Contains(l, "topic=orders fromSeq=9 throughSeq=10") {
+		t.Errorf("want one ERROR naming 9 to 10 as lost; logs:\n%s", l)
+	}
+}
+
 func flush(t *testing.T, s *Store) {
 	t.Helper()
 	if err := s.gen.db.Flush(); err != nil {
