@@ -35,6 +35,10 @@ type generation struct {
 	// and the old instance can be closed when users is done.
 	users sync.WaitGroup
 
+	// aroundBlocks counts the journal blocks read from table files around a damaged one
+	// (journalAround), for tests: a read takes the few it needs, not the journal's rest.
+	aroundBlocks atomic.Uint64
+
 	// appends keeps the journal appends' batches between commits (see appendBatch).
 	appends sync.Pool
 }

@@ -163,3 +163,90 @@ func tableHolding(t *testing.T, s *Store, dir string, first, last []byte) string
 	t.Fatalf("no table file holds %q to %q: %v", first, last, levels)
 	return ""
 }
+
+// A read around a damaged table block that reaches past the journal takes from the other
+// table files the blocks it delivers, not the journal's rest: every Read from the block on
+// comes this way, and reading the rest each time made draining a long journal cost its
+// length squared over the Read's limit, each Read holding the rest in memory. (A Read of one
+// entry from 11, with 2990 entries after the block, read 2990 entries.)
+func TestAReadAroundABlockReachingPastTheJournalReadsWhatItDelivers(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "db")
+	s, err := Open(dir, Options{tune: noCompactions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"orders", "later"} {
+		if err := s.PutTopic(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, s, "orders", 1, 8)
+	appendN(t, s, "later", 1, 3)
+	flush(t, s)
+	appendN(t, s, "orders", 9, 10)
+	appendN(t, s, "later", 4, 4)
+	flush(t, s)
+	damaged := tableHolding(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 4))
+	// 11 to 3000 in blocks of ten, in two table files: 11-1500 and 1501-3000.
+	for i := 11; i <= 3000; i += 10 {
+		appendN(t, s, "orders", i, i+9)
+		if i == 1491 {
+			flush(t, s)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageAt(t, damaged, 8)
+
+	v := openVal(t, dir)
+	if last, err := v.LastSeq(ctx, "orders"); err != nil || last != 3000 {
+		t.Fatalf("LastSeq = %d, %v; want 3000", last, err)
+	}
+	read := func(from uint64, limit int) (seqs []uint64, blocks uint64) {
+		t.Helper()
+		before := v.gen.aroundBlocks.Load()
+		got, err := v.Read(ctx, "orders", from, limit)
+		if err != nil {
+			t.Fatalf("Read of %d from %d: %v", limit, from, err)
+		}
+		for _, e := range got {
+			seqs = append(seqs, e.Seq)
+		}
+		return seqs, v.gen.aroundBlocks.Load() - before
+	}
+	if seqs, blocks := read(11, 1); fmt.Sprint(seqs) != "[11]" || blocks > 2 {
+		t.Errorf("Read of 1 from 11 = %v, reading %d blocks around the damaged one; want 11, from 1 block (2 at most)", seqs, blocks)
+	}
+	if seqs, blocks := read(15, 20); len(seqs) != 20 || seqs[0] != 15 || seqs[19] != 34 || blocks > 4 {
+		t.Errorf("Read of 20 from 15 = %v, reading %d blocks around the damaged one; want 15 to 34, from 3 blocks (4 at most)", seqs, blocks)
+	}
+	if seqs, blocks := read(2995, 100); fmt.Sprint(seqs) != "[2995 2996 2997 2998 2999 3000]" || blocks > 1 {
+		t.Errorf("Read of 100 from 2995 = %v, reading %d blocks around the damaged one; want 2995 to 3000, from 1 block", seqs, blocks)
+	}
+	// Draining the journal by 7 reads each entry once, and at most two blocks a Read.
+	next, reads, total := uint64(1), 0, uint64(0)
+	for ; next <= 3000 && reads < 1000; reads++ {
+		seqs, blocks := read(next, 7)
+		total += blocks
+		if len(seqs) == 0 {
+			t.Fatalf("Read of 7 from %d returned nothing; want the entries up to 3000", next)
+		}
+		for _, seq := range seqs {
+			if want := next; seq != want && !(want == 9 && seq == 11) {
+				t.Fatalf("Read of 7 gave %d after %d; want every seq but the lost 9 and 10, in order", seq, next-1)
+			}
+			next = seq + 1
+		}
+	}
+	if next != 3001 {
+		t.Errorf("draining stopped at %d; want 3000 read", next)
+	}
+	if total > uint64(2*reads) {
+		t.Errorf("draining in %d Reads of 7 read %d blocks around the damaged one; want 2 a Read at most", reads, total)
+	}
+	if l := v.logs.String(); strings.Count(l, "cannot be read; they are lost") != 1 || !strings.Contains(l, "topic=orders fromSeq=9 throughSeq=10") {
+		t.Errorf("want one ERROR naming 9 to 10 as lost; logs:\n%s", l)
+	}
+}

@@ -257,8 +257,12 @@ func readJournalEnd(g *generation, dir string, id uint64) (journalEnd, error) {
 		// and they were never read.
 		end := journalEnd{last: before, damaged: true, closed: true}
 		if file, ok := damagedFile(damage); ok {
-			if blocks, err := g.journalAround(dir, id, file, before+1); err == nil && len(blocks) > 0 {
-				end.last = max(before, seqOf(blocks[len(blocks)-1].key))
+			var last uint64
+			if err := g.journalAround(dir, id, file, before+1, func(b journalBlock) bool {
+				last = seqOf(b.key)
+				return true
+			}); err == nil {
+				end.last = max(before, last)
 			}
 		}
 		return end, nil
