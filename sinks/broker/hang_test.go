@@ -270,3 +270,34 @@ func TestNATSServerThatStopsReadingEndsThePublishAtItsDeadline(t *testing.T) {
 		t.Errorf("Publish = %v, want it to say NATS had not taken the message when the attempt ended", perr)
 	}
 }
+
+// A PostgreSQL publish whose attempt ends while its connection is still being made sends no
+// statement once the connection is made: the attempt was already reported failed, and an
+// insert sent then would land after it (delivered as well, or even after the event was
+// dead-lettered). lib/pq makes a connection without the context, and database/sql hands out
+// a connection made after its context ended, so the insert went out unless the connection's
+// cut came first.
+func TestPostgresPublishSendsNothingAfterItsAttemptEnded(t *testing.T) {
+	hold := make(chan struct{})
+	srv := newFakePostgresHolding(t, false, hold)
+	b := open(t, broker.Servers{Postgres: &broker.PostgresServer{DSN: srv.dsn()}})
+	pub, _ := b.Publisher(broker.PostgreSQL)
+	s := newSink(t, pub, "egrid_late")
+	ctx, cancel := context.WithCancel(context.Background())
+	delivered := make(chan error, 1)
+	go func() {
+		delivered <- s.Deliver(ctx, sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, sinktest.EventGridEvents(t, "late", 1)))
+	}()
+	wait(t, srv.starting, "the publisher connecting")
+	cancel()
+	if got := sinks.AsDeliveryError(<-delivered).Outcome; got != schemas.Canceled {
+		t.Fatalf("Deliver outcome %s, want Canceled", got)
+	}
+	close(hold) // the connection is made now, after its attempt ended
+	wait(t, srv.closed, "the connection made after its attempt ended closed")
+	select {
+	case <-srv.unanswered:
+		t.Fatal("the publish sent a statement on a connection made after its attempt ended")
+	default:
+	}
+}

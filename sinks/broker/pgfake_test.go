@@ -13,11 +13,15 @@ import (
 // authentication) and then stops answering, as a server that keeps its connections and hangs
 // does: it answers the simple-protocol statements watermill-sql creates its tables with when
 // answerDDL is set, and nothing else. It records the first statement it leaves unanswered
-// (unanswered) and each connection the client closes after its startup (closed); a cancel
-// request it reads and closes, as PostgreSQL does.
+// (unanswered) and each connection the client closes, or terminates, after its startup
+// (closed); a cancel request it reads and closes, as PostgreSQL does. With hold set, it answers
+// no startup until hold is closed, and tells of each startup it reads on starting.
 type fakePostgres struct {
 	ln         net.Listener
 	answerDDL  bool
+	hold       chan struct{}
+	starting   chan struct{}
+	stop       chan struct{}
 	unanswered chan struct{}
 	closed     chan struct{}
 	once       sync.Once
@@ -28,12 +32,18 @@ type fakePostgres struct {
 
 func newFakePostgres(t *testing.T, answerDDL bool) *fakePostgres {
 	t.Helper()
+	return newFakePostgresHolding(t, answerDDL, nil)
+}
+
+// newFakePostgresHolding returns a fake that answers no startup until hold is closed.
+func newFakePostgresHolding(t *testing.T, answerDDL bool, hold chan struct{}) *fakePostgres {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakePostgres{ln: ln, answerDDL: answerDDL, unanswered: make(chan struct{}),
-		closed: make(chan struct{}, 64)}
+	f := &fakePostgres{ln: ln, answerDDL: answerDDL, hold: hold, starting: make(chan struct{}, 64), stop: make(chan struct{}),
+		unanswered: make(chan struct{}), closed: make(chan struct{}, 64)}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -50,6 +60,7 @@ func newFakePostgres(t *testing.T, answerDDL bool) *fakePostgres {
 		}
 	}()
 	t.Cleanup(func() {
+		close(f.stop)
 		_ = ln.Close()
 		f.mu.Lock()
 		for _, c := range f.conns {
@@ -86,6 +97,14 @@ func (f *fakePostgres) serve(c net.Conn) {
 		}
 		break
 	}
+	if f.hold != nil {
+		f.starting <- struct{}{}
+		select {
+		case <-f.hold:
+		case <-f.stop:
+			return
+		}
+	}
 	// AuthenticationOk, BackendKeyData, ReadyForQuery.
 	_, _ = c.Write(pgMsg('R', u32(0)))
 	_, _ = c.Write(pgMsg('K', append(u32(42), u32(7)...)))
@@ -107,6 +126,7 @@ func (f *fakePostgres) serve(c net.Conn) {
 		}
 		switch {
 		case typ == 'X':
+			f.closed <- struct{}{}
 			return
 		case typ == 'Q' && f.answerDDL:
 			_, _ = c.Write(pgMsg('C', []byte("CREATE TABLE\x00")))

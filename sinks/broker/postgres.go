@@ -94,7 +94,8 @@ func (e *pgAttemptEndedError) Error() string {
 func (e *pgAttemptEndedError) Unwrap() []error { return []error{e.cause, e.err} }
 
 // withConn runs f on a connection of the pool taken for it alone, within ctx: taking the
-// connection waits no longer than ctx, and when ctx ends before f returns the connection is
+// connection waits no longer than ctx, f does not run when ctx ended meanwhile (a new
+// connection is made without it), and when ctx ends before f returns the connection is
 // closed, so f returns then even when the server stopped answering: lib/pq, told of ctx, may
 // send PostgreSQL a cancel request, but it waits for the server's answer, which a hung server
 // never gives, until the connection's 5-minute read bound. The connection so closed leaves the
@@ -112,6 +113,15 @@ func (p postgresPublisher) withConn(ctx context.Context, f func(*sql.Conn) error
 		cut = func() { _ = nc.Close() }
 	}
 	stop := context.AfterFunc(ctx, cut)
+	if ctx.Err() != nil {
+		// The attempt ended while the connection was being made (lib/pq makes it without the
+		// context, and database/sql hands it out all the same): it was reported failed, so
+		// nothing is sent on it, or an insert would land after its attempt, even after its
+		// event was dead-lettered.
+		stop()
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		return fmt.Errorf("the attempt ended before its PostgreSQL connection was made, so nothing was sent: %w", context.Cause(ctx))
+	}
 	err = f(c)
 	if !stop() && ctx.Err() != nil {
 		// Cut (or being cut): the pool must not hand it out again.
