@@ -146,8 +146,11 @@ func hostOf(s string) string {
 	return s
 }
 
+// reachable reports whether something listens at addr. A server that is not running refuses
+// at once; the timeout only bounds a listener too busy to accept, which on a loaded machine
+// took over a second and made a running broker read as absent (a failure under CI=true).
 func reachable(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return false
 	}
