@@ -133,44 +133,68 @@ func TestRestoreFoldsNames(t *testing.T) {
 
 // TestConcurrentCreatesInAnotherCase: two creates of one subscription in different cases,
 // both checked before either is stored, make one subscription: the second, which waits for
-// the topic's turn, finds the subscription the first created under the name and, having
-// started from none, changes nothing and fails wrapping ErrDefinitionChanged (it does not
-// replace a definition it never saw; see TestPutDuringASlowHandshakeDoesNotUndoALaterWrite).
+// the topic's turn, finds the subscription the first created under the name. With the same
+// definition it succeeds, changing nothing (a PUT is idempotent: was, it failed 409 saying
+// another request's definition was in force, which was its own); with another it changes
+// nothing and fails wrapping ErrDefinitionChanged (it does not replace a definition it never
+// saw; see TestPutDuringASlowHandshakeDoesNotUndoALaterWrite), saying the other request came
+// while it waited to be stored — no handshake ran.
 func TestConcurrentCreatesInAnotherCase(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// Runs last, after the router's Close. The update's stop of the first actor can race
-		// the topic's own stop of its children, and protoactor then logs the second Stop as a
-		// dead letter through a throttle whose goroutine waits out a second: let that second
-		// pass in virtual time, or the bubble ends with the goroutine still blocked.
-		t.Cleanup(func() { <-time.After(2 * time.Second) })
-		r, gs := gatedRouter(t)
-		entered, open := gs.close("topic-b")
-		defer open()
-		sub := router.SubscriptionSpec{Destination: router.SinkDestination("null")}
-		errs := make(chan error, 2)
-		go func() { errs <- r.CreateSubscription(context.Background(), "topic-b", "sub-x", sub) }()
-		synctest.Wait() // the first holds the turn, stopped in its store write
-		if op := <-entered; op != "PutSubscription" {
-			t.Fatalf("the first create stopped in %s", op)
-		}
-		go func() { errs <- r.CreateSubscription(context.Background(), "TOPIC-B", "SUB-X", sub) }()
-		synctest.Wait() // the second is checked and waits for the turn
-		open()
-		var failed []error
-		for range 2 {
-			if err := <-errs; err != nil {
-				failed = append(failed, err)
-			}
-		}
-		if len(failed) != 1 || !errors.Is(failed[0], router.ErrDefinitionChanged) {
-			t.Errorf("the creates failed with %v; want the second alone, with an error matching ErrDefinitionChanged", failed)
-		}
-		if got, _ := r.Subscriptions("topic-b"); !slices.Equal(got, []string{"sub-1", "sub-x"}) {
-			t.Errorf("subscriptions %v, want [sub-1 sub-x]", got)
-		}
-		defs, err := gs.Subscriptions(context.Background(), "topic-b")
-		if err != nil || len(defs) != 2 {
-			t.Errorf("the store holds %d definitions (%v), want 2: sub-1 and sub-x once", len(defs), err)
-		}
-	})
+	null := router.SubscriptionSpec{Destination: router.SinkDestination("null")}
+	labelled := null
+	labelled.Labels = []string{"other"}
+	for _, tc := range []struct {
+		name   string
+		second router.SubscriptionSpec
+		fails  bool
+	}{
+		{"the same definition", null, false},
+		{"another definition", labelled, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Runs last, after the router's Close. The update's stop of the first actor
+				// can race the topic's own stop of its children, and protoactor then logs the
+				// second Stop as a dead letter through a throttle whose goroutine waits out a
+				// second: let that second pass in virtual time, or the bubble ends with the
+				// goroutine still blocked.
+				t.Cleanup(func() { <-time.After(2 * time.Second) })
+				r, gs := gatedRouter(t)
+				entered, open := gs.close("topic-b")
+				defer open()
+				first := make(chan error, 1)
+				go func() { first <- r.CreateSubscription(context.Background(), "topic-b", "sub-x", null) }()
+				synctest.Wait() // the first holds the turn, stopped in its store write
+				if op := <-entered; op != "PutSubscription" {
+					t.Fatalf("the first create stopped in %s", op)
+				}
+				second := make(chan error, 1)
+				go func() { second <- r.CreateSubscription(context.Background(), "TOPIC-B", "SUB-X", tc.second) }()
+				synctest.Wait() // the second is checked and waits for the turn
+				open()
+				if err := <-first; err != nil {
+					t.Errorf("the first create: %v", err)
+				}
+				err := <-second
+				switch {
+				case !tc.fails && err != nil:
+					t.Errorf("the second create, of the definition in force: %v", err)
+				case tc.fails && !errors.Is(err, router.ErrDefinitionChanged):
+					t.Errorf("the second create: %v; want an error matching ErrDefinitionChanged", err)
+				case tc.fails && (!strings.Contains(err.Error(), "while this request waited to be stored") || strings.Contains(err.Error(), "validated its endpoint")):
+					t.Errorf("the second create's error %q says a handshake ran", err)
+				}
+				if got, _ := r.Subscriptions("topic-b"); !slices.Equal(got, []string{"sub-1", "sub-x"}) {
+					t.Errorf("subscriptions %v, want [sub-1 sub-x]", got)
+				}
+				if got, _ := r.Subscription("topic-b", "sub-x"); len(got.Labels) != 0 {
+					t.Errorf("sub-x has labels %v: the first create's definition was replaced", got.Labels)
+				}
+				defs, err := gs.Subscriptions(context.Background(), "topic-b")
+				if err != nil || len(defs) != 2 {
+					t.Errorf("the store holds %d definitions (%v), want 2: sub-1 and sub-x once", len(defs), err)
+				}
+			})
+		})
+	}
 }

@@ -136,12 +136,34 @@ func (r *Router) PutSubscription(ctx context.Context, topic, name string, spec S
 // router's own address for the validationUrl ("" offers none). declared leaves a validated
 // subscription whose definition is spec as it is ([Router.EnsureSubscription]). The
 // definition it starts from is recorded (putBase): should another write replace or delete it
-// while the handshake runs, nothing is stored and the call fails wrapping
-// [ErrDefinitionChanged].
+// while the handshake runs (or while the call waits for the topic's turn), nothing is stored
+// and the call fails wrapping [ErrDefinitionChanged] — unless the definition in force is
+// spec itself, when it succeeds with that definition's provisioning state (settlePut).
 func (r *Router) applySubscription(ctx context.Context, topic, name string, spec SubscriptionSpec, baseURL string, declared bool) (Provisioning, error) {
 	nameErr := ValidateSubscriptionName(name)
+	// In cluster mode the definition this PUT replaces is the stored one: another node may
+	// have written it a moment ago, its notice not arrived yet. It is read before the checks,
+	// so the hidden values a read-back definition leaves out are taken from it (keepHidden),
+	// not from this node's copy, which may be older: a PUT must not bring back the endpoint
+	// of a definition another node's answered write replaced.
+	var (
+		stored    *record
+		storedFor *topicRuntime
+	)
 	if r.cl != nil {
-		_, _ = r.topicFresh(ctx, topic) // a topic created on another node a moment ago (topiclookup.go)
+		// A topic created on another node a moment ago (topiclookup.go).
+		if ft, err := r.topicFresh(ctx, topic); err == nil && nameErr == nil {
+			defs, err := r.store.Subscriptions(ctx, ft.name)
+			if errors.Is(err, store.ErrNotFound) {
+				return Provisioning{}, fmt.Errorf("topic %q: %w", ft.name, ErrTopicNotFound)
+			} else if err != nil {
+				return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored definition", name), err)
+			}
+			if _, _, stored, err = findDefinition(defs, subKey{ft.name, name}); err != nil {
+				return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q", name), err)
+			}
+			storedFor = ft
+		}
 	}
 	r.mu.RLock()
 	if r.closed {
@@ -162,9 +184,23 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 		r.mu.RUnlock()
 		return Provisioning{}, fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", topic, len(t.subs))
 	}
+	if r.cl != nil && nameErr == nil && storedFor != t {
+		// The topic was deleted or created again since the read: what was read is not this
+		// topic's.
+		r.mu.RUnlock()
+		return Provisioning{}, fmt.Errorf("topic %q was deleted or created again while event subscription %q was being checked (%w): this request changed nothing; PUT it again", topic, clip.String(name), ErrDefinitionChanged)
+	}
+	// hidden is the definition the hidden values come from: in cluster mode the stored one.
+	hidden := prev
+	if r.cl != nil {
+		hidden = nil
+		if stored != nil {
+			hidden = &stored.SubscriptionSpec
+		}
+	}
 	var problems []error
-	if prev != nil {
-		if err := keepHidden(&spec, prev); err != nil {
+	if hidden != nil {
+		if err := keepHidden(&spec, hidden); err != nil {
 			problems = append(problems, err)
 		}
 	}
@@ -182,7 +218,7 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	// at every start of egrid serve, a template deployed again — refused for a bound added
 	// after it was accepted, nor is an update for the stored endpointUrl it keeps (reads hide
 	// its query string, and keepHidden filled it in above).
-	if err := spec.checkSize(prev); err != nil && (prev == nil || !sameDefinition(&spec, prev)) {
+	if err := spec.checkSize(hidden); err != nil && (hidden == nil || !sameDefinition(&spec, hidden)) {
 		problems = append(problems, err)
 	}
 	problems = append(problems, r.httpEndpointProblem(&spec)) // Config.RequireHTTPS (egress.go)
@@ -209,27 +245,12 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 	}
 	pre := &builtConfig{st: st, name: name, sc: sc}
 	topicID := t.id
-	base := &putBase{spec: prev}
+	base := &putBase{spec: prev, stored: storedSpec(stored)}
 	r.mu.RUnlock()
 	if err := r.checkEgress(ctx, name, &spec); err != nil { // before any connection (egress.go)
 		return Provisioning{}, err
 	}
 	k := subKey{topic, name}
-	if r.cl != nil {
-		// In cluster mode the definition this PUT replaces is the stored one: another node
-		// may have written it a moment ago, its notice not arrived yet.
-		defs, err := r.store.Subscriptions(ctx, topic)
-		if errors.Is(err, store.ErrNotFound) {
-			return Provisioning{}, fmt.Errorf("topic %q: %w", topic, ErrTopicNotFound)
-		} else if err != nil {
-			return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored definition", name), err)
-		}
-		_, _, rec, err := findDefinition(defs, k)
-		if err != nil {
-			return Provisioning{}, storeFailure(fmt.Sprintf("saving event subscription %q", name), err)
-		}
-		base.stored = storedSpec(rec)
-	}
 	// The checks above ran under the read lock only (no I/O); the store write and the actor
 	// calls below run in the topic's turn without it.
 
@@ -244,12 +265,17 @@ func (r *Router) applySubscription(ctx context.Context, topic, name string, spec
 		if prov, err = r.handshake(ctx, k, kind, &spec, res, topicID, baseURL); err != nil {
 			return Provisioning{}, err
 		}
+		base.validated = true
 	}
-	if err := r.commitSubscription(ctx, t, k, &spec, prov, pre, base); err != nil {
-		if prov.TokenHash != "" {
-			r.life.drop(prov.TokenHash)
-		}
+	inForce, err := r.commitSubscription(ctx, t, k, &spec, prov, pre, base)
+	if (err != nil || inForce != nil) && prov.TokenHash != "" {
+		r.life.drop(prov.TokenHash)
+	}
+	if err != nil {
 		return Provisioning{}, err
+	}
+	if inForce != nil {
+		return *inForce, nil
 	}
 	return Provisioning{State: prov.state(), Message: prov.Message}, nil
 }
@@ -277,8 +303,19 @@ type putBase struct {
 	spec *SubscriptionSpec
 	// stored is, in cluster mode, the stored definition (its spec, without the provisioning
 	// record: a validation ended or a window closed meanwhile is no conflicting write) read
-	// before the handshake; nil: none. Other nodes write the store too.
+	// before the checks, the hidden values it keeps taken from it; nil: none. Other nodes
+	// write the store too.
 	stored []byte
+	// validated tells whether the PUT ran a handshake (its conflict's message says so).
+	validated bool
+}
+
+// existed tells whether the subscription existed when the PUT started.
+func (b *putBase) existed(cluster bool) bool {
+	if cluster {
+		return b.stored != nil
+	}
+	return b.spec != nil
 }
 
 // storedSpec is the spec of a stored record as putBase compares it: nil for none.
@@ -291,10 +328,15 @@ func storedSpec(rec *record) []byte {
 }
 
 // putConflict is the error of a PUT whose base (putBase) is no longer the subscription's
-// definition: existed tells whether the subscription existed when the PUT started, now
-// whether one exists now.
-func putConflict(name string, existed, now bool) error {
-	const lost = "while this request validated its endpoint (%w, as an overlapping operation on one resource is in Azure): this request changed nothing"
+// definition, and whose own definition is not the one in force (that PUT succeeds:
+// settlePut): existed tells whether the subscription existed when the PUT started, now
+// whether one exists now, validated whether the PUT validated its endpoint meanwhile.
+func putConflict(name string, existed, now, validated bool) error {
+	lost := "while this request waited to be stored"
+	if validated {
+		lost = "while this request validated its endpoint"
+	}
+	lost += " (%w, as an overlapping operation on one resource is in Azure): this request changed nothing"
 	switch {
 	case existed && !now:
 		return fmt.Errorf("event subscription %q was deleted by another request "+lost+", and the subscription stays deleted; PUT it again to create it anew", clip.String(name), ErrDefinitionChanged)
@@ -305,18 +347,59 @@ func putConflict(name string, existed, now bool) error {
 	}
 }
 
+// settlePut is the answer of a PUT whose base (putBase) is no longer the subscription's
+// definition: cur is the definition in force now (nil: none), curProv its provisioning
+// record. When cur is the PUT's own definition spec (the same as sameDefinition compares:
+// another request, typically a client's retry of this one, stored it meanwhile), the PUT
+// succeeds, as a PUT is idempotent, with nothing written and the provisioning state in force;
+// otherwise it fails (putConflict).
+func settlePut(name string, spec, cur *SubscriptionSpec, curProv *provisioned, base *putBase, cluster bool) (*Provisioning, error) {
+	if cur != nil && sameDefinition(spec, cur) {
+		p := &Provisioning{State: curProv.state()}
+		if curProv != nil {
+			p.Message = curProv.Message
+		}
+		return p, nil
+	}
+	return nil, putConflict(name, base.existed(cluster), cur != nil, base.validated)
+}
+
+// settleLostWrite is settlePut in cluster mode after a write of subscription k failed (err):
+// it reads the stored record to tell what happened meanwhile, and answers the topic's or
+// the subscription's deletion, another definition stored (putConflict) or this one
+// (success). A record that is still the one the write started from leaves err.
+func (r *Router) settleLostWrite(ctx context.Context, k subKey, spec *SubscriptionSpec, base *putBase, old []byte, err error) (*Provisioning, error) {
+	r.cl.requestSync(k.topic) // another node's write, perhaps not heard of yet
+	defs, rerr := r.store.Subscriptions(ctx, k.topic)
+	if errors.Is(rerr, store.ErrNotFound) {
+		return nil, fmt.Errorf("topic %q: %w (it was deleted while the event subscription was being saved)", k.topic, ErrTopicNotFound)
+	} else if rerr != nil {
+		return nil, err
+	}
+	raw, _, rec, rerr := findDefinition(defs, k)
+	if rerr != nil || bytes.Equal(raw, old) {
+		return nil, err
+	}
+	if rec == nil {
+		return settlePut(k.name, spec, nil, nil, base, true)
+	}
+	return settlePut(k.name, spec, &rec.SubscriptionSpec, rec.Egrid, base, true)
+}
+
 // commitSubscription stores a checked (and validated) subscription and starts or stops its
 // delivery according to prov. It runs in the topic's turn, without holding r.mu across the
 // store write or the wait for the topic actor. pre (nil: none) is the config built while
 // checking, without a provisioning record; it is used when it still fits, so a create
 // validates and builds once. base is the definition the PUT started from (putBase): when
 // another write replaced or deleted it meanwhile, nothing is stored and the error wraps
-// [ErrDefinitionChanged]; in cluster mode the write is a swap from the stored record read in
-// the turn ([store.Store.SwapSubscription]), so another node's write in between fails it too.
-func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig, base *putBase) error {
+// [ErrDefinitionChanged], or, when the definition in force is spec, inForce is its
+// provisioning state (settlePut); in cluster mode the write is a swap from the stored record
+// read in the turn ([store.Store.SwapSubscription]), so another node's write in between
+// fails it too.
+func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig, base *putBase) (inForce *Provisioning, err error) {
 	release, err := r.turns.acquire(ctx, k.topic)
 	if err != nil {
-		return fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
+		return nil, fmt.Errorf("saving event subscription %q: %w: %w", k.name, ErrUnavailable, err)
 	}
 	defer release()
 	r.mu.RLock()
@@ -329,10 +412,10 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		k.name = display // created meanwhile in another case: that one is updated
 	}
 	if closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if !ok || cur != t {
-		return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
+		return nil, fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
 	}
 	// The stored record the write replaces: in cluster mode read here, in the turn.
 	var (
@@ -342,26 +425,29 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	)
 	if r.cl == nil {
 		if curSpec != base.spec {
-			return putConflict(k.name, base.spec != nil, existed)
+			return settlePut(k.name, spec, curSpec, r.life.get(k), base, false)
 		}
 	} else {
 		defs, err := r.store.Subscriptions(ctx, k.topic)
 		if errors.Is(err, store.ErrNotFound) {
 			r.cl.requestSync(k.topic) // deleted on another node: drop it here now
-			return fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
+			return nil, fmt.Errorf("topic %q: %w (it was deleted while the endpoint was validated)", k.topic, ErrTopicNotFound)
 		} else if err != nil {
-			return storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored state", k.name), err)
+			return nil, storeFailure(fmt.Sprintf("saving event subscription %q: reading its stored state", k.name), err)
 		}
 		if storedRaw, storedName, stored, err = findDefinition(defs, k); err != nil {
-			return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
+			return nil, storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
 		}
 		if !bytes.Equal(storedSpec(stored), base.stored) {
 			r.cl.requestSync(k.topic) // another node's write, perhaps not heard of yet
-			return putConflict(k.name, base.stored != nil, stored != nil)
+			if stored == nil {
+				return settlePut(k.name, spec, nil, nil, base, true)
+			}
+			return settlePut(k.name, spec, &stored.SubscriptionSpec, stored.Egrid, base, true)
 		}
 	}
 	if !existed && n >= r.cfg.MaxSubscriptionsPerTopic {
-		return fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, n)
+		return nil, fmt.Errorf("topic %q has %d event subscriptions, the limit: delete one or raise maxSubscriptionsPerTopic", k.topic, n)
 	}
 	if prov.state() == StateAwaitingManualAction && !r.life.commit(prov.TokenHash, ManualValidationWindow, func() { r.closeValidationWindow(prov.TokenHash) }) {
 		// The endpoint fetched its validationUrl before we got here.
@@ -374,7 +460,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		} else {
 			var err error
 			if sc, err = r.subscriptionConfigWith(t, k.name, spec, prov); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -401,31 +487,36 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 			marked.Revalidating = true
 			raw, err := encodeRecord(&stored.SubscriptionSpec, &marked)
 			if err == nil {
-				err = r.swapSubscription(ctx, k, storedName, storedRaw, raw)
+				inForce, err = r.swapSubscription(ctx, k, storedName, storedRaw, raw, spec, base)
 			}
-			if err != nil {
+			if err != nil || inForce != nil {
 				r.life.set(k, prev)
-				return err
+				return inForce, err
 			}
 			storedRaw = raw
 		}
 		if err := r.startFresh(ctx, k); err != nil {
 			r.life.set(k, prev)
-			return storeFailure(fmt.Sprintf("saving event subscription %q: resetting the delivery state of its failed validation", k.name), err)
+			return nil, storeFailure(fmt.Sprintf("saving event subscription %q: resetting the delivery state of its failed validation", k.name), err)
 		}
 	}
 	if stored != nil {
 		raw, err := encodeRecord(spec, prov)
 		if err == nil {
-			err = r.swapSubscription(ctx, k, storedName, storedRaw, raw)
+			inForce, err = r.swapSubscription(ctx, k, storedName, storedRaw, raw, spec, base)
 		}
-		if err != nil {
+		if err != nil || inForce != nil {
 			r.life.set(k, prev)
-			return err
+			return inForce, err
 		}
 	} else if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
 		r.life.set(k, prev)
-		return err
+		if r.cl != nil {
+			// A create (the store's PutSubscription) another node's create of the name
+			// beat (the JetStream store's then fails fenced): answered as such.
+			return r.settleLostWrite(ctx, k, spec, base, nil, err)
+		}
+		return nil, err
 	}
 	r.mu.RLock()
 	life, known := t.lives[fold(k.name)]
@@ -447,7 +538,7 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 	r.life.set(k, prov)
 	r.life.scheduleExpiry(k, spec.ExpirationTimeUTC.Sub(r.deps.Now()), spec.ExpirationTimeUTC, r.expire)
 	if err := r.runSubscription(t, k.name, sc); err != nil {
-		return err
+		return nil, err
 	}
 	r.stopReplays(k.topic, k.name) // a replay runs with the replaced config
 	verb := "created"
@@ -455,25 +546,23 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 		verb = "updated"
 	}
 	r.log.Info("event subscription "+verb, logattr.Topic, k.topic, logattr.Subscription, k.name, "provisioningState", prov.state())
-	return nil
+	return nil, nil
 }
 
 // swapSubscription replaces, in cluster mode, subscription k's stored record old (stored
-// under name) with raw, only while it is still old: another node's write in between fails it
-// wrapping [ErrDefinitionChanged] (putConflict), and nothing is written. Called in the
-// topic's turn by commitSubscription, which read old there.
-func (r *Router) swapSubscription(ctx context.Context, k subKey, name string, old, raw []byte) error {
+// under name) with raw, only while it is still old. Another write in between fails it, and
+// nothing is written: the answer is settleLostWrite's — the topic's deletion (404), or, for
+// a PUT of spec from base, another definition in force (putConflict, wrapping
+// [ErrDefinitionChanged]) or spec itself (inForce: success). Called in the topic's turn by
+// commitSubscription, which read old there.
+func (r *Router) swapSubscription(ctx context.Context, k subKey, name string, old, raw []byte, spec *SubscriptionSpec, base *putBase) (inForce *Provisioning, err error) {
 	switch err := r.store.SwapSubscription(ctx, k.topic, name, old, raw); {
-	case errors.Is(err, store.ErrChanged):
-		r.cl.requestSync(k.topic)
-		return putConflict(k.name, true, true)
-	case errors.Is(err, store.ErrNotFound):
-		r.cl.requestSync(k.topic)
-		return putConflict(k.name, true, false)
+	case errors.Is(err, store.ErrChanged), errors.Is(err, store.ErrNotFound):
+		return r.settleLostWrite(ctx, k, spec, base, old, putConflict(k.name, true, !errors.Is(err, store.ErrNotFound), base.validated))
 	case err != nil:
-		return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
+		return nil, storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)
 	}
-	return nil
+	return nil, nil
 }
 
 // storedDefinition reads subscription k's record from the store: the bytes stored, the name

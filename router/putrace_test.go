@@ -244,3 +244,24 @@ func TestPutDuringASlowHandshakeDoesNotUndoALaterWrite(t *testing.T) {
 		}
 	})
 }
+
+// A client's retry of a PUT whose first attempt is still validating its endpoint (the
+// client timed out): both attempts succeed, the definition in force being the one both
+// PUT — was: the one answered last failed 409, saying another request's definition was in
+// force.
+func TestAnIdenticalRetryOfASlowPutSucceeds(t *testing.T) {
+	p := newPutRace(t)
+	if status, body := p.put("orders", "race9", "/ok"); status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, body)
+	}
+	first := p.slowPut("orders", "race9")
+	retry := p.slowPut("orders", "race9")
+	for i, a := range []answer{p.finish(first), p.finish(retry)} {
+		if a.status != http.StatusOK {
+			t.Errorf("attempt %d: %d %s; want 200", i+1, a.status, a.body)
+		}
+	}
+	if got := p.endpointOf("orders", "race9"); got != "/v-slow" {
+		t.Errorf("endpoint %q, want /v-slow", got)
+	}
+}

@@ -35,11 +35,13 @@ import (
 // another call update, delete or create the subscription meanwhile (on any node of a
 // cluster), this one stores nothing and fails wrapping [ErrDefinitionChanged], saying which:
 // writes take effect in the order they return, so a delete that returned stays deleted and an
-// update that returned is not replaced by an older one. Should its topic be deleted meanwhile
-// (even if created again), it fails wrapping [ErrTopicNotFound].
+// update that returned is not replaced by an older one. When the definition in force is then
+// spec itself (a retry of this call, say), it returns nil: PUTs are idempotent. Should its
+// topic be deleted meanwhile (even if created again), it fails wrapping [ErrTopicNotFound].
 //
 // Values that admin reads hide are kept from the stored subscription when spec leaves them
-// empty: the endpoint URL, and the value of a secret static header of the same name.
+// empty: the endpoint URL, and the value of a secret static header of the same name (in
+// cluster mode from the stored definition, which may be newer than this node's copy).
 func (r *Router) CreateSubscription(ctx context.Context, topic, name string, spec SubscriptionSpec) error {
 	_, err := r.applySubscription(ctx, topic, name, spec, r.cfg.PublicURL, false)
 	return err
