@@ -181,7 +181,13 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 }
 
 // PutSubscription implements [store.Store]. The definition and the state are one record, so
-// a new subscription is created with its cursor and epoch in one write.
+// a new subscription is created with its cursor and epoch in one write. A replaced one is
+// written on the revision this store last read or wrote; when another node wrote the record
+// since (its owner's state, or its definition, or it deleted it), this store's view of it is
+// stale, not the definition: the write reads the record again and writes the new definition
+// with the state read (or creates the subscription anew when it was deleted), up to putTries
+// writes, past which it fails with [store.ErrFenced]. Only the owner's state writes
+// (UpdateSubscription) stay fenced on a stale view.
 func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -200,6 +206,22 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 		return err
 	}
 	defer e.release()
+	for try := 1; ; try++ {
+		err := s.putSub(ctx, e, key, topic, name, spec)
+		if err == nil || !errors.Is(err, store.ErrFenced) || try == putTries {
+			return err
+		}
+		e.rec = nil // read again: another node wrote the record since
+	}
+}
+
+// putTries bounds PutSubscription's writes: each one lost to another node's write reads the
+// record again and tries once more.
+const putTries = 3
+
+// putSub is one try of PutSubscription: it writes spec on the record as e holds it (read
+// when e holds none), or creates the subscription when there is none; e's semaphore is held.
+func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) error {
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -268,7 +290,10 @@ func (s *Store) SwapSubscription(ctx context.Context, topic, name string, old, s
 }
 
 // DeleteSubscription implements [store.Store]. It deletes a subscription whose definition
-// does not decode too, freeing the name.
+// does not decode too, freeing the name. It reads the record afresh and deletes it on the
+// revision read; a write of another node in between (its owner's state) makes it read the
+// record again and try once more, up to putTries tries, past which it fails with
+// [store.ErrFenced].
 func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -284,21 +309,26 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 		return err
 	}
 	defer e.release()
-	if err := s.load(ctx, e, topic, name); err != nil {
-		d, ok := asDamagedDef(err)
-		if !ok {
-			return err
+	for try := 1; ; try++ {
+		if err := s.load(ctx, e, topic, name); err != nil {
+			d, ok := asDamagedDef(err)
+			if !ok {
+				return err
+			}
+			e.setRev(d.rev) // a damaged definition is deleted all the same
 		}
-		e.setRev(d.rev) // a damaged definition is deleted all the same
-	}
-	if err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev)); err != nil {
+		err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev))
+		if err == nil {
+			return s.dropSub(ctx, e, key, topic, name)
+		}
 		e.rec = nil
-		if isWrongLastSeq(err) {
+		if !isWrongLastSeq(err) {
+			return fmt.Errorf("jetstream store: deleting subscription %q of topic %q: %w", name, topic, err)
+		}
+		if try == putTries {
 			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
 		}
-		return fmt.Errorf("jetstream store: deleting subscription %q of topic %q: %w", name, topic, err)
 	}
-	return s.dropSub(ctx, e, key, topic, name)
 }
 
 // dropSub removes what is stored for a subscription whose record (key, held as e) was just

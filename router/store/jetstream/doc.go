@@ -53,6 +53,12 @@
 // the node that takes a subscription over loads it and from then on fences the old owner
 // out. Topic definition changes are compare-and-sets on the revision just read, so of two
 // concurrent changes one fails with [store.ErrFenced] rather than both passing silently.
+// Subscription definition writes ([Store.PutSubscription], [Store.SwapSubscription],
+// [Store.DeleteSubscription]) are compare-and-sets too, but a stale view of this store does
+// not fail them: a write lost to another node's reads the record again and writes the
+// definition on the state stored (PutSubscription creates a subscription deleted meanwhile
+// anew), a bounded number of times, before failing with [store.ErrFenced]. Only the
+// owner's state writes stay fenced on the revision it last read or wrote.
 //
 // Appends to a topic go through one writer goroutine per topic and store. It knows the
 // stream's last sequence number and publishes each Append's events pipelined: the first

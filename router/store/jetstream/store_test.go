@@ -228,21 +228,117 @@ func TestUpdateSubscriptionFenced(t *testing.T) {
 	if st.Cursor != 5 || st.Probation != nil {
 		t.Errorf("state after a fenced update = cursor %d, probation %q; want 5 and none", st.Cursor, st.Probation)
 	}
-	// The same holds for a definition change and a delete.
+	// A definition change is not fenced by a stale view: it reads the record again and
+	// carries the owner's state, not the one a last read.
 	if _, err := a.LoadSubscription(ctx, "t", "sub"); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 6}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.PutSubscription(ctx, "t", "sub", []byte("v2")); !errors.Is(err, store.ErrFenced) {
-		t.Errorf("stale PutSubscription = %v, want ErrFenced", err)
+	if err := a.PutSubscription(ctx, "t", "sub", []byte("v2")); err != nil {
+		t.Errorf("PutSubscription on a stale view = %v, want it written", err)
 	}
-	if _, err := a.LoadSubscription(ctx, "t", "sub"); err != nil {
-		t.Fatal(err)
+	if st, err := b.LoadSubscription(ctx, "t", "sub"); err != nil || st.Cursor != 6 {
+		t.Errorf("state after a definition change = cursor %d, %v; want the owner's 6", st.Cursor, err)
 	}
 	if err := a.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 7}); err != nil {
 		t.Errorf("update after loading again: %v", err)
+	}
+}
+
+// Three stores (three cluster nodes) changing one subscription's definition: a node whose
+// view of the record is stale because the others updated or deleted it since still writes its
+// definition — on the state stored (the owner's cursor and epoch, not the ones it last saw),
+// or as a new subscription when it was deleted — instead of failing with ErrFenced and losing
+// the change.
+func TestPutSubscriptionOnAStaleViewIsWritten(t *testing.T) {
+	ctx := t.Context()
+	nc, p := connect(t), newPrefix(t)
+	a, b, c := open(t, nc, p), open(t, nc, p), open(t, nc, p)
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	if err := a.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	defs := func(t *testing.T) string {
+		t.Helper()
+		ds, err := b.Subscriptions(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		for _, d := range ds {
+			out += d.Name + "=" + string(d.Spec) + ";"
+		}
+		return out
+	}
+
+	// Updated on the other nodes since: PUT on a, on c, on b, on a.
+	t.Run("updated", func(t *testing.T) { putOnAStaleView(t, a, b, c, defs) })
+	// Deleted on another node since: created on a, deleted on c, PUT on a.
+	t.Run("deleted", func(t *testing.T) { putAfterADelete(t, a, c, defs) })
+}
+
+func putOnAStaleView(t *testing.T, a, b, c *jetstream.Store, defs func(*testing.T) string) {
+	ctx := t.Context()
+	if err := a.PutSubscription(ctx, "t", "upd", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.LoadSubscription(ctx, "t", "upd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutSubscription(ctx, "t", "upd", []byte("c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutSubscription(ctx, "t", "upd", []byte("b1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UpdateSubscription(ctx, "t", "upd", store.Update{Epoch: st.Epoch, Cursor: 4, Probation: []byte("owner's")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSubscription(ctx, "t", "upd", []byte("a2")); err != nil {
+		t.Fatalf("PutSubscription after the others' writes = %v, want it written", err)
+	}
+	if got := defs(t); got != "upd=a2;" {
+		t.Errorf("definitions = %q, want upd=a2;", got)
+	}
+	got, err := c.LoadSubscription(ctx, "t", "upd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Epoch != st.Epoch || got.Cursor != 4 || string(got.Probation) != "owner's" {
+		t.Errorf("state after the definition change = epoch %d, cursor %d, probation %q; want the stored %d, 4, owner's",
+			got.Epoch, got.Cursor, got.Probation, st.Epoch)
+	}
+	// The owner's view is stale now: its state write stays fenced.
+	if err := b.UpdateSubscription(ctx, "t", "upd", store.Update{Epoch: st.Epoch, Cursor: 5}); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("owner's update after another node's definition change = %v, want ErrFenced", err)
+	}
+}
+
+func putAfterADelete(t *testing.T, a, c *jetstream.Store, defs func(*testing.T) string) {
+	ctx := t.Context()
+	if err := a.PutSubscription(ctx, "t", "del", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	old, err := a.LoadSubscription(ctx, "t", "del")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSubscription(ctx, "t", "del"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSubscription(ctx, "t", "del", []byte("a2")); err != nil {
+		t.Fatalf("PutSubscription after another node's delete = %v, want it created", err)
+	}
+	if got := defs(t); !strings.Contains(got, "del=a2;") {
+		t.Errorf("definitions = %q, want del=a2", got)
+	}
+	if got, err := c.LoadSubscription(ctx, "t", "del"); err != nil || got.Epoch == old.Epoch {
+		t.Errorf("subscription created again = epoch %d, %v; want a new epoch (not %d)", got.Epoch, err, old.Epoch)
 	}
 }
 
