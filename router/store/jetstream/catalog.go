@@ -187,7 +187,10 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 // stale, not the definition: the write reads the record again and writes the new definition
 // with the state read (or creates the subscription anew when it was deleted), up to putTries
 // writes, past which it fails with [store.ErrFenced]. Only the owner's state writes
-// (UpdateSubscription) stay fenced on a stale view.
+// (UpdateSubscription) stay fenced on a stale view. A create that finds the subscription
+// created by another node since it looked is not retried: it fails with [store.ErrFenced] and
+// writes nothing, so the other node's create, answered already, stands (the router reads the
+// record then and answers 409, or success when the definitions are the same).
 func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -207,8 +210,8 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 	}
 	defer e.release()
 	for try := 1; ; try++ {
-		err := s.putSub(ctx, e, key, topic, name, spec)
-		if err == nil || !errors.Is(err, store.ErrFenced) || try == putTries {
+		replacing, err := s.putSub(ctx, e, key, topic, name, spec)
+		if err == nil || !replacing || !errors.Is(err, store.ErrFenced) || try == putTries {
 			return err
 		}
 		e.rec = nil // read again: another node wrote the record since
@@ -221,32 +224,34 @@ const putTries = 3
 
 // putSub is one try of PutSubscription: it writes spec on the record as e holds it (read
 // when e holds none), or creates the subscription when there is none; e's semaphore is held.
-func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) error {
+// replacing says which: a replacement fenced by a stale view is tried again, a create that
+// lost to another node's is not.
+func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) (replacing bool, err error) {
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+			return false, err
 		}
 	}
 	if e.rec != nil {
 		rec := *e.rec
 		rec.spec = slices.Clone(spec)
-		return s.write(ctx, e, topic, name, &rec)
+		return true, s.write(ctx, e, topic, name, &rec)
 	}
 	last, err := s.lastSeq(ctx, topic)
 	if err != nil {
-		return err
+		return false, err
 	}
 	rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: last}
 	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+			return false, fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
 		}
-		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+		return false, fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
 	}
 	e.setRev(rev)
 	e.rec = rec
-	return nil
+	return false, nil
 }
 
 // swapTries bounds SwapSubscription's tries: each write that loses to a state write of
