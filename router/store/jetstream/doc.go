@@ -58,7 +58,8 @@
 // not fail them: a write lost to another node's reads the record again and writes the
 // definition on the state stored (PutSubscription creates a subscription deleted meanwhile
 // anew), a bounded number of times, before failing with [store.ErrFenced]. Only the
-// owner's state writes stay fenced on the revision it last read or wrote.
+// owner's state writes stay fenced on the revision it last read or wrote, and a create that
+// lost to another node's create, which fails with [store.ErrFenced] at once and writes nothing.
 //
 // Appends to a topic go through one writer goroutine per topic and store. It knows the
 // stream's last sequence number and publishes each Append's events pipelined: the first
