@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/urfave/cli/v2"
 
 	"github.com/egridio/egrid/router/cluster"
@@ -152,8 +153,10 @@ func openCluster(ctx context.Context, s clusterSettings, log *slog.Logger, m *me
 	})
 	if err != nil {
 		nc.Close()
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("opening the JetStream store: %w (is JetStream enabled on the NATS servers?)", err)
+		// Only when that is the cause: the store waits for buckets that have no leader yet
+		// (nodes and servers starting together), and its timeouts mean something else.
+		if errors.Is(err, njs.ErrJetStreamNotEnabled) || errors.Is(err, njs.ErrJetStreamNotEnabledForAccount) {
+			return nil, nil, fmt.Errorf("opening the JetStream store: %w (enable JetStream on the NATS servers, and for the account of egrid's NATS user: jetstream {} in their configuration, or nats-server -js)", err)
 		}
 		return nil, nil, fmt.Errorf("opening the JetStream store: %w", err)
 	}

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/urfave/cli/v2"
+
+	"github.com/egridio/egrid/router/cluster"
+	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/store/jetstream"
 
 	"github.com/egridio/egrid/testkit"
 )
@@ -127,4 +134,47 @@ func TestClusterURLCredentialsAreNotPrinted(t *testing.T) {
 			t.Errorf("the log holds the password:\n%s", srv.log())
 		}
 	})
+}
+
+// The hint to enable JetStream comes when JetStream is not enabled, and only then: a store
+// that did not open for another reason (here the caller's deadline passed) says nothing of it.
+func TestOpenClusterJetStreamHint(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		name      string
+		jetStream bool
+		hint      bool
+	}{{"without JetStream", false, true}, {"deadline passed", true, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := natsserver.NewServer(&natsserver.Options{
+				Host: "127.0.0.1", Port: -1, JetStream: tt.jetStream, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+				MaxPayload: jetstream.MinMaxPayload,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Start()
+			t.Cleanup(srv.Shutdown)
+			if !srv.ReadyForConnections(10 * time.Second) {
+				t.Fatal("in-process server not ready within 10s")
+			}
+			ctx := context.Background()
+			if tt.jetStream {
+				c, cancel := context.WithDeadline(ctx, time.Unix(0, 0))
+				defer cancel()
+				ctx = c
+			}
+			s := clusterSettings{URLs: []string{srv.ClientURL()}, Replicas: 1, Options: cluster.Options{NodeName: "n1", Prefix: "HINT"}}
+			nc, st, err := openCluster(ctx, s, log, new(metrics.Set))
+			if err == nil {
+				_ = st.Close()
+				nc.Close()
+				t.Fatal("openCluster succeeded")
+			}
+			msg := err.Error()
+			if got := strings.Contains(msg, "enable JetStream") || strings.Contains(msg, "JetStream enabled"); got != tt.hint {
+				t.Errorf("openCluster: %v; hint to enable JetStream: %v, want %v", err, got, tt.hint)
+			}
+		})
+	}
 }

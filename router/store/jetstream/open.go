@@ -35,6 +35,15 @@ func Dial(ctx context.Context, url string, opts Options) (*Store, error) {
 // parked-events stream when they do not exist (with [Options.Replicas] and storage); existing
 // ones are used as they are, never updated (change their replicas with the nats CLI). Close
 // leaves the connection open: the caller owns it.
+//
+// Nodes of a cluster that start together race to create the buckets, which then have no
+// leader for a moment (seconds while the NATS servers start too), and a server whose view of
+// the cluster lags answers for a moment that a bucket just created does not exist. Open waits
+// for them: it tries again while JetStream answers so (see notReadyYet), each try bounded by
+// [Options.Timeout], for up to a minute (openWait) or until ctx ends. What cannot heal by
+// waiting fails at once: JetStream not enabled on the servers or for the account (wrapping
+// [jetstream.ErrJetStreamNotEnabled] or [jetstream.ErrJetStreamNotEnabledForAccount]), a
+// max_payload too small, a configuration JetStream refuses.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -50,8 +59,60 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("jetstream store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, opts: opts, writers: make(map[string]*writer), subs: make(map[string]*subEntry), purging: make(map[string]chan struct{})}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
+	deadline := time.Now().Add(openWait)
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		err := s.open(tctx)
+		cancel()
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.Is(err, nats.ErrNoResponders):
+			// No server answers the JetStream API: none of them runs JetStream.
+			return nil, fmt.Errorf("%w (%w)", err, jetstream.ErrJetStreamNotEnabled)
+		case !notReadyYet(err) || ctx.Err() != nil:
+			return nil, err
+		case time.Now().Add(wait).After(deadline):
+			return nil, fmt.Errorf("%w (still so after waiting %v for the buckets and streams; check that the NATS servers run with JetStream and have formed their cluster)", err, openWait)
+		}
+		opts.Logger.Info("jetstream store: the buckets and streams are not ready yet (just created, or the NATS servers are starting); waiting for them", "try", try, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// openWait bounds how long [Open] waits for the buckets and streams to answer.
+const openWait = time.Minute
+
+// notReadyYet reports whether err is what JetStream answers while the buckets and streams are
+// not ready yet, which waiting heals: a call timing out or answered "no response" (a stream
+// without a leader yet), "not found" for a bucket or stream another node has just created (a
+// server whose view lags), "stream name already in use" (another node's create of it won),
+// or a 503 of the JetStream API (its meta group without a leader yet).
+func notReadyYet(err error) bool {
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
+}
+
+// open opens or creates the buckets and the parked-events stream once, within ctx.
+func (s *Store) open(ctx context.Context) error {
+	opts, js := s.opts, s.js
+	var err error
 	for _, b := range []struct {
 		kv   *jetstream.KeyValue
 		name string
@@ -66,7 +127,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			*b.kv, err = s.createBucket(ctx, b.name, b.desc)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
+			return fmt.Errorf("jetstream store: creating bucket %s: %w", b.name, err)
 		}
 	}
 	for _, b := range []struct {
@@ -75,7 +136,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}{{&s.metaStream, opts.Prefix + "_meta"}, {&s.deadStream, opts.Prefix + "_deadletters"}, {&s.historyStream, opts.Prefix + "_history"}} {
 		str, err := js.Stream(ctx, "KV_"+b.name)
 		if err != nil {
-			return nil, fmt.Errorf("jetstream store: opening the stream of bucket %s: %w", b.name, err)
+			return fmt.Errorf("jetstream store: opening the stream of bucket %s: %w", b.name, err)
 		}
 		*b.str = &bucketStream{js: js, name: "KV_" + b.name, str: str}
 	}
@@ -93,12 +154,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
+		return fmt.Errorf("jetstream store: creating stream %s_parked: %w", opts.Prefix, err)
 	}
-	if err := s.parkedCopies(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.parkedCopies(ctx)
 }
 
 // parkedCopies lets the parked-events stream keep every copy of a subject, as streams of

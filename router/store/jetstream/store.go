@@ -43,7 +43,7 @@ type Options struct {
 	// caches, not for a durable router.
 	Memory bool
 	// Timeout bounds every call whose context has no deadline (ExpireHistory: each of its
-	// requests, see there). Default 10 seconds.
+	// requests, see there; Open: each of its tries, see there). Default 10 seconds.
 	Timeout time.Duration
 	// Logger receives the damage a read passes over (a journal message that does not
 	// decode, see [Store.Read]; a parked event's copy that does not decode or is missing, see
