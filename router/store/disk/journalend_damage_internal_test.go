@@ -102,23 +102,7 @@ func TestEntriesAfterABlockReachingPastTheJournalAreRead(t *testing.T) {
 // the Read of 7 from 8 gave 8 alone, and the ERROR named 9 to 13 as lost.
 func TestAReadMeetingABlockPastAnEmptyRangeReadsAroundIt(t *testing.T) {
 	ctx := t.Context()
-	dir := filepath.Join(t.TempDir(), "db")
-	s, err := Open(dir, Options{tune: noCompactions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"orders", "later"} {
-		if err := s.PutTopic(ctx, name, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendN(t, s, "orders", 1, 8)
-	appendN(t, s, "later", 1, 3)
-	flush(t, s)
-	appendN(t, s, "orders", 9, 10)
-	appendN(t, s, "later", 4, 4)
-	flush(t, s)
-	damaged := tableHolding(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 4))
+	s, dir, damaged := blockPastAnEmptyRange(t)
 	appendN(t, s, "orders", 11, 13)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -137,6 +121,34 @@ func TestAReadMeetingABlockPastAnEmptyRangeReadsAroundIt(t *testing.T) {
 	if l := v.logs.String(); strings.Count(l, "cannot be read; they are lost") != 1 || !strings.Contains(l, "topic=orders fromSeq=9 throughSeq=10") {
 		t.Errorf("want one ERROR naming 9 to 10 as lost; logs:\n%s", l)
 	}
+}
+
+// blockPastAnEmptyRange opens a store in a new directory with topics orders and later, orders'
+// entries 1 to 8 and later's 1 to 3 in one table file, and orders' 9 and 10 (one journal
+// block, under key 10) and later's 4 in another, whose name it returns with the store and its
+// directory: a block that starts past the seq 9 a Read meets it at and reaches past orders'
+// journal, for the caller to damage once it has written the rest.
+func blockPastAnEmptyRange(t *testing.T) (s *Store, dir, damaged string) {
+	t.Helper()
+	ctx := t.Context()
+	dir = filepath.Join(t.TempDir(), "db")
+	s, err := Open(dir, Options{tune: noCompactions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"orders", "later"} {
+		if err := s.PutTopic(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, s, "orders", 1, 8)
+	appendN(t, s, "later", 1, 3)
+	flush(t, s)
+	appendN(t, s, "orders", 9, 10)
+	appendN(t, s, "later", 4, 4)
+	flush(t, s)
+	damaged = tableHolding(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 4))
+	return s, dir, damaged
 }
 
 func flush(t *testing.T, s *Store) {
@@ -171,23 +183,7 @@ func tableHolding(t *testing.T, s *Store, dir string, first, last []byte) string
 // entry from 11, with 2990 entries after the block, read 2990 entries.)
 func TestAReadAroundABlockReachingPastTheJournalReadsWhatItDelivers(t *testing.T) {
 	ctx := t.Context()
-	dir := filepath.Join(t.TempDir(), "db")
-	s, err := Open(dir, Options{tune: noCompactions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"orders", "later"} {
-		if err := s.PutTopic(ctx, name, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendN(t, s, "orders", 1, 8)
-	appendN(t, s, "later", 1, 3)
-	flush(t, s)
-	appendN(t, s, "orders", 9, 10)
-	appendN(t, s, "later", 4, 4)
-	flush(t, s)
-	damaged := tableHolding(t, s, dir, seqKey(prefixJournal, s.topics["orders"].id, 10), seqKey(prefixJournal, s.topics["later"].id, 4))
+	s, dir, damaged := blockPastAnEmptyRange(t)
 	// 11 to 3000 in blocks of ten, in two table files: 11-1500 and 1501-3000.
 	for i := 11; i <= 3000; i += 10 {
 		appendN(t, s, "orders", i, i+9)
