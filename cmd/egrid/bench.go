@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -51,6 +52,7 @@ Scenarios:` + list.String(),
 			&cli.IntFlag{Name: "restart-parked", Usage: "events parked for retry in the restart scenario's store", Value: 1_000_000},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the stores (default: a temporary directory)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof; samples carry a role label: router, loadgen, sink)"},
+			&cli.StringFlag{Name: "trace", Usage: "write an execution trace of the whole run to this file (go tool trace; -pprof=sched shows where goroutines waited for a core); tracing costs the run about a tenth of its speed"},
 			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile to this file at the end of the idle scenario, while its subscriptions live (go tool pprof -sample_index=inuse_space); samples every 4 KB allocated, which adds to the memory it reports"},
 			outputFlag(),
 		},
@@ -102,6 +104,17 @@ Scenarios:` + list.String(),
 				}
 				defer pprof.StopCPUProfile()
 				opt.WholeRunProfile = true
+			}
+			if path := c.String("trace"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return err
+				}
+				defer trace.Stop()
 			}
 			results, err := bench.NewRunner(opt).Run(c.Context, scen)
 			if err != nil {
