@@ -223,9 +223,12 @@ type DestinationProperties struct {
 	// EndpointBaseURL is read-only: the endpoint URL without query string and user info.
 	// Reads fill it in; a PUT may carry it back (it is then only checked, see
 	// [Router.CreateSubscription]).
-	EndpointBaseURL               string `json:"endpointBaseUrl,omitempty" yaml:"endpointBaseUrl,omitempty"`
-	MaxEventsPerBatch             int    `json:"maxEventsPerBatch,omitempty" yaml:"maxEventsPerBatch,omitempty"`
-	PreferredBatchSizeInKilobytes int    `json:"preferredBatchSizeInKilobytes,omitempty" yaml:"preferredBatchSizeInKilobytes,omitempty"`
+	EndpointBaseURL string `json:"endpointBaseUrl,omitempty" yaml:"endpointBaseUrl,omitempty"`
+	// MaxEventsPerBatch (1..5000) and PreferredBatchSizeInKilobytes (1..1024) turn batching
+	// on (SPEC §2.3); 0 means unset. Azure's ranges start at 1, so the admin API refuses a
+	// body that sends 0 (a Go caller cannot tell 0 from unset, and gets the default).
+	MaxEventsPerBatch             int `json:"maxEventsPerBatch,omitempty" yaml:"maxEventsPerBatch,omitempty"`
+	PreferredBatchSizeInKilobytes int `json:"preferredBatchSizeInKilobytes,omitempty" yaml:"preferredBatchSizeInKilobytes,omitempty"`
 	// DeliveryAttributeMappings are up to 10 custom delivery headers (SPEC §2.4).
 	DeliveryAttributeMappings []DeliveryAttributeMapping `json:"deliveryAttributeMappings,omitempty" yaml:"deliveryAttributeMappings,omitempty"`
 	// ResponseTimeoutInSeconds is the per-attempt response timeout (egrid; default 30).
@@ -284,6 +287,11 @@ func (p DeliveryAttributeMappingProperties) String() string {
 
 // RetryPolicy is ARM's retryPolicy plus egrid's profile choice.
 type RetryPolicy struct {
+	// MaxDeliveryAttempts (1..30; 1..10 for the namespace profile) and
+	// EventTimeToLiveInMinutes (1..1440) bound an event's delivery (SPEC §2.1). 0 means unset:
+	// the profile's default applies (30 attempts, 1440 minutes). Azure's ranges start at 1,
+	// so the admin API refuses a body that sends 0; only a Go caller's zero value means
+	// "unset".
 	MaxDeliveryAttempts      int `json:"maxDeliveryAttempts,omitempty" yaml:"maxDeliveryAttempts,omitempty"`
 	EventTimeToLiveInMinutes int `json:"eventTimeToLiveInMinutes,omitempty" yaml:"eventTimeToLiveInMinutes,omitempty"`
 	// Profile is eventgrid (default for custom topics), eventgrid-2019 or namespace (default

@@ -240,39 +240,46 @@ func arcOnly(raw json.RawMessage) string {
 // body over maxARMBody is refused whole, not cut at the limit and then reported as malformed
 // (or, when the cut happened to leave valid JSON, taken without its rest).
 func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *P) bool {
+	_, ok := readARMProperties(w, req, k, props)
+	return ok
+}
+
+// readARMProperties is [readARM] that also returns the body's properties as sent (nil when
+// the body has none), for checks that must tell a member sent as 0 from one left out.
+func readARMProperties[P any](w http.ResponseWriter, req *http.Request, k armKind, props *P) (json.RawMessage, bool) {
 	if enc := contentEncoding(req); enc != "" {
 		writeEncodingError(w, enc)
-		return false
+		return nil, false
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxARMBody+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", "reading the request body: "+shortBody(err, len(body), req.ContentLength).Error())
-		return false
+		return nil, false
 	}
 	if len(body) > maxARMBody {
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "the body is over the limit of 1 MB for a definition: send only the ARM resource {\"properties\": {...}}")
-		return false
+		return nil, false
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		body = []byte("{}")
 	}
 	if err := checkStrictJSON(body, "the definition"); err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return false
+		return nil, false
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &members); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf(`the body is %s: send %s as a JSON object, {"properties": {...}}`, jsonShape(body), k.what))
-			return false
+			return nil, false
 		}
 		writeError(w, http.StatusBadRequest, "BadRequest", "the body is not valid JSON: "+jsonProblem(err)+`; send {"properties": {...}}`)
-		return false
+		return nil, false
 	}
 	if members == nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf(`the body is null: send %s as a JSON object, {"properties": {...}}`, k.what))
-		return false
+		return nil, false
 	}
 	var properties json.RawMessage
 	var errs []error
@@ -293,10 +300,10 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *
 	}
 	if len(errs) > 0 {
 		writeProblems(w, errors.Join(errs...))
-		return false
+		return nil, false
 	}
 	if len(properties) == 0 || isNull(properties) {
-		return true
+		return properties, true
 	}
 	dec := json.NewDecoder(strings.NewReader(string(properties)))
 	dec.DisallowUnknownFields()
@@ -310,13 +317,13 @@ func readARM[P any](w http.ResponseWriter, req *http.Request, k armKind, props *
 					lines[i] = u.problem()
 				}
 				writeProblemLines(w, lines, total)
-				return false
+				return nil, false
 			}
 		}
 		writeError(w, http.StatusBadRequest, "BadRequest", propertiesError(err, properties, props))
-		return false
+		return nil, false
 	}
-	return true
+	return properties, true
 }
 
 // propertiesError says what is wrong with the properties of an ARM body, raw, decoded into
@@ -668,10 +675,17 @@ func (a *API) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 // points at Config.PublicURL, or else at the scheme and Host this request came to.
 func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 	var body subscriptionBody
-	if !readARM(w, req, subscriptionARM, &body) {
+	properties, ok := readARMProperties(w, req, subscriptionARM, &body)
+	if !ok {
 		return
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
+	if t, err := a.r.Topic(topic); err == nil { // an unknown topic is answered 404 below
+		if err := explicitZeros(properties, &body.SubscriptionSpec, strings.ToLower(t.Kind)); err != nil {
+			writeProblems(w, err)
+			return
+		}
+	}
 	_, existed := a.r.Subscription(topic, name)
 	base := a.cfg.PublicURL
 	if base == "" {

@@ -67,13 +67,13 @@ func (p *Policy) Validate() error {
 		errs = append(errs, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if n := p.MaxDeliveryAttempts; n < 0 || n > prof.MaxAttemptsLimit {
-		bad("maxDeliveryAttempts", "is %d: must be between 1 and %d for the %s profile (0 uses the default, %d)",
+		bad("maxDeliveryAttempts", "is %d: must be between 1 and %d for the %s profile (leave it unset for the default, %d)",
 			n, prof.MaxAttemptsLimit, prof.Name, prof.DefaultMaxAttempts)
 	}
 	switch ttl := p.EventTimeToLive; {
 	case ttl == 0:
 	case ttl < prof.MinTTL || ttl > prof.MaxTTL:
-		bad("eventTimeToLive", "is %s: must be between %s and %s for the %s profile (0 uses the default, %s)",
+		bad("eventTimeToLive", "is %s: must be between %s and %s for the %s profile (leave it unset for the default, %s)",
 			ttl, prof.MinTTL, prof.MaxTTL, prof.Name, prof.DefaultTTL)
 	case ttl%time.Minute != 0:
 		bad("eventTimeToLive", "is %s: must be a whole number of minutes", ttl)

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/retry"
+)
+
+// explicitZeros refuses the subscription settings a PUT body sends as 0 — maxDeliveryAttempts,
+// eventTimeToLiveInMinutes, maxEventsPerBatch and preferredBatchSizeInKilobytes — each with the
+// range it takes. Azure's ranges start at 1 and it refuses 0; in a [router.SubscriptionSpec],
+// whose fields are plain ints, 0 means "not set" (the default applies), so only the body can
+// tell a 0 that was sent from a member that was left out. A member left out, or null, is not
+// set and takes its default. topicKind is the topic's kind (lower case): the retry profile a
+// subscription leaves out is the topic's default, whose range maxDeliveryAttempts takes.
+func explicitZeros(properties json.RawMessage, spec *router.SubscriptionSpec, topicKind string) error {
+	var errs []error
+	retryPolicy := member(properties, "retryPolicy")
+	if isZero(member(retryPolicy, "maxDeliveryAttempts")) || isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
+		name := spec.RetryPolicy.Profile
+		if name == "" {
+			name = retry.NameEventGrid
+			if topicKind == router.KindNamespace {
+				name = retry.NameNamespace
+			}
+		}
+		profile, err := retry.ProfileByName(name)
+		if err != nil {
+			profile = retry.EventGrid() // the profile itself is reported by the router
+		}
+		if isZero(member(retryPolicy, "maxDeliveryAttempts")) {
+			errs = append(errs, fmt.Errorf("retryPolicy.maxDeliveryAttempts 0 is out of range: use 1-%d for the %s profile, or leave it out for the default, %d",
+				profile.MaxAttemptsLimit, profile.Name, profile.DefaultMaxAttempts))
+		}
+		if isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
+			errs = append(errs, fmt.Errorf("retryPolicy.eventTimeToLiveInMinutes 0 is out of range: use %d-%d for the %s profile, or leave it out for the default, %d",
+				int(profile.MinTTL/time.Minute), int(profile.MaxTTL/time.Minute), profile.Name, int(profile.DefaultTTL/time.Minute)))
+		}
+	}
+	destination := member(member(properties, "destination"), "properties")
+	if isZero(member(destination, "maxEventsPerBatch")) {
+		errs = append(errs, errors.New("destination.properties.maxEventsPerBatch 0 is out of range: use 1-5000, or leave it out to deliver one event per request"))
+	}
+	if isZero(member(destination, "preferredBatchSizeInKilobytes")) {
+		errs = append(errs, errors.New("destination.properties.preferredBatchSizeInKilobytes 0 is out of range: use 1-1024, or leave it out to deliver one event per request"))
+	}
+	return errors.Join(errs...)
+}
+
+// member returns the member name of the JSON object raw, matched ignoring case as
+// encoding/json matches it, or nil when raw is no object or has no such member.
+func member(raw json.RawMessage, name string) json.RawMessage {
+	if jsonShape(raw) != "an object" {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil
+	}
+	if v, ok := members[name]; ok {
+		return v
+	}
+	for k, v := range members {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return nil
+}
+
+// isZero reports whether raw is a JSON number equal to 0 (0, -0, 0.0, 0e5).
+func isZero(raw json.RawMessage) bool {
+	if jsonShape(raw) != "a number" {
+		return false
+	}
+	var f float64
+	return json.Unmarshal(raw, &f) == nil && f == 0
+}
