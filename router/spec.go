@@ -32,8 +32,9 @@ func ValidateTopicName(name string) error {
 
 // reservedTopicPrefixes begin the topic names Azure keeps for itself: "the name shouldn't
 // start with the following reserved words: Microsoft-, EventGrid-, System-"
-// (learn.microsoft.com/azure/event-grid/troubleshoot-errors). Event subscription names have
-// no reserved words.
+// (learn.microsoft.com/azure/event-grid/troubleshoot-errors, since its 07/2020 revision; the
+// 08/2019 text listed the words without the hyphen, which the revision corrected, so
+// EventGridTopic or systemx are taken). Event subscription names have no reserved words.
 var reservedTopicPrefixes = []string{"Microsoft-", "EventGrid-", "System-"}
 
 // checkTopicNameFree refuses a new topic's name that begins with one of Azure's reserved
