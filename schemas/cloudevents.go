@@ -90,7 +90,8 @@ func extensionNameProblem(name string) string {
 // dataschema a URI-reference too, as Azure's own "#"+dataVersion is), data (any JSON value) or
 // data_base64 (a base64 string), not both, and extension attributes whose names are 1 to 20
 // lower-case letters and digits and whose values are strings, numbers or booleans. Attributes
-// sent as JSON null count as absent; an attribute sent twice is an error, and so is a string
+// sent as JSON null count as absent, and are left out of Event.Raw (so neither stored nor
+// delivered); an attribute sent twice is an error, and so is a string
 // attribute (extensions included) holding a lone UTF-16 surrogate escape, as in
 // [DecodeEventGrid].
 //
@@ -189,6 +190,7 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary, stored bool)
 	s.ws = false
 	var m [ceMembers]member
 	var extensions nameSet // names seen, to refuse duplicates
+	nullAttribute := false // an attribute sent as null, to leave out of Event.Raw
 	bad := false
 	fail := func(field, reason string) {
 		p.add(i, field, reason)
@@ -205,6 +207,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary, stored bool)
 				fail(ceNames[k], "appears more than once: send each attribute once")
 			}
 			err = s.scanMember(&m[k])
+			if k != ceData && m[k].kind == kindNull {
+				nullAttribute = true
+			}
 			if k == ceTraceparent && (m[k].kind == kindObject || m[k].kind == kindArray) {
 				fail("traceparent", "is an extension attribute and must be a string, number or boolean, got "+m[k].kind.String())
 			}
@@ -217,7 +222,9 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary, stored bool)
 			}
 			var kind jsonKind
 			valStart := s.pos
-			if kind, err = s.skipValue(1); err == nil && (kind == kindObject || kind == kindArray) {
+			if kind, err = s.skipValue(1); err == nil && kind == kindNull {
+				nullAttribute = true
+			} else if err == nil && (kind == kindObject || kind == kindArray) {
 				fail(name, "is an extension attribute and must be a string, number or boolean, got "+kind.String())
 			} else if err == nil && kind == kindString {
 				if esc := loneSurrogate(s.buf[valStart:s.pos]); esc != "" {
@@ -328,20 +335,54 @@ func decodeCloudEventObject(s *scanner, i int, p *problems, binary, stored bool)
 		fixed = append(fixed, raw[:off]...)
 		fixed = appendString(fixed, ev.Time)
 		raw = append(fixed, raw[off+len(m[ceTime].tok):]...)
-		if !ws {
-			ev.Raw = raw
-			return ev, nil
-		}
 	}
 	switch {
 	case ws:
 		ev.Raw = appendCompact(make([]byte, 0, len(raw)), raw)
-	case binary:
-		ev.Raw = raw // DecodeCloudEventBinary built it for this event
+	case binary || timeChanged:
+		ev.Raw = raw // DecodeCloudEventBinary built it for this event, or the time fix did
 	default:
 		ev.Raw = append(make([]byte, 0, len(raw)), raw...)
 	}
+	if nullAttribute {
+		ev.Raw = dropNullAttributes(ev.Raw)
+	}
 	return ev, nil
+}
+
+// dropNullAttributes returns the compact, valid event object obj without its attributes
+// (context attributes and extensions) whose value is JSON null: the CloudEvents JSON format
+// treats such an attribute as absent, so it is neither stored nor delivered. A null data member is kept: it is the event's data, as sent.
+func dropNullAttributes(obj []byte) []byte {
+	s := &scanner{buf: obj}
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	empty, _ := s.objectStart()
+	first := true
+	for !empty {
+		start := s.pos
+		key, _, err := s.objectKey()
+		if err != nil {
+			return obj
+		}
+		kind, err := s.skipValue(1)
+		if err != nil {
+			return obj
+		}
+		if kind != kindNull || string(key) == "data" {
+			if !first {
+				out = append(out, ',')
+			}
+			out = append(out, obj[start:s.pos]...)
+			first = false
+		}
+		more, err := s.objectNext()
+		if err != nil {
+			return obj
+		}
+		empty = !more
+	}
+	return append(out, '}')
 }
 
 // headerNote is what a problem with the URI attribute attr adds in binary mode when its value
