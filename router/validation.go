@@ -90,7 +90,7 @@ func (r *Router) handshake(ctx context.Context, k subKey, kind string, spec *Sub
 	}
 	fail := func(err error) error {
 		advice := "make the endpoint answer the handshake, or set destination.properties.skipValidation: true for a trusted internal endpoint"
-		return fmt.Errorf("event subscription %q: %w: %v (SPEC §2.5); %s", k.name, ErrValidationFailed, err, advice)
+		return fmt.Errorf("event subscription %q: %w: %v; %s", k.name, ErrValidationFailed, err, advice)
 	}
 
 	if kind == handshakeAbuseProtection {

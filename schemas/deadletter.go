@@ -167,7 +167,7 @@ func ParseOutcome(v string) (Outcome, error) {
 // ([CanDeliver]).
 func AppendDeadLetters(dst []byte, f DeadLetterFormat, recs []DeadLetterRecord) ([]byte, error) {
 	if !CanDeliver(f.Input, f.Delivery) {
-		return dst, fmt.Errorf("encoding dead letters: events published in %s cannot be delivered in %s (SPEC §4)", f.Input, f.Delivery.DeliveryName())
+		return dst, fmt.Errorf("encoding dead letters: events published in %s cannot be delivered in %s: CloudEvents input is delivered only as CloudEvents, and only custom input can use CustomInputSchema", f.Input, f.Delivery.DeliveryName())
 	}
 	dst = append(dst, '[')
 	for i := range recs {

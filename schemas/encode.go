@@ -50,7 +50,7 @@ type EncodeOptions struct {
 // EncodeBatchWith is [EncodeBatch] with egrid's encoding extensions.
 func EncodeBatchWith(dst []byte, in, out Schema, topicID string, events []*Event, opts EncodeOptions) (body []byte, contentType string, err error) {
 	if !CanDeliver(in, out) {
-		return dst, "", fmt.Errorf("encoding a delivery batch: events published in %s cannot be delivered in %s (SPEC §4): CloudEvents input is delivered only as CloudEvents, and only custom input can use CustomInputSchema", in, out.DeliveryName())
+		return dst, "", fmt.Errorf("encoding a delivery batch: events published in %s cannot be delivered in %s: CloudEvents input is delivered only as CloudEvents, and only custom input can use CustomInputSchema", in, out.DeliveryName())
 	}
 	if len(events) == 0 {
 		return dst, "", errors.New("encoding a delivery batch: no events")
