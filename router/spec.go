@@ -290,7 +290,8 @@ func (p DeliveryAttributeMappingProperties) String() string {
 type RetryPolicy struct {
 	// MaxDeliveryAttempts (1..30; 1..10 for the namespace profile) and
 	// EventTimeToLiveInMinutes (1..1440) bound an event's delivery (SPEC §2.1). 0 means unset:
-	// the profile's default applies (30 attempts, 1440 minutes). Azure's ranges start at 1,
+	// the profile's default applies (30 attempts, 1440 minutes), which admin API reads show
+	// ([SubscriptionSpec.WithDefaults]). Azure's ranges start at 1,
 	// so the admin API refuses a body that sends 0; only a Go caller's zero value means
 	// "unset".
 	MaxDeliveryAttempts      int `json:"maxDeliveryAttempts,omitempty" yaml:"maxDeliveryAttempts,omitempty"`
@@ -706,4 +707,42 @@ func ParseISODuration(v string) (time.Duration, error) {
 		return bad("it holds no number")
 	}
 	return total, nil
+}
+
+// WithDefaults returns the spec with the defaults Event Grid shows on a read filled in, for a
+// subscription of topic t: retryPolicy.maxDeliveryAttempts and eventTimeToLiveInMinutes (the
+// retry profile's, 30 and 1440 for a custom topic) and eventDeliverySchema (the topic's
+// input schema; EventGridSchema for a custom input schema). Azure's GET returns these
+// effective values ("retryPolicy": {"maxDeliveryAttempts": 30, "eventTimeToLiveInMinutes":
+// 1440}, "eventDeliverySchema": "EventGridSchema" in the Microsoft.EventGrid REST API's
+// EventSubscriptions_Get examples); the admin API reads with them, and a read PUT back is taken
+// as the same settings. A queue subscription, whose limits are in deliveryConfiguration.queue,
+// and a spec whose values are invalid are returned as they are.
+func (s SubscriptionSpec) WithDefaults(t TopicSpec) SubscriptionSpec {
+	if s.IsQueue() {
+		return s
+	}
+	if s.EventDeliverySchema == "" {
+		if out := t.schema(); out != 0 {
+			if out == schemas.Custom {
+				out = schemas.EventGrid
+			}
+			s.EventDeliverySchema = out.DeliveryName()
+		}
+	}
+	name := s.RetryPolicy.Profile
+	if name == "" && strings.EqualFold(t.Kind, KindNamespace) {
+		name = retry.NameNamespace
+	}
+	profile, err := retry.ProfileByName(name)
+	if err != nil {
+		return s
+	}
+	if s.RetryPolicy.MaxDeliveryAttempts == 0 {
+		s.RetryPolicy.MaxDeliveryAttempts = profile.DefaultMaxAttempts
+	}
+	if s.RetryPolicy.EventTimeToLiveInMinutes == 0 {
+		s.RetryPolicy.EventTimeToLiveInMinutes = int(profile.DefaultTTL / time.Minute)
+	}
+	return s
 }

@@ -629,7 +629,11 @@ func (a *API) subscriptionResource(req *http.Request, topic, name string, spec r
 	if tn, sn, err := a.r.SubscriptionName(topic, name); err == nil {
 		topic, name = tn, sn // as first created
 	}
-	v := subscriptionView{SubscriptionSpec: spec.Redacted(), Topic: a.r.TopicID(topic), ProvisioningState: router.StateSucceeded}
+	view := spec.Redacted()
+	if t, err := a.r.Topic(topic); err == nil {
+		view = view.WithDefaults(t) // as Azure's reads show them
+	}
+	v := subscriptionView{SubscriptionSpec: view, Topic: a.r.TopicID(topic), ProvisioningState: router.StateSucceeded}
 	if p, err := a.r.Provisioning(topic, name); err == nil {
 		v.ProvisioningState, v.ProvisioningMessage = p.State, p.Message
 	}
