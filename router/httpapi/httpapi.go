@@ -208,7 +208,7 @@ type apiError struct {
 type apiErrorBody struct {
 	Code    string        `json:"code"`
 	Message string        `json:"message"`
-	Details []errorDetail `json:"details,omitempty"`
+	Details []errorDetail `json:"details"`
 }
 
 type errorDetail struct {
@@ -216,7 +216,14 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
+// writeError answers status with Event Grid's error body. Every answer has the same shape,
+// Azure's documented one: code, message and details. An error without details of its own
+// (a 401, a 413, ...) has one detail repeating its code and message, so a client reading
+// error.details[0] finds the problem whatever the status.
 func writeError(w http.ResponseWriter, status int, code, msg string, details ...errorDetail) {
+	if len(details) == 0 {
+		details = []errorDetail{{Code: code, Message: msg}}
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorBody{Code: code, Message: msg, Details: details}})

@@ -97,15 +97,21 @@ func write429(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusTooManyRequests, "TooManyRequests", msg)
 }
 
-// writeError answers status with Event Grid's error body: code and msg.
+// writeError answers status with Event Grid's error body, in the shape every answer of the
+// API has: code, msg, and one detail repeating them.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	type body struct {
+	type detail struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
+	type body struct {
+		Code    string   `json:"code"`
+		Message string   `json:"message"`
+		Details []detail `json:"details"`
+	}
 	_ = json.NewEncoder(w).Encode(struct {
 		Error body `json:"error"`
-	}{body{Code: code, Message: msg}})
+	}{body{Code: code, Message: msg, Details: []detail{{Code: code, Message: msg}}}})
 }
