@@ -730,19 +730,45 @@ func (s SubscriptionSpec) WithDefaults(t TopicSpec) SubscriptionSpec {
 			s.EventDeliverySchema = out.DeliveryName()
 		}
 	}
+	if _, err := retry.ProfileByName(s.RetryPolicy.Profile); err != nil {
+		return s
+	}
+	lim := s.RetryLimits(t)
+	if s.RetryPolicy.MaxDeliveryAttempts == 0 {
+		s.RetryPolicy.MaxDeliveryAttempts = lim.DefaultAttempts
+	}
+	if s.RetryPolicy.EventTimeToLiveInMinutes == 0 {
+		s.RetryPolicy.EventTimeToLiveInMinutes = lim.DefaultTTL
+	}
+	return s
+}
+
+// RetryLimits are the ranges a subscription's retryPolicy takes under its retry profile, in
+// the units of the ARM properties, for messages about them.
+type RetryLimits struct {
+	// Profile is the profile's name.
+	Profile string
+	// MaxAttempts and DefaultAttempts bound maxDeliveryAttempts (1..MaxAttempts).
+	MaxAttempts, DefaultAttempts int
+	// MinTTL, MaxTTL and DefaultTTL bound eventTimeToLiveInMinutes, in minutes.
+	MinTTL, MaxTTL, DefaultTTL int
+}
+
+// RetryLimits returns the ranges of the retry profile the spec uses on topic t: its
+// retryPolicy.profile, or the topic's default (namespace on a namespace topic, else
+// eventgrid). An unknown profile gives the eventgrid profile's (the profile itself is
+// reported when the spec is checked).
+func (s SubscriptionSpec) RetryLimits(t TopicSpec) RetryLimits {
 	name := s.RetryPolicy.Profile
 	if name == "" && strings.EqualFold(t.Kind, KindNamespace) {
 		name = retry.NameNamespace
 	}
-	profile, err := retry.ProfileByName(name)
+	p, err := retry.ProfileByName(name)
 	if err != nil {
-		return s
+		p = retry.EventGrid()
 	}
-	if s.RetryPolicy.MaxDeliveryAttempts == 0 {
-		s.RetryPolicy.MaxDeliveryAttempts = profile.DefaultMaxAttempts
+	return RetryLimits{
+		Profile: p.Name, MaxAttempts: p.MaxAttemptsLimit, DefaultAttempts: p.DefaultMaxAttempts,
+		MinTTL: int(p.MinTTL / time.Minute), MaxTTL: int(p.MaxTTL / time.Minute), DefaultTTL: int(p.DefaultTTL / time.Minute),
 	}
-	if s.RetryPolicy.EventTimeToLiveInMinutes == 0 {
-		s.RetryPolicy.EventTimeToLiveInMinutes = int(profile.DefaultTTL / time.Minute)
-	}
-	return s
 }

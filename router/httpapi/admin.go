@@ -685,7 +685,7 @@ func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 	}
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	if t, err := a.r.Topic(topic); err == nil { // an unknown topic is answered 404 below
-		if err := explicitZeros(properties, &body.SubscriptionSpec, strings.ToLower(t.Kind)); err != nil {
+		if err := explicitZeros(properties, &body.SubscriptionSpec, t); err != nil {
 			writeProblems(w, err)
 			return
 		}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/egridio/egrid/router"
-	"github.com/egridio/egrid/router/retry"
 )
 
 // explicitZeros refuses the subscription settings a PUT body sends as 0 — maxDeliveryAttempts,
@@ -16,30 +14,20 @@ import (
 // range it takes. Azure's ranges start at 1 and it refuses 0; in a [router.SubscriptionSpec],
 // whose fields are plain ints, 0 means "not set" (the default applies), so only the body can
 // tell a 0 that was sent from a member that was left out. A member left out, or null, is not
-// set and takes its default. topicKind is the topic's kind (lower case): the retry profile a
+// set and takes its default. topic is the subscription's topic: the retry profile a
 // subscription leaves out is the topic's default, whose range maxDeliveryAttempts takes.
-func explicitZeros(properties json.RawMessage, spec *router.SubscriptionSpec, topicKind string) error {
+func explicitZeros(properties json.RawMessage, spec *router.SubscriptionSpec, topic router.TopicSpec) error {
 	var errs []error
 	retryPolicy := member(properties, "retryPolicy")
 	if isZero(member(retryPolicy, "maxDeliveryAttempts")) || isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
-		name := spec.RetryPolicy.Profile
-		if name == "" {
-			name = retry.NameEventGrid
-			if topicKind == router.KindNamespace {
-				name = retry.NameNamespace
-			}
-		}
-		profile, err := retry.ProfileByName(name)
-		if err != nil {
-			profile = retry.EventGrid() // the profile itself is reported by the router
-		}
+		lim := spec.RetryLimits(topic)
 		if isZero(member(retryPolicy, "maxDeliveryAttempts")) {
 			errs = append(errs, fmt.Errorf("retryPolicy.maxDeliveryAttempts 0 is out of range: use 1-%d for the %s profile, or leave it out for the default, %d",
-				profile.MaxAttemptsLimit, profile.Name, profile.DefaultMaxAttempts))
+				lim.MaxAttempts, lim.Profile, lim.DefaultAttempts))
 		}
 		if isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
 			errs = append(errs, fmt.Errorf("retryPolicy.eventTimeToLiveInMinutes 0 is out of range: use %d-%d for the %s profile, or leave it out for the default, %d",
-				int(profile.MinTTL/time.Minute), int(profile.MaxTTL/time.Minute), profile.Name, int(profile.DefaultTTL/time.Minute)))
+				lim.MinTTL, lim.MaxTTL, lim.Profile, lim.DefaultTTL))
 		}
 	}
 	destination := member(member(properties, "destination"), "properties")
