@@ -217,12 +217,25 @@ func (m *Memory) UpdateSubscription(_ context.Context, topic, name string, u Upd
 
 // PutTopic implements [Store].
 func (m *Memory) PutTopic(_ context.Context, name string, spec []byte) error {
+	return m.putTopic(name, spec, false)
+}
+
+// CreateTopic implements [Store].
+func (m *Memory) CreateTopic(_ context.Context, name string, spec []byte) error {
+	return m.putTopic(name, spec, true)
+}
+
+// putTopic is PutTopic, or CreateTopic when create is set.
+func (m *Memory) putTopic(name string, spec []byte, create bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
 	if t, ok := m.topics[name]; ok {
+		if create {
+			return fmt.Errorf("topic %q: %w", name, ErrExists)
+		}
 		t.spec = slices.Clone(spec)
 		return nil
 	}
@@ -258,6 +271,16 @@ func (m *Memory) Topics(_ context.Context) ([]Definition, error) {
 
 // PutSubscription implements [Store].
 func (m *Memory) PutSubscription(_ context.Context, topic, name string, spec []byte) error {
+	return m.putSubscription(topic, name, spec, false)
+}
+
+// CreateSubscription implements [Store].
+func (m *Memory) CreateSubscription(_ context.Context, topic, name string, spec []byte) error {
+	return m.putSubscription(topic, name, spec, true)
+}
+
+// putSubscription is PutSubscription, or CreateSubscription when create is set.
+func (m *Memory) putSubscription(topic, name string, spec []byte, create bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, err := m.topic(topic)
@@ -265,6 +288,9 @@ func (m *Memory) PutSubscription(_ context.Context, topic, name string, spec []b
 		return err
 	}
 	if s, ok := t.subs[name]; ok {
+		if create {
+			return fmt.Errorf("subscription %q of topic %q: %w", name, topic, ErrExists)
+		}
 		s.spec = slices.Clone(spec)
 		return nil
 	}

@@ -31,9 +31,13 @@ var (
 	// the one the caller read: another writer (another router node) replaced it since.
 	// Nothing is written.
 	ErrChanged = errors.New("store: the definition changed since it was read")
-	// ErrDamaged is returned (wrapped) by PutTopic and PutSubscription for a name whose
-	// stored definition the store found damaged: the name stays taken by the damaged
-	// remains, which are not served, until DeleteTopic or DeleteSubscription removes them
+	// ErrExists is returned (wrapped) by CreateTopic and CreateSubscription when the name
+	// holds a definition already: another writer (another router node) created it since the
+	// caller found none. Nothing is written, so the create that came first stands.
+	ErrExists = errors.New("store: the name holds a definition already")
+	// ErrDamaged is returned (wrapped) by PutTopic, PutSubscription, CreateTopic and
+	// CreateSubscription for a name whose stored definition the store found damaged: the name
+	// stays taken by the damaged remains, which are not served, until DeleteTopic or DeleteSubscription removes them
 	// (then the name can be created again) or the store is restored from a backup. The
 	// error says which. Nothing is written.
 	ErrDamaged = errors.New("store: the stored definition is damaged")
@@ -243,6 +247,13 @@ type Store interface {
 
 	// PutTopic creates or replaces a topic definition.
 	PutTopic(ctx context.Context, name string, spec []byte) error
+	// CreateTopic creates a topic as PutTopic does, only if the name holds no definition, in
+	// one atomic step with the check (create-if-absent): when it holds one it writes nothing
+	// and returns an error wrapping [ErrExists] (or [ErrDamaged], as PutTopic, when that one
+	// is damaged). The router creates the topics it does not know with it, so that of two
+	// cluster nodes creating one name at once exactly one create is stored and the other
+	// learns that it lost, instead of replacing the definition the first one answered.
+	CreateTopic(ctx context.Context, name string, spec []byte) error
 	// DeleteTopic removes a topic with its journal, subscriptions and their state. It also
 	// removes a topic whose stored definition is damaged (PutTopic refuses its name with
 	// [ErrDamaged]), with what can be told to be stored under it.
@@ -253,6 +264,15 @@ type Store interface {
 	// cursor starts at the topic's current LastSeq: it sees only events published after it,
 	// and it gets a new [SubscriptionState.Epoch]; a replaced one keeps its state and epoch.
 	PutSubscription(ctx context.Context, topic, name string, spec []byte) error
+	// CreateSubscription creates a subscription as PutSubscription does (its cursor at the
+	// topic's LastSeq, a new epoch), only if the name holds no definition, in one atomic step
+	// with the check (create-if-absent): when it holds one it writes nothing and returns an
+	// error wrapping [ErrExists] (or [ErrDamaged], as PutSubscription, when that one is
+	// damaged); when the topic has no definition, one wrapping [ErrNotFound]. The router
+	// creates a subscription it found absent with it, so that another node's create landing
+	// between that read and this write stands and this one is answered as the create that
+	// lost (409, or success for the same definition), never written over it.
+	CreateSubscription(ctx context.Context, topic, name string, spec []byte) error
 	// SwapSubscription replaces an existing subscription's definition with spec only if the
 	// stored one is old, byte for byte, in one atomic step (compare-and-swap): its state and
 	// epoch stay, as with PutSubscription. When the stored definition is another it writes

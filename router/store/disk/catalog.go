@@ -249,6 +249,17 @@ type unsettled struct {
 
 // PutTopic implements [store.Store]. Definitions are committed with a sync.
 func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
+	return s.putTopic(ctx, name, spec, false)
+}
+
+// CreateTopic implements [store.Store]: PutTopic, whose check that the name holds no topic
+// runs in the same catalogue change as the write.
+func (s *Store) CreateTopic(ctx context.Context, name string, spec []byte) error {
+	return s.putTopic(ctx, name, spec, true)
+}
+
+// putTopic is PutTopic, or CreateTopic when create is set.
+func (s *Store) putTopic(ctx context.Context, name string, spec []byte, create bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -260,6 +271,9 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 		t, exists := s.topics[name]
 		id := s.nextID + 1
 		s.mu.RUnlock()
+		if exists && create {
+			return fmt.Errorf("creating topic %q: %w", name, store.ErrExists)
+		}
 		b := g.db.NewBatch()
 		if exists {
 			id = t.id
@@ -398,6 +412,17 @@ func (s *Store) definitions(db *pebble.DB, lo, hi []byte) ([]store.Definition, e
 // PutSubscription implements [store.Store]. A new subscription's cursor is written in the
 // same synced batch as its definition: the topic's LastSeq when the call starts.
 func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spec []byte) error {
+	return s.putSubscription(ctx, topicName, name, spec, false)
+}
+
+// CreateSubscription implements [store.Store]: PutSubscription, whose check that the name
+// holds no subscription runs in the same catalogue change as the write.
+func (s *Store) CreateSubscription(ctx context.Context, topicName, name string, spec []byte) error {
+	return s.putSubscription(ctx, topicName, name, spec, true)
+}
+
+// putSubscription is PutSubscription, or CreateSubscription when create is set.
+func (s *Store) putSubscription(ctx context.Context, topicName, name string, spec []byte, create bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -413,6 +438,9 @@ func (s *Store) PutSubscription(ctx context.Context, topicName, name string, spe
 		s.mu.RUnlock()
 		if !ok {
 			return fmt.Errorf("topic %q: %w", topicName, store.ErrNotFound)
+		}
+		if exists && create {
+			return fmt.Errorf("creating subscription %q of topic %q: %w", name, topicName, store.ErrExists)
 		}
 		if !exists {
 			if err := s.refuseDamagedSub(t, topicName, name); err != nil {

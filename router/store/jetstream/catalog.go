@@ -38,6 +38,19 @@ func (s *Store) topicExists(ctx context.Context, topic string) error {
 // always has one. A name whose stored definition does not decode is refused
 // ([store.ErrDamaged]) until DeleteTopic removes it.
 func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
+	return s.putTopic(ctx, name, spec, false)
+}
+
+// CreateTopic implements [store.Store]: PutTopic for a name that holds no topic. The
+// definition is written with the bucket's Create (on no revision, or on the delete marker the
+// name's last delete left), which fails when another node created the topic since it looked,
+// so that node's create stands and this one fails with [store.ErrExists].
+func (s *Store) CreateTopic(ctx context.Context, name string, spec []byte) error {
+	return s.putTopic(ctx, name, spec, true)
+}
+
+// putTopic is PutTopic, or CreateTopic when create is set.
+func (s *Store) putTopic(ctx context.Context, name string, spec []byte, create bool) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
@@ -52,6 +65,9 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	case err == nil:
 		if _, derr := decodeOpaque(e.Value()); derr != nil {
 			return topicDamaged(name, e.Revision(), derr)
+		}
+		if create {
+			return topicTaken(name)
 		}
 		if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
 			if isWrongLastSeq(err) {
@@ -85,11 +101,19 @@ func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	}
 	if _, err := s.meta.Create(ctx, topicKey(name), val); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
+			if create {
+				return topicTaken(name)
+			}
 			return fenced("topic "+name, err)
 		}
 		return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
 	}
 	return nil
+}
+
+// topicTaken is CreateTopic's error for a name that holds a topic.
+func topicTaken(name string) error {
+	return fmt.Errorf("jetstream store: creating topic %q: another writer created it: %w", name, store.ErrExists)
 }
 
 // dropTopicData deletes a topic's journal stream and subscription records and forgets this
@@ -237,21 +261,74 @@ func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string
 		rec.spec = slices.Clone(spec)
 		return true, s.write(ctx, e, topic, name, &rec)
 	}
+	if err := s.createSub(ctx, e, key, topic, name, spec); err != nil {
+		if errors.Is(err, errKeyTaken) {
+			return false, fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// createSub writes a new subscription record for spec (its cursor at the journal's end, a new
+// epoch) with the bucket's Create, which succeeds only while the key holds no record (none,
+// or the marker of its last delete): another node's create since fails it with an error
+// wrapping errKeyTaken, and nothing is written. e's semaphore is held.
+func (s *Store) createSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) error {
 	last, err := s.lastSeq(ctx, topic)
 	if err != nil {
-		return false, err
+		return err
 	}
 	rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: last}
 	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return false, fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		e.rec = nil // read again next time
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+			// The second form: the key's delete marker replaced between the bucket's look
+			// at it and its write on it.
+			err = fmt.Errorf("%w: %w", errKeyTaken, err)
 		}
-		return false, fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
 	}
 	e.setRev(rev)
 	e.rec = rec
-	return false, nil
+	return nil
+}
+
+// errKeyTaken is wrapped by createSub's error when the key holds a record.
+var errKeyTaken = errors.New("the key holds a record")
+
+// CreateSubscription implements [store.Store]: the record is written with createSub alone,
+// with no read before it, so there is no moment between a look and the write for another
+// node's create to land in: when the key holds a record the write fails and CreateSubscription
+// reads it only to tell a damaged definition ([store.ErrDamaged], as PutSubscription) from one
+// that stands ([store.ErrExists]).
+func (s *Store) CreateSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := checkName("subscription", name); err != nil {
+		return err
+	}
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	err = s.createSub(ctx, e, key, topic, name, spec)
+	if !errors.Is(err, errKeyTaken) {
+		return err
+	}
+	if lerr := s.load(ctx, e, topic, name); errors.Is(lerr, store.ErrDamaged) {
+		return lerr
+	}
+	return fmt.Errorf("jetstream store: creating subscription %q of topic %q: another writer created it: %w", name, topic, store.ErrExists)
 }
 
 // swapTries bounds SwapSubscription's tries: each write that loses to a state write of

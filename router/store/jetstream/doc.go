@@ -60,6 +60,11 @@
 // anew), a bounded number of times, before failing with [store.ErrFenced]. Only the
 // owner's state writes stay fenced on the revision it last read or wrote, and a create that
 // lost to another node's create, which fails with [store.ErrFenced] at once and writes nothing.
+// The creates ([Store.CreateTopic], [Store.CreateSubscription]) write with the bucket's
+// Create (expected last subject sequence 0, or the revision of the name's delete marker),
+// never a read and then a put: of two nodes creating one name exactly one write is stored,
+// and the other fails with [store.ErrExists] and writes nothing. The router creates every
+// name it found absent with them.
 //
 // Appends to a topic go through one writer goroutine per topic and store. It knows the
 // stream's last sequence number and publishes each Append's events pipelined: the first

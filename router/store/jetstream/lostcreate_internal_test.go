@@ -58,3 +58,42 @@ func TestALostCreateLeavesTheOtherNodesCreate(t *testing.T) {
 		t.Errorf("stored %+v; want the other node's create (other) alone", defs)
 	}
 }
+
+// TestCreateSubscriptionLosesToAnotherNodesCreate: another node's create of the subscription
+// lands just before this store's CreateSubscription writes. The create writes with the
+// bucket's Create alone, so it fails with store.ErrExists and the other node's definition,
+// state and epoch stand.
+func TestCreateSubscriptionLosesToAnotherNodesCreate(t *testing.T) {
+	s, _ := holesStore(t, 1)
+	ctx := bounded(t)
+	other, err := Open(ctx, s.nc, Options{Prefix: "HOLES"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var raceErr error
+	s.meta = &racedCreates{KeyValue: s.meta, race: func() {
+		raceErr = other.CreateSubscription(ctx, "orders", "sub", []byte(`other`))
+	}}
+	err = s.CreateSubscription(ctx, "orders", "sub", []byte(`mine`))
+	if raceErr != nil {
+		t.Fatal(raceErr)
+	}
+	if !errors.Is(err, store.ErrExists) {
+		t.Errorf("the create that lost: %v, want store.ErrExists", err)
+	}
+	defs, err := other.Subscriptions(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) != 1 || string(defs[0].Spec) != "other" {
+		t.Errorf("stored %+v; want the other node's create (other) alone", defs)
+	}
+	st, err := other.LoadSubscription(ctx, "orders", "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Epoch != defs[0].Life {
+		t.Errorf("epoch %d, want the other node's %d", st.Epoch, defs[0].Life)
+	}
+}

@@ -33,6 +33,10 @@
 //     given; an error of ScanDeadLetters' callback is returned as it is.
 //   - SwapSubscription compares the stored definition byte for byte; a state write does not
 //     change it, and of concurrent swaps from one definition exactly one wins.
+//   - CreateTopic and CreateSubscription of a name that holds a definition fail with
+//     [store.ErrExists] and change nothing (the definition, journal, state and epoch stored
+//     first stay); of concurrent creates of one name exactly one wins; a deleted name can
+//     be created again.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //

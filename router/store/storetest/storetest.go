@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SubscriptionDefinitions", testSubscriptionDefinitions},
 		{"PutSubscriptionKeepsState", testPutSubscriptionKeepsState},
 		{"SwapSubscription", testSwapSubscription},
+		{"Creates", testCreates},
 		{"NewSubscriptionCursor", testNewSubscriptionCursor},
 		{"RecreatedSubscriptionStartsFresh", testRecreatedSubscription},
 		{"SubscriptionEpochs", testSubscriptionEpochs},
@@ -825,9 +826,11 @@ func testClosed(t *testing.T, s store.Store) {
 			return s.UpdateSubscription(ctx, "t", "sub", store.Update{Cursor: 1})
 		}},
 		{"PutTopic", func(ctx context.Context) error { return s.PutTopic(ctx, "u", nil) }},
+		{"CreateTopic", func(ctx context.Context) error { return s.CreateTopic(ctx, "u", nil) }},
 		{"DeleteTopic", func(ctx context.Context) error { return s.DeleteTopic(ctx, "t") }},
 		{"Topics", func(ctx context.Context) error { _, err := s.Topics(ctx); return err }},
 		{"PutSubscription", func(ctx context.Context) error { return s.PutSubscription(ctx, "t", "sub2", nil) }},
+		{"CreateSubscription", func(ctx context.Context) error { return s.CreateSubscription(ctx, "t", "sub2", nil) }},
 		{"SwapSubscription", func(ctx context.Context) error {
 			return s.SwapSubscription(ctx, "t", "sub", []byte(`{"sub":"sub"}`), []byte("x"))
 		}},
