@@ -123,6 +123,11 @@ func (s *gatedStore) PutTopic(ctx context.Context, name string, spec []byte) err
 	return s.Store.PutTopic(ctx, name, spec)
 }
 
+func (s *gatedStore) CreateTopic(ctx context.Context, name string, spec []byte) error {
+	s.wait(name, "CreateTopic")
+	return s.Store.CreateTopic(ctx, name, spec)
+}
+
 func (s *gatedStore) DeleteTopic(ctx context.Context, name string) error {
 	s.wait(name, "DeleteTopic")
 	return s.Store.DeleteTopic(ctx, name)
@@ -131,6 +136,11 @@ func (s *gatedStore) DeleteTopic(ctx context.Context, name string) error {
 func (s *gatedStore) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	s.wait(topic, "PutSubscription")
 	return s.Store.PutSubscription(ctx, topic, name, spec)
+}
+
+func (s *gatedStore) CreateSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	s.wait(topic, "CreateSubscription")
+	return s.Store.CreateSubscription(ctx, topic, name, spec)
 }
 
 func (s *gatedStore) DeleteSubscription(ctx context.Context, topic, name string) error {
@@ -178,7 +188,7 @@ func TestAdminWriteDoesNotStallOtherTopics(t *testing.T) {
 			_, err := r.CreateTopic(ctx, "topic-b", router.TopicSpec{})
 			return err
 		}},
-		{"create subscription", "PutSubscription", func(ctx context.Context, r *router.Router) error {
+		{"create subscription", "CreateSubscription", func(ctx context.Context, r *router.Router) error {
 			return r.CreateSubscription(ctx, "topic-b", "sub-2", sub)
 		}},
 		{"update subscription", "PutSubscription", func(ctx context.Context, r *router.Router) error {

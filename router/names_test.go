@@ -165,7 +165,7 @@ func TestConcurrentCreatesInAnotherCase(t *testing.T) {
 				first := make(chan error, 1)
 				go func() { first <- r.CreateSubscription(context.Background(), "topic-b", "sub-x", null) }()
 				synctest.Wait() // the first holds the turn, stopped in its store write
-				if op := <-entered; op != "PutSubscription" {
+				if op := <-entered; op != "CreateSubscription" {
 					t.Fatalf("the first create stopped in %s", op)
 				}
 				second := make(chan error, 1)

@@ -394,8 +394,9 @@ func (r *Router) settleLostWrite(ctx context.Context, k subKey, spec *Subscripti
 // another write replaced or deleted it meanwhile, nothing is stored and the error wraps
 // [ErrDefinitionChanged], or, when the definition in force is spec, inForce is its
 // provisioning state (settlePut); in cluster mode the write is a swap from the stored record
-// read in the turn ([store.Store.SwapSubscription]), so another node's write in between
-// fails it too.
+// read in the turn ([store.Store.SwapSubscription]), or, when it read none, a
+// create-if-absent ([store.Store.CreateSubscription]), so another node's write in between —
+// its create of the name included — fails it too, and is not written over.
 func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subKey, spec *SubscriptionSpec, prov *provisioned, pre *builtConfig, base *putBase) (inForce *Provisioning, err error) {
 	release, err := r.turns.acquire(ctx, k.topic)
 	if err != nil {
@@ -509,11 +510,16 @@ func (r *Router) commitSubscription(ctx context.Context, t *topicRuntime, k subK
 			r.life.set(k, prev)
 			return inForce, err
 		}
-	} else if err := r.storeSubscription(ctx, k, spec, prov); err != nil {
+	} else if err := r.storeSubscription(ctx, k, spec, prov, r.cl != nil || !existed); err != nil {
 		r.life.set(k, prev)
+		if errors.Is(err, store.ErrExists) {
+			// Another node's create of the name landed between the read above and this
+			// write: it stands, and this create lost.
+			err = putConflict(k.name, false, true, base.validated)
+		}
 		if r.cl != nil {
-			// A create (the store's PutSubscription) another node's create of the name
-			// beat (the JetStream store's then fails fenced): answered as such.
+			// Answered as a lost create: 409, or success when the definition in force is
+			// this one.
 			return r.settleLostWrite(ctx, k, spec, base, nil, err)
 		}
 		return nil, err
@@ -614,14 +620,20 @@ func encodeRecord(spec *SubscriptionSpec, prov *provisioned) ([]byte, error) {
 	return json.Marshal(&rec)
 }
 
-// storeSubscription writes a subscription's record. Called in the topic's turn, never with
-// r.mu held.
-func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned) error {
+// storeSubscription writes a subscription's record. create says the subscription was found
+// absent: it is created with the store's create-if-absent ([store.Store.CreateSubscription]),
+// so a record another node created since that read is not written over, and the error then
+// wraps [store.ErrExists]. Called in the topic's turn, never with r.mu held.
+func (r *Router) storeSubscription(ctx context.Context, k subKey, spec *SubscriptionSpec, prov *provisioned, create bool) error {
 	raw, err := encodeRecord(spec, prov)
 	if err != nil {
 		return err
 	}
-	if err := r.store.PutSubscription(ctx, k.topic, k.name, raw); errors.Is(err, store.ErrDamaged) {
+	write := r.store.PutSubscription
+	if create {
+		write = r.store.CreateSubscription
+	}
+	if err := write(ctx, k.topic, k.name, raw); errors.Is(err, store.ErrDamaged) || errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("saving event subscription %q: %w", clip.String(k.name), err)
 	} else if err != nil {
 		return storeFailure(fmt.Sprintf("saving event subscription %q", k.name), err)

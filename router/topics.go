@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,6 +193,7 @@ func (r *Router) createTopic(ctx context.Context, name string, spec TopicSpec, o
 			spec.Key2 = cur.spec.Key2
 		}
 	}
+	given := spec // the keys the request gave, before the missing ones are generated
 	for i, k := range []*string{&spec.Key1, &spec.Key2} {
 		if *k != "" {
 			if err := sas.ValidateKey(*k); err != nil {
@@ -212,7 +214,20 @@ func (r *Router) createTopic(ctx context.Context, name string, spec TopicSpec, o
 	if err != nil {
 		return TopicSpec{}, err
 	}
-	if err := r.store.PutTopic(ctx, name, raw); errors.Is(err, store.ErrDamaged) {
+	// A topic this node does not know is created with the store's create-if-absent, so a
+	// create of the name on another node (cluster mode) is never written over: this one
+	// then lost (lostTopicCreate).
+	write := r.store.PutTopic
+	if t == nil {
+		write = r.store.CreateTopic
+	}
+	if err := write(ctx, name, raw); errors.Is(err, store.ErrExists) {
+		// The topic stored stands; when it is the one asked for, this node runs it as
+		// stored (below), as it would once its next sync read it.
+		if name, spec, err = r.lostTopicCreate(ctx, name, &given, err); err != nil {
+			return TopicSpec{}, err
+		}
+	} else if errors.Is(err, store.ErrDamaged) {
 		return TopicSpec{}, fmt.Errorf("saving topic %q: %w", clip.String(name), err)
 	} else if err != nil {
 		return TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
@@ -229,6 +244,47 @@ func (r *Router) createTopic(ctx context.Context, name string, spec TopicSpec, o
 	}
 	r.log.Info("topic created", logattr.Topic, name, "inputSchema", spec.schema().String())
 	return spec, nil
+}
+
+// lostTopicCreate answers a create of topic name, for a definition of spec as the request
+// gave it, that the store refused (err, wrapping [store.ErrExists]): another node created the
+// name since this node found it unknown, and that create, answered already, stands. When the
+// topic stored is the one this request asks for (the same schema, kind and mapping, and
+// each key the request gave) the create succeeds with the stored topic — its name as
+// created, its spec —, as a PUT is idempotent (a client's retry through another node, nodes
+// starting together declaring one topic); otherwise it fails wrapping
+// [ErrDefinitionChanged] (409) and changes nothing, and this node reads the topic from the
+// store at its next sync. Called in the topic's turn.
+func (r *Router) lostTopicCreate(ctx context.Context, name string, spec *TopicSpec, err error) (string, TopicSpec, error) {
+	defs, rerr := r.store.Topics(ctx)
+	if rerr != nil {
+		return "", TopicSpec{}, fmt.Errorf("saving topic %q: %w: %w", name, ErrUnavailable, err)
+	}
+	for _, d := range defs {
+		if fold(d.Name) != fold(name) {
+			continue
+		}
+		var cur TopicSpec
+		if json.Unmarshal(d.Spec, &cur) == nil && sameTopic(spec, &cur) {
+			return d.Name, cur, nil
+		}
+		break
+	}
+	if r.cl != nil {
+		r.cl.requestSync(name)
+	}
+	return "", TopicSpec{}, fmt.Errorf("topic %q was created by another request while this request was being saved (%w, as an overlapping operation on one resource is in Azure): this request changed nothing, and that request's topic is in force; read it (GET) and PUT again to update its keys", clip.String(name), ErrDefinitionChanged)
+}
+
+// sameTopic reports whether the stored topic cur is what a create of spec (the keys it was
+// given, "" for one to generate) asks for.
+func sameTopic(spec, cur *TopicSpec) bool {
+	if spec.schema() != cur.schema() || spec.Kind != cur.Kind || (spec.Key1 != "" && spec.Key1 != cur.Key1) || (spec.Key2 != "" && spec.Key2 != cur.Key2) {
+		return false
+	}
+	a, _ := json.Marshal(spec.InputSchemaMapping)
+	b, _ := json.Marshal(cur.InputSchemaMapping)
+	return bytes.Equal(a, b)
 }
 
 // Bounds of a topic key a client chooses (an egrid extension: Azure generates its keys, 44

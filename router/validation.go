@@ -347,7 +347,7 @@ func (r *Router) completeInTurn(ctx context.Context, p *pendingValidation) (move
 // Called in the topic's turn.
 func (r *Router) swapValidation(ctx context.Context, p *pendingValidation, spec *SubscriptionSpec, next *provisioned) (moved bool, err error) {
 	if r.cl == nil {
-		return false, r.storeSubscription(ctx, p.key, spec, next)
+		return false, r.storeSubscription(ctx, p.key, spec, next, false)
 	}
 	raw, name, rec, err := r.storedDefinition(ctx, p.key)
 	if err != nil {
@@ -430,7 +430,7 @@ func (r *Router) closeValidationWindow(hash string) {
 	}
 	next := failedValidation(prov)
 	ctx := context.Background()
-	if err := r.storeSubscription(ctx, p.key, spec, next); err != nil {
+	if err := r.storeSubscription(ctx, p.key, spec, next, false); err != nil {
 		r.log.Error("saving a subscription whose validation failed: it is Failed until the next start, which closes its window again", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)
 	} else if err := r.startFresh(ctx, p.key); err != nil {
 		r.log.Warn("resetting the delivery state of a subscription whose validation failed; an update that validates it again resets it", logattr.Topic, p.key.topic, logattr.Subscription, p.key.name, "err", err)

@@ -821,6 +821,16 @@ func (s *putFailingStore) PutSubscription(ctx context.Context, topic, name strin
 	return s.Store.PutSubscription(ctx, topic, name, spec)
 }
 
+func (s *putFailingStore) CreateSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	s.mu.Lock()
+	fail := s.failPuts
+	s.mu.Unlock()
+	if fail {
+		return errors.New("injected: disk gone")
+	}
+	return s.Store.CreateSubscription(ctx, topic, name, spec)
+}
+
 // Closing a validation window whose write fails loses nothing: the stored definition stays
 // (still awaiting validation, so the next start closes its window again). The window's close
 // deleted the record and wrote it back, and a failed write left the subscription gone from

@@ -371,6 +371,12 @@ func (s *markingStore) PutSubscription(ctx context.Context, topic, sub string, s
 	return s.Store.PutSubscription(ctx, topic, sub, spec)
 }
 
+// CreateSubscription: a create writes the record of a subscription found absent with it.
+func (s *markingStore) CreateSubscription(ctx context.Context, topic, sub string, spec []byte) error {
+	s.noteRecord(sub, spec)
+	return s.Store.CreateSubscription(ctx, topic, sub, spec)
+}
+
 // SwapSubscription: an update writes the record it replaces with a swap from the stored one.
 func (s *markingStore) SwapSubscription(ctx context.Context, topic, sub string, old, spec []byte) error {
 	s.noteRecord(sub, spec)

@@ -192,8 +192,12 @@ var errDisk = errors.New("open /var/lib/egrid/secret-dir/000042.log: input/outpu
 var errDiskFull = fmt.Errorf("disk store: a write to disk failed: %w: %w", store.ErrDiskFull,
 	errors.New("write /var/lib/egrid/secret-dir/000042.log: no space left on device"))
 
-func (f failingStore) PutTopic(context.Context, string, []byte) error { return f.err }
+func (f failingStore) PutTopic(context.Context, string, []byte) error    { return f.err }
+func (f failingStore) CreateTopic(context.Context, string, []byte) error { return f.err }
 func (f failingStore) PutSubscription(context.Context, string, string, []byte) error {
+	return f.err
+}
+func (f failingStore) CreateSubscription(context.Context, string, string, []byte) error {
 	return f.err
 }
 func (f failingStore) DeleteSubscription(context.Context, string, string) error { return f.err }
@@ -266,8 +270,12 @@ type damagedStore struct{ store.Store }
 
 var errDamagedDef = fmt.Errorf("topic \"orders\": its stored definition is damaged: delete the topic (egrid topic delete --name orders) and create it again: %w", store.ErrDamaged)
 
-func (damagedStore) PutTopic(context.Context, string, []byte) error { return errDamagedDef }
+func (damagedStore) PutTopic(context.Context, string, []byte) error    { return errDamagedDef }
+func (damagedStore) CreateTopic(context.Context, string, []byte) error { return errDamagedDef }
 func (damagedStore) PutSubscription(context.Context, string, string, []byte) error {
+	return errDamagedDef
+}
+func (damagedStore) CreateSubscription(context.Context, string, string, []byte) error {
 	return errDamagedDef
 }
 
@@ -468,6 +476,13 @@ func (s subscriptionDamagedStore) PutSubscription(ctx context.Context, topic, na
 		return s.Store.PutSubscription(ctx, topic, name, spec)
 	}
 	return fmt.Errorf("%w: subscription %q of topic %q: a damaged table block (pebble: corruption); egrid store check --data-dir /var/lib/egrid/secret-dir lists the damage", disk.ErrCorrupt, name, topic)
+}
+
+func (s subscriptionDamagedStore) CreateSubscription(ctx context.Context, topic, name string, spec []byte) error {
+	if !s.damaged.Load() {
+		return s.Store.CreateSubscription(ctx, topic, name, spec)
+	}
+	return s.PutSubscription(ctx, topic, name, spec)
 }
 
 // TestAdminCallMeetingDamagedDataIs500: an admin call the store refuses because the data it
