@@ -215,13 +215,40 @@ func New(r *router.Router, attempts *Attempts) *Console {
 	c := &Console{r: r, attempts: attempts, cfg: r.Config(), mux: http.NewServeMux()}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.StripPrefix(Prefix, http.FileServerFS(static))
-	c.mux.Handle("GET "+Prefix, files)
+	c.mux.HandleFunc("GET "+Prefix, func(w http.ResponseWriter, req *http.Request) {
+		name := strings.TrimPrefix(req.URL.Path, Prefix)
+		if st, err := fs.Stat(static, name); name != "" && (err != nil || st.IsDir()) {
+			notFound(w, req)
+			return
+		}
+		files.ServeHTTP(w, req)
+	})
+	// Every other request under the prefix: a method no route takes, or a path none has.
+	c.mux.HandleFunc(Prefix, func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "the console's routes take GET only")
+			return
+		}
+		notFound(w, req)
+	})
 	c.mux.HandleFunc("GET /console", func(w http.ResponseWriter, req *http.Request) {
 		http.Redirect(w, req, Prefix, http.StatusMovedPermanently)
 	})
 	c.mux.HandleFunc("GET "+Prefix+"api/attempts/{topic}/{subscription}", c.admin(c.getAttempts))
 	c.mux.HandleFunc("GET "+Prefix+"api/counters", c.admin(c.getCounters))
 	return c
+}
+
+// notFound answers a console path that names no page, asset or route, with Event Grid's
+// error body as the admin API answers an unknown route.
+func notFound(w http.ResponseWriter, req *http.Request) {
+	p := req.URL.Path
+	if len(p) > 256 {
+		p = p[:256] + "…"
+	}
+	writeError(w, http.StatusNotFound, "NotFound", "no console route for "+req.Method+" "+p+
+		": the console is at "+Prefix+", its data routes are "+Prefix+"api/attempts/{topic}/{subscription} and "+Prefix+"api/counters")
 }
 
 // ServeHTTP serves one request, with headers that keep the page to its own scripts and out

@@ -140,6 +140,38 @@ func TestRoutesNeedTheAdminToken(t *testing.T) {
 	}
 }
 
+// A console path that names no page, asset or route, or a method no route takes, is answered
+// with Event Grid's error body as the admin API answers one, never Go's plain-text 404.
+func TestUnknownConsoleRoutesAnswerTheErrorBody(t *testing.T) {
+	srv, _ := newConsole(t, router.Config{AdminToken: token}, router.Deps{}, nil)
+	for _, path := range []string{"/console/api/attempts/orders", "/console/api/nope", "/console/nope.js", "/console/api/", "/console/api/attempts/orders/billing/more"} {
+		for _, tok := range []string{"", token} {
+			resp, body := get(t, srv, tok, path)
+			if resp.StatusCode != http.StatusNotFound || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+				!strings.Contains(body, `"code":"NotFound"`) || !strings.Contains(body, "/console/api/counters") {
+				t.Errorf("GET %s: %d %s %s, want 404 with Event Grid's error body naming the console's routes", path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/console/api/counters", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(body), `"code":"MethodNotAllowed"`) || resp.Header.Get("Allow") == "" {
+		t.Errorf("POST /console/api/counters: %d %s (Allow %q), want 405 with Event Grid's error body and Allow", resp.StatusCode, body, resp.Header.Get("Allow"))
+	}
+	if resp, body := get(t, srv, "", "/console/index.html"); resp.StatusCode != http.StatusMovedPermanently && resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /console/index.html: %d %s", resp.StatusCode, body)
+	}
+}
+
 // A delivery through the router shows among the subscription's attempts and in the counters.
 func TestAttemptsAndCountersOfADelivery(t *testing.T) {
 	attempts := console.NewAttempts(0)

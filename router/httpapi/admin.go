@@ -32,6 +32,9 @@ func (a *API) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation", a.admin(a.endProbation))
 	mux.HandleFunc("GET /admin/health", a.admin(a.getHealth))
 	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}/events/{id}", a.admin(a.explainEvent))
+	// The same with the id in the query (?id=), which carries any id: a browser removes a
+	// path segment "." or ".." (also sent as %2E) before it sends the request.
+	mux.HandleFunc("GET /admin/topics/{topic}/eventSubscriptions/{name}/events", a.admin(a.explainEvent))
 	a.deadLetterRoutes(mux)
 	// The validationUrl of a manual validation: no admin token, the URL's token is the
 	// credential (SPEC §2.5).
@@ -752,7 +755,16 @@ func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 // cannot read it, 500 when it is stored damaged or the store finds it damaged (retrying does
 // not help: the message says to run egrid store check).
 func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
-	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), req.PathValue("id"))
+	id := req.PathValue("id")
+	if !strings.HasSuffix(req.Pattern, "{id}") {
+		ids, ok := req.URL.Query()["id"]
+		if !ok || len(ids) != 1 || ids[0] == "" {
+			writeError(w, http.StatusBadRequest, "BadRequest", "explaining an event needs its id: GET …/events/{id}, or …/events?id={id} once (an id that is \".\" or \"..\" goes in the query)")
+			return
+		}
+		id = ids[0]
+	}
+	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), id)
 	if err != nil {
 		a.writeAdminError(w, err)
 		return

@@ -47,6 +47,9 @@ type API struct {
 //	GET /admin/topics/{topic}/eventSubscriptions
 //	POST /admin/topics/{topic}/eventSubscriptions/{name}/endProbation
 //	                                         503 with Retry-After while the subscription reads its stored state
+//	GET /admin/topics/{topic}/eventSubscriptions/{name}/events/{id}, or …/events?id={id}
+//	                                         an event's delivery history ([router.Router.Explain]); the query
+//	                                         form carries the ids "." and ".." that a browser drops from a path
 //	GET  /admin/health                       the store's health: 200 when healthy, else 503 (SPEC §6)
 //	GET  /admin/deadLetters, GET|POST …/eventSubscriptions/{name}/deadLetters[/records|/replay]
 //	GET  /eventsubscriptions/{name}/validate?id=..&token=..   validationUrl of a manual validation (SPEC §2.5; no admin token)

@@ -70,11 +70,21 @@ function clearError() {
 function showLogin() {
   $("login").hidden = false;
   $("nav").hidden = true;
-  $("view").replaceChildren();
+  render();
 }
 
-const enc = encodeURIComponent;
+// enc encodes a name or id as one segment of a URL's path or of the page's hash. An id "." or
+// ".." is sent as "%2E" or "%2E%2E", which encodeURIComponent leaves alone; a browser still
+// takes those for the "." and ".." segments it removes from a path (the WHATWG URL standard),
+// so a fetch sends such an id as a query parameter instead (eventPath).
+const enc = (s) => {
+  s = String(s);
+  return s === "." || s === ".." ? s.replaceAll(".", "%2E") : encodeURIComponent(s);
+};
 const subPath = (t, s) => `/admin/topics/${enc(t)}/eventSubscriptions/${enc(s)}`;
+// eventPath is the explain route of event id: the id in the query, where any id reaches the
+// server as it is (a path segment "." or ".." would not).
+const eventPath = (t, s, id) => subPath(t, s) + `/events?id=${encodeURIComponent(id)}`;
 
 // sparkline draws the last values of a series as an inline SVG polyline.
 function sparkline(points, label) {
@@ -231,24 +241,35 @@ async function subscriptionView(topic, name) {
     el("td", {}, ev.decision))).concat(a.moreEvents ? [el("tr", { class: "attempt more" },
     el("td", {}, a.events.length ? "" : a.time), el("td", {}), el("td", {}),
     el("td", { class: "muted" }, `and ${a.moreEvents} more events`), el("td", {}), el("td", {}))] : []));
-  render(el("h1", {}, "Subscription ", el("a", { href: `#/topics/${enc(topic)}` }, topic), " / ", name),
-    state,
+  const live = el("div", { id: "subscription-live" }, state,
     el("h2", {}, "Recent attempts"),
     attemptRows.length ? el("table", { id: "attempts" }, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Outcome"), el("th", {}, "Status"),
       el("th", {}, "Event"), el("th", {}, "Attempt"), el("th", {}, "Decision")), ...attemptRows)
-      : el("p", { class: "muted" }, "No attempts since the server started."),
+      : el("p", { class: "muted" }, "No attempts since the server started."));
+  // A poll replaces only what it read: the explain form below keeps what the operator is
+  // typing, and the focus.
+  const page = "subscription " + JSON.stringify([topic, name]);
+  const shown = $("subscription-live");
+  if (shown && $("view").dataset.page === page) {
+    shown.replaceWith(live);
+    poll(() => subscriptionView(topic, name));
+    return;
+  }
+  render(el("h1", {}, "Subscription ", el("a", { href: `#/topics/${enc(topic)}` }, topic), " / ", name),
+    live,
     el("h2", {}, "Explain an event"),
     el("form", { class: "inline", id: "explain-form", onsubmit: (e) => { e.preventDefault(); location.hash = `#/topics/${enc(topic)}/subscriptions/${enc(name)}/events/${enc(e.target.elements.id.value)}`; } },
       el("input", { name: "id", placeholder: "event id", required: "" }), " ", el("button", { type: "submit" }, "Explain")),
     el("h2", {}, "Dead letters"),
     el("p", {}, el("a", { href: `#/topics/${enc(topic)}/subscriptions/${enc(name)}/deadLetters`, id: "dead-letters-link" }, "Dead letters and replay")));
+  $("view").dataset.page = page;
   poll(() => subscriptionView(topic, name));
 }
 
 // explainView shows GET .../events/{id}: where the event stands, then its attempts with the
 // rule that decided each next step, then the answer as it came (raw JSON).
 async function explainView(topic, name, id) {
-  const path = subPath(topic, name) + `/events/${enc(id)}`;
+  const path = eventPath(topic, name, id);
   let x;
   try {
     x = await getJSON(path);
@@ -362,17 +383,25 @@ async function deadLettersView(topic, name) {
     progress);
 }
 
+// render shows a new page: nodes replace the view, and the view's page mark (which page a
+// poll may update in place) is cleared.
 function render(...nodes) {
-  $("view").replaceChildren(...nodes);
+  const view = $("view");
+  delete view.dataset.page;
+  view.replaceChildren(...nodes);
 }
 
 // poll runs fn again after POLL_MS; an error is shown and the polling goes on (but for a
-// refused token, which shows the login form).
+// refused token, which shows the login form). The view's data-polls attribute counts the
+// polls done, for whoever watches the page (the browser tests wait for it).
 function poll(fn) {
   clearTimeout(pollTimer);
   pollTimer = setTimeout(() => fn().then(clearError, (e) => {
     showError(e);
     if (e.status !== 401) poll(fn);
+  }).finally(() => {
+    const view = $("view");
+    view.dataset.polls = String(Number(view.dataset.polls || 0) + 1);
   }), POLL_MS);
 }
 
