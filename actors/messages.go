@@ -74,6 +74,28 @@ type RemoveSubscription struct {
 // [ErrNotRunning].
 type GetStatus struct {
 	Subscription string
+	// EventID, when set, asks a push subscription also where that event stands if the actor
+	// holds it: taken in and not finished ([Status.Event]).
+	EventID string
+}
+
+// HeldEvent is where an event a subscription actor holds in memory stands: taken in and
+// neither delivered nor ended, so its delivery history may not have a step yet (an attempt
+// in flight, or none made).
+type HeldEvent struct {
+	PublishTime time.Time
+	// InFlight says an attempt of the event runs, since AttemptStarted.
+	InFlight       bool
+	AttemptStarted time.Time
+	// Due is when the event's next attempt is due while it waits parked (a retry, or the
+	// attempt again after a stop cut the last one); zero while it is ready to go out (behind
+	// other events, the in-flight limit, or a probation).
+	Due time.Time
+	// Attempts counts the attempts the event had; MaxAttempts and Deadline are the
+	// subscription's maxDeliveryAttempts and the end of the event's time to live.
+	Attempts    int
+	MaxAttempts int
+	Deadline    time.Time
 }
 
 // EndProbation asks a subscription actor (through its topic actor) to end its probation now.
@@ -116,6 +138,9 @@ type Status struct {
 	// LoadingSince is when the actor started reading its state (zero unless Loading): a load
 	// that has run for long points at a store that stopped answering.
 	LoadingSince time.Time
+	// Event answers GetStatus.EventID: where the event stands when the actor holds it, nil
+	// when it does not (or nothing was asked, or Loading).
+	Event *HeldEvent
 }
 
 // ProbationStatus describes an endpoint's probation (SPEC §2.2).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,7 +265,11 @@ func (s *subscription) Receive(c actor.Context) {
 		s.dispatch()
 		s.persist()
 	case *GetStatus:
-		c.Respond(s.status())
+		st := s.status()
+		if msg.EventID != "" {
+			st.Event = s.held(msg.EventID, time.Now())
+		}
+		c.Respond(st)
 	case *EndProbation:
 		s.endProbation()
 		s.dispatch()
@@ -631,6 +636,33 @@ func (s *subscription) armTimer(now time.Time) {
 	s.timerAt = at
 	gen, root, self := s.timerGen, s.system.Root, s.self
 	s.timer = time.AfterFunc(at.Sub(now), func() { root.Send(self, &wake{gen: gen}) })
+}
+
+// held returns where event id stands when the actor holds it (taken in, not finished), nil
+// otherwise. It looks through the events in memory (a bounded window) and the attempts in
+// flight, without I/O: a parked event loaded without its event's body is not matched (its
+// history, written when it was attempted, tells its story).
+func (s *subscription) held(id string, now time.Time) *HeldEvent {
+	for _, it := range s.items {
+		if it.ev == nil || it.ev.ID != id || it.state == stateEnded {
+			continue
+		}
+		h := &HeldEvent{PublishTime: it.publish, Attempts: it.attempts, MaxAttempts: s.cfg.Policy.MaxAttempts(), Deadline: s.cfg.Policy.Deadline(it.publish)}
+		switch it.state {
+		case stateInFlight:
+			h.InFlight = true
+			for _, b := range s.batches {
+				if slices.Contains(b.items, it) {
+					h.AttemptStarted = b.started
+					break
+				}
+			}
+		case stateWaiting, stateFetching:
+			h.Due = it.due
+		}
+		return h
+	}
+	return nil
 }
 
 func (s *subscription) status() *Status {

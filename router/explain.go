@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/egridio/egrid/actors"
+	"github.com/egridio/egrid/router/cluster"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
@@ -95,6 +96,13 @@ const (
 	// EventLocked: a consumer received the event from a queue subscription and holds its
 	// lock: the latest step's lockedUntil says until when.
 	EventLocked EventState = "Locked"
+	// EventPending: the subscription holds the event and has made no attempt of it yet: it
+	// waits behind other events, the subscription's in-flight limit or the endpoint's
+	// probation.
+	EventPending EventState = "Pending"
+	// EventInFlight: an attempt of the event runs (since AttemptStarted): the destination has
+	// not answered yet.
+	EventInFlight EventState = "InFlight"
 	// EventAvailable: the event waits on a queue subscription for its next receipt: released,
 	// or its lock expired. NextAttempt, when set, is when a release's delay ends.
 	EventAvailable EventState = "Available"
@@ -129,6 +137,8 @@ type Explanation struct {
 	AttemptsLeft        int `json:"attemptsLeft,omitempty"`
 	// NextAttempt is when the next attempt is due, while the event is retrying.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
+	// AttemptStarted is when the attempt in flight started, while the state is InFlight.
+	AttemptStarted time.Time `json:"attemptStarted,omitzero"`
 	// Deadline is the end of the event's time to live; TimeToLiveLeft what remained of it at
 	// the time of the request, while the event is retrying (or Locked or Available).
 	Deadline       time.Time     `json:"deadline,omitzero"`
@@ -223,7 +233,16 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 	now := r.deps.Now()
 	rec, err := r.store.History(ctx, t.name, name, eventID, now)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history (not published to this subscription, not attempted yet, or its history expired)", clip.String(eventID), name, t.name, ErrEventNotFound)
+		// No step of it is written yet, but the subscription may hold it: its first attempt
+		// in flight, or none made (behind other events, the in-flight limit or a probation).
+		held, herr := r.heldEvent(ctx, t.name, name, eventID)
+		if herr != nil {
+			return nil, fmt.Errorf("explaining event %q: %w", clip.String(eventID), herr)
+		}
+		if held != nil {
+			return explainHeld(t.name, name, eventID, held, now), nil
+		}
+		return nil, fmt.Errorf("event %q of event subscription %q of topic %q: %w: it has no delivery history and the subscription does not hold it (not published to this subscription, or its history expired)", clip.String(eventID), name, t.name, ErrEventNotFound)
 	}
 	if errors.Is(err, store.ErrCorrupt) {
 		return nil, fmt.Errorf("explaining event %q: %w: %w", clip.String(eventID), ErrHistoryDamaged, err)
@@ -247,6 +266,64 @@ func (r *Router) Explain(ctx context.Context, topic, sub, eventID string) (*Expl
 		e.DeadLetterObject, e.DeadLetterSearch = r.deadLetterObjectOf(ctx, t.name, name, eventID, e.Attempts[len(e.Attempts)-1].Time)
 	}
 	return &e, nil
+}
+
+// heldEvent asks the subscription's actor (on this node) where event id stands if it holds the
+// event, nil when it does not. The actor answers from memory, in its turn, without I/O; one
+// still reading its stored state does not know yet, and the error wraps
+// [ErrSubscriptionLoading] (try again). In cluster mode a subscription another node runs is
+// not asked: nil.
+func (r *Router) heldEvent(ctx context.Context, topic, name, id string) (*actors.HeldEvent, error) {
+	if r.cl != nil && !r.cl.node.Running(cluster.Key{Topic: topic, Subscription: name}) {
+		return nil, nil
+	}
+	t, err := r.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := requestTimeout(ctx, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.system.Root.RequestFuture(t.pid, &actors.GetStatus{Subscription: name, EventID: id}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("asking event subscription %q: %w", name, err)
+	}
+	switch v := res.(type) {
+	case *actors.Status:
+		if v.Loading {
+			return nil, fmt.Errorf("event subscription %q: %w: it reads its stored state since %s; ask again", name, ErrSubscriptionLoading, v.LoadingSince.UTC().Format(time.RFC3339))
+		}
+		return v.Event, nil
+	case error:
+		if errors.Is(v, actors.ErrNotRunning) {
+			if _, _, _, lerr := r.lookup(topic, name); lerr != nil {
+				return nil, lerr
+			}
+		}
+		return nil, v
+	}
+	return nil, nil
+}
+
+// explainHeld is the explanation of an event the subscription holds but has no history step
+// of: InFlight while its attempt runs, Pending while it waits for one (Retrying, with its due
+// time, while it waits parked).
+func explainHeld(topic, sub, id string, h *actors.HeldEvent, now time.Time) *Explanation {
+	e := &Explanation{
+		Topic: topic, Subscription: sub, EventID: id, PublishTime: h.PublishTime, Attempts: []ExplainedAttempt{},
+		AttemptsMade: h.Attempts, MaxDeliveryAttempts: h.MaxAttempts, AttemptsLeft: max(h.MaxAttempts-h.Attempts, 0),
+		Deadline: h.Deadline, TimeToLiveLeft: max(h.Deadline.Sub(now), 0),
+	}
+	switch {
+	case h.InFlight:
+		e.State, e.AttemptStarted = EventInFlight, h.AttemptStarted
+	case !h.Due.IsZero():
+		e.State, e.NextAttempt = EventRetrying, h.Due
+	default:
+		e.State = EventPending
+	}
+	return e
 }
 
 // Explain's search for a dead-lettered event's object reads at most ExplainDeadLetterObjects

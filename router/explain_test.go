@@ -178,6 +178,43 @@ func TestExplainProbationWait(t *testing.T) {
 	}, testkit.WithoutJitter())
 }
 
+// An event the subscription holds but has no step of yet is explained by where it stands:
+// InFlight while its first attempt waits for the endpoint, Pending while a probation holds it
+// back. Before, both answered ErrEventNotFound, "no delivery history".
+func TestExplainEventsHeldWithoutAHistory(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		slow := h.Endpoint("slow", testkit.Hang())
+		h.CreateSubscription("orders", "slow-1", slow, router.RetryPolicy{MaxDeliveryAttempts: 3, EventTimeToLiveInMinutes: 60})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("order-1")))
+		h.Advance(5 * time.Second) // its attempt runs: the endpoint does not answer
+		e, err := h.Router().Explain(context.Background(), "orders", "slow-1", "order-1")
+		if err != nil {
+			t.Fatalf("Explain of an event in flight: %v", err)
+		}
+		if e.State != router.EventInFlight || e.AttemptsMade != 0 || e.AttemptsLeft != 3 || e.MaxDeliveryAttempts != 3 ||
+			!e.AttemptStarted.Equal(e.PublishTime) || e.TimeToLiveLeft != 59*time.Minute+55*time.Second || e.EventID != "order-1" {
+			t.Fatalf("explanation %+v: want InFlight since its publish, 0 of 3 attempts made, 59m55s to live", e)
+		}
+
+		hook := h.Endpoint("hook", testkit.Sequence(503, 200, 200))
+		h.CreateSubscription("orders", "sub-1", hook, router.RetryPolicy{})
+		h.Publish("orders", h.EventGridEvent(testkit.ID("first"))) // its 503 starts a 10 s probation (Busy)
+		h.Advance(time.Second)
+		h.Publish("orders", h.EventGridEvent(testkit.ID("second")))
+		h.Advance(time.Second)
+		e, err = h.Router().Explain(context.Background(), "orders", "sub-1", "second")
+		if err != nil {
+			t.Fatalf("Explain of an event held back by a probation: %v", err)
+		}
+		if e.State != router.EventPending || e.AttemptsMade != 0 || len(e.Attempts) != 0 {
+			t.Fatalf("explanation %+v: want Pending, no attempt made", e)
+		}
+		if _, err := h.Router().Explain(context.Background(), "orders", "sub-1", "nope-42"); !errors.Is(err, router.ErrEventNotFound) {
+			t.Fatalf("an event the subscription does not hold: %v, want ErrEventNotFound", err)
+		}
+	}, testkit.WithoutJitter())
+}
+
 // holdingHistoryStore is a memory store whose next PutHistory, once hold is called, waits
 // until the returned release is called.
 type holdingHistoryStore struct {

@@ -103,6 +103,12 @@ func printExplanation(e env, ex *router.Explanation) {
 			why = "dead-lettered, then its record was dropped unwritten: see the last step"
 		}
 		end = fmt.Sprintf("dropped: %s after %d attempts (%s)", termSafe(string(ex.Reason)), ex.AttemptsMade, why)
+	case router.EventInFlight:
+		end = fmt.Sprintf("in flight: attempt %d of %d started %s, not answered yet; time to live left %s",
+			ex.AttemptsMade+1, ex.MaxDeliveryAttempts, ex.AttemptStarted.UTC().Format(time.RFC3339), ex.TimeToLiveLeft.Round(time.Second))
+	case router.EventPending:
+		end = fmt.Sprintf("pending: taken in, waiting for its next attempt (behind other events, the in-flight limit or a probation); %d of %d attempts left, time to live left %s",
+			ex.AttemptsLeft, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))
 	case router.EventLocked:
 		end = fmt.Sprintf("locked by a consumer: delivery %d of %d, time to live left %s",
 			ex.AttemptsMade, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))

@@ -281,11 +281,12 @@ async function explainView(topic, name, id) {
   const row = (label, value, attrs) => el("tr", {}, el("th", {}, label), el("td", attrs || {}, value));
   const head = el("table", { id: "explain-summary" },
     row("Published", when(x.publishTime)),
-    row("State", el("span", { class: x.state === "Delivered" ? "ok" : x.state === "Retrying" ? "" : "bad" }, x.state), { id: "explain-state" }),
+    row("State", el("span", { class: x.state === "Delivered" ? "ok" : ended ? "bad" : "" }, x.state), { id: "explain-state" }),
     row("Attempts", `${x.attemptsMade} of ${x.maxDeliveryAttempts}` + (x.earlierAttempts ? ` (${x.earlierAttempts} earlier not kept)` : "")),
-    x.state === "Retrying" ? row("Attempts left", String(x.attemptsLeft || 0)) : null,
+    x.state === "Retrying" || x.state === "Pending" || x.state === "InFlight" ? row("Attempts left", String(x.attemptsLeft || 0)) : null,
+    x.attemptStarted ? row("Attempt in flight since", when(x.attemptStarted)) : null,
     x.nextAttempt ? row("Next attempt", when(x.nextAttempt)) : null,
-    x.deadline ? row("Deadline", when(x.deadline) + (x.state === "Retrying" ? ` (time to live left ${duration(x.timeToLiveLeft || 0)})` : "")) : null,
+    x.deadline ? row("Deadline", when(x.deadline) + (x.timeToLiveLeft ? ` (time to live left ${duration(x.timeToLiveLeft || 0)})` : "")) : null,
     ended ? row("Reason", x.reason || "") : null,
     x.state === "DeadLettered" ? row("Dead-letter object", x.deadLetterObject || "not written yet (waiting in the outbox)") : null);
   const attempts = (x.attempts || []).map((a) => el("tr", { class: "explained-attempt" },
