@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -119,14 +118,14 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 		errs = append(errs, fmt.Errorf("after=%q: give it with since=, both as a previous answer's more says", clip.String(q.After)))
 	}
 	if v := get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
+		n, err := queryInt(v)
 		if err != nil || n < 0 {
 			errs = append(errs, fmt.Errorf("offset=%q: use 0 or more records to leave out, as a previous answer's more says", clip.String(v)))
 		}
 		q.Offset = n
 	}
 	if v := get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+		n, err := queryInt(v)
 		switch {
 		case err != nil || n <= 0:
 			errs = append(errs, fmt.Errorf("limit=%q: use a positive number such as %d", clip.String(v), router.DefaultDeadLetterLimit))

@@ -149,6 +149,8 @@ func TestDeadLetterRecordsRouteTakesUpInsideAnObject(t *testing.T) {
 	}
 	for _, tt := range []struct{ path, want string }{
 		{"/records?offset=-1", "offset="},
+		{"/records?offset=%2B1", `offset="+1"`},
+		{"?limit=%2B2", `limit="+2"`},
 		{"?offset=2", "offset= takes up inside an object"},
 		{"/records?key=" + url.QueryEscape("BILLING/../MAX500/2026/1/1/1/x.json"), `".." path segment`},
 		{"/records?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "is after until"},

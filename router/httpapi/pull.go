@@ -300,7 +300,7 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 		errs = append(errs, err)
 	}
 	if maxEvents != "" {
-		n, err := strconv.Atoi(maxEvents)
+		n, err := queryInt(maxEvents)
 		if err != nil || n < 1 || n > router.MaxReceiveEvents {
 			errs = append(errs, fmt.Errorf("maxEvents %q is out of range: use a whole number from 1 to %d (default 1)", clip.String(maxEvents), router.MaxReceiveEvents))
 		} else {
@@ -308,7 +308,7 @@ func receiveOptions(req *http.Request) (router.ReceiveOptions, error) {
 		}
 	}
 	if maxWait != "" {
-		n, err := strconv.Atoi(maxWait)
+		n, err := queryInt(maxWait)
 		lo, hi := int(router.MinReceiveWait/time.Second), int(router.MaxReceiveWait/time.Second)
 		if err != nil || n < lo || n > hi {
 			errs = append(errs, fmt.Errorf("maxWaitTime %q is out of range: use whole seconds from %d to %d (default %d)", clip.String(maxWait), lo, hi, int(router.DefaultReceiveWait/time.Second)))

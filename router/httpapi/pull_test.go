@@ -299,6 +299,9 @@ func TestPullRefusesBadInput(t *testing.T) {
 			{name: "maxEvents 0", path: q + ":receive?maxEvents=0", status: 400, want: []string{"maxEvents", "1 to 100"}},
 			{name: "maxEvents 101", path: q + ":receive?maxEvents=101", status: 400, want: []string{"maxEvents", "1 to 100"}},
 			{name: "maxEvents not a number", path: q + ":receive?maxEvents=ten", status: 400, want: []string{"maxEvents \"ten\""}},
+			// Query integers are plain decimal digits: strconv.Atoi took a sign.
+			{name: "maxEvents with a plus sign", path: q + ":receive?maxEvents=%2B5", status: 400, want: []string{`maxEvents "+5"`, "whole number"}},
+			{name: "maxWaitTime with a plus sign", path: q + ":receive?maxWaitTime=%2B10", status: 400, want: []string{`maxWaitTime "+10"`, "whole seconds"}},
 			{name: "maxWaitTime 9", path: q + ":receive?maxWaitTime=9", status: 400, want: []string{"maxWaitTime", "10 to 120"}},
 			{name: "maxWaitTime 121", path: q + ":receive?maxWaitTime=121", status: 400, want: []string{"maxWaitTime", "10 to 120"}},
 			{name: "both out of range", path: q + ":receive?maxEvents=0&maxWaitTime=0", status: 400, want: []string{"maxEvents", "maxWaitTime"}},

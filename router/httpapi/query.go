@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/egridio/egrid/schemas/clip"
@@ -17,6 +19,7 @@ import (
 //     default where the client meant a value: a malformed URL is refused wherever the pair is,
 //     even in a parameter the route does not read.
 //   - onceQuery reads one parameter a route uses and refuses it given twice.
+//   - queryInt reads a number: plain decimal digits only.
 //
 // Names are case-sensitive (maxEvents, not maxevents), as Event Grid's own are and as Go and
 // Azure clients send them; a name in another case is a parameter the route does not read.
@@ -55,4 +58,22 @@ func onceQuery(q url.Values, name string) (string, error) {
 		return vs[0], nil
 	}
 	return "", fmt.Errorf("the query parameter %q is given %d times: give it once", name, len(vs))
+}
+
+// errNotDigits is queryInt's error for a value that is not plain decimal digits.
+var errNotDigits = errors.New("not plain decimal digits")
+
+// queryInt reads a query parameter's number: plain decimal digits (leading zeros allowed),
+// nothing else. strconv.Atoi alone also took a sign ("+5", "-0"), which no client means in a
+// count or a number of seconds; callers check the range and say what to send.
+func queryInt(v string) (int, error) {
+	if v == "" {
+		return 0, errNotDigits
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, errNotDigits
+		}
+	}
+	return strconv.Atoi(v) // an overflow is an error too
 }
