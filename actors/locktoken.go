@@ -24,6 +24,9 @@ const (
 	tokenChars   = (tokenLen*8 + 5) / 6 // its length: base64.RawURLEncoding.EncodedLen(tokenLen)
 )
 
+// tokenEncoding reads and writes lock tokens: base64url without padding, strict.
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
 func tokenTag(topic, sub string) [tagLen]byte {
 	sum := sha256.Sum256([]byte(strings.ToLower(topic) + "\x00" + strings.ToLower(sub)))
 	var tag [tagLen]byte
@@ -37,7 +40,7 @@ func (q *queue) token(it *qitem) string {
 	copy(b[1:], q.tag[:])
 	binary.BigEndian.PutUint64(b[1+tagLen:], it.seq)
 	copy(b[1+tagLen+8:], it.nonce[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return tokenEncoding.EncodeToString(b[:])
 }
 
 func malformedToken(tok string) *FailedToken {
@@ -49,10 +52,13 @@ func (q *queue) lookup(tok string) (*qitem, *FailedToken) {
 	// The length first: a token is the client's text, of any length, and Decode panics on
 	// input that decodes to more than b holds.
 	var b [tokenLen]byte
-	if len(tok) != base64.RawURLEncoding.EncodedLen(tokenLen) {
+	if len(tok) != tokenChars {
 		return nil, malformedToken(tok)
 	}
-	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != tokenVersion {
+	// Strict: the last character's two bits beyond the token must be zero, so that only the
+	// string receive returned names the lock (a lenient decode took three others for it).
+	// Decode also skips CR and LF: the token must be the re-encoding of what it decodes to.
+	if n, err := tokenEncoding.Decode(b[:], []byte(tok)); err != nil || n != tokenLen || b[0] != tokenVersion || tokenEncoding.EncodeToString(b[:]) != tok {
 		return nil, malformedToken(tok)
 	}
 	if !bytes.Equal(b[1:1+tagLen], q.tag[:]) {

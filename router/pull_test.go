@@ -361,6 +361,42 @@ func TestPullOverlongTokenIsBadToken(t *testing.T) {
 	})
 }
 
+// TestPullTokenOnlyAsIssued: a lock token settles its event only exactly as receive returned
+// it. Its last character carries two bits that are not part of the token; a lenient decode
+// ignored them, so three other strings acknowledged the event too.
+func TestPullTokenOnlyAsIssued(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
+		h.Publish(pullTopic, h.CloudEvent(testkit.ID("a")))
+		evs := h.Receive(pullTopic, pullSub, 1)
+		if len(evs) != 1 {
+			t.Fatalf("received %d events, want 1", len(evs))
+		}
+		tok := evs[0].LockToken
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		last := strings.IndexByte(alphabet, tok[len(tok)-1])
+		if last < 0 {
+			t.Fatalf("lock token %q does not end in a base64url character", tok)
+		}
+		var others []string
+		for pad := 1; pad < 4; pad++ { // the same decoded bytes, other padding bits
+			others = append(others, tok[:len(tok)-1]+string(alphabet[last^pad]))
+		}
+		res := h.Acknowledge(pullTopic, pullSub, others...)
+		if len(res.Succeeded) != 0 || len(res.Failed) != len(others) {
+			t.Fatalf("acknowledging %v (token %q with other padding bits) = %+v, want every one BadToken", others, tok, res)
+		}
+		for i, f := range res.Failed {
+			if f.Code != router.CodeBadToken {
+				t.Errorf("failed[%d] = %+v, want %s", i, f, router.CodeBadToken)
+			}
+		}
+		if res := h.Acknowledge(pullTopic, pullSub, tok); len(res.Succeeded) != 1 {
+			t.Fatalf("acknowledging the token as issued = %+v, want it to succeed", res)
+		}
+	})
+}
+
 func TestPullAcknowledgeHalfBatchLeavesTheRest(t *testing.T) {
 	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
 		h.SubscribeQueue(pullTopic, pullSub, router.QueueInfo{})
