@@ -72,7 +72,8 @@ type ReceivedEvents struct {
 type LockedEvent struct {
 	LockToken     string
 	DeliveryCount int
-	// Event is the event as a structured CloudEvent (JSON).
+	// Event is the event as a structured CloudEvent (JSON). It may be the event's own bytes,
+	// which the queue and other subscriptions share: read it, never change it.
 	Event []byte
 }
 

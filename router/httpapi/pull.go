@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/httpserver"
 	"github.com/egridio/egrid/schemas/clip"
 )
 
@@ -185,11 +185,67 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	}
 	// The answer (up to MaxReceiveEvents events of 1 MB) is in memory until the consumer has
 	// read it, and the server has no write timeout (the long poll would outlast it): a
-	// consumer that stops reading must not hold it for ever. net/http lifts the deadline once
-	// the answer is sent, so the connection's next requests are not cut by it.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(receiveAnswerTimeout))
+	// consumer that stops reading must not hold it for ever (answerWriter). net/http lifts
+	// the deadline once the answer is sent, so the connection's next requests are not cut by
+	// it.
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	_, _ = w.Write(appendReceiveResult(nil, evs))
+	aw := newAnswerWriter(w, time.Now().Add(receiveAnswerLimit))
+	writeReceiveResult(aw, evs)
+	aw.flush()
+}
+
+// answerPiece is the most of a :receive answer one write sends under one
+// httpserver.AnswerStall deadline: 64 KiB, as httpserver.BoundAnswers gives every answer.
+const answerPiece = 64 << 10
+
+// receiveAnswerLimit bounds the time a consumer has to read a whole :receive answer once it
+// is ready, however steadily it reads: 100 events of 1 MB at 170 KB/s. Within it, each 64 KiB
+// has httpserver.AnswerStall to be taken in (answerWriter). Past either the server closes
+// the connection; the events whose lock tokens did not arrive come back when their locks
+// expire (at most 300 s after the receipt: an answer read for longer would hand out expired
+// tokens anyway), as after any lost answer.
+const receiveAnswerLimit = 10 * time.Minute
+
+// answerWriter writes a :receive answer in pieces of at most answerPiece bytes, each with
+// httpserver.AnswerStall to be taken in by the client and none past end: a client that
+// keeps reading gets the whole answer, one that stalls is cut off after a minute, and none
+// holds the answer past end. The first write error sticks: the rest is dropped.
+type answerWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	end time.Time
+	err error
+}
+
+func newAnswerWriter(w http.ResponseWriter, end time.Time) *answerWriter {
+	return &answerWriter{w: w, rc: http.NewResponseController(w), end: end}
+}
+
+// arm gives the next piece its deadline. Setting it also takes the answer's deadline over from
+// httpserver.BoundAnswers.
+func (a *answerWriter) arm() {
+	at := time.Now().Add(httpserver.AnswerStall)
+	if at.After(a.end) {
+		at = a.end
+	}
+	_ = a.rc.SetWriteDeadline(at)
+}
+
+func (a *answerWriter) write(p []byte) {
+	for len(p) > 0 && a.err == nil {
+		part := p[:min(len(p), answerPiece)]
+		a.arm()
+		_, a.err = a.w.Write(part)
+		p = p[len(part):]
+	}
+}
+
+// flush sends what net/http holds of the answer, under a deadline of its own.
+func (a *answerWriter) flush() {
+	if a.err == nil {
+		a.arm()
+		a.err = a.rc.Flush()
+	}
 }
 
 // afterReceive, when set, is called as a receive's events were taken, before the client is
@@ -242,24 +298,16 @@ func discardReceiveBody(req *http.Request) error {
 	return nil
 }
 
-// receiveAnswerTimeout bounds the time a consumer has to read a :receive answer once it is
-// ready: 100 events of 1 MB at 2 MB/s. Past it the server closes the connection; the events
-// whose lock tokens did not arrive come back when their locks expire, as after any lost answer.
-const receiveAnswerTimeout = time.Minute
-
-// appendReceiveResult appends the TypeSpec's ReceiveResult for evs to b:
+// writeReceiveResult writes the TypeSpec's ReceiveResult for evs to a:
 //
 //	{"value":[{"brokerProperties":{"lockToken":"…","deliveryCount":1},"event":{…}}]}
 //
 // It is written by hand because json.Marshal would validate and compact every event again
 // (a tenth of the CPU of a pull in a profile of `egrid bench --scenario pull`); the events
-// are the router's, valid JSON already.
-func appendReceiveResult(b []byte, evs []router.ReceivedEvent) []byte {
-	n := 16
-	for _, ev := range evs {
-		n += len(ev.Event) + len(ev.LockToken) + 64
-	}
-	b = slices.Grow(b, n)
+// are the router's, valid JSON already. Each event is written from its own bytes: the answer
+// is never built whole, so it costs no copy of the events (up to 100 of 1 MB).
+func writeReceiveResult(a *answerWriter, evs []router.ReceivedEvent) {
+	b := make([]byte, 0, 256)
 	b = append(b, `{"value":[`...)
 	for i, ev := range evs {
 		if i > 0 {
@@ -274,11 +322,13 @@ func appendReceiveResult(b []byte, evs []router.ReceivedEvent) []byte {
 		if len(ev.Event) == 0 {
 			b = append(b, "null"...)
 		} else {
-			b = append(b, ev.Event...)
+			a.write(b)
+			a.write(ev.Event)
+			b = b[:0]
 		}
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	a.write(append(b, "]}"...))
 }
 
 // receiveOptions reads maxEvents and maxWaitTime from a query that parses (strictQuery), each

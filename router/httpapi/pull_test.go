@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -635,6 +637,79 @@ func TestReceiveAnswerToAConsumerThatDoesNotReadIsBounded(t *testing.T) {
 		case <-ln.closed:
 		default:
 			t.Fatal("10 minutes on, the server still holds the answer of a consumer that does not read it")
+		}
+	})
+}
+
+// TestReceiveAnswerToASlowSteadyReaderIsWhole: a consumer that keeps reading a large :receive
+// answer gets all of it, however long it takes within the answer's overall bound, as long as
+// it takes in each 64 KiB within a minute (README "Reliability"). The answer had one flat
+// minute in all: a consumer reading 32 KiB every 10 s was cut off after a minute, at 192 KiB
+// of a 1 MB answer, and its events came back only when their locks expired.
+func TestReceiveAnswerToASlowSteadyReaderIsWhole(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		p := newPullRig(t, h)
+		pad := strings.Repeat("x", 25<<10)
+		var evs []string
+		for i := range 40 {
+			evs = append(evs, fmt.Sprintf(`{"specversion":"1.0","id":"e%02d","source":"/orders","type":"Order.Created","data":{"pad":%q}}`, i, pad))
+		}
+		req := httptest.NewRequest(http.MethodPost, "/topics/nsq:publish?api-version=2023-11-01", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+		req.Header.Set("Content-Type", "application/cloudevents-batch+json; charset=utf-8")
+		req.Header.Set("aeg-sas-key", p.key)
+		rec := httptest.NewRecorder()
+		p.api.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("publish: %d %s", rec.Code, rec.Body)
+		}
+		h.Settle()
+
+		ln := testkit.NewPipeListener()
+		srv := httpserver.New(httpserver.Config{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second}, p.api,
+			httpserver.Requests{}, nil)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() {
+			_ = srv.Close()
+			<-served
+		}()
+		c, err := ln.DialContext(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, "POST /topics/nsq/eventsubscriptions/que:receive?maxEvents=40&maxWaitTime=10 HTTP/1.1\r\nHost: egrid\r\naeg-sas-key: %s\r\nContent-Length: 0\r\n\r\n", p.key); err != nil {
+			t.Fatal(err)
+		}
+		// 32 KiB every 10 s: 64 KiB in 20 s, the 1 MB answer in about 5 minutes.
+		var got bytes.Buffer
+		buf := make([]byte, 32<<10)
+		end := []byte("]}\r\n0\r\n\r\n") // the last chunk of the answer
+	reading:
+		for range 1000 {
+			<-time.After(10 * time.Second)
+			for n := 0; n < len(buf); {
+				m, err := c.Read(buf[n:])
+				got.Write(buf[n : n+m])
+				n += m
+				if err != nil || bytes.HasSuffix(got.Bytes(), end) {
+					break reading
+				}
+			}
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(&got), nil)
+		if err != nil {
+			t.Fatalf("reading the answer (%d bytes taken in): %v", got.Len(), err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("the answer was cut after %d bytes of body: %v", len(body), err)
+		}
+		var res struct {
+			Value []json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(body, &res); err != nil || len(res.Value) != 40 {
+			t.Fatalf("answer of %d bytes holds %d events (%v), want all 40", len(body), len(res.Value), err)
 		}
 	})
 }
