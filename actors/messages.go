@@ -256,10 +256,16 @@ const (
 	// waited, it reached maxDeliveryCount as its release delay ended or as the queue started,
 	// or it cannot be encoded.
 	PullEnded
+	// PullLockLost: the lock ended unsettled before it expired because the queue's actor
+	// stopped (the subscription was updated or deleted, moved to another node, restarted after
+	// a failure, or the server stopped): locks live in the actor's memory. The event is
+	// available again once the subscription runs, its delivery count kept.
+	PullLockLost
 )
 
 var pullSteps = [...]string{PullReceived: "Received", PullAcknowledged: "Acknowledged", PullReleased: "Released",
-	PullRejected: "Rejected", PullRenewed: "LockRenewed", PullLockExpired: "LockExpired", PullEnded: "Ended"}
+	PullRejected: "Rejected", PullRenewed: "LockRenewed", PullLockExpired: "LockExpired", PullEnded: "Ended",
+	PullLockLost: "LockLost"}
 
 // String returns the step's name as delivery histories show it ("Received", "LockRenewed", ...).
 func (s PullStep) String() string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/metrics"
+	"github.com/egridio/egrid/router/retry"
 	"github.com/egridio/egrid/router/store"
 )
 
@@ -331,6 +332,7 @@ func (q *queue) scale(d time.Duration) time.Duration {
 }
 
 func (q *queue) stop() {
+	q.loseLocks()
 	if q.gauges != nil {
 		q.cfg.Metrics.RetireGauges(q.cfg.Topic, q.cfg.Name, q.gauges)
 	}
@@ -358,6 +360,23 @@ func (q *queue) stop() {
 		writer:    q.writer, topic: q.cfg.Topic, sub: q.cfg.Name, epoch: q.epoch, owns: q.owns, log: q.log,
 		late: "the queue's last state write did not finish in time; stopping without waiting for it (its answers go out if it lands; unanswered receipts are received again)",
 	}.start(q.stops, q.cfg.Stops)
+}
+
+// loseLocks records, as the actor stops, the end of the locks it holds: they live in its
+// memory, and the events are available again (their tokens TokenLost) once the subscription
+// runs again, here or on another node. Without the step an event's history went from one
+// receipt, "locked until", straight to the next.
+func (q *queue) loseLocks() {
+	if q.locked == 0 || q.boot != nil {
+		return
+	}
+	now := time.Now()
+	for _, seq := range q.order {
+		if it := q.items[seq]; it != nil && it.state == qLocked {
+			q.step(PullLockLost, it, retry.Decision{}, now, time.Time{}, q.locked)
+		}
+	}
+	q.report()
 }
 
 // --- taking events in (the journal window, as a push subscription keeps it) ---

@@ -502,6 +502,9 @@ func (w *historyWriter) applyPull(e *Explanation, rec *actors.AttemptRecord, i i
 	case actors.PullLockExpired:
 		a.Explanation = "lock expired unsettled"
 		e.State = EventAvailable
+	case actors.PullLockLost:
+		a.Explanation = "lock lost unsettled before it expired: the event subscription stopped here (it was updated, moved to another node or restarted, or the server stopped), and locks live in its memory; the event is available again once it runs, its delivery count kept"
+		e.State = EventAvailable
 	default: // PullEnded
 		a.Explanation = "ended"
 	}

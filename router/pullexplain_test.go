@@ -148,3 +148,41 @@ func TestExplainPullLockAndReject(t *testing.T) {
 		}
 	})
 }
+
+// A lock ended by the queue's actor stopping — the subscription updated, or the router
+// restarted — is a step of the event's history: "LockLost" between the receipt it ended and
+// the next. The history read "Received 1 … locked until …" then "Received 2" with nothing
+// between, as if the consumer had held the lock and the event had been handed out again
+// under it.
+func TestExplainPullLockLostToAStop(t *testing.T) {
+	for _, how := range []string{"update", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+				h.SubscribeQueue("ns1", "que", router.QueueInfo{})
+				h.Publish("ns1", h.CloudEvent(testkit.ID("e1")))
+				if evs := h.Receive("ns1", "que", 1); len(evs) != 1 {
+					t.Fatalf("received %d events, want e1", len(evs))
+				}
+				h.Advance(time.Second)
+				switch how {
+				case "update":
+					h.Subscribe("ns1", "que", testkit.QueueSubscription(router.QueueInfo{MaxDeliveryCount: 5}))
+				case "restart":
+					h.Restart()
+				}
+				h.Settle()
+				if evs := h.Receive("ns1", "que", 1); len(evs) != 1 || evs[0].DeliveryCount != 2 {
+					t.Fatalf("received %+v after the %s, want e1 again, delivery 2", evs, how)
+				}
+				h.Settle()
+				e := explain(t, h, "ns1", "que", "e1")
+				if got, want := steps(e), []string{"Received 1", "LockLost 1", "Received 2"}; !slices.Equal(got, want) {
+					t.Fatalf("steps %q, want %q (%+v)", got, want, e.Attempts)
+				}
+				if a := e.Attempts[1]; !strings.Contains(a.Explanation, "lock lost unsettled") || a.Decision != "" {
+					t.Fatalf("lost lock explained %+v: want it to say the lock was lost unsettled, no decision", a)
+				}
+			})
+		})
+	}
+}
