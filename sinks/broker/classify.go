@@ -36,8 +36,11 @@ func brokerOutcome(err error) (schemas.Outcome, bool) {
 	var (
 		tooLarge *TooLargeError
 		noAnswer *noAnswerError
+		pgTable  *pgTableError
 	)
 	switch {
+	case errors.As(err, &pgTable) && pgTable.raced():
+		return schemas.Busy, true
 	case errors.As(err, &tooLarge):
 		return schemas.PayloadTooLarge, true
 	case errors.As(err, &noAnswer) && noAnswer.closing:

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -27,8 +28,8 @@ type postgresPublisher struct {
 	db    *sql.DB
 	conns *pgConns
 	wlog  watermill.LoggerAdapter
-	// initialized holds the topics whose tables this publisher created (or found).
-	initialized *sync.Map
+	// tables holds the topics whose tables this publisher created (or found).
+	tables *pgTables
 }
 
 func openPostgres(s PostgresServer) (*sql.DB, *pgConns, error) {
@@ -48,7 +49,7 @@ func openPostgresPublisher(s PostgresServer, wlog watermill.LoggerAdapter) (mess
 	if err != nil {
 		return nil, err
 	}
-	return postgresPublisher{db: db, conns: conns, wlog: wlog, initialized: new(sync.Map)}, nil
+	return postgresPublisher{db: db, conns: conns, wlog: wlog, tables: newPGTables()}, nil
 }
 
 // ctxConn is the database handle watermill-sql publishes with: one connection, on which it
@@ -133,22 +134,125 @@ func (p postgresPublisher) withConn(ctx context.Context, f func(*sql.Conn) error
 	return err
 }
 
-// publish runs watermill-sql's Publish of msgs to topic on c, with ctx: it creates the topic's
-// table first when this publisher has not yet.
+// publish runs watermill-sql's Publish of msgs to topic on c, with ctx: it makes sure of the
+// topic's table first (see pgTables), since watermill-sql's own creation of it, made by each
+// publish that finds it not yet made, races with the others of a new topic.
 func (p postgresPublisher) publish(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) error {
-	_, done := p.initialized.Load(topic)
+	if err := p.tables.ensure(ctx, c, topic); err != nil {
+		return err
+	}
 	pub, err := wmsql.NewPublisher(ctxConn{c: c, ctx: ctx}, wmsql.PublisherConfig{
-		SchemaAdapter:        wmsql.DefaultPostgreSQLSchema{},
-		AutoInitializeSchema: !done,
+		SchemaAdapter: wmsql.DefaultPostgreSQLSchema{},
 	}, p.wlog)
 	if err != nil {
 		return err
 	}
-	if err := pub.Publish(topic, msgs...); err != nil {
+	return pub.Publish(topic, msgs...)
+}
+
+// pgTables makes sure of the tables of a publisher's topics: one creation at a time per topic,
+// which the publishes of that topic arriving meanwhile wait for (no longer than their
+// attempts), then none once it is made. Each publish creating the table of a new topic on its
+// own made PostgreSQL refuse all but one of the concurrent CREATE TABLE IF NOT EXISTS with a
+// unique violation on its catalog (23505) or 42P07 (already exists), and the first, read as
+// a refusal of the rows, dead-lettered their events.
+type pgTables struct {
+	mu     sync.Mutex
+	made   map[string]bool
+	making map[string]chan struct{} // closed when the creation in flight ends
+}
+
+func newPGTables() *pgTables {
+	return &pgTables{made: make(map[string]bool), making: make(map[string]chan struct{})}
+}
+
+// ensure creates topic's table on c, unless it is made already or another publish is creating
+// it: then it waits for that one, and creates it itself should that one fail. It returns a
+// *pgTableError when the creation fails, and the cause of ctx when ctx ends first.
+func (t *pgTables) ensure(ctx context.Context, c *sql.Conn, topic string) error {
+	for {
+		t.mu.Lock()
+		if t.made[topic] {
+			t.mu.Unlock()
+			return nil
+		}
+		if wait, ok := t.making[topic]; ok {
+			t.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the table of PostgreSQL topic %s to be created: %w", topic, context.Cause(ctx))
+			}
+		}
+		done := make(chan struct{})
+		t.making[topic] = done
+		t.mu.Unlock()
+		err := createPGTable(ctx, c, topic)
+		t.mu.Lock()
+		delete(t.making, topic)
+		if err == nil {
+			t.made[topic] = true
+		}
+		close(done)
+		t.mu.Unlock()
 		return err
 	}
-	p.initialized.Store(topic, struct{}{})
+}
+
+// createPGTable runs watermill-sql's CREATE TABLE IF NOT EXISTS of topic on c. Another
+// process creating it at the same moment (another egrid node, a consumer) makes PostgreSQL
+// refuse it with 23505 or 42P07 once that one committed: the table is there then, and the
+// statement is run once more to make sure.
+func createPGTable(ctx context.Context, c *sql.Conn, topic string) error {
+	run := func() error {
+		for _, q := range (wmsql.DefaultPostgreSQLSchema{}).SchemaInitializingQueries(topic) {
+			if _, err := c.ExecContext(ctx, q.Query, q.Args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := run()
+	if pgCode(err) == "23505" || pgCode(err) == "42P07" {
+		err = run()
+	}
+	if err != nil {
+		return &pgTableError{topic: topic, err: err}
+	}
 	return nil
+}
+
+// pgCode returns the SQLSTATE of err, or "".
+func pgCode(err error) string {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		return string(pqErr.Code)
+	}
+	return ""
+}
+
+// pgTableError says the table of a topic could not be created. It is never the fault of the
+// events being published, whatever PostgreSQL's code: a unique violation or "already exists"
+// there is another creation's, at the same moment, and is classified Busy, so the attempt is
+// retried; the others are classified by their code (42501, no privilege: Forbidden).
+type pgTableError struct {
+	topic string
+	err   error
+}
+
+func (e *pgTableError) Error() string {
+	return fmt.Sprintf("creating the table of PostgreSQL topic %s: %v", e.topic, e.err)
+}
+
+func (e *pgTableError) Unwrap() error { return e.err }
+
+// raced reports whether PostgreSQL refused the creation with a code that is read elsewhere as
+// the data's fault (classes 22 and 23) or as the table's being there (42P07): at a creation
+// of the table, another's at the same moment.
+func (e *pgTableError) raced() bool {
+	code := pgCode(e.err)
+	return code == "42P07" || strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23")
 }
 
 // pgUUIDLimit is the length, in characters, of watermill-sql's uuid column (VARCHAR(36) in
@@ -197,12 +301,13 @@ func (p postgresPublisher) Publish(topic string, msgs ...*message.Message) error
 // pgRowRefusal reports whether err is PostgreSQL's refusal of the data of a row: a data
 // exception (class 22: a value too long, a byte sequence the database encoding does not take,
 // JSON it does not parse) or a constraint (class 23, such as a CHECK the operator added to the
-// table). The statement inserts nothing else than the events' ids, payloads and metadata, so
+// table), from the insert itself. The statement inserts nothing else than the events' ids, payloads and metadata, so
 // such a refusal is an event's fault; but it does not say which row of the batch.
 func pgRowRefusal(err error) bool {
 	var pqErr *pq.Error
-	if !errors.As(err, &pqErr) {
-		return false
+	var tableErr *pgTableError
+	if !errors.As(err, &pqErr) || errors.As(err, &tableErr) {
+		return false // a failed creation of the table is no row's
 	}
 	class := pqErr.Code.Class()
 	return class == "22" || class == "23"
