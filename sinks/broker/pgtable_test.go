@@ -71,3 +71,33 @@ func TestPostgresConcurrentFirstDeliveriesToANewTableAllLand(t *testing.T) {
 		}
 	}
 }
+
+// A PostgreSQL topic's table dropped while egrid runs is created again by the next delivery,
+// which lands: the publisher kept it as created, so every later delivery failed as NotFound
+// (the table does not exist), which put the subscription on probation until a restart.
+func TestPostgresTableDroppedWhileRunningIsCreatedAgain(t *testing.T) {
+	server := brokertest.Postgres(t)
+	b := open(t, broker.Servers{Postgres: &server})
+	pub, _ := b.Publisher(broker.PostgreSQL)
+	topic := brokertest.Unique("egrid_dropped_")
+	count, db := pgTable(t, server.DSN, topic)
+	s := newSink(t, pub, topic)
+	evs := sinktest.EventGridEvents(t, "dropped", 3)
+	deliver := func(ev *schemas.Event) error {
+		return s.Deliver(context.Background(), sinktest.NewBatch(t, schemas.EventGrid, schemas.EventGrid, []*schemas.Event{ev}))
+	}
+	if err := deliver(evs[0]); err != nil { // creates the table
+		t.Fatal(err)
+	}
+	for i, ev := range evs[1:] {
+		if _, err := db.Exec(`DROP TABLE "watermill_` + topic + `"`); err != nil {
+			t.Fatal(err)
+		}
+		if err := deliver(ev); err != nil {
+			t.Fatalf("delivery %d after the table was dropped: %v (%s)", i+1, err, sinks.AsDeliveryError(err).Outcome)
+		}
+		if n := count(); n != 1 {
+			t.Fatalf("the table created again holds %d rows, want 1", n)
+		}
+	}
+}

@@ -136,7 +136,10 @@ func (p postgresPublisher) withConn(ctx context.Context, f func(*sql.Conn) error
 
 // publish runs watermill-sql's Publish of msgs to topic on c, with ctx: it makes sure of the
 // topic's table first (see pgTables), since watermill-sql's own creation of it, made by each
-// publish that finds it not yet made, races with the others of a new topic.
+// publish that finds it not yet made, races with the others of a new topic. A table dropped
+// since it was made (PostgreSQL answers the insert with 42P01, undefined table) is created
+// again and the insert made once more, as a RabbitMQ queue deleted meanwhile is declared again:
+// left as made, every later publish failed as NotFound until a restart.
 func (p postgresPublisher) publish(ctx context.Context, c *sql.Conn, topic string, msgs []*message.Message) error {
 	if err := p.tables.ensure(ctx, c, topic); err != nil {
 		return err
@@ -145,6 +148,14 @@ func (p postgresPublisher) publish(ctx context.Context, c *sql.Conn, topic strin
 		SchemaAdapter: wmsql.DefaultPostgreSQLSchema{},
 	}, p.wlog)
 	if err != nil {
+		return err
+	}
+	err = pub.Publish(topic, msgs...)
+	if pgCode(err) != "42P01" {
+		return err
+	}
+	p.tables.forget(topic)
+	if err := p.tables.ensure(ctx, c, topic); err != nil {
 		return err
 	}
 	return pub.Publish(topic, msgs...)
@@ -198,6 +209,13 @@ func (t *pgTables) ensure(ctx context.Context, c *sql.Conn, topic string) error 
 		t.mu.Unlock()
 		return err
 	}
+}
+
+// forget says topic's table is gone (dropped since it was made): the next ensure creates it.
+func (t *pgTables) forget(topic string) {
+	t.mu.Lock()
+	delete(t.made, topic)
+	t.mu.Unlock()
 }
 
 // createPGTable runs watermill-sql's CREATE TABLE IF NOT EXISTS of topic on c. Another
