@@ -16,7 +16,8 @@ import (
 //	NatsJetStream  subject  a NATS subject captured by a JetStream stream
 //	RabbitMQ       queue    a durable queue (declared on first publish)
 //	RedisStream    stream   a Redis stream (created by the first message)
-//	PostgreSQL     topic    a watermill-sql topic (table watermill_<topic>, created on first use)
+//	PostgreSQL     topic    a watermill-sql topic (table watermill_<topic>, created on first use;
+//	                        at most 53 bytes, as PostgreSQL cuts table names at 63)
 //	GoChannel      topic    a topic of the router's in-process GoChannel
 //
 // The connection settings are the server's (server.brokers in the YAML config, or

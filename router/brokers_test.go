@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/schemas"
@@ -375,6 +376,35 @@ func TestBrokerMessagesCarryTheirOwnEventsDynamicHeaders(t *testing.T) {
 		}
 		if team := m.Metadata.Get("team"); team != "orders" {
 			t.Errorf("message of event %s carries team %q, want orders", m.UUID, team)
+		}
+	}
+}
+
+// A PostgreSQL topic whose table name PostgreSQL would cut (at 63 bytes: "watermill_" and 53
+// bytes of topic) is refused when the subscription is created, saying the limit: two such
+// topics sharing their first 53 bytes wrote to one table.
+func TestPostgresTopicLongerThanATableNameIsRefused(t *testing.T) {
+	pub := gochannel.NewGoChannel(gochannel.Config{}, nil) // nothing is published
+	t.Cleanup(func() { _ = pub.Close() })
+	r, err := router.New(router.Config{InsecureDev: true}, router.Deps{Publishers: map[broker.Kind]message.Publisher{broker.PostgreSQL: pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx := context.Background()
+	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.Repeat("t", broker.PostgresMaxTopicBytes)
+	for _, name := range []string{prefix + "_a", prefix + "_b"} {
+		err := r.CreateSubscription(ctx, "orders", "long", router.SubscriptionSpec{Destination: router.BrokerDestination(broker.PostgreSQL, name)})
+		if err == nil {
+			t.Fatalf("a PostgreSQL topic of %d bytes was accepted", len(name))
+		}
+		for _, w := range []string{"destination.properties.topic", "55 bytes", "at most 53", "63"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("CreateSubscription = %v; want it to say %q", err, w)
+			}
 		}
 	}
 }

@@ -99,7 +99,7 @@ func (s SourceSpec) Validate() error {
 	case !ok:
 		errs = append(errs, fmt.Errorf("broker %q is not supported: use NatsJetStream, RabbitMQ, RedisStream, PostgreSQL or GoChannel", clip.String(s.Broker)))
 	default:
-		if err := k.ValidateName(s.From); err != nil {
+		if err := k.ValidateSourceName(s.From); err != nil {
 			errs = append(errs, fmt.Errorf("from (the %s to read): %w", k.Property(), err))
 		}
 		if s.PoisonQueue != "" {

@@ -88,11 +88,36 @@ func (k Kind) Setting() string {
 // bound on a queue name (AMQP 0-9-1 sends it as a short string), taken for every kind.
 const MaxNameBytes = 255
 
-// ValidateName checks the subject, queue, stream or topic name a destination or source uses
-// on a broker of kind k, and says what is wrong with it: empty, over [MaxNameBytes] bytes, or
-// not a NATS subject or a PostgreSQL topic name. Its messages repeat at most the first bytes of
-// the name ([clip.String]).
+// PostgreSQL cuts identifiers at 63 bytes (NAMEDATALEN-1), silently: two names alike in their
+// first 63 bytes name one table. A topic's table is "watermill_<topic>", and the offsets table
+// a source's consumer group keeps is "watermill_offsets_<topic>", so a topic takes at most
+// these many bytes.
+const (
+	// PostgresMaxTopicBytes bounds a PostgreSQL topic published to: 63 bytes less
+	// "watermill_".
+	PostgresMaxTopicBytes = 63 - len("watermill_")
+	// PostgresMaxSourceTopicBytes bounds a PostgreSQL topic a source reads: 63 bytes less
+	// "watermill_offsets_".
+	PostgresMaxSourceTopicBytes = 63 - len("watermill_offsets_")
+)
+
+// ValidateName checks the subject, queue, stream or topic name a destination publishes to on
+// a broker of kind k (or a source's poison queue), and says what is wrong with it: empty, over
+// [MaxNameBytes] bytes (over [PostgresMaxTopicBytes] for PostgreSQL), or not a NATS subject
+// or a PostgreSQL topic name. Its messages repeat at most the first bytes of the name
+// ([clip.String]).
 func (k Kind) ValidateName(name string) error {
+	return k.validateName(name, PostgresMaxTopicBytes, "watermill_")
+}
+
+// ValidateSourceName is [Kind.ValidateName] for the subject, queue, stream or topic a source
+// reads: a PostgreSQL topic takes at most [PostgresMaxSourceTopicBytes] there, for the offsets
+// table its consumer group keeps.
+func (k Kind) ValidateSourceName(name string) error {
+	return k.validateName(name, PostgresMaxSourceTopicBytes, "watermill_offsets_")
+}
+
+func (k Kind) validateName(name string, pgMax int, pgPrefix string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
 		return fmt.Errorf("is empty; name the %s to use", k.Property())
@@ -100,6 +125,8 @@ func (k Kind) ValidateName(name string) error {
 		return fmt.Errorf("%q is not a NATS subject to publish to: use tokens of letters, digits, '-' and '_' separated by '.', without wildcards", clip.String(name))
 	case k == PostgreSQL && !sqlTopicRE.MatchString(name):
 		return fmt.Errorf("%q cannot name a PostgreSQL topic: use letters, digits and - $ : . _ only", clip.String(name))
+	case k == PostgreSQL && len(name) > pgMax:
+		return fmt.Errorf("is %d bytes long; use at most %d bytes: its table is named %q and the topic, and PostgreSQL cuts a table name at 63 bytes (its 63-byte identifier limit), so two longer topics alike in their first %d bytes would share one table", len(name), pgMax, pgPrefix, pgMax)
 	case len(name) > MaxNameBytes:
 		return fmt.Errorf("is %d bytes long; use at most %d bytes (a letter outside ASCII takes 2 to 4)", len(name), MaxNameBytes)
 	}

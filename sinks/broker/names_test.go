@@ -48,3 +48,34 @@ func TestValidateName(t *testing.T) {
 		})
 	}
 }
+
+// A PostgreSQL topic names the table "watermill_<topic>", which PostgreSQL cuts at 63 bytes:
+// a longer topic is refused, saying the limit, since two of them sharing their first 53 bytes
+// wrote to one table. A source reads the topic's offsets table too, "watermill_offsets_<topic>":
+// the topic it reads takes at most 45 bytes.
+func TestPostgresTopicFitsATableName(t *testing.T) {
+	fits := strings.Repeat("t", broker.PostgresMaxTopicBytes)
+	if broker.PostgresMaxTopicBytes != 53 || broker.PostgresMaxSourceTopicBytes != 45 {
+		t.Fatalf("limits %d and %d, want 53 and 45", broker.PostgresMaxTopicBytes, broker.PostgresMaxSourceTopicBytes)
+	}
+	if err := broker.PostgreSQL.ValidateName(fits); err != nil {
+		t.Errorf("ValidateName(%d bytes) = %v, want it valid", len(fits), err)
+	}
+	err := broker.PostgreSQL.ValidateName(fits + "x")
+	if err == nil || !strings.Contains(err.Error(), "54 bytes") || !strings.Contains(err.Error(), "at most 53") || !strings.Contains(err.Error(), "63-byte") {
+		t.Errorf("ValidateName(54 bytes) = %v, want it refused, saying the limit", err)
+	}
+	if err := broker.RabbitMQ.ValidateName(fits + "x"); err != nil {
+		t.Errorf("a RabbitMQ queue of 54 bytes: %v", err)
+	}
+	src := strings.Repeat("s", broker.PostgresMaxSourceTopicBytes)
+	if err := broker.PostgreSQL.ValidateSourceName(src); err != nil {
+		t.Errorf("ValidateSourceName(%d bytes) = %v, want it valid", len(src), err)
+	}
+	if err := broker.PostgreSQL.ValidateSourceName(src + "x"); err == nil || !strings.Contains(err.Error(), "at most 45") {
+		t.Errorf("ValidateSourceName(46 bytes) = %v, want it refused, saying the limit", err)
+	}
+	if err := broker.RedisStream.ValidateSourceName(src + "x"); err != nil {
+		t.Errorf("a Redis stream of 46 bytes: %v", err)
+	}
+}
