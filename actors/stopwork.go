@@ -201,6 +201,9 @@ type stopWork struct {
 	owns   bool
 	late   string // logged when the last write did not finish within grace
 	log    *slog.Logger
+	// sink, when set, is the push actor's sink: released (see [ReleasingSink]) once the
+	// actor's stop work is otherwise done.
+	sink ReleasingSink
 }
 
 // start counts w as under way in names (by the subscription's name) and in all (when set),
@@ -224,6 +227,13 @@ func (w stopWork) start(names *stopRegistry, all *Stops) {
 // calls ended: the next actor of the subscription may load its state. It returns once the
 // writer the actor owns is closed, which waits for a write under way however long it takes.
 func (w stopWork) run(ended func()) {
+	if w.sink != nil {
+		// Last, after ended: the next actor of the subscription need not wait for it (it
+		// delivers through resources of its own: see ReleasingSink), but the owner waiting
+		// for every stop work (Stops) does, so the router's close closes them before the
+		// brokers'.
+		defer w.sink.Release()
+	}
 	defer ended()
 	if !WaitBounded(w.wg, w.grace) {
 		w.log.Error(w.abandoned, append(w.abandonAttrs, "grace", w.grace)...)

@@ -528,6 +528,7 @@ func (s *subscription) stop() {
 		abandonAttrs: []any{"inFlight", len(s.batches)},
 		writer:       s.writer, topic: s.cfg.Topic, sub: s.cfg.Name, epoch: s.epoch, owns: s.ownWriter, log: s.log,
 		late: "the subscription's last state write did not finish in time; stopping without waiting for it (its events may be attempted again)",
+		sink: releasing(s.cfg.Sink),
 	}.start(s.stops, s.cfg.Stops)
 }
 

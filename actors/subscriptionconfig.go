@@ -48,7 +48,10 @@ type SubscriptionConfig struct {
 	DeliverySchema schemas.Schema // how events are encoded for the sink
 	Filter         *filter.Filter // nil matches everything
 	Policy         *retry.Policy  // retry, TTL and dead-letter policy
-	Sink           sinks.Sink
+	// Sink delivers the subscription's batches. One that holds resources for its deliveries
+	// (a broker connection) implements [ReleasingSink]: each actor that delivers through it
+	// releases it as it stops.
+	Sink sinks.Sink
 
 	// Batching is off when both are zero: one event per request (SPEC §2.3). Setting either
 	// turns it on; the other takes its default. With batching on, CloudEvents deliveries always
@@ -163,4 +166,24 @@ func mustShare(cfg *SubscriptionConfig) {
 	if cfg.SubscriptionShared == nil {
 		panic("actors: SubscriptionConfig.SubscriptionShared is nil; point it at the topic's SubscriptionShared")
 	}
+}
+
+// ReleasingSink is a [sinks.Sink] that holds resources for the deliveries made through it (a
+// broker destination's connection of its own), which a subscription actor gives back as it
+// stops: deleted, replaced by an update, with its topic, at the router's close, and also at a
+// restart (after a panic, or with its topic actor), whose next actor delivers through the same
+// sink. Release is called once per stopping actor, off its mailbox, in its stop work, after
+// the actor's last state write (or its grace), and its owner ([Stops]) waits for it. It must
+// not close anything under a Deliver still running (an attempt abandoned after the stop
+// grace): it gives back what those hold once they return. A Deliver after Release takes new
+// resources. Release may block, bounded.
+type ReleasingSink interface {
+	sinks.Sink
+	Release()
+}
+
+// releasing returns s as a [ReleasingSink], or nil when it is none.
+func releasing(s sinks.Sink) ReleasingSink {
+	r, _ := s.(ReleasingSink)
+	return r
 }

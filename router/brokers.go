@@ -1,8 +1,10 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/sinks"
@@ -96,7 +98,77 @@ func (r *Router) brokerSink(endpointType string, p DestinationProperties) (sinks
 		return nil, errors.New(notConfigured(k, "publish"))
 	}
 	name := p.BrokerProperties.name(k)
-	return broker.New(pub, broker.Config{Topic: name, Name: fmt.Sprintf("%s %s %s", k, k.Property(), name)})
+	cfg := broker.Config{Topic: name, Name: fmt.Sprintf("%s %s %s", k, k.Property(), name)}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &brokerDestination{open: func() (*broker.Sink, error) { return broker.New(pub, cfg) }}, nil
+}
+
+// brokerDestination is a subscription's broker destination: a [broker.Sink], made on the first
+// delivery, which the NATS and RabbitMQ publishers give a connection of its own, and closed
+// when the actor delivering through it stops ([actors.ReleasingSink]) — at once when no
+// delivery is running, else as the last one returns, never under one — which gives that
+// connection back. A delivery after that (the actor's next run, after a restart) makes a new
+// one. Without it, every subscription deleted or updated left its connection open for the
+// life of the process.
+type brokerDestination struct {
+	open func() (*broker.Sink, error)
+
+	mu  sync.Mutex
+	cur *brokerRun // nil until a delivery makes it, and once released
+}
+
+// brokerRun is one [broker.Sink] of a destination, and the deliveries running on it.
+type brokerRun struct {
+	s        *broker.Sink
+	running  int
+	released bool // the destination let it go: the last delivery to return closes it
+}
+
+// Deliver implements [sinks.Sink].
+func (d *brokerDestination) Deliver(ctx context.Context, b *sinks.Batch) error {
+	d.mu.Lock()
+	if d.cur == nil {
+		s, err := d.open()
+		if err != nil {
+			d.mu.Unlock()
+			return err
+		}
+		d.cur = &brokerRun{s: s}
+	}
+	run := d.cur
+	run.running++
+	d.mu.Unlock()
+	defer d.returned(run)
+	return run.s.Deliver(ctx, b)
+}
+
+func (d *brokerDestination) returned(run *brokerRun) {
+	d.mu.Lock()
+	run.running--
+	last := run.released && run.running == 0
+	d.mu.Unlock()
+	if last {
+		_ = run.s.Close() // bounded: see broker.Sink.Close
+	}
+}
+
+// Release implements [actors.ReleasingSink]: it closes the destination's sink, which gives its
+// connection back, once no delivery runs on it.
+func (d *brokerDestination) Release() {
+	d.mu.Lock()
+	run := d.cur
+	d.cur = nil
+	idle := false
+	if run != nil {
+		run.released = true
+		idle = run.running == 0
+	}
+	d.mu.Unlock()
+	if idle {
+		_ = run.s.Close()
+	}
 }
 
 // notConfigured says what to do when a broker has no connection.

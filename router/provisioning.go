@@ -769,13 +769,14 @@ func baseURL(raw string) string {
 // withHeaders gives a Go sink the subscription's custom delivery headers in Batch.Headers,
 // resolved like a webhook's (dynamic values from the batch's first event), and, when a
 // dynamic one takes its value from the event, each event's own in Batch.EventHeaders: a
-// broker sends each event as a message of its own, with its own values.
+// broker sends each event as a message of its own, with its own values. The wrapper of an
+// [actors.ReleasingSink] is one too.
 func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
 	if len(hm) == 0 {
 		return s
 	}
 	perEvent := hm.HasDynamic()
-	return sinks.Func(func(ctx context.Context, b *sinks.Batch) error {
+	deliver := sinks.Func(func(ctx context.Context, b *sinks.Batch) error {
 		var first *schemas.Event
 		if len(b.Events) > 0 {
 			first = b.Events[0]
@@ -792,7 +793,22 @@ func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
 		}
 		return s.Deliver(ctx, &nb)
 	})
+	if r, ok := s.(actors.ReleasingSink); ok {
+		return releasingFunc{Func: deliver, release: r.Release}
+	}
+	return deliver
 }
+
+// releasingFunc is a wrapper of a [actors.ReleasingSink] (withHeaders) that releases it: a
+// wrapper that hid Release left the broker connection of every subscription with custom
+// delivery headers open after the subscription stopped.
+type releasingFunc struct {
+	sinks.Func
+	release func()
+}
+
+// Release implements [actors.ReleasingSink].
+func (f releasingFunc) Release() { f.release() }
 
 // withDefaults adds to headers those of defaults it does not set, and returns it.
 func withDefaults(headers, defaults map[string]string) map[string]string {

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/url"
@@ -97,12 +98,38 @@ func (p *Proxy) Stall() <-chan struct{} {
 	return p.held
 }
 
+// Connections returns how many client connections the proxy holds open to the broker.
+func (p *Proxy) Connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+// WaitConnections waits until the proxy holds exactly n client connections open, or ctx ends;
+// it returns how many it holds then. A connection a client closed leaves the proxy once the
+// proxy has read its end.
+func (p *Proxy) WaitConnections(ctx context.Context, n int) int {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.conns)/2 != n && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	return len(p.conns) / 2
+}
+
 func (p *Proxy) takeConns() []net.Conn {
 	conns := make([]net.Conn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
 		delete(p.conns, c)
 	}
+	p.cond.Broadcast() // WaitConnections
 	return conns
 }
 
@@ -151,6 +178,7 @@ func (p *Proxy) accept(ln net.Listener) {
 		}
 		p.conns[c] = struct{}{}
 		p.conns[up] = struct{}{}
+		p.cond.Broadcast() // WaitConnections
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(up, c)
@@ -177,6 +205,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
+		p.cond.Broadcast() // WaitConnections
 		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32<<10)
