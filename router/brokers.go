@@ -16,7 +16,7 @@ import (
 // and refuses the others:
 //
 //	NatsJetStream  subject  a NATS subject captured by a JetStream stream
-//	RabbitMQ       queue    a durable queue (declared on first publish)
+//	RabbitMQ       queue    a queue, used as it is, or declared durable on first publish
 //	RedisStream    stream   a Redis stream (created by the first message)
 //	PostgreSQL     topic    a watermill-sql topic (table watermill_<topic>, created on first use;
 //	                        at most 53 bytes, as PostgreSQL cuts table names at 63)

@@ -26,8 +26,8 @@ const (
 	// NATSJetStream publishes to a NATS subject captured by a JetStream stream (in
 	// watermill-nats v2's jetstream wire format, through nats.go).
 	NATSJetStream Kind = "NatsJetStream"
-	// RabbitMQ publishes to a durable RabbitMQ queue through the default exchange, with
-	// publisher confirms (in watermill-amqp v3's wire format, through amqp091-go).
+	// RabbitMQ publishes to a RabbitMQ queue (used as it is, or declared durable when there is
+	// none) through the default exchange, with publisher confirms (in watermill-amqp v3's wire format, through amqp091-go).
 	RabbitMQ Kind = "RabbitMQ"
 	// RedisStream appends to a Redis stream (watermill-redisstream).
 	RedisStream Kind = "RedisStream"

@@ -19,10 +19,10 @@ import (
 	"github.com/egridio/egrid/sinks"
 )
 
-// rabbitMQPublisher publishes to durable queues through the default exchange in
-// watermill-amqp's wire format (its DefaultMarshaler: persistent messages, the UUID and
-// metadata as headers), so watermill-amqp subscribers read what it publishes. It declares each
-// queue before its first publish (RabbitMQ drops a message routed to no queue) and waits for
+// rabbitMQPublisher publishes to queues through the default exchange in watermill-amqp's wire
+// format (its DefaultMarshaler: persistent messages, the UUID and metadata as headers), so
+// watermill-amqp subscribers read what it publishes. It makes sure of each queue before its
+// first publish (RabbitMQ drops a message routed to no queue; see declareQueue) and waits for
 // the broker's confirm of every message, as long as the message's context allows. It talks to
 // amqp091 directly rather than through watermill-amqp's publisher, whose background reconnect
 // is not safe to call into while it runs; a lost connection is dialled again by [Brokers].
@@ -174,20 +174,21 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		return err
 	}
 	defer func() { _ = answeredOrCut(p.conn, cut, "closing the channel", ch.Close) }()
+	p.mu.Lock()
+	declared := p.declared[queue]
+	p.mu.Unlock()
+	if !declared {
+		var err error
+		if ch, err = p.declare(ch, cut, queue); err != nil {
+			return err
+		}
+	}
 	// The connection's reader hands returns over as it reads them, so the channel has room
 	// for every one there can be (each message, and its one republish), or it would block
 	// the whole connection.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 2*len(msgs)))
 	// The reason RabbitMQ closes the channel for, when it does (a message over its size).
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	p.mu.Lock()
-	declared := p.declared[queue]
-	p.mu.Unlock()
-	if !declared {
-		if err := p.declare(ch, cut, queue); err != nil {
-			return err
-		}
-	}
 	if err := answeredOrCut(p.conn, cut, "putting the channel in confirm mode", func() error { return ch.Confirm(false) }); err != nil {
 		return err
 	}
@@ -207,9 +208,17 @@ func (p *rabbitMQPublisher) Publish(queue string, msgs ...*message.Message) erro
 		p.mu.Lock()
 		delete(p.declared, queue)
 		p.mu.Unlock()
-		if err := p.declare(ch, cut, queue); err != nil {
+		// On the publishing channel: a plain declaration, which RabbitMQ refuses only for a
+		// queue declared otherwise meanwhile (the next attempt uses that one as it is).
+		if err := answeredOrCut(p.conn, cut, fmt.Sprintf("declaring queue %q", queue), func() error {
+			_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
+			return err
+		}); err != nil {
 			return err
 		}
+		p.mu.Lock()
+		p.declared[queue] = true
+		p.mu.Unlock()
 		if returned, err = p.publish(ch, returns, closes, queue, m, pub); err != nil {
 			return err
 		}
@@ -259,20 +268,71 @@ func (p *rabbitMQPublisher) refused(err error, pubs []amqp.Publishing, i int) er
 	return &sinks.UnsendableError{Faults: faults, Sent: i}
 }
 
-// declare declares queue durable on ch, as watermill-amqp's durable-queue subscriber declares
-// it, and remembers it declared.
-func (p *rabbitMQPublisher) declare(ch *amqp.Channel, cut context.Context, queue string) error {
-	err := answeredOrCut(p.conn, cut, fmt.Sprintf("declaring queue %q", queue), func() error {
-		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
-		return err
-	})
+// declare makes sure queue exists on ch (see declareQueue), remembers it declared, and
+// returns the channel to go on with.
+func (p *rabbitMQPublisher) declare(ch *amqp.Channel, cut context.Context, queue string) (*amqp.Channel, error) {
+	ch, err := declareQueue(p.conn, cut, ch, queue)
 	if err != nil {
-		return err
+		return ch, err
 	}
 	p.mu.Lock()
 	p.declared[queue] = true
 	p.mu.Unlock()
-	return nil
+	return ch, nil
+}
+
+// declareQueue makes sure queue exists, on ch, a channel of conn. A queue that exists is used
+// as it is, whatever it was declared with (a length limit, a quorum queue, a dead-letter
+// exchange, not durable): it is checked with a passive declaration. One that does not is
+// declared durable without arguments, as watermill-amqp's durable-queue subscriber declares
+// it. egrid declared every queue so, and RabbitMQ refused the declaration of a queue declared
+// otherwise (406 PRECONDITION_FAILED, inequivalent arg), so nothing could be published to it.
+//
+// RabbitMQ closes the channel of a declaration it refuses (the passive one of a queue that does
+// not exist): declareQueue then goes on on a new channel, and returns the channel to go on
+// with, ch or the last it opened (the others closed). cut is as for answeredOrCut.
+func declareQueue(conn *amqp.Connection, cut context.Context, ch *amqp.Channel, queue string) (*amqp.Channel, error) {
+	what := fmt.Sprintf("declaring queue %q", queue)
+	declare := func(passive bool) error {
+		return answeredOrCut(conn, cut, what, func() error {
+			var err error
+			if passive {
+				_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			} else {
+				_, err = ch.QueueDeclare(queue, true, false, false, false, nil)
+			}
+			return err
+		})
+	}
+	reopen := func() error {
+		_ = answeredOrCut(conn, cut, "closing the channel", ch.Close) // closed by RabbitMQ already
+		return answeredOrCut(conn, cut, "opening a channel", func() (err error) { ch, err = conn.Channel(); return err })
+	}
+	err := declare(true)
+	if !isAMQP(err, amqp.NotFound) {
+		return ch, err // nil: it exists, and is used as it is
+	}
+	if err := reopen(); err != nil {
+		return ch, err
+	}
+	err = declare(false)
+	if !isAMQP(err, amqp.PreconditionFailed) {
+		return ch, err
+	}
+	// Declared meanwhile by another client, otherwise (its consumer, say): used as it is too.
+	if err := reopen(); err != nil {
+		return ch, err
+	}
+	if perr := declare(true); perr == nil {
+		return ch, nil
+	}
+	return ch, fmt.Errorf("queue %q was declared by another client, with other arguments than egrid's, as egrid declared it: %w; declare the queue before egrid uses it, and egrid uses it as it is", queue, err)
+}
+
+// isAMQP reports whether err is RabbitMQ's answer with code.
+func isAMQP(err error, code int) bool {
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // publish publishes one message mandatory and waits for its confirm, for as long as the
@@ -338,8 +398,8 @@ func (p *rabbitMQPublisher) publish(ch *amqp.Channel, returns <-chan amqp.Return
 // Close implements [message.Publisher]. It waits at most rabbitMQAnswerTimeout for RabbitMQ.
 func (p *rabbitMQPublisher) Close() error { return closeAMQP(p.conn) }
 
-// rabbitMQSubscriber consumes durable queues (declared as watermill-amqp's durable-queue
-// subscriber declares them, one message in flight per queue) on one amqp091 connection, and
+// rabbitMQSubscriber consumes queues (used as they are, or declared as watermill-amqp's
+// durable-queue subscriber declares them: see declareQueue; one message in flight per queue) on one amqp091 connection, and
 // reads watermill-amqp's wire format. It is egrid's own rather than watermill-amqp's
 // Subscriber, whose reconnect goroutine replaces the connection and its "connected" channel
 // while the subscriptions read them (a data race at every lost connection). Here nothing
@@ -378,10 +438,7 @@ func (s *rabbitMQSubscriber) Subscribe(ctx context.Context, queue string) (<-cha
 		return nil, err
 	}
 	closeCh := func() { _ = answered(s.conn, "closing the channel", ch.Close) }
-	err := answered(s.conn, fmt.Sprintf("declaring queue %q", queue), func() error {
-		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
-		return err
-	})
+	ch, err := declareQueue(s.conn, nil, ch, queue)
 	if err != nil {
 		closeCh()
 		return nil, err
