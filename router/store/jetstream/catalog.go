@@ -18,33 +18,44 @@ import (
 // stream) and the subscriptions' (in each subscription's record, with its state: substate.go),
 // written, deleted and listed.
 
-// topicExists reports whether the topic has a definition.
+// topicExists reports whether the topic has a definition. A name claimed by a create or a
+// delete under way (topicclaim.go) has none.
 func (s *Store) topicExists(ctx context.Context, topic string) error {
 	if err := checkName("topic", topic); err != nil {
 		return err
 	}
-	_, err := s.meta.Get(ctx, topicKey(topic))
+	e, err := s.meta.Get(ctx, topicKey(topic))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return topicNotFound(topic)
 	case err != nil:
 		return fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 	}
+	if v, err := decodeTopic(e.Value()); err == nil && v.claim != 0 {
+		return topicNotFound(topic)
+	}
 	return nil
 }
 
 // PutTopic implements [store.Store]: the definition is a key of the meta bucket; a new topic
 // also gets its journal stream, created before the definition so a topic that is listed
-// always has one. A name whose stored definition does not decode is refused
-// ([store.ErrDamaged]) until DeleteTopic removes it.
+// always has one. A new topic's name is claimed first (topicclaim.go): only the store whose
+// claim was written removes what an earlier life of the name left, so a create that another
+// node's create beat removes nothing of that node's topic and writes the definition over it
+// as a replacement. A name another node is creating or deleting is waited for (up to the
+// call's deadline; past it the call fails wrapping [store.ErrFenced], to be tried again). A
+// name whose stored definition does not decode is refused ([store.ErrDamaged]) until
+// DeleteTopic removes it.
 func (s *Store) PutTopic(ctx context.Context, name string, spec []byte) error {
 	return s.putTopic(ctx, name, spec, false)
 }
 
-// CreateTopic implements [store.Store]: PutTopic for a name that holds no topic. The
-// definition is written with the bucket's Create (on no revision, or on the delete marker the
-// name's last delete left), which fails when another node created the topic since it looked,
-// so that node's create stands and this one fails with [store.ErrExists].
+// CreateTopic implements [store.Store]: PutTopic for a name that holds no topic. The name's
+// claim is written with the bucket's Create (on no revision, or on the delete marker the
+// name's last delete left), which fails when another node claimed or created the topic since
+// this one looked: this one then removes nothing, waits for that node's create to end, and
+// fails with [store.ErrExists], so that node's create stands with everything written to the
+// topic since.
 func (s *Store) CreateTopic(ctx context.Context, name string, spec []byte) error {
 	return s.putTopic(ctx, name, spec, true)
 }
@@ -60,55 +71,52 @@ func (s *Store) putTopic(ctx context.Context, name string, spec []byte, create b
 		return err
 	}
 	val := appendOpaque(nil, spec)
-	e, err := s.meta.Get(ctx, topicKey(name))
-	switch {
-	case err == nil:
-		if _, derr := decodeOpaque(e.Value()); derr != nil {
-			return topicDamaged(name, e.Revision(), derr)
-		}
-		if create {
-			return topicTaken(name)
-		}
-		if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
-			if isWrongLastSeq(err) {
-				return fenced("topic "+name, err)
-			}
-			return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
-		}
-		return nil
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return fmt.Errorf("jetstream store: reading topic %q: %w", name, err)
-	}
-	// A new topic: remove what a DeleteTopic cut short may have left, so it starts empty.
-	if err := s.dropTopicData(ctx, name); err != nil {
-		return err
-	}
-	_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        s.streamName(name),
-		Description: "egrid journal of topic " + name,
-		Subjects:    []string{s.subject(name)},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		// The writer gives every message an ID only to chain a pipeline's messages
-		// (Nats-Expected-Last-Msg-Id); a short window keeps the server's table of them small.
-		Duplicates:  time.Second,
-		Storage:     s.storage(),
-		Replicas:    s.opts.Replicas,
-		AllowDirect: s.directReads(),
-	})
-	if err != nil {
-		return fmt.Errorf("jetstream store: creating the journal stream of topic %q: %w", name, err)
-	}
-	if _, err := s.meta.Create(ctx, topicKey(name), val); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			if create {
+	for try := 1; ; try++ {
+		e, err := s.meta.Get(ctx, topicKey(name))
+		var over uint64 // the revision of an expired claim to take over
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("jetstream store: reading topic %q: %w", name, err)
+		default:
+			v, derr := decodeTopic(e.Value())
+			switch {
+			case derr != nil:
+				return topicDamaged(name, e.Revision(), derr)
+			case v.claim == 0 && create:
 				return topicTaken(name)
+			case v.claim == 0:
+				if _, err := s.meta.Update(ctx, topicKey(name), val, e.Revision()); err != nil {
+					if isWrongLastSeq(err) {
+						return fenced("topic "+name, err)
+					}
+					return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+				}
+				return nil
+			case time.Now().Before(v.expires):
+				if err := s.awaitClaim(ctx, name, e.Revision(), v); err != nil {
+					return err
+				}
+				if try == claimTries {
+					return fenced("topic "+name, errors.New("another node's claim on the name held through every look"))
+				}
+				continue
+			default:
+				over = e.Revision()
+			}
+		}
+		c, err := s.claimTopic(ctx, name, over, claimCreate)
+		if errors.Is(err, errKeyTaken) {
+			if try < claimTries {
+				continue // another node wrote the key since: look again, removing nothing
 			}
 			return fenced("topic "+name, err)
 		}
-		return fmt.Errorf("jetstream store: writing topic %q: %w", name, err)
+		if err != nil {
+			return err
+		}
+		return s.createTopic(ctx, name, val, c)
 	}
-	return nil
 }
 
 // topicTaken is CreateTopic's error for a name that holds a topic.
@@ -117,7 +125,9 @@ func topicTaken(name string) error {
 }
 
 // dropTopicData deletes a topic's journal stream and subscription records and forgets this
-// store's writer and cached records of it.
+// store's writer and cached records of it. It runs only while this store holds the name's
+// claim (topicclaim.go): they are named after the topic, not after one life of it, so run at
+// any other time it would delete another node's live topic.
 func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 	s.mu.Lock()
 	w := s.writers[topic]
@@ -155,27 +165,51 @@ func (s *Store) dropTopicData(ctx context.Context, topic string) error {
 	return s.purgeHistory(ctx, "h."+escape(topic)+".>")
 }
 
-// DeleteTopic implements [store.Store]. Deleting the definition is the commit point; the
-// journal stream and the subscription records go next. When that is cut short (an outage),
-// the next PutTopic of the name removes the rest.
+// DeleteTopic implements [store.Store]. Turning the definition into the name's delete claim
+// (a compare-and-set on the revision read) is the commit point: from then on the topic is
+// listed by no store, and its journal stream and subscription records go next, the key last
+// (topicclaim.go), so no create of the name can start before they are gone. When that is cut
+// short (an outage), the claim stays until it expires, and the next create of the name takes
+// it over and removes the rest. A topic whose stored definition does not decode is deleted
+// too; a name claimed by another node's create or delete is not found. A definition written
+// by another node between the read and the claim is read again, up to putTries times.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if err := s.topicExists(ctx, name); err != nil {
+	if err := checkName("topic", name); err != nil {
 		return err
 	}
-	if err := s.meta.Purge(ctx, topicKey(name)); err != nil {
-		return fmt.Errorf("jetstream store: deleting topic %q: %w", name, err)
+	for try := 1; ; try++ {
+		e, err := s.meta.Get(ctx, topicKey(name))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return topicNotFound(name)
+		case err != nil:
+			return fmt.Errorf("jetstream store: reading topic %q: %w", name, err)
+		}
+		if v, err := decodeTopic(e.Value()); err == nil && v.claim != 0 {
+			return topicNotFound(name)
+		}
+		c, err := s.claimTopic(ctx, name, e.Revision(), claimDelete)
+		if errors.Is(err, errKeyTaken) {
+			if try < putTries {
+				continue // another node wrote the definition since (its keys): read it again
+			}
+			return fenced("topic "+name, err)
+		}
+		if err != nil {
+			return err
+		}
+		return s.deleteTopic(ctx, name, c)
 	}
-	s.dropMarker(ctx, topicKey(name))
-	return s.dropTopicData(ctx, name)
 }
 
 // Topics implements [store.Store]. A definition that does not decode is left out, logged
-// once and counted ([DamageDefinition]): the others are listed.
+// once and counted ([DamageDefinition]): the others are listed. A name claimed by a create
+// or a delete under way is left out.
 func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -189,12 +223,15 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 			s.keyDamage(s.meta.Bucket(), key, "a topic", err) // left out: see metadamage.go
 			return nil
 		}
-		spec, err := decodeOpaque(val)
+		v, err := decodeTopic(val)
 		if err != nil {
 			s.defDamage(key, val, name, "", err) // left out: see metadamage.go
 			return nil
 		}
-		defs = append(defs, store.Definition{Name: name, Spec: spec})
+		if v.claim != 0 {
+			return nil // being created or deleted: no topic yet, or any more
+		}
+		defs = append(defs, store.Definition{Name: name, Spec: v.spec})
 		return nil
 	})
 	if err != nil {

@@ -16,7 +16,8 @@
 //     deletes the stream, so a topic created again starts at 1). Limits policy, no age or
 //     size limit: only Trim removes entries.
 //   - Definitions and subscription state: the key-value bucket P_meta. topic.<topic> holds a
-//     topic's spec; sub.<topic>.<sub> holds everything of one subscription in one value —
+//     topic's spec, or the claim of a create or delete of the topic under way (below, "A
+//     topic's lives"); sub.<topic>.<sub> holds everything of one subscription in one value —
 //     spec, epoch, cursor, parked events (their attempts, times and last outcome) and
 //     probation state — so [Store.UpdateSubscription] commits with one write, atomic by
 //     construction. The epoch ([store.SubscriptionState.Epoch]) is a random number drawn
@@ -65,6 +66,37 @@
 // never a read and then a put: of two nodes creating one name exactly one write is stored,
 // and the other fails with [store.ErrExists] and writes nothing. The router creates every
 // name it found absent with them.
+//
+// # A topic's lives
+//
+// A topic's journal stream, subscription records, parked events and histories are named after
+// the topic alone, with no mark of which life of the name they belong to, so what a delete
+// cut short left looks like what a live topic holds. So only the store holding the name's
+// key removes them. A create ([Store.CreateTopic], or [Store.PutTopic] of a new name) first
+// writes a claim on the key with the bucket's Create (format 2: a kind, a random number and
+// an expiry), then removes what an earlier life left, creates the journal stream, and writes
+// the definition over its claim (a compare-and-set on the claim's revision). A store whose
+// claim write loses to another node's write of the key removes nothing: it looks again, and
+// a create fails with [store.ErrExists] (a put replaces the definition) once the other node's
+// topic stands, with everything written to it since. Before, a create that found no key
+// removed the topic's stream and records and only then wrote its key, so a node that looked
+// just before another node created the topic deleted that node's journal and subscriptions,
+// events answered 200 with them. A delete ([Store.DeleteTopic], and [Store.DeleteDamaged] of
+// a topic) turns the definition into its claim (on the revision read: the commit point),
+// removes what the topic held, and purges the key last, so a create of the name never starts
+// while the delete is still removing things.
+//
+// Every reader takes a claimed name for one without a topic: the listings leave it out, and
+// subscription calls and DeleteTopic answer [store.ErrNotFound]; a create or put of it waits
+// for the claim to end (a watch of the key, up to the call's deadline, after which it fails
+// wrapping [store.ErrFenced], to be tried again). A claim's holder bounds its work by its
+// [Options.Timeout]; the claim expires a minute after that (claimGrace: requests still on
+// their way, clocks of nodes that differ by less). A claim left by a store that crashed or
+// lost NATS in the middle is taken over by the next create after its expiry (a compare-and-set
+// on its revision, so one store takes it), which removes what is left and creates the topic;
+// until then the name can be neither used nor created again. A claim is format 2, which
+// releases before it cannot read: they take it for a damaged definition (and leave the name
+// alone), so upgrade every node of a cluster before creating or deleting topics.
 //
 // Appends to a topic go through one writer goroutine per topic and store. It knows the
 // stream's last sequence number and publishes each Append's events pipelined: the first

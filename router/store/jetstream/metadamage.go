@@ -193,7 +193,7 @@ func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool,
 	}
 	var derr error
 	if sub == "" {
-		_, derr = decodeOpaque(e.Value())
+		_, derr = decodeTopic(e.Value()) // a claim is no damage
 	} else {
 		_, _, _, derr = decodeSubHead(e.Value())
 	}
@@ -206,7 +206,8 @@ func (s *Store) DefinitionDamaged(ctx context.Context, topic, sub string) (bool,
 // DeleteDamaged implements [store.DamageProber]: the delete of the damaged value is the
 // commit point, made only on top of revision rev (compare-and-set), so a definition another
 // node wrote since is never deleted; what is stored under the name goes after it, as
-// DeleteTopic and DeleteSubscription remove it.
+// DeleteTopic and DeleteSubscription remove it (a topic's damaged value becomes the name's
+// delete claim, and the key goes last: topicclaim.go).
 func (s *Store) DeleteDamaged(ctx context.Context, topic, sub string, rev uint64) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -217,11 +218,16 @@ func (s *Store) DeleteDamaged(ctx context.Context, topic, sub string, rev uint64
 		return err
 	}
 	if sub == "" {
-		if err := s.purgeDamaged(ctx, topicKey(topic), fmt.Sprintf("topic %q", topic), rev); err != nil {
+		// As DeleteTopic: the damaged value becomes the name's delete claim, so no create of
+		// the name starts before what it held is gone (topicclaim.go).
+		c, err := s.claimTopic(ctx, topic, rev, claimDelete)
+		if errors.Is(err, errKeyTaken) {
+			return s.damagedGone(ctx, topicKey(topic), fmt.Sprintf("topic %q", topic))
+		}
+		if err != nil {
 			return err
 		}
-		s.dropMarker(ctx, topicKey(topic))
-		return s.dropTopicData(ctx, topic)
+		return s.deleteTopic(ctx, topic, c)
 	}
 	if err := s.topicExists(ctx, topic); err != nil {
 		return err
@@ -250,6 +256,13 @@ func (s *Store) purgeDamaged(ctx context.Context, key, what string, rev uint64) 
 	case !isWrongLastSeq(err):
 		return fmt.Errorf("jetstream store: deleting %s: %w", what, err)
 	}
+	return s.damagedGone(ctx, key, what)
+}
+
+// damagedGone is the error of a delete of the damaged definition of what, under key, that
+// another writer's write of the key beat: store.ErrNotFound when the key holds nothing any
+// more, store.ErrChanged otherwise.
+func (s *Store) damagedGone(ctx context.Context, key, what string) error {
 	if _, gerr := s.meta.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("jetstream store: deleting %s, whose stored definition was damaged: it was deleted meanwhile: %w", what, store.ErrNotFound)
 	}
