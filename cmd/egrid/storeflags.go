@@ -171,6 +171,13 @@ func openStore(s serveSettings, log *slog.Logger, m *metrics.Set) (*disk.Store, 
 	if err != nil {
 		return nil, err
 	}
+	if s.Store.MinFreeDisk != "" && minFree > 0 && minFree < disk.ReopenFreeBytes {
+		// Taken, not refused: the default on a volume under 64 MiB is below it too. But the
+		// operator is told once, where the floor is set, what a failed store waits for.
+		log.Warn(fmt.Sprintf("the free-space floor (--min-free-disk) of %.1f MiB is below the %.1f MiB the store needs free to reopen itself after a write fails on a full disk: publishes are taken down to the floor, but once a write has failed the store refuses writes until %.1f MiB is free (GET /admin/health says how much is free); pass --min-free-disk 16MiB or more to keep that room",
+			float64(minFree)/(1<<20), float64(disk.ReopenFreeBytes)/(1<<20), float64(disk.ReopenFreeBytes)/(1<<20)),
+			"dir", s.DataDir, "minFreeBytes", minFree, "reopenFreeBytes", disk.ReopenFreeBytes)
+	}
 	var key []byte
 	if s.Store.SecretKeyFile != "" {
 		if key, err = disk.ReadSecretKey(s.Store.SecretKeyFile); err != nil {

@@ -21,6 +21,12 @@ import (
 // write-ahead log and MANIFEST must fit.
 const recoverFloorMin = 16 << 20
 
+// reopenFloor is the free space the store waits for before it reopens itself after a failed
+// write: the floor (Options.MinFreeBytes), and never less than recoverFloorMin.
+func (s *Store) reopenFloor() uint64 {
+	return max(s.opts.MinFreeBytes, recoverFloorMin)
+}
+
 // recoverLoop reopens the store after its generation failed, once the disk has room again.
 // It runs from Open to Close.
 func (s *Store) recoverLoop() {
@@ -73,7 +79,7 @@ func (s *Store) tryRecover() (done, attempted bool) {
 		// instance would stop at its first write. The store stays failed until restored.
 		return true, false
 	}
-	floor := max(s.opts.MinFreeBytes, recoverFloorMin)
+	floor := s.reopenFloor()
 	if free, err := s.opts.freeBytes(s.dir); err == nil {
 		s.health.setFree(free)
 		if free < floor {
@@ -517,7 +523,11 @@ func (s *Store) Health() store.Health {
 	switch {
 	case h.failed != nil:
 		out.State = store.Failed
-		out.Reason = h.failed.Error() + "; " + remedy(s.dir, h.failed)
+		r := room{need: s.reopenFloor(), floor: s.opts.MinFreeBytes}
+		if h.checkedAt.Load() != 0 {
+			r.free, r.known = h.free.Load(), true
+		}
+		out.Reason = h.failed.Error() + "; " + remedy(s.dir, h.failed, r)
 	case spaceErr != nil:
 		out.State = store.LowSpace
 		out.Reason = spaceErr.Error()
@@ -552,16 +562,38 @@ func diskFull(cause error) bool {
 	return false
 }
 
+// room is what a failed store says of the free space it waits for: need, the free space a
+// reopening waits for (Store.reopenFloor); floor, Options.MinFreeBytes; and free, the free
+// space found at the latest check, when known.
+type room struct {
+	need, floor, free uint64
+	known             bool
+}
+
 // remedy says what the operator does about a failed write: free space on the disk, unless
 // the cause says that the store's files cannot be written at all (a permission, a file system
 // mounted read-only), which no free space cures, or that writes stopped behind damage
-// (compactionGate.checkStall), which only a restore cures.
-func remedy(dir string, cause error) string {
+// (compactionGate.checkStall), which only a restore cures. For the disk it names the free
+// space the reopening waits for (r.need) and why, and what is free now: a floor below what a
+// reopening needs left a store failed with free space above the floor and a reason that said
+// only that it reopens "once it has room".
+func remedy(dir string, cause error, r room) string {
 	if errors.Is(cause, ErrCorrupt) {
 		return "the store does not reopen itself past damage: start egrid again once the directory is restored"
 	}
 	if errors.Is(cause, fs.ErrPermission) || errors.Is(cause, syscall.EROFS) {
 		return fmt.Sprintf("make %s and every file in it writable by egrid's user (an owner or mode changed, or the file system is mounted read-only); the store reopens itself once it can write there", dir)
 	}
-	return "free disk space on the store's file system: the store reopens itself once it has room"
+	why := "the free-space floor, --min-free-disk"
+	if r.need > r.floor {
+		why = fmt.Sprintf("a reopening needs %s for a new write-ahead log and MANIFEST", formatBytes(r.need))
+		if r.floor > 0 {
+			why += fmt.Sprintf(", more than the free-space floor of %s (--min-free-disk)", formatBytes(r.floor))
+		}
+	}
+	msg := fmt.Sprintf("free disk space on the store's file system: the store reopens itself once at least %s is free (%s)", formatBytes(r.need), why)
+	if r.known {
+		msg += fmt.Sprintf("; %s free now", formatBytes(r.free))
+	}
+	return msg
 }

@@ -319,7 +319,7 @@ func (s *Store) onFail(g *generation, cause error) {
 		if diskFull(cause) {
 			refused = "the disk is full: publishes are refused (507)"
 		}
-		s.log.Error("disk store: a write to disk failed; "+refused+" and stored events are still delivered; "+remedy(s.dir, cause),
+		s.log.Error("disk store: a write to disk failed; "+refused+" and stored events are still delivered; "+remedy(s.dir, cause, room{need: s.reopenFloor(), floor: s.opts.MinFreeBytes}),
 			"dir", s.dir, "err", cause)
 		select {
 		case s.kick <- struct{}{}:

@@ -124,7 +124,7 @@ func (s *Store) newWALSpaceFS(inner vfs.FS) vfs.FS {
 		if err != nil {
 			return true
 		}
-		return free >= uint64(n)+max(s.opts.MinFreeBytes, recoverFloorMin)
+		return free >= uint64(n)+s.reopenFloor()
 	}}
 }
 

@@ -198,3 +198,60 @@ func TestOpenOnAFullDiskSaysWhatTheLogsHold(t *testing.T) {
 		t.Errorf("Open on a full disk: %v; want it to say how much the write-ahead logs hold and how much to free", err)
 	}
 }
+
+// A store failed on a full disk says in its health how much free space its reopening waits
+// for, and how much there is now: with a floor (8 MiB) below what a reopening needs (16 MiB)
+// the store stayed failed with 12 MiB free and a reason saying only that it reopens itself
+// "once it has room".
+func TestFailedHealthSaysWhatTheReopenWaitsFor(t *testing.T) {
+	ctx := t.Context()
+	dir := testkit.Tmpfs(t, 64<<20)
+	s, err := disk.Open(filepath.Join(dir, "db"), disk.Options{MinFreeBytes: 8 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.PutTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	filler := testkit.FillDisk(t, dir)
+	// Definition writes are not held back by the floor: they meet the full disk.
+	for i := 0; ; i++ {
+		err := s.PutTopic(ctx, fmt.Sprint("u", i), nil)
+		if errors.Is(err, disk.ErrFailed) {
+			break
+		}
+		if err != nil || i == 10_000 { // bounded: the log's last page fills long before
+			t.Fatalf("PutTopic on a full disk: err = %v after %d, want one matching disk.ErrFailed", err, i)
+		}
+	}
+	st, err := os.Stat(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 12 << 20 // above the floor, below what a reopening needs
+	if err := os.Truncate(filler, st.Size()-int64(want-freeOn(t, dir))); err != nil {
+		t.Fatal(err)
+	}
+	free := freeOn(t, dir)
+	if free < 8<<20 || free >= disk.ReopenFreeBytes {
+		t.Fatalf("free after truncating the filler = %d, want between 8 and 16 MiB", free)
+	}
+	h := s.Health()
+	if h.State != store.Failed {
+		t.Fatalf("Health with %d bytes free = %+v, want Failed: a reopening needs 16 MiB", free, h)
+	}
+	needs := fmt.Sprintf("%.1f MiB", float64(disk.ReopenFreeBytes)/(1<<20))
+	now := fmt.Sprintf("%.1f MiB", float64(h.FreeBytes)/(1<<20))
+	if !strings.Contains(h.Reason, needs) || !strings.Contains(h.Reason, now+" free now") {
+		t.Errorf("Health reason = %q; want it to name the free space the reopening waits for (%s) and what is free now (%s)", h.Reason, needs, now)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := s.WaitFailed(wctx, false); err != nil {
+		t.Fatalf("the store did not reopen itself once space was freed: %v", err)
+	}
+}
