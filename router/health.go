@@ -10,7 +10,7 @@ type Health = store.Health
 const (
 	Healthy  = store.Healthy  // every call works
 	LowSpace = store.LowSpace // below the free-space floor: publishes are refused with 507
-	Failed   = store.Failed   // a write to disk failed: publishes refused with 503 (507 on a full disk) until it recovers
+	Failed   = store.Failed   // a write to disk failed, or (cluster mode) NATS is unreachable: publishes refused with 503 (507 on a full disk) until it recovers
 )
 
 // ErrInsufficientStorage ([store.ErrInsufficientStorage]) is wrapped by a publish refused
@@ -22,7 +22,8 @@ var ErrInsufficientStorage = store.ErrInsufficientStorage
 // Health returns the health of the router's store (SPEC §6): Healthy; LowSpace, when the disk
 // is below the store's free-space floor and publishes are refused with 507; or Failed, when a
 // write to disk failed: publishes and definition changes are refused with 503 (507 when the
-// disk was full) while stored events are still delivered, until the store has reopened itself. A store that does not
+// disk was full) while stored events are still delivered, until the store has reopened itself;
+// in cluster mode Failed also while the node is not connected to NATS. A store that does not
 // report its health ([store.HealthReporter]) is always Healthy. It is what a readiness probe
 // asks (GET /admin/health in router/httpapi).
 func (r *Router) Health() Health {

@@ -671,6 +671,9 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	if !notReady(t, a.r) {
 		t.Error("a node cut off from NATS is ready")
 	}
+	if h := a.r.Health(); h.State != router.Failed || !strings.Contains(h.Reason, "not connected to NATS") {
+		t.Errorf("Health of a node cut off from NATS = %+v, want Failed saying it is not connected", h)
+	}
 	eventually(t, 30*time.Second, "every actor stopped", func() bool {
 		return len(runners("orders", "sub0", a, b))+len(runners("orders", "sub1", a, b)) == 0
 	})
@@ -682,6 +685,9 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	eventually(t, 30*time.Second, "publishes accepted again", func() bool { return publish(t, b.r, "orders", "after") == nil })
 	if notReady(t, b.r) {
 		t.Error("a node connected again is not ready")
+	}
+	if h := b.r.Health(); h.State != router.Healthy {
+		t.Errorf("Health of a node connected again = %+v, want Healthy", h)
 	}
 	eventually(t, 30*time.Second, "delivered after the outage", func() bool { return len(c.rec.attemptsOf("after")) >= 2 })
 	if n := len(c.rec.attemptsOf("refused")); n != 0 {

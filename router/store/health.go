@@ -45,6 +45,8 @@ const (
 	// work, so stored events are still delivered, and subscription state writes are kept in
 	// memory until the store is back. A store that can recover (the disk store reopens
 	// itself from its write-ahead log once the disk has room) goes back to Healthy by itself.
+	// A store on a server (the JetStream store) is Failed while it is not connected to it:
+	// every call is refused until it has reconnected by itself.
 	Failed
 )
 

@@ -127,6 +127,7 @@ type Store struct {
 	passed   map[string]uint64 // by topic: the last journal message passed over (decodeJournal)
 
 	corruptions atomic.Int64 // the damage found, for Health (damaged)
+	downSince   atomic.Int64 // unix nanoseconds when the connection was first found down (Health, enter); 0 while connected
 	lostMu      sync.Mutex
 	lost        map[string]bool // the parked events' copies reported damaged, once each (copyDamage)
 
@@ -149,6 +150,7 @@ func (s *Store) enter(ctx context.Context) (context.Context, context.CancelFunc,
 		return nil, nil, store.ErrClosed
 	}
 	if !s.nc.IsConnected() {
+		s.connectionDown()
 		return nil, nil, fmt.Errorf("%w (status %v)", ErrNotConnected, s.nc.Status())
 	}
 	ctx, cancel := s.bound(ctx)
@@ -186,14 +188,43 @@ func (s *Store) damaged(kind string) {
 	}
 }
 
-// Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own, so
-// it is always Healthy (a call made while NATS is unreachable fails with [ErrNotConnected]);
-// Corruptions counts the damage it found, each logged as an ERROR: journal messages passed
-// over ([Store.Read]), parked events' copies lost ([Store.ParkedEvents]), definitions left out
-// of the listings ([Store.Topics], [Store.Subscriptions]) and subscriptions' states lost
-// ([Store.LoadSubscription]).
+// Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own: it
+// is Healthy while connected to NATS, and Failed while the connection is down (every call
+// fails with [ErrNotConnected] meanwhile), with a reason saying what is refused and what to
+// do, and Since the time the connection was first found down (by a call to Health or a call
+// refused); the NATS client reconnects by itself, and the store is Healthy again once it has.
+// Before, it was Healthy throughout an outage: GET /admin/health answered 200 while every
+// publish got 503. Corruptions counts the damage it found, each logged as an ERROR: journal
+// messages passed over ([Store.Read]), parked events' copies lost ([Store.ParkedEvents]),
+// definitions left out of the listings ([Store.Topics], [Store.Subscriptions]) and
+// subscriptions' states lost ([Store.LoadSubscription]).
 func (s *Store) Health() store.Health {
-	return store.Health{State: store.Healthy, Corruptions: int(s.corruptions.Load())}
+	h := store.Health{State: store.Healthy, Corruptions: int(s.corruptions.Load())}
+	if s.nc.IsConnected() {
+		s.downSince.Store(0)
+		return h
+	}
+	h.State, h.Since = store.Failed, time.Unix(0, s.connectionDown())
+	h.Reason = fmt.Sprintf("not connected to NATS (status %v", s.nc.Status())
+	if err := s.nc.LastError(); err != nil {
+		h.Reason += ": " + RedactError(err).Error()
+	}
+	h.Reason += "): publishes, definition changes and state writes are refused (503) and this node delivers nothing; check that the NATS servers this node was given are up and reachable from it: the node reconnects by itself, and takes writes again once it has"
+	return h
+}
+
+// connectionDown records that the connection to NATS was found down, unless it was already,
+// and returns since when (unix nanoseconds).
+func (s *Store) connectionDown() int64 {
+	now := time.Now().UnixNano()
+	for {
+		if since := s.downSince.Load(); since != 0 {
+			return since
+		}
+		if s.downSince.CompareAndSwap(0, now) {
+			return now
+		}
+	}
 }
 
 var _ store.HealthReporter = (*Store)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -434,6 +435,78 @@ func TestOutageFails(t *testing.T) {
 	}
 	if _, err := s.Topics(ctx); !errors.Is(err, jetstream.ErrNotConnected) {
 		t.Errorf("Topics during an outage = %v, want ErrNotConnected", err)
+	}
+}
+
+// While the connection to NATS is down the store's health is Failed, with a reason saying
+// what is refused and what to do, since when; once the client has reconnected it is Healthy
+// again. It was Healthy throughout: GET /admin/health answered 200 "healthy" and the console
+// showed "Store: healthy" while every publish got 503.
+func TestHealthReportsALostConnection(t *testing.T) {
+	opts := &natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
+	}
+	start := func() *natsserver.Server {
+		t.Helper()
+		srv, err := natsserver.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("in-process server not ready within 10s")
+		}
+		return srv
+	}
+	srv := start()
+	opts.Port = srv.Addr().(*net.TCPAddr).Port // the same port again
+	defer func() { srv.Shutdown() }()
+	disconnected, reconnected := make(chan struct{}, 1), make(chan struct{}, 1)
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s, err := jetstream.Open(t.Context(), nc, jetstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if h := s.Health(); h.State != store.Healthy || h.Reason != "" {
+		t.Fatalf("Health while connected = %+v, want Healthy", h)
+	}
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	select {
+	case <-disconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not notice the server going within 10s")
+	}
+	h := s.Health()
+	if h.State != store.Failed || h.Since.IsZero() {
+		t.Errorf("Health while NATS is down = %+v, want Failed with the time it was found", h)
+	}
+	for _, want := range []string{"not connected to NATS", "refused", "reconnects by itself"} {
+		if !strings.Contains(h.Reason, want) {
+			t.Errorf("Health reason while NATS is down = %q, want it to say %q", h.Reason, want)
+		}
+	}
+	if again := s.Health(); !again.Since.Equal(h.Since) {
+		t.Errorf("Since moved from %v to %v while the connection stayed down", h.Since, again.Since)
+	}
+
+	srv = start()
+	select {
+	case <-reconnected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not reconnect within 30s")
+	}
+	if h := s.Health(); h.State != store.Healthy || h.Reason != "" {
+		t.Errorf("Health once reconnected = %+v, want Healthy", h)
 	}
 }
 
