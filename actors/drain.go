@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +19,19 @@ import (
 type Drain struct {
 	mu      sync.Mutex
 	pending pendingWork // topic and subscription actors that have not answered
+	// inFlight is, by subscription, the attempts in flight of the subscription actors that
+	// have not answered because of them ([Drain.InFlight]).
+	inFlight map[drainKey]int
+}
+
+// drainKey names a subscription in a [Drain].
+type drainKey struct{ topic, subscription string }
+
+// DrainInFlight is a subscription actor that had not answered a [Drain] because attempts of
+// its were still in flight: its topic, its name and how many attempts (batches).
+type DrainInFlight struct {
+	Topic, Subscription string
+	Attempts            int
 }
 
 // Send sends d to the topic actor pid.
@@ -44,6 +59,38 @@ func (d *Drain) Wait(grace time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// InFlight returns the subscription actors that have not answered d because attempts of
+// theirs are in flight, with how many, by topic and name; and how many other actors have not
+// answered (stopped, or waiting for their restart). Called once [Drain.Wait] reports that the
+// grace ended first, it names the subscriptions whose attempts the stop cuts.
+func (d *Drain) InFlight() (subs []DrainInFlight, others int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, n := range d.inFlight {
+		subs = append(subs, DrainInFlight{Topic: k.topic, Subscription: k.subscription, Attempts: n})
+	}
+	slices.SortFunc(subs, func(a, b DrainInFlight) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Subscription, b.Subscription))
+	})
+	return subs, max(0, d.pending.n-len(subs))
+}
+
+// holding notes that subscription sub of topic waits for n attempts in flight before it
+// answers d (0: it answered).
+func (d *Drain) holding(topic, sub string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := drainKey{topic, sub}
+	if n == 0 {
+		delete(d.inFlight, k)
+		return
+	}
+	if d.inFlight == nil {
+		d.inFlight = map[drainKey]int{}
+	}
+	d.inFlight[k] = n
 }
 
 // add counts n more actors to answer.
@@ -80,15 +127,29 @@ func (s *subscription) drain(d *Drain) {
 		d.done()
 		return
 	}
+	d.holding(s.cfg.Topic, s.cfg.Name, len(s.batches))
 	s.drains = append(s.drains, d)
 }
 
 // drained answers the drains waiting once no attempt is in flight.
 func (s *subscription) drained() {
-	if len(s.drains) == 0 || len(s.batches) > 0 {
+	if len(s.drains) == 0 {
 		return
 	}
+	if len(s.batches) > 0 {
+		for _, d := range s.drains {
+			d.holding(s.cfg.Topic, s.cfg.Name, len(s.batches))
+		}
+		return
+	}
+	s.answerDrains()
+}
+
+// answerDrains answers the drains waiting: none of the actor's attempts is in flight, or it
+// stops.
+func (s *subscription) answerDrains() {
 	for _, d := range s.drains {
+		d.holding(s.cfg.Topic, s.cfg.Name, 0)
 		d.done()
 	}
 	s.drains = nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/egridio/egrid/router/logattr"
 )
 
 // ChildRestarts restarts the failed subscription actors that one actor supervises (a topic
@@ -26,6 +28,9 @@ type ChildRestarts struct {
 	self    *actor.PID
 	root    *actor.RootContext
 	pending map[string]*pendingRestart // by the child's process id; nil once stopping
+	// nameOf, when set, returns the subscription a child's actor belongs to, which the log
+	// of its failure names (a topic actor's children); "" for none.
+	nameOf func(*actor.PID) string
 }
 
 // NewChildRestarts returns the restarts of one incarnation of a supervising actor; failures
@@ -76,7 +81,11 @@ func (r *ChildRestarts) Receive(c actor.Context) bool {
 // HandleFailure implements actor.SupervisorStrategy for the supervising actor: child is
 // restarted after its back-off.
 func (r *ChildRestarts) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	delay := r.backoff.next(child, rs, reason)
+	name := ""
+	if r.nameOf != nil {
+		name = r.nameOf(child)
+	}
+	delay := r.backoff.next(child, name, rs, reason)
 	if r.pending == nil {
 		return // the supervising actor is stopping, and its children with it
 	}
@@ -102,8 +111,9 @@ type restartWithBackoff struct {
 	log          *slog.Logger
 }
 
-// next counts a failure of child and returns how long it waits before its restart.
-func (r *restartWithBackoff) next(child *actor.PID, rs *actor.RestartStatistics, reason any) time.Duration {
+// next counts a failure of child, the actor of subscription name ("" when not known), and
+// returns how long it waits before its restart.
+func (r *restartWithBackoff) next(child *actor.PID, name string, rs *actor.RestartStatistics, reason any) time.Duration {
 	if rs.NumberOfFailures(r.max*2) == 0 {
 		rs.Reset()
 	}
@@ -113,6 +123,10 @@ func (r *restartWithBackoff) next(child *actor.PID, rs *actor.RestartStatistics,
 	if n < 32 {
 		delay = time.Duration(math.Min(float64(r.initial)*math.Pow(2, float64(n-1)), float64(r.max)))
 	}
-	r.log.Error("subscription actor failed; restarting", "actor", child.Id, "reason", fmt.Sprint(reason), "failures", n, "backoff", delay)
+	log := r.log
+	if name != "" {
+		log = log.With(logattr.Subscription, name)
+	}
+	log.Error("subscription actor failed; restarting", "actor", child.Id, "reason", fmt.Sprint(reason), "failures", n, "backoff", delay)
 	return delay
 }

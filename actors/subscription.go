@@ -500,10 +500,7 @@ func (s *subscription) endContext() {
 }
 
 func (s *subscription) stop() {
-	for _, d := range s.drains {
-		d.done()
-	}
-	s.drains = nil
+	s.answerDrains()
 	if s.gauges != nil {
 		s.cfg.Metrics.RetireGauges(s.cfg.Topic, s.cfg.Name, s.gauges)
 	}

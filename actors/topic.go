@@ -45,8 +45,21 @@ func TopicProps(cfg *TopicConfig) *actor.Props {
 	stops := new(stopRegistry)                   // the topic actor's incarnations share it: see topic.stops
 	set := newSubscriptionSet(cfg.Subscriptions) // and this: see topic.set
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &topic{cfg: cfg, stops: stops, set: set, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
+		t := &topic{cfg: cfg, stops: stops, set: set, ChildRestarts: NewChildRestarts(initial, maxDelay, log)}
+		t.nameOf = t.childName
+		return t
 	})
+}
+
+// childName returns the name of the subscription whose actor is pid, "" when none is: what
+// the log of a failed child names (ChildRestarts.nameOf). It runs on the actor's mailbox.
+func (t *topic) childName(pid *actor.PID) string {
+	for name, ch := range t.subs {
+		if ch.pid.Equal(pid) {
+			return name
+		}
+	}
+	return ""
 }
 
 // subscriptionSet is the subscriptions of a topic actor, in fan-out order: those it was

@@ -1,9 +1,13 @@
 package router_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/egridio/egrid/actors"
 	"github.com/egridio/egrid/router"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas"
 	"github.com/egridio/egrid/sinks"
@@ -312,6 +317,68 @@ func TestCloseWaitsForAReplayTurnHeldPastTheStopFuture(t *testing.T) {
 		}
 		if len(recs) != 1 {
 			t.Errorf("%d records in the dead-letter outbox after Close, want 1: e1, which the replay dead-lettered again", len(recs))
+		}
+	})
+}
+
+// The WARN of a shutdown whose stop grace ends with attempts still in flight names each
+// subscription whose attempts are cut, with its topic and how many: it named neither, so an
+// operator could not tell which endpoints were slow, nor log folding tell two shutdowns' apart.
+func TestCutAttemptsAtCloseNameTheirSubscriptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var (
+			logMu sync.Mutex
+			logs  bytes.Buffer
+		)
+		entered, release := make(chan struct{}, 4), make(chan struct{})
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true}, router.Deps{Store: store.NewMemory(),
+			Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil)),
+			Sinks: map[string]sinks.Sink{"hook": sinks.Func(func(ctx context.Context, _ *sinks.Batch) error {
+				entered <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return ctx.Err()
+			})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer close(release)
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"slow-a", "slow-b"} {
+			if err := r.CreateSubscription(ctx, "orders", sub, router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("e1"))); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		<-entered
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cut := map[string]bool{}
+		for line := range strings.Lines(logs.String()) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if !strings.Contains(fmt.Sprint(rec["msg"]), "attempts still in flight") {
+				continue
+			}
+			if rec[logattr.Topic] != "orders" || rec[logattr.Subscription] == nil || rec["attemptsInFlight"] != 1.0 {
+				t.Errorf("cut attempts logged as %s; want the topic, the subscription and how many attempts", line)
+				continue
+			}
+			cut[fmt.Sprint(rec[logattr.Subscription])] = true
+		}
+		if !cut["slow-a"] || !cut["slow-b"] || len(cut) != 2 {
+			t.Errorf("subscriptions named by the cut-attempts WARN: %v, want slow-a and slow-b; log:\n%s", cut, logs.String())
 		}
 	})
 }

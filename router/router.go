@@ -500,9 +500,18 @@ func (r *Router) drain(topics []*topicRuntime) {
 	for _, t := range topics {
 		d.Send(r.system.Root, t.pid)
 	}
-	if !d.Wait(actors.DefaultStopGrace) {
+	if d.Wait(actors.DefaultStopGrace) {
+		return
+	}
+	// One line a subscription, with its topic and name, as every line about one carries.
+	subs, others := d.InFlight()
+	for _, s := range subs {
 		r.log.Warn("attempts still in flight at the end of the stop grace are cut; their events are attempted again after the next start",
-			"grace", actors.DefaultStopGrace)
+			logattr.Topic, s.Topic, logattr.Subscription, s.Subscription, "attemptsInFlight", s.Attempts, "grace", actors.DefaultStopGrace)
+	}
+	if others > 0 {
+		r.log.Warn("actors did not answer within the stop grace (stopped, or restarting after a panic): any attempts of theirs still in flight are cut, and their events attempted again after the next start",
+			"actors", others, "grace", actors.DefaultStopGrace)
 	}
 }
 

@@ -173,7 +173,7 @@ func ReplayProps(cfg *ReplayConfig) *actor.Props {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("replay", cfg.Subscription.Name)
+	log = log.With(logattr.Topic, cfg.Subscription.Topic, logattr.Subscription, cfg.Subscription.Name, "replay", cfg.Subscription.Name)
 	c := *cfg
 	if c.Stops == nil {
 		c.Stops = new(ReplayStops)

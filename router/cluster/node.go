@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/egridio/egrid/router/internal/natstoken"
+	"github.com/egridio/egrid/router/logattr"
 )
 
 // Key names one subscription.
@@ -24,6 +25,12 @@ type Key struct{ Topic, Subscription string }
 
 // String is "topic/subscription".
 func (k Key) String() string { return k.Topic + "/" + k.Subscription }
+
+// logAttrs are the attributes a log line about k's subscription carries: its topic and its
+// name, each under its own key (router/logattr), as every line about a subscription does.
+func (k Key) logAttrs() slog.Attr {
+	return slog.Group("", logattr.Topic, k.Topic, logattr.Subscription, k.Subscription)
+}
 
 // leaseKey escapes k into a key-value key: each part as the JetStream store escapes names
 // (natstoken.Escape: letters, digits and '-' stay, every other byte becomes '_' and two hex

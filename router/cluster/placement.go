@@ -210,7 +210,7 @@ func (n *Node) place() {
 		case !tried || (res.err != nil && !isConflict(res.err)):
 			n.lapse(k, l, time.Now()) // NATS is away: stop the actor before the lease lapses
 		case res.err != nil:
-			n.log.Warn("lost the lease of a subscription; stopping its actor", "subscription", k.String(), "err", res.err)
+			n.log.Warn("lost the lease of a subscription; stopping its actor", k.logAttrs(), "err", res.err)
 			n.stop(k, l)
 			delete(n.held, k)
 		default:
@@ -221,7 +221,7 @@ func (n *Node) place() {
 		n.stopAndRelease(k, n.held[k])
 	}
 	for _, k := range handOver {
-		n.log.Info("handing a subscription over", "subscription", k.String(), "to", Owner(live, k))
+		n.log.Info("handing a subscription over", k.logAttrs(), "to", Owner(live, k))
 		n.stopAndRelease(k, n.held[k])
 	}
 	for _, k := range keep {
@@ -326,7 +326,7 @@ func (n *Node) renew(ctx context.Context, cut func(time.Time) (context.Context, 
 func (n *Node) lapse(k Key, l *lease, now time.Time) {
 	since := now.Sub(l.renewed)
 	if l.running && since >= n.stopAfter() {
-		n.log.Warn("cannot renew the lease of a subscription; stopping its actor before the lease lapses", "subscription", k.String(), "sinceRenewal", since)
+		n.log.Warn("cannot renew the lease of a subscription; stopping its actor before the lease lapses", k.logAttrs(), "sinceRenewal", since)
 		n.stop(k, l)
 	}
 	if since >= n.opts.LeaseTTL {
@@ -347,7 +347,7 @@ func (n *Node) start(k Key, l *lease, gen uint64) {
 	n.publishRunning()
 	began := n.async(k, func() {
 		if err := n.hooks.Start(k); err != nil {
-			n.log.Warn("starting a subscription actor; trying again next round", "subscription", k.String(), "err", err)
+			n.log.Warn("starting a subscription actor; trying again next round", k.logAttrs(), "err", err)
 			n.mu.Lock()
 			n.lost[k] = true
 			n.mu.Unlock()

@@ -656,6 +656,19 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	defer func() { srv.Shutdown() }()
 	c := newCluster(t)
 	c.url, c.files = srv.ClientURL(), true
+	// The lines about one subscription's lease carry its topic and its name, as every line
+	// about a subscription does; they carried "subscription=orders/sub0".
+	var (
+		leaseMu    sync.Mutex
+		leaseLines []string
+	)
+	c.onLog = func(line string) {
+		if strings.Contains(line, "lease of a subscription") {
+			leaseMu.Lock()
+			leaseLines = append(leaseLines, line)
+			leaseMu.Unlock()
+		}
+	}
 	a, b := c.start("a"), c.start("b")
 	setup(t, 2, a, b)
 	if err := publish(t, a.r, "orders", "before"); err != nil {
@@ -677,6 +690,16 @@ func TestNodesResumeWhenNATSReturns(t *testing.T) {
 	eventually(t, 30*time.Second, "every actor stopped", func() bool {
 		return len(runners("orders", "sub0", a, b))+len(runners("orders", "sub1", a, b)) == 0
 	})
+	leaseMu.Lock()
+	if len(leaseLines) == 0 {
+		t.Error("no node logged that it could not renew a subscription's lease")
+	}
+	for _, line := range leaseLines {
+		if !strings.Contains(line, "topic=orders ") || !strings.Contains(line, "subscription=sub0 ") && !strings.Contains(line, "subscription=sub1 ") {
+			t.Errorf("a line about a subscription's lease without its topic and name apart: %s", line)
+		}
+	}
+	leaseMu.Unlock()
 
 	srv = startServer()
 	eventually(t, 60*time.Second, "each subscription running on one node again", func() bool {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egridio/egrid/router"
 	"github.com/egridio/egrid/router/devguard"
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas/clip"
 )
 
@@ -543,7 +544,7 @@ func (a *API) putTopic(w http.ResponseWriter, req *http.Request) {
 	_, existed := a.r.Topic(name)
 	saved, err := a.r.CreateTopic(req.Context(), name, body.TopicSpec)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	status := http.StatusCreated
@@ -557,7 +558,7 @@ func (a *API) getTopic(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("topic")
 	spec, err := a.r.Topic(name)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a.topicResource(req, name, spec))
@@ -565,7 +566,7 @@ func (a *API) getTopic(w http.ResponseWriter, req *http.Request) {
 
 func (a *API) deleteTopic(w http.ResponseWriter, req *http.Request) {
 	if err := a.r.DeleteTopic(req.Context(), req.PathValue("topic")); err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -574,7 +575,7 @@ func (a *API) deleteTopic(w http.ResponseWriter, req *http.Request) {
 func (a *API) listKeys(w http.ResponseWriter, req *http.Request) {
 	spec, err := a.r.Topic(req.PathValue("topic"))
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"key1": spec.Key1, "key2": spec.Key2})
@@ -664,7 +665,7 @@ func (a *API) listSubscriptions(w http.ResponseWriter, req *http.Request) {
 	topic := req.PathValue("topic")
 	names, err := a.r.Subscriptions(topic)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	out := struct {
@@ -703,12 +704,12 @@ func (a *API) putSubscription(w http.ResponseWriter, req *http.Request) {
 		base = scheme + "://" + req.Host
 	}
 	if _, err := a.r.PutSubscription(req.Context(), topic, name, body.SubscriptionSpec, base); err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	spec, err := a.r.Subscription(topic, name)
 	if err != nil { // deleted meanwhile
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	status := http.StatusCreated
@@ -722,7 +723,7 @@ func (a *API) getSubscription(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	spec, err := a.r.FindSubscription(req.Context(), topic, name)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a.subscriptionResource(req, topic, name, spec, true))
@@ -730,7 +731,7 @@ func (a *API) getSubscription(w http.ResponseWriter, req *http.Request) {
 
 func (a *API) deleteSubscription(w http.ResponseWriter, req *http.Request) {
 	if err := a.r.DeleteSubscription(req.Context(), req.PathValue("topic"), req.PathValue("name")); err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -739,12 +740,12 @@ func (a *API) deleteSubscription(w http.ResponseWriter, req *http.Request) {
 func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 	topic, name := req.PathValue("topic"), req.PathValue("name")
 	if _, err := a.r.EndProbation(req.Context(), topic, name); err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	spec, err := a.r.Subscription(topic, name)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a.subscriptionResource(req, topic, name, spec, true))
@@ -766,7 +767,7 @@ func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 	}
 	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), id)
 	if err != nil {
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, e)
@@ -782,8 +783,22 @@ const (
 	freeSpace           = "the operator frees disk space (GET /admin/health shows what is free)"
 )
 
+// callAttrs returns the log attributes of what an admin call is about, as its path names
+// them: the topic, the subscription and the event. Every line about them carries them
+// (router/logattr), so that the log tells two events' failures apart and does not fold them.
+func callAttrs(req *http.Request) []any {
+	var out []any
+	for _, p := range [...]struct{ wildcard, key string }{{"topic", logattr.Topic}, {"name", logattr.Subscription}, {"id", logattr.EventID}} {
+		if v := req.PathValue(p.wildcard); v != "" {
+			out = append(out, p.key, clip.String(v))
+		}
+	}
+	return out
+}
+
 // writeAdminError maps router errors to statuses; validation problems become one detail each.
-func (a *API) writeAdminError(w http.ResponseWriter, err error) {
+// What it logs carries what req is about (callAttrs).
+func (a *API) writeAdminError(w http.ResponseWriter, req *http.Request, err error) {
 	switch {
 	case errors.Is(err, router.ErrTopicNotFound), errors.Is(err, router.ErrSubscriptionNotFound), errors.Is(err, router.ErrEventNotFound):
 		writeError(w, http.StatusNotFound, "NotFound", err.Error())
@@ -807,21 +822,21 @@ func (a *API) writeAdminError(w http.ResponseWriter, err error) {
 		// Not the request's fault, and no outage: a stored record the call needs is damaged
 		// (in cluster mode, one the node read from the cluster's store). Retrying does not
 		// help. The store's error can name files: it goes to the log only.
-		a.log.Error("admin call failed: data it needs in the store is damaged", "err", err)
+		a.log.Error("admin call failed: data it needs in the store is damaged", append(callAttrs(req), "err", err)...)
 		writeError(w, http.StatusInternalServerError, "InternalServerError", storeDamaged)
 	case errors.Is(err, router.ErrHistoryDamaged):
 		// Not the request's fault: the stored record is damaged. The cause goes to the log.
-		a.log.Error("explain: the event's stored delivery history is damaged", "err", err)
+		a.log.Error("explain: the event's stored delivery history is damaged", append(callAttrs(req), "err", err)...)
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "the event's stored delivery history is damaged and cannot be explained (its delivery is not affected): the server log has the cause; egrid store check reports damage in the store")
 	case errors.Is(err, router.ErrInsufficientStorage):
 		// The store failed a write on a full disk (it also wraps router.ErrUnavailable):
 		// the operator frees space. Its own error names files: it goes to the log only.
-		a.log.Error("admin call failed: the disk holding the store is full", "err", err)
+		a.log.Error("admin call failed: the disk holding the store is full", append(callAttrs(req), "err", err)...)
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusInsufficientStorage, "InsufficientStorage", insufficientStorage+" and the call was not carried out: retry later; "+freeSpace)
 	case errors.Is(err, router.ErrUnavailable):
 		// The store's own error can name files on the server: it goes to the log only.
-		a.log.Error("admin call failed: the store is unavailable", "err", err)
+		a.log.Error("admin call failed: the store is unavailable", append(callAttrs(req), "err", err)...)
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the store could not carry out the call (save or delete a definition, read a delivery history): retry later; the server log has the cause")
 	default:

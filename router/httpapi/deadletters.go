@@ -138,7 +138,7 @@ func deadLetterQuery(req *http.Request) (router.DeadLetterQuery, error) {
 }
 
 // writeDeadLetterError maps dead-letter errors to statuses.
-func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
+func (a *API) writeDeadLetterError(w http.ResponseWriter, req *http.Request, err error) {
 	switch {
 	case errors.Is(err, router.ErrReplayRunning):
 		writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -150,7 +150,7 @@ func (a *API) writeDeadLetterError(w http.ResponseWriter, err error) {
 	case errors.Is(err, router.ErrDeadLetterStoreUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()+"; check that MinIO is running and retry")
 	default:
-		a.writeAdminError(w, err)
+		a.writeAdminError(w, req, err)
 	}
 }
 
@@ -182,7 +182,7 @@ type ReplayStatusView struct {
 func (a *API) getDeadLetterStatus(w http.ResponseWriter, req *http.Request) {
 	st, err := a.r.DeadLetterStatus(req.Context())
 	if err != nil {
-		a.writeDeadLetterError(w, err)
+		a.writeDeadLetterError(w, req, err)
 		return
 	}
 	view := deadLetterStatusView{
@@ -207,7 +207,7 @@ func (a *API) listDeadLetterObjects(w http.ResponseWriter, req *http.Request) {
 	}
 	list, err := a.r.DeadLetterObjects(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
-		a.writeDeadLetterError(w, err)
+		a.writeDeadLetterError(w, req, err)
 		return
 	}
 	out := struct {
@@ -231,7 +231,7 @@ func (a *API) listDeadLetterRecords(w http.ResponseWriter, req *http.Request) {
 	}
 	read, err := a.r.DeadLetterRecords(req.Context(), req.PathValue("topic"), req.PathValue("name"), q)
 	if err != nil {
-		a.writeDeadLetterError(w, err)
+		a.writeDeadLetterError(w, req, err)
 		return
 	}
 	out := struct {
@@ -327,7 +327,7 @@ func (a *API) replayDeadLettersHTTP(w http.ResponseWriter, req *http.Request) {
 		err = router.DeadLetterQuery{Since: opts.Since, Until: opts.Until}.Check()
 	}
 	if err != nil {
-		a.writeDeadLetterError(w, err)
+		a.writeDeadLetterError(w, req, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/router/store"
 	"github.com/egridio/egrid/schemas/clip"
 )
@@ -157,7 +158,7 @@ func (s *Store) ExpireHistory(ctx context.Context, now time.Time) error {
 func (s *Store) historyDamage(topicName, name, eventID string, err error) error {
 	if s.lostBlock(err, lostHistory) {
 		s.log.Error("disk store: delivery histories are in a damaged table block and cannot be read; the delivery histories of some events are lost (egrid explain finds none for them). No event is lost and delivery is not affected. Restore the data directory from a backup to recover them, or leave it; egrid store check --data-dir DIR lists the damage",
-			"dir", s.dir, "topic", topicName, "subscription", name, "eventID", clip.String(eventID), "err", err)
+			"dir", s.dir, logattr.Topic, topicName, logattr.Subscription, name, logattr.EventID, clip.String(eventID), "err", err)
 	}
 	return fmt.Errorf("%w: the delivery history of event %q of subscription %q of topic %q is in a damaged table block and cannot be read (%v): it is lost (egrid explain finds none for it); no event is lost and delivery is not affected. Restore the directory from a backup to recover it, or leave it; egrid store check --data-dir %s lists the damage",
 		ErrCorrupt, clip.String(eventID), name, topicName, err, s.dir)

@@ -57,6 +57,10 @@ func TestDamagedPointReadsSayDamage(t *testing.T) {
 		strings.Count(l, `level=ERROR msg="disk store: dead letters of the outbox are in a damaged table block`) != 1 || !strings.Contains(l, "egrid store check") {
 		t.Errorf("want one ERROR for each block, saying what to do; logs:\n%s", l)
 	}
+	// The history's ERROR carries the keys every line about an event carries (it had eventID).
+	if !strings.Contains(l, "topic=orders subscription=billing eventId=e1 ") {
+		t.Errorf("want the damaged history's ERROR to carry topic, subscription and eventId; logs:\n%s", l)
+	}
 }
 
 // A definition in a table block damaged while the store runs (Open has read the definitions)
