@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // pebbleLogger passes pebble's messages to slog. Fatalf does not exit the process as pebble's
@@ -53,6 +55,25 @@ func (l pebbleLogger) output(level slog.Level, format string, args []any) {
 	if l.log.Enabled(context.Background(), level) {
 		l.log.Log(context.Background(), level, fmt.Sprintf(format, args...), "component", "pebble")
 	}
+}
+
+// corruptionReport is pebble's report of a damaged block (EventListener.DataCorruption) as
+// one line: the file, its bounds and the error's message. Pebble's own String formats the
+// error with %+v, which writes each error in its chain with its Go stack trace: some 4 KB a
+// report, and one flipped block made egrid store check write 65 KB to stderr. The stack says
+// nothing to an operator; the store says what the damage means itself (corruption.go).
+func corruptionReport(info pebble.DataCorruptionInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "on-disk corruption: %s", info.Path)
+	if info.IsRemote {
+		fmt.Fprintf(&b, " (remote locator %q)", info.Locator)
+	}
+	fmt.Fprintf(&b, "; bounds: %s", info.Bounds.String())
+	if info.Details != nil {
+		b.WriteString("; details: ")
+		b.WriteString(strings.Join(strings.Fields(info.Details.Error()), " "))
+	}
+	return b.String()
 }
 
 // fatalError is what pebbleLogger.Fatalf fails a generation with: pebble's message and, when

@@ -45,7 +45,8 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			// each retry, several times a second: rep writes each once a minute.
 			EventListener: &pebble.EventListener{
 				DataCorruption: func(info pebble.DataCorruptionInfo) {
-					rep.report(slog.LevelWarn, info.String(), "pebble: damaged data", "component", "pebble", "info", info.String())
+					report := corruptionReport(info)
+					rep.report(slog.LevelWarn, report, "pebble: damaged data", "component", "pebble", "info", report)
 				},
 				BackgroundError: func(err error) {
 					rep.report(slog.LevelError, err.Error(), "pebble: background error", "component", "pebble", "err", err.Error())
