@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -133,8 +133,12 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []
 			logs, nums = nil, nil
 		}
 	}
-	for _, n := range logs {
-		if err, torn := checkWAL(fs, dir, n); unreadable(err) {
+	scans := make([]logScan, len(logs))
+	for i, n := range logs {
+		if scans[i], err = scanLog(fs, dir, n, nums[i]); err != nil {
+			return nil, nil, nil, err // unreadable (a permission), or gone since the listing
+		}
+		if err, torn := checkWAL(fs, scans[i]); unreadable(err) {
 			return nil, nil, nil, err
 		} else if err != nil && !torn {
 			problems = append(problems, err)
@@ -143,11 +147,7 @@ func CheckDir(fs vfs.FS, dir string) (problems []error, kinds []string, tails []
 			tails = append(tails, err)
 		}
 	}
-	missing, err := replayProblems(fs, dir, m, names, logs, nums)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	for _, p := range missing {
+	for _, p := range replayProblems(dir, m, names, scans) {
 		problems = append(problems, p)
 		kinds = append(kinds, DamageWAL)
 	}
@@ -207,72 +207,34 @@ func tableProblems(fs vfs.FS, dir string, err error) []error {
 	return problems
 }
 
-// checkWAL reads the write-ahead log name to its end. Where it stops early it looks for
-// commits of the same log after the damage (chunks carry their log's number, so stale records
-// of a recycled file do not count). The damage is certain when pebble's reader confirms it
-// (a later chunk says the damaged part had been synced) or when an Append follows it: an
-// Append is acknowledged only after a sync, which covers everything before it in the log.
-// Either way replaying would drop acknowledged events, and checkWAL returns the damage. Only
-// unsynced subscription state after it (a power loss keeps unsynced pages in any order) is
-// a torn tail: it is returned as lost with tornTail set, and the store starts.
-func checkWAL(fs vfs.FS, dir, name string) (err error, tornTail bool) {
-	num, perr := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64)
-	if perr != nil {
-		return nil, false // not one of pebble's logs
+// checkWAL looks at a write-ahead log that pebble's reader stops reading before its end
+// (ls, from scanLog) for commits of the same log after the damage (chunks carry their log's
+// number, so stale records of a recycled file do not count). The damage is certain when
+// pebble's reader confirms it (a later chunk says the damaged part had been synced) or when
+// an Append follows it: an Append is acknowledged only after a sync, which covers everything
+// before it in the log. Either way replaying would drop acknowledged events, and checkWAL
+// returns the damage. Only unsynced subscription state after it (a power loss keeps unsynced
+// pages in any order) is a torn tail: it is returned as lost with tornTail set, and the store
+// starts.
+//
+// It reads the blocks after the damage once (commitsAfter), and an unconfirmed stop followed
+// by a block of another log is a recycled file's end: it reads no further.
+func checkWAL(fs vfs.FS, ls logScan) (err error, tornTail bool) {
+	if ls.clean {
+		return nil, false
 	}
-	path := fs.PathJoin(dir, name)
-	f, err := fs.Open(path)
+	f, err := fs.Open(ls.path)
 	if unreadable(err) {
-		return fmt.Errorf("opening %s: %w", path, err), false
+		return fmt.Errorf("opening %s: %w", ls.path, err), false
 	} else if err != nil {
-		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, path, err), false
+		return fmt.Errorf("%w: opening %s: %v", ErrCorrupt, ls.path, err), false
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("%w: reading %s: %v", ErrCorrupt, path, err), false
-	}
-	size := info.Size()
-	r := newRecordReader(io.NewSectionReader(f, 0, size), num)
-	var damageAt int64
-	var confirmed bool
-	for {
-		off := r.Offset()
-		rec, err := r.Next()
-		if err == nil {
-			if _, err = io.Copy(io.Discard, rec); err == nil {
-				continue
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil, false
-		}
-		damageAt = off
-		confirmed = errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk)
-		break
-	}
-	const blockSize = 32 << 10
-	batches, appends := 0, 0
-	for blk := damageAt/blockSize + 1; blk*blockSize < size && batches == 0; blk++ {
-		rr := newRecordReader(io.NewSectionReader(f, blk*blockSize, size-blk*blockSize), num)
-		for {
-			rec, err := rr.Next()
-			if err != nil {
-				break
-			}
-			b, err := io.ReadAll(rec)
-			if err != nil {
-				break
-			}
-			batches++
-			if hasJournalWrite(b) {
-				appends++
-			}
-		}
-	}
+	batches, appends := commitsAfter(f, ls.size, ls.stopAt, uint32(ls.num), ls.confirmed)
+	damageAt, path := ls.stopAt, ls.path
 	fix := fmt.Sprintf("Recover: restore the directory from a backup; or, to start and lose what follows the damage, truncate the log there: truncate -s %d %s", damageAt, path)
 	switch {
-	case confirmed || appends > 0:
+	case ls.confirmed || appends > 0:
 		return fmt.Errorf("%w: write-ahead log %s is damaged at offset %d, and %d commits follow the damage (%d of them appends of acknowledged events): pebble would replay the log only up to the damage and drop them. %s",
 			ErrCorrupt, path, damageAt, batches, appends, fix), false
 	case batches > 0:
@@ -280,6 +242,117 @@ func checkWAL(fs vfs.FS, dir, name string) (err error, tornTail bool) {
 			ErrCorrupt, path, damageAt, batches), true
 	}
 	return nil, false
+}
+
+// Pebble's log format (record package): 32 KiB blocks of chunks, none across a block's end,
+// each with a header of a checksum (4 bytes), the payload's length (2) and the chunk's
+// encoding (1; 1-4 legacy, 5-8 recyclable, 9-12 WAL sync: full, first, middle or last chunk of
+// its record), then, but for legacy chunks, the low 32 bits of its log's number (4) and, for
+// WAL sync chunks, the offset the log was synced to (8).
+const (
+	walBlock            = 32 << 10
+	walLegacyHeader     = 7
+	walRecyclableHeader = walLegacyHeader + 4
+	walSyncHeader       = walRecyclableHeader + 8
+)
+
+var walCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// commitsAfter counts the commits (and the appends among them) of log num in f (size bytes)
+// that pebble's record reader reads from a block after offset at, where it stopped reading
+// the log: from the first block from which a record reads, the records up to the next chunk
+// that does not read. It walks the chunks as pebble's reader does, each block read once. A
+// reader started at every block until one reads a record (as before) read the rest of the
+// file from each: pebble's reader looks to the end of the file past a chunk that does not read.
+//
+// A chunk that reads whole but carries another log's number is a recycled file's stale tail
+// (pebble writes a new log over the start of an obsolete one's file): unless throughStale
+// (the damage is confirmed, so the log was synced past it and the block is damage too), the
+// log ends there, and nothing after it is read.
+func commitsAfter(f io.ReaderAt, size, at int64, num uint32, throughStale bool) (batches, appends int) {
+	buf := make([]byte, walBlock)
+	var rec []byte
+	inRecord := false
+	commit := func(b []byte) {
+		batches++
+		if hasJournalWrite(b) {
+			appends++
+		}
+	}
+	for blk := at/walBlock + 1; blk*walBlock < size; blk++ {
+		n := int(min(walBlock, size-blk*walBlock))
+		if m, _ := f.ReadAt(buf[:n], blk*walBlock); m < n {
+			return batches, appends // pebble's reader would stop at it too
+		}
+		stop, stale := false, false
+		for pos := 0; ; {
+			if pos+walLegacyHeader > n {
+				// The rest of a full block is padding; the file's last block ends the log,
+				// in the middle of a record or after bytes that are no chunk: a stop.
+				stop = n < walBlock
+				break
+			}
+			h := buf[pos:n]
+			sum, length, enc := binary.LittleEndian.Uint32(h), int(binary.LittleEndian.Uint16(h[4:])), h[6]
+			if enc == 0 && sum == 0 && length == 0 &&
+				(pos+walRecyclableHeader > n || (pos+walSyncHeader > n && !slices.ContainsFunc(h, func(b byte) bool { return b != 0 }))) {
+				pos = n // the zeroed end of a block
+				continue
+			}
+			var hs int
+			switch {
+			case enc >= 1 && enc <= 4:
+				hs = walLegacyHeader
+			case enc >= 5 && enc <= 8:
+				hs = walRecyclableHeader
+			case enc >= 9 && enc <= 12:
+				hs = walSyncHeader
+			}
+			if hs == 0 || pos+hs+length > n || crc32.Update(0, walCRC, h[6:hs+length]) != unmaskCRC(sum) {
+				stop = true // a chunk that does not read (or a header cut by the block's end)
+				break
+			}
+			if hs > walLegacyHeader {
+				if ln := binary.LittleEndian.Uint32(h[7:]); ln != num {
+					// Another log's chunk: the end-of-log trailer pebble writes as it closes a
+					// log (numbered one up), or a recycled file's stale tail.
+					stop, stale = true, ln != num+1
+					break
+				}
+			}
+			payload := h[hs : hs+length]
+			pos += hs + length
+			switch kind := (enc - 1) % 4; {
+			case !inRecord && kind == 0: // a full chunk
+				commit(payload)
+			case !inRecord && kind == 1: // a first chunk
+				rec, inRecord = append(rec[:0], payload...), true
+			case !inRecord: // a middle or last chunk of a record begun before: skipped
+			default:
+				rec = append(rec, payload...)
+				if kind == 0 || kind == 3 {
+					commit(rec)
+					inRecord = false
+				}
+			}
+		}
+		switch {
+		case stale && !throughStale:
+			return batches, appends
+		case stop && batches > 0:
+			return batches, appends // the records that follow the damage, up to the next
+		case stop:
+			inRecord = false // read on from the next block, as a reader started there would
+		}
+	}
+	return batches, appends
+}
+
+// unmaskCRC undoes pebble's masking of a chunk's CRC-32C (internal/crc: rotated right by 15
+// bits, plus a constant).
+func unmaskCRC(v uint32) uint32 {
+	c := v - 0xa282ead8
+	return c<<15 | c>>17
 }
 
 // hasJournalWrite reports whether a batch (pebble's batch encoding: 12-byte header, then per

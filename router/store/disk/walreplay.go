@@ -155,17 +155,29 @@ func decodeEdit(b []byte, st *manifestState) {
 type logScan struct {
 	name       string
 	path       string
+	num        uint64 // the log's number
 	commits    int
 	first, end uint64 // the first commit's number, and the number after the last commit's
 	size       int64
+	// stopAt is the offset of the record pebble's reader stops at: the log's end when
+	// clean, else the first record that does not read (checkWAL looks after it).
+	stopAt int64
+	clean  bool
+	// confirmed: pebble's reader found, past the record it stops at, a chunk of the log
+	// saying that the log had been synced beyond it, so the record is damaged in place.
+	confirmed bool
 	// cutAt is the offset of a record the file ends in the middle of (-1: none): the
 	// log was cut there (ErrUnexpectedEOF), not damaged in place.
 	cutAt int64
 }
 
-// scanLog reads the commits of log name (number num) up to its end or its first damage.
+// scanLog reads the commits of log name (number num) up to its end or its first damage, as
+// pebble's replay reads them: the records, then, where one does not read, the rest of the
+// file once (pebble's reader looks there for a promise that more was synced). It is the one
+// read of the whole file that CheckDir makes; checkWAL and runsPastEnd read past the stop
+// only as far as they need.
 func scanLog(fs vfs.FS, dir, name string, num uint64) (logScan, error) {
-	ls := logScan{name: name, path: fs.PathJoin(dir, name), cutAt: -1}
+	ls := logScan{name: name, path: fs.PathJoin(dir, name), num: num, cutAt: -1}
 	f, err := fs.Open(ls.path)
 	if err != nil {
 		return ls, err
@@ -185,6 +197,9 @@ func scanLog(fs vfs.FS, dir, name string, num uint64) (logScan, error) {
 			b, err = io.ReadAll(rec)
 		}
 		if err != nil {
+			ls.stopAt = off
+			ls.clean = errors.Is(err, io.EOF)
+			ls.confirmed = errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk)
 			if errors.Is(err, record.ErrUnexpectedEOF) && runsPastEnd(f, ls.size, off, uint32(num)) {
 				ls.cutAt = off
 			}
@@ -208,10 +223,10 @@ func scanLog(fs vfs.FS, dir, name string, num uint64) (logScan, error) {
 // headers do not read, is damaged in place instead (checkWAL's).
 func runsPastEnd(f io.ReaderAt, size, at int64, num uint32) bool {
 	const (
-		block      = 32 << 10
-		legacy     = 7
-		recyclable = legacy + 4
-		walSync    = recyclable + 8
+		block      = walBlock
+		legacy     = walLegacyHeader
+		recyclable = walRecyclableHeader
+		walSync    = walSyncHeader
 	)
 	var h [walSync]byte
 	for pos := at; pos < size; {
@@ -287,21 +302,15 @@ func walFiles(names []string) (logs []string, nums []uint64) {
 // the sequence numbers before a log's first commit, a log other than the newest cut short (it
 // was closed, so it ended with a whole record; pebble refuses it with a bare "unexpected
 // EOF"), and the newest cut in the middle of a record at an offset no crash leaves (see
-// cutByCrash). Each wraps [ErrCorrupt] and says what to do. An unreadable log is returned as
-// err (a permission, not damage).
-func replayProblems(fs vfs.FS, dir string, m manifestState, names, logs []string, nums []uint64) (problems []error, err error) {
-	if len(logs) == 0 && m.name != "" {
+// cutByCrash). Each wraps [ErrCorrupt] and says what to do. scans are the replayed logs'
+// (scanLog), ascending.
+func replayProblems(dir string, m manifestState, names []string, scans []logScan) (problems []error) {
+	if len(scans) == 0 && m.name != "" {
 		if opts := newestOptions(names); opts > m.minLog {
 			problems = append(problems, fmt.Errorf("%w: %s has no write-ahead log numbered %d or above, the ones its MANIFEST (%s) says hold what the table files do not, although pebble created one before it wrote OPTIONS-%06d: the log was deleted, and the commits it held (acknowledged events, topic and subscription definitions may be among them) are lost; pebble would start without them, saying nothing. Recover: put back the log if a copy of it exists (a copy or restore that stopped early); otherwise restore the directory from a backup",
 				ErrCorrupt, dir, m.minLog, m.name, opts))
 		}
-		return problems, nil
-	}
-	scans := make([]logScan, len(logs))
-	for i, n := range logs {
-		if scans[i], err = scanLog(fs, dir, n, nums[i]); err != nil {
-			return nil, err
-		}
+		return problems
 	}
 	later := func(i int) (commits int) {
 		for _, s := range scans[i+1:] {
@@ -342,7 +351,7 @@ func replayProblems(fs vfs.FS, dir string, m manifestState, names, logs []string
 				ErrCorrupt, s.path, s.size, s.cutAt, crashBoundary, putBack, s.cutAt, s.path))
 		}
 	}
-	return problems, nil
+	return problems
 }
 
 // seqNumStart is the number of the first commit of a new store (pebble's base.SeqNumStart).
