@@ -32,7 +32,8 @@ type API struct {
 
 // New returns the HTTP data plane and admin plane of r:
 //
-//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1), api-version 2018-01-01; not to a namespace topic
+//	POST /topics/{topic}/api/events          classic publish (SPEC §1.1), api-version 2018-01-01; not to a namespace topic,
+//	                                         nor in binary content mode (structured CloudEvents only)
 //	POST /topics/{topic}:publish             namespace publish: structured, batch or binary CloudEvents,
 //	                                         api-version 2023-11-01 or 2024-06-01
 //	POST /topics/{topic}/eventsubscriptions/{sub}:receive|:acknowledge|:release|:reject|:renewLock

@@ -286,8 +286,20 @@ func (a *API) decodeHTTP(req *http.Request, t *topic, body []byte, namespace boo
 	}
 	switch t.schema {
 	case schemas.CloudEvents:
+		binary := req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json"
+		if binary && !namespace && t.spec.Kind != router.KindNamespace {
+			// Azure documents binary content mode for namespace topics only (:publish,
+			// eventgrid-behaviour.md §1.3, §11.18); a custom topic's /api/events takes
+			// structured events. Refused with what to send instead, rather than the body
+			// taken as an event's data. A namespace topic on the classic route
+			// (--any-api-version) takes what its :publish takes.
+			return nil, &schemas.ValidationError{Index: -1, Field: "ce-specversion", Reason: fmt.Sprintf(
+				"binary content mode (the attributes in ce-* headers, the data as the body) is not taken on the classic route /topics/%s/api/events, as on Azure, and nothing was accepted: "+
+					"send the event in structured mode, as JSON with Content-Type application/cloudevents+json, or events in a JSON array with application/cloudevents-batch+json; "+
+					"or post it in binary mode to /topics/%s:publish?api-version=%s", t.name, t.name, namespaceAPIVersions[1])}
+		}
 		switch {
-		case req.Header.Get("ce-specversion") != "" && mt != "application/cloudevents+json" && mt != "application/cloudevents-batch+json":
+		case binary:
 			// Binary mode: the attributes are ce-* headers, the body is the data. An attribute
 			// sent in two headers has no one value (the CloudEvents HTTP binding gives each
 			// attribute one header), so it is refused rather than one of them picked.

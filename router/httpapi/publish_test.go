@@ -377,3 +377,48 @@ func TestBinaryModeRepeatedAttributesAreCapped(t *testing.T) {
 		t.Errorf("the last detail is %q, want ce-x0019's", last)
 	}
 }
+
+// Binary content mode (ce-* headers, the data as the body) is documented by Azure for
+// namespace topics only (eventgrid-behaviour.md §1.3, §11.18): a custom topic's classic route
+// takes structured CloudEvents. So a binary publish there is refused with what to send
+// instead, rather than its body taken as an event's data; :publish keeps taking it, on a
+// namespace topic and on a CloudEvents custom topic, and so does a namespace topic's classic
+// route under --any-api-version, which takes what :publish takes.
+func TestBinaryModeOnTheClassicRoute(t *testing.T) {
+	binary := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"b1"}, "Ce-Source": {"/s"}, "Ce-Type": {"t"}}
+	for _, anyVersion := range []bool{false, true} {
+		t.Run(fmt.Sprintf("anyApiVersion %v", anyVersion), func(t *testing.T) {
+			s := newServer(t, router.Config{InsecureDev: true, AnyAPIVersion: anyVersion})
+			if _, err := s.r.CreateTopic(context.Background(), "ce-orders", router.TopicSpec{InputSchema: "CloudEventSchemaV1_0"}); err != nil {
+				t.Fatal(err)
+			}
+			status, body := s.post("/topics/ce-orders/api/events?api-version=2018-01-01", "text/plain", []byte("hello"), binary)
+			for _, want := range []string{`"code":"BadRequest"`, "binary content mode", "application/cloudevents+json", "application/cloudevents-batch+json", "/topics/ce-orders:publish?api-version=2024-06-01", "nothing was accepted"} {
+				if status != 400 || !strings.Contains(body, want) {
+					t.Fatalf("binary mode on the classic route: %d %s; want 400 saying %q", status, body, want)
+				}
+			}
+			if got := s.r.Metrics().Snapshot().Sum("PublishSuccessCount", "ce-orders"); got != 0 {
+				t.Fatalf("%d events accepted, want none", got)
+			}
+			structured := `{"specversion":"1.0","id":"s1","source":"/s","type":"t","data":"hello"}`
+			for _, c := range []struct {
+				path, ctype, body string
+				header            http.Header
+			}{
+				{"/topics/ce-orders/api/events?api-version=2018-01-01", "application/cloudevents+json", structured, nil},
+				{"/topics/ce-orders/api/events?api-version=2018-01-01", "application/cloudevents-batch+json", "[" + structured + "]", nil},
+				{"/topics/ce-orders:publish?api-version=2024-06-01", "text/plain", "hello", binary},
+				{"/topics/ns-orders:publish?api-version=2024-06-01", "text/plain", "hello", binary},
+			} {
+				if status, body := s.post(c.path, c.ctype, []byte(c.body), c.header); status != 200 {
+					t.Errorf("POST %s (%s): %d %s, want 200", c.path, c.ctype, status, body)
+				}
+			}
+			status, body = s.post("/topics/ns-orders/api/events?api-version=2018-01-01", "text/plain", []byte("hello"), binary)
+			if want := map[bool]int{false: 400, true: 200}[anyVersion]; status != want {
+				t.Errorf("binary mode on a namespace topic's classic route: %d %s, want %d", status, body, want)
+			}
+		})
+	}
+}
