@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,9 @@ type fileConfig struct {
 	Sources []router.SourceSpec `yaml:"sources"`
 	// secretFiles are the files its ${file:PATH} references were read from (decodeConfig).
 	secretFiles []secretFile
+	// zeros are the event subscription settings the file writes as 0 (explicitZeros), which
+	// validate reports.
+	zeros []error
 }
 
 type serverConfig struct {
@@ -173,6 +177,7 @@ func loadConfigEnv(path string, getenv func(string) string) (*fileConfig, error)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	cfg.zeros = explicitZeros(raw, cfg)
 	return cfg, nil
 }
 
@@ -190,7 +195,7 @@ func checkTimeScale(setting string, v float64) error {
 // validate reports every problem of the declared resources at once, by building them on a
 // throwaway in-memory router exactly as serve would.
 func (c *fileConfig) validate() error {
-	var errs []error
+	errs := slices.Clone(c.zeros)
 	if ts := c.Server.TimeScale; ts != 0 { // 0: not set
 		errs = append(errs, checkTimeScale("server.timeScale", ts))
 	}

@@ -327,10 +327,39 @@ Examples:
 	}
 }
 
-// applyFlags sets the properties whose flags are given on spec, and reports every flag value
-// it cannot read at once. Values the server checks (ranges, names) are passed on as given.
-func applyFlags(c *cli.Context, spec *router.SubscriptionSpec) error {
+// zeroFlags are the numeric flags whose setting takes 0 for "not set" (the ARM body leaves a
+// 0 out, and the default applies): an explicit 0 is refused with the flag's range instead, as
+// the admin API refuses a 0 in the body (Azure's ranges start at 1).
+var zeroFlags = []struct{ name, use string }{
+	{"max-delivery-attempts", "1-30 (1-10 with the namespace retry profile, a namespace topic's default)"},
+	{"max-events-per-batch", "1-5000 (without the flag, one event per request)"},
+	{"preferred-batch-size-in-kilobytes", "1-1024 (without the flag, one event per request)"},
+	{"receive-lock-duration", "60-300 seconds"},
+	{"max-delivery-count", "1-10"},
+}
+
+// explicitZeroFlags reports each numeric flag given as 0 (zeroFlags, and --event-ttl's minutes),
+// naming the flag and its range.
+func explicitZeroFlags(c *cli.Context) []string {
 	var errs []string
+	for _, f := range zeroFlags {
+		if c.IsSet(f.name) && c.Int(f.name) == 0 {
+			errs = append(errs, fmt.Sprintf("--%s 0 is out of range: use %s, or leave the flag out", f.name, f.use))
+		}
+	}
+	if c.IsSet("event-ttl") {
+		if minutes, err := strconv.Atoi(strings.TrimSpace(c.String("event-ttl"))); err == nil && minutes == 0 {
+			errs = append(errs, "--event-ttl 0 is out of range: use 1-1440 minutes for a push subscription (up to 10080 with the namespace retry profile), or for --delivery-mode queue an ISO 8601 duration PT1M-P7D; or leave the flag out")
+		}
+	}
+	return errs
+}
+
+// applyFlags sets the properties whose flags are given on spec, and reports every flag value
+// it cannot read at once. Values the server checks (ranges, names) are passed on as given,
+// except an explicit 0, which the body cannot carry (explicitZeroFlags).
+func applyFlags(c *cli.Context, spec *router.SubscriptionSpec) error {
+	errs := explicitZeroFlags(c)
 	p := &spec.Destination.Properties
 	if c.IsSet("endpoint") {
 		p.EndpointURL, p.EndpointBaseURL = c.String("endpoint"), ""
