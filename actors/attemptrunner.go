@@ -117,4 +117,7 @@ func (r *attemptRunner) run(k *attemptClock, b *batch) {
 	ctx := k.begin(r.timeout)
 	defer k.finish(ctx)
 	done.err = r.sink.Deliver(ctx, &b.sb)
+	if done.err == nil {
+		done.status = b.sb.StatusCode
+	}
 }

@@ -38,7 +38,7 @@ func (s *subscription) finish(d *attemptDone) {
 	}
 	if d.err == nil {
 		if rec != nil {
-			rec.Outcome = schemas.Delivered
+			rec.Outcome, rec.StatusCode = schemas.Delivered, d.status
 		}
 		if b.probe {
 			s.log.Info("probe delivered; probation over", "cause", s.probation.Cause().String())

@@ -791,7 +791,9 @@ func withHeaders(s sinks.Sink, hm sinks.HeaderMappings) sinks.Sink {
 				nb.EventHeaders[i+1] = withDefaults(hm.Resolve(ev, in), b.Headers)
 			}
 		}
-		return s.Deliver(ctx, &nb)
+		err := s.Deliver(ctx, &nb)
+		b.StatusCode = nb.StatusCode
+		return err
 	})
 	if r, ok := s.(actors.ReleasingSink); ok {
 		return releasingFunc{Func: deliver, release: r.Release}

@@ -155,8 +155,10 @@ type AttemptRecord struct {
 	// Time is when the attempt started, or when the events ended for a NoAttempt record.
 	Time time.Time
 	// Duration is how long the attempt took; the decisions were made at Time+Duration.
-	Duration   time.Duration
-	Outcome    schemas.Outcome
+	Duration time.Duration
+	Outcome  schemas.Outcome
+	// StatusCode is the HTTP status the destination answered, a success's (200-204) too
+	// (the sink's Batch.StatusCode); 0 when there was none (no response, a broker).
 	StatusCode int
 	// Decisions holds the decision per event, in order: the zero Decision for a delivered
 	// event, else the retry decision or how the delivery ended.

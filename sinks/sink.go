@@ -14,7 +14,7 @@ import (
 //
 // Deliver is safe for concurrent use: a subscription keeps several batches in flight. It
 // returns nil only when the destination accepted the whole batch (Event Grid's success codes,
-// 200-204, for HTTP). Any failure is reported as a *[DeliveryError] (possibly wrapped); a
+// 200-204, for HTTP), and then sets [Batch.StatusCode] to the status it answered, if any. Any failure is reported as a *[DeliveryError] (possibly wrapped); a
 // plain error is treated as GenericError. An *[UnsendableError] says some events can never be
 // sent and nothing was sent: the fault is theirs, not the destination's. When ctx is done Deliver returns promptly with a
 // TimedOut or Canceled outcome. Deliver must not retain b or its buffers after it returns: the
@@ -65,6 +65,14 @@ type Batch struct {
 	TopicID     string
 	// EncodeOptions are the subscription's extensions to the encoding (zero: Azure's).
 	EncodeOptions schemas.EncodeOptions
+
+	// StatusCode is the one field a sink writes: when Deliver returns nil, the status the
+	// destination answered the batch with (200-204 for a webhook); a destination without
+	// statuses (a broker, most [Func]s) leaves it 0. A failure's status is in its
+	// *[DeliveryError] instead. The subscription reads it once Deliver has returned, for the
+	// attempt's record (the debug log, egrid explain); a sink that passes a copy of the batch
+	// to another copies it back.
+	StatusCode int
 }
 
 // Encoding returns how the batch's events are encoded in its delivery schema.
@@ -84,8 +92,9 @@ func (b *Batch) Encoding() schemas.Encoding {
 }
 
 // Func adapts a Go function to a [Sink]. The function gets the same retry, batching and
-// dead-letter semantics as a webhook: return nil for success, a *[DeliveryError] to report a
-// specific outcome, or any other error for GenericError. A panic in the function is a bug:
+// dead-letter semantics as a webhook: return nil for success (setting [Batch.StatusCode] if
+// the destination answered with a status), a *[DeliveryError] to report a specific outcome,
+// or any other error for GenericError. A panic in the function is a bug:
 // supervision restarts the subscription and the batch is delivered again.
 type Func func(ctx context.Context, b *Batch) error
 

@@ -282,7 +282,8 @@ const (
 
 // Deliver POSTs b to the endpoint: one attempt (see the package documentation for the
 // headers and the outcome classification). It returns nil when the endpoint answered
-// 200-204, and a *[sinks.DeliveryError] otherwise. It does not read b after it returns.
+// 200-204, with that status in b.StatusCode, and a *[sinks.DeliveryError] otherwise. It does
+// not read b after it returns.
 func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	if err := unsendable(b); err != nil {
 		return err
@@ -364,6 +365,7 @@ func (s *Sink) Deliver(ctx context.Context, b *sinks.Batch) error {
 	code := resp.StatusCode
 	outcome := schemas.OutcomeForStatus(code)
 	if outcome == schemas.Delivered {
+		b.StatusCode = code
 		return nil
 	}
 	de := &sinks.DeliveryError{
