@@ -144,8 +144,10 @@ type DeliveryHeaders struct {
 // eventgrid-behaviour.md §5.1), names in lower case, in this order: aeg-event-type
 // (Notification unless set), aeg-subscription-name, aeg-delivery-count, aeg-metadata-version,
 // content-type, then from the event aeg-output-event-id, aeg-data-version (not for CloudEvents
-// deliveries) and traceparent (when the event has one). Custom delivery headers are the
-// sink's business ([HeaderValueProblem] tells which values can be sent); a sink sets these
+// deliveries), and traceparent with tracestate when the event carries the distributed-tracing
+// extension: traceparent only when it is a W3C Trace Context one ([ValidTraceparent]), and
+// with it the tracestate extension as [Tracestate] bounds it, when it is a valid one. Custom
+// delivery headers are the sink's business ([HeaderValueProblem] tells which values can be sent); a sink sets these
 // last so they win.
 //
 // A value from the event that cannot be sent — a control character, or longer than the
@@ -179,14 +181,18 @@ func (d DeliveryHeaders) Append(dst []Header) ([]Header, error) {
 	if schema != CloudEvents {
 		dst = append(dst, Header{HeaderDataVersion, ev.DataVersion})
 	}
-	if ev.Traceparent != "" {
+	if ValidTraceparent(ev.Traceparent) {
 		dst = append(dst, Header{HeaderTraceparent, ev.Traceparent})
+		if ts := Tracestate(tracestateOf(ev.Raw)); ts != "" {
+			dst = append(dst, Header{HeaderTracestate, ts})
+		}
 	}
 	return dst, nil
 }
 
 // CheckHeaderBound reports the values of ev that a delivery in schema out would carry in a
-// header (as the first event of a request: id, dataVersion except for CloudEvents, traceparent)
+// header (as the first event of a request: id, dataVersion except for CloudEvents, a valid
+// traceparent; the tracestate sent is one [Tracestate] made sendable)
 // and that cannot be sent: one *[HeaderError] per value, joined, or nil. Such an event can
 // never be delivered, whatever its position in a batch: a retry may put it first. Sinks check
 // every event of a batch with it.
@@ -201,7 +207,7 @@ func CheckHeaderBound(out Schema, ev *Event) error {
 	if out != CloudEvents {
 		check(HeaderDataVersion, "dataVersion", ev.DataVersion, MaxHeaderAttributeBytes)
 	}
-	if ev.Traceparent != "" {
+	if ValidTraceparent(ev.Traceparent) { // one that is not is not sent
 		check(HeaderTraceparent, "traceparent", ev.Traceparent, MaxHeaderAttributeBytes)
 	}
 	return errors.Join(errs...)

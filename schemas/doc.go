@@ -52,7 +52,8 @@
 // webhook's validation handshake) build the same request: [Encoding] gives a request's body
 // with the CloudEvents batch framing ([Encoding.AppendBatch]) or one event alone, as a broker
 // message carries it ([Encoding.AppendEvent]); [DeliveryHeaders] gives its protocol headers
-// (aeg-*, Content-Type, traceparent). They are here rather than in sinks because they are
+// (aeg-*, Content-Type, and a CloudEvent's W3C trace context as traceparent and tracestate:
+// tracecontext.go). They are here rather than in sinks because they are
 // Event Grid's wire format, like the event encodings, and not the delivery contract: sinks
 // holds what a destination is (the Sink interface, the Batch, custom header mappings), schemas
 // what goes over the wire. Header-bound fields (id, dataVersion, traceparent) are refused at

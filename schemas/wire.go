@@ -117,6 +117,7 @@ const (
 	HeaderDataVersion      = "aeg-data-version"
 	HeaderOutputEventID    = "aeg-output-event-id"
 	HeaderTraceparent      = "traceparent"
+	HeaderTracestate       = "tracestate"
 )
 
 // Values of the aeg-event-type header.

@@ -20,7 +20,8 @@
 //   - The metadata holds the delivery headers of SPEC §2.4 under their lower-case names
 //     (aeg-event-type, aeg-subscription-name, aeg-delivery-count, aeg-metadata-version,
 //     aeg-data-version for the Event Grid and custom schemas, aeg-output-event-id = the
-//     event's id), "content-type", "traceparent" when the event has one, and the
+//     event's id), "content-type", "traceparent" and "tracestate" when the event carries a W3C trace
+//     context ([schemas.DeliveryHeaders]), and the
 //     subscription's custom delivery headers, which never replace those keys.
 //
 // All or nothing. A batch (maxEventsPerBatch > 1) is one Publish call of its messages and has

@@ -340,5 +340,5 @@ func Messages(b *sinks.Batch) ([]*message.Message, error) {
 var reserved = map[string]bool{
 	schemas.HeaderEventType: true, schemas.HeaderSubscriptionName: true, schemas.HeaderDeliveryCount: true,
 	schemas.HeaderMetadataVersion: true, schemas.HeaderDataVersion: true, schemas.HeaderOutputEventID: true,
-	schemas.HeaderTraceparent: true, MetadataContentType: true,
+	schemas.HeaderTraceparent: true, schemas.HeaderTracestate: true, MetadataContentType: true,
 }

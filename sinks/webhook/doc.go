@@ -25,7 +25,7 @@
 //     its StatusCode), since Event Grid counts only 200-204 as delivered (SPEC §2.1). A client
 //     passed to [New] keeps its own redirect policy.
 //   - Custom delivery headers (Batch.Headers) never replace the protocol headers
-//     (aeg-*, Content-Type, traceparent); a custom header whose name or value is not valid
+//     (aeg-*, Content-Type, traceparent, tracestate); a custom header whose name or value is not valid
 //     HTTP is dropped, as Event Grid drops non-conformant header values on webhook deliveries
 //     (eventgrid-behaviour.md §3.4).
 //   - Error messages name the endpoint without its query string and user info, because Event

@@ -268,7 +268,7 @@ var canonical = func() map[string]string {
 	for _, name := range []string{
 		schemas.HeaderEventType, schemas.HeaderSubscriptionName, schemas.HeaderDeliveryCount,
 		schemas.HeaderMetadataVersion, schemas.HeaderContentType, schemas.HeaderOutputEventID,
-		schemas.HeaderDataVersion, schemas.HeaderTraceparent,
+		schemas.HeaderDataVersion, schemas.HeaderTraceparent, schemas.HeaderTracestate,
 	} {
 		m[name] = http.CanonicalHeaderKey(name)
 	}

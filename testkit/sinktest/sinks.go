@@ -326,7 +326,9 @@ func EventGridEvents(t testing.TB, prefix string, n int) []*schemas.Event {
 	return evs
 }
 
-// CloudEvents returns n CloudEvents with ids <prefix>-<random>-<i>.
+// CloudEvents returns n CloudEvents with ids <prefix>-<random>-<i>, each carrying the
+// distributed-tracing extension (a traceparent and a tracestate), which deliveries forward as
+// headers.
 func CloudEvents(t testing.TB, prefix string, n int) []*schemas.Event {
 	t.Helper()
 	run := randomID()
@@ -336,7 +338,7 @@ func CloudEvents(t testing.TB, prefix string, n int) []*schemas.Event {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"specversion":"1.0","id":"%s-%s-%d","source":"/sinktest","type":"Sinktest.Event","time":"2026-01-02T03:04:05Z","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","data":{"n":%d}}`, prefix, run, i, i)
+		fmt.Fprintf(&b, `{"specversion":"1.0","id":"%s-%s-%d","source":"/sinktest","type":"Sinktest.Event","time":"2026-01-02T03:04:05Z","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"congo=t61rcWkgMzE, rojo=00f067aa0ba902b7","data":{"n":%d}}`, prefix, run, i, i)
 	}
 	b.WriteByte(']')
 	evs, err := schemas.DecodeCloudEvents([]byte(b.String()), schemas.ClassicLimits)
@@ -406,6 +408,7 @@ func requireHeaders(t *testing.T, r Received, ev *schemas.Event, out schemas.Sch
 	}
 	if ev.Traceparent != "" {
 		want[schemas.HeaderTraceparent] = ev.Traceparent
+		want[schemas.HeaderTracestate] = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7" // CloudEvents' own, without its space
 	}
 	var errs []error
 	for k, v := range want {
