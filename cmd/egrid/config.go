@@ -42,7 +42,7 @@ import (
 //	    nats: {url: nats://127.0.0.1:4222}
 //	    rabbitmq: {url: amqp://guest:guest@127.0.0.1:5672/}
 //	    redis: {addr: 127.0.0.1:6379}
-//	    postgres: {dsn: postgres://postgres@127.0.0.1:5432/egrid?sslmode=disable}
+//	    postgres: {dsn: "postgres://postgres@127.0.0.1:5432/egrid?sslmode=disable"}
 //	topics:
 //	  - name: orders
 //	    properties: {inputSchema: EventGridSchema, key1: ..., key2: ...}

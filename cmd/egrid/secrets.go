@@ -142,11 +142,11 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return &cfg, nil
 		}
-		return nil, err
+		return nil, syntaxError(err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, err
+		return nil, syntaxError(err)
 	}
 	x := expansion{getenv: getenv}
 	if !x.node(&doc) {
