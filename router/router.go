@@ -98,7 +98,8 @@ type Config struct {
 	// off for tests"), so delivery timelines are exact. Leave it off in production: the jitter
 	// spreads the retries of events that failed together.
 	NoJitter bool `json:"noJitter,omitempty" yaml:"noJitter,omitempty"`
-	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default 500).
+	// MaxSubscriptionsPerTopic bounds a topic's subscriptions (default
+	// [DefaultMaxSubscriptionsPerTopic]).
 	MaxSubscriptionsPerTopic int `json:"maxSubscriptionsPerTopic,omitempty" yaml:"maxSubscriptionsPerTopic,omitempty"`
 	// MaxInFlight bounds the attempts one subscription runs at once (default 16).
 	MaxInFlight int `json:"maxInFlight,omitempty" yaml:"maxInFlight,omitempty"`
@@ -177,12 +178,15 @@ var (
 	resourceGroupRE       = regexp.MustCompile(`^[-\w._()]{0,89}[-\w_()]$`)
 )
 
+// DefaultMaxSubscriptionsPerTopic is [Config.MaxSubscriptionsPerTopic] when not set.
+const DefaultMaxSubscriptionsPerTopic = 500
+
 func (c Config) withDefaults() Config {
 	if c.TimeScale <= 0 {
 		c.TimeScale = 1
 	}
 	if c.MaxSubscriptionsPerTopic <= 0 {
-		c.MaxSubscriptionsPerTopic = 500
+		c.MaxSubscriptionsPerTopic = DefaultMaxSubscriptionsPerTopic
 	}
 	if c.ResourceIDPrefix == "" {
 		sub, group := c.AzureSubscriptionID, c.ResourceGroup
@@ -208,10 +212,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("timeScale %v is invalid: use a finite number >= 0, such as 600 (0 and 1 are real time)", ts))
 	}
 	if c.MaxSubscriptionsPerTopic < 0 {
-		errs = append(errs, fmt.Errorf("maxSubscriptionsPerTopic %d is invalid: use a positive number", c.MaxSubscriptionsPerTopic))
+		errs = append(errs, fmt.Errorf("maxSubscriptionsPerTopic %d is invalid: use a positive number (0 for the default, %d)", c.MaxSubscriptionsPerTopic, DefaultMaxSubscriptionsPerTopic))
 	}
 	if c.MaxInFlight < 0 {
-		errs = append(errs, fmt.Errorf("maxInFlight %d is invalid: use a positive number", c.MaxInFlight))
+		errs = append(errs, fmt.Errorf("maxInFlight %d is invalid: use a positive number (0 for the default, %d)", c.MaxInFlight, actors.DefaultMaxInFlight))
 	}
 	if err := checkPublicURL(c.PublicURL); err != nil {
 		errs = append(errs, err)

@@ -202,7 +202,7 @@ func (c *fileConfig) validate() error {
 	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
 		errs = append(errs, errors.New("server.tlsCert and server.tlsKey: set both or neither"))
 	}
-	if err := (router.Config{PublicURL: c.Server.PublicURL, AzureSubscriptionID: c.Server.AzureSubscriptionID, ResourceGroup: c.Server.ResourceGroup}).Validate(); err != nil {
+	for _, err := range joined(c.Server.routerConfig().Validate()) { // one line, one problem each
 		errs = append(errs, fmt.Errorf("server.%w", err))
 	}
 	if err := (egress.Config{Allow: c.Server.Egress.Allow, Deny: c.Server.Egress.Deny}).Validate(); err != nil {
@@ -229,6 +229,20 @@ func (c *fileConfig) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// routerConfig is the part of router.Config that only the config file sets, which validate
+// checks with router.Config.Validate: the checks router.New makes when serve starts, made
+// before it starts (and by `egrid validate`), naming each value by its config key. The file's
+// settings that a flag or variable can also give (timeScale, deadLetterDelay, publicUrl's
+// fallback, cluster) are checked where they are resolved.
+func (c serverConfig) routerConfig() router.Config {
+	return router.Config{
+		PublicURL:           c.PublicURL,
+		AzureSubscriptionID: c.AzureSubscriptionID, ResourceGroup: c.ResourceGroup,
+		MaxInFlight: c.MaxInFlight, MaxSubscriptionsPerTopic: c.MaxSubscriptionsPerTopic,
+		History: c.History,
+	}
 }
 
 // serveSettings are the resolved server settings: flag > environment > file > default, decided

@@ -401,7 +401,15 @@ func validateCommand(e env) *cli.Command {
 			if math.IsNaN(scale) || math.IsInf(scale, 0) || scale < 0 {
 				scale = 0 // reported above; the declared resources are checked at real time
 			}
-			r, err := router.New(router.Config{TimeScale: scale, RequireHTTPS: s.routerConfig().RequireHTTPS, SkipEndpointValidation: true /* validate never calls endpoints */},
+			// The file's router settings are serve's, so a topic declaring more subscriptions
+			// than server.maxSubscriptionsPerTopic fails here as it would at start.
+			rc := file.Server.routerConfig()
+			if rc.Validate() != nil {
+				rc = router.Config{} // reported above
+			}
+			rc.TimeScale, rc.RequireHTTPS = scale, s.routerConfig().RequireHTTPS
+			rc.SkipEndpointValidation = true // validate never calls endpoints
+			r, err := router.New(rc,
 				router.Deps{DeadLetterStore: acceptingStore{}, Publishers: offlineBrokers(file.Server.Brokers), Egress: pol})
 			if err != nil {
 				errs = append(errs, err)

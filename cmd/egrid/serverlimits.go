@@ -104,10 +104,20 @@ func resolveServerLimits(c *cli.Context, getenv func(string) string, fs serverCo
 	return cfg, fold, errs
 }
 
-// joined returns the errors err joins (errors.Join), or err alone; none for nil.
+// joined returns the errors err joins (errors.Join, and the joins it joins), or err alone;
+// none for nil.
 func joined(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+		var out []error
+		for _, e := range j.Unwrap() {
+			// A Validate method joins its parts' Validate: their problems, a line each.
+			if n, ok := e.(interface{ Unwrap() []error }); ok && isJoin(e, n.Unwrap()) {
+				out = append(out, joined(e)...)
+			} else if e != nil {
+				out = append(out, e)
+			}
+		}
+		return out
 	}
 	if err == nil {
 		return nil
