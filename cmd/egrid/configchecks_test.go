@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +67,49 @@ topics:
 	code, out := cliRun(t, "validate", "--config", path)
 	if code != 2 || !strings.Contains(out, "maxSubscriptionsPerTopic") {
 		t.Fatalf("validate: exit %d, want 2 naming maxSubscriptionsPerTopic\n%s", code, out)
+	}
+}
+
+// TestConfigWithASecondDocumentIsRefused: a second YAML document (after ---) was read by
+// nothing, so validate called the file valid and serve started without its settings and
+// topics. It is refused, naming the line where it starts; empty documents are no loss.
+func TestConfigWithASecondDocumentIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"a second document", "server:\n  listen: 127.0.0.1:9090\n---\ntopics:\n  - name: orders\n", "line 3: a second YAML document starts here"},
+		{"after an end marker", "server: {}\n...\n---\ntopics: []\n", "line 3: a second YAML document starts here"},
+		{"after an empty one", "---\n---\n# the topics\ntopics: []\n", "line 2: a second YAML document starts here"},
+		{"a broken second document", "server: {}\n---\ntopics: [\n", "did not find expected node content"},
+		{"a leading ---", "---\nserver: {}\n", ""},
+		{"a trailing ---", "server: {}\n---\n", ""},
+		{"a trailing --- and a comment", "server: {}\n---\n# nothing\n", ""},
+	} {
+		_, err := decodeConfig([]byte(c.yaml), func(string) string { return "" })
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no error", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v\nwant %q", c.name, err, c.want)
+		}
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "egrid.yaml")
+	if err := os.WriteFile(path, []byte("server: {}\n---\ntopics:\n  - name: orders\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// serve runs under a cancelled context: a serve that took the file stops at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"validate", "--config", path},
+		{"serve", "--config", path, "--insecure-dev", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")},
+	} {
+		var out bytes.Buffer
+		code := run(ctx, append([]string{"egrid"}, args...), env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		if code != 2 || !strings.Contains(out.String(), "line 2: a second YAML document") {
+			t.Errorf("%s: exit %d, want 2 naming the second document\n%s", args[0], code, out.String())
+		}
 	}
 }

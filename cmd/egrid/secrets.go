@@ -133,7 +133,7 @@ func readSecretFile(path string) (string, secretFile, error) {
 // decodeConfig strictly decodes a YAML config (unknown keys are errors) and expands the
 // ${NAME} and ${file:PATH} references in its string values, noting the files read in
 // cfg.secretFiles. Strictness is checked on the text as written, so errors name the lines of
-// the file.
+// the file. The file is one YAML document (oneDocument).
 func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 	var cfg fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
@@ -143,6 +143,9 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 			return &cfg, nil
 		}
 		return nil, syntaxError(err)
+	}
+	if err := oneDocument(dec); err != nil {
+		return nil, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
@@ -161,6 +164,25 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 	}
 	cfg.secretFiles = x.files
 	return &cfg, nil
+}
+
+// oneDocument reads the rest of a config's YAML stream, which must hold no other document: a
+// second document (after ---) would be read by nothing, so its settings and topics would be
+// silently left out. Empty documents (a trailing ---) hold nothing to leave out.
+func oneDocument(dec *yaml.Decoder) error {
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return syntaxError(err)
+		case len(next.Content) == 1 && next.Content[0].Tag == "!!null" && next.Content[0].Value == "":
+			continue // empty
+		}
+		return fmt.Errorf("line %d: a second YAML document starts here: a config file is one document, and nothing would read the second: remove the --- to merge them, or keep each in a file of its own", next.Line)
+	}
 }
 
 // expansion expands the references of one config: its errors and the secret files it read.
