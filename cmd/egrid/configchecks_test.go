@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestValidateRefusesTheRouterSettingsServeRefuses: `egrid validate` called these valid, and
@@ -112,4 +116,145 @@ func TestConfigWithASecondDocumentIsRefused(t *testing.T) {
 			t.Errorf("%s: exit %d, want 2 naming the second document\n%s", args[0], code, out.String())
 		}
 	}
+}
+
+// TestConfigErrorsNameThePathAndLine: the decoder named Go types ("field bogus not found in
+// type router.RetryPolicy", "cannot unmarshal !!str `ten` into int") and stopped at the
+// first time that did not parse; every problem is now named by its path in the config and its
+// line, with what the key takes, in the admin API's words.
+func TestConfigErrorsNameThePathAndLine(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"an unknown member of a retry policy", `topics:
+  - name: orders
+    eventSubscriptions:
+      - name: billing
+        properties:
+          retryPolicy: {maxDeliveryAttempts: 10, bogus: 3}
+`, []string{`line 6: "topics[0].eventSubscriptions[0].properties.retryPolicy.bogus" is not a member of topics[0].eventSubscriptions[0].properties.retryPolicy: check its spelling (topics[0].eventSubscriptions[0].properties.retryPolicy takes maxDeliveryAttempts, eventTimeToLiveInMinutes, profile and honorRetryAfter)`}},
+		{"a word for a number", "server:\n  maxInFlight: ten\n", []string{`line 2: server.maxInFlight: is "ten"; give a whole number`}},
+		{"a reference for a number", "server:\n  maxInFlight: ${N}\n", []string{`line 2: server.maxInFlight: is a ${...} reference, which expands to a string; write a whole number here`}},
+		{"a reference as a key", "${BBK}: x\n", []string{`line 1: "${BBK}" is not a member of the config: check its spelling (the config takes server, topics and sources); ${...} references expand in values, not in keys`}},
+		{"an inlined key's neighbour", "server:\n  publishWait: 1s\n  publishWiat: 2s\n", []string{`line 3: "server.publishWiat" is not a member of server: check its spelling (server takes listen, `, "publishWait"}},
+		{"every problem at once", `server:
+  deadLetterDelay: soon
+  history: {attempts: [1], retention: 1h}
+  egress: {allow: 10.0.0.0/8}
+topics:
+  - name: orders
+    eventSubscriptions:
+      - name: billing
+        properties:
+          destination: {endpointType: WebHook, properties: {endpointUrl: "https://x.example", maxEventsPerBatch: many}}
+          expirationTimeUtc: tomorrow
+          labels: {a: b}
+`, []string{
+			`line 2: server.deadLetterDelay: is "soon"; give a duration such as 30s, 5m or 1h`,
+			`line 3: server.history.attempts: is a list; give a whole number`,
+			`line 4: server.egress.allow: is "10.0.0.0/8"; give a list`,
+			`line 10: topics[0].eventSubscriptions[0].properties.destination.properties.maxEventsPerBatch: is "many"; give a whole number`,
+			`line 11: topics[0].eventSubscriptions[0].properties.expirationTimeUtc: is "tomorrow"; give a date and time in RFC 3339 form`,
+			`line 12: topics[0].eventSubscriptions[0].properties.labels: is a mapping; give a list`,
+		}},
+		{"a merged mapping", "base: &b {maxDeliveryAttempts: 3, bogus: 1}\n", []string{`"base" is not a member of the config`}},
+		{"a key given twice", "server:\n  listen: a\n  listen: b\n", []string{`line 3: mapping key "listen" already defined at line 2`}},
+	} {
+		_, err := decodeConfig([]byte(c.yaml), func(string) string { return "5" })
+		if err == nil {
+			t.Errorf("%s: decoded", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s:\n%v\nwant %q", c.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "not found in type") || strings.Contains(err.Error(), "cannot unmarshal") || strings.Contains(err.Error(), "parsing time") {
+			t.Errorf("%s: the error names Go types:\n%v", c.name, err)
+		}
+	}
+}
+
+// TestConfigProblemsFindNoneInValidConfigs: the walk that names the decoder's problems takes
+// what the decoder takes: README's examples, merge keys and anchors.
+func TestConfigProblemsFindNoneInValidConfigs(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := []string{`x-retry: &retry {maxDeliveryAttempts: 3}
+topics:
+  - name: orders
+    eventSubscriptions:
+      - name: billing
+        properties:
+          retryPolicy: {<<: *retry, eventTimeToLiveInMinutes: 5}
+          expirationTimeUtc: 2030-01-01T00:00:00Z
+          labels: [a, b]
+server:
+  deadLetterDelay: 5m
+  publishWait: 2s
+  history: {attempts: 5, retention: 1h}
+`}
+	for _, m := range yamlBlock.FindAllSubmatch(b, -1) {
+		examples = append(examples, string(m[1]))
+	}
+	for _, ex := range examples {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(ex), &doc); err != nil {
+			t.Fatal(err)
+		}
+		problems := configProblems(&doc, reflect.TypeFor[fileConfig]())
+		if strings.HasPrefix(ex, "x-retry") {
+			// x-retry is not a key of the config: the one problem.
+			if len(problems) != 1 || !strings.Contains(problems[0].Error(), `"x-retry" is not a member`) {
+				t.Errorf("problems %v, want x-retry's alone", problems)
+			}
+			continue
+		}
+		if len(problems) > 0 {
+			t.Errorf("problems in a valid config: %v\n%s", problems, ex)
+		}
+	}
+}
+
+// TestConfigProblemsAreBounded: a mistake copied into every subscription of a large config is
+// told maxConfigProblems times and counted, not repeated for each.
+func TestConfigProblemsAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("topics:\n  - name: orders\n    eventSubscriptions:\n")
+	for i := range maxConfigProblems + 7 {
+		fmt.Fprintf(&b, "      - {name: sub-%d, properties: {retryPolicy: {bogus: 1}}}\n", i)
+	}
+	_, err := decodeConfig([]byte(b.String()), func(string) string { return "" })
+	if err == nil {
+		t.Fatal("decoded")
+	}
+	if n := strings.Count(err.Error(), "is not a member of"); n != maxConfigProblems || !strings.HasSuffix(err.Error(), "and 7 more problems") {
+		t.Errorf("%d problems told, want %d and a count of 7 more:\n%s", n, maxConfigProblems, err)
+	}
+}
+
+// FuzzDecodeConfig: whatever the file holds, decoding it ends with a config or an error, and
+// an error names no Go type of egrid's.
+func FuzzDecodeConfig(f *testing.F) {
+	for _, seed := range []string{
+		"server:\n  maxInFlight: ten\n",
+		"topics:\n  - name: orders\n    eventSubscriptions:\n      - {name: billing, properties: {retryPolicy: {bogus: 1}}}\n",
+		"a: &a {b: *a}\n",
+		"server: {<<: [{listen: x}, {bogus: 1}]}\n",
+		"server: {brokers: {postgres: {dsn: x?y}}}\n",
+		"server: {}\n---\ntopics: []\n",
+		"topics: [{properties: {expirationTimeUtc: 1}}]\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, err := decodeConfig([]byte(s), func(string) string { return "" })
+		if err != nil && (strings.Contains(err.Error(), "main.") || strings.Contains(err.Error(), "router.")) {
+			t.Errorf("the error names a Go type:\n%v", err)
+		}
+	})
 }

@@ -142,6 +142,10 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return &cfg, nil
 		}
+		var doc yaml.Node
+		if yaml.Unmarshal(raw, &doc) == nil {
+			return nil, configError(err, &doc)
+		}
 		return nil, syntaxError(err)
 	}
 	if err := oneDocument(dec); err != nil {
@@ -160,7 +164,7 @@ func decodeConfig(raw []byte, getenv func(string) string) (*fileConfig, error) {
 	}
 	cfg = fileConfig{}
 	if err := doc.Decode(&cfg); err != nil {
-		return nil, err
+		return nil, configError(err, &doc)
 	}
 	cfg.secretFiles = x.files
 	return &cfg, nil

@@ -158,7 +158,7 @@ topics:
 		{"missing file", "server:\n  adminToken: ${file:/nonexistent/x}\n", "line 2: ${file:/nonexistent/x}: reading the secret"},
 		{"unclosed", "server:\n  adminToken: ${TOKEN\n", "without its closing }"},
 		{"not a name", "server:\n  adminToken: ${TO KEN}\n", "${TO KEN} is not a reference"},
-		{"unknown key keeps its line", "server:\n  adminToken: ${TOKEN}\n  adminTokn: x\n", "line 3: field adminTokn not found"},
+		{"unknown key keeps its line", "server:\n  adminToken: ${TOKEN}\n  adminTokn: x\n", `line 3: "server.adminTokn" is not a member of server`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeConfig([]byte(c.yaml), getenv)

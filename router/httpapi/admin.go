@@ -18,6 +18,7 @@ import (
 	"github.com/egridio/egrid/router/devguard"
 	"github.com/egridio/egrid/router/logattr"
 	"github.com/egridio/egrid/schemas/clip"
+	"github.com/egridio/egrid/schemas/member"
 )
 
 func (a *API) adminRoutes(mux *http.ServeMux) {
@@ -145,7 +146,7 @@ func (k armKind) names() string {
 			names = append(names, m.name)
 		}
 	}
-	return listNames(names)
+	return member.List(names)
 }
 
 // jsonShape names the JSON kind of a value, by its first byte.
@@ -318,7 +319,7 @@ func readARMProperties[P any](w http.ResponseWriter, req *http.Request, k armKin
 			if found, total := unknownMembers(properties, reflect.TypeOf(props), "properties", maxProblems); total > 0 {
 				lines := make([]string, len(found))
 				for i, u := range found {
-					lines[i] = u.problem()
+					lines[i] = u.Problem()
 				}
 				writeProblemLines(w, lines, total)
 				return nil, false
@@ -345,7 +346,7 @@ func propertiesError(err error, raw []byte, v any) string {
 func jsonValueError(err error, raw []byte, v any, root string) string {
 	if isUnknownField(err) {
 		if found, total := unknownMembers(raw, reflect.TypeOf(v), root, 1); total > 0 {
-			msg := found[0].problem()
+			msg := found[0].Problem()
 			if total > 1 {
 				msg += fmt.Sprintf("; and %d more members it does not take", total-1)
 			}

@@ -3,38 +3,12 @@ package httpapi
 import (
 	"encoding"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 
 	"github.com/egridio/egrid/schemas"
-	"github.com/egridio/egrid/schemas/clip"
+	"github.com/egridio/egrid/schemas/member"
 )
-
-// unknownMember is a member of a JSON body that the Go type it is decoded into has no field
-// for: its JSON path, and the path and member names of the object holding it.
-type unknownMember struct {
-	path   string
-	parent string
-	known  []string
-}
-
-// problem says what is wrong with the member and what to do, as a problem of a definition.
-func (u unknownMember) problem() string {
-	return fmt.Sprintf("%s is not a member of %s: check its spelling (%s takes %s)",
-		clip.Quote(u.path), pathName(u.parent), pathName(u.parent), listNames(u.known))
-}
-
-// listNames joins names as a message lists them: "a, b and c".
-func listNames(names []string) string {
-	switch len(names) {
-	case 0:
-		return "no members"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
 
 // isUnknownField reports whether err is encoding/json's error for a member that
 // DisallowUnknownFields refused ("json: unknown field "x""), which names the member but not
@@ -53,7 +27,7 @@ func isUnknownField(err error) bool {
 // The walk takes time in proportion to raw, as the decode did: it follows the Go type, which
 // is finite, and skips what the type does not describe, and a path is written out only for a
 // member it reports.
-func unknownMembers(raw []byte, t reflect.Type, root string, max int) (found []unknownMember, total int) {
+func unknownMembers(raw []byte, t reflect.Type, root string, max int) (found []member.Unknown, total int) {
 	w := unknownWalk{sc: schemas.NewJSONScanner(raw, true), max: max}
 	w.sc.SkipSpace()
 	w.path = []pathSegment{{name: root, index: -1}}
@@ -65,7 +39,7 @@ type unknownWalk struct {
 	sc    schemas.JSONScanner
 	path  []pathSegment // as strictWalk keeps it
 	max   int
-	found []unknownMember
+	found []member.Unknown
 	total int
 }
 
@@ -156,10 +130,10 @@ func (w *unknownWalk) object(t reflect.Type, depth int) error {
 			if len(w.found) < w.max {
 				parent := w.pathString()
 				w.path = append(w.path, pathSegment{name: name, index: -1})
-				u := unknownMember{path: w.pathString(), parent: parent}
+				u := member.Unknown{Path: w.pathString(), Parent: parent, Document: "the body"}
 				w.path = w.path[:len(w.path)-1]
 				for _, f := range fields {
-					u.known = append(u.known, f.name)
+					u.Known = append(u.Known, f.name)
 				}
 				w.found = append(w.found, u)
 			}
