@@ -18,31 +18,31 @@ import (
 // subscription leaves out is the topic's default, whose range maxDeliveryAttempts takes.
 func explicitZeros(properties json.RawMessage, spec *router.SubscriptionSpec, topic router.TopicSpec) error {
 	var errs []error
-	retryPolicy := member(properties, "retryPolicy")
-	if isZero(member(retryPolicy, "maxDeliveryAttempts")) || isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
+	retryPolicy := jsonMember(properties, "retryPolicy")
+	if isZero(jsonMember(retryPolicy, "maxDeliveryAttempts")) || isZero(jsonMember(retryPolicy, "eventTimeToLiveInMinutes")) {
 		lim := spec.RetryLimits(topic)
-		if isZero(member(retryPolicy, "maxDeliveryAttempts")) {
+		if isZero(jsonMember(retryPolicy, "maxDeliveryAttempts")) {
 			errs = append(errs, fmt.Errorf("retryPolicy.maxDeliveryAttempts 0 is out of range: use 1-%d for the %s profile, or leave it out for the default, %d",
 				lim.MaxAttempts, lim.Profile, lim.DefaultAttempts))
 		}
-		if isZero(member(retryPolicy, "eventTimeToLiveInMinutes")) {
+		if isZero(jsonMember(retryPolicy, "eventTimeToLiveInMinutes")) {
 			errs = append(errs, fmt.Errorf("retryPolicy.eventTimeToLiveInMinutes 0 is out of range: use %d-%d for the %s profile, or leave it out for the default, %d",
 				lim.MinTTL, lim.MaxTTL, lim.Profile, lim.DefaultTTL))
 		}
 	}
-	destination := member(member(properties, "destination"), "properties")
-	if isZero(member(destination, "maxEventsPerBatch")) {
+	destination := jsonMember(jsonMember(properties, "destination"), "properties")
+	if isZero(jsonMember(destination, "maxEventsPerBatch")) {
 		errs = append(errs, errors.New("destination.properties.maxEventsPerBatch 0 is out of range: use 1-5000, or leave it out to deliver one event per request"))
 	}
-	if isZero(member(destination, "preferredBatchSizeInKilobytes")) {
+	if isZero(jsonMember(destination, "preferredBatchSizeInKilobytes")) {
 		errs = append(errs, errors.New("destination.properties.preferredBatchSizeInKilobytes 0 is out of range: use 1-1024, or leave it out to deliver one event per request"))
 	}
 	return errors.Join(errs...)
 }
 
-// member returns the member name of the JSON object raw, matched ignoring case as
+// jsonMember returns the member name of the JSON object raw, matched ignoring case as
 // encoding/json matches it, or nil when raw is no object or has no such member.
-func member(raw json.RawMessage, name string) json.RawMessage {
+func jsonMember(raw json.RawMessage, name string) json.RawMessage {
 	if jsonShape(raw) != "an object" {
 		return nil
 	}
