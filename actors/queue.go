@@ -134,6 +134,13 @@ type answer struct {
 	msg any
 }
 
+// releaseAnswer gives back the budget share of an answer that is not sent (its write failed).
+func releaseAnswer(msg any) {
+	if r, ok := msg.(*ReceivedEvents); ok {
+		r.Release()
+	}
+}
+
 // Receive implements actor.Actor.
 func (q *queue) Receive(c actor.Context) {
 	if d, ok := c.Message().(*Drain); ok {
@@ -231,6 +238,8 @@ func (q *queue) handle(c actor.Context, m any, sender *actor.PID) {
 			return // sent, not asked: nobody to hand the events to, so none is locked
 		}
 		q.addWaiter(sender, msg)
+	case *answerBudgetFreed:
+		// Bytes of the answer budget were given back: the turn serves the waiting receivers.
 	case *receiveTimeout:
 		if w := q.dropWaiter(msg.id); w != nil {
 			c.Send(w.sender, &ReceivedEvents{})
@@ -467,6 +476,7 @@ func (q *queue) persist() {
 				// left to their own timeouts, and they send their requests again.
 				refused := unsaved(name, topic, err)
 				for _, a := range after {
+					releaseAnswer(a.msg)
 					root.Send(a.to, refused)
 				}
 				return
@@ -508,6 +518,7 @@ func (q *queue) fence(err error) {
 	q.cancel()
 	refused := unsaved(q.cfg.Name, q.cfg.Topic, err)
 	for _, a := range q.pendingAfter {
+		releaseAnswer(a.msg)
 		q.system.Root.Send(a.to, refused)
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil

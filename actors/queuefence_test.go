@@ -249,3 +249,68 @@ func TestStopAfterAFencedWriteWarnsThatTheSubscriptionMoved(t *testing.T) {
 		})
 	}
 }
+
+// A receipt whose state write fails — fenced (another node runs the subscription now) or any
+// other failure — gives its events' bytes back to the router's answer budget as its receiver
+// is told: nobody gets that answer, and the budget would otherwise stay short of it for good,
+// holding back every later receive of the router.
+func TestQueueGivesBackTheBudgetOfARefusedReceipt(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(store.Store) (store.Store, func())
+	}{
+		{"fenced", func(s store.Store) (store.Store, func()) {
+			f := &fencedStore{Store: s}
+			return f, func() { f.fenced.Store(true) }
+		}},
+		{"failed", func(s store.Store) (store.Store, func()) {
+			f := &failedStore{Store: s}
+			return f, func() { err := errors.New("disk gone"); f.fail.Store(&err) }
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+				ctx := context.Background()
+				journal := journalWithEvents(t, 1)
+				st, refuse := c.store(journal)
+				root := h.System().Root
+				budget := actors.NewAnswerBudget(1<<20, root)
+				topic := h.Spawn(actors.TopicProps(&actors.TopicConfig{
+					Name: "orders", Metrics: new(metrics.Set), Logger: slog.New(new(logRecords)),
+					Subscriptions: []*actors.SubscriptionConfig{{
+						SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), Logger: slog.New(new(logRecords)), AnswerBudget: budget},
+						Name:               "audit", DeliverySchema: schemas.CloudEvents,
+						Policy: &retry.Policy{Profile: retry.Namespace()}, Queue: &actors.QueueConfig{},
+					}},
+				}))
+				entries, _ := journal.Read(ctx, "orders", 1, 1)
+				root.Send(topic, &actors.Appended{Entries: entries})
+				h.Settle() // loaded; e1 taken in
+
+				refuse()
+				answered := make(chan any, 1)
+				f := root.RequestFuture(topic, &actors.ReceiveEvents{Subscription: "audit", ID: 1, MaxEvents: 1, MaxWait: time.Second}, time.Hour)
+				go func() {
+					v, err := f.Result()
+					if err != nil {
+						v = err
+					}
+					answered <- v
+				}()
+				h.Settle()
+				if v := <-answered; !errors.Is(asError(v), actors.ErrNotRunning) {
+					t.Fatalf("receive whose receipt was refused = %v, want an error wrapping ErrNotRunning", v)
+				}
+				if held := budget.Held(); held != 0 {
+					t.Errorf("%d bytes of the answer budget held after the receipt was refused; want 0", held)
+				}
+			})
+		})
+	}
+}
+
+// asError is v as an error, or nil.
+func asError(v any) error {
+	err, _ := v.(error)
+	return err
+}

@@ -65,6 +65,19 @@ type CancelReceive struct {
 // ReceivedEvents answers a [ReceiveEvents].
 type ReceivedEvents struct {
 	Events []LockedEvent
+	// Hold is the events' share of the router's [AnswerBudget] (nil without one): whoever
+	// gets the answer releases it once the answer is written to its consumer, or will not be
+	// ([AnswerHold.Release]); until then the queue hands out no events the budget cannot
+	// cover.
+	Hold *AnswerHold
+}
+
+// Release gives back the answer's share of the budget; nil-safe, and only the first call
+// counts.
+func (r *ReceivedEvents) Release() {
+	if r != nil {
+		r.Hold.Release()
+	}
 }
 
 // LockedEvent is one event handed to a consumer, locked until it is settled or the lock

@@ -49,12 +49,19 @@ func (q *queue) dropWaiter(id uint64) *waiter {
 // gets the events that fit in it, at least one; when the next event alone does not fit, it
 // is answered at once with an [EventTooLargeError] and the event is left as it is, so a
 // bound no answer can meet costs no event a delivery.
+//
+// Each event handed out takes its bytes from the router's [AnswerBudget] first. When the
+// budget cannot cover the next event, the receiver gets the events it has, or keeps waiting
+// when it has none, and serving stops until bytes are given back ([answerBudgetFreed]): the
+// event stays available, neither locked nor counted.
 func (q *queue) serve(now time.Time) {
 	for len(q.waiters) > 0 && q.avail.Len() > 0 {
 		w := q.waiters[0]
 		var out []LockedEvent
 		var tooLarge *EventTooLargeError
 		used := 0
+		var held int64
+		spent := false // the budget could not cover the next event
 		for len(out) < w.max && q.avail.Len() > 0 {
 			it := q.avail.top()
 			body, err := q.encode(it.ev)
@@ -76,6 +83,11 @@ func (q *queue) serve(now time.Time) {
 				}
 				used += size
 			}
+			if !q.cfg.AnswerBudget.take(int64(len(body)), q.self) {
+				spent = true
+				break // the event stays first in line, until bytes are given back
+			}
+			held += int64(len(body))
 			q.detach(it)
 			it.count++
 			if it.first.IsZero() {
@@ -104,12 +116,23 @@ func (q *queue) serve(now time.Time) {
 			continue
 		}
 		if len(out) == 0 {
+			if spent {
+				return // the receivers wait for bytes to be given back
+			}
 			continue // every event looked at ended; the receiver keeps waiting
 		}
 		q.waiters = q.waiters[1:]
 		w.timer.Stop()
 		q.cfg.Metrics.Add(metrics.Key{Name: metrics.SuccessfulReceivedEvents, Scope: q.scope}, int64(len(out)))
-		q.pendingAfter = append(q.pendingAfter, answer{w.sender, &ReceivedEvents{Events: out}})
+		ans := &ReceivedEvents{Events: out}
+		if b := q.cfg.AnswerBudget; b != nil {
+			ans.Hold = &AnswerHold{b: b}
+			ans.Hold.n.Store(held)
+		}
+		q.pendingAfter = append(q.pendingAfter, answer{w.sender, ans})
+		if spent {
+			return
+		}
 	}
 }
 

@@ -133,9 +133,13 @@ type SubscriptionShared struct {
 	// Stops, when set, counts the stop work of the actors: their waits, once they have
 	// terminated, for their sink calls and their last state write, which run off their
 	// mailboxes. The owner waits for it before it closes the store ([Stops.Wait]).
-	Stops   *Stops
-	Metrics *metrics.Set
-	Logger  *slog.Logger
+	Stops *Stops
+	// AnswerBudget, when set, bounds the bytes of the queue subscriptions' receive answers
+	// held at once, shared by all the router's subscriptions (see [AnswerBudget]); without
+	// it they are not bounded.
+	AnswerBudget *AnswerBudget
+	Metrics      *metrics.Set
+	Logger       *slog.Logger
 }
 
 // stopGrace is StopGrace with its default.

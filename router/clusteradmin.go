@@ -120,7 +120,10 @@ func (c *clusterRuntime) admin(ctx context.Context, req []byte) (answer []byte, 
 		var err error
 		switch q.Op {
 		case "receive":
-			a.Events, err = c.receiveRouted(ctx, q)
+			var hold *actors.AnswerHold
+			a.Events, hold, err = c.receiveRouted(ctx, q)
+			// The answer below is a copy: the events are free once it is encoded.
+			defer hold.Release()
 		case "settle":
 			var res SettleResult
 			if res, err = c.r.settleLocal(ctx, q.Topic, q.Subscription, q.Settle, q.LockTokens, q.Delay); err == nil {
@@ -215,19 +218,19 @@ func (c *clusterRuntime) routedReceiveBound() receiveBound {
 // Its answer goes back in one NATS message: it holds the events that fit in the
 // connection's max_payload ([clusterRuntime.routedReceiveBound]), at least one, and when
 // the next event alone does not fit it is refused, saying so, without locking it.
-func (c *clusterRuntime) receiveRouted(ctx context.Context, q clusterAdmin) ([]ReceivedEvent, error) {
+func (c *clusterRuntime) receiveRouted(ctx context.Context, q clusterAdmin) ([]ReceivedEvent, *actors.AnswerHold, error) {
 	release, err := c.r.admitRoutedPoll(q.Topic, q.Subscription)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrTooManyPolls, err.Error())
+		return nil, nil, fmt.Errorf("%w: %s", ErrTooManyPolls, err.Error())
 	}
 	if release != nil {
 		defer release()
 	}
-	evs, err := c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait}, c.routedReceiveBound())
+	evs, hold, err := c.r.receiveLocal(ctx, q.Topic, q.Subscription, ReceiveOptions{MaxEvents: q.MaxEvents, MaxWait: q.MaxWait}, c.routedReceiveBound())
 	if tooLarge := (*actors.EventTooLargeError)(nil); errors.As(err, &tooLarge) {
-		return nil, fmt.Errorf("%w; the answer goes back to the node the receive reached in one NATS message of at most %d bytes (the NATS servers' max_payload): receive through node %s, which runs the event subscription, or give the NATS servers max_payload: 4MB", err, c.node.MaxPayload(), c.node.Name())
+		return nil, hold, fmt.Errorf("%w; the answer goes back to the node the receive reached in one NATS message of at most %d bytes (the NATS servers' max_payload): receive through node %s, which runs the event subscription, or give the NATS servers max_payload: 4MB", err, c.node.MaxPayload(), c.node.Name())
 	}
-	return evs, err
+	return evs, hold, err
 }
 
 // ErrNotPlaced is returned by calls about a subscription whose actor runs on no node at the

@@ -164,26 +164,61 @@ func (r *Router) queueTarget(ctx context.Context, topic, sub string) (*topicRunt
 // than o.MaxEvents, possibly), and when the next event alone does not fit the call fails at
 // once without locking it. An answer the owner could not send is logged there, its events
 // are released, and the call fails at once.
+//
+// The events count against the router's bound on receive answers held at once
+// ([Config.MaxReceiveAnswerBytes]) only until Receive returns; [Router.ReceiveHeld] keeps them
+// counted until the caller has passed them on.
 func (r *Router) Receive(ctx context.Context, topic, sub string, o ReceiveOptions) ([]ReceivedEvent, error) {
-	o, err := o.withDefaults()
+	evs, done, err := r.ReceiveHeld(ctx, topic, sub, o)
+	done()
+	return evs, err
+}
+
+// ReceiveHeld is [Router.Receive] for a caller that holds the events until it has passed them
+// on, as the HTTP API does while its consumer reads the answer: they count against the
+// router's bound on receive answers held at once ([Config.MaxReceiveAnswerBytes]) until done
+// is called. Call done once on every path, when the answer is written or will not be (the
+// write failed or timed out, the consumer went away); it is never nil, and calls after the
+// first do nothing. While the bound is reached, receives get the events that fit, or wait for
+// answers to be done; one event is handed out whatever its size when no other answer is held.
+// In cluster mode the answer another node sent is counted here as it arrives.
+func (r *Router) ReceiveHeld(ctx context.Context, topic, sub string, o ReceiveOptions) (evs []ReceivedEvent, done func(), err error) {
+	o, err = o.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, noHold, err
 	}
 	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
-		return nil, err
+		return nil, noHold, err
 	}
 	if r.queueRemote(t.name, name) {
 		ctx, cancel := context.WithTimeout(ctx, o.MaxWait+receiveAnswerMargin)
 		defer cancel()
 		a, err := r.cl.ask(ctx, clusterAdmin{Op: "receive", Topic: t.name, Subscription: name, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait})
 		if err != nil {
-			return nil, remoteError("receiving from", name, err)
+			return nil, noHold, remoteError("receiving from", name, err)
 		}
-		return a.Events, nil
+		// The answer is a copy, in memory here until it is passed on: it is counted, though
+		// the owner handed it out against its own bound.
+		var n int64
+		for _, e := range a.Events {
+			n += int64(len(e.Event))
+		}
+		return a.Events, r.answers.Hold(n).Release, nil
 	}
-	return r.receiveAt(ctx, t, name, o, receiveBound{})
+	evs, hold, err := r.receiveAt(ctx, t, name, o, receiveBound{})
+	return evs, hold.Release, err
 }
+
+// ReceiveAnswerBytes reports the bytes of receive answers held at once now and the bound on
+// them ([Config.MaxReceiveAnswerBytes]): events handed out whose answers are not passed on
+// yet ([Router.ReceiveHeld]).
+func (r *Router) ReceiveAnswerBytes() (held, limit int64) {
+	return r.answers.Held(), r.answers.Limit()
+}
+
+// noHold is the done of a receive that holds nothing.
+func noHold() {}
 
 // remoteError leaves the errors of a call routed to another node as they are (they wrap the
 // router's sentinels, or ctx's error) and names the subscription.
@@ -195,22 +230,25 @@ func remoteError(what, name string, err error) error {
 }
 
 // receiveLocal is Receive on this node's actor of a queue subscription (a call another node
-// routed here), its answer within bound.
-func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, error) {
+// routed here), its answer within bound
+// (see receiveAt for the hold).
+func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, *actors.AnswerHold, error) {
 	o, err := o.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t, name, err := r.queueTarget(ctx, topic, sub)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return r.receiveAt(ctx, t, name, o, bound)
 }
 
 // receiveAt asks t's actor of queue subscription name for events, its answer within bound
-// (see actors.ReceiveEvents.MaxBytes).
-func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, error) {
+// (see actors.ReceiveEvents.MaxBytes). The events' share of the answer budget comes with
+// them: the caller releases it once they are passed on (nil when there is none; a nil hold's
+// Release does nothing).
+func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, *actors.AnswerHold, error) {
 	id := receiveIDs.Add(1)
 	req := &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait, MaxBytes: bound.maxBytes, EventBytes: bound.eventBytes}
 	f := r.system.Root.RequestFuture(t.pid, req, o.MaxWait+receiveAnswerMargin)
@@ -225,10 +263,10 @@ func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o 
 	case <-ctx.Done():
 		r.system.Root.Send(t.pid, &actors.CancelReceive{Subscription: name, ID: id})
 		go r.releaseUnclaimed(t, name, ch)
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if a.err != nil {
-		return nil, fmt.Errorf("receiving from event subscription %q: %w: %w", name, ErrUnavailable, a.err)
+		return nil, nil, fmt.Errorf("receiving from event subscription %q: %w: %w", name, ErrUnavailable, a.err)
 	}
 	switch v := a.v.(type) {
 	case *actors.ReceivedEvents:
@@ -236,11 +274,11 @@ func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o 
 		for i, e := range v.Events {
 			out[i] = ReceivedEvent{LockToken: e.LockToken, DeliveryCount: e.DeliveryCount, Event: e.Event}
 		}
-		return out, nil
+		return out, v.Hold, nil
 	case error:
-		return nil, queueError(name, v)
+		return nil, nil, queueError(name, v)
 	}
-	return nil, fmt.Errorf("receiving from event subscription %q: unexpected answer %T", name, a.v)
+	return nil, nil, fmt.Errorf("receiving from event subscription %q: unexpected answer %T", name, a.v)
 }
 
 // releaseUnclaimed waits for the answer of a receive whose caller went away and releases the
@@ -252,6 +290,7 @@ func (r *Router) releaseUnclaimed(t *topicRuntime, name string, ch <-chan receiv
 	if a.err != nil || !ok || len(v.Events) == 0 {
 		return
 	}
+	v.Release() // nobody reads them: their bytes are free once this drops them
 	tokens := make([]string, len(v.Events))
 	for i, e := range v.Events {
 		tokens[i] = e.LockToken

@@ -153,6 +153,13 @@ type Config struct {
 	// version"). An egrid extension, off by default, for clients written against egrid's
 	// earlier leniency.
 	AnyAPIVersion bool `json:"anyApiVersion,omitempty" yaml:"anyApiVersion,omitempty"`
+	// MaxReceiveAnswerBytes bounds the bytes of pull delivery answers (:receive) held in
+	// memory at once, across every queue subscription and poll: an answer is held until its
+	// consumer has read it (up to 10 minutes). A poll gets the events that fit, or keeps
+	// waiting until answers being written free their bytes; one event is handed out whatever
+	// its size when no other answer is held. Default [DefaultMaxReceiveAnswerBytes] (256 MiB);
+	// negative values fail [Config.Validate].
+	MaxReceiveAnswerBytes int64 `json:"maxReceiveAnswerBytes,omitempty" yaml:"maxReceiveAnswerBytes,omitempty"`
 	// History configures the per-event delivery histories [Router.Explain] reads: how many
 	// attempts each keeps and how long (see [HistoryConfig]).
 	History HistoryConfig `json:"history,omitzero" yaml:"history,omitempty"`
@@ -160,6 +167,9 @@ type Config struct {
 	// package router/cluster); ignored otherwise.
 	Cluster cluster.Options `json:"cluster,omitzero" yaml:"cluster,omitempty"`
 }
+
+// DefaultMaxReceiveAnswerBytes is the default [Config.MaxReceiveAnswerBytes]: 256 MiB.
+const DefaultMaxReceiveAnswerBytes = actors.DefaultAnswerBudget
 
 // DefaultResourceIDPrefix is the default [Config.ResourceIDPrefix].
 const DefaultResourceIDPrefix = "/subscriptions/" + DefaultAzureSubscriptionID + "/resourceGroups/" + DefaultResourceGroup + "/providers/Microsoft.EventGrid/topics"
@@ -187,6 +197,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSubscriptionsPerTopic <= 0 {
 		c.MaxSubscriptionsPerTopic = DefaultMaxSubscriptionsPerTopic
+	}
+	if c.MaxReceiveAnswerBytes <= 0 {
+		c.MaxReceiveAnswerBytes = DefaultMaxReceiveAnswerBytes
 	}
 	if c.ResourceIDPrefix == "" {
 		sub, group := c.AzureSubscriptionID, c.ResourceGroup
@@ -216,6 +229,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("maxInFlight %d is invalid: use a positive number (0 for the default, %d)", c.MaxInFlight, actors.DefaultMaxInFlight))
+	}
+	if c.MaxReceiveAnswerBytes < 0 {
+		errs = append(errs, fmt.Errorf("maxReceiveAnswerBytes %d is invalid: use a positive number of bytes, such as 268435456 (256 MiB, the default, which 0 also means)", c.MaxReceiveAnswerBytes))
 	}
 	if err := checkPublicURL(c.PublicURL); err != nil {
 		errs = append(errs, err)
@@ -316,6 +332,8 @@ type Router struct {
 	// loadSlots bounds the subscription actors reading their stored state at once
 	// ([actors.SubscriptionConfig.LoadSlots]).
 	loadSlots chan struct{}
+	// answers bounds the bytes of receive answers held at once (Config.MaxReceiveAnswerBytes).
+	answers *actors.AnswerBudget
 	// stops counts the subscription actors' stop work under way: once an actor has
 	// terminated, it waits off its mailbox for its sink calls and its last state write
 	// ([actors.Stops]). Close waits for it before it closes the store.
@@ -398,6 +416,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("component", "actors")
 	}))
+	r.answers = actors.NewAnswerBudget(cfg.MaxReceiveAnswerBytes, r.system.Root)
 	r.history = newHistoryWriter(r.store, cfg.History, r.log)
 	if deps.NATS != nil {
 		if err := r.joinCluster(); err != nil {

@@ -59,6 +59,7 @@ func (r *Router) sharedConfig(t *topicRuntime, st *topicState) *actors.Subscript
 		Encode:      schemas.EncodeOptions{OmitConvertedDataSchema: r.cfg.OmitConvertedDataSchema},
 		MaxInFlight: r.cfg.MaxInFlight,
 		Store:       r.store, LoadSlots: r.loadSlots, Writer: t.writer, Stops: &r.stops, Metrics: r.metrics, Logger: r.log,
+		AnswerBudget: r.answers,
 	}
 	t.shared.Store(sh) // two racing builds store equal values
 	return sh

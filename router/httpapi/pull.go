@@ -171,7 +171,10 @@ func (a *API) receive(w http.ResponseWriter, req *http.Request, topic, sub strin
 	defer cancel()
 	stop := context.AfterFunc(a.polls, cancel)
 	defer stop()
-	evs, err := a.r.Receive(ctx, topic, sub, o)
+	// The events count against the router's bound on receive answers held at once until
+	// the handler is done with them: written, failed, timed out, or the client gone.
+	evs, done, err := a.r.ReceiveHeld(ctx, topic, sub, o)
+	defer done()
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 		a.writePullError(w, topic, sub, err)
 		return
