@@ -37,6 +37,7 @@ import (
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
 //	  allowHttpEndpoints: false  # http:// webhooks need it, or --insecure-dev (Azure: https only)
 //	  anyApiVersion: false       # any data-plane api-version (--any-api-version; Azure: refused)
+//	  maxReceiveAnswerBytes: 256MiB  # :receive answers held in memory at once (--max-receive-answer-bytes)
 //	  egress: {allow: [10.20.0.0/16], deny: []}  # where webhooks may point (egress.go)
 //	  brokers:                 # for broker destinations (endpointType NatsJetStream, ...) and sources
 //	    nats: {url: nats://127.0.0.1:4222}
@@ -111,6 +112,9 @@ type serverConfig struct {
 	OmitConvertedDataSchema bool `yaml:"omitConvertedDataSchema"`
 	// AnyAPIVersion is --any-api-version: router.Config.AnyAPIVersion (an extension).
 	AnyAPIVersion bool `yaml:"anyApiVersion"`
+	// MaxReceiveAnswerBytes bounds the pull delivery answers held at once
+	// (--max-receive-answer-bytes; answerbudget.go): bytes with an optional unit.
+	MaxReceiveAnswerBytes string `yaml:"maxReceiveAnswerBytes"`
 	// MinFreeDisk is the store's free-space floor (--min-free-disk; storeflags.go).
 	MinFreeDisk string `yaml:"minFreeDisk"`
 	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
@@ -267,6 +271,8 @@ type serveSettings struct {
 	Store                                    storeSettings
 	// AnyAPIVersion is router.Config.AnyAPIVersion (--any-api-version).
 	AnyAPIVersion bool
+	// MaxReceiveAnswerBytes is router.Config.MaxReceiveAnswerBytes (--max-receive-answer-bytes).
+	MaxReceiveAnswerBytes int64
 	// Egress is where webhooks may point; egress is the policy serve builds from it, to which
 	// the listener adds its address (egress.go).
 	Egress egressSettings
@@ -365,6 +371,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.HTTP, s.LogFoldWindow, errs = httpCfg, fold, append(errs, limitErrs...)
 	anyVersion, err := resolveAnyAPIVersion(c, getenv, fs)
 	s.AnyAPIVersion, errs = anyVersion, append(errs, err)
+	answers, err := resolveAnswerBudget(c, getenv, fs)
+	s.MaxReceiveAnswerBytes, errs = answers, append(errs, err)
 	anyAddr, err := resolveInsecureDevAnyAddress(c, getenv, fs)
 	s.InsecureDevAnyAddress = anyAddr
 	errs = append(errs, err, checkInsecureDev(s))
@@ -392,6 +400,7 @@ func (s serveSettings) routerConfig() router.Config {
 		AzureSubscriptionID: s.AzureSubscriptionID, ResourceGroup: s.ResourceGroup,
 		OmitConvertedDataSchema: s.OmitConvertedDataSchema,
 		AnyAPIVersion:           s.AnyAPIVersion,
+		MaxReceiveAnswerBytes:   s.MaxReceiveAnswerBytes,
 		RequireHTTPS:            !s.InsecureDev && !s.Egress.AllowHTTPEndpoints,
 		History:                 s.History,
 		Cluster:                 s.Cluster.Options,

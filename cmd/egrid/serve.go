@@ -53,7 +53,7 @@ Example (local development, no keys or admin token needed):
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate file (PEM); serve HTTPS (env EGRID_TLS_CERT)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key file (PEM) (env EGRID_TLS_KEY)"},
 			&cli.StringFlag{Name: "public-url", Usage: "base URL webhook endpoints reach this server at, for the validationUrl of the validation handshake; default: the --listen address when it names a host and port, else the Host of each admin request (env EGRID_PUBLIC_URL)"},
-		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), clusterFlags(), egressFlags(), apiVersionFlags(), observeFlags()),
+		}, deadLetterFlags(), serverLimitFlags(), insecureDevFlags(), secretFileFlags(), storeFlags(), clusterFlags(), egressFlags(), apiVersionFlags(), answerBudgetFlags(), observeFlags()),
 		Action: func(c *cli.Context) error { return serve(c, e) },
 	}
 }

@@ -79,6 +79,7 @@ func TestServeHelpShowsEffectiveDefaults(t *testing.T) {
 		"egress-deny":              strings.Join(s.Egress.Policy.Deny, ","),
 		"allow-http-endpoints":     strconv.FormatBool(s.Egress.AllowHTTPEndpoints),
 		"any-api-version":          strconv.FormatBool(s.AnyAPIVersion),
+		"max-receive-answer-bytes": formatBytes(s.MaxReceiveAnswerBytes),
 		"log-level":                strings.ToLower(s.Log.Level.String()),
 		"log-format":               s.Log.Format,
 		"metrics-listen":           s.MetricsListen,
