@@ -300,6 +300,9 @@ func (r *Router) heldEvent(ctx context.Context, topic, name, id string) (*actors
 			if _, _, _, lerr := r.lookup(topic, name); lerr != nil {
 				return nil, lerr
 			}
+			// A subscription that runs no actor (awaiting its validation, failed, expired)
+			// holds no event: the event is not found, which asking again does not change.
+			return nil, nil
 		}
 		return nil, v
 	}

@@ -28,6 +28,9 @@ type fakeAMQP struct {
 	stallAfterDeliver bool
 	noHeartbeats      bool          // asks for no heartbeats at tune, and sends none
 	halt              chan struct{} // closed by stop; made by dial
+	passive404        bool          // a passive queue.declare closes its channel with 404 NOT_FOUND
+	ignoreReopen      bool          // every channel.open after the first goes unanswered
+	opens             int
 
 	mu        sync.Mutex
 	conns     []net.Conn
@@ -175,6 +178,13 @@ func (f *fakeAMQP) serve(c net.Conn) {
 			k.method(0, 10, 51)
 			return
 		case "channel.open":
+			f.mu.Lock()
+			f.opens++
+			n := f.opens
+			f.mu.Unlock()
+			if f.ignoreReopen && n > 1 {
+				continue
+			}
 			k.chans[ch] = &amqpChan{}
 			k.method(ch, 20, 11, longstr(""))
 		case "channel.close":
@@ -183,7 +193,12 @@ func (f *fakeAMQP) serve(c net.Conn) {
 		case "channel.close-ok":
 			delete(k.chans, ch)
 		case "queue.declare":
-			queue, _ := readShortstr(args[2:])
+			queue, rest := readShortstr(args[2:])
+			if f.passive404 && rest[0]&1 != 0 {
+				k.chans[ch].closed = true
+				k.method(ch, 20, 40, u16(404), shortstr("NOT_FOUND - no queue '"+queue+"'"), u16(50), u16(10))
+				continue
+			}
 			k.method(ch, 50, 11, shortstr(queue), u32(0), u32(0))
 		case "confirm.select":
 			k.method(ch, 85, 11)

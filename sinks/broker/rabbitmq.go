@@ -306,7 +306,15 @@ func declareQueue(conn *amqp.Connection, cut context.Context, ch *amqp.Channel, 
 	}
 	reopen := func() error {
 		_ = answeredOrCut(conn, cut, "closing the channel", ch.Close) // closed by RabbitMQ already
-		return answeredOrCut(conn, cut, "opening a channel", func() (err error) { ch, err = conn.Channel(); return err })
+		// ch keeps the closed channel when the open fails: amqp091 answers a failed open with a
+		// nil channel, which the callers' deferred Close would dereference.
+		return answeredOrCut(conn, cut, "opening a channel", func() error {
+			opened, err := conn.Channel()
+			if err == nil {
+				ch = opened
+			}
+			return err
+		})
 	}
 	err := declare(true)
 	if !isAMQP(err, amqp.NotFound) {
