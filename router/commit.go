@@ -38,11 +38,6 @@ type committer struct {
 	// handOffBound as the committer was made.
 	handed atomic.Int64
 	bound  int64
-	// unwoken counts the publishers of the last batch answered that have not resumed yet;
-	// the last to resume signals resumed, which the committer waits for before its next
-	// append (see run).
-	unwoken atomic.Int64
-	resumed chan struct{}
 }
 
 // handOffBound bounds the bytes of acknowledged events (their JSON) a topic's committer has
@@ -63,7 +58,7 @@ type appendReq struct {
 }
 
 func newCommitter(r *Router, t *topicRuntime) *committer {
-	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), quit: make(chan struct{}), done: make(chan struct{}), bound: handOffBound, resumed: make(chan struct{}, 1)}
+	c := &committer{r: r, t: t, reqs: make(chan *appendReq, 1024), quit: make(chan struct{}), done: make(chan struct{}), bound: handOffBound}
 	go c.run()
 	return c
 }
@@ -87,11 +82,7 @@ func (c *committer) append(ctx context.Context, events []*schemas.Event) error {
 		return ErrClosed
 	}
 	// Once queued the append is not abandoned: the answer must say whether it is durable.
-	err := <-req.err
-	if c.unwoken.Add(-1) == 0 {
-		c.resumed <- struct{}{}
-	}
-	return err
+	return <-req.err
 }
 
 // close stops accepting requests, finishes the queued ones and waits for the goroutine.
@@ -126,16 +117,6 @@ func (c *committer) run() {
 			}
 		}
 		c.commit(batch, n)
-		// Wait until every publisher just answered has resumed before the next append. The
-		// append's log sync is a system call that keeps the goroutine's P (the Go scheduler's
-		// processor) while it lasts, and the publishers the answers readied sit in that P's run
-		// queue: the runtime's monitor takes a P back from a system call after 20 µs at the
-		// soonest and up to 10 ms once it has found nothing to do for a while, so they waited
-		// out the whole sync and whatever else was queued there, then answered. Waiting here
-		// lets them run first, for the few microseconds it takes them to write their answers;
-		// what arrives meanwhile joins the next append. Measured in `egrid bench --scenario
-		// latency` (see README, Durability).
-		<-c.resumed
 	}
 }
 
@@ -146,7 +127,6 @@ func (c *committer) commit(batch []*appendReq, n int) {
 	}
 	now := c.r.deps.Now().UTC()
 	last, err := c.r.store.Append(context.Background(), c.t.name, now, events)
-	c.unwoken.Store(int64(len(batch)))
 	if err != nil {
 		// A journal the store finds damaged (its end in a damaged table block) is
 		// ErrStoreDamaged, which retrying does not help; any other failure ErrUnavailable.
