@@ -75,7 +75,7 @@ func TestDeliveredAttemptsShowTheirStatus(t *testing.T) {
 		if err := r.Publish(ctx, "orders", map[string]any{"id": "e1", "subject": "s", "eventType": "t", "eventTime": "2026-01-01T00:00:00Z", "data": map[string]any{}}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // virtual: the deliveries and their histories' writes run
+		testkit.Advance(time.Second) // the deliveries and their histories' writes run
 		synctest.Wait()
 		if n := len(log.statuses); n != 2 {
 			t.Fatalf("%d delivery attempts logged, want 2", n)
