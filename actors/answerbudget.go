@@ -138,6 +138,43 @@ func (h *AnswerHold) Release() {
 	h.b.give(h.n.Swap(0))
 }
 
+// AnswerClaim ties the [AnswerHold] of the answer to one [ReceiveEvents] to its caller, who
+// may stop waiting before the answer comes: a receipt's synced write can finish after the
+// caller's future has timed out, and protoactor delivers such an answer to dead letters,
+// where nobody releases its hold. The queue actor attaches the answer's hold as it makes the
+// answer; the caller that gives up calls Drop. Whichever comes second releases the hold, so
+// it is given back exactly once whatever the order, and an answer the caller does get is
+// released by the caller as usual ([ReceivedEvents.Hold]).
+//
+// It is safe for concurrent use; its zero value is ready. A nil *AnswerClaim claims nothing.
+type AnswerClaim struct {
+	hold    atomic.Pointer[AnswerHold]
+	dropped atomic.Bool
+}
+
+// Drop gives up the answer: its hold is released now if the answer was made, or as it is
+// made. Call it only when the answer will not be taken (a caller that took it releases its
+// hold instead); more calls do nothing more.
+func (c *AnswerClaim) Drop() {
+	if c == nil {
+		return
+	}
+	c.dropped.Store(true)
+	c.hold.Load().Release()
+}
+
+// attach records h as the answer's hold, released at once when the caller dropped its claim
+// already.
+func (c *AnswerClaim) attach(h *AnswerHold) {
+	if c == nil || h == nil {
+		return
+	}
+	c.hold.Store(h)
+	if c.dropped.Load() {
+		h.Release()
+	}
+}
+
 // answerBudgetFreed tells a queue actor that bytes of its router's [AnswerBudget] were given
 // back: its waiting receivers may be served now.
 type answerBudgetFreed struct{}

@@ -361,6 +361,8 @@ func (q *queue) stop() {
 		root.Send(w.sender, &ReceivedEvents{}) // nothing for them from this incarnation
 	}
 	q.waiters = nil
+	// A turn that panicked before its update was queued left it here: it is not written.
+	q.dropPending(errStopped)
 	// The waits run off the mailbox (stopwork.go); answers waiting for their write go out
 	// once it is in the store.
 	stopWork{
@@ -495,7 +497,27 @@ func (q *queue) persist() {
 		return
 	}
 	if err != nil {
+		// An earlier write of this subscription failed (the writer keeps the failure): the
+		// turn's update is not queued, so its consumers are told at once, their answers'
+		// bytes given back, and the actor restarts from its stored state.
+		q.dropPending(err)
 		panic(fmt.Errorf("saving state of subscription %s: %w", q.scope, err))
+	}
+	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+}
+
+// dropPending drops the turn's update, which will not be written: the consumers whose
+// answers waited for it are told so with [unsaved] (err says why), and their answers' share
+// of the answer budget is given back. Every path that drops pendingAfter goes through here;
+// without it an answer's bytes were held for good and, once they and the next event passed
+// the budget, the router's queue subscriptions handed out nothing more.
+func (q *queue) dropPending(err error) {
+	if len(q.pendingAfter) > 0 {
+		refused := unsaved(q.cfg.Name, q.cfg.Topic, err)
+		for _, a := range q.pendingAfter {
+			releaseAnswer(a.msg)
+			q.system.Root.Send(a.to, refused)
+		}
 	}
 	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
 }
@@ -516,12 +538,7 @@ func (q *queue) writeFailed(m *writeFailed) { m.handle(q.life, q.scope, q.fence)
 func (q *queue) fence(err error) {
 	q.fenced = true
 	q.cancel()
-	refused := unsaved(q.cfg.Name, q.cfg.Topic, err)
-	for _, a := range q.pendingAfter {
-		releaseAnswer(a.msg)
-		q.system.Root.Send(a.to, refused)
-	}
-	q.pendingPut, q.pendingDel, q.pendingDL, q.pendingAfter = nil, nil, nil, nil
+	q.dropPending(err)
 	stopFenced(q.log, err, q.cfg.OnFenced, q.system.Root, q.self)
 }
 
@@ -542,6 +559,10 @@ func unsaved(name, topic string, err error) error {
 	return fmt.Errorf("event subscription %q of topic %q: saving its state failed, so nothing of this request was stored and the subscription restarts from its stored state; send it again: %w (%w)",
 		name, topic, ErrNotRunning, err)
 }
+
+// errStopped is why a turn's update is not written when the actor stops or restarts before
+// it was queued (a panic in the turn).
+var errStopped = errors.New("the actor stopped before queueing the write")
 
 // orderSlack is how many settled events' sequence numbers the taken-in order may hold beyond
 // twice the events held before [queue.compactOrder] drops them.

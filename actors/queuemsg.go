@@ -42,6 +42,11 @@ type ReceiveEvents struct {
 	// MaxBytes bounds the answer's size (0: no bound); EventBytes is what the caller's
 	// encoding adds to each event besides its Event and LockToken.
 	MaxBytes, EventBytes int
+	// Claim, when set, is the caller's claim on the answer's share of the router's
+	// [AnswerBudget]: a caller that stops waiting without the answer (its future timed out,
+	// it went away) drops it ([AnswerClaim.Drop]), and the share is given back whenever the
+	// answer is made, though the answer itself reaches nobody.
+	Claim *AnswerClaim
 }
 
 // EventTooLargeError answers a [ReceiveEvents] whose MaxBytes the next event to hand out does
@@ -68,7 +73,8 @@ type ReceivedEvents struct {
 	// Hold is the events' share of the router's [AnswerBudget] (nil without one): whoever
 	// gets the answer releases it once the answer is written to its consumer, or will not be
 	// ([AnswerHold.Release]); until then the queue hands out no events the budget cannot
-	// cover.
+	// cover. An answer nobody gets (it came after its caller stopped waiting) is released
+	// through the receive's [ReceiveEvents.Claim].
 	Hold *AnswerHold
 }
 

@@ -23,11 +23,12 @@ type waiter struct {
 	max    int
 	// maxBytes and eventBytes are the receive's ReceiveEvents.MaxBytes and EventBytes.
 	maxBytes, eventBytes int
+	claim                *AnswerClaim // the receive's ReceiveEvents.Claim
 	timer                *time.Timer
 }
 
 func (q *queue) addWaiter(sender *actor.PID, r *ReceiveEvents) {
-	w := &waiter{id: r.ID, sender: sender, max: max(r.MaxEvents, 1), maxBytes: r.MaxBytes, eventBytes: r.EventBytes}
+	w := &waiter{id: r.ID, sender: sender, max: max(r.MaxEvents, 1), maxBytes: r.MaxBytes, eventBytes: r.EventBytes, claim: r.Claim}
 	root, self, id := q.system.Root, q.self, r.ID
 	w.timer = time.AfterFunc(max(r.MaxWait, 0), func() { root.Send(self, &receiveTimeout{id: id}) })
 	q.waiters = append(q.waiters, w)
@@ -128,6 +129,7 @@ func (q *queue) serve(now time.Time) {
 		if b := q.cfg.AnswerBudget; b != nil {
 			ans.Hold = &AnswerHold{b: b}
 			ans.Hold.n.Store(held)
+			w.claim.attach(ans.Hold) // a receiver that gave up gets it released
 		}
 		q.pendingAfter = append(q.pendingAfter, answer{w.sender, ans})
 		if spent {

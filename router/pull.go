@@ -250,7 +250,11 @@ func (r *Router) receiveLocal(ctx context.Context, topic, sub string, o ReceiveO
 // Release does nothing).
 func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o ReceiveOptions, bound receiveBound) ([]ReceivedEvent, *actors.AnswerHold, error) {
 	id := receiveIDs.Add(1)
-	req := &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait, MaxBytes: bound.maxBytes, EventBytes: bound.eventBytes}
+	// The claim gives the answer's budget share back should the answer come after this
+	// stops waiting for it (its receipt's synced write outlasting the future): protoactor
+	// drops a late answer in dead letters, and its hold with it.
+	claim := new(actors.AnswerClaim)
+	req := &actors.ReceiveEvents{Subscription: name, ID: id, MaxEvents: o.MaxEvents, MaxWait: o.MaxWait, MaxBytes: bound.maxBytes, EventBytes: bound.eventBytes, Claim: claim}
 	f := r.system.Root.RequestFuture(t.pid, req, o.MaxWait+receiveAnswerMargin)
 	ch := make(chan receiveAnswer, 1)
 	go func() { // ends when the actor answers: at MaxWait at the latest, or at once on cancel
@@ -262,10 +266,11 @@ func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o 
 	case a = <-ch:
 	case <-ctx.Done():
 		r.system.Root.Send(t.pid, &actors.CancelReceive{Subscription: name, ID: id})
-		go r.releaseUnclaimed(t, name, ch)
+		go r.releaseUnclaimed(t, name, claim, ch)
 		return nil, nil, ctx.Err()
 	}
 	if a.err != nil {
+		claim.Drop() // an answer made later is nobody's
 		return nil, nil, fmt.Errorf("receiving from event subscription %q: %w: %w", name, ErrUnavailable, a.err)
 	}
 	switch v := a.v.(type) {
@@ -283,9 +288,12 @@ func (r *Router) receiveAt(ctx context.Context, t *topicRuntime, name string, o 
 
 // releaseUnclaimed waits for the answer of a receive whose caller went away and releases the
 // events it holds, if the actor handed some out before the cancel reached it: nobody will
-// settle them, so they are available again at once rather than after their lock.
-func (r *Router) releaseUnclaimed(t *topicRuntime, name string, ch <-chan receiveAnswer) {
+// settle them, so they are available again at once rather than after their lock. The
+// answer's budget share is given back through claim, even when the answer comes after the
+// wait for it timed out.
+func (r *Router) releaseUnclaimed(t *topicRuntime, name string, claim *actors.AnswerClaim, ch <-chan receiveAnswer) {
 	a := <-ch
+	claim.Drop()
 	v, ok := a.v.(*actors.ReceivedEvents)
 	if a.err != nil || !ok || len(v.Events) == 0 {
 		return
