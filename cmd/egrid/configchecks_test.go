@@ -134,7 +134,7 @@ func TestConfigErrorsNameThePathAndLine(t *testing.T) {
         properties:
           retryPolicy: {maxDeliveryAttempts: 10, bogus: 3}
 `, []string{`line 6: "topics[0].eventSubscriptions[0].properties.retryPolicy.bogus" is not a member of topics[0].eventSubscriptions[0].properties.retryPolicy: check its spelling (topics[0].eventSubscriptions[0].properties.retryPolicy takes maxDeliveryAttempts, eventTimeToLiveInMinutes, profile and honorRetryAfter)`}},
-		{"a word for a number", "server:\n  maxInFlight: ten\n", []string{`line 2: server.maxInFlight: is "ten"; give a whole number`}},
+		{"a word for a number", "server:\n  maxInFlight: ten\n", []string{`line 2: server.maxInFlight: is a string; give a whole number`}},
 		{"a reference for a number", "server:\n  maxInFlight: ${N}\n", []string{`line 2: server.maxInFlight: is a ${...} reference, which expands to a string; write a whole number here`}},
 		{"a reference as a key", "${BBK}: x\n", []string{`line 1: "${BBK}" is not a member of the config: check its spelling (the config takes server, topics and sources); ${...} references expand in values, not in keys`}},
 		{"an inlined key's neighbour", "server:\n  publishWait: 1s\n  publishWiat: 2s\n", []string{`line 3: "server.publishWiat" is not a member of server: check its spelling (server takes listen, `, "publishWait"}},
@@ -151,11 +151,11 @@ topics:
           expirationTimeUtc: tomorrow
           labels: {a: b}
 `, []string{
-			`line 2: server.deadLetterDelay: is "soon"; give a duration such as 30s, 5m or 1h`,
+			`line 2: server.deadLetterDelay: does not parse as a duration such as 30s, 5m or 1h`,
 			`line 3: server.history.attempts: is a list; give a whole number`,
-			`line 4: server.egress.allow: is "10.0.0.0/8"; give a list`,
-			`line 10: topics[0].eventSubscriptions[0].properties.destination.properties.maxEventsPerBatch: is "many"; give a whole number`,
-			`line 11: topics[0].eventSubscriptions[0].properties.expirationTimeUtc: is "tomorrow"; give a date and time in RFC 3339 form`,
+			`line 4: server.egress.allow: is a string; give a list`,
+			`line 10: topics[0].eventSubscriptions[0].properties.destination.properties.maxEventsPerBatch: is a string; give a whole number`,
+			`line 11: topics[0].eventSubscriptions[0].properties.expirationTimeUtc: does not parse as a date and time in RFC 3339 form`,
 			`line 12: topics[0].eventSubscriptions[0].properties.labels: is a mapping; give a list`,
 		}},
 		{"a merged mapping", "base: &b {maxDeliveryAttempts: 3, bogus: 1}\n", []string{`"base" is not a member of the config`}},
@@ -173,6 +173,35 @@ topics:
 		}
 		if strings.Contains(err.Error(), "not found in type") || strings.Contains(err.Error(), "cannot unmarshal") || strings.Contains(err.Error(), "parsing time") {
 			t.Errorf("%s: the error names Go types:\n%v", c.name, err)
+		}
+	}
+}
+
+// TestConfigErrorsNeverRepeatValues: a type error quoted the whole value ("is
+// \"amqp://egrid:Sup3rS3cretPassw0rd@rabbit.internal:5672/\"; give a mapping of url"), so a
+// password in a misplaced URL landed in CI logs. A value is now named by its YAML kind only,
+// and an URL's user information is scrubbed from whatever else a message repeats.
+func TestConfigErrorsNeverRepeatValues(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"an URL for a mapping", "server:\n  brokers:\n    rabbitmq: amqp://egrid:Sup3rS3cretPassw0rd@rabbit.internal:5672/\n",
+			`line 3: server.brokers.rabbitmq: is a string; give a mapping of url`},
+		{"a token for a number", "server:\n  maxInFlight: tok_Sup3rS3cretPassw0rd\n",
+			`line 2: server.maxInFlight: is a string; give a whole number`},
+		{"an URL as a key", "server:\n  brokers:\n    rabbitmq:\n      \"amqp://egrid:Sup3rS3cretPassw0rd@rabbit.internal/\": x\n",
+			`"server.brokers.rabbitmq.amqp://***@rabbit.internal/" is not a member`},
+	} {
+		_, err := decodeConfig([]byte(c.yaml), func(string) string { return "" })
+		if err == nil {
+			t.Errorf("%s: decoded", c.name)
+			continue
+		}
+		if strings.Contains(err.Error(), "Sup3rS3cret") {
+			t.Errorf("%s: the error repeats the secret:\n%v", c.name, err)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n%v\nwant %q", c.name, err, c.want)
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/egridio/egrid/schemas/clip"
 	"github.com/egridio/egrid/schemas/member"
 )
 
@@ -71,7 +70,7 @@ func configError(err error, doc *yaml.Node) error {
 	if errors.As(err, &te) {
 		for _, line := range te.Errors {
 			if !goTypeProblem.MatchString(line) {
-				problems = append(problems, errors.New(line))
+				problems = append(problems, errors.New(scrubUserinfo(line)))
 			}
 		}
 	}
@@ -112,8 +111,15 @@ var (
 )
 
 func (w *configWalk) add(n *yaml.Node, path, format string, args ...any) {
-	w.problems = append(w.problems, fmt.Errorf("line %d: %s: %s", n.Line, pathOrRoot(path), fmt.Sprintf(format, args...)))
+	w.problems = append(w.problems, errors.New(scrubUserinfo(fmt.Sprintf("line %d: %s: %s", n.Line, pathOrRoot(path), fmt.Sprintf(format, args...)))))
 }
+
+// urlUserinfo matches the user information of an URL (scheme://user:password@), which a
+// message never repeats: a config error ends up in CI logs and terminals.
+var urlUserinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@"'\x60]*@`)
+
+// scrubUserinfo returns s with the user information of every URL in it replaced by "***".
+func scrubUserinfo(s string) string { return urlUserinfo.ReplaceAllString(s, "${1}***@") }
 
 func pathOrRoot(path string) string {
 	if path == "" {
@@ -196,7 +202,7 @@ func (w *configWalk) mapping(n *yaml.Node, t reflect.Type, path string, depth in
 			if strings.Contains(key.Value, "${") {
 				msg += "; ${...} references expand in values, not in keys"
 			}
-			w.problems = append(w.problems, fmt.Errorf("line %d: %s", key.Line, msg))
+			w.problems = append(w.problems, errors.New(scrubUserinfo(fmt.Sprintf("line %d: %s", key.Line, msg))))
 			continue
 		}
 		w.value(val, ft, joinConfigPath(path, key.Value), depth+1)
@@ -217,13 +223,19 @@ func (w *configWalk) leaf(n *yaml.Node, t reflect.Type, path string) {
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) && t != timeType && t != durationType {
-		w.add(n, path, "%v", err) // a custom type's own words
+		w.add(n, path, "%v", err) // a custom type's own words, URLs' user information scrubbed
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && (t == timeType || t == durationType) {
+		w.add(n, path, "does not parse as %s", yamlKind(t))
 		return
 	}
 	w.add(n, path, "is %s; give %s", nodeShape(n), yamlKind(t))
 }
 
-// nodeShape names what a node holds: a scalar by its value.
+// nodeShape names what a node holds: a scalar by its YAML kind, never by its value, which may
+// be a password or a token (an URL with its user information, a DSN) and a config error ends
+// up in CI logs; the line and the path say which value it is.
 func nodeShape(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -231,7 +243,21 @@ func nodeShape(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return clip.Quote(n.Value)
+	switch n.ShortTag() {
+	case "!!str":
+		return "a string"
+	case "!!int":
+		return "a whole number"
+	case "!!float":
+		return "a number"
+	case "!!bool":
+		return "true or false"
+	case "!!timestamp":
+		return "a date"
+	case "!!binary":
+		return "binary data"
+	}
+	return "a value"
 }
 
 // yamlKind names what a config value of type t is written as.
