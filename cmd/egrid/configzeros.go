@@ -82,8 +82,12 @@ func explicitZeros(raw []byte, cfg *fileConfig) []error {
 	return errs
 }
 
-// isZeroNode reports whether n is a number written as 0 (0, 0.0, -0, 0e3, 0x0).
+// isZeroNode reports whether n is a number written as 0 (0, 0.0, -0, 0e3, 0x0), directly or
+// through an alias (*zero, of an anchor &zero 0), which decodes to the same 0.
 func isZeroNode(n *yaml.Node) bool {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias // the parser refuses an alias to an anchor not yet complete, so this ends
+	}
 	if n == nil || n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
 		return false
 	}

@@ -110,3 +110,47 @@ func TestExplicitZerosInTheConfigAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A 0 given through an alias (maxDeliveryAttempts: *zero, of an anchor &zero 0) decodes to the
+// same 0, and was taken silently as "not set": the probe saw an alias, not a number.
+func TestExplicitZerosThroughAnAliasAreRefused(t *testing.T) {
+	cfg := `server:
+  maxInFlight: &zero 0
+topics:
+  - name: orders
+    eventSubscriptions:
+      - name: billing
+        properties:
+          destination: {endpointType: GoChannel, properties: {topic: billing}}
+          retryPolicy: {maxDeliveryAttempts: *zero}
+      - name: audit
+        properties:
+          destination: {endpointType: GoChannel, properties: {topic: audit, maxEventsPerBatch: &one 1}}
+          retryPolicy: &rp {maxDeliveryAttempts: *one, eventTimeToLiveInMinutes: *zero}
+      - name: copy
+        properties:
+          destination: {endpointType: GoChannel, properties: {topic: copy}}
+          retryPolicy: *rp
+`
+	cfgv, err := decodeConfig([]byte(cfg), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range explicitZeros([]byte(cfg), cfgv) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`topics[0].eventSubscriptions[0] ("billing"): properties.retryPolicy.maxDeliveryAttempts: line 9: 0 is out of range`,
+		`topics[0].eventSubscriptions[1] ("audit"): properties.retryPolicy.eventTimeToLiveInMinutes: line 13: 0 is out of range`,
+		`topics[0].eventSubscriptions[2] ("copy"): properties.retryPolicy.eventTimeToLiveInMinutes: line 13: 0 is out of range`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("refused %d settings, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("refusal %d = %q, want it to start %q", i, got[i], w)
+		}
+	}
+}
