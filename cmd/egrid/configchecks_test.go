@@ -287,3 +287,37 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigAliasesThatExpandTooFarAreRefused: the walk that names a config's problems
+// followed aliases with no bound, so a 3.6 KB file whose aliases refer to lists of aliases (a
+// "billion laughs") kept `egrid validate` busy for seconds along 15 million nodes. The walk now
+// stops where the YAML decoder stops, and says so first; a file that merely shares a setting
+// among many subscriptions is read as before.
+func TestConfigAliasesThatExpandTooFarAreRefused(t *testing.T) {
+	const n = 250
+	var b strings.Builder
+	b.WriteString("topics:\n- &s0 {name: aaa, eventSubscriptions: [&e {name: sss, properties: {labels: [&l lol")
+	b.WriteString(strings.Repeat(", *l", n) + "]}}" + strings.Repeat(", *e", n) + "], bogus: 1}\n")
+	b.WriteString(strings.Repeat("- *s0\n", n))
+	_, err := decodeConfig([]byte(b.String()), func(string) string { return "" })
+	if err == nil || !strings.HasPrefix(err.Error(), "the config's aliases (*name) expand it too far to be read: ") {
+		t.Errorf("a billion laughs: %.300v\nwant it refused as expanding too far", err)
+	}
+
+	// Settings shared by alias among many subscriptions, and one mistake that has the walk
+	// read the whole file.
+	b.Reset()
+	b.WriteString("topics:\n  - name: orders\n    eventSubscriptions:\n")
+	for i := range 300 {
+		rp, ls := "*rp", "*ls"
+		if i == 0 {
+			rp, ls = "&rp {maxDeliveryAttempts: 5, eventTimeToLiveInMinutes: 60}", "&ls [a, b, c]"
+		}
+		fmt.Fprintf(&b, "      - {name: sub-%d, properties: {destination: {endpointType: GoChannel, properties: {topic: t%d}}, retryPolicy: %s, labels: %s}}\n", i, i, rp, ls)
+	}
+	b.WriteString("      - {name: last, bogus: 1}\n")
+	_, err = decodeConfig([]byte(b.String()), func(string) string { return "" })
+	if err == nil || strings.Contains(err.Error(), "too far") || !strings.Contains(err.Error(), `"topics[0].eventSubscriptions[300].bogus" is not a member`) {
+		t.Errorf("a file sharing settings by alias: %.300v\nwant only its unknown key refused", err)
+	}
+}

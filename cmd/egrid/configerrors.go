@@ -95,10 +95,60 @@ func configProblems(doc *yaml.Node, t reflect.Type) []error {
 	for _, n := range doc.Content { // a document node holds its one root
 		w.value(n, t, "", 0)
 	}
+	if w.tooExpanded { // first, so that the bound on the problems listed keeps it
+		return append([]error{errTooExpanded}, w.problems...)
+	}
 	return w.problems
 }
 
-type configWalk struct{ problems []error }
+// errTooExpanded is the problem of a config whose aliases expand too far (configWalk.expanded).
+var errTooExpanded = errors.New("the config's aliases (*name) expand it too far to be read: " +
+	"a file whose aliases refer to lists of aliases repeats itself millions of times; write the repeated parts out, or refer to them fewer times")
+
+// configWalk is one walk of configProblems: the problems found, and how far aliases have
+// expanded the document so far.
+type configWalk struct {
+	problems []error
+	// visits counts the nodes walked, aliased counts those of them reached through an
+	// alias, and aliasDepth how many aliases lead to the node being walked.
+	visits, aliased, aliasDepth int
+	// tooExpanded is set once the walk has stopped on a document whose aliases expand too
+	// far (tooExpanded).
+	tooExpanded bool
+}
+
+// expanded counts one more node walked and reports whether the document's aliases have now
+// expanded too far to go on, by the YAML decoder's own rule (go.yaml.in/yaml/v3's
+// allowedAliasRatio): a small file whose aliases refer to lists of aliases ("billion laughs")
+// would otherwise be walked for minutes along billions of nodes.
+func (w *configWalk) expanded() bool {
+	if w.tooExpanded {
+		return true
+	}
+	w.visits++
+	if w.aliasDepth > 0 {
+		w.aliased++
+	}
+	if w.aliased > 100 && w.visits > 1000 && float64(w.aliased)/float64(w.visits) > allowedAliasRatio(w.visits) {
+		w.tooExpanded = true
+	}
+	return w.tooExpanded
+}
+
+// allowedAliasRatio is the YAML decoder's bound on the share of the nodes it decodes that
+// come through aliases, after decoding n nodes: 99% up to 400,000 nodes, falling to 10% at
+// 4,000,000. The walk keeps to the same bound, so it stops where the decoder refuses
+// ("document contains excessive aliasing") and takes what the decoder takes.
+func allowedAliasRatio(n int) float64 {
+	const low, high = 400_000, 4_000_000
+	switch {
+	case n <= low:
+		return 0.99
+	case n >= high:
+		return 0.10
+	}
+	return 0.99 - 0.89*float64(n-low)/float64(high-low)
+}
 
 // maxConfigDepth bounds the walk, as the decoder bounds its nesting.
 const maxConfigDepth = 100
@@ -132,6 +182,11 @@ func pathOrRoot(path string) string {
 func (w *configWalk) value(n *yaml.Node, t reflect.Type, path string, depth int) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+		w.aliasDepth++
+		defer func() { w.aliasDepth-- }()
+	}
+	if w.expanded() {
+		return
 	}
 	if depth > maxConfigDepth {
 		return // the decoder's own error stands
@@ -157,7 +212,7 @@ func (w *configWalk) value(n *yaml.Node, t reflect.Type, path string, depth int)
 			w.add(n, path, "is %s; give a mapping", nodeShape(n))
 			return
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
+		for i := 0; i+1 < len(n.Content) && !w.tooExpanded; i += 2 {
 			w.value(n.Content[i+1], t.Elem(), joinConfigPath(path, n.Content[i].Value), depth+1)
 		}
 	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
@@ -166,6 +221,9 @@ func (w *configWalk) value(n *yaml.Node, t reflect.Type, path string, depth int)
 			return
 		}
 		for i, item := range n.Content {
+			if w.tooExpanded {
+				break
+			}
 			w.value(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1)
 		}
 	case t.Kind() == reflect.Interface:
@@ -180,15 +238,23 @@ func (w *configWalk) mapping(n *yaml.Node, t reflect.Type, path string, depth in
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], n.Content[i+1]
 		if key.Value == "<<" && key.Tag == "!!merge" { // a merge key: its mappings are this one's
-			if val.Kind == yaml.AliasNode && val.Alias != nil {
-				val = val.Alias
-			}
 			merged := []*yaml.Node{val}
-			if val.Kind == yaml.SequenceNode {
+			if val.Kind == yaml.AliasNode && val.Alias != nil && val.Alias.Kind == yaml.SequenceNode {
+				merged = val.Alias.Content // merging the list an alias names
+			} else if val.Kind == yaml.SequenceNode {
 				merged = val.Content
 			}
+			if len(merged) > 0 && merged[0] != val && val.Kind == yaml.AliasNode {
+				w.aliasDepth++
+			}
 			for _, m := range merged {
-				w.value(m, t, path, depth+1)
+				w.value(m, t, path, depth+1) // each merged alias is followed there
+			}
+			if len(merged) > 0 && merged[0] != val && val.Kind == yaml.AliasNode {
+				w.aliasDepth--
+			}
+			if w.tooExpanded {
+				return
 			}
 			continue
 		}
@@ -206,6 +272,9 @@ func (w *configWalk) mapping(n *yaml.Node, t reflect.Type, path string, depth in
 			continue
 		}
 		w.value(val, ft, joinConfigPath(path, key.Value), depth+1)
+		if w.tooExpanded {
+			return
+		}
 	}
 }
 
