@@ -757,14 +757,10 @@ func (a *API) endProbation(w http.ResponseWriter, req *http.Request) {
 // cannot read it, 500 when it is stored damaged or the store finds it damaged (retrying does
 // not help: the message says to run egrid store check).
 func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
-	id := req.PathValue("id")
-	if !strings.HasSuffix(req.Pattern, "{id}") {
-		ids, ok := req.URL.Query()["id"]
-		if !ok || len(ids) != 1 || ids[0] == "" {
-			writeError(w, http.StatusBadRequest, "BadRequest", "explaining an event needs its id: GET …/events/{id}, or …/events?id={id} once (an id that is \".\" or \"..\" goes in the query)")
-			return
-		}
-		id = ids[0]
+	id, ok := explainID(req)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "BadRequest", "explaining an event needs its id: GET …/events/{id}, or …/events?id={id} once (an id that is \".\" or \"..\" goes in the query)")
+		return
 	}
 	e, err := a.r.Explain(req.Context(), req.PathValue("topic"), req.PathValue("name"), id)
 	if err != nil {
@@ -772,6 +768,21 @@ func (a *API) explainEvent(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, e)
+}
+
+// explainID returns the event id an explain call names: in its path (…/events/{id}) or, on
+// …/events, in its one id query parameter; ok is false when the query gives none, an empty
+// one or several.
+func explainID(req *http.Request) (id string, ok bool) {
+	if !strings.HasSuffix(req.Pattern, "/events") {
+		id = req.PathValue("id")
+		return id, id != ""
+	}
+	ids := req.URL.Query()["id"]
+	if len(ids) != 1 || ids[0] == "" {
+		return "", false
+	}
+	return ids[0], true
 }
 
 // storeDamaged is the message of a 500 answering [router.ErrStoreDamaged].
@@ -784,15 +795,19 @@ const (
 	freeSpace           = "the operator frees disk space (GET /admin/health shows what is free)"
 )
 
-// callAttrs returns the log attributes of what an admin call is about, as its path names
-// them: the topic, the subscription and the event. Every line about them carries them
-// (router/logattr), so that the log tells two events' failures apart and does not fold them.
+// callAttrs returns the log attributes of what an admin call is about, as its path (and an
+// explain call's id query parameter, explainID) names them: the topic, the subscription and
+// the event. Every line about them carries them (router/logattr), so that the log tells two
+// events' failures apart and does not fold them.
 func callAttrs(req *http.Request) []any {
 	var out []any
-	for _, p := range [...]struct{ wildcard, key string }{{"topic", logattr.Topic}, {"name", logattr.Subscription}, {"id", logattr.EventID}} {
+	for _, p := range [...]struct{ wildcard, key string }{{"topic", logattr.Topic}, {"name", logattr.Subscription}} {
 		if v := req.PathValue(p.wildcard); v != "" {
 			out = append(out, p.key, clip.String(v))
 		}
+	}
+	if id, ok := explainID(req); ok {
+		out = append(out, logattr.EventID, clip.String(id))
 	}
 	return out
 }

@@ -34,3 +34,29 @@ func TestAdminErrorLogsNameWhatTheCallWasAbout(t *testing.T) {
 		}
 	}
 }
+
+// An explain call that names its event in the query (…/events?id=e1, the form for an id such
+// as "." or "..") logged no event id: only the path's was read.
+func TestAdminErrorLogsNameTheEventOfAnExplainByQuery(t *testing.T) {
+	for _, c := range []struct{ target, want string }{
+		{"/admin/topics/orders/eventSubscriptions/audit/events?id=e1", "e1"},
+		{"/admin/topics/orders/eventSubscriptions/audit/events?id=..", ".."},
+		{"/admin/topics/orders/eventSubscriptions/audit/events?id=a&id=b", ""}, // refused before any log; names none
+	} {
+		var logs bytes.Buffer
+		a := &API{log: slog.New(slog.NewJSONHandler(&logs, nil))}
+		req := httptest.NewRequest("GET", c.target, nil)
+		req.Pattern = "GET /admin/topics/{topic}/eventSubscriptions/{name}/events"
+		req.SetPathValue("topic", "orders")
+		req.SetPathValue("name", "audit")
+		a.writeAdminError(httptest.NewRecorder(), req, fmt.Errorf("reading: %w", router.ErrHistoryDamaged))
+		var rec map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &rec); err != nil {
+			t.Fatalf("%s: log %q: %v", c.target, logs.String(), err)
+		}
+		got, _ := rec[logattr.EventID].(string)
+		if got != c.want || rec[logattr.Topic] != "orders" || rec[logattr.Subscription] != "audit" {
+			t.Errorf("%s: logged %s; want topic, subscription and eventId %q", c.target, strings.TrimSpace(logs.String()), c.want)
+		}
+	}
+}
