@@ -10,8 +10,9 @@ import (
 )
 
 // explicitZeros refuses the subscription settings a PUT body sends as 0 — maxDeliveryAttempts,
-// eventTimeToLiveInMinutes, maxEventsPerBatch and preferredBatchSizeInKilobytes — each with the
-// range it takes. Azure's ranges start at 1 and it refuses 0; in a [router.SubscriptionSpec],
+// eventTimeToLiveInMinutes, maxEventsPerBatch and preferredBatchSizeInKilobytes, and a queue
+// subscription's receiveLockDurationInSeconds and maxDeliveryCount — each with the range it
+// takes. Azure's ranges start at 1 and it refuses 0; in a [router.SubscriptionSpec],
 // whose fields are plain ints, 0 means "not set" (the default applies), so only the body can
 // tell a 0 that was sent from a member that was left out. A member left out, or null, is not
 // set and takes its default. topic is the subscription's topic: the retry profile a
@@ -36,6 +37,13 @@ func explicitZeros(properties json.RawMessage, spec *router.SubscriptionSpec, to
 	}
 	if isZero(jsonMember(destination, "preferredBatchSizeInKilobytes")) {
 		errs = append(errs, errors.New("destination.properties.preferredBatchSizeInKilobytes 0 is out of range: use 1-1024, or leave it out to deliver one event per request"))
+	}
+	queue := jsonMember(jsonMember(properties, "deliveryConfiguration"), "queue")
+	if isZero(jsonMember(queue, "receiveLockDurationInSeconds")) {
+		errs = append(errs, errors.New("deliveryConfiguration.queue.receiveLockDurationInSeconds 0 is out of range: use 60-300, or leave it out for the default, 60"))
+	}
+	if isZero(jsonMember(queue, "maxDeliveryCount")) {
+		errs = append(errs, errors.New("deliveryConfiguration.queue.maxDeliveryCount 0 is out of range: use 1-10, or leave it out for the default, 10"))
 	}
 	return errors.Join(errs...)
 }

@@ -52,6 +52,29 @@ func TestExplicitZeroSettingsAreRefused(t *testing.T) {
 			want:  []string{"maxDeliveryAttempts 0", "eventTimeToLiveInMinutes 0", "maxEventsPerBatch 0", "preferredBatchSizeInKilobytes 0"}},
 		{name: "null is absent", topic: "orders", retry: `"maxDeliveryAttempts":null`, batch: `,"maxEventsPerBatch":null`},
 	}
+	queueTests := []struct{ name, queue, want string }{
+		{name: "receiveLockDurationInSeconds", queue: `"receiveLockDurationInSeconds":0`,
+			want: "deliveryConfiguration.queue.receiveLockDurationInSeconds 0 is out of range: use 60-300"},
+		{name: "maxDeliveryCount", queue: `"maxDeliveryCount":0`,
+			want: "deliveryConfiguration.queue.maxDeliveryCount 0 is out of range: use 1-10"},
+		{name: "queue null is absent", queue: `"maxDeliveryCount":null`},
+	}
+	for _, tt := range queueTests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"properties":{"deliveryConfiguration":{"deliveryMode":"Queue","queue":{` + tt.queue + `}}}}`
+			status, out := adminDo(t, srv, "tok", "PUT", "/admin/topics/nsorders/eventSubscriptions/queue1", body)
+			raw, _ := json.Marshal(out)
+			if tt.want == "" {
+				if status != 201 && status != 200 {
+					t.Fatalf("PUT %s: %d %s, want it taken", body, status, raw)
+				}
+				return
+			}
+			if status != 400 || !strings.Contains(string(raw), tt.want) {
+				t.Fatalf("PUT %s: %d %s, want 400 saying %q", body, status, raw, tt.want)
+			}
+		})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"properties":{` + strings.Replace(dest, "%s", tt.batch, 1) + `,"retryPolicy":{` + tt.retry + `}}}`
