@@ -34,10 +34,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Store, error) {
 // Open opens the store on an established connection, creating its key-value buckets and its
 // parked-events stream when they do not exist (with [Options.Replicas] and storage); existing
 // ones are used as they are, never updated (change their replicas with the nats CLI). Close
-// leaves the connection open: the caller owns it. Open adds to the connection's reconnect
-// handler ([nats.Conn.SetReconnectHandler]; the caller's own, set before, still runs, after
-// the store's): a caller that sets another one later replaces the store's, whose [Store.Health]
-// may then date an outage from one that ended while nothing asked.
+// leaves the connection open: the caller owns it.
 //
 // Nodes of a cluster that start together race to create the buckets, which then have no
 // leader for a moment (seconds while the NATS servers start too), and a server whose view of
@@ -62,7 +59,6 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("jetstream store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, opts: opts, writers: make(map[string]*writer), subs: make(map[string]*subEntry), purging: make(map[string]chan struct{})}
-	s.watchReconnects()
 	deadline := time.Now().Add(openWait)
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {

@@ -127,7 +127,7 @@ type Store struct {
 	passed   map[string]uint64 // by topic: the last journal message passed over (decodeJournal)
 
 	corruptions atomic.Int64 // the damage found, for Health (damaged)
-	downSince   atomic.Int64 // unix nanoseconds when the connection was first found down (Health, enter); 0 while connected (cleared on reconnect, watchReconnects)
+	downSince   atomic.Int64 // unix nanoseconds when the connection was first found down (Health, enter); 0 while connected
 	lostMu      sync.Mutex
 	lost        map[string]bool // the parked events' copies reported damaged, once each (copyDamage)
 
@@ -191,8 +191,8 @@ func (s *Store) damaged(kind string) {
 // Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own: it
 // is Healthy while connected to NATS, and Failed while the connection is down (every call
 // fails with [ErrNotConnected] meanwhile), with a reason saying what is refused and what to
-// do, and Since the time the connection was first found down in this outage (by a call to
-// Health or a call refused); the NATS client reconnects by itself, and the store is Healthy again once it has.
+// do, and Since the time the connection was first found down (by a call to Health or a call
+// refused); the NATS client reconnects by itself, and the store is Healthy again once it has.
 // Before, it was Healthy throughout an outage: GET /admin/health answered 200 while every
 // publish got 503. Corruptions counts the damage it found, each logged as an ERROR: journal
 // messages passed over ([Store.Read]), parked events' copies lost ([Store.ParkedEvents]),
@@ -211,20 +211,6 @@ func (s *Store) Health() store.Health {
 	}
 	h.Reason += "): publishes, definition changes and state writes are refused (503) and this node delivers nothing; check that the NATS servers this node was given are up and reachable from it: the node reconnects by itself, and takes writes again once it has"
 	return h
-}
-
-// watchReconnects has the connection's reconnect handler clear the time of the outage that
-// ended, before the handler the caller gave runs. Else only a Health call made while connected
-// cleared it, and after an outage that ended with nobody asking, the next one was reported
-// down since the first.
-func (s *Store) watchReconnects() {
-	prev := s.nc.ReconnectHandler()
-	s.nc.SetReconnectHandler(func(nc *nats.Conn) {
-		s.downSince.Store(0)
-		if prev != nil {
-			prev(nc)
-		}
-	})
 }
 
 // connectionDown records that the connection to NATS was found down, unless it was already,
