@@ -258,14 +258,7 @@ func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []
 		return err
 	}
 	defer cancel()
-	if err := checkName("subscription", name); err != nil {
-		return err
-	}
-	if err := s.topicExists(ctx, topic); err != nil {
-		return err
-	}
-	key := subKey(topic, name)
-	e, err := s.entry(ctx, key)
+	key, e, err := s.definitionEntry(ctx, topic, name)
 	if err != nil {
 		return err
 	}
@@ -332,6 +325,23 @@ func (s *Store) createSub(ctx context.Context, e *subEntry, key, topic, name str
 	return nil
 }
 
+// definitionEntry is what a subscription's definition write starts with: the name checked,
+// the topic found, and the subscription's key with its entry held (the caller releases it).
+func (s *Store) definitionEntry(ctx context.Context, topic, name string) (string, *subEntry, error) {
+	if err := checkName("subscription", name); err != nil {
+		return "", nil, err
+	}
+	if err := s.topicExists(ctx, topic); err != nil {
+		return "", nil, err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return "", nil, err
+	}
+	return key, e, nil
+}
+
 // errKeyTaken is wrapped by createSub's error when the key holds a record.
 var errKeyTaken = errors.New("the key holds a record")
 
@@ -346,14 +356,7 @@ func (s *Store) CreateSubscription(ctx context.Context, topic, name string, spec
 		return err
 	}
 	defer cancel()
-	if err := checkName("subscription", name); err != nil {
-		return err
-	}
-	if err := s.topicExists(ctx, topic); err != nil {
-		return err
-	}
-	key := subKey(topic, name)
-	e, err := s.entry(ctx, key)
+	key, e, err := s.definitionEntry(ctx, topic, name)
 	if err != nil {
 		return err
 	}
