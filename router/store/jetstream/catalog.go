@@ -21,20 +21,26 @@ import (
 // topicExists reports whether the topic has a definition. A name claimed by a create or a
 // delete under way (topicclaim.go) has none.
 func (s *Store) topicExists(ctx context.Context, topic string) error {
+	_, err := s.topicRev(ctx, topic)
+	return err
+}
+
+// topicRev is topicExists that also returns the revision of the definition it read.
+func (s *Store) topicRev(ctx context.Context, topic string) (uint64, error) {
 	if err := checkName("topic", topic); err != nil {
-		return err
+		return 0, err
 	}
 	e, err := s.meta.Get(ctx, topicKey(topic))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return topicNotFound(topic)
+		return 0, topicNotFound(topic)
 	case err != nil:
-		return fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
+		return 0, fmt.Errorf("jetstream store: reading topic %q: %w", topic, err)
 	}
 	if v, err := decodeTopic(e.Value()); err == nil && v.claim != 0 {
-		return topicNotFound(topic)
+		return 0, topicNotFound(topic)
 	}
-	return nil
+	return e.Revision(), nil
 }
 
 // PutTopic implements [store.Store]: the definition is a key of the meta bucket; a new topic
@@ -251,20 +257,22 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 // (UpdateSubscription) stay fenced on a stale view. A create that finds the subscription
 // created by another node since it looked is not retried: it fails with [store.ErrFenced] and
 // writes nothing, so the other node's create, answered already, stands (the router reads the
-// record then and answers 409, or success when the definitions are the same).
+// record then and answers 409, or success when the definitions are the same). A create whose
+// topic was deleted meanwhile is taken back (createSub): it fails with [store.ErrNotFound], or
+// is made again on the topic created again since.
 func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	key, e, err := s.definitionEntry(ctx, topic, name)
+	key, e, topicRev, err := s.definitionEntry(ctx, topic, name)
 	if err != nil {
 		return err
 	}
 	defer e.release()
 	for try := 1; ; try++ {
-		replacing, err := s.putSub(ctx, e, key, topic, name, spec)
+		replacing, err := s.putSub(ctx, e, key, topic, name, spec, topicRev)
 		if err == nil || !replacing || !errors.Is(err, store.ErrFenced) || try == putTries {
 			return err
 		}
@@ -279,8 +287,9 @@ const putTries = 3
 // putSub is one try of PutSubscription: it writes spec on the record as e holds it (read
 // when e holds none), or creates the subscription when there is none; e's semaphore is held.
 // replacing says which: a replacement fenced by a stale view is tried again, a create that
-// lost to another node's is not.
-func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) (replacing bool, err error) {
+// lost to another node's is not. topicRev is the revision of the topic's definition the call
+// read (createSub).
+func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte, topicRev uint64) (replacing bool, err error) {
 	if e.rec == nil {
 		if err := s.load(ctx, e, topic, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
@@ -291,7 +300,7 @@ func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string
 		rec.spec = slices.Clone(spec)
 		return true, s.write(ctx, e, topic, name, &rec)
 	}
-	if err := s.createSub(ctx, e, key, topic, name, spec); err != nil {
+	if err := s.createSub(ctx, e, key, topic, name, spec, topicRev); err != nil {
 		if errors.Is(err, errKeyTaken) {
 			return false, fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
 		}
@@ -304,42 +313,131 @@ func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string
 // epoch) with the bucket's Create, which succeeds only while the key holds no record (none,
 // or the marker of its last delete): another node's create since fails it with an error
 // wrapping errKeyTaken, and nothing is written. e's semaphore is held.
-func (s *Store) createSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte) error {
-	last, err := s.lastSeq(ctx, topic)
-	if err != nil {
-		return err
-	}
-	rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: last}
-	rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
-	if err != nil {
-		e.rec = nil // read again next time
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
-			// The second form: the key's delete marker replaced between the bucket's look
-			// at it and its write on it.
-			err = fmt.Errorf("%w: %w", errKeyTaken, err)
+//
+// The record is one of the topic's life whose definition the caller read (at revision
+// topicRev), and a delete of the topic removes the records it lists after its claim: a delete
+// claimed between that read and the write listed no record of the subscription, so the record
+// written would be left to no topic, or to the topic created again after the delete, with a
+// cursor in the old journal (and numbers the new one has not reached). So createSub looks at
+// the topic again after the write (sameLife): when the definition may be of another life, it
+// deletes the record it wrote (dropCreated) and starts again from the topic's definition,
+// which a topic deleted does not have (store.ErrNotFound), up to putTries writes, past which
+// it fails with store.ErrFenced.
+func (s *Store) createSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte, topicRev uint64) error {
+	for try := 1; ; try++ {
+		_, info, err := s.streamInfo(ctx, topic)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+		rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: info.State.LastSeq}
+		rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
+		if err != nil {
+			e.rec = nil // read again next time
+			if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+				// The second form: the key's delete marker replaced between the bucket's look
+				// at it and its write on it.
+				err = fmt.Errorf("%w: %w", errKeyTaken, err)
+			}
+			return fmt.Errorf("jetstream store: writing subscription %q of topic %q: %w", name, topic, err)
+		}
+		same, err := s.sameLife(ctx, topic, topicRev, info.Created)
+		if err == nil && same {
+			e.setRev(rev)
+			e.rec = rec
+			return nil
+		}
+		e.rec = nil
+		if derr := s.dropCreated(ctx, key, topic, name, rev, rec.epoch); derr != nil {
+			return errors.Join(err, derr)
+		}
+		if err != nil {
+			return err
+		}
+		if topicRev, err = s.topicRev(ctx, topic); err != nil {
+			return err
+		}
+		if try == putTries {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic),
+				errors.New("its topic was deleted and created again during every write"))
+		}
 	}
-	e.setRev(rev)
-	e.rec = rec
-	return nil
+}
+
+// sameLife reports whether the topic whose definition was read at revision rev, its journal
+// stream created at created, is still that life after a write: its key unchanged since, or
+// holding a definition whose journal is the same stream (a PutTopic of the topic since, not a
+// delete and a create: a create makes the stream anew). A key claimed (a delete under way) or
+// gone is another life.
+func (s *Store) sameLife(ctx context.Context, topic string, rev uint64, created time.Time) (bool, error) {
+	kv, err := s.meta.Get(ctx, topicKey(topic))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("jetstream store: reading topic %q again after writing a subscription of it: %w", topic, err)
+	}
+	if kv.Revision() == rev {
+		return true, nil
+	}
+	if v, err := decodeTopic(kv.Value()); err == nil && v.claim != 0 {
+		return false, nil
+	}
+	_, info, err := s.streamInfo(ctx, topic)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return info.Created.Equal(created), nil
+}
+
+// dropCreated deletes the record of subscription name (key) that createSub wrote at revision
+// rev with epoch, for a topic life that was gone: on its revision, or on the revision of a
+// write of another node since that kept its epoch (a definition or state written on it), so a
+// record another node created after it (another epoch) stays. A record already gone (the
+// delete of the topic, or a create of it, removed it) is done.
+func (s *Store) dropCreated(ctx context.Context, key, topic, name string, rev, epoch uint64) error {
+	for try := 1; ; try++ {
+		err := s.meta.Purge(ctx, key, jetstream.LastRevision(rev))
+		if err == nil {
+			return nil
+		}
+		if !isWrongLastSeq(err) || try == putTries {
+			return fmt.Errorf("jetstream store: deleting subscription %q, written as its topic %q was deleted: %w; "+
+				"a create of the topic removes it, and if the topic stands, delete the subscription", name, topic, err)
+		}
+		kv, gerr := s.meta.Get(ctx, key)
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if gerr != nil {
+			return fmt.Errorf("jetstream store: reading subscription %q of topic %q to delete it (written as its topic was deleted): %w", name, topic, gerr)
+		}
+		if _, e, _, derr := decodeSubHead(kv.Value()); derr != nil || e != epoch {
+			return nil // another record: another node created the subscription since
+		}
+		rev = kv.Revision()
+	}
 }
 
 // definitionEntry is what a subscription's definition write starts with: the name checked,
-// the topic found, and the subscription's key with its entry held (the caller releases it).
-func (s *Store) definitionEntry(ctx context.Context, topic, name string) (string, *subEntry, error) {
+// the topic found (the revision of its definition), and the subscription's key with its entry
+// held (the caller releases it).
+func (s *Store) definitionEntry(ctx context.Context, topic, name string) (string, *subEntry, uint64, error) {
 	if err := checkName("subscription", name); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
-	if err := s.topicExists(ctx, topic); err != nil {
-		return "", nil, err
+	topicRev, err := s.topicRev(ctx, topic)
+	if err != nil {
+		return "", nil, 0, err
 	}
 	key := subKey(topic, name)
 	e, err := s.entry(ctx, key)
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
-	return key, e, nil
+	return key, e, topicRev, nil
 }
 
 // errKeyTaken is wrapped by createSub's error when the key holds a record.
@@ -349,19 +447,20 @@ var errKeyTaken = errors.New("the key holds a record")
 // with no read before it, so there is no moment between a look and the write for another
 // node's create to land in: when the key holds a record the write fails and CreateSubscription
 // reads it only to tell a damaged definition ([store.ErrDamaged], as PutSubscription) from one
-// that stands ([store.ErrExists]).
+// that stands ([store.ErrExists]). A create whose topic was deleted meanwhile is taken back
+// and made again, as PutSubscription's (createSub).
 func (s *Store) CreateSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	key, e, err := s.definitionEntry(ctx, topic, name)
+	key, e, topicRev, err := s.definitionEntry(ctx, topic, name)
 	if err != nil {
 		return err
 	}
 	defer e.release()
-	err = s.createSub(ctx, e, key, topic, name, spec)
+	err = s.createSub(ctx, e, key, topic, name, spec, topicRev)
 	if !errors.Is(err, errKeyTaken) {
 		return err
 	}

@@ -86,6 +86,20 @@
 // removes what the topic held, and purges the key last, so a create of the name never starts
 // while the delete is still removing things.
 //
+// A subscription's create ([Store.CreateSubscription], [Store.PutSubscription] of a new name)
+// reads the topic's definition, then writes the record. A delete claimed in between lists the
+// topic's records before that write lands and does not remove it: the record would be left to
+// no topic, or to the topic created again after the delete, with a cursor in the old journal.
+// So the create reads the topic's key again after its write: unchanged, or a definition whose
+// journal stream is the one the create took the cursor from (the definition put again since),
+// the record stands; else the create deletes the record it wrote (on its revision, or on the
+// revision of a write since that kept its epoch, never another node's create) and starts
+// again, which finds no topic ([store.ErrNotFound]) or the topic created again. Another node's
+// listing can see the record for the moment between its write and its delete. The delete's
+// marker is left to the next listing of the topic's subscriptions. A create whose delete fails
+// (an outage) fails and may leave the record: a create of the topic removes it, as it removes
+// what a delete cut short left.
+//
 // Every reader takes a claimed name for one without a topic: the listings leave it out, and
 // subscription calls and DeleteTopic answer [store.ErrNotFound]; a create or put of it waits
 // for the claim to end (a watch of the key, up to the call's deadline, after which it fails

@@ -37,6 +37,9 @@
 //     [store.ErrExists] and change nothing (the definition, journal, state and epoch stored
 //     first stay); of concurrent creates of one name exactly one wins; a deleted name can
 //     be created again.
+//   - A subscription created while its topic is deleted and created again is refused
+//     ([store.ErrNotFound]) or belongs to the topic created again, its cursor within that
+//     topic's journal: never one of the deleted topic left behind.
 //   - Cursors of a topic without subscriptions is an empty map, not nil.
 //   - Every method fails after Close; a second Close returns nil.
 //

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Cursors", testCursors},
 		{"SubscriptionStateIsolated", testSubscriptionIsolation},
 		{"DeleteTopic", testDeleteTopic},
+		{"CreateRacingTopicDelete", testCreateRacingTopicDelete},
 		{"NotFound", testNotFound},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ConcurrentMixed", testConcurrentMixed},
