@@ -200,8 +200,14 @@ type AttemptRecord struct {
 	EventIDs []string
 	// Attempts holds, per event, the number of this attempt for that event (1 for its first):
 	// events in one batch keep their own counts (SPEC §2.3). For a NoAttempt record it is the
-	// number of attempts the event had had.
+	// number of attempts the event had had. Only attempts that count against
+	// maxDeliveryAttempts are numbered: an attempt cut by the subscription's stop (rule
+	// [retry.RuleStopped]) has the number of the attempt made after it.
 	Attempts []int
+	// AfterCut, when not nil, holds per event whether an attempt of it was cut by a stop
+	// before it had a counted one: its history then has steps before this record although
+	// Attempts says 1 (0 for a NoAttempt record).
+	AfterCut []bool
 	// Time is when the attempt started, or when the events ended for a NoAttempt record.
 	Time time.Time
 	// Duration is how long the attempt took; the decisions were made at Time+Duration.

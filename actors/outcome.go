@@ -52,6 +52,7 @@ func (s *subscription) finish(d *attemptDone) {
 				rec.Attempts = append(rec.Attempts, it.attempts)
 				rec.Decisions = append(rec.Decisions, retry.Decision{})
 				rec.PublishTimes = append(rec.PublishTimes, it.publish)
+				rec.noteCut(it)
 			}
 			if s.latHist != nil {
 				s.latHist.Observe(now.Sub(it.publish))
@@ -99,6 +100,7 @@ func (s *subscription) finish(d *attemptDone) {
 			rec.Attempts = append(rec.Attempts, it.attempts)
 			rec.Decisions = append(rec.Decisions, dec)
 			rec.PublishTimes = append(rec.PublishTimes, it.publish)
+			rec.noteCut(it)
 		}
 		if dec.Action == retry.Retry {
 			if !it.parked {
@@ -132,6 +134,19 @@ func newAttemptRecord(n int) *AttemptRecord {
 		EventIDs: make([]string, 0, n), Attempts: make([]int, 0, n),
 		Decisions: make([]retry.Decision, 0, n), PublishTimes: make([]time.Time, 0, n),
 	}
+}
+
+// noteCut sets [AttemptRecord.AfterCut] for the event just added to r when an attempt of it
+// was cut before it had a counted one. Only such events allocate the slice.
+func (r *AttemptRecord) noteCut(it *item) {
+	if !it.cut || it.attempts > 1 {
+		return
+	}
+	i := len(r.EventIDs) - 1
+	if len(r.AfterCut) <= i {
+		r.AfterCut = append(r.AfterCut, make([]bool, i+1-len(r.AfterCut))...)
+	}
+	r.AfterCut[i] = true
 }
 
 func (s *subscription) record(rec *AttemptRecord) {
@@ -169,11 +184,13 @@ func (s *subscription) endUnattempted(it *item, dec retry.Decision, outcome sche
 		it.lastOutcome = schemas.Probation
 	}
 	s.end(it, dec)
-	s.record(&AttemptRecord{
+	rec := &AttemptRecord{
 		Topic: s.cfg.Topic, Subscription: s.cfg.Name, Time: now, Outcome: outcome, NoAttempt: true,
 		EventIDs: []string{it.ev.ID}, Attempts: []int{it.attempts}, Decisions: []retry.Decision{dec},
 		PublishTimes: []time.Time{it.publish},
-	})
+	}
+	rec.noteCut(it)
+	s.record(rec)
 }
 
 // end finishes an event without delivery as dec says: dead-lettered (handed to OnDeadLetter)
@@ -204,12 +221,15 @@ func (s *subscription) end(it *item, dec retry.Decision) {
 }
 
 // cutInFlight parks the events of the attempts still in flight as the actor stops, whose
-// results it will not see: due now, with the cut attempt counted (Canceled: its answer is
-// unknown, and the event may have been delivered). The last state update then holds them,
-// and moves the cursor past them to the oldest event neither settled nor parked, so the next
-// incarnation attempts them again and not the events settled after them. Each cut attempt
-// is reported ([AttemptRecord], outcome Canceled, rule [retry.RuleStopped]), so the event's
-// history says what became of it.
+// results it will not see: due now (Canceled: its answer is unknown, and the event may have
+// been delivered). The last state update then holds them, and moves the cursor past them to
+// the oldest event neither settled nor parked, so the next incarnation attempts them again
+// and not the events settled after them. A cut attempt does not count against
+// maxDeliveryAttempts: the stop ended it, not the endpoint nor the event, so the event's next
+// attempt has the cut one's number, and an event cut in its last allowed attempt still has
+// that attempt (as after a crash, which records nothing of the attempt in flight). Each cut
+// attempt is reported ([AttemptRecord], outcome Canceled, rule [retry.RuleStopped]), so the
+// event's history says what became of it.
 func (s *subscription) cutInFlight(now time.Time) {
 	for _, b := range s.batches {
 		var rec *AttemptRecord
@@ -220,7 +240,9 @@ func (s *subscription) cutInFlight(now time.Time) {
 		}
 		dec := retry.Decision{Action: retry.Retry, At: now, Why: retry.Explanation{Rule: retry.RuleStopped, Outcome: schemas.Canceled}}
 		for _, it := range b.items {
-			it.attempts++
+			if it.attempts == 0 {
+				it.cut = true
+			}
 			if it.firstAttempt.IsZero() {
 				it.firstAttempt = b.started
 			}
@@ -235,9 +257,10 @@ func (s *subscription) cutInFlight(now time.Time) {
 			if rec != nil {
 				dec.Why.Attempts = it.attempts
 				rec.EventIDs = append(rec.EventIDs, it.ev.ID)
-				rec.Attempts = append(rec.Attempts, it.attempts)
+				rec.Attempts = append(rec.Attempts, it.attempts+1)
 				rec.Decisions = append(rec.Decisions, dec)
 				rec.PublishTimes = append(rec.PublishTimes, it.publish)
+				rec.noteCut(it)
 			}
 		}
 		s.record(rec)

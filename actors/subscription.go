@@ -57,7 +57,8 @@ type item struct {
 	ev           *schemas.Event
 	state        itemState
 	parked       bool // a Parked record for it is in the store
-	attempts     int
+	attempts     int  // attempts that count against maxDeliveryAttempts: not the cut ones
+	cut          bool // an attempt of it was cut by a stop before it had a counted one
 	firstAttempt time.Time
 	lastAttempt  time.Time
 	due          time.Time
@@ -427,6 +428,8 @@ func (s *subscription) applyLoad(c actor.Context, m *stateLoaded) {
 				attempts: p.Attempts, firstAttempt: p.FirstAttempt, lastAttempt: p.LastAttempt,
 				due: p.NextDue, lastOutcome: p.LastOutcome, lastStatus: p.LastStatus,
 				heapIndex: i, seqIndex: i,
+				// Only a cut attempt leaves an attempt's time without a counted attempt.
+				cut: p.Attempts == 0 && !p.LastAttempt.IsZero(),
 			}
 			s.items[p.Seq] = it
 			s.waiting = append(s.waiting, it)

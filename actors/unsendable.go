@@ -60,6 +60,7 @@ func (s *subscription) unsendable(b *batch, faults []sinks.EventFault, now time.
 		rec.Attempts = append(rec.Attempts, it.attempts)
 		rec.Decisions = append(rec.Decisions, dec)
 		rec.PublishTimes = append(rec.PublishTimes, it.publish)
+		rec.noteCut(it)
 		it.state = stateInFlight // not waiting: end must not look for it in the due heap
 		s.end(it, dec)
 	}

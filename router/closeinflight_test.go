@@ -62,10 +62,10 @@ func (s *holdingSink) deliveries() []string {
 	return slices.Clone(s.got)
 }
 
-// closeWithHeldAttempt runs a router on a disk store in dir whose subscription's sink holds
-// s5 of s1..s20; once the 19 others are delivered it closes the router (and the store) while
-// s5's attempt is in flight, calling during while Close runs.
-func closeWithHeldAttempt(t *testing.T, dir string, during func(s *holdingSink)) {
+// closeWithHeldAttempt runs a router on a disk store in dir whose subscription (retry policy
+// policy) has a sink that holds s5 of s1..s20; once the 19 others are delivered it closes the
+// router (and the store) while s5's attempt is in flight, calling during while Close runs.
+func closeWithHeldAttempt(t *testing.T, dir string, policy router.RetryPolicy, during func(s *holdingSink)) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := disk.Open(dir, disk.Options{})
@@ -81,7 +81,7 @@ func closeWithHeldAttempt(t *testing.T, dir string, during func(s *holdingSink))
 	if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+	if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook"), RetryPolicy: policy}); err != nil {
 		t.Fatal(err)
 	}
 	var evs []any
@@ -111,17 +111,25 @@ func closeWithHeldAttempt(t *testing.T, dir string, during func(s *holdingSink))
 // once, lets it deliver what it has, and returns what it delivered, closed again.
 func reopen(t *testing.T, dir string, check func(r *router.Router)) []string {
 	t.Helper()
+	s := newHoldingSink("")
+	reopenWith(t, dir, s.sink(), check)
+	return s.deliveries()
+}
+
+// reopenWith starts a router again on the disk store in dir with sink as its "hook", lets it
+// attempt what is due, calls check, and closes it again.
+func reopenWith(t *testing.T, dir string, sink sinks.Sink, check func(r *router.Router)) {
+	t.Helper()
 	st, err := disk.Open(dir, disk.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newHoldingSink("")
 	r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true},
-		router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": s.sink()}})
+		router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": sink}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	synctest.Wait() // the subscription loaded its state and delivered what it holds
+	synctest.Wait() // the subscription loaded its state and attempted what was due
 	if check != nil {
 		check(r)
 	}
@@ -131,7 +139,6 @@ func reopen(t *testing.T, dir string, check func(r *router.Router)) []string {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return s.deliveries()
 }
 
 // A shutdown gives the attempt in flight its stop grace: the router's Close waits for it (it
@@ -141,7 +148,7 @@ func reopen(t *testing.T, dir string, check func(r *router.Router)) []string {
 func TestCloseLetsAnAttemptInFlightFinishWithinTheStopGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
-		closeWithHeldAttempt(t, dir, func(s *holdingSink) {
+		closeWithHeldAttempt(t, dir, router.RetryPolicy{}, func(s *holdingSink) {
 			<-time.After(actors.DefaultStopGrace - time.Second) // the receiver answers 4 s later
 			close(s.release)
 			select {
@@ -160,14 +167,14 @@ func TestCloseLetsAnAttemptInFlightFinishWithinTheStopGrace(t *testing.T) {
 }
 
 // An attempt still in flight when the stop grace is over is cut, and only its event is
-// delivered again after the restart, as the attempt after the one the shutdown cut; the
-// events delivered after it stay delivered. Its explanation says the shutdown cut the first
-// attempt, and does not count the time the router was stopped as held back.
+// delivered again after the restart; the events delivered after it stay delivered. Its
+// explanation says the shutdown cut the first attempt, which does not count (the attempt
+// after it has its number), and does not count the time the router was stopped as held back.
 func TestCloseCutsOnlyTheAttemptPastTheStopGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		var cutAt time.Time
-		closeWithHeldAttempt(t, dir, func(*holdingSink) {
+		closeWithHeldAttempt(t, dir, router.RetryPolicy{}, func(*holdingSink) {
 			<-time.After(actors.DefaultStopGrace) // the receiver never answers
 			cutAt = time.Now()
 		})
@@ -188,15 +195,70 @@ func TestCloseCutsOnlyTheAttemptPastTheStopGrace(t *testing.T) {
 				first.Duration != cutAt.Sub(first.Time) {
 				t.Errorf("first attempt %+v: want attempt 1 Canceled by the stop, retried", first)
 			}
-			if first.Explanation != "Canceled: cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; attempted again when it runs again" {
+			if first.Explanation != "Canceled: cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; not counted against maxDeliveryAttempts, attempted again when it runs again" {
 				t.Errorf("first attempt explained %q", first.Explanation)
 			}
-			if second.Attempt != 2 || second.Outcome != schemas.Delivered.String() || !second.Time.Equal(restart) || second.HeldBack != 0 {
-				t.Errorf("second attempt %+v: want attempt 2 delivered at the restart (%s), not held back", second, restart)
+			if second.Attempt != 1 || second.Outcome != schemas.Delivered.String() || !second.Time.Equal(restart) || second.HeldBack != 0 {
+				t.Errorf("second attempt %+v: want attempt 1 (the cut one not counted) delivered at the restart (%s), not held back", second, restart)
 			}
 		})
 		if !slices.Equal(again, []string{"s5"}) {
 			t.Errorf("after the restart %v were delivered, want s5 alone: the others were delivered before the shutdown", again)
 		}
+	})
+}
+
+// An attempt a shutdown cuts does not count against maxDeliveryAttempts: with a limit of 1,
+// the event cut in its first attempt is delivered by the attempt after the restart, which is
+// its first, and the explanation says "1 of 1" with the cut attempt apart, not "2 of 1".
+func TestCutAttemptDoesNotCountAgainstMaxDeliveryAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		closeWithHeldAttempt(t, dir, router.RetryPolicy{MaxDeliveryAttempts: 1}, func(*holdingSink) {
+			<-time.After(actors.DefaultStopGrace) // the receiver never answers
+		})
+		again := reopen(t, dir, func(r *router.Router) {
+			e, err := r.Explain(context.Background(), "orders", "sub", "s5")
+			if err != nil {
+				t.Errorf("Explain: %v", err)
+				return
+			}
+			if e.State != router.EventDelivered || e.AttemptsMade != 1 || e.MaxDeliveryAttempts != 1 || e.CutAttempts != 1 {
+				t.Errorf("explanation: state %s, attemptsMade %d of %d, cutAttempts %d; want Delivered, 1 of 1, 1 cut",
+					e.State, e.AttemptsMade, e.MaxDeliveryAttempts, e.CutAttempts)
+			}
+			if len(e.Attempts) != 2 || e.Attempts[0].Rule != "Stopped" || e.Attempts[0].Attempt != 1 ||
+				e.Attempts[1].Outcome != schemas.Delivered.String() || e.Attempts[1].Attempt != 1 {
+				t.Errorf("attempts %+v: want attempt 1 cut by the stop, then attempt 1 delivered", e.Attempts)
+			}
+		})
+		if !slices.Equal(again, []string{"s5"}) {
+			t.Errorf("after the restart %v were delivered, want s5", again)
+		}
+	})
+}
+
+// With maxDeliveryAttempts 2, an event whose first attempt a shutdown cut and whose next one
+// fails is retried: the failure is its first counted attempt, not its second.
+func TestCutAttemptLeavesItsRetryToTheEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		closeWithHeldAttempt(t, dir, router.RetryPolicy{MaxDeliveryAttempts: 2}, func(*holdingSink) {
+			<-time.After(actors.DefaultStopGrace) // the receiver never answers
+		})
+		failing := sinks.Func(func(context.Context, *sinks.Batch) error {
+			return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: 500}
+		})
+		reopenWith(t, dir, failing, func(r *router.Router) {
+			e, err := r.Explain(context.Background(), "orders", "sub", "s5")
+			if err != nil {
+				t.Errorf("Explain: %v", err)
+				return
+			}
+			if e.State != router.EventRetrying || e.AttemptsMade != 1 || e.AttemptsLeft != 1 || e.CutAttempts != 1 {
+				t.Errorf("explanation: state %s (%s), attemptsMade %d, attemptsLeft %d, cutAttempts %d; want Retrying, 1 made, 1 left, 1 cut",
+					e.State, e.Reason, e.AttemptsMade, e.AttemptsLeft, e.CutAttempts)
+			}
+		})
 	})
 }

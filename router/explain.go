@@ -135,6 +135,12 @@ type Explanation struct {
 	AttemptsMade        int `json:"attemptsMade"`
 	MaxDeliveryAttempts int `json:"maxDeliveryAttempts"`
 	AttemptsLeft        int `json:"attemptsLeft,omitempty"`
+	// CutAttempts counts the attempts the subscription's stop cut before their answer (rule
+	// Stopped: a shutdown past its stop grace, an update, a move to another node). They are
+	// not in AttemptsMade and do not count against MaxDeliveryAttempts: the stop, not the
+	// endpoint or the event, ended them. A cut attempt has the number of the attempt made
+	// after it.
+	CutAttempts int `json:"cutAttempts,omitempty"`
 	// NextAttempt is when the next attempt is due, while the event is retrying.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
 	// AttemptStarted is when the attempt in flight started, while the state is InFlight.
@@ -162,7 +168,9 @@ type Explanation struct {
 // ExplainedAttempt is one attempt of an event, or the step that ended it when it came due
 // without an attempt (NoAttempt).
 type ExplainedAttempt struct {
-	// Attempt is the attempt's number for this event (1 for its first).
+	// Attempt is the attempt's number for this event (1 for its first). Only attempts that
+	// count against maxDeliveryAttempts are numbered: one cut by the subscription's stop
+	// (rule Stopped, [Explanation.CutAttempts]) has the number of the attempt after it.
 	Attempt  int           `json:"attempt"`
 	Time     time.Time     `json:"time"`
 	Duration time.Duration `json:"duration,omitempty"`

@@ -343,8 +343,8 @@ func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish tim
 	}
 	attempt, at := rec.Attempts[i], rec.Time
 	first := attempt <= 1 && !rec.NoAttempt || rec.NoAttempt && attempt == 0
-	if rec.DeadLetterDropped {
-		first = false // it adds to the history that ended dead-lettered
+	if rec.DeadLetterDropped || i < len(rec.AfterCut) && rec.AfterCut[i] {
+		first = false // it adds to the history that ended dead-lettered, or to the steps of its cut attempts
 	}
 	if rec.Pull != 0 {
 		first = attempt <= 1 && rec.Pull == actors.PullReceived || attempt == 0 && rec.Pull == actors.PullEnded
@@ -417,7 +417,10 @@ func (w *historyWriter) apply(e *Explanation, rec *actors.AttemptRecord, i int, 
 		a.HeldBack = held
 	}
 	w.keep(e, a)
-	if !a.NoAttempt {
+	switch {
+	case dec.Why.Rule == retry.RuleStopped:
+		e.CutAttempts++ // not counted: the next attempt has its number
+	case !a.NoAttempt:
 		e.AttemptsMade = a.Attempt
 	}
 	e.MaxDeliveryAttempts, e.Deadline = policy.MaxAttempts(), policy.Deadline(publish)

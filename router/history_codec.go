@@ -16,6 +16,9 @@ import (
 //   - '{': JSON of an [Explanation], as egrid wrote it before the binary form. Still read, so
 //     a store written then still explains its events; never written any more.
 //   - historyFormatBinary (1): the binary form below, written by appendExplanation.
+//   - historyFormatCut (2): the binary form with cutAttempts, a varint, after attemptsMade;
+//     written only for a history with cut attempts, so every other history stays in format 1,
+//     which releases before cut attempts were counted apart still read.
 //
 // The binary form holds what the history writer sets, in this order: the state, the publish
 // time, earlierAttempts, attemptsMade, maxDeliveryAttempts, nextAttempt, deadline, reason,
@@ -29,8 +32,12 @@ import (
 // state as a string. The event id is the store's key, not repeated in the value. A first
 // attempt delivered at once, the common case, is about 80 bytes (its JSON was about 400).
 
-// historyFormatBinary is the first byte of a history in the binary form.
-const historyFormatBinary byte = 1
+// historyFormatBinary is the first byte of a history in the binary form; historyFormatCut
+// the first byte of one that also holds [Explanation.CutAttempts].
+const (
+	historyFormatBinary byte = 1
+	historyFormatCut    byte = 2
+)
 
 // historyStates are the states with a one-byte code (their index); 0 is a state spelled out.
 var historyStates = [...]EventState{1: EventRetrying, 2: EventDelivered, 3: EventDeadLettered, 4: EventDropped, 5: EventLocked, 6: EventAvailable}
@@ -42,7 +49,11 @@ var errHistoryFormat = errors.New("malformed delivery history")
 
 // appendExplanation appends e in the binary form to b.
 func appendExplanation(b []byte, e *Explanation) []byte {
-	b = append(b, historyFormatBinary)
+	format := historyFormatBinary
+	if e.CutAttempts != 0 {
+		format = historyFormatCut
+	}
+	b = append(b, format)
 	code := byte(0)
 	for i, s := range historyStates {
 		if i > 0 && s == e.State {
@@ -56,6 +67,9 @@ func appendExplanation(b []byte, e *Explanation) []byte {
 	b = appendHistoryTime(b, e.PublishTime)
 	b = binary.AppendVarint(b, int64(e.EarlierAttempts))
 	b = binary.AppendVarint(b, int64(e.AttemptsMade))
+	if format == historyFormatCut {
+		b = binary.AppendVarint(b, int64(e.CutAttempts))
+	}
 	b = binary.AppendVarint(b, int64(e.MaxDeliveryAttempts))
 	b = appendHistoryTime(b, e.NextAttempt)
 	b = appendHistoryTime(b, e.Deadline)
@@ -123,7 +137,7 @@ func decodeExplanation(b []byte, eventID string, e *Explanation) error {
 			e.Attempts = []ExplainedAttempt{}
 		}
 		return nil
-	case historyFormatBinary:
+	case historyFormatBinary, historyFormatCut:
 	default:
 		return fmt.Errorf("%w: unknown format %d (written by a newer egrid?)", errHistoryFormat, b[0])
 	}
@@ -139,6 +153,9 @@ func decodeExplanation(b []byte, eventID string, e *Explanation) error {
 	e.PublishTime = d.time()
 	e.EarlierAttempts = d.int()
 	e.AttemptsMade = d.int()
+	if b[0] == historyFormatCut {
+		e.CutAttempts = d.int()
+	}
 	e.MaxDeliveryAttempts = d.int()
 	e.NextAttempt = d.time()
 	e.Deadline = d.time()

@@ -1,7 +1,9 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -58,10 +60,19 @@ func TestHistoryBinaryRoundTrip(t *testing.T) {
 		ExplainedAttempt{Attempt: 2, Time: time.Unix(1795430601, 7), Step: "Received", LockedUntil: time.Unix(1795430661, 7), Explanation: "received (delivery 2 of 2), locked until 12:04:21"},
 		ExplainedAttempt{Attempt: 2, Time: time.Unix(1795430602, 0), Step: "Released", Decision: "Drop", Rule: "MaxAttempts", Explanation: "released: attempt 2 of maxDeliveryAttempts 2 → Drop (MaxDeliveryAttemptsExceeded)"})
 	cases = append(cases, pull)
+	// Attempts cut by a stop, counted apart: format 2.
+	cut := fullExplanation()
+	cut.CutAttempts = 2
+	cut.Attempts[0].Rule, cut.Attempts[0].Outcome = "Stopped", "Canceled"
+	cases = append(cases, cut)
 	for _, want := range cases {
 		b := appendExplanation(nil, &want)
-		if b[0] != historyFormatBinary {
-			t.Fatalf("first byte %d, want the binary form's %d", b[0], historyFormatBinary)
+		format := historyFormatBinary // what releases before cut attempts were counted apart read
+		if want.CutAttempts != 0 {
+			format = historyFormatCut
+		}
+		if b[0] != format {
+			t.Fatalf("first byte %d, want %d", b[0], format)
 		}
 		got := Explanation{Attempts: make([]ExplainedAttempt, 0, 1)}
 		if err := decodeExplanation(b, want.EventID, &got); err != nil {
@@ -77,19 +88,48 @@ func TestHistoryBinaryRoundTrip(t *testing.T) {
 // malformed, as is a first byte of neither form.
 func TestHistoryBinaryRefusesDamage(t *testing.T) {
 	e := fullExplanation()
-	b := appendExplanation(nil, &e)
-	var got Explanation
-	for n := range len(b) {
-		if err := decodeExplanation(b[:n], "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
-			t.Fatalf("the first %d of %d bytes decoded with error %v, want malformed", n, len(b), err)
+	cut := fullExplanation()
+	cut.CutAttempts = 1
+	for _, e := range []Explanation{e, cut} {
+		b := appendExplanation(nil, &e)
+		var got Explanation
+		for n := range len(b) {
+			if err := decodeExplanation(b[:n], "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
+				t.Fatalf("format %d: the first %d of %d bytes decoded with error %v, want malformed", b[0], n, len(b), err)
+			}
+		}
+		if err := decodeExplanation(append(b, 0), "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
+			t.Errorf("format %d: a byte too many: %v, want malformed", b[0], err)
+		}
+		b[0] = 3
+		if err := decodeExplanation(b, "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
+			t.Errorf("unknown format: %v, want malformed", err)
 		}
 	}
-	if err := decodeExplanation(append(b, 0), "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
-		t.Errorf("a byte too many: %v, want malformed", err)
+}
+
+// historyFormat1 is a history in format 1 as the release before cut attempts were counted
+// apart wrote it (appendExplanation of a delivered first attempt), byte for byte.
+const historyFormat1 = "0102a19fd894ee010000023c0000a1c2dd94ee0100000102a19fd894ee0180897a80897a09" +
+	"44656c6976657265640000000000000964656c6976657265640000"
+
+// A history written in format 1, before cut attempts were counted apart, still decodes, with
+// no cut attempts; and a history without cut attempts is still written byte for byte so, so
+// a release that reads only format 1 still explains it.
+func TestHistoryFormat1StillReadAndWritten(t *testing.T) {
+	b, err := hex.DecodeString(historyFormat1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b[0] = 2
-	if err := decodeExplanation(b, "6f1c2a", &got); !errors.Is(err, errHistoryFormat) {
-		t.Errorf("unknown format: %v, want malformed", err)
+	var got Explanation
+	if err := decodeExplanation(b, "e-1", &got); err != nil {
+		t.Fatalf("decoding a format 1 history: %v", err)
+	}
+	if got.State != EventDelivered || got.AttemptsMade != 1 || got.CutAttempts != 0 || got.MaxDeliveryAttempts != 30 || len(got.Attempts) != 1 {
+		t.Fatalf("decoded %+v, want delivered after 1 of 30 attempts, none cut", got)
+	}
+	if again := appendExplanation(nil, &got); !bytes.Equal(again, b) {
+		t.Errorf("written again as %x, want the format 1 bytes %x", again, b)
 	}
 }
 

@@ -48,7 +48,8 @@ type Batch struct {
 	// Events are the events in Body, in order.
 	Events []*schemas.Event
 	// DeliveryCount is the number of earlier attempts (aeg-delivery-count): 0 on a first
-	// attempt. In a batch of events with different histories it is the largest.
+	// attempt. In a batch of events with different histories it is the largest. An attempt
+	// cut by the subscription's stop is not counted, as an attempt in flight at a crash is not.
 	DeliveryCount int
 	// Headers are extra delivery headers (custom delivery attributes), name → value. A
 	// dynamic one holds the value of the batch's first event, as a webhook request's does.

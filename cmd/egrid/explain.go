@@ -81,13 +81,18 @@ func printExplanation(e env, ex *router.Explanation) {
 			fmt.Fprintf(w, "     response: %s\n", termSafe(a.Response))
 		}
 	}
+	// Attempts a stop cut are not counted in AttemptsMade nor against the limit: told apart.
+	cut := ""
+	if ex.CutAttempts > 0 {
+		cut = fmt.Sprintf(" (%d more cut when the subscription stopped, not counted)", ex.CutAttempts)
+	}
 	var end string
 	switch ex.State {
 	case router.EventRetrying:
-		end = fmt.Sprintf("retrying: next attempt %s; %d of %d attempts left, time to live left %s",
-			ex.NextAttempt.UTC().Format(time.RFC3339), ex.AttemptsLeft, ex.MaxDeliveryAttempts, ex.TimeToLiveLeft.Round(time.Second))
+		end = fmt.Sprintf("retrying: next attempt %s; %d of %d attempts left%s, time to live left %s",
+			ex.NextAttempt.UTC().Format(time.RFC3339), ex.AttemptsLeft, ex.MaxDeliveryAttempts, cut, ex.TimeToLiveLeft.Round(time.Second))
 	case router.EventDelivered:
-		end = fmt.Sprintf("delivered after %d of %d attempts", ex.AttemptsMade, ex.MaxDeliveryAttempts)
+		end = fmt.Sprintf("delivered after %d of %d attempts%s", ex.AttemptsMade, ex.MaxDeliveryAttempts, cut)
 	case router.EventDeadLettered:
 		obj := "not written yet (waiting in the outbox)"
 		switch {
@@ -96,13 +101,13 @@ func printExplanation(e env, ex *router.Explanation) {
 		case ex.DeadLetterSearch != "":
 			obj = termSafe(ex.DeadLetterSearch)
 		}
-		end = fmt.Sprintf("dead-lettered: %s after %d attempts; object %s", termSafe(string(ex.Reason)), ex.AttemptsMade, obj)
+		end = fmt.Sprintf("dead-lettered: %s after %d attempts%s; object %s", termSafe(string(ex.Reason)), ex.AttemptsMade, cut, obj)
 	case router.EventDropped:
 		why := "no dead-letter destination"
 		if n := len(ex.Attempts); n > 0 && ex.Attempts[n-1].Step == router.StepDeadLetterDropped {
 			why = "dead-lettered, then its record was dropped unwritten: see the last step"
 		}
-		end = fmt.Sprintf("dropped: %s after %d attempts (%s)", termSafe(string(ex.Reason)), ex.AttemptsMade, why)
+		end = fmt.Sprintf("dropped: %s after %d attempts%s (%s)", termSafe(string(ex.Reason)), ex.AttemptsMade, cut, why)
 	case router.EventInFlight:
 		end = fmt.Sprintf("in flight: attempt %d of %d started %s, not answered yet; time to live left %s",
 			ex.AttemptsMade+1, ex.MaxDeliveryAttempts, ex.AttemptStarted.UTC().Format(time.RFC3339), ex.TimeToLiveLeft.Round(time.Second))

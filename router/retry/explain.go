@@ -37,7 +37,8 @@ const (
 	// RuleStopped: the attempt was still in flight when the subscription stopped (a shutdown
 	// past its stop grace, an update, a move to another node); its answer is unknown, and the
 	// event is attempted again as soon as the subscription runs again. Not a rule of the
-	// policy: the subscription decides it as it stops.
+	// policy: the subscription decides it as it stops, and the cut attempt does not count
+	// against maxDeliveryAttempts.
 	RuleStopped
 )
 
@@ -148,7 +149,7 @@ func (d Decision) Explain() string {
 	case RuleProbation:
 		b.WriteString("the endpoint is on probation for a client error")
 	case RuleStopped:
-		b.WriteString("cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; attempted again when it runs again")
+		b.WriteString("cut when the subscription stopped (a shutdown, an update, a move to another node) before the answer; not counted against maxDeliveryAttempts, attempted again when it runs again")
 		return b.String() // due at once, whenever that is
 	}
 	switch d.Action {

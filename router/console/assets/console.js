@@ -282,7 +282,8 @@ async function explainView(topic, name, id) {
   const head = el("table", { id: "explain-summary" },
     row("Published", when(x.publishTime)),
     row("State", el("span", { class: x.state === "Delivered" ? "ok" : ended ? "bad" : "" }, x.state), { id: "explain-state" }),
-    row("Attempts", `${x.attemptsMade} of ${x.maxDeliveryAttempts}` + (x.earlierAttempts ? ` (${x.earlierAttempts} earlier not kept)` : "")),
+    row("Attempts", `${x.attemptsMade} of ${x.maxDeliveryAttempts}` + (x.cutAttempts ? ` (${x.cutAttempts} more cut when the subscription stopped, not counted)` : "") +
+      (x.earlierAttempts ? ` (${x.earlierAttempts} earlier not kept)` : "")),
     x.state === "Retrying" || x.state === "Pending" || x.state === "InFlight" ? row("Attempts left", String(x.attemptsLeft || 0)) : null,
     x.attemptStarted ? row("Attempt in flight since", when(x.attemptStarted)) : null,
     x.nextAttempt ? row("Next attempt", when(x.nextAttempt)) : null,
