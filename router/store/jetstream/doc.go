@@ -152,7 +152,9 @@
 // Subscriptions, Topics and DeadLetters read the bucket rather than memory, so every node
 // sees every cursor: the keys the bucket's stream holds (one stream info), then one watch of
 // the keys, then a get of each key the watch left out (a watch's end marker can come early
-// while the bucket is written; see scan). LoadSubscription reads one message per parked
+// while the bucket is written, or never, when a key it counted is purged before it is
+// delivered: the watch is then left after half a second without a value; see scan).
+// LoadSubscription reads one message per parked
 // event, up to 16 at once. A deleted topic or subscription leaves no deletion marker in the
 // meta bucket: its key is deleted with a key-value purge (a compare-and-set on the revision
 // for a subscription), whose marker is then purged from the bucket's stream up to its own

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -26,22 +27,21 @@ import (
 // meta bucket's listings for the whole truth — a subscription left out of one is taken for
 // deleted, and its cursor for none, which would let the trimmer trim what it has not
 // delivered — and a node numbers its new dead-letter records after the highest it finds in
-// the outbox's listing, so a record left out could be overwritten. For them str (the
-// bucket's stream) is given: scan first reads which keys the stream holds (its subjects, a
-// deleted key's marker included) and reads each one the watch did not deliver with a get
-// (answered by the stream's leader with replicas). A key created after that first read may
-// be missing, as from a listing made a moment earlier. With str nil (delivery histories,
-// advisory, whose expiry a later listing catches up) the watch alone answers.
+// the outbox's listing, so a record left out could be overwritten. So scan first reads which
+// keys str (the bucket's stream) holds (its subjects, a deleted key's marker included) and
+// reads each one the watch did not deliver with a get (answered by the stream's leader with
+// replicas). A key created after that first read may be missing, as from a listing made a
+// moment earlier.
+//
+// The marker can also never come: see watched. The listing then ends watchIdle after the
+// watch's last value, with gets as above.
 //
 // marker, when not nil, is called with the key and revision of each deletion marker the watch
 // delivered (see Store.scanMeta).
 func scan(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error, marker func(key string, rev uint64)) error {
-	var want []string
-	if str != nil {
-		var err error
-		if want, err = str.keys(ctx, kv, pattern); err != nil {
-			return err
-		}
+	want, err := str.keys(ctx, kv, pattern)
+	if err != nil {
+		return err
 	}
 	w, err := kv.Watch(ctx, pattern)
 	if err != nil {
@@ -121,7 +121,8 @@ func (s *Store) dropMarker(ctx context.Context, key string) {
 // stream is scan without holding the values: it calls fn with each key's value as the watch
 // delivers it, in no particular order, then with those of the keys the watch left out (read
 // with a get, as scan does). A key written while the watch delivers its initial values may
-// be given twice, the newer last. An error of fn ends it, returned as it is.
+// be given twice, the newer last. An error of fn ends it, returned as it is. A watch that
+// stalls ends as scan's does (see watched).
 func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, pattern string, fn func(key string, val []byte) error) error {
 	want, err := str.keys(ctx, kv, pattern)
 	if err != nil {
@@ -133,25 +134,15 @@ func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, patte
 	}
 	defer func() { _ = w.Stop() }()
 	seen := make(map[string]bool, len(want))
-	for done := false; !done; {
-		select {
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return errors.New("listing keys: the watch ended early")
-			case e == nil:
-				done = true
-			default:
-				seen[e.Key()] = true
-				if e.Operation() == jetstream.KeyValuePut {
-					if err := fn(e.Key(), e.Value()); err != nil {
-						return err
-					}
-				}
-			}
-		case <-ctx.Done():
-			return ctx.Err()
+	err = initialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
+		seen[e.Key()] = true
+		if e.Operation() != jetstream.KeyValuePut {
+			return nil
 		}
+		return fn(e.Key(), e.Value())
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range want {
 		if seen[k] {
@@ -187,22 +178,57 @@ func (b *bucketStream) keys(ctx context.Context, kv jetstream.KeyValue, pattern 
 	return bucketkeys.Stored(ctx, b.js, kv.Bucket(), pattern)
 }
 
+// watchIdle is how long a listing waits for its watch's next initial value before it takes
+// the watch for stalled (see watched). A watch delivers its initial values back to back; a
+// pause this long ends only the wait, not the listing, which reads what the watch did not
+// deliver with gets.
+const watchIdle = 500 * time.Millisecond
+
 // watched reads a key watch's initial values up to its end marker: the latest entry of each
-// key it delivered, a deleted key's marker included.
+// key it delivered, a deleted key's marker included. It stops early when no value came for
+// watchIdle, the listing then reading the keys left out with gets (fillMissing).
+//
+// The marker can never come. nats.go's watcher sends it on the message that says nothing
+// more is pending, or once it received more messages than the first one said were pending;
+// a key purged after the watch's consumer counted it and before it was delivered (a
+// subscription or topic deleted, a deletion marker removed, by this node or another) is never
+// delivered, so the message saying nothing more is pending never comes, and the watcher waits
+// for the next write of a key the watch matches, which may never come either: a listing of a
+// deleted topic's subscriptions waited out its whole deadline and failed.
 func watched(ctx context.Context, w jetstream.KeyWatcher) (map[string]jetstream.KeyValueEntry, error) {
 	entries := make(map[string]jetstream.KeyValueEntry)
+	err := initialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
+		entries[e.Key()] = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// initialValues calls fn with each initial value of w, as watched reads them: up to the end
+// marker, or until no value came for watchIdle. An error of fn ends it, returned as it is.
+func initialValues(ctx context.Context, w jetstream.KeyWatcher, fn func(jetstream.KeyValueEntry) error) error {
+	idle := time.NewTimer(watchIdle)
+	defer idle.Stop()
 	for {
 		select {
 		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("listing keys: the watch ended early")
+			switch {
+			case !ok:
+				return errors.New("listing keys: the watch ended early")
+			case e == nil:
+				return nil
 			}
-			if e == nil {
-				return entries, nil
+			if err := fn(e); err != nil {
+				return err
 			}
-			entries[e.Key()] = e
+			idle.Reset(watchIdle)
+		case <-idle.C:
+			return nil // stalled: the keys left out are read with gets
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
