@@ -127,7 +127,9 @@ type Store struct {
 	passed   map[string]uint64 // by topic: the last journal message passed over (decodeJournal)
 
 	corruptions atomic.Int64 // the damage found, for Health (damaged)
-	downSince   atomic.Int64 // unix nanoseconds when the connection was first found down (Health, enter); 0 while connected
+	downMu      sync.Mutex
+	downSince   int64  // unix nanoseconds when the current outage was first found (connectionDown); 0 when none is known
+	downAt      uint64 // the connection's reconnect count then: an outage found after it moved is a new one
 	lostMu      sync.Mutex
 	lost        map[string]bool // the parked events' copies reported damaged, once each (copyDamage)
 
@@ -191,8 +193,11 @@ func (s *Store) damaged(kind string) {
 // Health implements [store.HealthReporter]. The store keeps nothing on a disk of its own: it
 // is Healthy while connected to NATS, and Failed while the connection is down (every call
 // fails with [ErrNotConnected] meanwhile), with a reason saying what is refused and what to
-// do, and Since the time the connection was first found down (by a call to Health or a call
+// do, and Since the time the current outage was first found (by a call to Health or a call
 // refused); the NATS client reconnects by itself, and the store is Healthy again once it has.
+// An outage found after the client reconnected is a new one, although nothing asked while it
+// was connected: Since is never the start of an outage that ended (before, it was, when nobody
+// had called Health between the two outages).
 // Before, it was Healthy throughout an outage: GET /admin/health answered 200 while every
 // publish got 503. Corruptions counts the damage it found, each logged as an ERROR: journal
 // messages passed over ([Store.Read]), parked events' copies lost ([Store.ParkedEvents]),
@@ -201,7 +206,6 @@ func (s *Store) damaged(kind string) {
 func (s *Store) Health() store.Health {
 	h := store.Health{State: store.Healthy, Corruptions: int(s.corruptions.Load())}
 	if s.nc.IsConnected() {
-		s.downSince.Store(0)
 		return h
 	}
 	h.State, h.Since = store.Failed, time.Unix(0, s.connectionDown())
@@ -213,18 +217,23 @@ func (s *Store) Health() store.Health {
 	return h
 }
 
-// connectionDown records that the connection to NATS was found down, unless it was already,
-// and returns since when (unix nanoseconds).
+// connectionDown records that the connection to NATS was found down and returns since when
+// (unix nanoseconds): the time recorded before, unless the client has reconnected since (its
+// reconnect count moved), which ended that outage; then now. The count is read, not a
+// reconnect handler set: the connection may be the caller's, and is live (setting its handlers
+// races with the client reading them).
+//
+// A reconnect whose handshake the server refused (the client connected, then failed before it
+// was usable) moves the count too: such an outage is then dated from the first call that found
+// it down after that reconnect, not from its start.
 func (s *Store) connectionDown() int64 {
-	now := time.Now().UnixNano()
-	for {
-		if since := s.downSince.Load(); since != 0 {
-			return since
-		}
-		if s.downSince.CompareAndSwap(0, now) {
-			return now
-		}
+	n := s.nc.Stats().Reconnects
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if s.downSince == 0 || s.downAt != n {
+		s.downSince, s.downAt = time.Now().UnixNano(), n
 	}
+	return s.downSince
 }
 
 var _ store.HealthReporter = (*Store)(nil)

@@ -510,6 +510,80 @@ func TestHealthReportsALostConnection(t *testing.T) {
 	}
 }
 
+// Health's Since is the start of the outage going on. It was set by the first refused call or
+// Health call of an outage and cleared only by a Health call made while connected, so after an
+// outage that ended with nobody asking Health, the next outage was reported down since the
+// first one.
+func TestHealthSinceIsTheCurrentOutage(t *testing.T) {
+	opts := &natsserver.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		MaxPayload: jetstream.MinMaxPayload,
+	}
+	start := func() *natsserver.Server {
+		t.Helper()
+		srv, err := natsserver.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("in-process server not ready within 10s")
+		}
+		return srv
+	}
+	srv := start()
+	opts.Port = srv.Addr().(*net.TCPAddr).Port // the same port again
+	defer func() { srv.Shutdown() }()
+	disconnected, reconnected := make(chan struct{}, 4), make(chan struct{}, 4)
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s, err := jetstream.Open(t.Context(), nc, jetstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the client did not %s within 30s", what)
+		}
+	}
+
+	// Outage 1, found by a refused call and by Health; nobody asks Health once reconnected.
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	wait(disconnected, "notice the server going")
+	if _, err := s.Topics(t.Context()); !errors.Is(err, jetstream.ErrNotConnected) {
+		t.Fatalf("Topics while NATS is down: %v, want ErrNotConnected", err)
+	}
+	first := s.Health()
+	if first.State != store.Failed {
+		t.Fatalf("Health in the first outage = %+v, want Failed", first)
+	}
+	srv = start()
+	wait(reconnected, "reconnect")
+	between := time.Now()
+
+	// Outage 2.
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	wait(disconnected, "notice the server going again")
+	h := s.Health()
+	if h.State != store.Failed || h.Since.Before(between) {
+		t.Errorf("Health in the second outage = %v since %v; want Failed since after the reconnect at %v (the first outage was found at %v)", h.State, h.Since, between, first.Since)
+	}
+	if again := s.Health(); !again.Since.Equal(h.Since) {
+		t.Errorf("Since moved from %v to %v while the connection stayed down", h.Since, again.Since)
+	}
+}
+
 // The reopen suite again, with the server restarted from its files before every open: what
 // JetStream acknowledged survives the server, not only the store (journal numbering after a
 // trim included).
