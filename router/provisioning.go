@@ -877,14 +877,16 @@ func (r *Router) expireTry(k subKey, at time.Time, n int) {
 	}
 }
 
-// checkPublicURL checks [Config.PublicURL] ("" is fine).
-func checkPublicURL(raw string) error {
+// CheckPublicURL checks a value for [Config.PublicURL] ("" is fine), and names it in its error
+// by setting: the config key, flag or environment variable it was given by ([Config.Validate]
+// says publicUrl).
+func CheckPublicURL(setting, raw string) error {
 	if raw == "" {
 		return nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		return fmt.Errorf("publicUrl %q is invalid: use the absolute http or https URL (without query string) at which endpoints reach this server, e.g. https://egrid.example.com", clip.String(raw))
+		return fmt.Errorf("%s %q is invalid: use the absolute http or https URL (without query string) at which endpoints reach this server, e.g. https://egrid.example.com", setting, clip.String(raw))
 	}
 	return nil
 }

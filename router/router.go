@@ -233,7 +233,7 @@ func (c Config) Validate() error {
 	if c.MaxReceiveAnswerBytes < 0 {
 		errs = append(errs, fmt.Errorf("maxReceiveAnswerBytes %d is invalid: use a positive number of bytes, such as 268435456 (256 MiB, the default, which 0 also means)", c.MaxReceiveAnswerBytes))
 	}
-	if err := checkPublicURL(c.PublicURL); err != nil {
+	if err := CheckPublicURL("publicUrl", c.PublicURL); err != nil {
 		errs = append(errs, err)
 	}
 	if c.AzureSubscriptionID != "" && !azureSubscriptionIDRE.MatchString(c.AzureSubscriptionID) {

@@ -296,6 +296,16 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 		fs = file.Server
 	}
 	var errs []error
+	// setting names the one of flag, envName and fileKey a value str took was given by.
+	setting := func(flag, envName, fileKey string) string {
+		switch {
+		case c.IsSet(flag):
+			return "--" + flag
+		case getenv(envName) != "":
+			return envName
+		}
+		return fileKey
+	}
 	str := func(flag, envName, fileVal, def string) string {
 		switch {
 		case c.IsSet(flag):
@@ -320,6 +330,8 @@ func resolveSettings(c *cli.Context, getenv func(string) string, file *fileConfi
 	s.Log, errs = logs, append(errs, logErrs...)
 	if s.PublicURL == "" {
 		s.PublicURL = listenURL(s.Listen, s.TLSCert != "")
+	} else {
+		errs = append(errs, router.CheckPublicURL(setting("public-url", "EGRID_PUBLIC_URL", "server.publicUrl"), s.PublicURL))
 	}
 	token, tokenFile, err := resolveSecret(c, getenv, secretSource{
 		flag: "admin-token", fileFlag: "admin-token-file", env: "EGRID_ADMIN_TOKEN", fileEnv: "EGRID_ADMIN_TOKEN_FILE",
