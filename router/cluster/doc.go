@@ -11,7 +11,8 @@
 //   - Membership: bucket P_members, one key per node, written every LeaseTTL/5 and expiring
 //     after [Options.LeaseTTL] (the bucket's MaxAge): the live nodes are its keys, listed
 //     with a key watch and completed from the bucket's stream (a watch's end marker can come
-//     before every key while the bucket is written; see listKeys).
+//     before every key while the bucket is written, or never when a key it counted expires
+//     before it is delivered; see listKeys).
 //   - Placement: a subscription's preferred owner is the live node with the highest
 //     rendezvous hash of (node, topic/subscription), so a joining or leaving node moves only
 //     its share of the subscriptions.
@@ -36,5 +37,5 @@
 //     replaced by what its [Hooks.Admin] unsent returns.
 //
 // cluster imports no egrid package but router/internal/bucketkeys (which the JetStream store
-// shares: the keys a bucket's stream holds); the router wires it (router/cluster.go).
+// shares: the keys a bucket's stream holds, a key watch's initial values); the router wires it (router/cluster.go).
 package cluster

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/internal/bucketkeys"
 )
 
 // scriptedKV is a key-value bucket whose WatchAll gives a watcher fed by the test; its other
@@ -59,16 +61,22 @@ func (e scriptedEntry) Operation() jetstream.KeyValueOp {
 	return e.op
 }
 
-// listKeys returns the keys up to the watch's end-of-listing marker, gives up when its
-// context ends although the watch is still listing (nats.go's KeyValue.Keys does not), and
-// fails when the watch ends before the marker; it stops the watch each time.
+// storedKeys is a listing of the keys a bucket's stream holds that answers keys.
+func storedKeys(keys ...string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) { return keys, nil }
+}
+
+// listKeys returns the keys up to the watch's end-of-listing marker, leaves a watch whose
+// marker does not come after a pause and reads the keys it did not deliver with gets, gives
+// up when its context ends although NATS does not answer (nats.go's KeyValue.Keys does not),
+// and fails when the watch ends before the marker; it stops the watch each time.
 func TestListKeysHonoursItsContext(t *testing.T) {
 	t.Run("complete listing", func(t *testing.T) {
 		kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 3)}
 		kv.updates <- scriptedEntry{key: "a"}
 		kv.updates <- scriptedEntry{key: "b"}
 		kv.updates <- nil
-		keys, err := listKeys(t.Context(), kv, nil)
+		keys, err := listKeys(t.Context(), kv, storedKeys("a", "b"))
 		if err != nil || !slices.Equal(keys, []string{"a", "b"}) {
 			t.Errorf("listKeys = %v, %v; want [a b]", keys, err)
 		}
@@ -83,7 +91,13 @@ func TestListKeysHonoursItsContext(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			keys, err := listKeys(ctx, kv, nil)
+			// The watch is left after a pause; the stream's keys are then read from the
+			// lost server, which does not answer either.
+			lost := func(ctx context.Context) ([]string, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			keys, err := listKeys(ctx, kv, lost)
 			if !errors.Is(err, context.DeadlineExceeded) || keys != nil {
 				t.Errorf("listKeys = %v, %v; want no keys and the context's deadline", keys, err)
 			}
@@ -99,17 +113,31 @@ func TestListKeysHonoursItsContext(t *testing.T) {
 		kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 1)}
 		kv.updates <- scriptedEntry{key: "a"}
 		close(kv.updates)
-		if keys, err := listKeys(t.Context(), kv, nil); err == nil {
+		if keys, err := listKeys(t.Context(), kv, storedKeys("a")); err == nil {
 			t.Errorf("listKeys = %v, nil; want an error for a listing without its end", keys)
 		}
+	})
+	t.Run("end marker never comes", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 1), stored: map[string]bool{"a": true, "b": true}}
+			kv.updates <- scriptedEntry{key: "a"} // then nothing: c, counted as pending, expired
+			start := time.Now()
+			keys, err := listKeys(t.Context(), kv, storedKeys("a", "b", "c"))
+			slices.Sort(keys)
+			if err != nil || !slices.Equal(keys, []string{"a", "b"}) {
+				t.Errorf("listKeys = %v, %v; want [a b] (b read with a get, c gone)", keys, err)
+			}
+			if waited := time.Since(start); waited != bucketkeys.WatchIdle {
+				t.Errorf("listKeys returned after %v (virtual), want %v: the watch left after a pause", waited, bucketkeys.WatchIdle)
+			}
+		})
 	})
 	t.Run("end marker before every key", func(t *testing.T) {
 		kv := &scriptedKV{updates: make(chan jetstream.KeyValueEntry, 3), stored: map[string]bool{"a": true, "c": true}}
 		kv.updates <- scriptedEntry{key: "a"}
 		kv.updates <- scriptedEntry{key: "b", op: jetstream.KeyValueDelete}
 		kv.updates <- nil // early: c and d not delivered
-		stored := func(context.Context) ([]string, error) { return []string{"a", "b", "c", "d"}, nil }
-		keys, err := listKeys(t.Context(), kv, stored)
+		keys, err := listKeys(t.Context(), kv, storedKeys("a", "b", "c", "d"))
 		slices.Sort(keys)
 		if err != nil || !slices.Equal(keys, []string{"a", "c"}) {
 			t.Errorf("listKeys = %v, %v; want [a c] (c read with a get, b deleted, d gone meanwhile)", keys, err)

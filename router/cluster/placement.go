@@ -488,9 +488,13 @@ func isConflict(err error) bool {
 // monotonic while keys are written (nats-io/nats-server#4824), which the members bucket is
 // all the time (every node renews its key every round). A member left out looks gone: the
 // node takes leases meant for it and hands them back a round later, and Members reports a
-// smaller cluster. So once the watch ended, stored (streamKeys: the keys kv's stream holds) is
-// read, and each of its keys the watch did not deliver is read with a get (a deleted or
-// expired one is not found and left out). With stored nil the watch alone answers.
+// smaller cluster. Or the marker never comes: a member's key the watch counted that expires
+// (a node gone without releasing its membership) before it is delivered leaves the watch
+// waiting for the next renewal of any member, which may not come before the listing's
+// deadline; the watch is then left after a pause without a value
+// (bucketkeys.InitialValues). Either way, stored (streamKeys: the keys kv's stream holds) is
+// then read, and each of its keys the watch did not deliver is read with a get (a deleted or
+// expired one is not found and left out).
 func listKeys(ctx context.Context, kv jetstream.KeyValue, stored func(context.Context) ([]string, error)) ([]string, error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
@@ -499,27 +503,17 @@ func listKeys(ctx context.Context, kv jetstream.KeyValue, stored func(context.Co
 	defer func() { _ = w.Stop() }()
 	var keys []string
 	seen := make(map[string]bool)
-	for done := false; !done; {
-		select {
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return nil, errors.New("listing keys: the watch ended early")
-			case e == nil:
-				done = true
-			case seen[e.Key()]:
-			default:
-				seen[e.Key()] = true
-				if e.Operation() == jetstream.KeyValuePut {
-					keys = append(keys, e.Key())
-				}
+	err = bucketkeys.InitialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
+		if !seen[e.Key()] {
+			seen[e.Key()] = true
+			if e.Operation() == jetstream.KeyValuePut {
+				keys = append(keys, e.Key())
 			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
-	}
-	if stored == nil {
-		return keys, nil
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	want, err := stored(ctx)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,8 +32,8 @@ import (
 // replicas). A key created after that first read may be missing, as from a listing made a
 // moment earlier.
 //
-// The marker can also never come: see watched. The listing then ends watchIdle after the
-// watch's last value, with gets as above.
+// The marker can also never come: see watched. The listing then ends bucketkeys.WatchIdle
+// after the watch's last value, with gets as above.
 //
 // marker, when not nil, is called with the key and revision of each deletion marker the watch
 // delivered (see Store.scanMeta).
@@ -134,7 +133,7 @@ func stream(ctx context.Context, kv jetstream.KeyValue, str *bucketStream, patte
 	}
 	defer func() { _ = w.Stop() }()
 	seen := make(map[string]bool, len(want))
-	err = initialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
+	err = bucketkeys.InitialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
 		seen[e.Key()] = true
 		if e.Operation() != jetstream.KeyValuePut {
 			return nil
@@ -178,15 +177,10 @@ func (b *bucketStream) keys(ctx context.Context, kv jetstream.KeyValue, pattern 
 	return bucketkeys.Stored(ctx, b.js, kv.Bucket(), pattern)
 }
 
-// watchIdle is how long a listing waits for its watch's next initial value before it takes
-// the watch for stalled (see watched). A watch delivers its initial values back to back; a
-// pause this long ends only the wait, not the listing, which reads what the watch did not
-// deliver with gets.
-const watchIdle = 500 * time.Millisecond
-
 // watched reads a key watch's initial values up to its end marker: the latest entry of each
 // key it delivered, a deleted key's marker included. It stops early when no value came for
-// watchIdle, the listing then reading the keys left out with gets (fillMissing).
+// bucketkeys.WatchIdle (bucketkeys.InitialValues), the listing then reading the keys left
+// out with gets (fillMissing).
 //
 // The marker can never come. nats.go's watcher sends it on the message that says nothing
 // more is pending, or once it received more messages than the first one said were pending;
@@ -197,7 +191,7 @@ const watchIdle = 500 * time.Millisecond
 // deleted topic's subscriptions waited out its whole deadline and failed.
 func watched(ctx context.Context, w jetstream.KeyWatcher) (map[string]jetstream.KeyValueEntry, error) {
 	entries := make(map[string]jetstream.KeyValueEntry)
-	err := initialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
+	err := bucketkeys.InitialValues(ctx, w, func(e jetstream.KeyValueEntry) error {
 		entries[e.Key()] = e
 		return nil
 	})
@@ -205,32 +199,6 @@ func watched(ctx context.Context, w jetstream.KeyWatcher) (map[string]jetstream.
 		return nil, err
 	}
 	return entries, nil
-}
-
-// initialValues calls fn with each initial value of w, as watched reads them: up to the end
-// marker, or until no value came for watchIdle. An error of fn ends it, returned as it is.
-func initialValues(ctx context.Context, w jetstream.KeyWatcher, fn func(jetstream.KeyValueEntry) error) error {
-	idle := time.NewTimer(watchIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return errors.New("listing keys: the watch ended early")
-			case e == nil:
-				return nil
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-			idle.Reset(watchIdle)
-		case <-idle.C:
-			return nil // stalled: the keys left out are read with gets
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // fillMissing reads with get each key of want that the watch did not deliver, into entries;

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/egridio/egrid/router/internal/bucketkeys"
 )
 
 // stallRounds bounds the races of TestListingRacingAPurgeDoesNotStall: each round is one
@@ -93,14 +95,14 @@ func TestListingRacingAPurgeDoesNotStall(t *testing.T) {
 }
 
 // TestWatchThatStallsEndsTheWait checks, in virtual time, the wait on a watch whose end marker
-// never comes (a key it counted purged before delivery): it ends watchIdle after the last
+// never comes (a key it counted purged before delivery): it ends bucketkeys.WatchIdle after the last
 // value delivered, each value starting the wait again, and returns what was delivered, the
 // listing reading the rest with gets.
 func TestWatchThatStallsEndsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := &fakeWatcher{updates: make(chan jetstream.KeyValueEntry, 2)}
 		w.updates <- fakeEntry{key: "sub.t.a", val: "a1", op: jetstream.KeyValuePut}
-		late := time.AfterFunc(watchIdle-time.Millisecond, func() {
+		late := time.AfterFunc(bucketkeys.WatchIdle-time.Millisecond, func() {
 			w.updates <- fakeEntry{key: "sub.t.b", val: "b1", op: jetstream.KeyValuePut}
 		})
 		defer late.Stop()
@@ -110,10 +112,10 @@ func TestWatchThatStallsEndsTheWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := slices.Sorted(maps.Keys(entries)); !slices.Equal(got, []string{"sub.t.a", "sub.t.b"}) {
-			t.Errorf("watched returned %v, want [sub.t.a sub.t.b] (b came within watchIdle of a)", got)
+			t.Errorf("watched returned %v, want [sub.t.a sub.t.b] (b came within bucketkeys.WatchIdle of a)", got)
 		}
-		if waited, want := time.Since(start), 2*watchIdle-time.Millisecond; waited != want {
-			t.Errorf("watched waited %v (virtual), want %v: watchIdle after the last value", waited, want)
+		if waited, want := time.Since(start), 2*bucketkeys.WatchIdle-time.Millisecond; waited != want {
+			t.Errorf("watched waited %v (virtual), want %v: bucketkeys.WatchIdle after the last value", waited, want)
 		}
 	})
 }
