@@ -204,9 +204,11 @@ type AttemptRecord struct {
 	// maxDeliveryAttempts are numbered: an attempt cut by the subscription's stop (rule
 	// [retry.RuleStopped]) has the number of the attempt made after it.
 	Attempts []int
-	// AfterCut, when not nil, holds per event whether an attempt of it was cut by a stop
-	// before it had a counted one: its history then has steps before this record although
-	// Attempts says 1 (0 for a NoAttempt record).
+	// AfterCut, when not nil, holds per event whether an earlier attempt of it, reported in an
+	// earlier record, was cut by a stop before it had a counted one: its history then has
+	// steps before this record although Attempts says 1 (0 for a NoAttempt record). The record
+	// of an event's first cut has it false, so that cut starts the event's history as a first
+	// attempt does, not adding to another event's with the same id (a publisher's retry).
 	AfterCut []bool
 	// Time is when the attempt started, or when the events ended for a NoAttempt record.
 	Time time.Time

@@ -182,3 +182,60 @@ func TestStopAbandonsASinkThatIgnoresItsContext(t *testing.T) {
 		h.Settle()
 	})
 }
+
+// An event whose only attempt a stop cut keeps that attempt's outcome when it ends without
+// another: its time to live running out while the endpoint is on probation dead-letters it
+// with lastDeliveryOutcome Canceled, not Probation, which says an event the probation held
+// back from its first attempt. deliveryAttempts counts the attempts that count against
+// maxDeliveryAttempts, as explain's attemptsMade does: the cut one is not among them.
+func TestCutEventKeepsItsOutcomeWhenItsTimeToLiveEndsOnProbation(t *testing.T) {
+	testkit.Run(t, func(t *testing.T, h *testkit.Harness) {
+		st := journalWithEvents(t, 11)
+		release := make(chan struct{})
+		sink := sinks.Func(func(_ context.Context, b *sinks.Batch) error {
+			if b.Events[0].ID == "e1" {
+				<-release // ignores ctx: cut by the stop
+				return nil
+			}
+			return &sinks.DeliveryError{Outcome: schemas.GenericError, StatusCode: 500}
+		})
+		var mu sync.Mutex
+		var dead []*actors.DeadLetter
+		cfg := &actors.SubscriptionConfig{
+			SubscriptionShared: &actors.SubscriptionShared{Topic: "orders", TopicID: "/topics/orders", InputSchema: schemas.EventGrid, Store: st, Metrics: new(metrics.Set), StopGrace: 3 * time.Second, Stops: new(actors.Stops)},
+			Name:               "audit", DeliverySchema: schemas.EventGrid,
+			Policy: &retry.Policy{NoJitter: true, EventTimeToLive: time.Minute, DeadLetter: true},
+			Sink:   sink,
+			OnDeadLetter: func(d *actors.DeadLetter) {
+				mu.Lock()
+				defer mu.Unlock()
+				dead = append(dead, d)
+			},
+		}
+		pid := h.Spawn(actors.SubscriptionProps(cfg))
+		h.Settle() // e2..e11 failed: the endpoint is on probation; e1's attempt is stuck
+		if err := h.System().Root.StopFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		h.Advance(3 * time.Second) // the stop grace: e1's attempt is cut
+		h.Spawn(actors.SubscriptionProps(cfg))
+		h.Advance(5 * time.Minute) // every event's time to live ends
+		close(release)
+		h.Settle()
+		mu.Lock()
+		defer mu.Unlock()
+		var e1 *actors.DeadLetter
+		for _, d := range dead {
+			if d.Event.ID == "e1" {
+				e1 = d
+			}
+		}
+		if e1 == nil {
+			t.Fatalf("e1 not dead-lettered (%d dead letters)", len(dead))
+		}
+		if e1.Reason != schemas.TimeToLiveExceeded || e1.LastOutcome != schemas.Canceled || e1.DeliveryAttempts != 0 || e1.LastAttemptTime.IsZero() {
+			t.Errorf("e1 dead-lettered %s after %d attempts, last outcome %s at %s; want TimeToLiveExceeded, lastDeliveryOutcome Canceled (its cut attempt's, not Probation), 0 counted attempts, the cut attempt's time",
+				e1.Reason, e1.DeliveryAttempts, e1.LastOutcome, e1.LastAttemptTime)
+		}
+	})
+}

@@ -136,8 +136,10 @@ func newAttemptRecord(n int) *AttemptRecord {
 	}
 }
 
-// noteCut sets [AttemptRecord.AfterCut] for the event just added to r when an attempt of it
-// was cut before it had a counted one. Only such events allocate the slice.
+// noteCut sets [AttemptRecord.AfterCut] for the event just added to r when an earlier attempt
+// of it was cut before it had a counted one. cutInFlight calls it before it marks the event
+// cut, so the record of a first cut is not taken for a continuation. Only such events
+// allocate the slice.
 func (r *AttemptRecord) noteCut(it *item) {
 	if !it.cut || it.attempts > 1 {
 		return
@@ -178,9 +180,11 @@ func (s *subscription) settle(it *item) {
 // passed, or a client-error probation was in force) and reports it in a NoAttempt
 // [AttemptRecord], so the event's history shows when and why it ended. An event that never had
 // an attempt and ends while the endpoint is not healthy was held back by the probation, so
-// its lastDeliveryOutcome is Probation; otherwise it keeps its last attempt's outcome.
+// its lastDeliveryOutcome is Probation; otherwise it keeps its last attempt's outcome, which
+// for an event whose only attempts a stop cut is theirs, Canceled (with 0 attempts: the cut
+// ones are not counted).
 func (s *subscription) endUnattempted(it *item, dec retry.Decision, outcome schemas.Outcome, now time.Time) {
-	if it.attempts == 0 && s.probation.State(now) != retry.Healthy {
+	if it.attempts == 0 && !it.cut && s.probation.State(now) != retry.Healthy {
 		it.lastOutcome = schemas.Probation
 	}
 	s.end(it, dec)
@@ -240,9 +244,6 @@ func (s *subscription) cutInFlight(now time.Time) {
 		}
 		dec := retry.Decision{Action: retry.Retry, At: now, Why: retry.Explanation{Rule: retry.RuleStopped, Outcome: schemas.Canceled}}
 		for _, it := range b.items {
-			if it.attempts == 0 {
-				it.cut = true
-			}
 			if it.firstAttempt.IsZero() {
 				it.firstAttempt = b.started
 			}
@@ -260,7 +261,10 @@ func (s *subscription) cutInFlight(now time.Time) {
 				rec.Attempts = append(rec.Attempts, it.attempts+1)
 				rec.Decisions = append(rec.Decisions, dec)
 				rec.PublishTimes = append(rec.PublishTimes, it.publish)
-				rec.noteCut(it)
+				rec.noteCut(it) // before it.cut is set: only an earlier cut makes this one a continuation
+			}
+			if it.attempts == 0 {
+				it.cut = true
 			}
 		}
 		s.record(rec)

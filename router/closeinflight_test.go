@@ -262,3 +262,106 @@ func TestCutAttemptLeavesItsRetryToTheEvent(t *testing.T) {
 		})
 	})
 }
+
+// An event whose first attempt a shutdown cut has a history of its own, even when an earlier
+// event with the same id (a publisher's retry) was delivered before: the cut attempt starts
+// it, as any first attempt does, and the delivery after the restart adds to it. Only a cut
+// after an earlier step of the same event continues a history.
+func TestCutFirstAttemptStartsItsOwnHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		st, err := disk.Open(dir, disk.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := make(chan int, 4)
+		n := 0
+		hold := sinks.Func(func(ctx context.Context, _ *sinks.Batch) error {
+			n++ // one attempt at a time: the subscription's only events are the two copies
+			calls <- n
+			if n == 1 {
+				return nil // the first copy is delivered at once
+			}
+			<-ctx.Done() // the second copy's attempt is never answered
+			return ctx.Err()
+		})
+		r, err := router.New(router.Config{InsecureDev: true, SkipEndpointValidation: true},
+			router.Deps{Store: st, Sinks: map[string]sinks.Sink{"hook": hold}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.CreateTopic(ctx, "orders", router.TopicSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CreateSubscription(ctx, "orders", "sub", router.SubscriptionSpec{Destination: router.SinkDestination("hook")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("x"))); err != nil {
+			t.Fatal(err)
+		}
+		<-calls
+		<-time.After(time.Hour)
+		second := time.Now()
+		if err := r.Publish(ctx, "orders", json.RawMessage(egEvent("x"))); err != nil { // the publisher sends it again
+			t.Fatal(err)
+		}
+		<-calls
+		synctest.Wait()
+		if err := r.Close(ctx); err != nil { // cuts the second copy's attempt after the stop grace
+			t.Fatal(err)
+		}
+		cutAt := time.Now()
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		delivered := reopen(t, dir, func(r *router.Router) {
+			e, err := r.Explain(ctx, "orders", "sub", "x")
+			if err != nil {
+				t.Errorf("Explain: %v", err)
+				return
+			}
+			var steps []string
+			for _, a := range e.Attempts {
+				steps = append(steps, fmt.Sprintf("#%d %s %s/%s", a.Attempt, a.Time.Format(time.TimeOnly), a.Outcome, a.Rule))
+			}
+			if !e.PublishTime.Equal(second) || e.State != router.EventDelivered || len(e.Attempts) != 2 ||
+				!e.Attempts[0].Time.Equal(second) || e.Attempts[0].Rule != "Stopped" ||
+				e.Attempts[1].Outcome != schemas.Delivered.String() || !e.Attempts[1].Time.Equal(cutAt) ||
+				e.AttemptsMade != 1 || e.CutAttempts != 1 {
+				t.Errorf("explanation of x: published %s, %s, steps %v, attemptsMade %d, cutAttempts %d; want the second copy's own history: published %s, its cut attempt then its delivery at %s, 1 made, 1 cut",
+					e.PublishTime.Format(time.TimeOnly), e.State, steps, e.AttemptsMade, e.CutAttempts, second.Format(time.TimeOnly), cutAt.Format(time.TimeOnly))
+			}
+		})
+		if !slices.Equal(delivered, []string{"x"}) {
+			t.Errorf("after the restart %v were delivered, want x (the second copy) alone", delivered)
+		}
+	})
+}
+
+// An event cut twice before a counted attempt keeps one history: the second cut adds to the
+// first one's steps, and the delivery after them to both.
+func TestSecondCutAddsToTheFirstCutsHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		closeWithHeldAttempt(t, dir, router.RetryPolicy{}, func(*holdingSink) {
+			<-time.After(actors.DefaultStopGrace) // the receiver never answers
+		})
+		reopenWith(t, dir, newHoldingSink("s5").sink(), nil) // never answers again: cut again by the Close
+		again := reopen(t, dir, func(r *router.Router) {
+			e, err := r.Explain(context.Background(), "orders", "sub", "s5")
+			if err != nil {
+				t.Errorf("Explain: %v", err)
+				return
+			}
+			if e.State != router.EventDelivered || e.AttemptsMade != 1 || e.CutAttempts != 2 || len(e.Attempts) != 3 ||
+				e.Attempts[0].Rule != "Stopped" || e.Attempts[1].Rule != "Stopped" || e.Attempts[2].Outcome != schemas.Delivered.String() {
+				t.Errorf("explanation: state %s, attemptsMade %d, cutAttempts %d, attempts %+v; want two cut attempts, then attempt 1 delivered",
+					e.State, e.AttemptsMade, e.CutAttempts, e.Attempts)
+			}
+		})
+		if !slices.Equal(again, []string{"s5"}) {
+			t.Errorf("after the restarts %v were delivered, want s5", again)
+		}
+	})
+}

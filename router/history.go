@@ -333,10 +333,11 @@ func (w *historyWriter) write(recs []queuedRecord) {
 }
 
 // load fills p, whose key and e.Attempts array are set, with the stored history that event
-// i of rec adds to, or starts it afresh. A first attempt (or a queue's first receipt) starts
-// afresh without a read, and so does an event that ended when it came due without ever being
-// attempted (or received): no history of theirs can exist, so an event delivered at once
-// costs one write and no read.
+// i of rec adds to, or starts it afresh. A first attempt (or a queue's first receipt), cut
+// by a stop or not, starts afresh without a read, and so does an event that ended when it
+// came due without ever being attempted (or received): no history of theirs can exist, so an
+// event delivered at once costs one write and no read. After a cut attempt of the event
+// (rec.AfterCut) they add to its history instead.
 func (w *historyWriter) load(ctx context.Context, p *pendingHistory, publish time.Time, rec *actors.AttemptRecord, i int) {
 	fresh := func() {
 		p.e = Explanation{EventID: p.key.id, PublishTime: publish, Attempts: p.e.Attempts[:0]}
