@@ -259,7 +259,9 @@ func (s *Store) Topics(ctx context.Context) ([]store.Definition, error) {
 // writes nothing, so the other node's create, answered already, stands (the router reads the
 // record then and answers 409, or success when the definitions are the same). A create whose
 // topic was deleted meanwhile is taken back (createSub): it fails with [store.ErrNotFound], or
-// is made again on the topic created again since.
+// is made again on the topic created again since. A record of an earlier life of the topic,
+// which such a create wrote before taking it back, is not replaced: it is deleted and the
+// subscription created anew (staleLife).
 func (s *Store) PutSubscription(ctx context.Context, topic, name string, spec []byte) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
@@ -296,9 +298,18 @@ func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string
 		}
 	}
 	if e.rec != nil {
-		rec := *e.rec
-		rec.spec = slices.Clone(spec)
-		return true, s.write(ctx, e, topic, name, &rec)
+		stale, err := s.staleLife(ctx, topic, e.rec)
+		if err != nil {
+			return true, err
+		}
+		if !stale {
+			rec := *e.rec
+			rec.spec = slices.Clone(spec)
+			return true, s.write(ctx, e, topic, name, &rec)
+		}
+		if err := s.dropStale(ctx, e, key, topic, name); err != nil {
+			return true, err // fenced: read again
+		}
 	}
 	if err := s.createSub(ctx, e, key, topic, name, spec, topicRev); err != nil {
 		if errors.Is(err, errKeyTaken) {
@@ -322,14 +333,16 @@ func (s *Store) putSub(ctx context.Context, e *subEntry, key, topic, name string
 // the topic again after the write (sameLife): when the definition may be of another life, it
 // deletes the record it wrote (dropCreated) and starts again from the topic's definition,
 // which a topic deleted does not have (store.ErrNotFound), up to putTries writes, past which
-// it fails with store.ErrFenced.
+// it fails with store.ErrFenced. The record carries the life it was written for (its journal
+// stream's creation time), so that until it is taken back no other definition write takes it
+// over (staleLife).
 func (s *Store) createSub(ctx context.Context, e *subEntry, key, topic, name string, spec []byte, topicRev uint64) error {
 	for try := 1; ; try++ {
 		_, info, err := s.streamInfo(ctx, topic)
 		if err != nil {
 			return err
 		}
-		rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: info.State.LastSeq}
+		rec := &subRecord{epoch: newEpoch(), spec: slices.Clone(spec), cursor: info.State.LastSeq, life: lifeOf(info)}
 		rev, err := s.meta.Create(ctx, key, appendSubRecord(nil, rec))
 		if err != nil {
 			e.rec = nil // read again next time
@@ -392,11 +405,53 @@ func (s *Store) sameLife(ctx context.Context, topic string, rev uint64, created 
 	return info.Created.Equal(created), nil
 }
 
+// lifeOf is the life a record created for the topic whose journal stream info describes
+// carries: the stream's creation time, in Unix nanoseconds.
+func lifeOf(info *jetstream.StreamInfo) uint64 { return uint64(info.Created.UnixNano()) }
+
+// staleLife reports whether rec is a record of an earlier life of topic: created for a
+// journal stream that is not the topic's now (its cursor numbering another journal), which a
+// create that raced the topic's delete and create wrote (createSub). Such a record is not the
+// subscription of the topic that stands, and a definition write must not take it over: its
+// creator takes it back (dropCreated), and so does the write (dropStale). A record whose life
+// is not known (written by an earlier release) is not stale; a topic whose stream is gone is
+// not found.
+func (s *Store) staleLife(ctx context.Context, topic string, rec *subRecord) (bool, error) {
+	if rec.life == 0 {
+		return false, nil
+	}
+	_, info, err := s.streamInfo(ctx, topic)
+	if err != nil {
+		return false, err
+	}
+	return lifeOf(info) != rec.life, nil
+}
+
+// dropStale deletes the record of subscription name (key) that e holds, of an earlier life of
+// its topic (staleLife), on the revision e holds, and what the record's owner may have stored
+// of it (parked events, delivery histories). A write of the record since fails it with
+// store.ErrFenced: the caller reads the record again. e's semaphore is held; e holds no
+// record after.
+func (s *Store) dropStale(ctx context.Context, e *subEntry, key, topic, name string) error {
+	e.rec = nil
+	if err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev)); err != nil {
+		if isWrongLastSeq(err) {
+			return fenced(fmt.Sprintf("subscription %q of topic %q", name, topic), err)
+		}
+		return fmt.Errorf("jetstream store: deleting subscription %q of topic %q, a record of the topic before it was deleted and created again: %w", name, topic, err)
+	}
+	return s.dropSubData(ctx, topic, name)
+}
+
 // dropCreated deletes the record of subscription name (key) that createSub wrote at revision
 // rev with epoch, for a topic life that was gone: on its revision, or on the revision of a
 // write of another node since that kept its epoch (a definition or state written on it), so a
 // record another node created after it (another epoch) stays. A record already gone (the
-// delete of the topic, or a create of it, removed it) is done.
+// delete of the topic, or a create of it, removed it) is done. A definition write keeps the
+// record's epoch only when it found the record's life the topic's current one (staleLife):
+// then it read that life before the topic's delete, and the delete removes what it wrote
+// anyway; one that came to the topic created again deleted the record instead and created its
+// own, another epoch, which stays. A state write of the record's owner goes with the record.
 func (s *Store) dropCreated(ctx context.Context, key, topic, name string, rev, epoch uint64) error {
 	for try := 1; ; try++ {
 		err := s.meta.Purge(ctx, key, jetstream.LastRevision(rev))
@@ -479,43 +534,10 @@ const swapTries = 8
 // is read afresh (never from the cache) and written on the revision read, so a write of
 // another node in between fails the write; the record is then read again, and the swap
 // fails with [store.ErrChanged] only when its definition is another. Past swapTries writes
-// lost to state writes it fails with [store.ErrFenced].
+// lost to state writes it fails with [store.ErrFenced]. A record of an earlier life of the
+// topic (staleLife), written by a create that raced the topic's delete and create, is no
+// subscription of the topic: it is deleted, and the swap fails with [store.ErrNotFound].
 func (s *Store) SwapSubscription(ctx context.Context, topic, name string, old, spec []byte) error {
-	ctx, cancel, err := s.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	if err := s.topicExists(ctx, topic); err != nil {
-		return err
-	}
-	e, err := s.entry(ctx, subKey(topic, name))
-	if err != nil {
-		return err
-	}
-	defer e.release()
-	for try := 1; ; try++ {
-		if err := s.load(ctx, e, topic, name); err != nil {
-			return err
-		}
-		if !bytes.Equal(e.rec.spec, old) {
-			return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", name, topic, store.ErrChanged)
-		}
-		rec := *e.rec
-		rec.spec = slices.Clone(spec)
-		err := s.write(ctx, e, topic, name, &rec)
-		if err == nil || !errors.Is(err, store.ErrFenced) || try == swapTries {
-			return err
-		}
-	}
-}
-
-// DeleteSubscription implements [store.Store]. It deletes a subscription whose definition
-// does not decode too, freeing the name. It reads the record afresh and deletes it on the
-// revision read; a write of another node in between (its owner's state) makes it read the
-// record again and try once more, up to putTries tries, past which it fails with
-// [store.ErrFenced].
-func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
 	ctx, cancel, err := s.enter(ctx)
 	if err != nil {
 		return err
@@ -532,15 +554,72 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) erro
 	defer e.release()
 	for try := 1; ; try++ {
 		if err := s.load(ctx, e, topic, name); err != nil {
+			return err
+		}
+		stale, err := s.staleLife(ctx, topic, e.rec)
+		if err != nil {
+			return err
+		}
+		if stale {
+			err := s.dropStale(ctx, e, key, topic, name)
+			if err == nil {
+				return subNotFound(topic, name)
+			}
+			if !errors.Is(err, store.ErrFenced) || try == swapTries {
+				return err
+			}
+			continue
+		}
+		if !bytes.Equal(e.rec.spec, old) {
+			return fmt.Errorf("jetstream store: subscription %q of topic %q: %w", name, topic, store.ErrChanged)
+		}
+		rec := *e.rec
+		rec.spec = slices.Clone(spec)
+		err = s.write(ctx, e, topic, name, &rec)
+		if err == nil || !errors.Is(err, store.ErrFenced) || try == swapTries {
+			return err
+		}
+	}
+}
+
+// DeleteSubscription implements [store.Store]. It deletes a subscription whose definition
+// does not decode too, freeing the name. It reads the record afresh and deletes it on the
+// revision read; a write of another node in between (its owner's state) makes it read the
+// record again and try once more, up to putTries tries, past which it fails with
+// [store.ErrFenced]. A record of an earlier life of the topic (staleLife) is deleted too, but
+// the delete answers [store.ErrNotFound]: the topic that stands had no such subscription.
+func (s *Store) DeleteSubscription(ctx context.Context, topic, name string) error {
+	ctx, cancel, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.topicExists(ctx, topic); err != nil {
+		return err
+	}
+	key := subKey(topic, name)
+	e, err := s.entry(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer e.release()
+	for try := 1; ; try++ {
+		stale := false
+		if err := s.load(ctx, e, topic, name); err != nil {
 			d, ok := asDamagedDef(err)
 			if !ok {
 				return err
 			}
 			e.setRev(d.rev) // a damaged definition is deleted all the same
+		} else if stale, err = s.staleLife(ctx, topic, e.rec); err != nil {
+			return err
 		}
 		err := s.meta.Purge(ctx, key, jetstream.LastRevision(e.rev))
 		if err == nil {
-			return s.dropSub(ctx, e, key, topic, name)
+			if err := s.dropSub(ctx, e, key, topic, name); err != nil || !stale {
+				return err
+			}
+			return subNotFound(topic, name) // deleted as a record of the topic's earlier life
 		}
 		e.rec = nil
 		if !isWrongLastSeq(err) {
@@ -562,6 +641,12 @@ func (s *Store) dropSub(ctx context.Context, e *subEntry, key, topic, name strin
 	}
 	s.mu.Unlock()
 	s.dropMarker(ctx, key)
+	return s.dropSubData(ctx, topic, name)
+}
+
+// dropSubData removes a subscription's parked events and delivery histories, its record
+// deleted.
+func (s *Store) dropSubData(ctx context.Context, topic, name string) error {
 	subj := s.opts.Prefix + ".parked." + escape(topic) + "." + escape(name) + ".*"
 	if err := s.parked.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("jetstream store: deleting the parked events of subscription %q of topic %q: %w", name, topic, err)

@@ -31,13 +31,19 @@ var errCorrupt = wire.ErrCorrupt
 // subRecord is everything stored for one subscription under one key, so that one
 // compare-and-set writes all of it: the definition's spec, the cursor, the parked events
 // (without their event: each parked event's copy of the event is a message of the parked
-// stream, written before the record that names it) and the probation state.
+// stream, written before the record that names it), the probation state, and the life of the
+// topic the record was created for.
 type subRecord struct {
 	epoch     uint64 // legacyEpoch for a record written without one
 	spec      []byte
 	cursor    uint64
 	parked    []store.Parked // ordered by Seq; Event is not encoded
 	probation []byte         // nil when none
+	// life is the creation time (Unix nanoseconds) of the topic's journal stream the record
+	// was created for, the one its cursor numbers: a topic deleted and created again has
+	// another stream, so a record of an earlier life of the name is told apart (staleLife).
+	// 0 for a record written without it (by an earlier release): its life is not known.
+	life uint64
 }
 
 // appendEntry encodes a journal message: version, publish time, event. The sequence number is
@@ -58,7 +64,9 @@ func decodeEntry(seq uint64, b []byte) (store.Entry, error) {
 
 // appendSubRecord encodes a subscription record: version, uvarint cursor (first, so Cursors
 // decodes only the head), uvarint epoch (subRecordV2; none in format 1, for legacyEpoch),
-// spec, probation presence and bytes, the parked count and each parked event.
+// spec, probation presence and bytes, the parked count and each parked event, and last the
+// uvarint life when it is known: a decoder of an earlier release stops before it (and writes
+// the record again without it).
 func appendSubRecord(dst []byte, r *subRecord) []byte {
 	if r.epoch == legacyEpoch {
 		dst = append(dst, formatV1)
@@ -78,6 +86,9 @@ func appendSubRecord(dst []byte, r *subRecord) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.parked)))
 	for i := range r.parked {
 		dst = appendParked(dst, &r.parked[i])
+	}
+	if r.life != 0 {
+		dst = binary.AppendUvarint(dst, r.life)
 	}
 	return dst
 }
@@ -144,6 +155,9 @@ func decodeSubRecord(b []byte) (subRecord, error) {
 	}
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		r.parked = append(r.parked, readParked(&d))
+	}
+	if d.Err() == nil && len(d.Rest()) > 0 {
+		r.life = d.Uvarint()
 	}
 	return r, d.Err()
 }

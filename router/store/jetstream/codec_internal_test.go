@@ -32,6 +32,8 @@ func TestFormatGolden(t *testing.T) {
 	}
 	rec := subRecord{epoch: 1 << 40, spec: []byte(`{"s":1}`), cursor: 9, parked: []store.Parked{parked}, probation: []byte(`{"cause":5}`)}
 	legacy := subRecord{epoch: legacyEpoch, spec: []byte(`{"s":1}`), cursor: 9}
+	lived := rec
+	lived.life = uint64(codecTime.UnixNano())
 	tests := []struct {
 		name    string
 		encoded []byte
@@ -59,6 +61,15 @@ func TestFormatGolden(t *testing.T) {
 			golden:  "0209808080808020077b2273223a317d010b7b226361757365223a357d010706ee9096b00d959aef3af09096b00d959aef3ae69196b00d959aef3a8ec996b00d959aef3a08ee07",
 			decode:  func(b []byte) (any, error) { return decodeSubRecord(b) },
 			want:    rec,
+		},
+		{
+			// The life trails the record: the bytes before it are the record without it, which
+			// a node of an earlier release decodes, stopping before the life.
+			name:    "subscription record with its topic's life",
+			encoded: appendSubRecord(nil, &lived),
+			golden:  "0209808080808020077b2273223a317d010b7b226361757365223a357d010706ee9096b00d959aef3af09096b00d959aef3ae69196b00d959aef3a8ec996b00d959aef3a08ee0795e694e2aeea95f518",
+			decode:  func(b []byte) (any, error) { return decodeSubRecord(b) },
+			want:    lived,
 		},
 		{
 			name:    "subscription record of legacyEpoch",

@@ -95,7 +95,18 @@
 // the record stands; else the create deletes the record it wrote (on its revision, or on the
 // revision of a write since that kept its epoch, never another node's create) and starts
 // again, which finds no topic ([store.ErrNotFound]) or the topic created again. Another node's
-// listing can see the record for the moment between its write and its delete. The delete's
+// listing can see the record for the moment between its write and its delete.
+//
+// Each record carries its topic's life, the creation time of the journal stream its cursor
+// numbers (left out of the records of earlier releases, whose life is then not known). A
+// definition write of an existing record ([Store.PutSubscription], [Store.SwapSubscription],
+// [Store.DeleteSubscription]) looks at the topic's stream first and does not take over a record
+// of an earlier life, one such a create wrote: it deletes that record and goes on as for a
+// subscription that does not exist (a put creates it anew, on the topic that stands, and a
+// create still taking its record back then finds the put's and stands aside, as a create that
+// lost; a swap or a delete finds none, [store.ErrNotFound]). So a write the take-back removes
+// is only one made while the topic's earlier life stood, which the topic's delete removes
+// anyway, never a write another node answered on the topic that stands. The delete's
 // marker is left to the next listing of the topic's subscriptions. A create whose delete fails
 // (an outage) fails and may leave the record: a create of the topic removes it, as it removes
 // what a delete cut short left.

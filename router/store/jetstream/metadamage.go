@@ -143,7 +143,7 @@ func (s *Store) damagedRecord(ctx context.Context, e *subEntry, topic, sub strin
 	if info.State.FirstSeq > 0 {
 		floor = info.State.FirstSeq - 1
 	}
-	rec := &subRecord{epoch: newEpoch(), spec: spec, cursor: floor}
+	rec := &subRecord{epoch: newEpoch(), spec: spec, cursor: floor, life: lifeOf(info)}
 	rev, werr := s.meta.Update(ctx, key, appendSubRecord(nil, rec), kv.Revision())
 	if werr != nil {
 		e.rec = nil

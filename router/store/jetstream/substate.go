@@ -345,7 +345,7 @@ func newEpoch() uint64 {
 
 // applyUpdate returns a new record: cur with u applied (Delete before Put).
 func applyUpdate(cur *subRecord, u store.Update) *subRecord {
-	rec := &subRecord{epoch: cur.epoch, spec: cur.spec, cursor: max(cur.cursor, u.Cursor), probation: cur.probation}
+	rec := &subRecord{epoch: cur.epoch, spec: cur.spec, cursor: max(cur.cursor, u.Cursor), probation: cur.probation, life: cur.life}
 	switch {
 	case u.Probation == nil:
 	case len(u.Probation) == 0:
