@@ -53,6 +53,7 @@ Scenarios:` + list.String(),
 			&cli.StringFlag{Name: "dir", Usage: "directory for the stores (default: a temporary directory)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof; samples carry a role label: router, loadgen, sink)"},
 			&cli.StringFlag{Name: "trace", Usage: "write an execution trace of the whole run to this file (go tool trace; -pprof=sched shows where goroutines waited for a core); tracing costs the run about a tenth of its speed"},
+			&cli.StringFlag{Name: "log-sync", Value: "io_uring", Usage: "how egrid's stores sync their write-ahead logs: io_uring (the default of egrid serve; fdatasync where the kernel gives no io_uring) or fdatasync, in pebble's own goroutine"},
 			&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile to this file at the end of the idle scenario, while its subscriptions live (go tool pprof -sample_index=inuse_space); samples every 4 KB allocated, which adds to the memory it reports"},
 			outputFlag(),
 		},
@@ -81,6 +82,13 @@ Scenarios:` + list.String(),
 				Progress: e.Stderr, Duration: c.Duration("duration"), Concurrency: c.Int("concurrency"),
 				Rate: c.Int("rate"), IdleSubscriptions: c.Int("idle-subscriptions"),
 				RestartParked: c.Int("restart-parked"), Dir: c.String("dir"), MemProfile: c.String("memprofile"),
+			}
+			switch c.String("log-sync") {
+			case "io_uring":
+			case "fdatasync":
+				opt.FdatasyncLog = true
+			default:
+				return fmt.Errorf("--log-sync %q: use io_uring or fdatasync", clip.String(c.String("log-sync")))
 			}
 			if opt.MemProfile != "" {
 				runtime.MemProfileRate = 4096

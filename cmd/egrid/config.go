@@ -35,6 +35,7 @@ import (
 //	  deadLetterDelay: 5m
 //	  minFreeDisk: 256MiB     # below it publishes get 507 (default 256MiB or 1% of the volume, at least 16MiB)
 //	  secretKeyFile: /etc/egrid/secret.key   # encrypts topic/subscription definitions at rest
+//	  logSync: io_uring       # or fdatasync: how the store syncs its write-ahead log
 //	  allowHttpEndpoints: false  # http:// webhooks need it, or --insecure-dev (Azure: https only)
 //	  anyApiVersion: false       # any data-plane api-version (--any-api-version; Azure: refused)
 //	  maxReceiveAnswerBytes: 256MiB  # :receive answers held in memory at once (--max-receive-answer-bytes)
@@ -119,6 +120,8 @@ type serverConfig struct {
 	MinFreeDisk string `yaml:"minFreeDisk"`
 	// SecretKeyFile encrypts definitions at rest (--secret-key-file; storeflags.go).
 	SecretKeyFile string `yaml:"secretKeyFile"`
+	// LogSync is how the store syncs its write-ahead log (--log-sync; storeflags.go).
+	LogSync string `yaml:"logSync"`
 	// Egress is where webhooks may point, AllowHTTPEndpoints whether http:// is accepted
 	// (egress.go).
 	Egress             egressFileConfig `yaml:"egress"`

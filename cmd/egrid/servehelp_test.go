@@ -85,7 +85,7 @@ func TestServeHelpShowsEffectiveDefaults(t *testing.T) {
 		"metrics-listen":           s.MetricsListen,
 	}
 	// Defaults that depend on other settings or on the machine, described in the usage text.
-	inUsage := map[string]bool{"public-url": true, "min-free-disk": true, "node-name": true}
+	inUsage := map[string]bool{"public-url": true, "min-free-disk": true, "node-name": true, "log-sync": true}
 
 	for _, f := range serveCommand(env{}).Flags { // fresh flags: Run above set the others
 		name := f.Names()[0]

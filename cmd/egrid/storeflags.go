@@ -42,19 +42,35 @@ type storeSettings struct {
 	MinFreeDisk string
 	// SecretKeyFile holds the key that encrypts topic and subscription definitions at rest.
 	SecretKeyFile string
+	// LogSync is how the store syncs its write-ahead log: "io_uring" (the default; fdatasync
+	// where the kernel gives none) or "fdatasync" ([disk.Options.FdatasyncLog]).
+	LogSync string
 }
 
 // storeFlags are serve's flags for the embedded store.
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "secret-key-file", Usage: "file holding a 32-byte key (64 hex digits: openssl rand -hex 32) that encrypts topic and subscription definitions (topic keys, delivery secrets) in the store; mode 600 (env EGRID_SECRET_KEY_FILE)"},
+		&cli.StringFlag{Name: "log-sync", Usage: "how the store syncs its write-ahead log: io_uring (default; fdatasync where the kernel gives no io_uring) or fdatasync, in the syncing goroutine (env EGRID_LOG_SYNC)"},
 		&cli.StringFlag{Name: "min-free-disk", Usage: "free-space floor of the data directory's volume: below it publishes are refused with 507 Insufficient Storage, before the disk is full; bytes (512MiB, 2GiB) below the volume's size or a percentage (5%), 0 turns it off; default 256MiB or 1% of the volume, whichever is smaller, and at least 16MiB (env EGRID_MIN_FREE_DISK)"},
 	}
 }
 
 // resolveStore resolves the store settings: flag > environment > file > default.
 func resolveStore(c *cli.Context, getenv func(string) string, fs serverConfig) (storeSettings, error) {
-	s := storeSettings{MinFreeDisk: fs.MinFreeDisk, SecretKeyFile: fs.SecretKeyFile}
+	s := storeSettings{MinFreeDisk: fs.MinFreeDisk, SecretKeyFile: fs.SecretKeyFile, LogSync: fs.LogSync}
+	from := "server.logSync"
+	switch {
+	case c.IsSet("log-sync"):
+		s.LogSync, from = c.String("log-sync"), "--log-sync"
+	case getenv("EGRID_LOG_SYNC") != "":
+		s.LogSync, from = getenv("EGRID_LOG_SYNC"), "EGRID_LOG_SYNC"
+	}
+	switch s.LogSync {
+	case "", "io_uring", "fdatasync":
+	default:
+		return s, fmt.Errorf("%s %q: use io_uring (the default) or fdatasync", from, clip.String(s.LogSync))
+	}
 	switch {
 	case c.IsSet("secret-key-file"):
 		s.SecretKeyFile = c.String("secret-key-file")
@@ -185,7 +201,7 @@ func openStore(s serveSettings, log *slog.Logger, m *metrics.Set) (*disk.Store, 
 		}
 	}
 	return disk.Open(s.DataDir, disk.Options{
-		Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key,
+		Logger: log, MinFreeBytes: minFree, PrivateDir: true, SecretKey: key, FdatasyncLog: s.Store.LogSync == "fdatasync",
 		OnCorruption: func(kind string) { m.Add(metrics.Key{Name: metrics.StoreCorruptionCount, Dim: kind}, 1) },
 	})
 }

@@ -69,6 +69,13 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}
 	s.walPolicy = newWALPolicy(dir, opts.MemTableSize)
 	s.walPolicy.apply(&s.popts)
+	if opts.fs == vfs.Default && !opts.ReadOnly && !opts.FdatasyncLog {
+		if r, err := newSyncRing(); err == nil {
+			s.ring = r
+		} else {
+			s.log.Debug("disk store: syncing the write-ahead log with fdatasync", "reason", err)
+		}
+	}
 	s.pebbleFS = s.newWALSpaceFS(opts.fs)
 	if opts.tune != nil {
 		opts.tune(&s.popts)

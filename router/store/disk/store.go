@@ -94,6 +94,12 @@ type Options struct {
 	// onReclaimed, for tests, is called as a reclaim below the floor has ended
 	// (walspace.go).
 	onReclaimed func()
+	// FdatasyncLog syncs the write-ahead log with fdatasync(2) in pebble's own goroutine, as
+	// pebble does by itself, instead of through an io_uring the store sets up on Linux (see
+	// the README's Durability section: the goroutine waiting for the sync then holds no P,
+	// so the goroutines readied meanwhile run). Where the kernel gives no io_uring the store
+	// uses fdatasync anyway.
+	FdatasyncLog bool
 }
 
 func (o Options) withDefaults() Options {
@@ -207,9 +213,12 @@ type Store struct {
 	// pebbleFS the file system each generation's fenceFS wraps (walspace.go).
 	walPolicy walPolicy
 	pebbleFS  vfs.FS
-	kick      chan struct{} // wakes the recovery loop after a failure
-	stop      chan struct{} // closed by Close
-	loopDone  chan struct{} // closed when the recovery loop has returned
+	// ring syncs the write-ahead log where the kernel gives one (syncring_linux.go); nil
+	// otherwise.
+	ring     *syncRing
+	kick     chan struct{} // wakes the recovery loop after a failure
+	stop     chan struct{} // closed by Close
+	loopDone chan struct{} // closed when the recovery loop has returned
 }
 
 // get reads one key; ok is false when it is absent. The value is a copy.
@@ -359,6 +368,9 @@ func (s *Store) Close() error {
 	<-s.catalogDone
 	defer s.repeats.close() // after pebble's last report
 	if g.isFailed() {
+		if s.ring != nil {
+			go s.ring.close() // once a sync the failed instance may still wait for returns
+		}
 		s.mu.RLock()
 		lost := len(s.pending)
 		s.mu.RUnlock()
@@ -368,7 +380,11 @@ func (s *Store) Close() error {
 		s.abandon(g)
 		return s.lock.release()
 	}
-	return errors.Join(s.closeGeneration(g), s.lock.release())
+	err := s.closeGeneration(g)
+	if s.ring != nil {
+		s.ring.close()
+	}
+	return errors.Join(err, s.lock.release())
 }
 
 // Flush writes what pebble's memtable holds to table files and starts an empty memtable,

@@ -113,10 +113,11 @@ type needsContents struct{ pebble.ArchiveCleaner }
 type walSpaceFS struct {
 	vfs.FS
 	prealloc func(n int64) bool
+	ring     *syncRing // nil: the logs sync with fdatasync
 }
 
 func (s *Store) newWALSpaceFS(inner vfs.FS) vfs.FS {
-	return walSpaceFS{FS: inner, prealloc: func(n int64) bool {
+	return walSpaceFS{FS: inner, ring: s.ring, prealloc: func(n int64) bool {
 		if s.walPolicy.small {
 			return false
 		}
@@ -132,7 +133,7 @@ func (fs walSpaceFS) wrap(name string, f vfs.File, err error) (vfs.File, error) 
 	if err != nil || !strings.HasSuffix(name, ".log") {
 		return f, err
 	}
-	return walSpaceFile{File: f, prealloc: fs.prealloc}, nil
+	return walSpaceFile{File: f, prealloc: fs.prealloc, ring: fs.ring}, nil
 }
 
 // Create implements vfs.FS.
@@ -150,6 +151,16 @@ func (fs walSpaceFS) ReuseForWrite(oldname, newname string, category vfs.DiskWri
 type walSpaceFile struct {
 	vfs.File
 	prealloc func(n int64) bool
+	ring     *syncRing
+}
+
+// SyncData is the log's sync (pebble's syncing file calls it for Sync as well): through the
+// store's ring where it has one (see syncRing).
+func (f walSpaceFile) SyncData() error {
+	if f.ring == nil {
+		return f.File.SyncData()
+	}
+	return f.ring.datasync(f.File.Fd())
 }
 
 // Preallocate reserves the space only when the policy allows it; a log written without a

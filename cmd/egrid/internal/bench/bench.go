@@ -110,6 +110,9 @@ type Options struct {
 	// delivery scenarios then cannot profile their windows, and their CPU rows split by role
 	// are left empty with a note (the run's profile carries the same role labels).
 	WholeRunProfile bool
+	// FdatasyncLog has egrid's stores sync their write-ahead logs with fdatasync instead of
+	// through io_uring (--log-sync fdatasync; [disk.Options.FdatasyncLog]).
+	FdatasyncLog bool
 }
 
 // Runner runs scenarios with one set of [Options]; each router it starts gets a fresh store

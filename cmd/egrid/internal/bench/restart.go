@@ -56,7 +56,7 @@ func restart(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 	began := time.Now()
 	var firstAt atomic.Int64 // nanoseconds after began of the first delivery
 	sink.onEvent = func(string, []byte) { firstAt.CompareAndSwap(0, int64(time.Since(began))) }
-	st, err := disk.Open(dir, disk.Options{})
+	st, err := disk.Open(dir, disk.Options{FdatasyncLog: b.opt.FdatasyncLog})
 	if err != nil {
 		peak.close()
 		return nil, err
@@ -133,7 +133,7 @@ func restart(ctx context.Context, b *Runner, s Scenario) ([]Result, error) {
 // events in its journal and restartSubscriptions webhook subscriptions to sinkURL, each with
 // every event parked after three failed attempts, restartDueNow of them due at once.
 func buildParkedStore(ctx context.Context, b *Runner, dir, sinkURL string, perSub int) error {
-	st, err := disk.Open(dir, disk.Options{})
+	st, err := disk.Open(dir, disk.Options{FdatasyncLog: b.opt.FdatasyncLog})
 	if err != nil {
 		return err
 	}

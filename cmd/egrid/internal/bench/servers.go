@@ -354,7 +354,7 @@ func tableRow(scenario, per string, w disk.TableWrites, events int64) Result {
 func (b *Runner) startEgrid(cfg router.Config) (*egridServer, error) {
 	b.runs++
 	dir := filepath.Join(b.opt.Dir, fmt.Sprintf("store-%d", b.runs))
-	st, err := disk.Open(dir, disk.Options{})
+	st, err := disk.Open(dir, disk.Options{FdatasyncLog: b.opt.FdatasyncLog})
 	if err != nil {
 		return nil, err
 	}
