@@ -76,6 +76,11 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			s.log.Debug("disk store: syncing the write-ahead log with fdatasync", "reason", err)
 		}
 	}
+	defer func() {
+		if err != nil && s.ring != nil {
+			s.ring.close() // a store that did not open gives its ring back
+		}
+	}()
 	s.pebbleFS = s.newWALSpaceFS(opts.fs)
 	if opts.tune != nil {
 		opts.tune(&s.popts)

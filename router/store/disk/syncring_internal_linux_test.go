@@ -115,3 +115,41 @@ func TestFdatasyncLogSetsUpNoRing(t *testing.T) {
 		t.Fatal("a store opened with FdatasyncLog set up a sync ring")
 	}
 }
+
+// An Open that fails gives its ring back: an embedder retrying Open on a directory another
+// store holds lost two descriptors and a ring with every try.
+func TestFailedOpenClosesItsRing(t *testing.T) {
+	ringOrSkip(t)
+	dir := t.TempDir()
+	held, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	before := openRings(t)
+	for range 5 {
+		if s, err := Open(dir, Options{}); err == nil {
+			s.Close()
+			t.Fatal("a second Open of a held directory succeeded")
+		}
+	}
+	if after := openRings(t); after != before {
+		t.Fatalf("io_uring descriptors open: %d before five failed Opens, %d after", before, after)
+	}
+}
+
+// openRings counts the process's open io_uring descriptors.
+func openRings(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == "anon_inode:[io_uring]" {
+			n++
+		}
+	}
+	return n
+}

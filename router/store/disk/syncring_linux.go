@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncRing syncs the write-ahead log through an io_uring (Linux 5.6 and later): the sync is
+// syncRing syncs the write-ahead log through an io_uring (Linux 5.4 and later): the sync is
 // queued to the kernel, which runs it on a worker of its own, and the goroutine that asked
 // waits for its completion in Go's network poller. A plain fdatasync is a system call that
 // keeps its goroutine's P (the Go scheduler's processor) while it lasts, 150–300 µs on this
@@ -24,7 +24,7 @@ import (
 // the P runs them while the disk syncs.
 //
 // One ring serves a store for its lifetime, one sync at a time (pebble syncs one log at a
-// time). Where the kernel refuses io_uring (before 5.6, kernel.io_uring_disabled, a seccomp
+// time). Where the kernel refuses io_uring (before 5.4, kernel.io_uring_disabled, a seccomp
 // profile such as Docker's default one), newSyncRing fails and the store syncs with
 // fdatasync as before.
 type syncRing struct {
