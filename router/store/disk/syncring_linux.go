@@ -126,9 +126,13 @@ func (r *syncRing) release() {
 func (r *syncRing) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return
+	if !r.closed {
+		r.shut()
 	}
+}
+
+// shut releases the ring, r.mu held.
+func (r *syncRing) shut() {
 	r.closed = true
 	_ = r.ev.Close()
 	r.release()
@@ -162,9 +166,7 @@ func (r *syncRing) datasync(fd uintptr) error {
 		if errno != 0 {
 			// Not queued: the entry stays in the ring unsubmitted, so the ring is given up
 			// and this sync and the later ones are plain fdatasyncs.
-			r.closed = true
-			_ = r.ev.Close()
-			r.release()
+			r.shut()
 			return ignoringEINTR(func() error { return unix.Fdatasync(int(fd)) })
 		}
 	}
